@@ -1,0 +1,436 @@
+"""LLM access: OpenAI-compatible model funcs, and a client adding limits, cache, retries and usage.
+
+``openai`` is imported lazily everywhere so that ``import graphrag.llm`` stays cheap and
+LLM-free (``extraction="nlp"``) runs never pay for it.
+"""
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import os
+import random
+import time
+import weakref
+from dataclasses import dataclass, fields
+from typing import Any, Awaitable, Callable, Optional
+
+import xxhash
+
+logger = logging.getLogger(__name__)
+
+ModelFunc = Callable[..., Awaitable[str]]
+
+STAGES = ("extraction", "gleaning", "summary", "report", "query")
+
+# Keyword arguments that belong to us (or to nano-graphrag's own caching) and must never
+# reach a model function or the cache key.
+_OUR_KWARGS = frozenset({"hashing_kv", "stage", "use_cache"})
+
+# Extra tries for an empty completion; models sometimes return nothing once.
+_EMPTY_RETRIES = 2
+
+_NO_LLM_MESSAGE = (
+    "No LLM is configured. Set OPENAI_API_KEY (and OPENAI_BASE_URL for an OpenAI-compatible "
+    "local server such as Ollama, vLLM or llama.cpp), or pass llm_api_key/llm_base_url, or pass "
+    "best_model_func/cheap_model_func, or use extraction=\"nlp\" for LLM-free indexing."
+)
+
+
+class LLMError(RuntimeError):
+    """An LLM call that failed for good; names the pipeline stage so users know what broke."""
+
+    def __init__(self, stage: str, cause: BaseException, attempts: int = 1) -> None:
+        self.stage = stage
+        self.cause = cause
+        self.attempts = attempts
+        super().__init__(
+            f"LLM call failed during {stage} after {attempts} attempt{'s' if attempts != 1 else ''}: "
+            f"{type(cause).__name__}: {cause}"
+        )
+
+
+class NoLLMConfiguredError(LLMError):
+    """Raised on the first call when no key, base URL or model function was given."""
+
+    def __init__(self, stage: str = "setup", message: str = _NO_LLM_MESSAGE) -> None:
+        RuntimeError.__init__(self, message)
+        self.stage = stage
+        self.cause = None  # type: ignore[assignment]
+        self.attempts = 0
+
+
+# --------------------------------------------------------------------------- usage
+
+
+@dataclass
+class _StageUsage:
+    calls: int = 0
+    cached: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retries: int = 0
+    failures: int = 0
+
+
+_USAGE_FIELDS = tuple(f.name for f in fields(_StageUsage))
+
+
+class UsageCounter:
+    """Per-stage call/token/retry counts, so runs can report what the LLM cost."""
+
+    def __init__(self) -> None:
+        self._stages: dict[str, _StageUsage] = {}
+
+    def record(
+        self,
+        stage: str,
+        *,
+        calls: int = 0,
+        cached: int = 0,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        retries: int = 0,
+        failures: int = 0,
+    ) -> None:
+        u = self._stages.setdefault(stage, _StageUsage())
+        u.calls += calls
+        u.cached += cached
+        u.prompt_tokens += prompt_tokens
+        u.completion_tokens += completion_tokens
+        u.retries += retries
+        u.failures += failures
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        """A plain, JSON-able copy: ``{stage: {field: int}}``."""
+        return {s: {f: getattr(u, f) for f in _USAGE_FIELDS} for s, u in self._stages.items()}
+
+    def total(self) -> dict[str, int]:
+        out = {f: 0 for f in _USAGE_FIELDS}
+        for u in self._stages.values():
+            for f in _USAGE_FIELDS:
+                out[f] += getattr(u, f)
+        return out
+
+    def reset(self) -> None:
+        self._stages.clear()
+
+    def __repr__(self) -> str:
+        return f"UsageCounter({self.snapshot()!r})"
+
+
+# --------------------------------------------------------------------------- openai funcs
+
+
+def _resolve_endpoint(base_url: Optional[str], api_key: Optional[str]) -> tuple[Optional[str], str]:
+    """Explicit values first, then the env vars; a keyless local server gets a dummy key."""
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+    if not api_key:
+        if not base_url:
+            raise NoLLMConfiguredError()
+        api_key = "sk-no-key-required"
+    return base_url, api_key
+
+
+class _PerLoop:
+    """Keeps one object per running event loop: asyncio primitives and HTTP pools die with theirs."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
+        self._items: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = weakref.WeakKeyDictionary()
+
+    def get(self) -> Any:
+        loop = asyncio.get_running_loop()
+        item = self._items.get(loop)
+        if item is None:
+            item = self._factory()
+            self._items[loop] = item
+        return item
+
+
+def openai_model_func(
+    model: str,
+    *,
+    base_url: Optional[str] = None,
+    api_key: Optional[str] = None,
+    timeout: float = 180.0,
+) -> ModelFunc:
+    """A nano-graphrag style model func over any OpenAI-compatible chat endpoint.
+
+    The client is built lazily (one per event loop) with ``max_retries=0``: ``LLMClient``
+    owns retries so that backoff, Retry-After and usage counts live in one place.
+    """
+
+    def _make_client() -> Any:
+        import openai
+
+        url, key = _resolve_endpoint(base_url, api_key)
+        return openai.AsyncOpenAI(base_url=url, api_key=key, timeout=timeout, max_retries=0)
+
+    clients = _PerLoop(_make_client)
+
+    async def model_func(
+        prompt: str,
+        system_prompt: Optional[str] = None,
+        history_messages: Optional[list[dict]] = None,
+        **kwargs: Any,
+    ) -> str:
+        client = clients.get()
+        messages: list[dict] = []
+        if system_prompt:
+            messages.append({"role": "system", "content": system_prompt})
+        messages.extend(history_messages or [])
+        messages.append({"role": "user", "content": prompt})
+        for k in _OUR_KWARGS:
+            kwargs.pop(k, None)
+        resp = await client.chat.completions.create(model=model, messages=messages, **kwargs)
+        if not resp.choices:
+            return ""
+        return resp.choices[0].message.content or ""
+
+    model_func.__name__ = model
+    model_func.__qualname__ = f"openai_model_func({model})"
+    return model_func
+
+
+def openai_embedding_func(
+    model: str = "text-embedding-3-small",
+    embedding_dim: int = 1536,
+    max_token_size: int = 8191,
+    base_url: Optional[str] = None,
+    api_key: Optional[str] = None,
+) -> Any:
+    """An ``EmbeddingFunc`` over an OpenAI-compatible ``/embeddings`` endpoint.
+
+    Embeddings are not wrapped by ``LLMClient``, so the openai client's own retries are kept.
+    """
+    import numpy as np
+
+    from graphrag.embedding import EmbeddingFunc
+
+    def _make_client() -> Any:
+        import openai
+
+        url, key = _resolve_endpoint(base_url, api_key)
+        return openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=4)
+
+    clients = _PerLoop(_make_client)
+
+    async def _embed(texts: list[str]) -> "np.ndarray":
+        if not texts:
+            return np.zeros((0, embedding_dim), dtype=np.float32)
+        resp = await clients.get().embeddings.create(model=model, input=list(texts), encoding_format="float")
+        data = sorted(resp.data, key=lambda d: d.index)
+        return np.asarray([d.embedding for d in data], dtype=np.float32)
+
+    return EmbeddingFunc(embedding_dim=embedding_dim, max_token_size=max_token_size, func=_embed)
+
+
+# --------------------------------------------------------------------------- retry policy
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, NoLLMConfiguredError):
+        return False
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
+        return True
+    try:
+        import openai
+    except ImportError:  # pragma: no cover - openai is a hard dependency
+        return False
+    if isinstance(exc, (openai.RateLimitError, openai.APITimeoutError, openai.APIConnectionError,
+                        openai.InternalServerError)):
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        return status >= 500 or status in (408, 409, 429)
+    return False
+
+
+def _retry_after_seconds(exc: BaseException) -> Optional[float]:
+    """Seconds the server asked us to wait (``Retry-After``/``retry-after-ms``), if it said."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000.0)
+        value = headers.get("retry-after")
+    except Exception:  # odd header containers: just fall back to backoff
+        return None
+    if value is None:
+        return None
+    value = str(value).strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _default_count_tokens(text: str) -> int:
+    return len(text) // 4
+
+
+# --------------------------------------------------------------------------- client
+
+
+class LLMClient:
+    """One model func plus the policy every pipeline call needs: bounded concurrency,
+    a response cache, retries with backoff, and per-stage usage counts."""
+
+    def __init__(
+        self,
+        func: ModelFunc,
+        *,
+        model_id: str,
+        max_async: int,
+        usage: UsageCounter,
+        cache: Any = None,
+        count_tokens: Callable[[str], int] = _default_count_tokens,
+        max_retries: int = 6,
+        backoff_base: float = 1.0,
+        backoff_max: float = 60.0,
+    ) -> None:
+        if max_async <= 0:
+            raise ValueError("max_async must be positive")
+        self.func = func
+        self.model_id = model_id
+        self.max_async = max_async
+        self.usage = usage
+        self.cache = cache
+        self.count_tokens = count_tokens
+        self.max_retries = max(0, max_retries)
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self._semaphores = _PerLoop(lambda: asyncio.Semaphore(self.max_async))
+
+    def cache_key(
+        self,
+        prompt: str,
+        system_prompt: Optional[str] = None,
+        history_messages: Optional[list[dict]] = None,
+        **kwargs: Any,
+    ) -> str:
+        """Hash of everything that can change the answer, in a canonical order."""
+        payload = {
+            "model": self.model_id,
+            "system_prompt": system_prompt,
+            "history_messages": history_messages or [],
+            "prompt": prompt,
+            "kwargs": {k: v for k, v in kwargs.items() if k not in _OUR_KWARGS},
+        }
+        canon = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
+        return xxhash.xxh128_hexdigest(canon.encode("utf-8"))
+
+    def _backoff(self, attempt: int, exc: Optional[BaseException]) -> float:
+        retry_after = _retry_after_seconds(exc) if exc is not None else None
+        if retry_after is not None:
+            return min(retry_after, self.backoff_max)
+        return random.uniform(0.0, min(self.backoff_max, self.backoff_base * (2 ** attempt)))
+
+    async def __call__(
+        self,
+        prompt: str,
+        *,
+        stage: str,
+        system_prompt: Optional[str] = None,
+        history_messages: Optional[list[dict]] = None,
+        use_cache: bool = True,
+        **kwargs: Any,
+    ) -> str:
+        for k in _OUR_KWARGS:
+            kwargs.pop(k, None)
+        history = list(history_messages or [])
+        key: Optional[str] = None
+        if use_cache and self.cache is not None:
+            key = self.cache_key(prompt, system_prompt, history, **kwargs)
+            hit = await self.cache.get_by_id(key)
+            if hit is not None and hit.get("return"):
+                self.usage.record(stage, cached=1)
+                logger.debug("llm %s stage=%s cache hit %s", self.model_id, stage, key)
+                return hit["return"]
+
+        prompt_tokens = self.count_tokens(prompt) + (self.count_tokens(system_prompt) if system_prompt else 0)
+        prompt_tokens += sum(self.count_tokens(str(m.get("content", ""))) for m in history)
+
+        attempt = 0  # failed attempts so far (errors)
+        empties = 0
+        while True:
+            t0 = time.perf_counter()
+            try:
+                async with self._semaphores.get():
+                    self.usage.record(stage, calls=1)
+                    answer = await self.func(prompt, system_prompt=system_prompt,
+                                             history_messages=list(history), **kwargs)
+            except BaseException as exc:
+                if isinstance(exc, asyncio.CancelledError) or not isinstance(exc, Exception):
+                    raise
+                if isinstance(exc, NoLLMConfiguredError):
+                    self.usage.record(stage, failures=1)
+                    exc.stage = stage
+                    raise
+                attempt += 1
+                if not _is_retryable(exc) or attempt > self.max_retries:
+                    self.usage.record(stage, failures=1)
+                    logger.warning("llm %s stage=%s failed after %d attempt(s): %r",
+                                   self.model_id, stage, attempt + empties, exc)
+                    raise LLMError(stage, exc, attempt + empties) from exc
+                delay = self._backoff(attempt - 1, exc)
+                self.usage.record(stage, retries=1)
+                logger.info("llm %s stage=%s retry %d in %.2fs after %s: %s",
+                            self.model_id, stage, attempt, delay, type(exc).__name__, exc)
+                await asyncio.sleep(delay)
+                continue
+
+            answer = answer if isinstance(answer, str) else ("" if answer is None else str(answer))
+            if not answer.strip() and empties < _EMPTY_RETRIES:
+                empties += 1
+                self.usage.record(stage, retries=1)
+                delay = self._backoff(empties - 1, None)
+                logger.info("llm %s stage=%s empty answer, retry %d in %.2fs", self.model_id, stage, empties, delay)
+                await asyncio.sleep(delay)
+                continue
+            break
+
+        completion_tokens = self.count_tokens(answer)
+        self.usage.record(stage, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+        logger.debug("llm %s stage=%s %.2fs prompt_tokens=%d completion_tokens=%d",
+                     self.model_id, stage, time.perf_counter() - t0, prompt_tokens, completion_tokens)
+        if key is not None and answer.strip():
+            await self.cache.upsert({key: {"return": answer, "model": self.model_id}})
+        return answer
+
+
+def build_llm_clients(
+    config: Any,
+    usage: UsageCounter,
+    cache: Any = None,
+    count_tokens: Callable[[str], int] = _default_count_tokens,
+) -> tuple[LLMClient, LLMClient]:
+    """(best, cheap) clients from a ``GraphRAGConfig``; user model funcs win over the OpenAI client."""
+    if not getattr(config, "enable_llm_cache", True):
+        cache = None
+
+    def make(func: Optional[ModelFunc], name: str, max_async: int) -> LLMClient:
+        if func is None:
+            func = openai_model_func(name, base_url=config.llm_base_url, api_key=config.llm_api_key,
+                                     timeout=config.llm_timeout)
+            model_id = name
+        else:
+            model_id = getattr(func, "__name__", None) or "custom"
+        return LLMClient(func, model_id=model_id, max_async=max_async, usage=usage, cache=cache,
+                         count_tokens=count_tokens, max_retries=config.llm_max_retries)
+
+    best = make(config.best_model_func, config.best_model_name, config.best_model_max_async)
+    cheap = make(config.cheap_model_func, config.cheap_model_name, config.cheap_model_max_async)
+    return best, cheap
