@@ -1,0 +1,62 @@
+"""Prompt templates for the LLM stages, stored as ``*.txt`` package data.
+
+Templates use ``str.format`` placeholders so they can be edited without touching code;
+literal braces in them are doubled.
+"""
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+TUPLE_DELIMITER = "<|>"
+RECORD_DELIMITER = "##"
+COMPLETION_DELIMITER = "<|COMPLETE|>"
+DEFAULT_ENTITY_TYPES: list[str] = ["organization", "person", "geo", "event"]
+
+# Dict view for callers ported from nano-graphrag-style code (``PROMPTS["..."]``).
+PROMPTS: dict[str, Any] = {
+    "DEFAULT_TUPLE_DELIMITER": TUPLE_DELIMITER,
+    "DEFAULT_RECORD_DELIMITER": RECORD_DELIMITER,
+    "DEFAULT_COMPLETION_DELIMITER": COMPLETION_DELIMITER,
+    "DEFAULT_ENTITY_TYPES": DEFAULT_ENTITY_TYPES,
+    "TUPLE_DELIMITER": TUPLE_DELIMITER,
+    "RECORD_DELIMITER": RECORD_DELIMITER,
+    "COMPLETION_DELIMITER": COMPLETION_DELIMITER,
+}
+
+TEMPLATE_NAMES: tuple[str, ...] = (
+    "entity_extraction",
+    "entity_continue_extraction",
+    "entity_if_loop_extraction",
+    "summarize_entity_descriptions",
+    "community_report",
+    "local_rag_response",
+    "global_map_rag_points",
+    "global_reduce_rag_response",
+    "naive_rag_response",
+    "fail_response",
+)
+
+
+@lru_cache(maxsize=None)
+def load(name: str) -> str:
+    """Return the raw template ``<name>.txt``; cached because prompts are read per chunk."""
+    path = resources.files(__name__).joinpath(f"{name}.txt")
+    if not path.is_file():
+        raise KeyError(f"unknown prompt template {name!r}")
+    return path.read_text(encoding="utf-8")
+
+
+def render(name: str, **values: Any) -> str:
+    """Fill template ``name``; the delimiter placeholders default to the standard ones."""
+    defaults: dict[str, Any] = {
+        "tuple_delimiter": TUPLE_DELIMITER,
+        "record_delimiter": RECORD_DELIMITER,
+        "completion_delimiter": COMPLETION_DELIMITER,
+    }
+    defaults.update(values)
+    return load(name).format(**defaults)
