@@ -1,0 +1,234 @@
+"""Entity/relationship extraction: prompt the LLM per chunk and parse its tuple records.
+
+Real model output is messy (code fences, prose, lost delimiters, odd quoting), so the
+parser locates records by their ``entity``/``relationship`` keyword instead of trusting
+the record delimiter, and skips (and counts) whatever it cannot read rather than raising.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any, Awaitable, Callable, Optional, Protocol
+
+from graphrag.prompts import COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, render
+from graphrag.schema import ChunkExtraction, ChunkRecord, EntityRecord, RelationRecord
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "LLMCall",
+    "clean_text",
+    "normalize_entity_name",
+    "parse_strength",
+    "parse_extraction",
+    "extract_chunk",
+    "extract_chunks",
+]
+
+
+class LLMCall(Protocol):
+    def __call__(
+        self, prompt: str, *, stage: str, history_messages: Optional[list[dict]] = None, **kwargs: Any
+    ) -> Awaitable[str]: ...
+
+
+# Characters XML 1.0 (GraphML) cannot hold, plus C0/C1 controls other than \t \n \r.
+_INVALID_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+_WRAPPERS = "\"'`“”‘’*_ \t\r\n"
+_WS = re.compile(r"\s+")
+_FENCE = re.compile(r"```[A-Za-z0-9_+-]*")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_WORD_STRENGTH = {
+    "zero": 0.0, "one": 1.0, "two": 2.0, "three": 3.0, "four": 4.0, "five": 5.0,
+    "six": 6.0, "seven": 7.0, "eight": 8.0, "nine": 9.0, "ten": 10.0,
+    "very low": 1.0, "very weak": 1.0, "low": 2.0, "weak": 2.0, "moderate": 5.0,
+    "medium": 5.0, "average": 5.0, "high": 8.0, "strong": 8.0, "very high": 10.0,
+    "very strong": 10.0,
+}  # fmt: skip
+DEFAULT_STRENGTH = 1.0
+
+
+def clean_text(value: str) -> str:
+    """Drop XML-invalid/control characters and collapse whitespace (GraphML must stay valid)."""
+    return _WS.sub(" ", _INVALID_CHARS.sub("", value)).strip()
+
+
+def _unwrap(value: str) -> str:
+    """Remove surrounding quotes, backticks and markdown emphasis, however deeply nested."""
+    previous = None
+    while previous != value:
+        previous = value
+        value = value.strip(_WRAPPERS)
+    return value
+
+
+def normalize_entity_name(name: str) -> str:
+    """Canonical key for an entity so "Scrooge", '"scrooge"' and ' **SCROOGE** ' merge."""
+    return _unwrap(clean_text(name)).upper()
+
+
+def parse_strength(value: Optional[str]) -> float:
+    """Read a relationship strength written as a number, "8/10", or a word; default 1.0."""
+    if value is None:
+        return DEFAULT_STRENGTH
+    text = _unwrap(clean_text(value)).lower().rstrip(".")
+    match = _NUMBER.search(text)
+    if match:
+        return max(0.0, float(match.group()))
+    return _WORD_STRENGTH.get(_WS.sub(" ", text), DEFAULT_STRENGTH)
+
+
+def _record_start(tuple_delimiter: str) -> re.Pattern[str]:
+    quotes = "[\"'`“”‘’*]*"
+    return re.compile(
+        rf"\(?\s*{quotes}\s*(entity|relationship|relation)\s*{quotes}\s*{re.escape(tuple_delimiter)}",
+        re.IGNORECASE,
+    )
+
+
+def _cut_record(body: str, tuple_delimiter: str, full_delims: int) -> str:
+    """Trim a record's raw text to the record itself, leaving trailing prose/newlines out.
+
+    Records may span lines (a newline after a delimiter), so lines are added until one ends
+    with the closing parenthesis; with no parenthesis at all, until all fields are present.
+    """
+    lines = body.split("\n")
+    for i in range(len(lines)):
+        joined = "\n".join(lines[: i + 1])
+        if joined.rstrip().endswith(")") and joined.count(tuple_delimiter) >= 2:
+            return joined
+    for i in range(len(lines)):
+        joined = "\n".join(lines[: i + 1])
+        if joined.count(tuple_delimiter) >= full_delims:
+            return joined
+    # Fewer fields than a full record: keep through the last line holding a delimiter.
+    last = max((i for i, line in enumerate(lines) if tuple_delimiter in line), default=0)
+    return "\n".join(lines[: last + 1])
+
+
+def _strip_closing_paren(body: str) -> str:
+    body = body.rstrip()
+    if body.endswith(")") and body.count(")") > body.count("("):
+        body = body[:-1]
+    return body
+
+
+def parse_extraction(
+    text: str,
+    *,
+    tuple_delimiter: str = TUPLE_DELIMITER,
+    record_delimiter: str = RECORD_DELIMITER,
+    completion_delimiter: str = COMPLETION_DELIMITER,
+) -> tuple[list[EntityRecord], list[RelationRecord], int]:
+    """Parse one extraction answer into entities, relations and the number of skipped records."""
+    text = _INVALID_CHARS.sub("", text.replace("\r\n", "\n"))
+    text = _FENCE.sub("\n", text)
+    text = re.sub(re.escape(completion_delimiter), "\n", text, flags=re.IGNORECASE)
+    starts = list(_record_start(tuple_delimiter).finditer(text))
+    entities: list[EntityRecord] = []
+    relations: list[RelationRecord] = []
+    malformed = 0
+    for i, match in enumerate(starts):
+        end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
+        body = text[match.end() : end]
+        if record_delimiter:
+            body = body.split(record_delimiter, 1)[0]
+        is_entity = match.group(1).lower() == "entity"
+        body = _strip_closing_paren(_cut_record(body, tuple_delimiter, 2 if is_entity else 3))
+        fields = [f.strip() for f in body.split(tuple_delimiter)]
+        while len(fields) > 1 and not _unwrap(fields[-1]):
+            fields.pop()  # a trailing delimiter before ")" adds an empty field
+        record = _entity(fields) if is_entity else _relation(fields)
+        if record is None:
+            malformed += 1
+            logger.debug("skipping malformed extraction record: %r", text[match.start() : end][:200])
+        elif is_entity:
+            entities.append(record)  # type: ignore[arg-type]
+        else:
+            relations.append(record)  # type: ignore[arg-type]
+    return entities, relations, malformed
+
+
+def _entity(fields: list[str]) -> Optional[EntityRecord]:
+    if len(fields) != 3:
+        return None
+    name = normalize_entity_name(fields[0])
+    if not name:
+        return None
+    return EntityRecord(
+        name=name,
+        type=normalize_entity_name(fields[1]) or "UNKNOWN",
+        description=_unwrap(clean_text(fields[2])),
+    )
+
+
+def _relation(fields: list[str]) -> Optional[RelationRecord]:
+    if len(fields) not in (3, 4):
+        return None
+    source, target = normalize_entity_name(fields[0]), normalize_entity_name(fields[1])
+    if not source or not target or source == target:
+        return None
+    return RelationRecord(
+        source=source,
+        target=target,
+        description=_unwrap(clean_text(fields[2])),
+        weight=parse_strength(fields[3] if len(fields) == 4 else None),
+    )
+
+
+def _is_yes(answer: str) -> bool:
+    return re.sub(r"[^a-z]", "", answer.strip().lower()).startswith("yes")
+
+
+async def extract_chunk(
+    content: str, *, llm: LLMCall, entity_types: list[str], max_gleaning: int
+) -> ChunkExtraction:
+    """Extract one chunk, then glean up to ``max_gleaning`` more turns in the same conversation.
+
+    Returns ``{"entities", "relations", "malformed"}``; ``malformed`` is an extra key beyond
+    the ChunkExtraction TypedDict, counting records the parser had to skip.
+    """
+    prompt = render("entity_extraction", entity_types=", ".join(entity_types), input_text=content)
+    answer = await llm(prompt, stage="extraction")
+    entities, relations, malformed = parse_extraction(answer)
+    history: list[dict] = [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
+    for turn in range(max_gleaning):
+        continue_prompt = render("entity_continue_extraction")
+        glean = await llm(continue_prompt, stage="gleaning", history_messages=list(history))
+        history += [{"role": "user", "content": continue_prompt}, {"role": "assistant", "content": glean}]
+        more_e, more_r, more_bad = parse_extraction(glean)
+        entities += more_e
+        relations += more_r
+        malformed += more_bad
+        if turn == max_gleaning - 1:
+            break
+        verdict = await llm(render("entity_if_loop_extraction"), stage="gleaning", history_messages=list(history))
+        if not _is_yes(verdict):
+            break
+    if malformed:
+        logger.debug("skipped %d malformed extraction records in a chunk", malformed)
+    result: dict[str, Any] = {"entities": entities, "relations": relations, "malformed": malformed}
+    return result  # type: ignore[return-value]
+
+
+async def extract_chunks(
+    chunks: dict[str, ChunkRecord],
+    *,
+    llm: LLMCall,
+    entity_types: list[str],
+    max_gleaning: int,
+    on_done: Optional[Callable[[str, ChunkExtraction], None]] = None,
+) -> dict[str, ChunkExtraction]:
+    """Extract all chunks concurrently (the LLM client bounds concurrency); first error propagates."""
+
+    async def one(chunk_id: str, chunk: ChunkRecord) -> tuple[str, ChunkExtraction]:
+        result = await extract_chunk(
+            chunk["content"], llm=llm, entity_types=entity_types, max_gleaning=max_gleaning
+        )
+        if on_done is not None:
+            on_done(chunk_id, result)
+        return chunk_id, result
+
+    done = await asyncio.gather(*(one(cid, chunk) for cid, chunk in chunks.items()))
+    return dict(done)
