@@ -1,0 +1,201 @@
+"""Merge per-chunk extraction records into graph node and edge data.
+
+A node's/edge's data is a pure function of the set of ``(chunk_id, record)`` contributions
+to it, never of insertion order: contributions are sorted before use. That lets a later
+delete or re-insert rebuild an element from its remaining contributions and get exactly
+what a fresh index would have produced.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from typing import Any, Iterable, Optional, Protocol
+
+from graphrag.operators.extraction import LLMCall, normalize_entity_name
+from graphrag.prompts import render
+from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction, EntityRecord, RelationRecord
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "Tokenizer",
+    "edge_key",
+    "merge_entity",
+    "merge_relation",
+    "placeholder_entity",
+    "summarize_description",
+    "summary_input_budget",
+    "group_contributions",
+    "merge_graph_records",
+]
+
+EntityContribs = dict[str, list[tuple[str, EntityRecord]]]
+RelationContribs = dict[tuple[str, str], list[tuple[str, RelationRecord]]]
+
+
+class Tokenizer(Protocol):
+    def encode(self, text: str) -> list[int]: ...
+    def decode(self, tokens: list[int]) -> str: ...
+    def count(self, text: str) -> int: ...
+
+
+def edge_key(a: str, b: str) -> tuple[str, str]:
+    """Undirected edge key: the graph is undirected, so (a, b) and (b, a) are one edge."""
+    return (a, b) if a <= b else (b, a)
+
+
+def _join_unique(values: Iterable[str]) -> str:
+    seen: dict[str, None] = {}
+    for value in values:
+        if value and value not in seen:
+            seen[value] = None
+    return GRAPH_FIELD_SEP.join(seen)
+
+
+def _source_ids(chunk_ids: Iterable[str]) -> str:
+    return GRAPH_FIELD_SEP.join(sorted(set(chunk_ids)))
+
+
+def merge_entity(name: str, contributions: list[tuple[str, EntityRecord]]) -> dict[str, Any]:
+    """Node data for ``name``: majority type (ties alphabetical; UNKNOWN only if nothing else)."""
+    contribs = sorted(contributions, key=lambda c: (c[0], c[1]["description"], c[1]["type"]))
+    types = Counter(r["type"] or "UNKNOWN" for _, r in contribs)
+    known = {t: n for t, n in types.items() if t != "UNKNOWN"} or dict(types) or {"UNKNOWN": 1}
+    entity_type = min(known, key=lambda t: (-known[t], t))
+    return {
+        "entity_type": entity_type,
+        "description": _join_unique(r["description"] for _, r in contribs),
+        "source_id": _source_ids(c for c, _ in contribs),
+    }
+
+
+def merge_relation(
+    source: str, target: str, contributions: list[tuple[str, RelationRecord]]
+) -> dict[str, Any]:
+    """Edge data: weights add up, descriptions de-duplicated, chunk ids sorted."""
+    contribs = sorted(contributions, key=lambda c: (c[0], c[1]["description"], c[1]["weight"]))
+    return {
+        "weight": float(sum(r["weight"] for _, r in contribs)),
+        "description": _join_unique(r["description"] for _, r in contribs),
+        "source_id": _source_ids(c for c, _ in contribs),
+        "order": 1,
+    }
+
+
+def placeholder_entity(name: str, relation_contributions: list[tuple[str, RelationRecord]]) -> dict[str, Any]:
+    """Node data for an edge endpoint no chunk described as an entity.
+
+    ``relation_contributions`` must be every contribution of every edge touching ``name``
+    (not only the edges of the current insert), or the result depends on history.
+    """
+    contribs = sorted(relation_contributions, key=lambda c: (c[0], c[1]["description"]))
+    return {
+        "entity_type": "UNKNOWN",
+        "description": _join_unique(r["description"] for _, r in contribs),
+        "source_id": _source_ids(c for c, _ in contribs),
+    }
+
+
+def summary_input_budget(max_tokens: int) -> int:
+    """Tokens of description list sent to the summariser: 4x the output, at least 4000.
+
+    Enough material for a good summary while keeping the cheap model's prompt bounded.
+    """
+    return max(4 * max_tokens, 4000)
+
+
+async def summarize_description(
+    name: str, description: str, *, llm: LLMCall, tokenizer: Tokenizer, max_tokens: int
+) -> str:
+    """Return ``description`` unchanged when short enough, else an LLM summary of it.
+
+    The input list keeps whole descriptions in order while they fit in
+    :func:`summary_input_budget`; a single oversized first description is truncated.
+    """
+    if tokenizer.count(description) <= max_tokens:
+        return description
+    budget = summary_input_budget(max_tokens)
+    kept: list[str] = []
+    used = 0
+    for part in description.split(GRAPH_FIELD_SEP):
+        size = tokenizer.count(part)
+        if used + size > budget:
+            if not kept:
+                kept.append(tokenizer.decode(tokenizer.encode(part)[:budget]))
+            break
+        kept.append(part)
+        used += size
+    prompt = render(
+        "summarize_entity_descriptions",
+        entity_name=name,
+        description_list="\n".join(f"- {d}" for d in kept),
+    )
+    summary = (await llm(prompt, stage="summary", max_tokens=max_tokens)).strip()
+    if not summary:
+        logger.warning("empty summary for %r; truncating its description instead", name)
+        return tokenizer.decode(tokenizer.encode(description)[:max_tokens])
+    return summary
+
+
+def group_contributions(
+    extractions: dict[str, ChunkExtraction],
+) -> tuple[EntityContribs, RelationContribs]:
+    """Group every chunk's records by normalised entity name and by undirected edge key."""
+    entities: EntityContribs = {}
+    relations: RelationContribs = {}
+    for chunk_id, extraction in extractions.items():
+        for ent in extraction.get("entities", []):
+            name = normalize_entity_name(ent["name"])
+            if name:
+                entities.setdefault(name, []).append((chunk_id, {**ent, "name": name}))
+        for rel in extraction.get("relations", []):
+            src, tgt = normalize_entity_name(rel["source"]), normalize_entity_name(rel["target"])
+            if not src or not tgt or src == tgt:
+                continue
+            key = edge_key(src, tgt)
+            relations.setdefault(key, []).append((chunk_id, {**rel, "source": src, "target": tgt}))
+    return entities, relations
+
+
+async def merge_graph_records(
+    entity_contributions: EntityContribs,
+    relation_contributions: RelationContribs,
+    *,
+    llm: LLMCall,
+    tokenizer: Tokenizer,
+    summary_max_tokens: int,
+    endpoint_relations: Optional[dict[str, list[tuple[str, RelationRecord]]]] = None,
+) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], dict[str, Any]]]:
+    """Build summarised node and edge data for the touched entities and edges.
+
+    Pass the FULL contribution lists (all chunks, old and new) of each touched element.
+    Endpoints without an entity record get :func:`placeholder_entity` data built from
+    ``endpoint_relations[name]`` when given (all edge contributions touching it), else from
+    the edges in ``relation_contributions``.
+    """
+    nodes: dict[str, dict[str, Any]] = {
+        name: merge_entity(name, contribs) for name, contribs in entity_contributions.items()
+    }
+    edges: dict[tuple[str, str], dict[str, Any]] = {}
+    touching: dict[str, list[tuple[str, RelationRecord]]] = {}
+    for (a, b), contribs in relation_contributions.items():
+        key = edge_key(a, b)
+        edges[key] = merge_relation(key[0], key[1], contribs)
+        for end in key:
+            touching.setdefault(end, []).extend(contribs)
+    for end in sorted(touching):
+        if end not in nodes:
+            source = (endpoint_relations or {}).get(end, touching[end])
+            nodes[end] = placeholder_entity(end, source)
+
+    async def summarise(label: str, data: dict[str, Any]) -> None:
+        data["description"] = await summarize_description(
+            label, data["description"], llm=llm, tokenizer=tokenizer, max_tokens=summary_max_tokens
+        )
+
+    await asyncio.gather(
+        *(summarise(name, data) for name, data in nodes.items()),
+        *(summarise(f"{a}, {b}", data) for (a, b), data in edges.items()),
+    )
+    return nodes, edges
