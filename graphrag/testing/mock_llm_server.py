@@ -1,0 +1,633 @@
+"""A local, deterministic OpenAI-compatible server for tests and offline benchmarks.
+
+It speaks just enough of the API (chat completions, embeddings, models) for the real
+``openai`` client, answers every prompt kind of this project with plausible model-like
+output, and can inject faults (429/500, connection resets, delays, empty answers) so the
+client's retry logic is exercised over real HTTP.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import logging
+import math
+import re
+import socket
+import struct
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Optional
+
+logger = logging.getLogger(__name__)
+
+Responder = Callable[[dict], str]
+
+TUPLE = "<|>"
+RECORD = "##"
+COMPLETE = "<|COMPLETE|>"
+
+_STOP = {
+    "The", "A", "An", "In", "It", "He", "She", "They", "But", "And", "When", "This", "That",
+    "These", "Those", "On", "At", "As", "If", "Of", "For", "To", "By", "With", "We", "I", "You",
+    "His", "Her", "Their", "Its", "Our", "After", "Before", "While", "Then", "There", "Here",
+    "So", "Or", "Yet", "From", "Into", "Over", "Under", "During", "Although", "Because", "Since",
+    "Who", "What", "Where", "Why", "How", "Which", "Each", "Every", "All", "Some", "Many", "Most",
+    "One", "Two", "No", "Not", "Yes", "Is", "Was", "Are", "Were", "Be", "Also", "However",
+}
+_NAME_RE = re.compile(r"\b[A-Z][A-Za-z0-9'\-]*(?:[ \t]+[A-Z][A-Za-z0-9'\-]*){0,2}\b")
+_WORD_RE = re.compile(r"[A-Za-z][A-Za-z'\-]{2,}")
+
+
+def _h(text: str) -> int:
+    """Stable hash (Python's ``hash`` is salted per process)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def _clean(text: str, limit: int = 240) -> str:
+    """One line, no delimiters, bounded length: safe inside a tuple record."""
+    text = re.sub(r"\s+", " ", text.replace(TUPLE, " ").replace(RECORD, " ").replace('"', "'")).strip()
+    if len(text) > limit:
+        text = text[: limit - 3].rstrip() + "..."
+    return text
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n{2,}", text) if s.strip()]
+
+
+def _names(sentence: str) -> list[str]:
+    out: list[str] = []
+    for m in _NAME_RE.finditer(sentence):
+        words = m.group(0).split()
+        while words and words[0] in _STOP:
+            words.pop(0)
+        if not words or (len(words) == 1 and len(words[0]) < 2):
+            continue
+        name = " ".join(words).upper()
+        if name not in out:
+            out.append(name)
+    return out
+
+
+# --------------------------------------------------------------------------- prompt kinds
+
+
+def _messages(req: dict) -> tuple[str, str, bool]:
+    """(system prompt, last user message, has history) of a chat request."""
+    msgs = req.get("messages") or []
+    system = "\n".join(str(m.get("content") or "") for m in msgs if m.get("role") == "system")
+    users = [i for i, m in enumerate(msgs) if m.get("role") == "user"]
+    last = str(msgs[users[-1]].get("content") or "") if users else ""
+    non_system = [m for m in msgs if m.get("role") != "system"]
+    return system, last, len(non_system) > 1
+
+
+def detect_kind(req: dict) -> str:
+    """Which prompt of the pipeline this is, from the marker phrases the templates carry."""
+    system, last, _ = _messages(req)
+    if "Answer YES | NO" in last:
+        return "gleaning_check"
+    if "MANY entities were missed" in last:
+        return "gleaning_continue"
+    if "-Real Data-" in last:
+        return "extraction"
+    if "-Community Data-" in last:
+        return "report"
+    probe = last + "\n" + system
+    if "---Data tables---" in probe and '"points"' in probe:
+        return "global_map"
+    if "Description List:" in last:
+        return "summary"
+    return "answer"
+
+
+def _extraction_text(prompt: str) -> str:
+    start = prompt.rfind("\nText: ")
+    end = prompt.rfind("\n######################\nOutput:")
+    if start != -1 and end > start:
+        return prompt[start + len("\nText: "): end]
+    tail = prompt.split("-Real Data-")[-1]
+    return tail.split("Output:")[0]
+
+
+def _entity_types(prompt: str) -> list[str]:
+    i = prompt.rfind("Entity_types: ")
+    if i == -1:
+        return ["organization", "person", "geo", "event"]
+    line = prompt[i + len("Entity_types: "):].split("\n", 1)[0].strip().strip("[]")
+    types = [t.strip().strip("'\"") for t in line.split(",") if t.strip().strip("'\"")]
+    return types or ["organization", "person", "geo", "event"]
+
+
+def _extract_records(text: str, types: list[str]) -> tuple[list[str], list[str]]:
+    """Entity and relationship records, like a careful model would write them."""
+    entities: dict[str, str] = {}
+    relations: dict[tuple[str, str], str] = {}
+    for sent in _sentences(text):
+        names = _names(sent)
+        for n in names:
+            if n not in entities and len(entities) < 40:
+                entities[n] = sent
+        present = [n for n in names if n in entities][:5]
+        for i, a in enumerate(present):
+            for b in present[i + 1:]:
+                pair = (a, b) if a < b else (b, a)
+                relations.setdefault(pair, sent)
+    ent_rows = [
+        f'("entity"{TUPLE}{n}{TUPLE}{types[_h(n) % len(types)]}{TUPLE}'
+        f"{_clean(f'{n.title()} is mentioned in the text: {s}')})"
+        for n, s in entities.items()
+    ]
+    rel_rows = [
+        f'("relationship"{TUPLE}{a}{TUPLE}{b}{TUPLE}'
+        f"{_clean(f'{a.title()} and {b.title()} are related: {s}')}{TUPLE}{1 + _h(a + b) % 10})"
+        for (a, b), s in list(relations.items())[:60]
+    ]
+    return ent_rows, rel_rows
+
+
+def _messy(body: str, seed: int, lang: str, lead: str) -> str:
+    """Real models sometimes fence or preface their output; parsers must cope."""
+    if seed % 5 == 0:
+        return f"```{lang}\n{body}\n```"
+    if seed % 5 == 1:
+        return f"{lead}\n\n{body}"
+    return body
+
+
+def _respond_extraction(prompt: str) -> str:
+    text = _extraction_text(prompt)
+    ents, rels = _extract_records(text, _entity_types(prompt))
+    if not ents:
+        return COMPLETE
+    body = f"{RECORD}\n".join(ents + rels) + f"\n{COMPLETE}"
+    return _messy(body, _h(text), "", "Here are the entities and relationships:")
+
+
+def _history_text(req: dict) -> tuple[str, str]:
+    """The original chunk text and extraction prompt from a gleaning conversation."""
+    for m in req.get("messages") or []:
+        content = str(m.get("content") or "")
+        if m.get("role") == "user" and "-Real Data-" in content:
+            return _extraction_text(content), content
+    return "", ""
+
+
+def _respond_gleaning_continue(req: dict) -> str:
+    text, prompt = _history_text(req)
+    if not text or _h(text) % 2:
+        return COMPLETE
+    known = {w for n in _names(text) for w in n.split()}
+    candidates = sorted(
+        {w.lower() for w in _WORD_RE.findall(text) if w[0].islower() and len(w) >= 8 and w.upper() not in known}
+    )
+    if not candidates:
+        return COMPLETE
+    word = candidates[_h(text) % len(candidates)]
+    sent = next((s for s in _sentences(text) if word in s.lower()), text)
+    types = _entity_types(prompt)
+    name = word.upper()
+    return (
+        f'("entity"{TUPLE}{name}{TUPLE}{types[_h(name) % len(types)]}{TUPLE}'
+        f"{_clean(f'The {word} is discussed in the text: {sent}')})\n{COMPLETE}"
+    )
+
+
+def _respond_gleaning_check(req: dict) -> str:
+    text, _ = _history_text(req)
+    return "YES" if len(text) > 4000 else "NO"
+
+
+def _respond_summary(prompt: str) -> str:
+    entity = ""
+    m = re.search(r"Entities:\s*(.+)", prompt)
+    if m:
+        entity = m.group(1).strip().strip("[]'\"")
+    body = prompt.split("Description List:", 1)[1]
+    body = re.split(r"\n#{3,}|\nOutput:", body, maxsplit=1)[0]
+    parts = [p.strip() for p in re.split(r"<SEP>|\n", body) if p.strip().strip("[]'\",")]
+    firsts: list[str] = []
+    for p in parts:
+        s = _sentences(p.strip("[]'\","))
+        first = s[0] if s else p
+        if first not in firsts:
+            firsts.append(first)
+    summary = " ".join(firsts)
+    if len(summary) > 600:
+        summary = summary[:597].rstrip() + "..."
+    if entity and not summary.upper().startswith(entity.upper()):
+        summary = f"{entity.title()}: {summary}"
+    return summary or f"{entity.title()} is described in the source text."
+
+
+def _table_rows(prompt: str, header: str) -> list[list[str]]:
+    i = prompt.find(header)
+    if i == -1:
+        return []
+    lines: list[str] = []
+    for line in prompt[i + len(header):].splitlines():
+        s = line.strip()
+        if s.startswith("```"):
+            continue
+        if s.startswith("-----") or (not s and lines):
+            break
+        if s:
+            lines.append(s)
+    rows = [[c.strip().strip('"') for c in r] for r in csv.reader(lines, skipinitialspace=True)]
+    if rows and rows[0] and rows[0][0].lower() == "id":
+        rows = rows[1:]
+    return [r for r in rows if len(r) >= 2]
+
+
+def _respond_report(prompt: str) -> str:
+    data = prompt.split("-Community Data-", 1)[1]
+    rows = _table_rows(data, "-----Entities-----")
+    ents = [(r[1], r[3] if len(r) > 3 else "") for r in rows if r[1]]
+    seed = _h(data)
+    if not ents:
+        report: dict[str, Any] = {
+            "title": "Unnamed Community",
+            "summary": "The community data contains no identifiable entities.",
+            "rating": 0.0,
+            "rating_explanation": "There is nothing of impact to assess.",
+            "findings": [],
+        }
+    else:
+        names = [e[0].title() for e in ents]
+        others = ", ".join(names[1:4]) or "no other entities"
+        report = {
+            "title": f"{names[0]} and {names[1]} Community" if len(names) > 1 else f"{names[0]} Community",
+            "summary": f"The community centres on {names[0]}, which is linked to {others}. "
+            f"It spans {len(ents)} entities drawn from the source text.",
+            "rating": round(1.0 + (seed % 81) / 10.0, 1),
+            "rating_explanation": f"The impact rating reflects the role of {names[0]} among its {len(ents)} entities.",
+            "findings": [
+                {
+                    "summary": f"The role of {name.title()}",
+                    "explanation": _clean(desc or f"{name.title()} appears in the community data.", 400),
+                }
+                for name, desc in ents[:5]
+            ],
+        }
+    return _messy(json.dumps(report, indent=2, ensure_ascii=False), seed, "json", "Here is the community report:")
+
+
+def _data_words(text: str, limit: int = 8) -> list[str]:
+    """Content words of a context block, skipping table headers and markers."""
+    out: list[str] = []
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith(("-", "#", "```")) or s.lower().startswith(("id,", "id\t")):
+            continue
+        words = [w for w in _WORD_RE.findall(s) if w.lower() not in {"content", "description", "entity"}]
+        if len(words) >= 3:
+            out.extend(words)
+        if len(out) >= limit:
+            break
+    return out[:limit]
+
+
+def _respond_global_map(system: str, last: str) -> str:
+    probe = system if "---Data tables---" in system else last
+    data = probe.split("---Data tables---", 1)[1]
+    words = _data_words(data)
+    if len(words) < 3:
+        return json.dumps({"points": [{"description": "I don't know.", "score": 0}]})
+    quote = " ".join(words[:6])
+    points = [
+        {"description": f"The reports state that {quote}.", "score": 40 + _h(data) % 60},
+        {"description": f"They also mention {' '.join(words[3:8]) or quote}.", "score": 10 + _h(quote) % 40},
+    ]
+    return json.dumps({"points": points})
+
+
+def _respond_answer(system: str, last: str) -> str:
+    context = system or last
+    words = _data_words(context)
+    question = re.sub(r"\s+", " ", last).strip()[:120]
+    if not words:
+        return f"I don't have enough information in the provided context to answer: {question}"
+    quote = " ".join(words[:6])
+    return (
+        f"Based on the provided context, the answer concerns {question.rstrip('?')}. "
+        f"The sources note that \"{quote}\". "
+        f"Taken together, this suggests the key points are covered by the data above."
+    )
+
+
+def realistic_responder(req: dict) -> str:
+    """Deterministic fake model: plausible output for each prompt kind of the pipeline."""
+    system, last, _ = _messages(req)
+    kind = detect_kind(req)
+    if kind == "extraction":
+        return _respond_extraction(last)
+    if kind == "gleaning_continue":
+        return _respond_gleaning_continue(req)
+    if kind == "gleaning_check":
+        return _respond_gleaning_check(req)
+    if kind == "summary":
+        return _respond_summary(last)
+    if kind == "report":
+        return _respond_report(last)
+    if kind == "global_map":
+        return _respond_global_map(system, last)
+    return _respond_answer(system, last)
+
+
+def fake_embedding(text: str, dim: int) -> list[float]:
+    """Hashed bag of words, L2-normalised: deterministic, and similar texts land close."""
+    vec = [0.0] * dim
+    tokens = re.findall(r"\w+", text.lower()) or [text]
+    for tok in tokens:
+        h = _h(tok)
+        vec[h % dim] += 1.0 if (h >> 32) & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vec))
+    if norm == 0.0:
+        vec[_h(text) % dim] = 1.0
+        return vec
+    return [v / norm for v in vec]
+
+
+# --------------------------------------------------------------------------- faults
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injected misbehaviour, consumed by the next chat request."""
+
+    kind: str  # "status" | "reset" | "delay" | "empty" | "text"
+    status_code: int = 0
+    retry_after: Optional[float | str] = None
+    seconds: float = 0.0
+    content: str = ""
+
+    @classmethod
+    def status(cls, code: int, retry_after: Optional[float | str] = None) -> "Fault":
+        return cls("status", status_code=code, retry_after=retry_after)
+
+    @classmethod
+    def reset(cls) -> "Fault":
+        return cls("reset")
+
+    @classmethod
+    def delay(cls, seconds: float) -> "Fault":
+        return cls("delay", seconds=seconds)
+
+    @classmethod
+    def empty(cls) -> "Fault":
+        return cls("empty")
+
+    @classmethod
+    def text(cls, content: str) -> "Fault":
+        return cls("text", content=content)
+
+
+# --------------------------------------------------------------------------- server
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+    allow_reuse_address = True
+    mock: "MockLLMServer"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        logger.debug("mock server: error handling request from %s", client_address, exc_info=True)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("mock server: " + format, *args)
+
+    def _send_json(self, code: int, obj: Any, headers: Optional[dict[str, str]] = None) -> None:
+        body = json.dumps(obj).encode("utf-8")
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client gave up (e.g. its timeout fired)
+
+    def _read_json(self) -> dict:
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        try:
+            data = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            data = {}
+        return data if isinstance(data, dict) else {}
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            self._send_json(200, {"object": "list", "data": [
+                {"id": m, "object": "model", "created": 0, "owned_by": "mock"}
+                for m in ("gpt-4o", "gpt-4o-mini", "text-embedding-3-small")
+            ]})
+        else:
+            self._send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+
+    def do_POST(self) -> None:
+        req = self._read_json()
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path.endswith("/chat/completions"):
+            self.server.mock._chat(self, req)
+        elif path.endswith("/embeddings"):
+            self.server.mock._embeddings(self, req)
+        else:
+            self._send_json(404, {"error": {"message": f"unknown path {self.path}", "type": "invalid_request_error"}})
+
+    def reset_connection(self) -> None:
+        """Abort with RST and no response, like a proxy or server crash."""
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+        except OSError:
+            pass
+        self.close_connection = True
+
+
+class MockLLMServer:
+    """OpenAI-compatible HTTP server on a background thread; see the module docstring."""
+
+    def __init__(
+        self,
+        responder: Optional[Responder] = None,
+        latency: float = 0.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        embedding_dim: int = 64,
+    ) -> None:
+        self.responder: Responder = responder or realistic_responder
+        self.latency = latency
+        self.host = host
+        self.port = port
+        self.embedding_dim = embedding_dim
+        self._lock = threading.Lock()
+        self._faults: list[Fault] = []
+        self._in_flight = 0
+        self.requests: list[dict] = []
+        self.peak_concurrency = 0
+        self.calls_by_kind: Counter[str] = Counter()
+        self._httpd: Optional[_Server] = None
+        self._thread: Optional[threading.Thread] = None
+
+    # lifecycle -------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self) -> "MockLLMServer":
+        if self._httpd is not None:
+            return self
+        httpd = _Server((self.host, self.port), _Handler)
+        httpd.mock = self
+        self.port = httpd.server_address[1]
+        self._httpd = httpd
+        self._thread = threading.Thread(target=httpd.serve_forever, name="mock-llm-server", daemon=True)
+        self._thread.start()
+        logger.debug("mock LLM server listening on %s", self.base_url)
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> "MockLLMServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # control ---------------------------------------------------------------
+    def inject(self, *faults: Fault) -> None:
+        with self._lock:
+            self._faults.extend(faults)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._faults.clear()
+            self.requests.clear()
+            self.calls_by_kind.clear()
+            self.peak_concurrency = self._in_flight
+
+    @property
+    def chat_requests(self) -> list[dict]:
+        with self._lock:
+            return [r for r in self.requests if "messages" in r]
+
+    # endpoints -------------------------------------------------------------
+    def _chat(self, h: _Handler, req: dict) -> None:
+        with self._lock:
+            self.requests.append(req)
+            fault = self._faults.pop(0) if self._faults else None
+            self._in_flight += 1
+            self.peak_concurrency = max(self.peak_concurrency, self._in_flight)
+            try:
+                kind = detect_kind(req)
+            except Exception:
+                kind = "unknown"
+            self.calls_by_kind[kind] += 1
+        try:
+            if self.latency > 0:
+                time.sleep(self.latency)
+            if fault is not None and fault.kind == "delay":
+                time.sleep(fault.seconds)
+                fault = None
+            if fault is not None and fault.kind == "reset":
+                h.reset_connection()
+                return
+            if fault is not None and fault.kind == "status":
+                headers = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
+                h._send_json(fault.status_code, {"error": {
+                    "message": f"injected status {fault.status_code}",
+                    "type": "rate_limit_error" if fault.status_code == 429 else "server_error",
+                    "code": None,
+                }}, headers)
+                return
+            if fault is not None and fault.kind == "empty":
+                content = ""
+            elif fault is not None and fault.kind == "text":
+                content = fault.content
+            else:
+                try:
+                    content = self.responder(req)
+                except Exception as exc:  # a broken responder is a 500, not a hung client
+                    logger.exception("mock responder failed")
+                    h._send_json(500, {"error": {"message": f"responder failed: {exc}", "type": "server_error"}})
+                    return
+            h._send_json(200, self._completion(req, content))
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    @staticmethod
+    def _completion(req: dict, content: str) -> dict:
+        prompt_chars = sum(len(str(m.get("content") or "")) for m in req.get("messages") or [])
+        p, c = max(1, prompt_chars // 4), len(content) // 4
+        return {
+            "id": f"chatcmpl-mock-{_h(content + str(time.time_ns())):x}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": req.get("model", "mock"),
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }],
+            "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c},
+        }
+
+    def _embeddings(self, h: _Handler, req: dict) -> None:
+        with self._lock:
+            self.requests.append(req)
+        inp = req.get("input", [])
+        texts = [inp] if isinstance(inp, str) else list(inp)
+        texts = [t if isinstance(t, str) else " ".join(map(str, t)) if isinstance(t, list) else str(t) for t in texts]
+        data = [{"object": "embedding", "index": i, "embedding": fake_embedding(t, self.embedding_dim)}
+                for i, t in enumerate(texts)]
+        tokens = sum(len(t) // 4 for t in texts)
+        h._send_json(200, {"object": "list", "data": data, "model": req.get("model", "mock"),
+                           "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """Run the mock server in the foreground (benchmarks, manual use)."""
+    ap = argparse.ArgumentParser(description="Local OpenAI-compatible mock LLM server.")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8765)
+    ap.add_argument("--latency", type=float, default=0.0, help="seconds added to every chat request")
+    ap.add_argument("--embedding-dim", type=int, default=64)
+    args = ap.parse_args(argv)
+    server = MockLLMServer(latency=args.latency, host=args.host, port=args.port, embedding_dim=args.embedding_dim)
+    server.start()
+    print(f"mock LLM server on {server.base_url}  (OPENAI_BASE_URL={server.base_url} OPENAI_API_KEY=x)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
