@@ -1,0 +1,33 @@
+"""Shared fixtures: a local mock OpenAI server, and an environment that never reaches real services."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from graphrag.testing.mock_llm_server import MockLLMServer
+
+
+@pytest.fixture(autouse=True)
+def _no_real_openai(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests must never talk to a real endpoint, whatever the developer's shell exports."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def llm_server() -> Iterator[MockLLMServer]:
+    server = MockLLMServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def openai_env(llm_server: MockLLMServer, monkeypatch: pytest.MonkeyPatch) -> MockLLMServer:
+    """Point the openai client (via its env vars) at the mock server."""
+    monkeypatch.setenv("OPENAI_BASE_URL", llm_server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    return llm_server
