@@ -1,0 +1,190 @@
+"""Merging is a pure, order-independent function of contributions; summaries only above the limit."""
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any, Optional
+
+from graphrag.operators.merge import (
+    edge_key,
+    group_contributions,
+    merge_entity,
+    merge_graph_records,
+    merge_relation,
+    placeholder_entity,
+    summarize_description,
+    summary_input_budget,
+)
+from graphrag.schema import GRAPH_FIELD_SEP as SEP
+
+
+class CharTokenizer:
+    """One token per character: enough to exercise budgets deterministically."""
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+    def decode(self, tokens: list[int]) -> str:
+        return "".join(chr(t) for t in tokens)
+
+    def count(self, text: str) -> int:
+        return len(text)
+
+
+class FakeLLM:
+    def __init__(self, answer: str = "SUMMARY") -> None:
+        self.answer = answer
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+
+    async def __call__(self, prompt: str, *, stage: str, history_messages: Optional[list] = None, **kw: Any) -> str:
+        self.calls.append((prompt, stage, kw))
+        await asyncio.sleep(0)
+        return self.answer
+
+
+def ent(t: str, d: str) -> dict:
+    return {"name": "X", "type": t, "description": d}
+
+
+def rel(d: str, w: float, s: str = "A", t: str = "B") -> dict:
+    return {"source": s, "target": t, "description": d, "weight": w}
+
+
+ENTITY_CONTRIBS = [
+    ("c3", ent("PERSON", "a miser")),
+    ("c1", ent("PERSON", "old man")),
+    ("c2", ent("ORGANIZATION", "a firm")),
+    ("c1", ent("PERSON", "a miser")),
+    ("c2", ent("PERSON", "old man")),
+]
+
+
+def test_merge_entity_order_independent() -> None:
+    expected = merge_entity("X", ENTITY_CONTRIBS)  # type: ignore[arg-type]
+    rng = random.Random(7)
+    for _ in range(20):
+        shuffled = ENTITY_CONTRIBS[:]
+        rng.shuffle(shuffled)
+        assert merge_entity("X", shuffled) == expected  # type: ignore[arg-type]
+    assert expected == {
+        "entity_type": "PERSON",
+        "description": SEP.join(["a miser", "old man", "a firm"]),
+        "source_id": SEP.join(["c1", "c2", "c3"]),
+    }
+
+
+def test_majority_type_ties_alphabetical_and_unknown_last() -> None:
+    tie = [("c1", ent("PERSON", "x")), ("c2", ent("GEO", "y"))]
+    assert merge_entity("X", tie)["entity_type"] == "GEO"  # type: ignore[arg-type]
+    unknown = [("c1", ent("UNKNOWN", "x")), ("c2", ent("UNKNOWN", "y")), ("c3", ent("EVENT", "z"))]
+    assert merge_entity("X", unknown)["entity_type"] == "EVENT"  # type: ignore[arg-type]
+    only_unknown = [("c1", ent("UNKNOWN", "x"))]
+    assert merge_entity("X", only_unknown)["entity_type"] == "UNKNOWN"  # type: ignore[arg-type]
+
+
+def test_merge_relation_weights_add_and_dedupe() -> None:
+    contribs = [("c2", rel("partners", 3.0)), ("c1", rel("partners", 2.5)), ("c3", rel("rivals", 1.0))]
+    expected = merge_relation("A", "B", contribs)  # type: ignore[arg-type]
+    assert expected == {
+        "weight": 6.5,
+        "description": SEP.join(["partners", "rivals"]),
+        "source_id": SEP.join(["c1", "c2", "c3"]),
+        "order": 1,
+    }
+    for perm in ([2, 0, 1], [1, 2, 0], [2, 1, 0]):
+        assert merge_relation("A", "B", [contribs[i] for i in perm]) == expected  # type: ignore[arg-type]
+
+
+def test_edge_key_undirected() -> None:
+    assert edge_key("B", "A") == edge_key("A", "B") == ("A", "B")
+
+
+def test_group_contributions_normalises_and_merges_directions() -> None:
+    extractions = {
+        "c1": {"entities": [ent("PERSON", "d1") | {"name": "Scrooge"}], "relations": [rel("r1", 1, "Scrooge", "Marley")]},
+        "c2": {"entities": [ent("PERSON", "d2") | {"name": '"SCROOGE"'}], "relations": [rel("r2", 2, "marley", "scrooge")]},
+    }
+    entities, relations = group_contributions(extractions)  # type: ignore[arg-type]
+    assert list(entities) == ["SCROOGE"]
+    assert [c for c, _ in entities["SCROOGE"]] == ["c1", "c2"]
+    assert list(relations) == [("MARLEY", "SCROOGE")]
+    assert [r["description"] for _, r in relations[("MARLEY", "SCROOGE")]] == ["r1", "r2"]
+
+
+def test_summary_only_above_threshold() -> None:
+    tok = CharTokenizer()
+    llm = FakeLLM()
+    short = SEP.join(["a" * 10, "b" * 10])
+    assert asyncio.run(summarize_description("X", short, llm=llm, tokenizer=tok, max_tokens=len(short))) == short
+    assert llm.calls == []
+    long = SEP.join(["first description", "second description"])
+    out = asyncio.run(summarize_description("X", long, llm=llm, tokenizer=tok, max_tokens=10))
+    assert out == "SUMMARY"
+    prompt, stage, kw = llm.calls[0]
+    assert stage == "summary" and kw["max_tokens"] == 10
+    assert "X" in prompt and "first description" in prompt and "second description" in prompt
+    assert SEP not in prompt
+
+
+def test_summary_input_truncated_to_budget() -> None:
+    tok = CharTokenizer()
+    llm = FakeLLM()
+    budget = summary_input_budget(10)
+    parts = ["p" * (budget - 5), "q" * 20, "r" * 3]
+    asyncio.run(summarize_description("X", SEP.join(parts), llm=llm, tokenizer=tok, max_tokens=10))
+    prompt = llm.calls[0][0]
+    assert parts[0] in prompt and "q" * 20 not in prompt and "rrr" not in prompt
+    huge = "z" * (budget * 2)
+    asyncio.run(summarize_description("X", huge, llm=llm, tokenizer=tok, max_tokens=10))
+    assert "z" * budget in llm.calls[1][0] and "z" * (budget + 1) not in llm.calls[1][0]
+
+
+def test_empty_summary_falls_back_to_truncation() -> None:
+    out = asyncio.run(summarize_description("X", "abcdefghij", llm=FakeLLM("  "), tokenizer=CharTokenizer(), max_tokens=4))
+    assert out == "abcd"
+
+
+def test_merge_graph_records_creates_missing_endpoints_and_summarises() -> None:
+    entity_contribs = {"A": [("c1", ent("PERSON", "alpha"))]}
+    relation_contribs = {
+        ("A", "B"): [("c2", rel("ab two", 2.0)), ("c1", rel("ab one", 1.0))],
+        ("B", "C"): [("c3", rel("bc", 4.0, "C", "B"))],
+    }
+    llm = FakeLLM()
+    nodes, edges = asyncio.run(
+        merge_graph_records(entity_contribs, relation_contribs, llm=llm, tokenizer=CharTokenizer(), summary_max_tokens=1000)  # type: ignore[arg-type]
+    )
+    assert llm.calls == []
+    assert nodes["A"] == {"entity_type": "PERSON", "description": "alpha", "source_id": "c1"}
+    assert nodes["B"] == {
+        "entity_type": "UNKNOWN",
+        "description": SEP.join(["ab one", "ab two", "bc"]),
+        "source_id": SEP.join(["c1", "c2", "c3"]),
+    }
+    assert nodes["C"] == placeholder_entity("C", relation_contribs[("B", "C")])  # type: ignore[arg-type]
+    assert edges[("A", "B")]["weight"] == 3.0 and edges[("B", "C")]["weight"] == 4.0
+
+    # Reversed insertion order gives identical output.
+    rev_rel = {k: v[::-1] for k, v in reversed(list(relation_contribs.items()))}
+    nodes2, edges2 = asyncio.run(
+        merge_graph_records(entity_contribs, rev_rel, llm=llm, tokenizer=CharTokenizer(), summary_max_tokens=1000)  # type: ignore[arg-type]
+    )
+    assert nodes2 == nodes and edges2 == edges
+
+    # A small limit summarises every long description (concurrently), nodes and edges alike.
+    nodes3, edges3 = asyncio.run(
+        merge_graph_records(entity_contribs, relation_contribs, llm=llm, tokenizer=CharTokenizer(), summary_max_tokens=5)  # type: ignore[arg-type]
+    )
+    assert nodes3["A"]["description"] == "alpha"  # 5 tokens: not above the limit
+    assert nodes3["B"]["description"] == "SUMMARY" and edges3[("A", "B")]["description"] == "SUMMARY"
+    assert all(stage == "summary" for _, stage, _ in llm.calls)
+
+
+def test_endpoint_relations_override() -> None:
+    relation_contribs = {("A", "B"): [("c1", rel("ab", 1.0))]}
+    extra = {"A": [("c1", rel("ab", 1.0)), ("c9", rel("ax", 1.0, "A", "X"))]}
+    nodes, _ = asyncio.run(
+        merge_graph_records({}, relation_contribs, llm=FakeLLM(), tokenizer=CharTokenizer(), summary_max_tokens=100, endpoint_relations=extra)  # type: ignore[arg-type]
+    )
+    assert nodes["A"]["source_id"] == SEP.join(["c1", "c9"])
+    assert nodes["B"]["source_id"] == "c1"
