@@ -129,7 +129,7 @@ async def summarize_description(
     prompt = render(
         "summarize_entity_descriptions",
         entity_name=name,
-        description_list="\n".join(f"- {d}" for d in kept),
+        description_list="\n".join(kept),
     )
     summary = (await llm(prompt, stage="summary", max_tokens=max_tokens)).strip()
     if not summary:
