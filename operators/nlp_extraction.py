@@ -42,11 +42,10 @@ _SENT_END = re.compile(r"[.!?]+[\"'”’)\]_]*(?=\s)|[。！？]+[」』”’�
 _WORD_BEFORE = re.compile(r"([^\W\d_]+)$")
 _NEXT_CHAR = re.compile(r"\s*(\S)")
 _HONORIFIC_DOT = r"(?:Mr|Mrs|Ms|Dr|St|Mt|Prof|Rev|Capt|Messrs|Mme|Mlle|Sr|Jr)\."
-_TOKEN = re.compile(
-    rf"(?P<hon>{_HONORIFIC_DOT})(?=\s)|(?P<w>[^\W\d_][^\W_]*(?:[-'’][^\W\d_][^\W_]*)*)"
-)
+_LETTER = re.compile(r"[^\W\d_]")
 _CJK_NAME = re.compile(r"[「『《]([^」』》。，！？、\s]{1,12})[」』》]")
 _WS = re.compile(r"\s+")
+_OPENERS = "\"“‘'([:;_—"
 _QUOTES = "\"'“”‘’`「」『』《》()[]<>_*"
 
 _ABBREVIATIONS = frozenset(
@@ -90,6 +89,14 @@ _SPEECH_VERBS = frozenset(
 )
 _CONTRACTIONS = ("'ll", "'d", "'m", "'ve", "'re", "n't", "’ll", "’d", "’m", "’ve", "’re", "n’t")
 _ROMAN = re.compile(r"^[IVXLCDM]+$")
+_UPPER = "A-Z\u00c0-\u00d6\u00d8-\u00de\u0391-\u03a9\u0410-\u042f"
+_LOWER_KEPT = "|".join(sorted((_CONNECTORS | _SPEECH_VERBS) - {"&"}, key=len, reverse=True))
+# Only the tokens spans care about (capitalised words, honorifics, connectors, speech verbs,
+# "&"); other words are skipped by the regex engine and show up as non-blank gaps.
+_TOKEN = re.compile(
+    rf"\b(?P<hon>{_HONORIFIC_DOT})(?=\s)|(?P<amp>&)(?=\s)"
+    rf"|\b(?P<w>(?=[{_UPPER}]|(?:{_LOWER_KEPT})\b)[^\W\d_][^\W_]*(?:[-'’][^\W\d_][^\W_]*)*)"
+)
 
 
 class _Tok(NamedTuple):
@@ -142,10 +149,13 @@ def _tokenize(sentence: str) -> list[_Tok]:
     for m in _TOKEN.finditer(sentence):
         gap = sentence[prev_end : m.start()]
         stripped = gap.strip()
-        initial = not toks or (stripped != "" and stripped[-1] in "\"“‘'([:;_—")
+        if toks:
+            initial = stripped != "" and stripped[-1] in _OPENERS
+        else:  # first kept token: initial unless a skipped word precedes it
+            initial = _LETTER.search(gap) is None or (stripped != "" and stripped[-1] in _OPENERS)
         hon = m.group("hon")
-        if hon:
-            text, possessive = hon, False
+        if hon or m.group("amp"):
+            text, possessive = hon or "&", False
         else:
             text = m.group("w")
             possessive = text.endswith(("'s", "’s"))
@@ -257,7 +267,8 @@ def extract_chunk_nlp(content: str, *, max_description_tokens: Optional[int] = N
     for si, (sentence, toks) in enumerate(zip(sentences, tokenized)):
         found: list[tuple[str, str]] = [
             (normalize_name(" ".join(t.text for t in toks[i:j])),
-             _entity_type(toks, i, j, toks[i - 1] if i > 0 else None, toks[j] if j < len(toks) else None))
+             _entity_type(toks, i, j, toks[i - 1] if i > 0 and toks[i].joined else None,
+                          toks[j] if j < len(toks) and toks[j].joined else None))
             for i, j in _spans(toks, mid_caps)
         ]
         found.extend((normalize_name(m.group(1)), "UNKNOWN") for m in _CJK_NAME.finditer(sentence))
