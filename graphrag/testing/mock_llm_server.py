@@ -495,7 +495,9 @@ class MockLLMServer:
         httpd.mock = self
         self.port = httpd.server_address[1]
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, name="mock-llm-server", daemon=True)
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="mock-llm-server", daemon=True
+        )
         self._thread.start()
         logger.debug("mock LLM server listening on %s", self.base_url)
         return self

@@ -1,0 +1,314 @@
+"""LLM client behaviour over real HTTP: the real openai client against the local mock server."""
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+from types import SimpleNamespace
+from typing import Any, Optional
+
+import pytest
+
+from graphrag.config import GraphRAGConfig
+from graphrag.llm import (
+    LLMClient,
+    LLMError,
+    NoLLMConfiguredError,
+    UsageCounter,
+    _retry_after_seconds,
+    build_llm_clients,
+    openai_model_func,
+)
+from graphrag.testing.mock_llm_server import Fault, MockLLMServer
+
+
+class MemoryKV:
+    """The two methods of the KV store interface that the client uses."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, dict] = {}
+
+    async def get_by_id(self, key: str) -> Optional[dict]:
+        return self.data.get(key)
+
+    async def upsert(self, items: dict[str, dict]) -> None:
+        self.data.update(items)
+
+
+def make_client(server: MockLLMServer, *, timeout: float = 10.0, max_retries: int = 4, max_async: int = 8,
+                cache: Any = None, usage: Optional[UsageCounter] = None) -> LLMClient:
+    func = openai_model_func("gpt-4o-mini", base_url=server.base_url, api_key="test-key", timeout=timeout)
+    return LLMClient(func, model_id="gpt-4o-mini", max_async=max_async, usage=usage or UsageCounter(),
+                     cache=cache, max_retries=max_retries, backoff_base=0.01, backoff_max=2.0)
+
+
+def chat_count(server: MockLLMServer) -> int:
+    return len(server.chat_requests)
+
+
+def test_call_returns_scripted_text(llm_server: MockLLMServer) -> None:
+    llm_server.inject(Fault.text("scripted answer"))
+    client = make_client(llm_server)
+    out = asyncio.run(client("hello", stage="query", system_prompt="be brief", temperature=0.0))
+    assert out == "scripted answer"
+    req = llm_server.chat_requests[0]
+    assert req["model"] == "gpt-4o-mini"
+    assert req["temperature"] == 0.0
+    assert [m["role"] for m in req["messages"]] == ["system", "user"]
+
+
+def test_429_with_retry_after_is_honoured(llm_server: MockLLMServer) -> None:
+    llm_server.inject(Fault.status(429, retry_after=1), Fault.text("ok"))
+    client = make_client(llm_server)
+    t0 = time.perf_counter()
+    assert asyncio.run(client("hi", stage="extraction")) == "ok"
+    assert time.perf_counter() - t0 >= 0.9
+    assert chat_count(llm_server) == 2
+    assert client.usage.snapshot()["extraction"]["retries"] == 1
+
+
+@pytest.mark.parametrize("fault", [Fault.status(500), Fault.status(503), Fault.reset()], ids=["500", "503", "reset"])
+def test_transient_failure_then_success(llm_server: MockLLMServer, fault: Fault) -> None:
+    llm_server.inject(fault, Fault.text("recovered"))
+    client = make_client(llm_server)
+    assert asyncio.run(client("hi", stage="summary")) == "recovered"
+    assert chat_count(llm_server) == 2
+    snap = client.usage.snapshot()["summary"]
+    assert snap["calls"] == 2 and snap["retries"] == 1 and snap["failures"] == 0
+
+
+def test_client_timeout_is_retried(llm_server: MockLLMServer) -> None:
+    llm_server.inject(Fault.delay(2.0), Fault.text("late but fine"))
+    client = make_client(llm_server, timeout=0.5)
+    t0 = time.perf_counter()
+    assert asyncio.run(client("hi", stage="report")) == "late but fine"
+    assert time.perf_counter() - t0 < 1.9
+    assert client.usage.snapshot()["report"]["retries"] == 1
+
+
+def test_empty_completion_is_retried_then_returned_empty(llm_server: MockLLMServer) -> None:
+    llm_server.inject(Fault.empty(), Fault.text("second try"))
+    client = make_client(llm_server)
+    assert asyncio.run(client("hi", stage="query")) == "second try"
+    assert chat_count(llm_server) == 2
+
+    llm_server.reset()
+    llm_server.inject(Fault.empty(), Fault.empty(), Fault.empty(), Fault.text("never reached"))
+    assert asyncio.run(client("hi again", stage="query")) == ""
+    assert chat_count(llm_server) == 3  # one try plus two extra
+
+
+def test_permanent_500_raises_llm_error_naming_stage(llm_server: MockLLMServer) -> None:
+    import openai
+
+    llm_server.inject(*[Fault.status(500)] * 10)
+    client = make_client(llm_server, max_retries=2)
+    with pytest.raises(LLMError) as info:
+        asyncio.run(client("hi", stage="extraction"))
+    err = info.value
+    assert err.stage == "extraction"
+    assert "during extraction after 3 attempts" in str(err)
+    assert isinstance(err.cause, openai.InternalServerError)
+    assert err.__cause__ is err.cause
+    assert chat_count(llm_server) == 3
+    assert client.usage.snapshot()["extraction"]["failures"] == 1
+
+
+def test_401_is_not_retried(llm_server: MockLLMServer) -> None:
+    import openai
+
+    llm_server.inject(Fault.status(401), Fault.text("should not be used"))
+    client = make_client(llm_server)
+    with pytest.raises(LLMError) as info:
+        asyncio.run(client("hi", stage="gleaning"))
+    assert isinstance(info.value.cause, openai.AuthenticationError)
+    assert "gleaning" in str(info.value)
+    assert chat_count(llm_server) == 1
+
+
+def test_in_flight_requests_bounded_by_max_async(llm_server: MockLLMServer) -> None:
+    llm_server.latency = 0.05
+    client = make_client(llm_server, max_async=4)
+
+    async def run() -> list[str]:
+        return await asyncio.gather(*(client(f"question {i}", stage="query") for i in range(40)))
+
+    answers = asyncio.run(run())
+    assert len(answers) == 40 and all(answers)
+    assert 2 <= llm_server.peak_concurrency <= 4
+    assert client.usage.snapshot()["query"]["calls"] == 40
+
+
+def test_client_works_across_event_loops(llm_server: MockLLMServer) -> None:
+    client = make_client(llm_server, max_async=2)
+    for _ in range(3):
+        assert asyncio.run(client("hi", stage="query"))
+    assert chat_count(llm_server) == 3
+
+
+def test_cache_hit_makes_no_request(llm_server: MockLLMServer) -> None:
+    cache = MemoryKV()
+    client = make_client(llm_server, cache=cache)
+    first = asyncio.run(client("Describe Paris.", stage="summary", system_prompt="sys"))
+    second = asyncio.run(client("Describe Paris.", stage="summary", system_prompt="sys"))
+    assert first == second and first
+    assert chat_count(llm_server) == 1
+    snap = client.usage.snapshot()["summary"]
+    assert snap["calls"] == 1 and snap["cached"] == 1
+    (record,) = cache.data.values()
+    assert record == {"return": first, "model": "gpt-4o-mini"}
+
+    # Anything that changes the output changes the key.
+    asyncio.run(client("Describe Paris.", stage="summary", system_prompt="sys", temperature=0.5))
+    asyncio.run(client("Describe Paris.", stage="summary", system_prompt="other"))
+    assert chat_count(llm_server) == 3
+    assert len(cache.data) == 3
+    # use_cache=False bypasses it.
+    asyncio.run(client("Describe Paris.", stage="summary", system_prompt="sys", use_cache=False))
+    assert chat_count(llm_server) == 4
+
+
+def test_cache_key_is_canonical() -> None:
+    client = LLMClient(lambda *a, **k: None, model_id="m", max_async=1, usage=UsageCounter())  # type: ignore[arg-type]
+    a = client.cache_key("p", None, [], temperature=0, max_tokens=5)
+    b = client.cache_key("p", None, None, max_tokens=5, temperature=0, hashing_kv=object())
+    assert a == b
+    assert a != client.cache_key("p", None, [], temperature=0, max_tokens=6)
+    assert a != client.cache_key("p", "sys", [], temperature=0, max_tokens=5)
+    other = LLMClient(lambda *a, **k: None, model_id="m2", max_async=1, usage=UsageCounter())  # type: ignore[arg-type]
+    assert a != other.cache_key("p", None, [], temperature=0, max_tokens=5)
+
+
+def test_empty_answers_are_not_cached(llm_server: MockLLMServer) -> None:
+    cache = MemoryKV()
+    llm_server.inject(Fault.empty(), Fault.empty(), Fault.empty())
+    client = make_client(llm_server, cache=cache)
+    assert asyncio.run(client("hi", stage="query")) == ""
+    assert cache.data == {}
+
+
+def test_usage_counts_per_stage(llm_server: MockLLMServer) -> None:
+    usage = UsageCounter()
+    client = make_client(llm_server, usage=usage)
+
+    async def run() -> None:
+        await client("a" * 400, stage="extraction")
+        await client("b" * 40, stage="extraction", system_prompt="c" * 40)
+        await client("question", stage="query")
+
+    asyncio.run(run())
+    snap = usage.snapshot()
+    assert set(snap) == {"extraction", "query"}
+    assert snap["extraction"]["calls"] == 2
+    assert snap["extraction"]["prompt_tokens"] == 100 + 10 + 10
+    assert snap["extraction"]["completion_tokens"] > 0
+    assert snap["query"]["calls"] == 1
+    assert usage.total()["calls"] == 3
+    usage.reset()
+    assert usage.snapshot() == {}
+
+
+def test_no_llm_configured_error() -> None:
+    func = openai_model_func("gpt-4o")  # env vars are cleared by the autouse fixture
+    usage = UsageCounter()
+    client = LLMClient(func, model_id="gpt-4o", max_async=2, usage=usage, backoff_base=0.01)
+    with pytest.raises(NoLLMConfiguredError) as info:
+        asyncio.run(client("hi", stage="extraction"))
+    msg = str(info.value)
+    assert "OPENAI_API_KEY" in msg and "OPENAI_BASE_URL" in msg
+    assert "best_model_func" in msg and 'extraction="nlp"' in msg
+    assert isinstance(info.value, LLMError)
+    assert usage.snapshot()["extraction"]["retries"] == 0
+
+
+def test_env_vars_configure_the_default_func(openai_env: MockLLMServer) -> None:
+    openai_env.inject(Fault.text("from env"))
+    client = LLMClient(openai_model_func("gpt-4o"), model_id="gpt-4o", max_async=2, usage=UsageCounter())
+    assert asyncio.run(client("hi", stage="query")) == "from env"
+
+
+def test_base_url_without_key_uses_dummy_key(llm_server: MockLLMServer) -> None:
+    client = LLMClient(openai_model_func("local", base_url=llm_server.base_url), model_id="local",
+                       max_async=2, usage=UsageCounter())
+    assert asyncio.run(client("hi", stage="query"))
+
+
+def test_user_coroutine_as_model_func() -> None:
+    seen: list[dict] = []
+
+    async def my_model(prompt: str, system_prompt: Optional[str] = None,
+                       history_messages: list[dict] = [], **kwargs: Any) -> str:
+        seen.append({"prompt": prompt, "system": system_prompt, "history": history_messages, **kwargs})
+        return f"echo: {prompt}"
+
+    cache = MemoryKV()
+    client = LLMClient(my_model, model_id="my_model", max_async=2, usage=UsageCounter(), cache=cache)
+    history = [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "reply"}]
+    out = asyncio.run(client("now", stage="gleaning", history_messages=history, hashing_kv=cache, max_tokens=9))
+    assert out == "echo: now"
+    assert seen == [{"prompt": "now", "system": None, "history": history, "max_tokens": 9}]
+
+
+def test_user_func_errors_follow_retry_policy() -> None:
+    calls = 0
+
+    async def flaky(prompt: str, system_prompt: Optional[str] = None, history_messages: list[dict] = [],
+                    **kwargs: Any) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise ConnectionError("boom")
+        if calls == 2:
+            raise asyncio.TimeoutError()
+        if prompt == "bad":
+            raise ValueError("not retryable")
+        return "fine"
+
+    client = LLMClient(flaky, model_id="flaky", max_async=1, usage=UsageCounter(), backoff_base=0.01)
+    assert asyncio.run(client("x", stage="query")) == "fine"
+    assert calls == 3
+    with pytest.raises(LLMError) as info:
+        asyncio.run(client("bad", stage="query"))
+    assert isinstance(info.value.cause, ValueError) and calls == 4
+
+
+def test_retry_after_parsing() -> None:
+    def exc(headers: dict[str, str]) -> Any:
+        return SimpleNamespace(response=SimpleNamespace(headers=headers))
+
+    assert _retry_after_seconds(exc({"retry-after": "2"})) == 2.0
+    assert _retry_after_seconds(exc({"retry-after-ms": "250"})) == 0.25
+    future = email.utils.formatdate(time.time() + 30, usegmt=True)
+    assert 25 <= (_retry_after_seconds(exc({"retry-after": future})) or 0) <= 31
+    assert _retry_after_seconds(exc({"retry-after": "soon"})) is None
+    assert _retry_after_seconds(ValueError("no response")) is None
+
+
+def test_build_llm_clients_from_config() -> None:
+    async def custom_best(prompt: str, system_prompt: Optional[str] = None,
+                          history_messages: list[dict] = [], **kwargs: Any) -> str:
+        return "best"
+
+    usage, cache = UsageCounter(), MemoryKV()
+    cfg = GraphRAGConfig(working_dir="unused", best_model_func=custom_best, cheap_model_name="tiny",
+                         cheap_model_max_async=3, llm_max_retries=2)
+    best, cheap = build_llm_clients(cfg, usage, cache, len)
+    assert best.model_id == "custom_best" and cheap.model_id == "tiny"
+    assert cheap.max_async == 3 and cheap.max_retries == 2
+    assert best.cache is cache and best.usage is usage and best.count_tokens is len
+    assert asyncio.run(best("hi", stage="query")) == "best"
+
+    cfg.enable_llm_cache = False
+    best, cheap = build_llm_clients(cfg, usage, cache, len)
+    assert best.cache is None and cheap.cache is None
+
+
+def test_openai_embedding_func(llm_server: MockLLMServer) -> None:
+    pytest.importorskip("graphrag.embedding")
+    from graphrag.llm import openai_embedding_func
+
+    emb = openai_embedding_func(embedding_dim=64, base_url=llm_server.base_url, api_key="k")
+    vecs = asyncio.run(emb(["alpha beta", "alpha beta", "gamma"]))
+    assert vecs.shape == (3, 64)
+    assert abs(float((vecs[0] ** 2).sum()) - 1.0) < 1e-5
+    assert (vecs[0] == vecs[1]).all() and not (vecs[0] == vecs[2]).all()
