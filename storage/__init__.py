@@ -1,0 +1,20 @@
+"""File-backed stores behind three small interfaces (KV, vector, graph)."""
+from .base import BaseGraphStorage, BaseKVStorage, BaseVectorStorage, StorageNameSpace
+from .files import StorageFileError, commit_transaction, recover_pending_commit
+from .graph_networkx import NetworkXStorage
+from .kv_json import JsonKVStorage
+from .vector_nano import EmbeddingDimensionError, NanoVectorDBStorage
+
+__all__ = [
+    "BaseGraphStorage",
+    "BaseKVStorage",
+    "BaseVectorStorage",
+    "EmbeddingDimensionError",
+    "JsonKVStorage",
+    "NanoVectorDBStorage",
+    "NetworkXStorage",
+    "StorageFileError",
+    "StorageNameSpace",
+    "commit_transaction",
+    "recover_pending_commit",
+]

@@ -1,0 +1,207 @@
+"""Crash-safe file writes shared by every store.
+
+A single file is replaced atomically (temporary file in the same folder, fsync,
+``os.replace``). Several files written inside one :func:`commit_transaction` become
+visible together: their temporary files are written first, then a manifest listing
+the renames is itself written atomically (the point of no return), then the renames
+happen and the manifest is removed. A process killed before the manifest exists
+leaves the old files; one killed after it is rolled forward by
+:func:`recover_pending_commit`, which writers call before they read anything.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional
+
+logger = logging.getLogger(__name__)
+
+MANIFEST_NAME = ".commit-manifest.json"
+TMP_MARKER = ".tmp-"
+
+
+class StorageFileError(RuntimeError):
+    """A store file exists but cannot be used; it is never silently replaced."""
+
+
+@dataclass
+class _Transaction:
+    directory: str
+    renames: list[tuple[str, str]] = field(default_factory=list)
+    after_commit: list[Callable[[], None]] = field(default_factory=list)
+
+
+_current: contextvars.ContextVar[Optional[_Transaction]] = contextvars.ContextVar(
+    "graphrag_commit_transaction", default=None
+)
+
+
+def _fsync_dir(directory: str) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _temp_name(path: str) -> str:
+    directory = os.path.dirname(os.path.abspath(path))
+    return os.path.join(directory, f"{os.path.basename(path)}{TMP_MARKER}{os.getpid()}-{time.monotonic_ns()}")
+
+
+def _fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_temp(path: str, data: bytes) -> str:
+    tmp = _temp_name(path)
+    with open(tmp, "wb") as f:
+        f.write(data)
+    _fsync_file(tmp)
+    return tmp
+
+
+def atomic_write_bytes(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data``; inside a transaction the rename waits for the commit."""
+    _publish(path, _write_temp(path, data))
+
+
+def atomic_write_via(path: str, write_to: Callable[[str], None]) -> None:
+    """Like :func:`atomic_write_bytes` for libraries that insist on writing a path themselves."""
+    tmp = _temp_name(path)
+    try:
+        write_to(tmp)
+        _fsync_file(tmp)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    _publish(path, tmp)
+
+
+def _publish(path: str, tmp: str) -> None:
+    txn = _current.get()
+    if txn is not None:
+        txn.renames.append((tmp, os.path.abspath(path)))
+        return
+    os.replace(tmp, path)
+    _fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def atomic_write_json(path: str, obj: Any) -> None:
+    atomic_write_bytes(path, json.dumps(obj, ensure_ascii=False).encode("utf-8"))
+
+
+def after_commit(callback: Callable[[], None]) -> None:
+    """Run ``callback`` once the current transaction's files are in place (now if none)."""
+    txn = _current.get()
+    if txn is None:
+        callback()
+    else:
+        txn.after_commit.append(callback)
+
+
+def _apply_renames(directory: str, renames: list[tuple[str, str]]) -> None:
+    for tmp, final in renames:
+        if os.path.exists(tmp):
+            os.replace(tmp, final)
+    _fsync_dir(directory)
+
+
+@contextlib.contextmanager
+def commit_transaction(directory: str) -> Iterator[None]:
+    """Make every atomic write inside the block visible together, or not at all."""
+    if _current.get() is not None:  # nested: the outer transaction commits
+        yield
+        return
+    txn = _Transaction(os.path.abspath(directory))
+    token = _current.set(txn)
+    try:
+        yield
+    except BaseException:
+        for tmp, _ in txn.renames:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+        raise
+    finally:
+        _current.reset(token)
+    if txn.renames:
+        manifest = os.path.join(txn.directory, MANIFEST_NAME)
+        body = json.dumps({"renames": txn.renames}).encode("utf-8")
+        os.replace(_write_temp(manifest, body), manifest)
+        _fsync_dir(txn.directory)
+        _apply_renames(txn.directory, txn.renames)
+        os.remove(manifest)
+        _fsync_dir(txn.directory)
+    for callback in txn.after_commit:
+        callback()
+
+
+def recover_pending_commit(directory: str) -> bool:
+    """Finish a commit a killed writer left half-done, and drop orphaned temp files.
+
+    Only a process holding the writer lock may call this. Returns True when a commit
+    was rolled forward.
+    """
+    if not os.path.isdir(directory):
+        return False
+    manifest = os.path.join(directory, MANIFEST_NAME)
+    rolled = False
+    if os.path.exists(manifest):
+        with open(manifest, "rb") as f:
+            renames = json.loads(f.read())["renames"]
+        # The manifest may name another absolute path if the folder was moved.
+        renames = [(os.path.join(directory, os.path.basename(t)), os.path.join(directory, os.path.basename(d)))
+                   for t, d in renames]
+        _apply_renames(directory, renames)
+        os.remove(manifest)
+        _fsync_dir(directory)
+        logger.warning("Completed an interrupted commit in %s (%d files)", directory, len(renames))
+        rolled = True
+    for name in os.listdir(directory):
+        if TMP_MARKER in name:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(directory, name))
+    return rolled
+
+
+def wait_for_commit(directory: str, timeout: float = 10.0) -> None:
+    """Readers take no lock; they wait for a commit in flight so they see one state."""
+    manifest = os.path.join(directory, MANIFEST_NAME)
+    deadline = time.monotonic() + timeout
+    while os.path.exists(manifest) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def file_signature(path: str) -> Optional[tuple[int, int]]:
+    """(mtime_ns, size) of a file, or None; cheap check for "changed on disk since loaded"."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+def read_json_file(path: str, what: str) -> Any:
+    """Parse a store file, naming it in the error when it is unreadable or corrupt."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise StorageFileError(
+            f"{what} file {path!r} is corrupt ({exc}). It was left untouched: restore it from a "
+            "backup, or delete it to rebuild that store."
+        ) from exc
+    except OSError as exc:
+        raise StorageFileError(f"cannot read {what} file {path!r}: {exc}") from exc

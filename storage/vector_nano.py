@@ -1,0 +1,166 @@
+"""Vector store kept in ``vdb_{namespace}.json`` (nano-vectordb's own file format)."""
+from __future__ import annotations
+
+import asyncio
+import binascii
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from .base import BaseVectorStorage
+from .files import StorageFileError, atomic_write_via, file_signature
+
+logger = logging.getLogger(__name__)
+
+_NanoVectorDB: Any = None
+
+
+def _nano_vectordb_class() -> Any:
+    """Import nano-vectordb without its import-time ``logging.basicConfig`` reaching the root logger."""
+    global _NanoVectorDB
+    if _NanoVectorDB is None:
+        root = logging.getLogger()
+        handlers, level = root.handlers[:], root.level
+        try:
+            from nano_vectordb import NanoVectorDB
+        finally:
+            root.handlers[:] = handlers
+            root.setLevel(level)
+        _NanoVectorDB = NanoVectorDB
+    return _NanoVectorDB
+
+
+class EmbeddingDimensionError(StorageFileError):
+    """The file on disk was built with another embedding model."""
+
+
+def _stored_dimension(path: str) -> Optional[int]:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).decode("utf-8", "replace")
+        key = head.find('"embedding_dim"')
+        if key < 0:
+            return None
+        digits = head[head.index(":", key) + 1 :].lstrip()
+        return int("".join(ch for ch in digits[:12] if ch.isdigit()) or "0") or None
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass
+class NanoVectorDBStorage(BaseVectorStorage):
+    cosine_better_than_threshold: Optional[float] = None
+    _client: Any = field(default=None, init=False, repr=False)
+    _dirty: bool = field(default=False, init=False, repr=False)
+    _loaded_signature: Optional[tuple[int, int]] = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.embedding_func is None:
+            raise ValueError(f"vector store '{self.namespace}' needs an embedding function")
+        kwargs = self.global_config.vector_db_storage_cls_kwargs
+        if self.cosine_better_than_threshold is None:
+            self.cosine_better_than_threshold = kwargs.get(
+                "query_better_than_threshold", self.global_config.query_better_than_threshold
+            )
+        self._file_name = self.path_for(f"vdb_{self.namespace}.json")
+        self._max_batch_size = self.global_config.embedding_batch_num
+        self._load()
+
+    def _load(self) -> None:
+        dim = self.embedding_func.embedding_dim
+        self._loaded_signature = file_signature(self._file_name)
+        if self._loaded_signature is not None:
+            stored = _stored_dimension(self._file_name)
+            if stored is not None and stored != dim:
+                raise EmbeddingDimensionError(
+                    f"vector file {self._file_name!r} holds {stored}-dimensional vectors but the configured "
+                    f"embedding function produces {dim}-dimensional ones; use the embedding model it was "
+                    "built with, or delete the file to re-embed"
+                )
+        try:
+            self._client = _nano_vectordb_class()(dim, storage_file=self._file_name)
+        except AssertionError as exc:  # nano-vectordb's own dimension check
+            raise EmbeddingDimensionError(f"vector file {self._file_name!r}: {exc} (configured {dim})") from exc
+        except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+            raise StorageFileError(
+                f"vector file {self._file_name!r} is corrupt ({type(exc).__name__}: {exc}). It was left "
+                "untouched: delete it to re-embed."
+            ) from exc
+        self._dirty = False
+
+    async def index_start_callback(self) -> None:
+        if file_signature(self._file_name) != self._loaded_signature:
+            self._load()
+
+    async def _embed(self, contents: list[str]) -> np.ndarray:
+        batches = [contents[i : i + self._max_batch_size] for i in range(0, len(contents), self._max_batch_size)]
+        arrays = await asyncio.gather(*(self.embedding_func(b) for b in batches))
+        return np.concatenate([np.asarray(a, dtype=np.float32).reshape(len(b), -1) for a, b in zip(arrays, batches)])
+
+    async def upsert(self, data: dict[str, dict[str, Any]]) -> None:
+        if not data:
+            logger.debug("Nothing to upsert into vector store %s", self.namespace)
+            return
+        # Fresh dicts: nano-vectordb mutates what it is given.
+        records = [{"__id__": k, **{f: v[f] for f in self.meta_fields if f in v}} for k, v in data.items()]
+        vectors = await self._embed([v["content"] for v in data.values()])
+        for record, vector in zip(records, vectors):
+            record["__vector__"] = vector
+        self._client.upsert(datas=records)
+        self._dirty = True
+
+    async def query(self, query: str, top_k: int) -> list[dict[str, Any]]:
+        if len(self._client) == 0 or top_k <= 0:
+            return []
+        vector = (await self._embed([query]))[0]
+        results = self._client.query(
+            query=vector, top_k=top_k, better_than_threshold=self.cosine_better_than_threshold
+        )
+        return [
+            {**{k: v for k, v in r.items() if not k.startswith("__")}, "id": r["__id__"], "distance": float(r["__metrics__"])}
+            for r in results
+        ]
+
+    async def delete(self, ids: list[str]) -> None:
+        if ids:
+            self._client.delete(list(ids))
+            self._dirty = True
+
+    async def get_ids(self) -> set[str]:
+        """Every stored id; the integrity check compares these with the graph and KV stores."""
+        return {d["__id__"] for d in self._all_records()}
+
+    def _all_records(self) -> list[dict]:
+        # nano-vectordb has no public "list everything"; its storage dict is the only way.
+        return self._client._NanoVectorDB__storage["data"]
+
+    def __len__(self) -> int:
+        return len(self._client)
+
+    async def index_done_callback(self) -> None:
+        if not self._dirty:
+            return
+
+        def write(tmp: str) -> None:
+            target = self._client.storage_file
+            self._client.storage_file = tmp
+            try:
+                self._client.save()
+            finally:
+                self._client.storage_file = target
+
+        atomic_write_via(self._file_name, write)
+        self._dirty = False
+
+    async def drop(self) -> None:
+        self._client.delete([d["__id__"] for d in self._all_records()])
+        self._dirty = True
+
+
+def read_vector_ids(path: str) -> set[str]:
+    """Ids in a vector file, read without an embedding model (for integrity checks and stats)."""
+    with open(path, "rb") as f:
+        return {d["__id__"] for d in json.loads(f.read()).get("data", [])}
