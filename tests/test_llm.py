@@ -312,3 +312,71 @@ def test_openai_embedding_func(llm_server: MockLLMServer) -> None:
     assert vecs.shape == (3, 64)
     assert abs(float((vecs[0] ** 2).sum()) - 1.0) < 1e-5
     assert (vecs[0] == vecs[1]).all() and not (vecs[0] == vecs[2]).all()
+
+
+# --------------------------------------------------------------------------- the mock server itself
+
+STORY = (
+    "Marta Lindqvist opened a workshop in Norrvik. The Harbour Weaving Guild was unhappy with "
+    "Marta Lindqvist. In spring, the Coastal Rail Authority delayed the Eastern Line because of "
+    "extraordinary flooding near Norrvik."
+)
+
+
+def test_mock_server_endpoints(llm_server: MockLLMServer) -> None:
+    import openai
+
+    async def run() -> tuple[Any, Any]:
+        client = openai.AsyncOpenAI(base_url=llm_server.base_url, api_key="k", max_retries=0)
+        models = await client.models.list()
+        emb = await client.embeddings.create(model="any-model", input=["weaving in Norrvik", "weaving in Norrvik"])
+        return models, emb
+
+    models, emb = asyncio.run(run())
+    assert any(m.id == "gpt-4o" for m in models.data)
+    assert len(emb.data) == 2 and len(emb.data[0].embedding) == 64
+    assert emb.data[0].embedding == emb.data[1].embedding
+
+
+def test_realistic_responder_kinds() -> None:
+    prompts = pytest.importorskip("graphrag.prompts")
+    from graphrag.testing.mock_llm_server import detect_kind, realistic_responder
+
+    def ask(content: str, history: Optional[list[dict]] = None, system: Optional[str] = None) -> tuple[str, str]:
+        msgs = ([{"role": "system", "content": system}] if system else []) + (history or [])
+        req = {"model": "x", "messages": msgs + [{"role": "user", "content": content}]}
+        return detect_kind(req), realistic_responder(req)
+
+    extract = prompts.render("entity_extraction", entity_types="person, geo", input_text=STORY)
+    kind, out = ask(extract)
+    assert kind == "extraction" and "<|COMPLETE|>" in out
+    assert "HARBOUR WEAVING GUILD" in out and "MARTA LINDQVIST" in out and '("relationship"' in out
+    history = [{"role": "user", "content": extract}, {"role": "assistant", "content": out}]
+    assert ask(prompts.render("entity_continue_extraction"), history)[0] == "gleaning_continue"
+    assert ask(prompts.render("entity_if_loop_extraction"), history) == ("gleaning_check", "NO")
+
+    kind, out = ask(prompts.render("summarize_entity_descriptions", entity_name="NORRVIK",
+                                   description_list="Norrvik is a town. It is cold.<SEP>Norrvik has a workshop."))
+    assert kind == "summary" and "Norrvik is a town." in out and "workshop" in out
+
+    table = "-----Entities-----\nid,entity,type,description,degree\n0,NORRVIK,geo,A town,3\n1,MARTA,person,A weaver,2\n"
+    kind, out = ask(prompts.render("community_report", input_text=table))
+    assert kind == "report"
+    body = out[out.index("{"): out.rindex("}") + 1]
+    report = __import__("json").loads(body)
+    assert "Norrvik" in report["title"] and report["findings"] and isinstance(report["rating"], float)
+
+    kind, out = ask("Who weaves?", system=prompts.render("global_map_rag_points",
+                                                         context_data="id,content\n0,Marta weaves cloth in Norrvik\n"))
+    assert kind == "global_map" and '"points"' in out and "Norrvik" in out
+
+
+def test_extraction_pipeline_parses_mock_output(llm_server: MockLLMServer) -> None:
+    extraction = pytest.importorskip("graphrag.operators.extraction")
+    client = make_client(llm_server)
+    result = asyncio.run(extraction.extract_chunk(STORY, llm=client, entity_types=["person", "geo"], max_gleaning=1))
+    names = {e["name"] for e in result["entities"]}
+    assert {"MARTA LINDQVIST", "NORRVIK"} <= names
+    assert result["relations"]
+    assert llm_server.calls_by_kind["extraction"] == 1 and llm_server.calls_by_kind["gleaning_continue"] == 1
+    assert set(client.usage.snapshot()) == {"extraction", "gleaning"}

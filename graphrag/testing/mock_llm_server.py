@@ -39,7 +39,7 @@ _STOP = {
     "Who", "What", "Where", "Why", "How", "Which", "Each", "Every", "All", "Some", "Many", "Most",
     "One", "Two", "No", "Not", "Yes", "Is", "Was", "Are", "Were", "Be", "Also", "However",
 }
-_NAME_RE = re.compile(r"\b[A-Z][A-Za-z0-9'\-]*(?:[ \t]+[A-Z][A-Za-z0-9'\-]*){0,2}\b")
+_NAME_RE = re.compile(r"\b[A-Z][A-Za-z0-9'\-]*(?:[ \t]+[A-Z][A-Za-z0-9'\-]*)*\b")
 _WORD_RE = re.compile(r"[A-Za-z][A-Za-z'\-]{2,}")
 
 
@@ -66,6 +66,7 @@ def _names(sentence: str) -> list[str]:
         words = m.group(0).split()
         while words and words[0] in _STOP:
             words.pop(0)
+        words = words[:3]
         if not words or (len(words) == 1 and len(words[0]) < 2):
             continue
         name = " ".join(words).upper()
@@ -278,13 +279,14 @@ def _respond_report(prompt: str) -> str:
 
 
 def _data_words(text: str, limit: int = 8) -> list[str]:
-    """Content words of a context block, skipping table headers and markers."""
+    """Leading words of the first content rows of a context block, skipping headers and markers."""
     out: list[str] = []
     for line in text.splitlines():
         s = line.strip()
-        if not s or s.startswith(("-", "#", "```")) or s.lower().startswith(("id,", "id\t")):
+        if not s or s.startswith(("-", "#", "```", "|")) or s.lower().startswith(("id,", "id\t")):
             continue
-        words = [w for w in _WORD_RE.findall(s) if w.lower() not in {"content", "description", "entity"}]
+        s = re.sub(r"^\d+\s*,\s*", "", s).replace('"', "")
+        words = s.split()
         if len(words) >= 3:
             out.extend(words)
         if len(out) >= limit:
