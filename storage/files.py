@@ -183,13 +183,17 @@ def wait_for_commit(directory: str, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def file_signature(path: str) -> Optional[tuple[int, int]]:
-    """(mtime_ns, size) of a file, or None; cheap check for "changed on disk since loaded"."""
+def file_signature(path: str) -> Optional[tuple[int, ...]]:
+    """(mtime_ns, size, inode) of a file, or None; cheap check for "changed on disk since loaded".
+
+    The inode matters: every atomic replace makes a new one, so a same-size rewrite within
+    one tick of a coarse file-system clock is still noticed.
+    """
     try:
         st = os.stat(path)
     except FileNotFoundError:
         return None
-    return (st.st_mtime_ns, st.st_size)
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def read_json_file(path: str, what: str) -> Any:

@@ -98,7 +98,7 @@ def _match_ids(
 class NetworkXStorage(BaseGraphStorage):
     _graph: nx.Graph = field(default_factory=nx.Graph, init=False, repr=False)
     _dirty: bool = field(default=False, init=False, repr=False)
-    _loaded_signature: Optional[tuple[int, int]] = field(default=None, init=False, repr=False)
+    _loaded_signature: Optional[tuple[int, ...]] = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._file_name = self.path_for(f"graph_{self.namespace}.graphml")

@@ -27,7 +27,7 @@ class JsonKVStorage(BaseKVStorage[dict]):
     journal: bool = False
     _data: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _dirty: bool = field(default=False, init=False, repr=False)
-    _loaded_signature: Optional[tuple[int, int]] = field(default=None, init=False, repr=False)
+    _loaded_signature: Optional[tuple[int, ...]] = field(default=None, init=False, repr=False)
     _journal_fd: Optional[int] = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:

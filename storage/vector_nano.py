@@ -55,7 +55,7 @@ class NanoVectorDBStorage(BaseVectorStorage):
     cosine_better_than_threshold: Optional[float] = None
     _client: Any = field(default=None, init=False, repr=False)
     _dirty: bool = field(default=False, init=False, repr=False)
-    _loaded_signature: Optional[tuple[int, int]] = field(default=None, init=False, repr=False)
+    _loaded_signature: Optional[tuple[int, ...]] = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.embedding_func is None:
