@@ -1,0 +1,77 @@
+"""Options of one query, with the same field names and defaults as nano-graphrag's ``QueryParam``."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+QUERY_MODES: tuple[str, ...] = ("local", "global", "naive")
+
+# Fields that count tokens or items: none may be negative.
+_NON_NEGATIVE_INT_FIELDS: tuple[str, ...] = (
+    "level",
+    "top_k",
+    "naive_max_token_for_text_unit",
+    "local_max_token_for_text_unit",
+    "local_max_token_for_local_context",
+    "local_max_token_for_community_report",
+    "global_max_consider_community",
+    "global_max_token_for_community_report",
+)
+
+
+@dataclass
+class QueryParam:
+    """How one question is answered.
+
+    Token budgets are counted with the engine's tokenizer and cover a whole context
+    section, its title line and table header included.
+    """
+
+    mode: Literal["local", "global", "naive"] = "global"
+    # Return the context the answer prompt would carry, making no LLM call at all.
+    only_need_context: bool = False
+    response_type: str = "Multiple Paragraphs"
+    # Deepest community level used (0 is the coarsest).
+    level: int = 2
+    # How many entities (local) or chunks (naive) the vector search returns.
+    top_k: int = 20
+
+    # naive
+    naive_max_token_for_text_unit: int = 12000
+
+    # local
+    local_max_token_for_text_unit: int = 4000
+    # Shared by the entities and relationships tables: entities get at most half,
+    # relationships get what entities left unused.
+    local_max_token_for_local_context: int = 4800
+    local_max_token_for_community_report: int = 3200
+    local_community_single_one: bool = False
+
+    # global
+    global_min_community_rating: float = 0.0
+    global_max_consider_community: int = 512
+    # Each map group's table, and the reduce step's analyst reports, fit in this many tokens.
+    global_max_token_for_community_report: int = 16384
+    global_special_community_map_llm_kwargs: dict[str, Any] = field(
+        default_factory=lambda: {"response_format": {"type": "json_object"}}
+    )
+
+    def __post_init__(self) -> None:
+        if self.mode not in QUERY_MODES:
+            raise ValueError(f"mode must be one of {', '.join(QUERY_MODES)}; got {self.mode!r}")
+        for name in _NON_NEGATIVE_INT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+            if value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value!r}")
+        rating = self.global_min_community_rating
+        if isinstance(rating, bool) or not isinstance(rating, (int, float)):
+            raise ValueError(f"global_min_community_rating must be a number, got {rating!r}")
+        if not isinstance(self.response_type, str) or not self.response_type.strip():
+            raise ValueError(f"response_type must be a non-empty string, got {self.response_type!r}")
+        if not isinstance(self.global_special_community_map_llm_kwargs, dict):
+            raise ValueError(
+                "global_special_community_map_llm_kwargs must be a dict, "
+                f"got {type(self.global_special_community_map_llm_kwargs).__name__}"
+            )

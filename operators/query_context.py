@@ -1,0 +1,163 @@
+"""Helpers shared by the query modes: CSV tables, and packing them under token budgets.
+
+Every budget is checked by counting the finished text with the engine tokenizer, so a
+section never exceeds its budget whatever the tokenizer does at row boundaries.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import logging
+from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar
+
+from graphrag.prompts import load as load_prompt
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+NO_DATA_MESSAGE = "No data has been indexed yet: insert documents before querying."
+
+
+class TokenCounter(Protocol):
+    def encode(self, text: str) -> list[int]: ...
+
+
+def count_tokens(text: str, tokenizer: TokenCounter) -> int:
+    return len(tokenizer.encode(text)) if text else 0
+
+
+def fail_response() -> str:
+    """The canned answer given when the index holds nothing that answers the question."""
+    return load_prompt("fail_response").strip()
+
+
+def truncate_rows_by_token_size(
+    rows: Sequence[T], key: Callable[[T], str], max_tokens: int, tokenizer: TokenCounter
+) -> list[T]:
+    """The longest prefix of ``rows`` whose ``key`` texts total at most ``max_tokens`` tokens.
+
+    Rows are kept whole: the first row that would overflow ends the list.
+    """
+    if max_tokens <= 0:
+        return []
+    kept: list[T] = []
+    total = 0
+    for row in rows:
+        total += count_tokens(key(row), tokenizer)
+        if total > max_tokens:
+            break
+        kept.append(row)
+    return kept
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def rows_to_csv_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A CSV table (header first) with standard quoting for commas, quotes and newlines."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
+    writer.writerow([_cell(h) for h in header])
+    for row in rows:
+        writer.writerow([_cell(v) for v in row])
+    return buf.getvalue().rstrip("\n")
+
+
+def csv_section(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """``-----Title-----`` followed by a fenced CSV table: the shape the answer prompts expect."""
+    return f"-----{title}-----\n```csv\n{rows_to_csv_table(header, rows)}\n```"
+
+
+def largest_fitting_prefix(
+    n_items: int,
+    render: Callable[[int], str],
+    max_tokens: int,
+    tokenizer: TokenCounter,
+    estimate: Optional[int] = None,
+) -> tuple[int, str]:
+    """The largest ``k <= n_items`` whose ``render(k)`` counts at most ``max_tokens`` tokens.
+
+    ``estimate`` (an upper guess) bounds the search; each candidate is counted for real,
+    so the returned text always fits. Returns ``(-1, "")`` when not even ``render(0)`` fits.
+    """
+    hi = n_items if estimate is None else max(0, min(n_items, estimate))
+    text0 = render(0)
+    if count_tokens(text0, tokenizer) > max_tokens:
+        return -1, ""
+    best_k, best_text = 0, text0
+    lo = 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        text = render(mid)
+        if count_tokens(text, tokenizer) <= max_tokens:
+            best_k, best_text = mid, text
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return best_k, best_text
+
+
+def pack_csv_section(
+    title: str,
+    header: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    max_tokens: int,
+    tokenizer: TokenCounter,
+) -> tuple[str, int]:
+    """As many leading ``rows`` as fit, rendered by :func:`csv_section` within ``max_tokens``.
+
+    The title line, fences and header count against the budget. Returns the section text
+    (``""`` when even an empty table does not fit) and how many rows it holds.
+    """
+    if max_tokens <= 0:
+        return "", 0
+    row_costs = [count_tokens(rows_to_csv_table([], [r]), tokenizer) for r in rows]
+    fixed = count_tokens(csv_section(title, header, []), tokenizer)
+    total, estimate = fixed, 0
+    for cost in row_costs:
+        total += cost
+        if total > max_tokens:
+            break
+        estimate += 1
+    # Token counts of joined rows can differ a little from the sum of their parts.
+    estimate = min(len(rows), estimate + 2)
+    k, text = largest_fitting_prefix(
+        len(rows), lambda n: csv_section(title, header, rows[:n]), max_tokens, tokenizer, estimate
+    )
+    if k < 0:
+        return "", 0
+    return text, k
+
+
+def pack_texts(texts: Sequence[str], separator: str, max_tokens: int, tokenizer: TokenCounter) -> tuple[str, int]:
+    """Leading ``texts`` joined by ``separator`` within ``max_tokens``; whole texts only."""
+    if max_tokens <= 0 or not texts:
+        return "", 0
+    sep_cost = count_tokens(separator, tokenizer)
+    total, estimate = 0, 0
+    for text in texts:
+        total += count_tokens(text, tokenizer) + sep_cost
+        if total > max_tokens + sep_cost:
+            break
+        estimate += 1
+    estimate = min(len(texts), estimate + 2)
+    k, text = largest_fitting_prefix(
+        len(texts), lambda n: separator.join(texts[:n]), max_tokens, tokenizer, estimate
+    )
+    return (text, k) if k > 0 else ("", 0)
+
+
+def truncate_text(text: str, max_tokens: int, tokenizer: Any) -> str:
+    """``text`` cut to at most ``max_tokens`` tokens (whole text when it fits)."""
+    if max_tokens <= 0:
+        return ""
+    tokens = tokenizer.encode(text)
+    if len(tokens) <= max_tokens:
+        return text
+    return tokenizer.decode(tokens[:max_tokens])

@@ -1,0 +1,208 @@
+"""Global queries: map the question over groups of community reports, then reduce.
+
+1. Reports at ``level <= param.level`` rated at least ``global_min_community_rating``,
+   ranked by occurrence then rating, at most ``global_max_consider_community`` of them.
+2. Packed in order into groups; each group's table fits
+   ``global_max_token_for_community_report`` (a report too long for a group of its own
+   is cut to fit, so no selected report is lost).
+3. One map call per group, concurrently, asking for scored points as JSON.
+4. Points scored above 0, best first, cut to the same budget, go to one reduce call.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from typing import Any, Optional
+
+from graphrag.prompts import render as render_prompt
+from graphrag.query_param import QueryParam
+
+from .query_context import count_tokens, csv_section, fail_response, pack_csv_section, pack_texts, truncate_text
+
+logger = logging.getLogger(__name__)
+
+REPORT_HEADER = ["id", "content", "rating", "importance"]
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.S)
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _as_float(value: Any, default: float = 0.0) -> float:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        m = _NUMBER.search(value)
+        if m:
+            return float(m.group(0))
+    return default
+
+
+def _rating(report: dict) -> float:
+    return _as_float((report.get("report_json") or {}).get("rating"), 0.0)
+
+
+async def _ranked_reports(stores: Any, param: QueryParam) -> list[tuple[str, dict]]:
+    keys = await stores.community_reports.all_keys()
+    if not keys:
+        return []
+    records = await stores.community_reports.get_by_ids(keys)
+    chosen = []
+    for key, r in zip(keys, records):
+        if not r:
+            continue
+        try:
+            level = int(r.get("level", 0))
+        except (TypeError, ValueError):
+            continue
+        if level > param.level or _rating(r) < param.global_min_community_rating:
+            continue
+        chosen.append((key, r))
+    chosen.sort(key=lambda item: (-_as_float(item[1].get("occurrence")), -_rating(item[1]), item[0]))
+    return chosen[: param.global_max_consider_community]
+
+
+def _group_reports(reports: list[tuple[str, dict]], max_tokens: int, tokenizer: Any) -> list[str]:
+    """Consecutive reports packed into tables of at most ``max_tokens`` tokens each."""
+    title = "Reports"
+    rows = [
+        [i, r.get("report_string", ""), _rating(r), _as_float(r.get("occurrence"))]
+        for i, (_, r) in enumerate(reports)
+    ]
+    groups: list[str] = []
+    if count_tokens(csv_section(title, REPORT_HEADER, []), tokenizer) >= max_tokens:
+        return []
+    start = 0
+    while start < len(rows):
+        text, kept = pack_csv_section(title, REPORT_HEADER, rows[start:], max_tokens, tokenizer)
+        if kept == 0:
+            # One report alone is too long for a group: cut its content until its table fits.
+            row = list(rows[start])
+            content = str(row[1])
+            keep = count_tokens(content, tokenizer)
+            while True:
+                over = count_tokens(csv_section(title, REPORT_HEADER, [row]), tokenizer) - max_tokens
+                if over <= 0 or keep <= 0:
+                    break
+                keep = max(0, keep - over)
+                row[1] = truncate_text(content, keep, tokenizer)
+            text = csv_section(title, REPORT_HEADER, [row])
+            kept = 1
+            if count_tokens(text, tokenizer) > max_tokens:
+                start += 1
+                continue
+        groups.append(text)
+        start += kept
+    return groups
+
+
+async def build_global_context(query: str, stores: Any, param: QueryParam, tokenizer: Any) -> Optional[list[str]]:
+    """The report tables, one per map call; None when no community report qualifies."""
+    reports = await _ranked_reports(stores, param)
+    if not reports:
+        return None
+    groups = _group_reports(reports, param.global_max_token_for_community_report, tokenizer)
+    return groups or None
+
+
+def _json_candidates(text: str) -> list[Any]:
+    """Every JSON value that can be read out of a model answer, most likely first."""
+    found: list[Any] = []
+    pieces = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    for piece in pieces:
+        piece = piece.strip()
+        try:
+            found.append(json.loads(piece))
+            continue
+        except ValueError:
+            pass
+        for i, ch in enumerate(piece):
+            if ch in "{[":
+                try:
+                    value, _ = decoder.raw_decode(piece[i:])
+                except ValueError:
+                    continue
+                found.append(value)
+                break
+    return found
+
+
+def parse_points(text: str) -> list[dict[str, Any]]:
+    """``[{"description", "score"}]`` from a map answer, however the model wrapped it.
+
+    Accepts ``{"points": [...]}``, a bare list, fenced or prefaced JSON, points given as
+    plain strings, and scores written as strings (``"85"``, ``"85/100"``). A point with no
+    score counts as 1 (the model found it relevant but forgot to say how much).
+    """
+    for value in _json_candidates(text or ""):
+        items: Any = None
+        if isinstance(value, list):
+            items = value
+        elif isinstance(value, dict):
+            items = value.get("points")
+            if items is None:
+                lists = [v for v in value.values() if isinstance(v, list)]
+                items = lists[0] if lists else ([value] if "description" in value else None)
+        if not isinstance(items, list):
+            continue
+        points = []
+        for item in items:
+            if isinstance(item, str):
+                desc, score = item, 1.0
+            elif isinstance(item, dict):
+                desc = item.get("description") or item.get("point") or item.get("text") or ""
+                score = _as_float(item.get("score"), 0.0) if "score" in item else 1.0
+            else:
+                continue
+            desc = str(desc).strip()
+            if desc:
+                points.append({"description": desc, "score": score})
+        return points
+    return []
+
+
+def _score_text(score: float) -> str:
+    return str(int(score)) if float(score).is_integer() else f"{score:g}"
+
+
+async def global_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Any) -> str:
+    """Answer ``query`` by map-reduce over community reports."""
+    groups = await build_global_context(query, stores, param, tokenizer)
+    if not groups:
+        return fail_response()
+    if param.only_need_context:
+        return "\n\n".join(groups)
+
+    kwargs = dict(param.global_special_community_map_llm_kwargs)
+
+    async def map_group(table: str) -> list[dict[str, Any]]:
+        system_prompt = render_prompt("global_map_rag_points", context_data=table)
+        answer = await llm(query, stage="query", system_prompt=system_prompt, **kwargs)
+        points = parse_points(answer)
+        if not points:
+            logger.warning("Global map answer held no readable points: %.200r", answer)
+        return points
+
+    results = await asyncio.gather(*(map_group(g) for g in groups))
+    scored = [
+        (analyst, p["score"], p["description"])
+        for analyst, points in enumerate(results)
+        for p in points
+        if p["score"] > 0
+    ]
+    if not scored:
+        return fail_response()
+    scored.sort(key=lambda s: -s[1])
+    texts = [f"----Analyst {a}----\nImportance Score: {_score_text(s)}\n{d}" for a, s, d in scored]
+    report_data, kept = pack_texts(texts, "\n\n", param.global_max_token_for_community_report, tokenizer)
+    if not kept:
+        # The best point alone is over budget: send it cut to fit rather than nothing.
+        report_data = truncate_text(texts[0], param.global_max_token_for_community_report, tokenizer)
+    if not report_data.strip():
+        return fail_response()
+    system_prompt = render_prompt("global_reduce_rag_response", report_data=report_data,
+                                  response_type=param.response_type)
+    return await llm(query, stage="query", system_prompt=system_prompt)

@@ -1,0 +1,230 @@
+"""Local queries: answer from the entities nearest the question and what surrounds them.
+
+The context has four sections, each packed under its own token budget:
+
+* Reports  -- ``local_max_token_for_community_report``
+* Entities -- at most half of ``local_max_token_for_local_context``
+* Relationships -- the rest of ``local_max_token_for_local_context`` (what entities left)
+* Sources  -- ``local_max_token_for_text_unit``
+
+so the entities and relationships together also stay within
+``local_max_token_for_local_context``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Optional
+
+from graphrag.prompts import render as render_prompt
+from graphrag.query_param import QueryParam
+from graphrag.schema import GRAPH_FIELD_SEP
+
+from .query_context import count_tokens, fail_response, pack_csv_section
+
+logger = logging.getLogger(__name__)
+
+ENTITY_HEADER = ["id", "entity", "type", "description", "rank"]
+RELATION_HEADER = ["id", "source", "target", "description", "weight", "rank"]
+REPORT_HEADER = ["id", "content"]
+SOURCE_HEADER = ["id", "content"]
+
+LOCAL_NEEDS_ENTITIES = "Local queries need the entity vector store: build the index with enable_local=True."
+
+
+def _split(value: Any) -> list[str]:
+    return [p for p in str(value or "").split(GRAPH_FIELD_SEP) if p]
+
+
+def _clusters(node: dict, max_level: int) -> list[str]:
+    raw = node.get("clusters")
+    if not raw:
+        return []
+    try:
+        memberships = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return []
+    out = []
+    for c in memberships or []:
+        try:
+            if int(c["level"]) <= max_level:
+                out.append(str(c["cluster"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def _rating(report: dict) -> float:
+    try:
+        return float((report.get("report_json") or {}).get("rating", 0.0) or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _weight(edge: dict) -> float:
+    try:
+        return float(edge.get("weight", 0.0) or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+async def _find_entities(query: str, stores: Any, param: QueryParam) -> list[dict]:
+    """Retrieved entities in similarity order: ``{entity_name, data, rank}``."""
+    hits = await stores.entities_vdb.query(query, top_k=param.top_k)
+    names: list[str] = []
+    for hit in hits:
+        name = hit.get("entity_name")
+        if name and name not in names:
+            names.append(name)
+    if not names:
+        return []
+    nodes = await stores.graph.get_nodes_batch(names)
+    found = [(n, d) for n, d in zip(names, nodes) if d is not None]
+    missing = len(names) - len(found)
+    if missing:
+        logger.warning("%d retrieved entities are missing from the graph; the index may need repair", missing)
+    degrees = await stores.graph.node_degrees_batch([n for n, _ in found])
+    return [{"entity_name": n, "data": d, "rank": deg} for (n, d), deg in zip(found, degrees)]
+
+
+async def _related_reports(entities: list[dict], stores: Any, param: QueryParam) -> list[tuple[str, dict]]:
+    counts: dict[str, int] = {}
+    for e in entities:
+        for cid in dict.fromkeys(_clusters(e["data"], param.level)):
+            counts[cid] = counts.get(cid, 0) + 1
+    if not counts:
+        return []
+    ids = list(counts)
+    reports = await stores.community_reports.get_by_ids(ids)
+    found = [(cid, r) for cid, r in zip(ids, reports) if r is not None]
+    found.sort(key=lambda item: (-counts[item[0]], -_rating(item[1])))
+    if param.local_community_single_one:
+        found = found[:1]
+    return found
+
+
+async def _entity_edges(entities: list[dict], stores: Any) -> list[list[tuple[str, str]]]:
+    return await stores.graph.get_nodes_edges_batch([e["entity_name"] for e in entities])
+
+
+async def _related_relations(
+    entities: list[dict], node_edges: list[list[tuple[str, str]]], stores: Any
+) -> list[dict]:
+    pairs: dict[tuple[str, str], None] = {}
+    for edges in node_edges:
+        for a, b in edges:
+            pairs.setdefault((a, b) if a <= b else (b, a), None)
+    keys = list(pairs)
+    if not keys:
+        return []
+    datas = await stores.graph.get_edges_batch(keys)
+    degrees = await stores.graph.edge_degrees_batch(keys)
+    out = [
+        {"src_tgt": k, "data": d, "rank": deg}
+        for k, d, deg in zip(keys, datas, degrees)
+        if d is not None
+    ]
+    out.sort(key=lambda r: (-r["rank"], -_weight(r["data"])))
+    return out
+
+
+async def _related_chunks(
+    entities: list[dict], node_edges: list[list[tuple[str, str]]], stores: Any
+) -> list[tuple[str, dict]]:
+    """Source chunks of the entities, most linked first.
+
+    A chunk's score is the number of distinct relations between two retrieved entities
+    whose source ids include it, where one endpoint lists the chunk; ties go to the chunk
+    of the better-ranked entity.
+    """
+    retrieved = {e["entity_name"] for e in entities}
+    inner_pairs: list[tuple[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    for e, edges in zip(entities, node_edges):
+        for a, b in edges:
+            other = b if a == e["entity_name"] else a
+            key = (a, b) if a <= b else (b, a)
+            if other in retrieved and key not in seen:
+                seen.add(key)
+                inner_pairs.append(key)
+    edge_chunks: dict[tuple[str, str], set[str]] = {}
+    if inner_pairs:
+        datas = await stores.graph.get_edges_batch(inner_pairs)
+        edge_chunks = {k: set(_split(d.get("source_id"))) for k, d in zip(inner_pairs, datas) if d}
+
+    order: dict[str, int] = {}
+    linked: dict[str, set[tuple[str, str]]] = {}
+    for index, (e, edges) in enumerate(zip(entities, node_edges)):
+        for chunk_id in _split(e["data"].get("source_id")):
+            order.setdefault(chunk_id, index)
+            hits = linked.setdefault(chunk_id, set())
+            for a, b in edges:
+                key = (a, b) if a <= b else (b, a)
+                if chunk_id in edge_chunks.get(key, ()):
+                    hits.add(key)
+    ids = list(order)
+    if not ids:
+        return []
+    records = await stores.text_chunks.get_by_ids(ids)
+    found = [(cid, r) for cid, r in zip(ids, records) if r is not None and r.get("content")]
+    found.sort(key=lambda item: (-len(linked[item[0]]), order[item[0]]))
+    return found
+
+
+async def build_local_context(query: str, stores: Any, param: QueryParam, tokenizer: Any) -> Optional[str]:
+    """The data tables a local answer is grounded in, or None when no entity matches."""
+    if stores.entities_vdb is None:
+        return None
+    entities = await _find_entities(query, stores, param)
+    if not entities:
+        return None
+    node_edges = await _entity_edges(entities, stores)
+    reports = await _related_reports(entities, stores, param)
+    relations = await _related_relations(entities, node_edges, stores)
+    chunks = await _related_chunks(entities, node_edges, stores)
+
+    entity_rows = [
+        [i, e["entity_name"], e["data"].get("entity_type", "UNKNOWN"), e["data"].get("description", "UNKNOWN"), e["rank"]]
+        for i, e in enumerate(entities)
+    ]
+    entity_budget = param.local_max_token_for_local_context // 2
+    entities_text, n_entities = pack_csv_section("Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer)
+
+    relation_budget = param.local_max_token_for_local_context - count_tokens(entities_text, tokenizer)
+    relation_rows = [
+        [i, r["src_tgt"][0], r["src_tgt"][1], r["data"].get("description", "UNKNOWN"), _weight(r["data"]), r["rank"]]
+        for i, r in enumerate(relations)
+    ]
+    relations_text, n_relations = pack_csv_section(
+        "Relationships", RELATION_HEADER, relation_rows, relation_budget, tokenizer
+    )
+
+    report_rows = [[i, r.get("report_string", "")] for i, (_, r) in enumerate(reports)]
+    reports_text, n_reports = pack_csv_section(
+        "Reports", REPORT_HEADER, report_rows, param.local_max_token_for_community_report, tokenizer
+    )
+
+    source_rows = [[i, r["content"]] for i, (_, r) in enumerate(chunks)]
+    sources_text, n_sources = pack_csv_section(
+        "Sources", SOURCE_HEADER, source_rows, param.local_max_token_for_text_unit, tokenizer
+    )
+    logger.info(
+        "Local context: %d/%d entities, %d/%d relations, %d/%d reports, %d/%d chunks",
+        n_entities, len(entity_rows), n_relations, len(relation_rows), n_reports, len(report_rows),
+        n_sources, len(source_rows),
+    )
+    sections = [s for s in (reports_text, entities_text, relations_text, sources_text) if s]
+    return "\n\n".join(sections)
+
+
+async def local_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Any) -> str:
+    """Answer ``query`` from the local context (or return that context when ``only_need_context``)."""
+    if stores.entities_vdb is None:
+        return LOCAL_NEEDS_ENTITIES
+    context = await build_local_context(query, stores, param, tokenizer)
+    if context is None:
+        return fail_response()
+    if param.only_need_context:
+        return context
+    system_prompt = render_prompt("local_rag_response", context_data=context, response_type=param.response_type)
+    return await llm(query, stage="query", system_prompt=system_prompt)
