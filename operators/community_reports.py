@@ -1,0 +1,538 @@
+"""Community reports: one JSON report per community, written by the LLM or extractively.
+
+Each report is stored with a fingerprint of the community's content (member entities,
+internal relations, level). When a later insert leaves a community's content as it was,
+its report is reused with no LLM call, even if the community changed id.
+
+Levels are reported deepest first so that a community too large for the prompt budget
+can be described through its sub-communities' finished reports.
+"""
+from __future__ import annotations
+
+import ast
+import asyncio
+import csv
+import io
+import json
+import logging
+import re
+from typing import Any, Awaitable, Callable, Iterable, Optional
+
+import xxhash
+
+from graphrag.prompts import render
+from graphrag.schema import GRAPH_FIELD_SEP, CommunitySchema, Finding, ReportJSON
+
+from .extractive_report import build_extractive_report, render_report_markdown
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_REPORT_LLM_KWARGS: dict[str, Any] = {"response_format": {"type": "json_object"}}
+
+# Bumped when the fingerprinted content or the report format changes, so old reports are redone.
+_FINGERPRINT_VERSION = 1
+
+# Where a stored report came from. LLM runs redo "extractive" and "fallback" reports; LLM-free
+# runs reuse anything with a matching fingerprint.
+SOURCE_LLM = "llm"
+SOURCE_EXTRACTIVE = "extractive"
+SOURCE_FALLBACK = "fallback"
+
+_ENTITY_HEADER = ["id", "entity", "type", "description", "degree"]
+_RELATION_HEADER = ["id", "source", "target", "description", "rank"]
+_REPORT_HEADER = ["id", "title", "content"]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _pair(a: Any, b: Any) -> tuple[str, str]:
+    a, b = str(a), str(b)
+    return (a, b) if a <= b else (b, a)
+
+
+def _edge_data(edges: dict[tuple[str, str], dict], a: str, b: str) -> dict:
+    return edges.get((a, b)) or edges.get((b, a)) or {}
+
+
+def _community_pairs(community: dict) -> list[tuple[str, str]]:
+    """The community's internal relations as sorted, de-duplicated pairs."""
+    members = set(map(str, community.get("nodes") or []))
+    pairs = {
+        _pair(e[0], e[1])
+        for e in community.get("edges") or []
+        if len(e) >= 2 and e[0] != e[1] and str(e[0]) in members and str(e[1]) in members
+    }
+    return sorted(pairs)
+
+
+def _float(value: Any, default: float = 0.0) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _text(value: Any) -> str:
+    """A description for the prompt: GRAPH_FIELD_SEP-joined parts become one text."""
+    parts = [p.strip() for p in str(value or "").split(GRAPH_FIELD_SEP)]
+    return " ".join(p for p in parts if p)
+
+
+def _entity_type(value: Any) -> str:
+    return str(value or "").strip().strip('"').strip()
+
+
+# --------------------------------------------------------------------------- fingerprint
+
+
+def community_fingerprint(
+    community: CommunitySchema,
+    nodes: dict[str, dict],
+    edges: dict[tuple[str, str], dict],
+    sub_fingerprints: Optional[list[str]] = None,
+) -> str:
+    """xxh128 hex of the community's content: members, internal relations and level.
+
+    ``sub_fingerprints`` is accepted for call-site symmetry but not used: sub-communities
+    are made of the same members, so the members already determine them.
+    """
+    del sub_fingerprints
+    entities = sorted(
+        [
+            str(name),
+            _entity_type((nodes.get(name) or {}).get("entity_type")),
+            str((nodes.get(name) or {}).get("description") or ""),
+        ]
+        for name in dict.fromkeys(map(str, community.get("nodes") or []))
+    )
+    relations = []
+    for a, b in _community_pairs(community):
+        data = _edge_data(edges, a, b)
+        relations.append([a, b, str(data.get("description") or ""), _float(data.get("weight"), 1.0)])
+    relations.sort()
+    canon = json.dumps(
+        {"v": _FINGERPRINT_VERSION, "level": int(community.get("level", 0) or 0),
+         "entities": entities, "relations": relations},
+        ensure_ascii=False, sort_keys=True, separators=(",", ":"),
+    )
+    return xxhash.xxh128_hexdigest(canon.encode("utf-8"))
+
+
+# --------------------------------------------------------------------------- context
+
+
+def _csv_line(fields: list[Any]) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(fields)
+    return buf.getvalue()
+
+
+def _section(title: str, header: list[str], rows: list[str]) -> str:
+    return f"-----{title}-----\n```csv\n{_csv_line(header)}{''.join(rows)}```\n"
+
+
+def _entity_rows(community: dict, nodes: dict[str, dict]) -> list[list[Any]]:
+    """[name, type, description, degree], most connected first."""
+    rows = []
+    for name in dict.fromkeys(map(str, community.get("nodes") or [])):
+        data = nodes.get(name) or {}
+        rows.append([name, _entity_type(data.get("entity_type")), _text(data.get("description")),
+                     int(_float(data.get("degree"), 0))])
+    rows.sort(key=lambda r: (-r[3], r[0]))
+    return rows
+
+
+def _relation_rows(community: dict, nodes: dict[str, dict], edges: dict[tuple[str, str], dict]) -> list[list[Any]]:
+    """[source, target, description, rank], by rank (degree sum) then weight."""
+    rows = []
+    for a, b in _community_pairs(community):
+        data = _edge_data(edges, a, b)
+        rank = data.get("rank")
+        if rank is None:
+            rank = _float((nodes.get(a) or {}).get("degree"), 0) + _float((nodes.get(b) or {}).get("degree"), 0)
+        rows.append([a, b, _text(data.get("description")), int(_float(rank, 0)), _float(data.get("weight"), 1.0)])
+    rows.sort(key=lambda r: (-r[3], -r[4], r[0], r[1]))
+    return [r[:4] for r in rows]
+
+
+class _Budget:
+    """Picks, for several ranked row lists, the longest prefixes that fit a token budget."""
+
+    def __init__(self, tokenizer: Any, max_tokens: int) -> None:
+        self.tokenizer = tokenizer
+        self.left = max_tokens
+
+    def cost(self, text: str) -> int:
+        return self.tokenizer.count(text)
+
+    def take(self, text: str) -> bool:
+        c = self.cost(text)
+        if c > self.left:
+            return False
+        self.left -= c
+        return True
+
+    def fill(self, ranked: list[list[str]]) -> list[int]:
+        """Round-robin over the lists, one row each turn, so every table keeps its best rows.
+
+        A list stops at its first row that does not fit: a less important row never takes
+        the place of a more important one.
+        """
+        counts = [0] * len(ranked)
+        open_ = [bool(rows) for rows in ranked]
+        while any(open_):
+            for i, rows in enumerate(ranked):
+                if not open_[i]:
+                    continue
+                if self.take(rows[counts[i]]):
+                    counts[i] += 1
+                    open_[i] = counts[i] < len(rows)
+                else:
+                    open_[i] = False
+        return counts
+
+
+def _assemble(sections: list[tuple[str, list[str], list[str]]]) -> str:
+    return "\n".join(_section(title, header, rows) for title, header, rows in sections)
+
+
+def build_community_context(
+    community: CommunitySchema,
+    nodes: dict[str, dict],
+    edges: dict[tuple[str, str], dict],
+    *,
+    tokenizer: Any,
+    max_tokens: int,
+    sub_reports: Optional[dict[str, dict]] = None,
+) -> str:
+    """The report prompt's data: CSV tables of entities and relations within ``max_tokens``.
+
+    ``nodes`` values carry ``entity_type``, ``description`` and ``degree``; ``edges`` values
+    carry ``description``, ``weight`` and optionally ``rank`` (else the endpoints' degree sum).
+    When the community's own tables do not fit and ``sub_reports`` (sub-community id ->
+    stored report record) has reports of its sub-communities, the context is those reports,
+    largest sub-community first, topped up with whatever own rows still fit.
+    """
+    ents = _entity_rows(community, nodes)
+    rels = _relation_rows(community, nodes, edges)
+    ent_lines = [_csv_line([i, *r]) for i, r in enumerate(ents)]
+    rel_lines = [_csv_line([i, *r]) for i, r in enumerate(rels)]
+
+    full = _assemble([("Entities", _ENTITY_HEADER, ent_lines), ("Relationships", _RELATION_HEADER, rel_lines)])
+    if tokenizer.count(full) <= max_tokens:
+        return full
+
+    subs = [
+        (sid, rec) for sid in community.get("sub_communities") or []
+        if (rec := (sub_reports or {}).get(str(sid))) and (rec.get("report_string") or rec.get("report_json"))
+    ]
+    subs.sort(key=lambda s: (-len(s[1].get("nodes") or []), str(s[0])))
+
+    def skeleton(titles: Iterable[tuple[str, list[str]]]) -> str:
+        return _assemble([(t, h, []) for t, h in titles])
+
+    own_tables = [("Entities", _ENTITY_HEADER), ("Relationships", _RELATION_HEADER)]
+    budget = _Budget(tokenizer, max_tokens)
+    report_lines: list[str] = []
+    if subs:
+        budget.take(skeleton([("Reports", _REPORT_HEADER), *own_tables]))
+        for sid, rec in subs:
+            report = rec.get("report_json") if isinstance(rec.get("report_json"), dict) else {}
+            title = str(report.get("title") or rec.get("title") or f"Community {sid}")
+            content = rec.get("report_string") or render_report_markdown(report)
+            # The whole report if it fits, else its summary: a sub-community is never left out
+            # for a smaller one while some text of it still fits.
+            line = _csv_line([len(report_lines), title, content])
+            if not budget.take(line):
+                line = _csv_line([len(report_lines), title, str(report.get("summary") or "")])
+                if not budget.take(line):
+                    break
+            report_lines.append(line)
+        if not report_lines:
+            budget = _Budget(tokenizer, max_tokens)  # no report fits: own rows only
+    if not report_lines:
+        budget.take(skeleton(own_tables))
+
+    n_ent, n_rel = budget.fill([ent_lines, rel_lines])
+    sections = [("Entities", _ENTITY_HEADER, ent_lines[:n_ent]), ("Relationships", _RELATION_HEADER, rel_lines[:n_rel])]
+    if report_lines:
+        sections.insert(0, ("Reports", _REPORT_HEADER, report_lines))
+
+    # Token counts of pieces can differ from the joined text's by a token here and there:
+    # drop the least important rows until the whole truly fits.
+    text = _assemble(sections)
+    while tokenizer.count(text) > max_tokens:
+        candidates = [s for s in sections if s[2]]
+        if not candidates:
+            return tokenizer.truncate(text, max_tokens)  # not even the headers fit
+        # Own rows go before sub-reports; of the own tables, the longer loses a row.
+        own = [s for s in candidates if s[0] != "Reports"]
+        victim = max(own, key=lambda s: len(s[2])) if own else candidates[0]
+        victim[2].pop()
+        text = _assemble(sections)
+    return text
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+_FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?")
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+_NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)?")
+_SCALE = re.compile(r"^\s*(?:/|out\s+of|of)\s*(\d+(?:\.\d+)?)", re.I)
+
+
+def _outermost_object(text: str) -> Optional[str]:
+    """The first balanced ``{...}`` (string-aware); up to the last ``}`` if it never balances."""
+    start = text.find("{")
+    if start == -1:
+        return None
+    depth, in_str, escape, quote = 0, False, False, ""
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_str:
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == quote:
+                in_str = False
+        elif ch == '"':
+            in_str, quote = True, ch
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:i + 1]
+    end = text.rfind("}")
+    return text[start:end + 1] if end > start else text[start:] + "}"
+
+
+def _loads(candidate: str) -> Any:
+    for attempt in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
+        try:
+            return json.loads(attempt, strict=False)
+        except ValueError:
+            pass
+    try:  # Python-style dicts: single quotes, True/False/None
+        return ast.literal_eval(_TRAILING_COMMA.sub(r"\1", candidate))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def _coerce_rating(value: Any) -> float:
+    if isinstance(value, bool):
+        value = float(value)
+    if isinstance(value, (int, float)):
+        rating = float(value)
+    else:
+        text = str(value or "")
+        m = _NUMBER.search(text)
+        if not m:
+            return 0.0
+        rating = float(m.group().replace(",", "."))
+        scale = _SCALE.match(text[m.end():])
+        if scale and float(scale.group(1)) > 0:
+            rating = rating * 10.0 / float(scale.group(1))
+    if rating != rating:  # NaN
+        return 0.0
+    return round(min(10.0, max(0.0, rating)), 2)
+
+
+def _first(d: dict, keys: tuple[str, ...]) -> str:
+    for k in keys:
+        v = d.get(k)
+        if v not in (None, ""):
+            return v.strip() if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+    return ""
+
+
+def _coerce_findings(value: Any) -> list[Finding]:
+    if value is None:
+        return []
+    if isinstance(value, (str, dict)):
+        value = [value]
+    findings: list[Finding] = []
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, dict):
+            summary = _first(item, ("summary", "insight", "title", "finding"))
+            explanation = _first(item, ("explanation", "description", "details", "detail", "text"))
+        else:
+            summary, explanation = str(item).strip(), ""
+        if summary or explanation:
+            findings.append({"summary": summary, "explanation": explanation})
+    return findings
+
+
+def parse_report_json(text: str) -> Optional[ReportJSON]:
+    """A normalised report from an LLM answer, or None when it holds no report with a title.
+
+    Copes with code fences, prose around the object, trailing commas, ratings such as
+    ``"7.5"`` or ``"8/10"``, and findings given as strings or with ``insight`` keys.
+    """
+    if not isinstance(text, str) or "{" not in text:
+        return None
+    unfenced = _FENCE.sub("", text)
+    data: Any = None
+    for source in (unfenced, text):
+        candidate = _outermost_object(source)
+        if candidate is not None:
+            data = _loads(candidate)
+            if isinstance(data, dict):
+                break
+    if not isinstance(data, dict):
+        return None
+    if not data.get("title"):
+        # {"report": {...}} and similar one-key wrappers
+        inner = [v for v in data.values() if isinstance(v, dict) and v.get("title")]
+        if len(inner) == 1:
+            data = inner[0]
+    title = data.get("title")
+    if not isinstance(title, (str, int, float)) or not str(title).strip():
+        return None
+    return {
+        "title": str(title).strip(),
+        "summary": str(data.get("summary") or "").strip(),
+        "rating": _coerce_rating(data.get("rating")),
+        "rating_explanation": str(data.get("rating_explanation") or "").strip(),
+        "findings": _coerce_findings(data.get("findings")),
+    }
+
+
+# --------------------------------------------------------------------------- generation
+
+
+def _record(community: CommunitySchema, report: dict, fingerprint: str, source: str,
+            report_string: Optional[str] = None) -> dict:
+    return {
+        **community,
+        "report_json": report,
+        "report_string": report_string or render_report_markdown(report),
+        "fingerprint": fingerprint,
+        "title": str(report.get("title") or community.get("title") or ""),
+        "report_source": source,
+    }
+
+
+def _reusable(record: Optional[dict], fingerprint: str, extractive: bool) -> bool:
+    if not isinstance(record, dict) or record.get("fingerprint") != fingerprint:
+        return False
+    if not isinstance(record.get("report_json"), dict):
+        return False
+    source = record.get("report_source", SOURCE_LLM)
+    return extractive or source == SOURCE_LLM
+
+
+async def _load_graph_data(
+    graph: Any, communities: dict[str, CommunitySchema]
+) -> tuple[dict[str, dict], dict[tuple[str, str], dict]]:
+    names = list(dict.fromkeys(str(n) for c in communities.values() for n in c.get("nodes") or []))
+    pairs = list(dict.fromkeys(p for c in communities.values() for p in _community_pairs(c)))
+    node_data = await graph.get_nodes_batch(names) if names else []
+    degrees = await graph.node_degrees_batch(names) if names else []
+    edge_data = await graph.get_edges_batch(pairs) if pairs else []
+    nodes = {n: {**(d or {}), "degree": int(deg or 0)} for n, d, deg in zip(names, node_data, degrees)}
+    edges: dict[tuple[str, str], dict] = {}
+    for (a, b), d in zip(pairs, edge_data):
+        rank = nodes.get(a, {}).get("degree", 0) + nodes.get(b, {}).get("degree", 0)
+        edges[(a, b)] = {**(d or {}), "rank": rank}
+    return nodes, edges
+
+
+async def generate_community_reports(
+    communities: dict[str, CommunitySchema],
+    *,
+    graph: Any,
+    llm: Callable[..., Awaitable[str]],
+    tokenizer: Any,
+    max_tokens: int,
+    existing: dict[str, dict],
+    llm_kwargs: Optional[dict] = None,
+    extractive: bool = False,
+    on_progress: Optional[Callable[[int], None]] = None,
+) -> tuple[dict[str, dict], int]:
+    """Report every community; returns ({id: record}, number of reports made fresh).
+
+    A community whose fingerprint matches an existing record (its own, or any record
+    with that fingerprint) keeps that report. The rest are written level by level, deepest
+    first, concurrently within a level. ``on_progress(n)`` is called with the number of
+    communities just finished (reused ones at once, then 1 per new report).
+    """
+    existing = existing or {}
+    kwargs = dict(DEFAULT_REPORT_LLM_KWARGS if llm_kwargs is None else llm_kwargs)
+    nodes, edges = await _load_graph_data(graph, communities)
+
+    by_fingerprint: dict[str, dict] = {}
+    for rec in existing.values():
+        if isinstance(rec, dict) and rec.get("fingerprint"):
+            fp = rec["fingerprint"]
+            if fp not in by_fingerprint or _reusable(rec, fp, False):
+                by_fingerprint[fp] = rec
+
+    results: dict[str, dict] = {}
+    todo: dict[int, list[tuple[str, str]]] = {}
+    for cid, community in communities.items():
+        fp = community_fingerprint(community, nodes, edges)
+        old = existing.get(cid)
+        if not _reusable(old, fp, extractive):
+            old = by_fingerprint.get(fp)
+        if _reusable(old, fp, extractive):
+            assert old is not None
+            results[cid] = _record(community, old["report_json"], fp,
+                                   old.get("report_source", SOURCE_LLM), old.get("report_string"))
+        else:
+            todo.setdefault(int(community.get("level", 0) or 0), []).append((cid, fp))
+    if results and on_progress:
+        on_progress(len(results))
+    logger.info("Community reports: %d reused, %d to generate", len(results), sum(map(len, todo.values())))
+
+    def finished(cid: str, record: dict) -> None:
+        results[cid] = record
+        if on_progress:
+            on_progress(1)
+
+    def extractive_record(community: CommunitySchema, fp: str, source: str) -> dict:
+        return _record(community, build_extractive_report(community, nodes, edges), fp, source)
+
+    async def one(cid: str, fp: str) -> None:
+        community = communities[cid]
+        sub_reports = {}
+        for sid in community.get("sub_communities") or []:
+            rec = results.get(str(sid)) or existing.get(str(sid))
+            if rec:
+                sub_reports[str(sid)] = rec
+        context = build_community_context(community, nodes, edges, tokenizer=tokenizer,
+                                          max_tokens=max_tokens, sub_reports=sub_reports)
+        prompt = render("community_report", input_text=context)
+        answer = await llm(prompt, stage="report", **kwargs)
+        report = parse_report_json(answer)
+        if report is None:
+            logger.info("Community %s: unparseable report, asking again without the cache", cid)
+            answer = await llm(prompt, stage="report", use_cache=False, **kwargs)
+            report = parse_report_json(answer)
+        if report is None:
+            logger.warning("Community %s: the LLM gave no usable report twice; using an extractive one. "
+                           "Answer began: %r", cid, (answer or "")[:200])
+            finished(cid, extractive_record(community, fp, SOURCE_FALLBACK))
+        else:
+            finished(cid, _record(community, report, fp, SOURCE_LLM))
+
+    generated = 0
+    for level in sorted(todo, reverse=True):
+        batch = todo[level]
+        generated += len(batch)
+        if extractive:
+            for cid, fp in batch:
+                finished(cid, extractive_record(communities[cid], fp, SOURCE_EXTRACTIVE))
+            continue
+        tasks = [asyncio.ensure_future(one(cid, fp)) for cid, fp in batch]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+    return {cid: results[cid] for cid in communities}, generated
