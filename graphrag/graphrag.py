@@ -1,0 +1,478 @@
+"""The engine: documents in, knowledge graph and community reports out, questions answered.
+
+Reading order is the pipeline's: prepare documents -> chunk -> extract -> merge ->
+cluster -> report -> commit. Every insert or delete runs under the working dir's
+writer lock and commits all stores in one transaction (see ``storage/files.py``), so
+a killed run leaves the previous state, and re-running it finishes the job with the
+LLM answers already paid for served from the response cache journal.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections import defaultdict
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any, AsyncIterator, Iterable, Optional, Union
+
+from graphrag.config import GraphRAGConfig
+from graphrag.embedding import EmbeddingFunc, local_embedding
+from graphrag.locking import try_lock, writer_lock
+from graphrag.progress import Progress
+from graphrag.query_param import QueryParam
+from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction, ChunkRecord
+from graphrag.storage.files import MANIFEST_NAME, commit_transaction, recover_pending_commit, wait_for_commit
+from graphrag.stores import Stores, open_stores
+
+logger = logging.getLogger(__name__)
+
+NO_LLM_NOTE = (
+    "[No LLM is configured (set OPENAI_API_KEY / OPENAI_BASE_URL or pass best_model_func); "
+    "below is the retrieved context instead of an answer.]"
+)
+
+
+def always_get_an_event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        return asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        return loop
+
+
+def _run_sync(coro: Any) -> Any:
+    """Thin sync wrapper; refuses politely inside a running loop (notebooks: use the a* methods)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    coro.close()
+    raise RuntimeError("called a sync GraphRAG method inside a running event loop; await the async "
+                       "version instead (ainsert, aquery, adelete_documents)")
+
+
+def _clean_text(text: str) -> str:
+    """Drop NULs and other control characters, and unencodable lone surrogates."""
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    return text.translate(_CONTROL_CHARS)
+
+
+_CONTROL_CHARS = {c: None for c in [*range(0, 9), 11, 12, *range(14, 32), 127]}
+
+
+def prepare_documents(docs: Union[str, Iterable[str]], sources: Optional[Iterable[Optional[str]]] = None
+                      ) -> tuple[dict[str, dict[str, Any]], int]:
+    """Validate and normalise input before anything is touched: ``({doc_id: record}, skipped)``."""
+    from graphrag.operators.chunking import doc_id_for
+
+    if isinstance(docs, (str, bytes)):
+        docs = [docs]  # type: ignore[list-item]
+    if docs is None:
+        raise TypeError("insert() needs a string or a list of strings, got None")
+    items = list(docs)
+    source_list = list(sources) if sources is not None else [None] * len(items)
+    if len(source_list) != len(items):
+        raise ValueError(f"got {len(items)} documents but {len(source_list)} sources")
+    for i, doc in enumerate(items):
+        if isinstance(doc, bytes):
+            raise TypeError(f"document {i} is bytes; decode it to str first (e.g. data.decode('utf-8'))")
+        if not isinstance(doc, str):
+            raise TypeError(f"document {i} is {type(doc).__name__}, expected str")
+    out: dict[str, dict[str, Any]] = {}
+    skipped = 0
+    for doc, source in zip(items, source_list):
+        content = _clean_text(doc).strip()
+        if not content:
+            skipped += 1
+            continue
+        record: dict[str, Any] = {"content": content}
+        if source:
+            record["source"] = str(source)
+        out.setdefault(doc_id_for(content), record)
+    if skipped:
+        logger.warning("Skipped %d empty or whitespace-only document(s)", skipped)
+    return out, skipped
+
+
+def llm_configured(config: GraphRAGConfig) -> bool:
+    return bool(config.best_model_func or config.llm_api_key or config.llm_base_url
+                or os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
+
+
+def _split_ids(value: Any) -> list[str]:
+    return [v for v in str(value or "").split(GRAPH_FIELD_SEP) if v]
+
+
+class GraphRAG:
+    """``GraphRAG(working_dir=..., **config_fields)`` or ``GraphRAG(config)``."""
+
+    def __init__(self, config: Optional[GraphRAGConfig] = None, **overrides: Any) -> None:
+        self.config = replace(config, **overrides) if config is not None else GraphRAGConfig(**overrides)
+        wd = self.config.working_dir
+        if not os.path.isdir(wd):
+            if not self.config.always_create_working_dir:
+                raise FileNotFoundError(f"working dir {wd!r} does not exist")
+            os.makedirs(wd, exist_ok=True)
+            logger.info("Created working dir %s", wd)
+        self.embedding_func: EmbeddingFunc = self.config.embedding_func or local_embedding()
+        self._recover_if_possible()
+        self.stores: Stores = open_stores(self.config, self.embedding_func)
+        self._tokenizer: Any = None
+        self._llms: Any = None
+        from graphrag.llm import UsageCounter
+
+        self.usage = UsageCounter()
+        self.last_insert_stats: Optional[dict[str, Any]] = None
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _recover_if_possible(self) -> None:
+        """Finish a commit a killed writer left, if no writer is active; else wait for it."""
+        wd = self.config.working_dir
+        if not os.path.exists(os.path.join(wd, MANIFEST_NAME)):
+            return
+        lock = try_lock(wd)
+        if lock is None:
+            wait_for_commit(wd)
+            return
+        try:
+            recover_pending_commit(wd)
+        finally:
+            lock.release()
+
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            from graphrag.operators.tokenizer import get_tokenizer
+
+            self._tokenizer = get_tokenizer(self.config.tiktoken_model_name)
+        return self._tokenizer
+
+    @property
+    def llms(self) -> Any:
+        """(best, cheap) LLM clients, built on first use so offline work never imports openai."""
+        if self._llms is None:
+            from graphrag.llm import build_llm_clients
+
+            self._llms = build_llm_clients(self.config, self.usage, self.stores.llm_response_cache,
+                                           self.tokenizer.count)
+        return self._llms
+
+    @asynccontextmanager
+    async def _writing(self) -> AsyncIterator[None]:
+        """Lock, bring every store up to date with disk, and commit all of them together or none."""
+        wd = self.config.working_dir
+        async with writer_lock(wd, self.config.lock_timeout):
+            recover_pending_commit(wd)
+            await self.stores.index_start()
+            try:
+                yield
+                with commit_transaction(wd):
+                    await self.stores.index_done()
+            except BaseException:
+                # Drop the half-applied in-memory state; disk still holds the last commit
+                # (and the LLM cache journal keeps every answer already paid for).
+                self.stores = open_stores(self.config, self.embedding_func)
+                self._llms = None
+                raise
+
+    # ------------------------------------------------------------------ insert
+
+    def insert(self, docs: Union[str, list[str]], sources: Optional[list[Optional[str]]] = None) -> dict[str, Any]:
+        return _run_sync(self.ainsert(docs, sources))
+
+    async def ainsert(self, docs: Union[str, list[str]], sources: Optional[list[Optional[str]]] = None
+                      ) -> dict[str, Any]:
+        """Index documents; already indexed ones cost nothing. A document whose ``source``
+        matches an indexed one with other content replaces it (an update)."""
+        documents, skipped = prepare_documents(docs, sources)
+        self.usage.reset()
+        started = time.perf_counter()
+        timings: dict[str, float] = {}
+        async with self._writing():
+            new_ids = await self.stores.full_docs.filter_keys(list(documents))
+            new_docs = {k: v for k, v in documents.items() if k in new_ids}
+            replaced = await self._superseded_documents(new_docs)
+            summary = await self._apply_changes(new_docs, replaced, timings)
+        stats = {
+            **summary,
+            "documents_skipped_empty": skipped,
+            "documents_already_indexed": len(documents) - len(new_docs),
+            "seconds": round(time.perf_counter() - started, 3),
+            "stage_seconds": {k: round(v, 3) for k, v in timings.items()},
+            "llm": self.usage.snapshot(),
+        }
+        self.last_insert_stats = stats
+        logger.info("Insert done: %s", {k: v for k, v in stats.items() if k != "llm"})
+        logger.info("LLM usage by stage: %s", stats["llm"])
+        return stats
+
+    async def _superseded_documents(self, new_docs: dict[str, dict[str, Any]]) -> list[str]:
+        sources = {d["source"] for d in new_docs.values() if d.get("source")}
+        if not sources:
+            return []
+        keys = await self.stores.full_docs.all_keys()
+        records = await self.stores.full_docs.get_by_ids(keys, fields={"source"})
+        return [k for k, r in zip(keys, records) if r and r.get("source") in sources and k not in new_docs]
+
+    # ------------------------------------------------------------------ delete
+
+    def delete_documents(self, doc_ids: Union[str, list[str]]) -> dict[str, Any]:
+        return _run_sync(self.adelete_documents(doc_ids))
+
+    async def adelete_documents(self, doc_ids: Union[str, list[str]]) -> dict[str, Any]:
+        """Remove documents and everything only they contributed; other sources' facts stay."""
+        ids = [doc_ids] if isinstance(doc_ids, str) else list(dict.fromkeys(doc_ids))
+        self.usage.reset()
+        timings: dict[str, float] = {}
+        async with self._writing():
+            missing = await self.stores.full_docs.filter_keys(ids)
+            if missing:
+                raise KeyError(f"unknown document id(s): {', '.join(sorted(missing))} "
+                               "(list them with list_documents() or `graphrag docs`)")
+            summary = await self._apply_changes({}, ids, timings)
+        return {**summary, "llm": self.usage.snapshot(), "stage_seconds": timings}
+
+    async def alist_documents(self) -> list[dict[str, Any]]:
+        keys = await self.stores.full_docs.all_keys()
+        records = await self.stores.full_docs.get_by_ids(keys)
+        return [
+            {"id": k, "source": r.get("source"), "chars": len(r.get("content", "")),
+             "chunks": len(r.get("chunk_ids", []))}
+            for k, r in zip(keys, records) if r
+        ]
+
+    def list_documents(self) -> list[dict[str, Any]]:
+        return _run_sync(self.alist_documents())
+
+    # ------------------------------------------------------------------ the pipeline
+
+    async def _apply_changes(self, new_docs: dict[str, dict[str, Any]], removed_doc_ids: list[str],
+                             timings: dict[str, float]) -> dict[str, Any]:
+        stores = self.stores
+
+        t = time.perf_counter()
+        removed_chunks = await self._chunks_only_in(removed_doc_ids, keep=set())
+        chunks = self._chunk({k: v["content"] for k, v in new_docs.items()})
+        for doc_id in new_docs:
+            new_docs[doc_id]["chunk_ids"] = [cid for cid, c in chunks.items() if c["full_doc_id"] == doc_id]
+        new_chunk_ids = await stores.text_chunks.filter_keys(list(chunks))
+        new_chunks = {k: v for k, v in chunks.items() if k in new_chunk_ids}
+        removed_chunks -= set(chunks)  # still used by an incoming document
+        timings["chunk"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        extractions = await self._extract(new_chunks)
+        timings["extract"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        old_extractions = {k: v for k, v in zip(
+            removed_chunks, await stores.chunk_extractions.get_by_ids(list(removed_chunks))) if v}
+        if removed_chunks:
+            await stores.text_chunks.delete(list(removed_chunks))
+            await stores.chunk_extractions.delete(list(removed_chunks))
+            if stores.chunks_vdb is not None:
+                await stores.chunks_vdb.delete(list(removed_chunks))
+        if removed_doc_ids:
+            await stores.full_docs.delete(removed_doc_ids)
+        await stores.chunk_extractions.upsert({k: {"entities": v["entities"], "relations": v["relations"]}
+                                               for k, v in extractions.items()})
+        await stores.text_chunks.upsert(new_chunks)
+        changed = await self._merge({**old_extractions, **extractions}, removed_chunks)
+        timings["merge"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        if stores.chunks_vdb is not None and new_chunks:
+            await stores.chunks_vdb.upsert({k: {"content": v["content"], "full_doc_id": v["full_doc_id"]}
+                                            for k, v in new_chunks.items()})
+        timings["embed_chunks"] = time.perf_counter() - t
+
+        reports_generated = 0
+        communities = len(await stores.community_reports.all_keys())
+        if changed:
+            t = time.perf_counter()
+            await stores.graph.clustering(self.config.graph_cluster_algorithm)
+            timings["cluster"] = time.perf_counter() - t
+            t = time.perf_counter()
+            communities, reports_generated = await self._report()
+            timings["report"] = time.perf_counter() - t
+        else:
+            logger.info("No entity or relation changed; community reports kept as they are")
+        await stores.full_docs.upsert(new_docs)
+        malformed = sum(e.get("malformed", 0) for e in extractions.values())
+        return {
+            "documents_inserted": len(new_docs),
+            "documents_removed": len(removed_doc_ids),
+            "chunks_inserted": len(new_chunks),
+            "chunks_removed": len(removed_chunks),
+            "entities_changed": changed,
+            "malformed_records_skipped": malformed,
+            "communities": communities,
+            "reports_generated": reports_generated,
+        }
+
+    async def _chunks_only_in(self, doc_ids: list[str], keep: set[str]) -> set[str]:
+        """Chunks of ``doc_ids`` that no other indexed document also contains."""
+        if not doc_ids:
+            return set()
+        stores = self.stores
+        doomed = {c for r in await stores.full_docs.get_by_ids(doc_ids, fields={"chunk_ids"}) if r
+                  for c in r.get("chunk_ids", [])}
+        others = [k for k in await stores.full_docs.all_keys() if k not in set(doc_ids)]
+        for record in await stores.full_docs.get_by_ids(others, fields={"chunk_ids"}):
+            if record:
+                doomed.difference_update(record.get("chunk_ids", []))
+        return doomed - keep
+
+    def _chunk(self, docs: dict[str, str]) -> dict[str, ChunkRecord]:
+        if not docs:
+            return {}
+        from graphrag.operators.chunking import chunk_by_tokens
+
+        chunk_func = self.config.chunk_func or chunk_by_tokens
+        return chunk_func(docs, size=self.config.chunk_token_size, overlap=self.config.chunk_overlap_token_size,
+                          tokenizer=self.tokenizer)
+
+    async def _extract(self, chunks: dict[str, ChunkRecord]) -> dict[str, ChunkExtraction]:
+        if not chunks:
+            return {}
+        if self.config.extraction == "nlp":
+            from graphrag.operators.nlp_extraction import extract_chunks_nlp
+
+            return await asyncio.to_thread(extract_chunks_nlp, chunks)
+        from graphrag.operators.extraction import extract_chunks
+
+        progress = Progress(len(chunks), "Extracting entities", self.config.show_progress)
+        best, _ = self.llms
+        try:
+            return await extract_chunks(chunks, llm=best, entity_types=self.config.entity_types,
+                                        max_gleaning=self.config.entity_extract_max_gleaning,
+                                        on_done=lambda _id, _r: progress.update())
+        finally:
+            progress.close()
+
+    async def _merge(self, changed_extractions: dict[str, ChunkExtraction], removed_chunks: set[str]) -> int:
+        """Rebuild every entity and relation the changed chunks mention, from all their sources.
+
+        A node's data is a pure function of the extractions of the chunks that mention it,
+        so the result does not depend on insertion order, and deletes need no new extraction.
+        """
+        from graphrag.operators.merge import edge_key, group_contributions, merge_graph_records
+
+        stores = self.stores
+        touched_ents, touched_rels = group_contributions(changed_extractions)
+        names = set(touched_ents) | {n for key in touched_rels for n in key}
+        if not names:
+            return 0
+        old_nodes = dict(zip(sorted(names), await stores.graph.get_nodes_batch(sorted(names))))
+        source_chunks = {c for node in old_nodes.values() if node for c in _split_ids(node.get("source_id"))}
+        source_chunks -= removed_chunks
+        source_chunks |= set(changed_extractions) - removed_chunks
+        ids = sorted(source_chunks)
+        current = {k: v for k, v in zip(ids, await stores.chunk_extractions.get_by_ids(ids)) if v}
+        entity_contribs, relation_contribs = group_contributions(current)
+
+        mentions: dict[str, set[str]] = defaultdict(set)
+        endpoint_relations: dict[str, list] = defaultdict(list)
+        for name, contribs in entity_contribs.items():
+            mentions[name].update(c for c, _ in contribs)
+        for key, contribs in relation_contribs.items():
+            for end in key:
+                mentions[end].update(c for c, _ in contribs)
+                endpoint_relations[end].extend(contribs)
+        # Only relations a changed chunk states can change; each has both endpoints in ``names``.
+        edge_keys = {edge_key(*k) for k in touched_rels}
+
+        summarizer = self.llms[1] if self.config.extraction == "llm" else None
+        limit = self.config.entity_summary_to_max_tokens
+        nodes, edges = await merge_graph_records(
+            {n: entity_contribs[n] for n in names if n in entity_contribs},
+            {k: relation_contribs[k] for k in edge_keys if k in relation_contribs},
+            llm=summarizer, tokenizer=self.tokenizer,
+            summary_max_tokens=limit if summarizer is not None else 10**12,
+            endpoint_relations=endpoint_relations,
+        )
+        if summarizer is None:  # LLM-free: cut to the summary budget instead of summarising
+            for data in [*nodes.values(), *edges.values()]:
+                data["description"] = self.tokenizer.truncate(data["description"], limit)
+
+        changed_vectors: dict[str, dict[str, Any]] = {}
+        removed_vectors: list[str] = []
+        from graphrag.operators.chunking import compute_id
+
+        for name in sorted(names):
+            if name not in nodes or not mentions.get(name):
+                if old_nodes.get(name) is not None:
+                    await stores.graph.delete_node(name)
+                    removed_vectors.append(compute_id(name, "ent-"))
+                continue
+            data = nodes[name]
+            data["source_id"] = GRAPH_FIELD_SEP.join(sorted(mentions[name]))
+            old = old_nodes.get(name) or await stores.graph.get_node(name)
+            await stores.graph.upsert_node(name, data)
+            if not old or old.get("description") != data["description"]:
+                changed_vectors[compute_id(name, "ent-")] = {
+                    "content": f"{name} {data['description']}", "entity_name": name}
+        for key in sorted(edge_keys):
+            if key in edges and mentions.get(key[0]) and mentions.get(key[1]):
+                await stores.graph.upsert_edge(key[0], key[1], edges[key])
+            else:
+                await stores.graph.delete_edge(*key)
+        if stores.entities_vdb is not None:
+            await stores.entities_vdb.delete(removed_vectors)
+            await stores.entities_vdb.upsert(changed_vectors)
+        logger.info("Merged %d entities and %d relations (%d entities removed)",
+                    len(nodes), len(edges), len(removed_vectors))
+        return len(nodes) + len(removed_vectors)
+
+    async def _report(self) -> tuple[int, int]:
+        """One report per community; unchanged communities keep theirs without an LLM call."""
+        from graphrag.operators.community_reports import generate_community_reports
+
+        stores = self.stores
+        schema = await stores.graph.community_schema()
+        existing_keys = await stores.community_reports.all_keys()
+        existing = {k: v for k, v in zip(existing_keys, await stores.community_reports.get_by_ids(existing_keys)) if v}
+        extractive = self.config.extraction == "nlp"
+        progress = Progress(len(schema), "Community reports", self.config.show_progress)
+        try:
+            records, generated = await generate_community_reports(
+                schema, graph=stores.graph, llm=None if extractive else self.llms[0], tokenizer=self.tokenizer,
+                max_tokens=self.config.community_report_max_token_size, existing=existing,
+                llm_kwargs=self.config.special_community_report_llm_kwargs, extractive=extractive,
+                on_progress=progress.update,
+            )
+        finally:
+            progress.close()
+        stale = [k for k in existing if k not in records]
+        await stores.community_reports.delete(stale)
+        await stores.community_reports.upsert(records)
+        logger.info("Communities: %d (%d reports generated, %d reused, %d removed)",
+                    len(records), generated, len(records) - generated, len(stale))
+        return len(records), generated
+
+    # ------------------------------------------------------------------ query
+
+    def query(self, query: str, param: QueryParam = QueryParam()) -> str:
+        return _run_sync(self.aquery(query, param))
+
+    async def aquery(self, query: str, param: QueryParam = QueryParam()) -> str:
+        from graphrag.operators.query_global import global_query
+        from graphrag.operators.query_local import local_query
+        from graphrag.operators.query_naive import naive_query
+
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError("query must be a non-empty string")
+        no_llm = not param.only_need_context and not llm_configured(self.config)
+        if no_llm:
+            param = replace(param, only_need_context=True)
+        runner = {"local": local_query, "global": global_query, "naive": naive_query}[param.mode]
+        try:
+            llm = None if param.only_need_context else self.llms[0]
+            answer = await runner(query, self.stores, param, llm=llm, tokenizer=self.tokenizer)
+        finally:
+            await self.stores.query_done()
+        return f"{NO_LLM_NOTE}\n\n{answer}" if no_llm else answer

@@ -1,0 +1,33 @@
+"""Progress on long work: a tqdm bar on a terminal, periodic log lines elsewhere."""
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any, Optional
+
+logger = logging.getLogger(__name__)
+
+
+class Progress:
+    def __init__(self, total: int, desc: str, enabled: Optional[bool] = None) -> None:
+        self.total, self.desc, self.done = total, desc, 0
+        self._last_log = time.monotonic()
+        use_bar = sys.stderr.isatty() if enabled is None else enabled
+        self._bar: Any = None
+        if use_bar and total:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, desc=desc, unit="it", leave=False)
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        if self._bar is not None:
+            self._bar.update(n)
+        elif time.monotonic() - self._last_log >= 5 or self.done == self.total:
+            self._last_log = time.monotonic()
+            logger.info("%s: %d/%d", self.desc, self.done, self.total)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
