@@ -280,14 +280,12 @@ def build_community_context(
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?")
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 _NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)?")
+_MAX_OBJECT_TRIES = 50
 _SCALE = re.compile(r"^\s*(?:/|out\s+of|of)\s*(\d+(?:\.\d+)?)", re.I)
 
 
-def _outermost_object(text: str) -> Optional[str]:
-    """The first balanced ``{...}`` (string-aware); up to the last ``}`` if it never balances."""
-    start = text.find("{")
-    if start == -1:
-        return None
+def _outermost_object(text: str, start: int) -> str:
+    """The balanced ``{...}`` opening at ``start`` (string-aware); up to the last ``}`` if it never balances."""
     depth, in_str, escape, quote = 0, False, False, ""
     for i in range(start, len(text)):
         ch = text[i]
@@ -320,6 +318,25 @@ def _loads(candidate: str) -> Any:
         return ast.literal_eval(_TRAILING_COMMA.sub(r"\1", candidate))
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
+
+
+def _find_object(text: str) -> Optional[dict]:
+    """The first object in ``text`` that loads, preferring one with a title (prose may hold braces)."""
+    first: Optional[dict] = None
+    start = text.find("{")
+    tries = 0
+    while start != -1 and tries < _MAX_OBJECT_TRIES:
+        tries += 1
+        candidate = _outermost_object(text, start)
+        data = _loads(candidate)
+        if isinstance(data, dict):
+            if data.get("title") or any(isinstance(v, dict) and v.get("title") for v in data.values()):
+                return data
+            first = first if first is not None else data
+            start = text.find("{", start + len(candidate))
+        else:
+            start = text.find("{", start + 1)
+    return first
 
 
 def _coerce_rating(value: Any) -> float:
@@ -374,15 +391,8 @@ def parse_report_json(text: str) -> Optional[ReportJSON]:
     """
     if not isinstance(text, str) or "{" not in text:
         return None
-    unfenced = _FENCE.sub("", text)
-    data: Any = None
-    for source in (unfenced, text):
-        candidate = _outermost_object(source)
-        if candidate is not None:
-            data = _loads(candidate)
-            if isinstance(data, dict):
-                break
-    if not isinstance(data, dict):
+    data = _find_object(_FENCE.sub("", text))
+    if data is None:
         return None
     if not data.get("title"):
         # {"report": {...}} and similar one-key wrappers
