@@ -1,0 +1,100 @@
+"""The tokenizer works with no network and an empty tiktoken cache."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from graphrag.operators.tokenizer import Tokenizer, get_tokenizer
+
+# "hello world" in the two encodings (well-known reference values).
+O200K_HELLO_WORLD = [24912, 2375]
+CL100K_HELLO_WORLD = [15339, 1917]
+
+OFFLINE_SCRIPT = """
+import json, os, socket, sys
+
+def refuse(*args, **kwargs):
+    raise OSError("network access attempted in an offline test")
+
+socket.socket.connect = refuse
+socket.socket.connect_ex = refuse
+socket.create_connection = refuse
+socket.getaddrinfo = refuse
+
+from graphrag.operators.tokenizer import get_tokenizer
+
+gpt4o = get_tokenizer("gpt-4o")
+gpt4 = get_tokenizer("gpt-4")
+print(json.dumps({
+    "o200k": gpt4o.encode("hello world"),
+    "o200k_name": gpt4o.encoding_name,
+    "cl100k": gpt4.encode("hello world"),
+    "cl100k_name": gpt4.encoding_name,
+    "round_trip": gpt4o.decode(gpt4o.encode("Grüße, 世界! <|endoftext|>")),
+    "cache": sorted(os.listdir(os.environ["TIKTOKEN_CACHE_DIR"])),
+}))
+"""
+
+
+def run_offline(cache_dir: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATA_GYM_CACHE_DIR",)}
+    env["TIKTOKEN_CACHE_DIR"] = cache_dir
+    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        env[proxy] = "http://127.0.0.1:9"  # unreachable, in case anything bypasses the patch
+    out = subprocess.run([sys.executable, "-c", OFFLINE_SCRIPT], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_tokenizer_offline_with_empty_cache(tmp_path):
+    cache = tmp_path / "tiktoken-cache"
+    cache.mkdir()
+    result = run_offline(str(cache))
+    assert result["o200k"] == O200K_HELLO_WORLD
+    assert result["o200k_name"] == "o200k_base"
+    assert result["cl100k"] == CL100K_HELLO_WORLD
+    assert result["cl100k_name"] == "cl100k_base"
+    assert result["round_trip"] == "Grüße, 世界! <|endoftext|>"  # special-token text is plain text
+    assert len(result["cache"]) == 2  # both encodings were installed from the bundled copies
+    # Second run reuses the cache as it is.
+    assert run_offline(str(cache)) == result
+
+
+def test_tokenizer_offline_cache_dir_that_does_not_exist_yet(tmp_path):
+    result = run_offline(str(tmp_path / "not" / "yet" / "there"))
+    assert result["o200k"] == O200K_HELLO_WORLD
+
+
+def test_disabled_cache_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
+    from graphrag.operators import tokenizer as module
+
+    with pytest.raises(RuntimeError, match="TIKTOKEN_CACHE_DIR"):
+        module.install_bundled_encoding("o200k_base")
+
+
+def test_tokenizer_helpers():
+    tok = get_tokenizer("gpt-4o")
+    assert get_tokenizer("gpt-4o") is tok
+    text = "The quick brown fox jumps over the lazy dog. " * 5
+    tokens = tok.encode(text)
+    assert tok.count(text) == len(tokens)
+    assert tok.decode(tokens) == text
+    assert tok.encode_batch(["hello world", ""]) == [O200K_HELLO_WORLD, []]
+    assert tok.decode_batch([O200K_HELLO_WORLD, []]) == ["hello world", ""]
+    assert tok.truncate(text, 1000) == text
+    short = tok.truncate(text, 7)
+    assert tok.encode(short) == tokens[:7] and text.startswith(short)
+
+
+def test_unknown_model_falls_back_to_o200k():
+    tok = Tokenizer("my-private-model-xyz")
+    assert tok.encoding_name == "o200k_base"
+    assert tok.encode("hello world") == O200K_HELLO_WORLD
+    assert Tokenizer("cl100k_base").encode("hello world") == CL100K_HELLO_WORLD
+
