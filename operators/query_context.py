@@ -109,19 +109,22 @@ def pack_csv_section(
     rows: Sequence[Sequence[Any]],
     max_tokens: int,
     tokenizer: TokenCounter,
+    cut_column: Optional[int] = None,
 ) -> tuple[str, int]:
     """As many leading ``rows`` as fit, rendered by :func:`csv_section` within ``max_tokens``.
 
-    The title line, fences and header count against the budget. Returns the section text
-    (``""`` when even an empty table does not fit) and how many rows it holds.
+    The title line, fences and header count against the budget. Rows are kept whole,
+    except that when not even the first row fits and ``cut_column`` is given, that
+    column of the first row is cut short so the section still carries the best row.
+    Returns the section text (``""`` when even an empty table does not fit) and how
+    many rows it holds.
     """
     if max_tokens <= 0:
         return "", 0
-    row_costs = [count_tokens(rows_to_csv_table([], [r]), tokenizer) for r in rows]
-    fixed = count_tokens(csv_section(title, header, []), tokenizer)
-    total, estimate = fixed, 0
-    for cost in row_costs:
-        total += cost
+    total = count_tokens(csv_section(title, header, []), tokenizer)
+    estimate = 0
+    for row in rows:  # a cheap upper guess from per-row costs; stops at the first overflow
+        total += count_tokens(rows_to_csv_table([], [row]), tokenizer)
         if total > max_tokens:
             break
         estimate += 1
@@ -132,7 +135,30 @@ def pack_csv_section(
     )
     if k < 0:
         return "", 0
+    if k == 0 and rows and cut_column is not None:
+        cut = _cut_row_to_fit(title, header, rows[0], cut_column, max_tokens, tokenizer)
+        if cut is not None:
+            return cut, 1
     return text, k
+
+
+def _cut_row_to_fit(
+    title: str, header: Sequence[str], row: Sequence[Any], column: int, max_tokens: int, tokenizer: Any
+) -> Optional[str]:
+    """The section holding ``row`` alone with ``row[column]`` shortened to fit, or None."""
+    row = list(row)
+    full = _cell(row[column])
+    keep = count_tokens(full, tokenizer)
+    for _ in range(32):
+        text = csv_section(title, header, [row])
+        over = count_tokens(text, tokenizer) - max_tokens
+        if over <= 0:
+            return text if keep > 0 else None
+        if keep <= 0:
+            return None
+        keep = max(0, keep - over)
+        row[column] = truncate_text(full, keep, tokenizer) + "..."
+    return None
 
 
 def pack_texts(texts: Sequence[str], separator: str, max_tokens: int, tokenizer: TokenCounter) -> tuple[str, int]:

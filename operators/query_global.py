@@ -76,23 +76,11 @@ def _group_reports(reports: list[tuple[str, dict]], max_tokens: int, tokenizer: 
         return []
     start = 0
     while start < len(rows):
-        text, kept = pack_csv_section(title, REPORT_HEADER, rows[start:], max_tokens, tokenizer)
+        # A report too long for a group of its own is cut short, not dropped.
+        text, kept = pack_csv_section(title, REPORT_HEADER, rows[start:], max_tokens, tokenizer, cut_column=1)
         if kept == 0:
-            # One report alone is too long for a group: cut its content until its table fits.
-            row = list(rows[start])
-            content = str(row[1])
-            keep = count_tokens(content, tokenizer)
-            while True:
-                over = count_tokens(csv_section(title, REPORT_HEADER, [row]), tokenizer) - max_tokens
-                if over <= 0 or keep <= 0:
-                    break
-                keep = max(0, keep - over)
-                row[1] = truncate_text(content, keep, tokenizer)
-            text = csv_section(title, REPORT_HEADER, [row])
-            kept = 1
-            if count_tokens(text, tokenizer) > max_tokens:
-                start += 1
-                continue
+            start += 1
+            continue
         groups.append(text)
         start += kept
     return groups

@@ -7,6 +7,9 @@ The context has four sections, each packed under its own token budget:
 * Relationships -- the rest of ``local_max_token_for_local_context`` (what entities left)
 * Sources  -- ``local_max_token_for_text_unit``
 
+Rows are kept whole and in rank order; only when the best row of a section is bigger
+than the whole section budget is its long text cell cut short to fit.
+
 so the entities and relationships together also stay within
 ``local_max_token_for_local_context``.
 """
@@ -188,7 +191,8 @@ async def build_local_context(query: str, stores: Any, param: QueryParam, tokeni
         for i, e in enumerate(entities)
     ]
     entity_budget = param.local_max_token_for_local_context // 2
-    entities_text, n_entities = pack_csv_section("Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer)
+    entities_text, n_entities = pack_csv_section("Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer,
+                                                     cut_column=3)
 
     relation_budget = param.local_max_token_for_local_context - count_tokens(entities_text, tokenizer)
     relation_rows = [
@@ -196,17 +200,17 @@ async def build_local_context(query: str, stores: Any, param: QueryParam, tokeni
         for i, r in enumerate(relations)
     ]
     relations_text, n_relations = pack_csv_section(
-        "Relationships", RELATION_HEADER, relation_rows, relation_budget, tokenizer
+        "Relationships", RELATION_HEADER, relation_rows, relation_budget, tokenizer, cut_column=3
     )
 
     report_rows = [[i, r.get("report_string", "")] for i, (_, r) in enumerate(reports)]
     reports_text, n_reports = pack_csv_section(
-        "Reports", REPORT_HEADER, report_rows, param.local_max_token_for_community_report, tokenizer
+        "Reports", REPORT_HEADER, report_rows, param.local_max_token_for_community_report, tokenizer, cut_column=1
     )
 
     source_rows = [[i, r["content"]] for i, (_, r) in enumerate(chunks)]
     sources_text, n_sources = pack_csv_section(
-        "Sources", SOURCE_HEADER, source_rows, param.local_max_token_for_text_unit, tokenizer
+        "Sources", SOURCE_HEADER, source_rows, param.local_max_token_for_text_unit, tokenizer, cut_column=1
     )
     logger.info(
         "Local context: %d/%d entities, %d/%d relations, %d/%d reports, %d/%d chunks",

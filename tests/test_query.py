@@ -1,0 +1,499 @@
+"""Query modes over hand-built stores: context content, token budgets, LLM call counts."""
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+from typing import Any
+
+import pytest
+
+from graphrag.config import GraphRAGConfig
+from graphrag.embedding import hash_embedding
+from graphrag.llm import LLMClient, UsageCounter, openai_model_func
+from graphrag.operators.extractive_report import render_report_markdown
+from graphrag.operators.query_context import (
+    count_tokens,
+    csv_section,
+    fail_response,
+    pack_csv_section,
+    pack_texts,
+    rows_to_csv_table,
+    truncate_rows_by_token_size,
+)
+from graphrag.operators.query_global import build_global_context, global_query, parse_points
+from graphrag.operators.query_local import build_local_context, local_query
+from graphrag.operators.query_naive import build_naive_context, naive_query
+from graphrag.operators.tokenizer import get_tokenizer
+from graphrag.query_param import QueryParam
+from graphrag.schema import GRAPH_FIELD_SEP
+from graphrag.stores import Stores, open_stores
+from graphrag.testing.mock_llm_server import MockLLMServer
+
+SEP = GRAPH_FIELD_SEP
+TOKENIZER = get_tokenizer("gpt-4o")
+
+# --------------------------------------------------------------------------- corpora
+
+DOCS = {
+    "doc-a": {
+        "chunk-a1": "Marisol Vane founded the Copperleaf Observatory on the hill above Dunmore. "
+                    "The observatory was built to follow the comet Halvard on its slow return.",
+    },
+    "doc-b": {
+        "chunk-b1": "Teodor Kask is the chief engineer of the Copperleaf Observatory. "
+                    "Kask built the brass telescope Ondine from salvaged ship lenses in 1911.",
+    },
+    "doc-c": {
+        "chunk-c1": "Every autumn the Guild of Glassblowers holds the Lantern Festival in Dunmore. "
+                    "Its master, Ilse Brandt, makes the first lantern in honour of Marisol Vane.",
+    },
+}
+
+ENTITIES = {
+    "MARISOL VANE": ("person", ["Marisol Vane founded the Copperleaf Observatory.",
+                                "Marisol Vane is honoured by the first lantern of the festival."], ["chunk-a1", "chunk-c1"]),
+    "COPPERLEAF OBSERVATORY": ("organization", ["An observatory above Dunmore that follows the comet Halvard.",
+                                                "Its chief engineer is Teodor Kask."], ["chunk-a1", "chunk-b1"]),
+    "DUNMORE": ("geo", ["A hill town, home of the observatory and the Lantern Festival."], ["chunk-a1", "chunk-c1"]),
+    "HALVARD": ("event", ["A comet whose slow return the observatory follows."], ["chunk-a1"]),
+    "TEODOR KASK": ("person", ["Teodor Kask is the chief engineer who built the brass telescope Ondine."], ["chunk-b1"]),
+    "ONDINE": ("organization", ["A brass telescope made from salvaged ship lenses in 1911."], ["chunk-b1"]),
+    "GUILD OF GLASSBLOWERS": ("organization", ["The guild that holds the Lantern Festival every autumn."], ["chunk-c1"]),
+    "ILSE BRANDT": ("person", ["Ilse Brandt is master of the Guild of Glassblowers."], ["chunk-c1"]),
+    "LANTERN FESTIVAL": ("event", ["An autumn festival of lanterns held in Dunmore."], ["chunk-c1"]),
+}
+
+RELATIONS = [
+    ("MARISOL VANE", "COPPERLEAF OBSERVATORY", "Marisol Vane founded the Copperleaf Observatory.", 9.0, ["chunk-a1"]),
+    ("COPPERLEAF OBSERVATORY", "DUNMORE", "The observatory stands above Dunmore.", 5.0, ["chunk-a1"]),
+    ("COPPERLEAF OBSERVATORY", "HALVARD", "The observatory follows the comet Halvard.", 7.0, ["chunk-a1"]),
+    ("TEODOR KASK", "COPPERLEAF OBSERVATORY", "Teodor Kask is chief engineer of the observatory.", 8.0, ["chunk-b1"]),
+    ("TEODOR KASK", "ONDINE", "Teodor Kask built the telescope Ondine.", 9.0, ["chunk-b1"]),
+    ("GUILD OF GLASSBLOWERS", "LANTERN FESTIVAL", "The guild holds the Lantern Festival.", 8.0, ["chunk-c1"]),
+    ("ILSE BRANDT", "GUILD OF GLASSBLOWERS", "Ilse Brandt is master of the guild.", 8.0, ["chunk-c1"]),
+    ("LANTERN FESTIVAL", "DUNMORE", "The festival is held in Dunmore.", 6.0, ["chunk-c1"]),
+    ("ILSE BRANDT", "MARISOL VANE", "Ilse Brandt makes a lantern in honour of Marisol Vane.", 4.0, ["chunk-c1"]),
+]
+
+
+def _config(tmp: Any) -> GraphRAGConfig:
+    return GraphRAGConfig(working_dir=str(tmp), embedding_func=hash_embedding(64), query_better_than_threshold=-1.0)
+
+
+async def _build(tmp: Any, docs: dict, entities: dict, relations: list, ratings: Any = None,
+                 max_cluster_size: int = 10) -> Stores:
+    config = _config(tmp)
+    config.max_graph_cluster_size = max_cluster_size
+    emb = hash_embedding(64)
+    stores = open_stores(config, emb)
+    chunks = {}
+    for doc_id, doc_chunks in docs.items():
+        await stores.full_docs.upsert({doc_id: {"content": " ".join(doc_chunks.values())}})
+        for order, (cid, text) in enumerate(doc_chunks.items()):
+            chunks[cid] = {"content": text, "tokens": count_tokens(text, TOKENIZER),
+                           "full_doc_id": doc_id, "chunk_order_index": order}
+    await stores.text_chunks.upsert(chunks)
+    await stores.chunks_vdb.upsert({cid: {"content": c["content"], "full_doc_id": c["full_doc_id"]}
+                                    for cid, c in chunks.items()})
+    for name, (etype, descs, sources) in entities.items():
+        await stores.graph.upsert_node(name, {"entity_type": etype, "description": SEP.join(descs),
+                                              "source_id": SEP.join(sources)})
+    for a, b, desc, weight, sources in relations:
+        await stores.graph.upsert_edge(a, b, {"weight": weight, "description": desc, "source_id": SEP.join(sources)})
+    await stores.graph.clustering("leiden")
+    await stores.entities_vdb.upsert({
+        f"ent-{i}": {"content": name + " " + " ".join(descs), "entity_name": name}
+        for i, (name, (_, descs, _)) in enumerate(entities.items())
+    })
+    schema = await stores.graph.community_schema()
+    reports = {}
+    for key, community in schema.items():
+        nodes = community["nodes"]
+        rating = ratings(key, community) if ratings else float(len(nodes))
+        report_json = {
+            "title": f"Community of {nodes[0].title()}",
+            "summary": " ".join(entities[n][1][0] for n in nodes),
+            "rating": rating,
+            "rating_explanation": f"{len(nodes)} members.",
+            "findings": [{"summary": f"About {n.title()}", "explanation": " ".join(entities[n][1])} for n in nodes],
+        }
+        reports[key] = {**community, "report_json": report_json,
+                        "report_string": render_report_markdown(report_json), "fingerprint": f"fp-{key}"}
+    await stores.community_reports.upsert(reports)
+    return stores
+
+
+def small_stores(tmp: Any) -> Stores:
+    return asyncio.run(_build(tmp, DOCS, ENTITIES, RELATIONS))
+
+
+_WORDS = ("amber basalt cobalt delta ember fjord granite harbor island juniper kestrel lagoon meadow nickel "
+          "orchard prairie quartz ridge summit tundra upland valley willow xenon yarrow zephyr archive beacon "
+          "canal dynamo engine foundry garrison hangar").split()
+
+
+def large_corpus() -> tuple[dict, dict, list]:
+    rnd = random.Random(7)
+
+    def text(n: int) -> str:
+        return " ".join(rnd.choice(_WORDS) for _ in range(n)) + "."
+
+    docs: dict[str, dict[str, str]] = {}
+    chunk_ids = []
+    for d in range(20):
+        docs[f"doc-{d}"] = {}
+        for c in range(5):
+            cid = f"chunk-{d}-{c}"
+            docs[f"doc-{d}"][cid] = f"Record {d}.{c}: " + text(350)
+            chunk_ids.append(cid)
+    names = [f"NODE {i:03d}" for i in range(300)]
+    entities = {
+        n: ("organization", [f"{n.title()} " + text(120), text(80)], rnd.sample(chunk_ids, 3)) for n in names
+    }
+    relations = []
+    seen = set()
+    for i, a in enumerate(names):
+        for _ in range(3):
+            b = names[(i + rnd.randint(1, 40)) % len(names)]
+            key = tuple(sorted((a, b)))
+            if key in seen:
+                continue
+            seen.add(key)
+            sources = rnd.sample(entities[a][2] + entities[b][2], 2)
+            relations.append((a, b, f"{a.title()} and {b.title()} " + text(60), float(rnd.randint(1, 10)), sources))
+    return docs, entities, relations
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory: pytest.TempPathFactory) -> Stores:
+    docs, entities, relations = large_corpus()
+    tmp = tmp_path_factory.mktemp("big")
+    return asyncio.run(_build(tmp, docs, entities, relations, ratings=lambda k, c: float(int(k) % 10)))
+
+
+def make_llm(server: MockLLMServer) -> LLMClient:
+    func = openai_model_func("gpt-4o-mini", base_url=server.base_url, api_key="test-key", timeout=20.0)
+    return LLMClient(func, model_id="gpt-4o-mini", max_async=8, usage=UsageCounter(), max_retries=1,
+                     backoff_base=0.01, backoff_max=0.1)
+
+
+def sections(context: str) -> dict[str, str]:
+    parts = re.split(r"(?m)^(?=-----(?:Reports|Entities|Relationships|Sources)-----$)", context)
+    out = {}
+    for p in parts:
+        p = p.rstrip("\n")
+        if p:
+            out[p.split("-----")[1]] = p
+    return out
+
+
+def table_rows(section: str) -> list[list[str]]:
+    import csv
+    import io
+
+    body = section.split("```csv\n", 1)[1].rsplit("\n```", 1)[0]
+    return list(csv.reader(io.StringIO(body)))[1:]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def test_csv_table_quotes_and_truncation() -> None:
+    table = rows_to_csv_table(["id", "text"], [[0, 'say "hi", then\nleave'], [1, "plain"]])
+    import csv
+    import io
+
+    assert list(csv.reader(io.StringIO(table))) == [["id", "text"], ["0", 'say "hi", then\nleave'], ["1", "plain"]]
+    rows = [{"t": "word " * 10}] * 5
+    kept = truncate_rows_by_token_size(rows, lambda r: r["t"], 25, TOKENIZER)
+    assert len(kept) == 2
+    assert truncate_rows_by_token_size(rows, lambda r: r["t"], 0, TOKENIZER) == []
+
+
+@pytest.mark.parametrize("budget", [0, 5, 20, 37, 64, 150, 1000])
+def test_pack_csv_section_never_exceeds(budget: int) -> None:
+    rows = [[i, f"row {i} " + "lorem ipsum, dolor \"sit\" amet " * (i % 4 + 1)] for i in range(40)]
+    text, kept = pack_csv_section("Entities", ["id", "content"], rows, budget, TOKENIZER)
+    assert count_tokens(text, TOKENIZER) <= budget
+    if text:
+        assert text.startswith("-----Entities-----\n```csv\nid,content")
+        assert len(table_rows(text)) == kept
+        if kept < len(rows):  # the next row would not have fit
+            assert count_tokens(csv_section("Entities", ["id", "content"], rows[:kept + 1]), TOKENIZER) > budget
+    joined, n = pack_texts(["alpha beta"] * 30, "\n--New Chunk--\n", budget, TOKENIZER)
+    assert count_tokens(joined, TOKENIZER) <= budget and (n == 0) == (joined == "")
+
+
+# --------------------------------------------------------------------------- QueryParam
+
+
+def test_query_param_defaults() -> None:
+    p = QueryParam()
+    assert p.mode == "global" and p.top_k == 20 and p.level == 2
+    assert p.global_special_community_map_llm_kwargs == {"response_format": {"type": "json_object"}}
+    assert QueryParam().global_special_community_map_llm_kwargs is not p.global_special_community_map_llm_kwargs
+
+
+@pytest.mark.parametrize("field,value", [
+    ("mode", "hybrid"), ("top_k", -1), ("level", -2), ("naive_max_token_for_text_unit", -5),
+    ("local_max_token_for_text_unit", -1), ("local_max_token_for_local_context", -1),
+    ("local_max_token_for_community_report", -1), ("global_max_consider_community", -1),
+    ("global_max_token_for_community_report", -1), ("top_k", "10"),
+    ("global_special_community_map_llm_kwargs", None),
+])
+def test_query_param_rejects_bad_values(field: str, value: Any) -> None:
+    with pytest.raises(ValueError, match=field):
+        QueryParam(**{field: value})
+
+
+# --------------------------------------------------------------------------- local
+
+
+def test_local_context_holds_entity_relations_and_source(tmp_path: Any) -> None:
+    stores = small_stores(tmp_path)
+    param = QueryParam(mode="local", top_k=4, only_need_context=True)
+    ctx = asyncio.run(build_local_context("Who is Teodor Kask and what did Kask build?", stores, param, TOKENIZER))
+    assert ctx is not None
+    parts = sections(ctx)
+    assert set(parts) == {"Reports", "Entities", "Relationships", "Sources"}
+    entities = table_rows(parts["Entities"])
+    assert entities[0][1] == "TEODOR KASK" and entities[0][2] == "person"
+    assert "TEODOR KASK" in {r[1] for r in entities}
+    assert [r[0] for r in entities] == [str(i) for i in range(len(entities))]
+    relations = {(r[1], r[2]) for r in table_rows(parts["Relationships"])}
+    assert ("ONDINE", "TEODOR KASK") in relations or ("TEODOR KASK", "ONDINE") in relations
+    sources = [r[1] for r in table_rows(parts["Sources"])]
+    assert any("brass telescope Ondine" in s for s in sources)
+    assert "Community of" in parts["Reports"]
+    # the public entry point returns the same context without calling any model
+    assert asyncio.run(local_query("Who is Teodor Kask and what did Kask build?", stores, param,
+                                   llm=None, tokenizer=TOKENIZER)) == ctx
+
+
+def test_local_single_community_and_level(tmp_path: Any) -> None:
+    stores = small_stores(tmp_path)
+    q = "Ilse Brandt and the Lantern Festival of Dunmore"
+    one = asyncio.run(build_local_context(q, stores, QueryParam(mode="local", local_community_single_one=True),
+                                          TOKENIZER))
+    assert len(table_rows(sections(one)["Reports"])) == 1
+    every = asyncio.run(build_local_context(q, stores, QueryParam(mode="local"), TOKENIZER))
+    assert len(table_rows(sections(every)["Reports"])) >= 1
+
+
+def test_local_sources_ranked_by_links_to_retrieved_entities(tmp_path: Any) -> None:
+    stores = small_stores(tmp_path)
+    # chunk-c1 is the source of most relations among these entities.
+    q = "Guild of Glassblowers Ilse Brandt Lantern Festival Marisol Vane"
+    ctx = asyncio.run(build_local_context(q, stores, QueryParam(mode="local", top_k=4), TOKENIZER))
+    first = table_rows(sections(ctx)["Sources"])[0][1]
+    assert first.startswith("Every autumn the Guild of Glassblowers")
+
+
+def test_local_query_calls_llm_once_with_context(tmp_path: Any, llm_server: MockLLMServer) -> None:
+    stores = small_stores(tmp_path)
+    llm = make_llm(llm_server)
+    answer = asyncio.run(local_query("What did Teodor Kask build?", stores,
+                                     QueryParam(mode="local", response_type="One sentence"),
+                                     llm=llm, tokenizer=TOKENIZER))
+    assert answer
+    reqs = llm_server.chat_requests
+    assert len(reqs) == 1
+    system, user = reqs[0]["messages"][0]["content"], reqs[0]["messages"][1]["content"]
+    assert user == "What did Teodor Kask build?"
+    assert "TEODOR KASK" in system and "One sentence" in system and "-----Sources-----" in system
+
+
+def test_local_budgets_on_large_corpus(big: Stores) -> None:
+    param = QueryParam(mode="local", top_k=60, local_max_token_for_local_context=1500,
+                       local_max_token_for_text_unit=900, local_max_token_for_community_report=700)
+    ctx = asyncio.run(build_local_context("node 010 amber basalt harbor", big, param, TOKENIZER))
+    parts = sections(ctx)
+    budgets = {"Reports": 700, "Sources": 900, "Entities": 750}
+    for name, budget in budgets.items():
+        assert name in parts, name
+        assert 0 < count_tokens(parts[name], TOKENIZER) <= budget, name
+        assert len(table_rows(parts[name])) >= 1, name
+    ent = count_tokens(parts["Entities"], TOKENIZER)
+    rel = count_tokens(parts["Relationships"], TOKENIZER)
+    assert ent + rel <= 1500
+    # every section was cut: the corpus holds far more than the budgets
+    assert len(table_rows(parts["Entities"])) < 60
+    assert 1 <= len(table_rows(parts["Relationships"])) < 100
+    assert len(table_rows(parts["Sources"])) < 20
+
+
+def test_local_default_budgets_on_large_corpus(big: Stores) -> None:
+    param = QueryParam(mode="local", top_k=200)
+    ctx = asyncio.run(build_local_context("node 123 quartz ridge", big, param, TOKENIZER))
+    parts = sections(ctx)
+    assert count_tokens(parts["Reports"], TOKENIZER) <= param.local_max_token_for_community_report
+    assert count_tokens(parts["Sources"], TOKENIZER) <= param.local_max_token_for_text_unit
+    assert count_tokens(parts["Entities"], TOKENIZER) <= param.local_max_token_for_local_context // 2
+    assert (count_tokens(parts["Entities"], TOKENIZER) + count_tokens(parts["Relationships"], TOKENIZER)
+            <= param.local_max_token_for_local_context)
+
+
+@pytest.mark.parametrize("budget", [0, 15, 40, 120, 400])
+def test_local_tiny_budgets_never_exceeded(big: Stores, budget: int) -> None:
+    param = QueryParam(mode="local", top_k=30, local_max_token_for_local_context=budget,
+                       local_max_token_for_text_unit=budget, local_max_token_for_community_report=budget)
+    ctx = asyncio.run(build_local_context("node 200 summit", big, param, TOKENIZER))
+    parts = sections(ctx)
+    for name in ("Reports", "Sources"):
+        assert count_tokens(parts.get(name, ""), TOKENIZER) <= budget, name
+    ent = count_tokens(parts.get("Entities", ""), TOKENIZER)
+    assert ent <= budget // 2
+    assert ent + count_tokens(parts.get("Relationships", ""), TOKENIZER) <= budget
+    if budget >= 120:  # the best row of each section is kept, cut short if it must be
+        for name in ("Reports", "Sources", "Entities", "Relationships"):
+            assert len(table_rows(parts[name])) >= 1, name
+
+
+# --------------------------------------------------------------------------- global
+
+
+def test_global_groups_fit_budget_and_map_once_per_group(big: Stores, llm_server: MockLLMServer) -> None:
+    param = QueryParam(mode="global", global_max_token_for_community_report=2500, level=1)
+    groups = asyncio.run(build_global_context("What are the main themes?", big, param, TOKENIZER))
+    assert groups and len(groups) >= 3
+    for g in groups:
+        assert count_tokens(g, TOKENIZER) <= 2500
+    ctx = asyncio.run(global_query("What are the main themes?", big, QueryParam(
+        mode="global", global_max_token_for_community_report=2500, level=1, only_need_context=True),
+        llm=None, tokenizer=TOKENIZER))
+    assert ctx == "\n\n".join(groups)
+
+    llm = make_llm(llm_server)
+    answer = asyncio.run(global_query("What are the main themes?", big, param, llm=llm, tokenizer=TOKENIZER))
+    assert answer and answer != fail_response()
+    assert llm_server.calls_by_kind["global_map"] == len(groups)
+    assert llm_server.calls_by_kind["answer"] == 1
+    maps = [r for r in llm_server.chat_requests if "---Data tables---" in r["messages"][0]["content"]]
+    assert all(r.get("response_format") == {"type": "json_object"} for r in maps)
+    assert all(r["messages"][-1]["content"] == "What are the main themes?" for r in maps)
+    reduce = [r for r in llm_server.chat_requests if "---Analyst Reports---" in r["messages"][0]["content"]]
+    assert len(reduce) == 1
+    report_data = reduce[0]["messages"][0]["content"].split("---Analyst Reports---", 1)[1]
+    assert "----Analyst 0----" in report_data or "----Analyst 1----" in report_data
+    assert "Importance Score:" in report_data
+
+
+def test_global_overlong_reports_are_cut_not_dropped(big: Stores) -> None:
+    param = QueryParam(global_max_token_for_community_report=150, level=0, global_max_consider_community=20)
+    groups = asyncio.run(build_global_context("q", big, param, TOKENIZER))
+    assert groups
+    assert all(count_tokens(g, TOKENIZER) <= 150 for g in groups)
+    reports = asyncio.run(big.community_reports.get_by_ids(asyncio.run(big.community_reports.all_keys())))
+    assert sum(len(table_rows(g)) for g in groups) == min(20, sum(1 for r in reports if r["level"] == 0))
+    assert len(groups) == sum(len(table_rows(g)) for g in groups)  # each report alone, cut to fit
+
+
+def test_global_rating_filter_level_and_limit(big: Stores) -> None:
+    async def run(param: QueryParam) -> str:
+        return await build_global_context("q", big, param, TOKENIZER)
+
+    all_reports = asyncio.run(big.community_reports.get_by_ids(asyncio.run(big.community_reports.all_keys())))
+    groups = asyncio.run(run(QueryParam(global_min_community_rating=9.0, level=5)))
+    expected = sum(1 for r in all_reports if r["report_json"]["rating"] >= 9.0)
+    assert sum(len(table_rows(g)) for g in groups) == expected
+    groups = asyncio.run(run(QueryParam(global_max_consider_community=3, level=5)))
+    assert sum(len(table_rows(g)) for g in groups) == 3
+    groups = asyncio.run(run(QueryParam(level=0)))
+    assert sum(len(table_rows(g)) for g in groups) == sum(1 for r in all_reports if r["level"] == 0)
+
+
+def test_global_no_positive_points_gives_fail_response(tmp_path: Any, llm_server: MockLLMServer) -> None:
+    stores = small_stores(tmp_path)
+    llm_server.responder = lambda req: '```json\n{"points": [{"description": "Nothing relevant.", "score": "0"}]}\n```'
+    answer = asyncio.run(global_query("What is the airspeed of a swallow?", stores, QueryParam(),
+                                      llm=make_llm(llm_server), tokenizer=TOKENIZER))
+    assert answer == fail_response()
+    assert llm_server.calls_by_kind["answer"] == 0
+    assert llm_server.calls_by_kind["global_map"] >= 1
+
+
+def test_global_small_corpus_reduce_sees_points(tmp_path: Any, llm_server: MockLLMServer) -> None:
+    stores = small_stores(tmp_path)
+    llm_server.responder = lambda req: (
+        "Sure! Here are the points:\n" + json.dumps([{"description": "Kask built Ondine.", "score": "80"},
+                                                     {"description": "Irrelevant.", "score": 0}])
+        if '"points"' in req["messages"][0]["content"] else "Final answer.")
+    answer = asyncio.run(global_query("Who built Ondine?", stores, QueryParam(),
+                                      llm=make_llm(llm_server), tokenizer=TOKENIZER))
+    assert answer == "Final answer."
+    reduce = llm_server.chat_requests[-1]["messages"][0]["content"]
+    assert "Importance Score: 80\nKask built Ondine." in reduce and "Irrelevant." not in reduce
+
+
+@pytest.mark.parametrize("text,expected", [
+    ('{"points": [{"description": "a", "score": 70}]}', [("a", 70.0)]),
+    ('```json\n{"points": [{"description": "a", "score": "55"}]}\n```', [("a", 55.0)]),
+    ('Here you go:\n[{"description": "b", "score": "9/10"}, {"description": "", "score": 3}]', [("b", 9.0)]),
+    ('{"description": "c", "score": 4}', [("c", 4.0)]),
+    ('{"items": ["d"]}', [("d", 1.0)]),
+    ("not json at all", []),
+    ('{"points": "broken"', []),
+])
+def test_parse_points_is_tolerant(text: str, expected: list) -> None:
+    assert [(p["description"], p["score"]) for p in parse_points(text)] == expected
+
+
+# --------------------------------------------------------------------------- naive
+
+
+def test_naive_finds_answer_chunk(tmp_path: Any, llm_server: MockLLMServer) -> None:
+    stores = small_stores(tmp_path)
+    q = "brass telescope salvaged ship lenses"
+    ctx = asyncio.run(build_naive_context(q, stores, QueryParam(mode="naive", top_k=1), TOKENIZER))
+    assert ctx is not None and "brass telescope Ondine" in ctx
+    answer = asyncio.run(naive_query(q, stores, QueryParam(mode="naive", top_k=2),
+                                     llm=make_llm(llm_server), tokenizer=TOKENIZER))
+    assert answer
+    assert len(llm_server.chat_requests) == 1
+    assert "brass telescope Ondine" in llm_server.chat_requests[0]["messages"][0]["content"]
+
+
+def test_naive_budget_on_large_corpus(big: Stores) -> None:
+    param = QueryParam(mode="naive", top_k=50, naive_max_token_for_text_unit=1200)
+    ctx = asyncio.run(build_naive_context("amber basalt cobalt", big, param, TOKENIZER))
+    assert ctx and count_tokens(ctx, TOKENIZER) <= 1200
+    assert 1 <= ctx.count("Record ") < 50
+
+
+def test_naive_without_chunk_store(tmp_path: Any) -> None:
+    config = GraphRAGConfig(working_dir=str(tmp_path), embedding_func=hash_embedding(64), enable_naive_rag=False)
+    stores = open_stores(config, hash_embedding(64))
+    out = asyncio.run(naive_query("q", stores, QueryParam(mode="naive"), llm=None, tokenizer=TOKENIZER))
+    assert "enable_naive_rag=True" in out
+
+
+# --------------------------------------------------------------------------- all modes
+
+
+def test_only_need_context_makes_no_llm_call(tmp_path: Any, llm_server: MockLLMServer) -> None:
+    stores = small_stores(tmp_path)
+    llm = make_llm(llm_server)
+    runners = {"local": local_query, "global": global_query, "naive": naive_query}
+    for mode, run in runners.items():
+        out = asyncio.run(run("Who founded the Copperleaf Observatory?", stores,
+                              QueryParam(mode=mode, only_need_context=True), llm=llm, tokenizer=TOKENIZER))
+        assert out and out != fail_response(), mode
+    assert llm_server.requests == []
+    assert llm.usage.total()["calls"] == 0
+
+
+def test_empty_stores_answer_clearly(tmp_path: Any, llm_server: MockLLMServer) -> None:
+    stores = open_stores(_config(tmp_path), hash_embedding(64))
+    llm = make_llm(llm_server)
+    runners = {"local": local_query, "global": global_query, "naive": naive_query}
+    for mode, run in runners.items():
+        for only in (False, True):
+            out = asyncio.run(run("anything?", stores, QueryParam(mode=mode, only_need_context=only),
+                                  llm=llm, tokenizer=TOKENIZER))
+            assert out == fail_response(), (mode, only)
+    assert llm_server.requests == []
+    assert asyncio.run(build_local_context("x", stores, QueryParam(), TOKENIZER)) is None
+    assert asyncio.run(build_global_context("x", stores, QueryParam(), TOKENIZER)) is None
+    assert asyncio.run(build_naive_context("x", stores, QueryParam(), TOKENIZER)) is None
