@@ -170,6 +170,7 @@ class GraphRAG:
             await self.stores.index_start()
             try:
                 yield
+                await self._add_usage_to_totals()
                 with commit_transaction(wd):
                     await self.stores.index_done()
             except BaseException:
@@ -178,6 +179,18 @@ class GraphRAG:
                 self.stores = open_stores(self.config, self.embedding_func)
                 self._llms = None
                 raise
+
+    async def _add_usage_to_totals(self) -> None:
+        meta = self.stores.index_meta
+        if meta is None:
+            return
+        totals = dict(await meta.get_by_id("llm_usage") or {})
+        for stage, counts in self.usage.snapshot().items():
+            stage_totals = dict(totals.get(stage, {}))
+            for key, value in counts.items():
+                stage_totals[key] = stage_totals.get(key, 0) + value
+            totals[stage] = stage_totals
+        await meta.upsert({"llm_usage": totals})
 
     # ------------------------------------------------------------------ insert
 

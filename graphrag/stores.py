@@ -29,10 +29,12 @@ class Stores:
     entities_vdb: Optional[BaseVectorStorage]
     chunks_vdb: Optional[BaseVectorStorage]
     graph: BaseGraphStorage
+    # Small bookkeeping records, e.g. cumulative LLM usage for `graphrag stats`.
+    index_meta: Optional[BaseKVStorage] = None
 
     def all(self) -> list[StorageNameSpace]:
         stores = [self.full_docs, self.text_chunks, self.chunk_extractions, self.community_reports,
-                  self.llm_response_cache, self.entities_vdb, self.chunks_vdb, self.graph]
+                  self.llm_response_cache, self.entities_vdb, self.chunks_vdb, self.graph, self.index_meta]
         return [s for s in stores if s is not None]
 
     async def index_start(self) -> None:
@@ -65,4 +67,5 @@ def open_stores(config: GraphRAGConfig, embedding_func: EmbeddingFunc) -> Stores
         chunks_vdb=vector_cls(namespace="chunks", global_config=config, embedding_func=embedding_func,
                               meta_fields={"full_doc_id"}) if config.enable_naive_rag else None,
         graph=graph_cls(namespace="chunk_entity_relation", global_config=config),
+        index_meta=kv_cls(namespace="index_meta", global_config=config),
     )
