@@ -33,14 +33,7 @@ NO_LLM_NOTE = (
     "below is the retrieved context instead of an answer.]"
 )
 
-
-def always_get_an_event_loop() -> asyncio.AbstractEventLoop:
-    try:
-        return asyncio.get_event_loop_policy().get_event_loop()
-    except RuntimeError:
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        return loop
+EMPTY_INDEX_MESSAGE = "No documents are indexed in {working_dir} yet: insert some before asking questions."
 
 
 def _run_sync(coro: Any) -> Any:
@@ -479,6 +472,9 @@ class GraphRAG:
 
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
+        if not await self.stores.full_docs.all_keys():
+            await self.stores.query_done()
+            return EMPTY_INDEX_MESSAGE.format(working_dir=self.config.working_dir)
         no_llm = not param.only_need_context and not llm_configured(self.config)
         if no_llm:
             param = replace(param, only_need_context=True)

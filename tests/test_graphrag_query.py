@@ -1,0 +1,92 @@
+"""Queries through the GraphRAG facade: lifecycle, LLM-free answers, zero-call context."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from graphrag import GraphRAG, QueryParam, hash_embedding
+from graphrag.graphrag import NO_LLM_NOTE
+from graphrag.storage import JsonKVStorage
+
+STORY = (
+    "Mara Quill founded the Lantern Guild in the harbour town of Vessel Bay. "
+    "The Lantern Guild trained lighthouse keepers for the whole coast. "
+    "Mara Quill later married Tobias Fern, a shipwright from Vessel Bay. "
+    "Tobias Fern built the ferry Grey Heron for the Lantern Guild."
+)
+
+
+@pytest.fixture
+def offline_index(tmp_path):
+    rag = GraphRAG(working_dir=str(tmp_path / "wd"), extraction="nlp", embedding_func=hash_embedding(64))
+    rag.insert([STORY])
+    return tmp_path / "wd"
+
+
+def test_empty_working_dir_gives_clear_message(tmp_path):
+    rag = GraphRAG(working_dir=str(tmp_path / "empty"), embedding_func=hash_embedding(64))
+    for mode in ("local", "global", "naive"):
+        answer = rag.query("Who founded the guild?", QueryParam(mode=mode))
+        assert "No documents are indexed" in answer and str(tmp_path / "empty") in answer
+
+
+def test_no_llm_configured_returns_context_under_note(offline_index):
+    rag = GraphRAG(working_dir=str(offline_index), extraction="nlp", embedding_func=hash_embedding(64))
+    for mode in ("local", "global", "naive"):
+        answer = rag.query("Who is Mara Quill?", QueryParam(mode=mode))
+        assert answer.startswith(NO_LLM_NOTE)
+        assert "MARA QUILL" in answer.upper()
+
+
+def test_only_need_context_makes_no_llm_call_even_with_llm(offline_index, llm_server):
+    rag = GraphRAG(working_dir=str(offline_index), embedding_func=hash_embedding(64),
+                   llm_base_url=llm_server.base_url, llm_api_key="k")
+    for mode in ("local", "global", "naive"):
+        context = rag.query("Who is Mara Quill?", QueryParam(mode=mode, only_need_context=True))
+        assert "MARA QUILL" in context.upper()
+        assert not context.startswith(NO_LLM_NOTE)
+    assert len(llm_server.chat_requests) == 0
+
+
+def test_offline_index_answered_by_configured_llm(offline_index, llm_server):
+    rag = GraphRAG(working_dir=str(offline_index), embedding_func=hash_embedding(64),
+                   llm_base_url=llm_server.base_url, llm_api_key="k")
+    answer = rag.query("Who is Mara Quill?", QueryParam(mode="local"))
+    assert not answer.startswith(NO_LLM_NOTE)
+    assert len(llm_server.chat_requests) == 1
+    assert "Data tables" in str(llm_server.chat_requests[0])
+
+
+def test_every_query_ends_with_query_done_callback(offline_index, monkeypatch):
+    calls = []
+    original = JsonKVStorage.query_done_callback
+
+    async def spy(self):
+        calls.append(self.namespace)
+        await original(self)
+
+    monkeypatch.setattr(JsonKVStorage, "query_done_callback", spy)
+    rag = GraphRAG(working_dir=str(offline_index), extraction="nlp", embedding_func=hash_embedding(64))
+    rag.query("Who?", QueryParam(mode="naive", only_need_context=True))
+    assert "full_docs" in calls and "community_reports" in calls
+    calls.clear()
+    asyncio.run(rag.aquery("Who?", QueryParam(mode="global")))
+    assert "text_chunks" in calls
+
+
+def test_sync_wrapper_inside_running_loop_explains(offline_index):
+    rag = GraphRAG(working_dir=str(offline_index), extraction="nlp", embedding_func=hash_embedding(64))
+
+    async def inside():
+        with pytest.raises(RuntimeError, match="aquery"):
+            rag.query("Who?")
+
+    asyncio.run(inside())
+
+
+def test_invalid_query_param_raises():
+    with pytest.raises(ValueError, match="mode"):
+        QueryParam(mode="fuzzy")
+    with pytest.raises(ValueError, match="top_k"):
+        QueryParam(top_k=-1)
