@@ -1,0 +1,520 @@
+"""The ``graphrag`` command: index files, ask questions, inspect and prune a working dir.
+
+Heavy modules (the engine, networkx, numpy, the embedding model) are imported inside the
+commands that need them, so ``graphrag --help`` and ``graphrag --version`` stay cheap and
+``graphrag stats`` / ``graphrag docs`` never load an embedding model.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from typing import Any, NoReturn, Optional, Sequence
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # nothing to index, unknown document id, unusable working dir files
+EXIT_USAGE = 2  # bad arguments, a path or working dir that does not exist
+EXIT_LLM = 3  # no LLM configured (without --offline), or an LLM call failed for good
+
+INDEXED_SUFFIXES = (".txt", ".md")
+EMBEDDING_ENV = "GRAPHRAG_EMBEDDING"
+
+EPILOG = """\
+exit codes:
+  0  success
+  1  nothing to do or not found: no indexable text, unknown document id,
+     unreadable working dir files, another writer holding the lock too long
+  2  usage error: bad arguments, a path or working dir that does not exist
+  3  LLM problem: none configured (set OPENAI_API_KEY / OPENAI_BASE_URL, or use
+     --offline), or an LLM call that failed after its retries
+
+environment:
+  OPENAI_API_KEY, OPENAI_BASE_URL  the LLM endpoint (any OpenAI-compatible server)
+  GRAPHRAG_EMBEDDING=hash          use a fast fake embedding (384-dim, no model) instead
+                                   of the local all-MiniLM-L6-v2 model; for tests and
+                                   benchmarks only, and a working dir must always be
+                                   used with the embedding it was built with
+"""
+
+
+class CLIError(Exception):
+    """A user-facing failure: one line on stderr and an exit code, never a traceback."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("filegraphrag")
+    except Exception:  # not installed as a distribution (e.g. run from a source tree)
+        from graphrag import __version__
+
+        return __version__
+
+
+def _setup_logging(verbose: int) -> None:
+    level = logging.DEBUG if verbose >= 2 else logging.INFO if verbose == 1 else logging.WARNING
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(level)
+    if verbose < 2:  # their INFO lines are per-request noise
+        for name in ("httpx", "openai", "sentence_transformers", "filelock"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _embedding_func() -> Any:
+    choice = os.environ.get(EMBEDDING_ENV, "local").strip().lower() or "local"
+    from graphrag.embedding import hash_embedding, local_embedding
+
+    if choice == "hash":
+        return hash_embedding(384)  # the local model's dimension, so working dirs stay compatible
+    if choice == "local":
+        return local_embedding()
+    raise CLIError(f"{EMBEDDING_ENV} must be 'local' or 'hash', not {choice!r}", EXIT_USAGE)
+
+
+def _existing_working_dir(path: str) -> str:
+    if not os.path.isdir(path):
+        raise CLIError(f"working dir {path!r} does not exist (build one with `graphrag index PATH "
+                       f"--working-dir {path}`)", EXIT_USAGE)
+    return path
+
+
+def _read_json(working_dir: str, name: str, default: Any = None) -> Any:
+    path = os.path.join(working_dir, name)
+    if not os.path.exists(path):
+        return default
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read())
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"cannot read {path}: {exc}") from None
+
+
+def _built_offline(working_dir: str) -> bool:
+    """True when every community report was written without an LLM (an ``--offline`` index)."""
+    reports = _read_json(working_dir, "kv_store_community_reports.json", {}) or {}
+    sources = {r.get("report_source") for r in reports.values() if isinstance(r, dict)}
+    return bool(sources) and sources <= {"extractive"}
+
+
+def _open(working_dir: str, offline: bool, create: bool = False, **config: Any) -> Any:
+    from graphrag.graphrag import GraphRAG
+
+    return GraphRAG(working_dir=working_dir, always_create_working_dir=create,
+                    extraction="nlp" if offline else "llm", embedding_func=_embedding_func(), **config)
+
+
+def _llm_configured(offline: bool) -> bool:
+    if offline:
+        return True
+    from graphrag.config import GraphRAGConfig
+    from graphrag.graphrag import llm_configured
+
+    return llm_configured(GraphRAGConfig(working_dir=".", always_create_working_dir=False))
+
+
+NO_LLM_LINE = ("no LLM is configured: set OPENAI_API_KEY (and OPENAI_BASE_URL for a local "
+               "OpenAI-compatible server), or use --offline for LLM-free indexing")
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"  # pragma: no cover
+
+
+def _llm_totals(usage: dict[str, dict[str, int]]) -> tuple[int, int]:
+    calls = sum(s.get("calls", 0) for s in usage.values())
+    cached = sum(s.get("cached", 0) for s in usage.values())
+    return calls, cached
+
+
+# --------------------------------------------------------------------------- index
+
+
+def collect_files(paths: Sequence[str]) -> list[str]:
+    """Files to index, in a deterministic order: named files as given, directories walked
+    recursively (sorted; hidden entries skipped) for ``.txt`` and ``.md`` files."""
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        raise CLIError(f"no such file or directory: {', '.join(missing)}", EXIT_USAGE)
+    out: list[str] = []
+    for path in paths:
+        if not os.path.isdir(path):
+            out.append(path)
+            continue
+        for root, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            out.extend(os.path.join(root, f) for f in sorted(files)
+                       if not f.startswith(".") and f.lower().endswith(INDEXED_SUFFIXES))
+    return list(dict.fromkeys(out))
+
+
+def read_texts(files: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(texts, sources)``; a file that is not UTF-8 text is reported and left out."""
+    texts: list[str] = []
+    sources: list[str] = []
+    for path in files:
+        try:
+            with open(path, "r", encoding="utf-8-sig") as f:
+                text = f.read()
+        except UnicodeDecodeError:
+            print(f"skipped {path}: not UTF-8 text", file=sys.stderr)
+            continue
+        except OSError as exc:
+            print(f"skipped {path}: {exc.strerror or exc}", file=sys.stderr)
+            continue
+        if "\x00" in text:
+            print(f"skipped {path}: not UTF-8 text", file=sys.stderr)
+            continue
+        if not text.strip():
+            print(f"skipped {path}: empty", file=sys.stderr)
+            continue
+        texts.append(text)
+        # The absolute path: re-indexing the file from anywhere updates the same document.
+        sources.append(os.path.abspath(path))
+    return texts, sources
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    files = collect_files(args.paths)
+    if not files:
+        raise CLIError(f"no .txt or .md files found in {', '.join(args.paths)}")
+    if not _llm_configured(args.offline):
+        raise CLIError(NO_LLM_LINE, EXIT_LLM)
+    texts, sources = read_texts(files)
+    if not texts:
+        raise CLIError("nothing to index: every input file was empty or skipped")
+    config: dict[str, Any] = {}
+    if args.chunk_size is not None:
+        if args.chunk_size < 20:
+            raise CLIError("--chunk-size must be at least 20 tokens", EXIT_USAGE)
+        config["chunk_token_size"] = args.chunk_size
+        config["chunk_overlap_token_size"] = min(100, args.chunk_size // 8)
+    started = time.perf_counter()
+    rag = _open(args.working_dir, args.offline, create=True, **config)
+    stats = rag.insert(texts, sources=sources)
+    graph = rag.stores.graph
+    nodes = edges = 0
+    if hasattr(graph, "graph"):
+        nodes, edges = graph.graph.number_of_nodes(), graph.graph.number_of_edges()
+    calls, cached = _llm_totals(stats.get("llm", {}))
+    total_docs = len(rag.stores.full_docs) if hasattr(rag.stores.full_docs, "__len__") else "?"
+    total_chunks = len(rag.stores.text_chunks) if hasattr(rag.stores.text_chunks, "__len__") else "?"
+    print(
+        f"indexed {len(texts)} file(s): {stats['documents_inserted']} new, "
+        f"{stats['documents_already_indexed']} unchanged, {stats['documents_removed']} replaced; "
+        f"working dir now holds {total_docs} documents, {total_chunks} chunks, {nodes} entities, "
+        f"{edges} relations, {stats['communities']} communities; "
+        f"LLM calls: {calls} ({cached} cached); {time.perf_counter() - started:.1f}s"
+    )
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- query
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    wd = _existing_working_dir(args.working_dir)
+    from graphrag.query_param import QueryParam
+
+    if not args.question.strip():
+        raise CLIError("the question is empty", EXIT_USAGE)
+    param_kwargs: dict[str, Any] = {"mode": args.mode, "only_need_context": args.context_only}
+    if args.top_k is not None:
+        param_kwargs["top_k"] = args.top_k
+    if args.response_type:
+        param_kwargs["response_type"] = args.response_type
+    try:
+        param = QueryParam(**param_kwargs)
+    except ValueError as exc:
+        raise CLIError(str(exc), EXIT_USAGE) from None
+    rag = _open(wd, offline=True)
+    print(rag.query(args.question, param))
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- stats / docs
+
+
+def _graph_counts(working_dir: str) -> tuple[int, int, dict[int, int]]:
+    path = os.path.join(working_dir, "graph_chunk_entity_relation.graphml")
+    if not os.path.exists(path):
+        return 0, 0, {}
+    import networkx as nx
+
+    try:
+        graph = nx.read_graphml(path)
+    except Exception as exc:  # corrupt file: say which
+        raise CLIError(f"cannot read {path}: {exc}") from None
+    levels: dict[int, set] = {}
+    for _, data in graph.nodes(data=True):
+        raw = data.get("clusters")
+        if not raw:
+            continue
+        try:
+            for c in json.loads(raw):
+                levels.setdefault(int(c["level"]), set()).add(str(c["cluster"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return graph.number_of_nodes(), graph.number_of_edges(), {k: len(v) for k, v in sorted(levels.items())}
+
+
+def _cache_entries(working_dir: str) -> dict[str, Any]:
+    cache = dict(_read_json(working_dir, "kv_store_llm_response_cache.json", {}) or {})
+    journal = os.path.join(working_dir, "kv_store_llm_response_cache.journal.jsonl")
+    if os.path.exists(journal):
+        with open(journal, "rb") as f:
+            for line in f:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict):
+                    cache.update(entry)
+    return cache
+
+
+def _vector_info(working_dir: str, name: str) -> Optional[dict[str, int]]:
+    data = _read_json(working_dir, name)
+    if not isinstance(data, dict):
+        return None
+    return {"vectors": len(data.get("data", [])), "dim": int(data.get("embedding_dim", 0) or 0)}
+
+
+def collect_stats(working_dir: str) -> dict[str, Any]:
+    """Everything ``graphrag stats`` shows, read straight from the files (no embedding model)."""
+    docs = _read_json(working_dir, "kv_store_full_docs.json", {}) or {}
+    chunks = _read_json(working_dir, "kv_store_text_chunks.json", {}) or {}
+    reports = _read_json(working_dir, "kv_store_community_reports.json", {}) or {}
+    entities, relations, graph_levels = _graph_counts(working_dir)
+    per_level: dict[str, int] = {}
+    for record in reports.values():
+        if isinstance(record, dict):
+            level = str(record.get("level", 0))
+            per_level[level] = per_level.get(level, 0) + 1
+    if not per_level:  # no reports yet: count clusters in the graph
+        per_level = {str(k): v for k, v in graph_levels.items()}
+    cache = _cache_entries(working_dir)
+    by_model: dict[str, int] = {}
+    for entry in cache.values():
+        if isinstance(entry, dict):
+            model = str(entry.get("model") or "unknown")
+            by_model[model] = by_model.get(model, 0) + 1
+    size = 0
+    files = 0
+    for root, _, names in os.walk(working_dir):
+        for name in names:
+            try:
+                size += os.path.getsize(os.path.join(root, name))
+                files += 1
+            except OSError:
+                pass
+    return {
+        "working_dir": os.path.abspath(working_dir),
+        "documents": len(docs),
+        "chunks": len(chunks),
+        "entities": entities,
+        "relations": relations,
+        "communities": sum(per_level.values()),
+        "communities_per_level": dict(sorted(per_level.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0)),
+        "built_offline": _built_offline(working_dir),
+        "llm_cached_responses": len(cache),
+        "llm_cached_responses_by_model": dict(sorted(by_model.items())),
+        "entity_vectors": _vector_info(working_dir, "vdb_entities.json"),
+        "chunk_vectors": _vector_info(working_dir, "vdb_chunks.json"),
+        "files": files,
+        "size_bytes": size,
+        "size_human": human_bytes(size),
+        "commit_pending": os.path.exists(os.path.join(working_dir, ".commit-manifest.json")),
+    }
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    stats = collect_stats(_existing_working_dir(args.working_dir))
+    if args.json:
+        print(json.dumps(stats, indent=2))
+        return EXIT_OK
+    levels = ", ".join(f"level {k}: {v}" for k, v in stats["communities_per_level"].items()) or "none"
+    models = ", ".join(f"{k}: {v}" for k, v in stats["llm_cached_responses_by_model"].items())
+    lines = [
+        f"working dir      {stats['working_dir']}",
+        f"documents        {stats['documents']}",
+        f"chunks           {stats['chunks']}",
+        f"entities         {stats['entities']}",
+        f"relations        {stats['relations']}",
+        f"communities      {stats['communities']} ({levels})",
+        f"extraction       {'offline (no LLM)' if stats['built_offline'] else 'LLM'}",
+        f"LLM cache        {stats['llm_cached_responses']} cached responses" + (f" ({models})" if models else ""),
+    ]
+    for key, label in (("entity_vectors", "entity vectors"), ("chunk_vectors", "chunk vectors")):
+        info = stats[key]
+        if info:
+            lines.append(f"{label:<17}{info['vectors']} x {info['dim']} dims")
+    lines.append(f"size on disk     {stats['size_human']} ({stats['size_bytes']} bytes in {stats['files']} files)")
+    if stats["commit_pending"]:
+        lines.append("note             a commit is in progress (or was interrupted; the next write finishes it)")
+    print("\n".join(lines))
+    return EXIT_OK
+
+
+def list_documents(working_dir: str) -> list[dict[str, Any]]:
+    docs = _read_json(working_dir, "kv_store_full_docs.json", {}) or {}
+    chunks = _read_json(working_dir, "kv_store_text_chunks.json", {}) or {}
+    per_doc: dict[str, int] = {}
+    for chunk in chunks.values():
+        if isinstance(chunk, dict) and chunk.get("full_doc_id"):
+            per_doc[chunk["full_doc_id"]] = per_doc.get(chunk["full_doc_id"], 0) + 1
+    return [
+        {"id": k, "source": r.get("source"), "chars": len(r.get("content", "")),
+         "chunks": len(r["chunk_ids"]) if isinstance(r.get("chunk_ids"), list) else per_doc.get(k, 0)}
+        for k, r in docs.items() if isinstance(r, dict)
+    ]
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    docs = list_documents(_existing_working_dir(args.working_dir))
+    if args.json:
+        print(json.dumps(docs, indent=2))
+        return EXIT_OK
+    if not docs:
+        print("no documents indexed")
+        return EXIT_OK
+    print(f"{'id':<40}  {'chars':>8}  {'chunks':>6}  source")
+    for d in docs:
+        print(f"{d['id']:<40}  {d['chars']:>8}  {d['chunks']:>6}  {d['source'] or '-'}")
+    return EXIT_OK
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    wd = _existing_working_dir(args.working_dir)
+    known = {d["id"] for d in list_documents(wd)}
+    unknown = [i for i in args.doc_ids if i not in known]
+    if unknown:
+        raise CLIError(f"unknown document id(s): {', '.join(unknown)} (list them with `graphrag docs "
+                       f"--working-dir {wd}`)")
+    # An offline index stays offline; an LLM index re-summarises with the LLM when one is set up.
+    offline = args.offline or _built_offline(wd) or not _llm_configured(False)
+    rag = _open(wd, offline)
+    try:
+        stats = rag.delete_documents(args.doc_ids)
+    except KeyError as exc:
+        raise CLIError(str(exc.args[0] if exc.args else exc)) from None
+    calls, cached = _llm_totals(stats.get("llm", {}))
+    print(f"deleted {stats['documents_removed']} document(s), {stats['chunks_removed']} chunk(s); "
+          f"{stats['communities']} communities remain; LLM calls: {calls} ({cached} cached)")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                        help="log progress (INFO); twice for DEBUG")
+    wd = argparse.ArgumentParser(add_help=False)
+    wd.add_argument("--working-dir", "-w", required=True, metavar="DIR", help="the working directory")
+
+    parser = argparse.ArgumentParser(
+        prog="graphrag", description="File-backed GraphRAG: index text files, then ask questions.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log progress (INFO); twice for DEBUG")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def add(name: str, help: str, parents: list) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, parents=parents, epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    p = add("index", "index .txt/.md files and folders (an edited file replaces its old version)", [common, wd])
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files, or folders walked recursively")
+    p.add_argument("--offline", action="store_true", help="LLM-free extraction and reports (extraction='nlp')")
+    p.add_argument("--chunk-size", type=int, metavar="N", help="chunk size in tokens (default 1200)")
+    p.set_defaults(func=cmd_index)
+
+    p = add("query", "answer a question from the index", [common, wd])
+    p.add_argument("question")
+    p.add_argument("--mode", choices=("local", "global", "naive"), default="global",
+                   help="local: entities around the question; global: community reports; naive: chunks")
+    p.add_argument("--context-only", action="store_true", help="print the retrieved context; no LLM call")
+    p.add_argument("--top-k", type=int, metavar="K", help="entities (local) or chunks (naive) retrieved")
+    p.add_argument("--response-type", metavar="TEXT", help="e.g. 'Single Paragraph' (default: Multiple Paragraphs)")
+    p.set_defaults(func=cmd_query)
+
+    p = add("stats", "counts and sizes of a working dir (loads no model)", [common, wd])
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_stats)
+
+    p = add("docs", "list indexed documents: id, source, chars, chunks", [common, wd])
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_docs)
+
+    p = add("delete", "delete documents by id, and everything only they contributed", [common, wd])
+    p.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
+    p.add_argument("--offline", action="store_true",
+                   help="rebuild touched entities without the LLM (automatic for offline indexes)")
+    p.set_defaults(func=cmd_delete)
+    return parser
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    print(f"graphrag: error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return EXIT_USAGE
+    _setup_logging(args.verbose)
+    try:
+        return args.func(args)
+    except CLIError as exc:
+        _fail(str(exc), exc.code)
+    except KeyboardInterrupt:
+        _fail("interrupted (the working dir keeps its last committed state)", 130)
+    except BrokenPipeError:  # output piped into `head` and friends
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except Exception as exc:
+        return _handle(exc)
+
+
+def _handle(exc: Exception) -> int:
+    """Known library errors become one line and an exit code; anything else is a real bug."""
+    from graphrag.llm import LLMError, NoLLMConfiguredError
+    from graphrag.locking import WorkingDirLockedError
+    from graphrag.storage.files import StorageFileError
+
+    if isinstance(exc, NoLLMConfiguredError):
+        _fail(NO_LLM_LINE, EXIT_LLM)
+    if isinstance(exc, LLMError):
+        _fail(str(exc), EXIT_LLM)
+    if isinstance(exc, (StorageFileError, WorkingDirLockedError)):
+        _fail(str(exc), EXIT_FAILED)
+    if isinstance(exc, FileNotFoundError):
+        _fail(str(exc), EXIT_USAGE)
+    if isinstance(exc, (ValueError, KeyError)) and not logging.getLogger().isEnabledFor(logging.DEBUG):
+        _fail(str(exc.args[0]) if exc.args else type(exc).__name__, EXIT_FAILED)
+    raise exc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
