@@ -23,7 +23,7 @@ from graphrag.locking import try_lock, writer_lock
 from graphrag.progress import Progress
 from graphrag.query_param import QueryParam
 from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction, ChunkRecord
-from graphrag.storage.files import MANIFEST_NAME, commit_transaction, recover_pending_commit, wait_for_commit
+from graphrag.storage.files import MANIFEST_NAME, TMP_MARKER, commit_transaction, recover_pending_commit, wait_for_commit
 from graphrag.stores import Stores, open_stores
 
 logger = logging.getLogger(__name__)
@@ -123,9 +123,11 @@ class GraphRAG:
     # ------------------------------------------------------------------ plumbing
 
     def _recover_if_possible(self) -> None:
-        """Finish a commit a killed writer left, if no writer is active; else wait for it."""
+        """Finish a commit a killed writer left (or drop its temp files), if no writer is active;
+        else wait for it."""
         wd = self.config.working_dir
-        if not os.path.exists(os.path.join(wd, MANIFEST_NAME)):
+        if not os.path.exists(os.path.join(wd, MANIFEST_NAME)) and not any(
+                TMP_MARKER in name for name in os.listdir(wd)):
             return
         lock = try_lock(wd)
         if lock is None:
