@@ -520,3 +520,49 @@ def test_insert_accepts_str_list_and_async(tmp_path: Path, server: MockLLMServer
     assert rag.last_insert_stats is stats
     assert set(graph_state(rag)["nodes"]) == set(EXPECTED_TYPES)
     assert {k: d["weight"] for k, d in graph_state(rag)["edges"].items()} == EXPECTED_EDGES
+
+
+def test_report_failure_rolls_back_and_rerun_reuses_paid_answers(tmp_path: Path) -> None:
+    failing = {"on": True}
+    base = make_responder()
+
+    def respond(req: dict) -> str:
+        if failing["on"] and detect_kind(req) == "report":
+            raise RuntimeError("report model down")  # the mock answers 500
+        return base(req)
+
+    with MockLLMServer(responder=respond) as srv:
+        rag = make_rag(tmp_path, srv, llm_max_retries=1)
+        with pytest.raises(LLMError) as info:
+            rag.insert(DOCS)
+        assert info.value.stage == "report" and "report" in str(info.value)
+        assert srv.calls_by_kind["extraction"] == 3
+        reopened = make_rag(tmp_path, srv)
+        assert reopened.list_documents() == [] and graph_state(reopened)["nodes"] == {}
+        assert kv(reopened.stores.community_reports) == {}
+
+        failing["on"] = False
+        srv.reset()
+        stats = rag.insert(DOCS)
+        # Extraction and gleaning answers were kept in the cache journal: only reports are asked.
+        assert set(srv.calls_by_kind) == {"report"}
+        assert stats["llm"]["extraction"] == {**stats["llm"]["extraction"], "calls": 0, "cached": 3}
+        assert stats["reports_generated"] == stats["communities"] == srv.calls_by_kind["report"]
+        assert {k: d["weight"] for k, d in graph_state(rag)["edges"].items()} == EXPECTED_EDGES
+
+
+def test_same_source_with_new_content_replaces_the_document(tmp_path: Path, server: MockLLMServer) -> None:
+    rag = make_rag(tmp_path, server)
+    rag.insert([HARBOUR, GUILD], sources=["ledger.txt", "guild.txt"])
+    edited = HARBOUR.replace("spring entry", "spring entry, corrected")
+    stats = rag.insert(edited, sources=["ledger.txt"])
+    assert stats["documents_inserted"] == 1 and stats["documents_removed"] == 1
+    docs = {d["source"]: d["id"] for d in rag.list_documents()}
+    assert docs == {"ledger.txt": doc_id_for(edited.strip()), "guild.txt": doc_id_for(GUILD.strip())}
+    new_chunk = asyncio.run(rag.stores.full_docs.get_by_id(docs["ledger.txt"]))["chunk_ids"][0]
+    old_chunk = [c for c in kv(rag.stores.chunk_extractions) if c != new_chunk]
+    assert len(old_chunk) == 1  # only the guild chunk besides the new one
+    nodes = graph_state(rag)["nodes"]
+    assert nodes["SALTMERE"]["source_id"] == new_chunk
+    assert all(new_chunk in d["source_id"] or old_chunk[0] in d["source_id"] for d in nodes.values())
+    assert len(rag.stores.chunks_vdb) == 2
