@@ -1,0 +1,206 @@
+"""The ``graphrag`` command, run as a subprocess with a fake embedding and offline extraction."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "data" / "saltmarsh_lantern_works.md"
+
+
+def run(*args: str, env_extra: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID")}
+    env["GRAPHRAG_EMBEDDING"] = "hash"
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "graphrag.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def assert_clean_error(proc: subprocess.CompletedProcess, code: int) -> None:
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("graphrag: error:")]
+    assert len(errors) == 1, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("corpus")
+    shutil.copy(EXAMPLE, root / "history.md")
+    (root / "sub").mkdir()
+    (root / "sub" / "bakery.txt").write_text(
+        "Mara Voss founded the Voss Bakery in Tellin. Mara Voss later sold the Voss Bakery to Jonah Reed. "
+        "Jonah Reed moved the Voss Bakery to Harbour Lane in Tellin.\n", encoding="utf-8")
+    (root / "sub" / "notes.rst").write_text("Not indexed: wrong suffix.\n", encoding="utf-8")
+    (root / "latin1.txt").write_bytes("Caf\xe9 Rouge owned by Zo\xe9 Lamarque.".encode("latin-1"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def indexed(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    wd = tmp_path_factory.mktemp("cli") / "wd"
+    proc = run("index", str(corpus), "--working-dir", str(wd), "--offline", "--chunk-size", "300")
+    return wd, proc
+
+
+def test_version() -> None:
+    proc = run("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("graphrag ")
+
+
+def test_help_documents_exit_codes() -> None:
+    proc = run("--help")
+    assert proc.returncode == 0
+    assert "exit codes" in proc.stdout and "OPENAI_API_KEY" in proc.stdout
+    assert "--offline" in run("index", "--help").stdout
+
+
+def test_index_walks_folders_and_skips_non_utf8(indexed: tuple[Path, subprocess.CompletedProcess],
+                                               corpus: Path) -> None:
+    wd, proc = indexed
+    assert proc.returncode == 0, proc.stderr
+    assert f"skipped {corpus / 'latin1.txt'}: not UTF-8 text" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    summary = proc.stdout.strip().splitlines()
+    assert len(summary) == 1
+    assert "2 new" in summary[0] and "entities" in summary[0] and "communities" in summary[0]
+    assert "LLM calls: 0" in summary[0]
+    assert (wd / "graph_chunk_entity_relation.graphml").exists()
+
+
+def test_docs_lists_sources(indexed: tuple[Path, subprocess.CompletedProcess], corpus: Path) -> None:
+    wd, _ = indexed
+    proc = run("docs", "--working-dir", str(wd), "--json")
+    assert proc.returncode == 0, proc.stderr
+    docs = json.loads(proc.stdout)
+    assert sorted(os.path.basename(d["source"]) for d in docs) == ["bakery.txt", "history.md"]
+    assert all(d["chars"] > 0 and d["chunks"] >= 1 for d in docs)
+    text = run("docs", "--working-dir", str(wd))
+    assert text.returncode == 0 and "bakery.txt" in text.stdout and "chunks" in text.stdout
+
+
+@pytest.mark.parametrize("mode", ["local", "global", "naive"])
+def test_query_context_only(indexed: tuple[Path, subprocess.CompletedProcess], mode: str) -> None:
+    wd, _ = indexed
+    proc = run("query", "What did Ada Pennick, the glassblower, make in Quillhaven?", "--working-dir", str(wd),
+               "--mode", mode, "--context-only")
+    assert proc.returncode == 0, proc.stderr
+    assert "Ada Pennick".lower() in proc.stdout.lower()
+
+
+def test_query_without_llm_prints_note_and_context(indexed: tuple[Path, subprocess.CompletedProcess]) -> None:
+    wd, _ = indexed
+    proc = run("query", "Who founded the Voss Bakery?", "--working-dir", str(wd), "--mode", "local")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("[No LLM is configured")
+    assert "VOSS BAKERY" in proc.stdout.upper()
+
+
+def test_stats_text_and_json(indexed: tuple[Path, subprocess.CompletedProcess]) -> None:
+    wd, _ = indexed
+    proc = run("stats", "--working-dir", str(wd), "--json")
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads(proc.stdout)
+    assert stats["documents"] == 2
+    assert stats["chunks"] >= 2 and stats["entities"] > 5 and stats["relations"] > 5
+    assert stats["communities"] == sum(stats["communities_per_level"].values()) > 0
+    assert stats["llm_cached_responses"] == 0
+    assert stats["built_offline"] is True
+    assert stats["entity_vectors"]["dim"] == 384
+    assert stats["size_bytes"] > 0
+    text = run("stats", "--working-dir", str(wd))
+    assert text.returncode == 0
+    assert "entities" in text.stdout and "size on disk" in text.stdout and "level 0" in text.stdout
+
+
+def test_stats_loads_no_embedding_model(indexed: tuple[Path, subprocess.CompletedProcess]) -> None:
+    wd, _ = indexed
+    code = ("import sys; from graphrag.cli import main\n"
+            "try:\n    main(['stats', '--working-dir', sys.argv[1]])\n"
+            "except SystemExit:\n    pass\n"
+            "assert 'sentence_transformers' not in sys.modules and 'torch' not in sys.modules\n"
+            "print('NO MODEL')")
+    proc = subprocess.run([sys.executable, "-c", code, str(wd)], capture_output=True, text=True,
+                          env={**os.environ, "GRAPHRAG_EMBEDDING": "local"}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "NO MODEL" in proc.stdout
+
+
+def test_reindex_changed_file_is_an_update(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    doc = src / "a.txt"
+    doc.write_text("Ivo Brandt runs the Brandt Forge in Ostmark. Ivo Brandt trained Lena Kort.\n", encoding="utf-8")
+    wd = tmp_path / "wd"
+    assert run("index", str(src), "-w", str(wd), "--offline").returncode == 0
+    doc.write_text("Ivo Brandt runs the Brandt Forge in Ostmark. Ivo Brandt trained Pavel Sorn.\n", encoding="utf-8")
+    again = run("index", str(doc), "-w", str(wd), "--offline")
+    assert again.returncode == 0, again.stderr
+    assert "1 new" in again.stdout and "1 replaced" in again.stdout
+    docs = json.loads(run("docs", "-w", str(wd), "--json").stdout)
+    assert len(docs) == 1 and docs[0]["source"] == str(doc)
+    unchanged = run("index", str(doc), "-w", str(wd), "--offline")
+    assert "0 new, 1 unchanged" in unchanged.stdout
+
+
+def test_delete(tmp_path: Path, corpus: Path) -> None:
+    wd = tmp_path / "wd"
+    assert run("index", str(corpus / "sub"), str(EXAMPLE), "-w", str(wd), "--offline").returncode == 0
+    docs = json.loads(run("docs", "-w", str(wd), "--json").stdout)
+    bakery = next(d["id"] for d in docs if d["source"].endswith("bakery.txt"))
+    proc = run("delete", bakery, "-w", str(wd))
+    assert proc.returncode == 0, proc.stderr
+    assert "deleted 1 document" in proc.stdout
+    left = json.loads(run("docs", "-w", str(wd), "--json").stdout)
+    assert [d["id"] for d in left] != [] and bakery not in {d["id"] for d in left}
+    stats = json.loads(run("stats", "-w", str(wd), "--json").stdout)
+    assert stats["documents"] == 1
+    assert_clean_error(run("delete", bakery, "-w", str(wd)), 1)
+
+
+def test_missing_path_exits_2(tmp_path: Path) -> None:
+    proc = run("index", str(tmp_path / "nope"), "-w", str(tmp_path / "wd"), "--offline")
+    assert_clean_error(proc, 2)
+    assert "nope" in proc.stderr
+    assert not (tmp_path / "wd").exists()
+
+
+def test_empty_input_exits_1(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_clean_error(run("index", str(empty), "-w", str(tmp_path / "wd"), "--offline"), 1)
+    (empty / "blank.txt").write_text("  \n\n", encoding="utf-8")
+    assert_clean_error(run("index", str(empty), "-w", str(tmp_path / "wd"), "--offline"), 1)
+
+
+def test_missing_working_dir_exits_2(tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing")
+    for args in (["query", "anything?"], ["stats"], ["docs"], ["delete", "doc-x"]):
+        assert_clean_error(run(*args, "--working-dir", missing), 2)
+    assert not os.path.exists(missing)
+
+
+def test_query_on_empty_working_dir_says_so(tmp_path: Path) -> None:
+    proc = run("query", "Who?", "-w", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "No documents are indexed" in proc.stdout
+
+
+def test_no_llm_configured_exits_3(tmp_path: Path, corpus: Path) -> None:
+    proc = run("index", str(corpus / "sub"), "-w", str(tmp_path / "wd"))
+    assert_clean_error(proc, 3)
+    assert "OPENAI_API_KEY" in proc.stderr and "--offline" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert run("query", "x?", "-w", str(tmp_path), "--mode", "bogus").returncode == 2
+    assert run("index", "-w", str(tmp_path)).returncode == 2
+    assert run().returncode == 2
