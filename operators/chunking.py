@@ -113,6 +113,17 @@ def _split_to_fit(text: str, separators: Sequence[str], size: int, tokenizer: To
     return out
 
 
+def _overlap_tail(piece: str, separators: Sequence[str], overlap: int, tokenizer: Tokenizer) -> list[tuple[str, int]]:
+    """The end of ``piece`` split into sub-pieces of at most ``overlap`` tokens.
+
+    Only the last ``8 * overlap`` characters are looked at (enough for ``overlap`` tokens),
+    so the cost stays small; a sub-piece cut by that window is dropped.
+    """
+    window = piece[-8 * overlap :]
+    sub = _split_to_fit(window, separators, overlap, tokenizer)
+    return sub[1:] if len(window) < len(piece) else sub
+
+
 def chunk_by_separators(
     docs: dict[str, str],
     size: int = 1200,
@@ -140,7 +151,12 @@ def chunk_by_separators(
                 chunks.append(("".join(p for p, _ in current), current_tokens))
                 carried: list[tuple[str, int]] = []
                 carried_tokens = 0
-                for p, c in reversed(current):
+                tail = current
+                if overlap and current[-1][1] > overlap:
+                    # The last piece (often a whole paragraph) is too big to repeat: repeat its
+                    # trailing sentences instead, or the overlap would vanish on ordinary prose.
+                    tail = _overlap_tail(current[-1][0], tuple(separators), overlap, tokenizer)
+                for p, c in reversed(tail):
                     if carried_tokens + c > overlap or carried_tokens + c + count > size:
                         break
                     carried.insert(0, (p, c))

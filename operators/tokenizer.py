@@ -21,6 +21,8 @@ logger = logging.getLogger(__name__)
 _BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 _BUNDLED = ("cl100k_base", "o200k_base")
 _install_lock = threading.Lock()
+# Below this many characters a batch is encoded on the calling thread.
+_THREADED_BATCH_CHARS = 1 << 16
 
 
 def _tiktoken_cache_dir() -> str:
@@ -80,12 +82,18 @@ class Tokenizer:
         return self._encoding.encode(text, disallowed_special=())
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        # tiktoken starts a thread pool on every batch call; for small batches that costs
+        # far more than the encoding itself (chunkers make many such calls).
+        if sum(len(t) for t in texts) < _THREADED_BATCH_CHARS:
+            return [self._encoding.encode(t, disallowed_special=()) for t in texts]
         return self._encoding.encode_batch(list(texts), disallowed_special=(), num_threads=2)
 
     def decode(self, tokens: Sequence[int]) -> str:
         return self._encoding.decode(list(tokens))
 
     def decode_batch(self, batch: Sequence[Sequence[int]]) -> list[str]:
+        if sum(len(t) for t in batch) < _THREADED_BATCH_CHARS // 4:
+            return [self._encoding.decode(list(t)) for t in batch]
         return self._encoding.decode_batch([list(t) for t in batch], num_threads=2)
 
     def count(self, text: str) -> int:

@@ -52,8 +52,7 @@ def run_offline(cache_dir: str) -> dict:
 
 
 def test_tokenizer_offline_with_empty_cache(tmp_path):
-    cache = tmp_path / "tiktoken-cache"
-    cache.mkdir()
+    cache = tmp_path / "empty" / "tiktoken-cache"  # not even created yet
     result = run_offline(str(cache))
     assert result["o200k"] == O200K_HELLO_WORLD
     assert result["o200k_name"] == "o200k_base"
@@ -61,13 +60,6 @@ def test_tokenizer_offline_with_empty_cache(tmp_path):
     assert result["cl100k_name"] == "cl100k_base"
     assert result["round_trip"] == "Grüße, 世界! <|endoftext|>"  # special-token text is plain text
     assert len(result["cache"]) == 2  # both encodings were installed from the bundled copies
-    # Second run reuses the cache as it is.
-    assert run_offline(str(cache)) == result
-
-
-def test_tokenizer_offline_cache_dir_that_does_not_exist_yet(tmp_path):
-    result = run_offline(str(tmp_path / "not" / "yet" / "there"))
-    assert result["o200k"] == O200K_HELLO_WORLD
 
 
 def test_disabled_cache_is_a_clear_error(monkeypatch):
