@@ -209,3 +209,25 @@ def read_json_file(path: str, what: str) -> Any:
         ) from exc
     except OSError as exc:
         raise StorageFileError(f"cannot read {what} file {path!r}: {exc}") from exc
+
+
+class SingleFileStore:
+    """Mixin for a store persisted as one file.
+
+    At index start it reloads when another process committed a newer file; after its
+    own commit it remembers the file it wrote, so that is not mistaken for a change.
+    """
+
+    _file_name: str
+    _loaded_signature: Optional[tuple[int, ...]]
+
+    def _load(self) -> None:
+        raise NotImplementedError
+
+    async def index_start_callback(self) -> None:
+        if file_signature(self._file_name) != self._loaded_signature:
+            self._load()
+
+    def _remember_committed_file(self) -> None:
+        after_commit(lambda: setattr(self, "_loaded_signature", file_signature(self._file_name)))
+

@@ -14,7 +14,7 @@ import networkx as nx
 from graphrag.schema import GRAPH_FIELD_SEP, CommunitySchema
 
 from .base import BaseGraphStorage
-from .files import StorageFileError, atomic_write_via, file_signature
+from .files import SingleFileStore, StorageFileError, atomic_write_via, file_signature
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def _match_ids(
 
 
 @dataclass
-class NetworkXStorage(BaseGraphStorage):
+class NetworkXStorage(SingleFileStore, BaseGraphStorage):
     _graph: nx.Graph = field(default_factory=nx.Graph, init=False, repr=False)
     _dirty: bool = field(default=False, init=False, repr=False)
     _loaded_signature: Optional[tuple[int, ...]] = field(default=None, init=False, repr=False)
@@ -124,15 +124,12 @@ class NetworkXStorage(BaseGraphStorage):
         logger.debug("Loaded graph %s: %d nodes, %d edges", self.namespace,
                      self._graph.number_of_nodes(), self._graph.number_of_edges())
 
-    async def index_start_callback(self) -> None:
-        if file_signature(self._file_name) != self._loaded_signature:
-            self._load()
-
     async def index_done_callback(self) -> None:
         if not self._dirty:
             return
         atomic_write_via(self._file_name, lambda tmp: nx.write_graphml(self._graph, tmp))
         self._dirty = False
+        self._remember_committed_file()
 
     @property
     def graph(self) -> nx.Graph:

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .base import BaseKVStorage
-from .files import StorageFileError, after_commit, atomic_write_json, file_signature, read_json_file
+from .files import SingleFileStore, StorageFileError, after_commit, atomic_write_json, file_signature, read_json_file
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class JsonKVStorage(BaseKVStorage[dict]):
+class JsonKVStorage(SingleFileStore, BaseKVStorage[dict]):
     """Whole-file JSON KV store, with an optional append-only journal.
 
     With ``journal=True`` every upsert is also appended to
@@ -78,22 +78,15 @@ class JsonKVStorage(BaseKVStorage[dict]):
         except FileNotFoundError:
             pass
 
-    async def index_start_callback(self) -> None:
-        if file_signature(self._file_name) != self._loaded_signature:
-            self._load()
-
     async def index_done_callback(self) -> None:
         if not self._dirty:
             return
         atomic_write_json(self._file_name, self._data)
         self._dirty = False
 
-        def _committed() -> None:
-            self._loaded_signature = file_signature(self._file_name)
-            if self.journal:
-                self._truncate_journal()
-
-        after_commit(_committed)
+        self._remember_committed_file()
+        if self.journal:
+            after_commit(self._truncate_journal)
 
     async def query_done_callback(self) -> None:
         """Query-time writes (cached answers) already sit in the journal; nothing to rewrite."""

@@ -11,7 +11,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .base import BaseVectorStorage
-from .files import StorageFileError, atomic_write_via, file_signature
+from .files import SingleFileStore, StorageFileError, atomic_write_via, file_signature
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def _stored_dimension(path: str) -> Optional[int]:
 
 
 @dataclass
-class NanoVectorDBStorage(BaseVectorStorage):
+class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
     cosine_better_than_threshold: Optional[float] = None
     _client: Any = field(default=None, init=False, repr=False)
     _dirty: bool = field(default=False, init=False, repr=False)
@@ -90,10 +90,6 @@ class NanoVectorDBStorage(BaseVectorStorage):
                 "untouched: delete it to re-embed."
             ) from exc
         self._dirty = False
-
-    async def index_start_callback(self) -> None:
-        if file_signature(self._file_name) != self._loaded_signature:
-            self._load()
 
     async def _embed(self, contents: list[str]) -> np.ndarray:
         batches = [contents[i : i + self._max_batch_size] for i in range(0, len(contents), self._max_batch_size)]
@@ -154,6 +150,7 @@ class NanoVectorDBStorage(BaseVectorStorage):
 
         atomic_write_via(self._file_name, write)
         self._dirty = False
+        self._remember_committed_file()
 
     async def drop(self) -> None:
         self._client.delete([d["__id__"] for d in self._all_records()])
