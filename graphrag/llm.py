@@ -309,10 +309,21 @@ class LLMClient:
         self.usage = usage
         self.cache = cache
         self.count_tokens = count_tokens
+        # Gleaning re-sends the extraction prompt and answer as history: count each text once.
+        self._token_counts: dict[str, int] = {}
         self.max_retries = max(0, max_retries)
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self._semaphores = _PerLoop(lambda: asyncio.Semaphore(self.max_async))
+
+    def _count(self, text: str) -> int:
+        """``count_tokens`` memoised over recent texts (usage stats only; tokenising is not free)."""
+        n = self._token_counts.get(text)
+        if n is None:
+            if len(self._token_counts) >= 4096:
+                self._token_counts.clear()
+            n = self._token_counts[text] = self.count_tokens(text)
+        return n
 
     def cache_key(
         self,
@@ -360,8 +371,8 @@ class LLMClient:
                 logger.debug("llm %s stage=%s cache hit %s", self.model_id, stage, key)
                 return hit["return"]
 
-        prompt_tokens = self.count_tokens(prompt) + (self.count_tokens(system_prompt) if system_prompt else 0)
-        prompt_tokens += sum(self.count_tokens(str(m.get("content", ""))) for m in history)
+        prompt_tokens = self._count(prompt) + (self._count(system_prompt) if system_prompt else 0)
+        prompt_tokens += sum(self._count(str(m.get("content", ""))) for m in history)
 
         attempt = 0  # failed attempts so far (errors)
         empties = 0
@@ -402,7 +413,7 @@ class LLMClient:
                 continue
             break
 
-        completion_tokens = self.count_tokens(answer)
+        completion_tokens = self._count(answer)
         self.usage.record(stage, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
         logger.debug("llm %s stage=%s %.2fs prompt_tokens=%d completion_tokens=%d",
                      self.model_id, stage, time.perf_counter() - t0, prompt_tokens, completion_tokens)
