@@ -52,8 +52,8 @@ def main() -> None:
     rag = GraphRAG(
         working_dir=str(WORKING_DIR),
         extraction="nlp",  # no LLM anywhere: extraction and community reports are rule-based
-            # The embedding model reads 256 word pieces; chunks of ~180 tokens fit its window.
-        chunk_token_size=180,
+            # The embedding model reads 256 word pieces; chunks of ~150 tokens fit its window.
+        chunk_token_size=150,
         chunk_overlap_token_size=30,
     )
     stats = rag.insert(DATA.read_text(encoding="utf-8"), sources=[str(DATA.relative_to(HERE.parent))])
