@@ -313,6 +313,14 @@ def collect_stats(working_dir: str) -> dict[str, Any]:
         if isinstance(entry, dict):
             model = str(entry.get("model") or "unknown")
             by_model[model] = by_model.get(model, 0) + 1
+    meta = _read_json(working_dir, "kv_store_index_meta.json", {}) or {}
+    usage = meta.get("llm_usage") if isinstance(meta.get("llm_usage"), dict) else {}
+    usage_total: dict[str, int] = {}
+    for counts in usage.values():
+        if isinstance(counts, dict):
+            for key, value in counts.items():
+                if isinstance(value, (int, float)):
+                    usage_total[key] = usage_total.get(key, 0) + int(value)
     size = 0
     files = 0
     for root, _, names in os.walk(working_dir):
@@ -333,6 +341,9 @@ def collect_stats(working_dir: str) -> dict[str, Any]:
         "built_offline": _built_offline(working_dir),
         "llm_cached_responses": len(cache),
         "llm_cached_responses_by_model": dict(sorted(by_model.items())),
+        # Cumulative over every insert and delete (queries not included); {} for older dirs.
+        "llm_usage_total": usage_total,
+        "llm_usage_by_stage": usage,
         "entity_vectors": _vector_info(working_dir, "vdb_entities.json"),
         "chunk_vectors": _vector_info(working_dir, "vdb_chunks.json"),
         "files": files,
@@ -359,6 +370,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
         f"extraction       {'offline (no LLM)' if stats['built_offline'] else 'LLM'}",
         f"LLM cache        {stats['llm_cached_responses']} cached responses" + (f" ({models})" if models else ""),
     ]
+    total = stats["llm_usage_total"]
+    if total:
+        lines.append(f"LLM usage        {total.get('calls', 0)} calls ({total.get('cached', 0)} cached), "
+                     f"{total.get('prompt_tokens', 0)} prompt + {total.get('completion_tokens', 0)} "
+                     "completion tokens (all inserts and deletes so far)")
     for key, label in (("entity_vectors", "entity vectors"), ("chunk_vectors", "chunk vectors")):
         info = stats[key]
         if info:

@@ -204,3 +204,18 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert run("query", "x?", "-w", str(tmp_path), "--mode", "bogus").returncode == 2
     assert run("index", "-w", str(tmp_path)).returncode == 2
     assert run().returncode == 2
+
+
+def test_index_with_llm_server_and_usage_in_stats(tmp_path: Path, corpus: Path, llm_server) -> None:
+    env = {"OPENAI_BASE_URL": llm_server.base_url, "OPENAI_API_KEY": "test-key"}
+    wd = tmp_path / "wd"
+    proc = run("index", str(corpus / "sub"), "-w", str(wd), env_extra=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "LLM calls: 0" not in proc.stdout
+    stats = json.loads(run("stats", "-w", str(wd), "--json").stdout)
+    assert stats["built_offline"] is False
+    assert stats["llm_cached_responses"] > 0
+    assert stats["llm_usage_total"].get("calls", 0) > 0
+    answer = run("query", "Who owns the Voss Bakery?", "-w", str(wd), "--mode", "local", env_extra=env)
+    assert answer.returncode == 0, answer.stderr
+    assert answer.stdout.strip() and not answer.stdout.startswith("[No LLM")
