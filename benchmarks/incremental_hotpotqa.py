@@ -34,6 +34,14 @@ NEW_DOCUMENT = (
 )
 
 
+# Touches hubs of the largest connected component (thousands of entities): hierarchical
+# Leiden re-runs on that whole component, which is where churn shows if there is any.
+HUB_DOCUMENT = (
+    "Ember Hollow, a card game from Quillmark Press, launched in London. "
+    "Quillmark Press also sells it in New York."
+)
+
+
 def load_corpus(path: str, limit: int | None) -> tuple[list[str], list[str]]:
     """``{title: [sentence, ...]}`` -> (documents, sources)."""
     with open(path, encoding="utf-8") as fh:
@@ -87,18 +95,22 @@ def main(argv: list[str] | None = None) -> int:
         results["initial_index"] = step(server, "initial_index", lambda: rag.insert(docs, sources=sources))
         reports_before = _reports(rag)
 
-        results["add_one_document"] = step(
-            server, "add_one_document", lambda: rag.insert(NEW_DOCUMENT, sources=["new-document.txt"]))
-        reports_after = _reports(rag)
-        results["add_one_document"]["communities_changed"] = _changed(reports_before, reports_after)
+        for label, text in (("", NEW_DOCUMENT), ("_touching_largest_component", HUB_DOCUMENT)):
+            source = f"new-document{label}.txt"
+            add, delete = f"add_one_document{label}", f"delete_that_document{label}"
+            results[add] = step(server, add, lambda: rag.insert(text, sources=[source]))
+            reports_after = _reports(rag)
+            results[add]["communities_changed"] = _changed(reports_before, reports_after)
+            results[add]["component_sizes_touched"] = _touched_components(rag, source)
 
-        new_id = next(d["id"] for d in rag.list_documents() if d["source"] == "new-document.txt")
-        results["delete_that_document"] = step(server, "delete_that_document", lambda: rag.delete_documents(new_id))
-        reports_final = _reports(rag)
-        results["delete_that_document"]["communities_changed"] = _changed(reports_after, reports_final)
-        results["delete_that_document"]["reports_equal_to_before_add"] = (
-            {k: v["fingerprint"] for k, v in reports_final.items()}
-            == {k: v["fingerprint"] for k, v in reports_before.items()})
+            new_id = next(d["id"] for d in rag.list_documents() if d["source"] == source)
+            results[delete] = step(server, delete, lambda: rag.delete_documents(new_id))
+            reports_final = _reports(rag)
+            results[delete]["communities_changed"] = _changed(reports_after, reports_final)
+            results[delete]["reports_equal_to_before_add"] = (
+                {k: v["fingerprint"] for k, v in reports_final.items()}
+                == {k: v["fingerprint"] for k, v in reports_before.items()})
+            reports_before = reports_final
     finally:
         server.stop()
         if not args.keep:
@@ -112,6 +124,24 @@ def _reports(rag: GraphRAG) -> dict[str, dict[str, Any]]:
     path = os.path.join(rag.config.working_dir, "kv_store_community_reports.json")
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
+
+
+def _touched_components(rag: GraphRAG, source: str) -> list[int]:
+    """Sizes of the graph components holding the entities the new document mentions."""
+    import networkx as nx
+
+    from graphrag.schema import GRAPH_FIELD_SEP
+
+    wd = rag.config.working_dir
+    with open(os.path.join(wd, "kv_store_full_docs.json"), encoding="utf-8") as fh:
+        docs = json.load(fh)
+    chunk_ids = {c for d in docs.values() if d.get("source") == source for c in d.get("chunk_ids", [])}
+    graph = nx.read_graphml(os.path.join(wd, "graph_chunk_entity_relation.graphml"))
+    return sorted(
+        (len(component) for component in nx.connected_components(graph)
+         if any(chunk_ids & set(str(graph.nodes[n].get("source_id", "")).split(GRAPH_FIELD_SEP)) for n in component)),
+        reverse=True,
+    )
 
 
 def _changed(before: dict[str, dict], after: dict[str, dict]) -> dict[str, int]:
