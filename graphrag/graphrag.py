@@ -265,8 +265,11 @@ class GraphRAG:
         t = time.perf_counter()
         removed_chunks = await self._chunks_only_in(removed_doc_ids, keep=set())
         chunks = self._chunk({k: v["content"] for k, v in new_docs.items()})
+        chunk_ids_by_doc: dict[str, list[str]] = defaultdict(list)  # one pass: O(chunks), not docs x chunks
+        for cid, c in chunks.items():
+            chunk_ids_by_doc[c["full_doc_id"]].append(cid)
         for doc_id in new_docs:
-            new_docs[doc_id]["chunk_ids"] = [cid for cid, c in chunks.items() if c["full_doc_id"] == doc_id]
+            new_docs[doc_id]["chunk_ids"] = chunk_ids_by_doc.get(doc_id, [])
         new_chunk_ids = await stores.text_chunks.filter_keys(list(chunks))
         new_chunks = {k: v for k, v in chunks.items() if k in new_chunk_ids}
         removed_chunks -= set(chunks)  # still used by an incoming document
