@@ -4,37 +4,44 @@
     rag = GraphRAG(working_dir="./cache")
     rag.insert(["doc one ...", "doc two ..."])
     rag.query("What are the main themes?", QueryParam(mode="global"))
+
+Names are imported on first use, so ``import graphrag`` (and the CLI's start-up) stays fast.
 """
-from graphrag.config import GraphRAGConfig
-from graphrag.embedding import EmbeddingFunc, hash_embedding, local_embedding, wrap_embedding_func_with_attrs
-from graphrag.graphrag import GraphRAG
-from graphrag.query_param import QueryParam
-from graphrag.storage import (
-    BaseGraphStorage,
-    BaseKVStorage,
-    BaseVectorStorage,
-    JsonKVStorage,
-    NanoVectorDBStorage,
-    NetworkXStorage,
-    StorageNameSpace,
-)
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "BaseGraphStorage",
-    "BaseKVStorage",
-    "BaseVectorStorage",
-    "EmbeddingFunc",
-    "GraphRAG",
-    "GraphRAGConfig",
-    "JsonKVStorage",
-    "NanoVectorDBStorage",
-    "NetworkXStorage",
-    "QueryParam",
-    "StorageNameSpace",
-    "__version__",
-    "hash_embedding",
-    "local_embedding",
-    "wrap_embedding_func_with_attrs",
-]
+_EXPORTS = {
+    "GraphRAG": "graphrag.graphrag",
+    "GraphRAGConfig": "graphrag.config",
+    "QueryParam": "graphrag.query_param",
+    "EmbeddingFunc": "graphrag.embedding",
+    "hash_embedding": "graphrag.embedding",
+    "local_embedding": "graphrag.embedding",
+    "wrap_embedding_func_with_attrs": "graphrag.embedding",
+    "BaseGraphStorage": "graphrag.storage",
+    "BaseKVStorage": "graphrag.storage",
+    "BaseVectorStorage": "graphrag.storage",
+    "JsonKVStorage": "graphrag.storage",
+    "NanoVectorDBStorage": "graphrag.storage",
+    "NetworkXStorage": "graphrag.storage",
+    "StorageNameSpace": "graphrag.storage",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'graphrag' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
