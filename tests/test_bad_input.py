@@ -239,7 +239,7 @@ def test_huge_document(tmp_path: Any) -> None:
     assert len(next(iter(state["full_docs"].values()))["content"]) == len(doc.strip())
 
 
-# 100,000 take ~85 s there (after fixing a docs x chunks loop); 20,000 take ~17 s.
+# 100,000 take ~110 s there (after fixing a docs x chunks loop; >10 min before); 20,000 ~20 s.
 MANY_DOCS = int(os.environ.get("GRAPHRAG_TEST_MANY_DOCS", 20_000))
 
 
