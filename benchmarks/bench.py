@@ -125,12 +125,32 @@ def llm_totals(llm: dict[str, dict[str, int]]) -> dict[str, int]:
     return out
 
 
+def proc_cpu_s(pid: int) -> Optional[float]:
+    """utime+stime of another process (Linux /proc), to attribute CPU to the mock server."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+SERVER_PID: Optional[int] = None
+
+
 def insert_record(rag: Any, docs: list[str]) -> dict[str, Any]:
+    server_cpu0 = proc_cpu_s(SERVER_PID) if SERVER_PID else None
+    cpu0 = time.process_time()
     t = time.perf_counter()
     rag.insert(docs)
     wall = time.perf_counter() - t
+    cpu = time.process_time() - cpu0
+    server_cpu1 = proc_cpu_s(SERVER_PID) if SERVER_PID else None
     stats = rag.last_insert_stats or {}
-    return {"wall_s": round(wall, 3), "stage_seconds": stats.get("stage_seconds", {}),
+    return {"wall_s": round(wall, 3), "engine_cpu_s": round(cpu, 3),
+            "mock_server_cpu_s": round(server_cpu1 - server_cpu0, 3) if server_cpu0 is not None
+            and server_cpu1 is not None else None,
+            "stage_seconds": stats.get("stage_seconds", {}),
             "llm": stats.get("llm", {}), "llm_total": llm_totals(stats.get("llm", {})),
             "summary": {k: v for k, v in stats.items() if k not in ("llm", "stage_seconds")}}
 
@@ -214,7 +234,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if os.path.exists(working_dir):
         shutil.rmtree(working_dir)
     os.makedirs(working_dir)
+    global SERVER_PID
     server, base_url = start_server(args.latency)
+    SERVER_PID = server.pid
     record: dict[str, Any] = {
         "corpus": os.path.basename(args.corpus.rstrip("/")), "documents": len(docs),
         "chars": sum(len(d) for d in docs), "latency_s": args.latency, "max_async": args.max_async,
@@ -260,11 +282,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         rag = open_rag(working_dir, base_url, args.max_async, args.embedding)
         re_ins = insert_record(rag, docs)
-        record["reinsert_same"] = {k: re_ins[k] for k in ("wall_s", "llm_total", "stage_seconds")}
+        record["reinsert_same"] = {k: re_ins[k] for k in ("wall_s", "engine_cpu_s", "llm_total", "stage_seconds")}
         log(f"re-insert: {re_ins['wall_s']} s, {re_ins['llm_total'].get('calls', 0)} LLM calls")
 
         one = insert_record(rag, [NEW_DOCUMENT])
-        record["insert_one_new_doc"] = {k: one[k] for k in ("wall_s", "llm", "llm_total", "stage_seconds")}
+        record["insert_one_new_doc"] = {k: one[k] for k in ("wall_s", "engine_cpu_s", "llm", "llm_total",
+                                                            "stage_seconds")}
         record["insert_one_new_doc"]["entities_changed"] = one["summary"].get("entities_changed")
         record["insert_one_new_doc"]["reports_generated"] = one["summary"].get("reports_generated")
         log(f"one new doc: {one['wall_s']} s, {one['llm_total'].get('calls', 0)} LLM calls")
