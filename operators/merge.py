@@ -113,7 +113,8 @@ async def summarize_description(
     The input list keeps whole descriptions in order while they fit in
     :func:`summary_input_budget`; a single oversized first description is truncated.
     """
-    if tokenizer.count(description) <= max_tokens:
+    # A token is at least one UTF-8 byte: short texts need no tokenising to know they fit.
+    if len(description.encode("utf-8")) <= max_tokens or tokenizer.count(description) <= max_tokens:
         return description
     budget = summary_input_budget(max_tokens)
     kept: list[str] = []
