@@ -7,6 +7,7 @@ the record delimiter, and skips (and counts) whatever it cannot read rather than
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from typing import Any, Awaitable, Callable, Optional, Protocol
@@ -63,6 +64,7 @@ def _unwrap(value: str) -> str:
     return value
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def normalize_entity_name(name: str) -> str:
     """Canonical key for an entity so "Scrooge", '"scrooge"' and ' **SCROOGE** ' merge."""
     return _unwrap(clean_text(name)).upper()
