@@ -46,6 +46,11 @@ class GraphRAGConfig:
     graph_cluster_algorithm: str = "leiden"
     max_graph_cluster_size: int = 10
     graph_cluster_seed: int = 0xDEADBEEF
+    # Components this big are updated in place on insert/delete rather than re-clustered:
+    # a fresh Leiden run on a large component reshuffles most of its communities (and
+    # their reports). Smaller ones are always clustered from scratch. `GraphRAG.recluster()`
+    # redoes everything from scratch.
+    exact_clustering_below: int = 200
 
     # Community reports: the most context tokens one report prompt may carry.
     community_report_max_token_size: int = 12000

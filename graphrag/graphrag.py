@@ -244,6 +244,22 @@ class GraphRAG:
             summary = await self._apply_changes({}, ids, timings)
         return {**summary, "llm": self.usage.snapshot(), "stage_seconds": timings}
 
+    def recluster(self) -> dict[str, Any]:
+        return _run_sync(self.arecluster())
+
+    async def arecluster(self) -> dict[str, Any]:
+        """Re-run Leiden over the whole graph from scratch and re-report what changed.
+
+        Inserts and deletes place nodes incrementally so that untouched communities keep
+        their reports; after many of them, this restores the partition a fresh index
+        would have (community ids are kept where membership overlaps).
+        """
+        self.usage.reset()
+        async with self._writing():
+            await self.stores.graph.clustering(self.config.graph_cluster_algorithm, full=True)
+            communities, generated = await self._report()
+        return {"communities": communities, "reports_generated": generated, "llm": self.usage.snapshot()}
+
     async def alist_documents(self) -> list[dict[str, Any]]:
         keys = await self.stores.full_docs.all_keys()
         records = await self.stores.full_docs.get_by_ids(keys)

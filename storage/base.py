@@ -129,7 +129,7 @@ class BaseGraphStorage(StorageNameSpace):
     async def delete_edge(self, source_node_id: str, target_node_id: str) -> None:
         raise NotImplementedError
 
-    async def clustering(self, algorithm: str) -> None:
+    async def clustering(self, algorithm: str, full: bool = False) -> None:
         raise NotImplementedError
 
     async def community_schema(self) -> dict[str, CommunitySchema]:

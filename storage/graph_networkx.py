@@ -59,39 +59,134 @@ def leiden_partitions(graph: nx.Graph, max_cluster_size: int, seed: int) -> list
     return results
 
 
-def _match_ids(
-    new_groups: dict[int, dict[tuple, set[str]]], old_groups: dict[int, dict[int, set[str]]]
-) -> dict[tuple, int]:
-    """Give each new community the id of the old one at its level it overlaps most.
+class _CommunityIds:
+    """Hands out community ids: old ones where a community is recognisably the same, else fresh."""
 
-    Matching is greedy by overlap (Jaccard >= 0.5), so an unchanged community keeps its
-    id and its report; unmatched communities get fresh ids above every id seen.
-    """
-    used = {cid for groups in old_groups.values() for cid in groups}
-    next_id = max(used, default=-1) + 1
-    assigned: dict[tuple, int] = {}
-    for level in sorted(new_groups):
-        olds = old_groups.get(level, {})
-        node_to_old: dict[str, set[int]] = defaultdict(set)
-        for cid, members in olds.items():
-            for n in members:
-                node_to_old[n].add(cid)
+    def __init__(self, old_paths: dict[str, list[int]]) -> None:
+        self.next_id = max((c for p in old_paths.values() for c in p), default=-1) + 1
+        self.taken: set[int] = set()
+
+    def fresh(self) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+    def number(self, membership: dict[str, list[int]]) -> dict[str, list[int]]:
+        """Global fresh ids for the local clusters of one ``leiden_partitions`` entry."""
+        ids: dict[tuple[int, int], int] = {}
+        for node in sorted(membership):
+            for level, local in enumerate(membership[node]):
+                if (level, local) not in ids:
+                    ids[(level, local)] = self.fresh()
+        return {n: [ids[(level, local)] for level, local in enumerate(p)] for n, p in membership.items()}
+
+    def match(self, membership: dict[str, list[int]], old_paths: dict[str, list[int]]) -> dict[str, list[int]]:
+        """Give each new community the free old id at its level it overlaps most (Jaccard >= 0.5)."""
+        new_groups: dict[tuple[int, int], set[str]] = defaultdict(set)
+        for node, path in membership.items():
+            for level, local in enumerate(path):
+                new_groups[(level, local)].add(node)
+        old_groups: dict[tuple[int, int], set[str]] = defaultdict(set)
+        for node, path in old_paths.items():
+            for level, cluster in enumerate(path):
+                old_groups[(level, cluster)].add(node)
         candidates = []
-        for key, members in new_groups[level].items():
-            for cid in set().union(*(node_to_old.get(n, set()) for n in members)):
-                overlap = len(members & olds[cid])
-                jaccard = overlap / len(members | olds[cid])
+        for (level, local), members in new_groups.items():
+            for cid in {old_paths[n][level] for n in members if len(old_paths.get(n, ())) > level}:
+                old = old_groups[(level, cid)]
+                jaccard = len(members & old) / len(members | old)
                 if jaccard >= 0.5:
-                    candidates.append((-jaccard, cid, sorted(members)[0], key))
-        taken: set[int] = set()
-        for _, cid, _, key in sorted(candidates, key=lambda c: (c[0], c[1], c[2])):
-            if key not in assigned and cid not in taken:
-                assigned[key] = cid
-                taken.add(cid)
-        for key in sorted((k for k in new_groups[level] if k not in assigned), key=lambda k: sorted(new_groups[level][k])[0]):
-            assigned[key] = next_id
-            next_id += 1
-    return assigned
+                    candidates.append((-jaccard, cid, level, local))
+        ids: dict[tuple[int, int], int] = {}
+        for _, cid, level, local in sorted(candidates):
+            if (level, local) not in ids and cid not in self.taken:
+                ids[(level, local)] = cid
+                self.taken.add(cid)
+        for key in sorted(new_groups, key=lambda k: (k[0], min(new_groups[k]))):
+            if key not in ids:
+                ids[key] = self.fresh()
+        return {n: [ids[(level, local)] for level, local in enumerate(p)] for n, p in membership.items()}
+
+
+def _place_incrementally(component: nx.Graph, old_paths: dict[str, list[int]], ids: _CommunityIds,
+                         max_cluster_size: int, seed: int, split_parents: dict[int, int]) -> dict[str, list[int]]:
+    """Keep old paths; give new nodes communities without disturbing the old ones.
+
+    ``split_parents`` maps each community this function split (because it outgrew
+    ``max_cluster_size``) to its size before it grew; it is updated in place so the
+    split is undone once the community is back to that size.
+    """
+    paths = {n: list(p) for n, p in old_paths.items()}
+    unplaced = sorted(n for n in component if n not in paths)
+    for membership in leiden_partitions(component.subgraph(unplaced), max_cluster_size, seed):
+        paths.update(ids.number(membership))
+    for node in unplaced:
+        if node in paths:
+            continue
+        weights: dict[tuple[int, ...], float] = defaultdict(float)
+        for neighbour, data in component[node].items():
+            if neighbour in paths:
+                weights[tuple(paths[neighbour])] += float(data.get("weight", 1.0) or 1.0)
+        paths[node] = list(min(weights.items(), key=lambda kv: (-kv[1], kv[0]))[0])
+
+    def groups(source: dict[str, list[int]]) -> dict[tuple[int, ...], set[str]]:
+        out: dict[tuple[int, ...], set[str]] = defaultdict(set)
+        for node, path in source.items():
+            for depth in range(1, len(path) + 1):
+                out[tuple(path[:depth])].add(node)
+        return out
+
+    before = groups(old_paths)
+    members = groups(paths)
+    for prefix in sorted(members, key=lambda p: (len(p), p)):
+        group = members[prefix]
+        has_children = any(len(paths[n]) > len(prefix) for n in group)
+        if has_children and len(group) <= split_parents.get(prefix[-1], -1):
+            for node in group:
+                del paths[node][len(prefix):]
+            del split_parents[prefix[-1]]
+        elif not has_children and len(group) > max_cluster_size and group != before.get(prefix):
+            for membership in leiden_partitions(component.subgraph(sorted(group)), max_cluster_size, seed):
+                if len({p[0] for p in membership.values()}) > 1:
+                    for node, tail in ids.number(membership).items():
+                        paths[node].extend(tail)
+                    split_parents[prefix[-1]] = max(len(before.get(prefix, ())), max_cluster_size)
+    return paths
+
+
+def community_paths(graph: nx.Graph, old_paths: dict[str, list[int]], max_cluster_size: int, seed: int,
+                    exact_below: Optional[int], split_parents: dict[int, int]) -> dict[str, list[int]]:
+    """Community id per level for every node that has an edge.
+
+    Leiden is global: after two nodes join a 5,000-node component, a fresh run
+    reshuffles about 40% of that component's communities, each needing a new report.
+    So components of at least ``exact_below`` nodes that already had communities are
+    updated in place: their nodes keep their communities, new nodes that form groups
+    among themselves get communities of their own (Leiden on those nodes), a lone new
+    node joins the community it is most strongly linked to, and a community that
+    outgrows ``max_cluster_size`` is split, and merged back once it fits again (the ids
+    of such splits are kept in ``split_parents``). Removing what an insert added
+    therefore gives back the communities from before it. Smaller components, and all of
+    them when ``exact_below`` is None, are clustered from scratch, so their communities
+    depend only on the graph; ids are kept where membership overlaps.
+    """
+    ids = _CommunityIds(old_paths)
+    components = sorted((sorted(c) for c in nx.connected_components(graph) if len(c) > 1), key=lambda c: c[0])
+    in_place, from_scratch = [], []
+    for component in components:
+        old = {n: old_paths[n] for n in component if old_paths.get(n)}
+        if exact_below is not None and len(component) >= exact_below and old:
+            in_place.append((component, old))
+            ids.taken.update(c for p in old.values() for c in p)
+        else:
+            from_scratch.append((component, old))
+    paths: dict[str, list[int]] = {}
+    for component, old in in_place:
+        paths.update(_place_incrementally(graph.subgraph(component), old, ids, max_cluster_size, seed,
+                                          split_parents))
+    for component, old in from_scratch:
+        for membership in leiden_partitions(graph.subgraph(component), max_cluster_size, seed):
+            paths.update(ids.match(membership, old))
+    return paths
 
 
 @dataclass
@@ -192,33 +287,36 @@ class NetworkXStorage(SingleFileStore, BaseGraphStorage):
                     logger.warning("Ignoring unreadable cluster membership of node %r", node)
         return out
 
-    async def clustering(self, algorithm: str = "leiden") -> None:
+    async def clustering(self, algorithm: str = "leiden", full: bool = False) -> None:
+        """Assign every node that has an edge to a community at each level.
+
+        Large components are updated in place (see :func:`community_paths`), so one
+        document changes only the communities it touches; ``full=True`` re-runs Leiden
+        over every component from scratch, keeping ids where membership overlaps.
+        """
         if algorithm != "leiden":
             raise ValueError(f"unknown graph clustering algorithm {algorithm!r}; only 'leiden' is available")
-        old_groups: dict[int, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
-        for node, clusters in self._memberships().items():
-            for c in clusters:
-                old_groups[c["level"]][c["cluster"]].add(node)
-
         config = self.global_config
-        partitions = leiden_partitions(self._graph, config.max_graph_cluster_size, config.graph_cluster_seed)
-        new_groups: dict[int, dict[tuple, set[str]]] = defaultdict(lambda: defaultdict(set))
-        for index, membership in enumerate(partitions):
-            for node, path in membership.items():
-                for level, local in enumerate(path):
-                    new_groups[level][(index, local)].add(node)
-        ids = _match_ids(new_groups, old_groups)
-
+        old_paths = {
+            node: [c["cluster"] for c in sorted(clusters, key=lambda c: c["level"])]
+            for node, clusters in self._memberships().items()
+        }
+        split_parents = {int(k): v for k, v in json.loads(self._graph.graph.get("split_communities", "{}")).items()}
+        paths = community_paths(self._graph, old_paths, config.max_graph_cluster_size, config.graph_cluster_seed,
+                                exact_below=None if full else config.exact_clustering_below,
+                                split_parents=split_parents)
+        present = {c for p in paths.values() for c in p}
+        self._graph.graph["split_communities"] = json.dumps(
+            {str(k): v for k, v in sorted(split_parents.items()) if k in present})
         for node in self._graph.nodes:
             self._graph.nodes[node].pop("clusters", None)
-        for index, membership in enumerate(partitions):
-            for node, path in membership.items():
-                self._graph.nodes[node]["clusters"] = json.dumps(
-                    [{"level": level, "cluster": ids[(index, local)]} for level, local in enumerate(path)]
-                )
+        for node, path in paths.items():
+            self._graph.nodes[node]["clusters"] = json.dumps(
+                [{"level": level, "cluster": cluster} for level, cluster in enumerate(path)]
+            )
         self._dirty = True
-        logger.info("Clustered %d nodes into %d communities over %d levels",
-                    sum(len(m) for m in partitions), len(ids), len(new_groups))
+        logger.info("Clustered %d nodes into %d communities (%s)", len(paths),
+                    len({c for p in paths.values() for c in p}), "full" if full else "incremental")
 
     async def community_schema(self) -> dict[str, CommunitySchema]:
         results: dict[str, dict[str, Any]] = {}
