@@ -529,20 +529,32 @@ async def generate_community_reports(
         else:
             finished(cid, _record(community, report, fp, SOURCE_LLM))
 
-    generated = 0
-    for level in sorted(todo, reverse=True):
-        batch = todo[level]
-        generated += len(batch)
-        if extractive:
-            for cid, fp in batch:
+    generated = sum(map(len, todo.values()))
+    if extractive:
+        for level in sorted(todo, reverse=True):
+            for cid, fp in todo[level]:
                 finished(cid, extractive_record(communities[cid], fp, SOURCE_EXTRACTIVE))
-            continue
-        tasks = [asyncio.ensure_future(one(cid, fp)) for cid, fp in batch]
-        try:
-            await asyncio.gather(*tasks)
-        except BaseException:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        return {cid: results[cid] for cid in communities}, generated
+
+    # Each report waits only for its own sub-communities' reports, not for the whole level
+    # below: no barrier per level, so the LLM stays busy across levels.
+    pending: dict[str, "asyncio.Future[None]"] = {}
+
+    async def when_ready(cid: str, fp: str) -> None:
+        subs = [pending[str(s)] for s in communities[cid].get("sub_communities") or [] if str(s) in pending]
+        if subs:
+            await asyncio.gather(*subs)
+        await one(cid, fp)
+
+    for level in sorted(todo, reverse=True):  # deepest first: sub-community tasks exist already
+        for cid, fp in todo[level]:
+            pending[cid] = asyncio.ensure_future(when_ready(cid, fp))
+    tasks = list(pending.values())
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
     return {cid: results[cid] for cid in communities}, generated
