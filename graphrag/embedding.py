@@ -90,6 +90,10 @@ class _LocalSentenceTransformer:
     async def __call__(self, texts: list[str]) -> np.ndarray:
         return await asyncio.to_thread(self._encode, texts)
 
+    def warm_up(self) -> None:
+        """Load the model now (seconds of imports), e.g. while extraction waits on the LLM."""
+        self._load()
+
 
 _local: Optional[EmbeddingFunc] = None
 

@@ -203,6 +203,10 @@ class GraphRAG:
         async with self._writing():
             new_ids = await self.stores.full_docs.filter_keys(list(documents))
             new_docs = {k: v for k, v in documents.items() if k in new_ids}
+            warm_up = getattr(self.embedding_func.func, "warm_up", None)
+            if new_docs and warm_up is not None:
+                loading = asyncio.create_task(asyncio.to_thread(warm_up))  # overlaps chunking and extraction
+                loading.add_done_callback(lambda t: t.cancelled() or t.exception())
             replaced = await self._superseded_documents(new_docs)
             summary = await self._apply_changes(new_docs, replaced, timings)
         stats = {
@@ -427,6 +431,9 @@ class GraphRAG:
                 data["description"] = self.tokenizer.truncate(data["description"], limit)
 
         changed_vectors: dict[str, dict[str, Any]] = {}
+        # An entity is found by its name and the start of its description; embedding more
+        # than half the model's window costs compute (quadratic in length) for little gain.
+        vector_tokens = max(self.embedding_func.max_token_size // 2, 32)
         removed_vectors: list[str] = []
         from graphrag.operators.chunking import compute_id
 
@@ -442,7 +449,8 @@ class GraphRAG:
             await stores.graph.upsert_node(name, data)
             if not old or old.get("description") != data["description"]:
                 changed_vectors[compute_id(name, "ent-")] = {
-                    "content": f"{name} {data['description']}", "entity_name": name}
+                    "content": self.tokenizer.truncate(f"{name} {data['description']}", vector_tokens),
+                    "entity_name": name}
         for key in sorted(edge_keys):
             if key in edges and mentions.get(key[0]) and mentions.get(key[1]):
                 await stores.graph.upsert_edge(key[0], key[1], edges[key])
