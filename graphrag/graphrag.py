@@ -22,7 +22,7 @@ from graphrag.embedding import EmbeddingFunc, local_embedding
 from graphrag.locking import try_lock, writer_lock
 from graphrag.progress import Progress
 from graphrag.query_param import QueryParam
-from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction, ChunkRecord
+from graphrag.schema import ChunkExtraction, ChunkRecord
 from graphrag.storage.files import MANIFEST_NAME, TMP_MARKER, commit_transaction, recover_pending_commit, wait_for_commit
 from graphrag.stores import Stores, open_stores
 
@@ -93,10 +93,6 @@ def prepare_documents(docs: Union[str, Iterable[str]], sources: Optional[Iterabl
 def llm_configured(config: GraphRAGConfig) -> bool:
     return bool(config.best_model_func or config.llm_api_key or config.llm_base_url
                 or os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
-
-
-def _split_ids(value: Any) -> list[str]:
-    return [v for v in str(value or "").split(GRAPH_FIELD_SEP) if v]
 
 
 class GraphRAG:
@@ -386,82 +382,17 @@ class GraphRAG:
             progress.close()
 
     async def _merge(self, changed_extractions: dict[str, ChunkExtraction], removed_chunks: set[str]) -> int:
-        """Rebuild every entity and relation the changed chunks mention, from all their sources.
+        from graphrag.operators.graph_update import update_graph
 
-        A node's data is a pure function of the extractions of the chunks that mention it,
-        so the result does not depend on insertion order, and deletes need no new extraction.
-        """
-        from graphrag.operators.merge import edge_key, group_contributions, merge_graph_records
-
-        stores = self.stores
-        touched_ents, touched_rels = group_contributions(changed_extractions)
-        names = set(touched_ents) | {n for key in touched_rels for n in key}
-        if not names:
-            return 0
-        old_nodes = dict(zip(sorted(names), await stores.graph.get_nodes_batch(sorted(names))))
-        source_chunks = {c for node in old_nodes.values() if node for c in _split_ids(node.get("source_id"))}
-        source_chunks -= removed_chunks
-        source_chunks |= set(changed_extractions) - removed_chunks
-        ids = sorted(source_chunks)
-        current = {k: v for k, v in zip(ids, await stores.chunk_extractions.get_by_ids(ids)) if v}
-        entity_contribs, relation_contribs = group_contributions(current)
-
-        mentions: dict[str, set[str]] = defaultdict(set)
-        endpoint_relations: dict[str, list] = defaultdict(list)
-        for name, contribs in entity_contribs.items():
-            mentions[name].update(c for c, _ in contribs)
-        for key, contribs in relation_contribs.items():
-            for end in key:
-                mentions[end].update(c for c, _ in contribs)
-                endpoint_relations[end].extend(contribs)
-        # Only relations a changed chunk states can change; each has both endpoints in ``names``.
-        edge_keys = {edge_key(*k) for k in touched_rels}
-
-        summarizer = self.llms[1] if self.config.extraction == "llm" else None
-        limit = self.config.entity_summary_to_max_tokens
-        nodes, edges = await merge_graph_records(
-            {n: entity_contribs[n] for n in names if n in entity_contribs},
-            {k: relation_contribs[k] for k in edge_keys if k in relation_contribs},
-            llm=summarizer, tokenizer=self.tokenizer,
-            summary_max_tokens=limit if summarizer is not None else 10**12,
-            endpoint_relations=endpoint_relations,
+        llm_mode = self.config.extraction == "llm"
+        return await update_graph(
+            changed_extractions, removed_chunks, stores=self.stores,
+            summarizer=self.llms[1] if llm_mode else None, tokenizer=self.tokenizer,
+            summary_max_tokens=self.config.entity_summary_to_max_tokens,
+            # An entity is found by its name and the start of its description; embedding more
+            # than half the model's window costs compute (quadratic in length) for little gain.
+            vector_tokens=max(self.embedding_func.max_token_size // 2, 32),
         )
-        if summarizer is None:  # LLM-free: cut to the summary budget instead of summarising
-            for data in [*nodes.values(), *edges.values()]:
-                data["description"] = self.tokenizer.truncate(data["description"], limit)
-
-        changed_vectors: dict[str, dict[str, Any]] = {}
-        # An entity is found by its name and the start of its description; embedding more
-        # than half the model's window costs compute (quadratic in length) for little gain.
-        vector_tokens = max(self.embedding_func.max_token_size // 2, 32)
-        removed_vectors: list[str] = []
-        from graphrag.operators.chunking import compute_id
-
-        for name in sorted(names):
-            if name not in nodes or not mentions.get(name):
-                if old_nodes.get(name) is not None:
-                    await stores.graph.delete_node(name)
-                    removed_vectors.append(compute_id(name, "ent-"))
-                continue
-            data = nodes[name]
-            data["source_id"] = GRAPH_FIELD_SEP.join(sorted(mentions[name]))
-            old = old_nodes.get(name) or await stores.graph.get_node(name)
-            await stores.graph.upsert_node(name, data)
-            if not old or old.get("description") != data["description"]:
-                changed_vectors[compute_id(name, "ent-")] = {
-                    "content": self.tokenizer.truncate(f"{name} {data['description']}", vector_tokens),
-                    "entity_name": name}
-        for key in sorted(edge_keys):
-            if key in edges and mentions.get(key[0]) and mentions.get(key[1]):
-                await stores.graph.upsert_edge(key[0], key[1], edges[key])
-            else:
-                await stores.graph.delete_edge(*key)
-        if stores.entities_vdb is not None:
-            await stores.entities_vdb.delete(removed_vectors)
-            await stores.entities_vdb.upsert(changed_vectors)
-        logger.info("Merged %d entities and %d relations (%d entities removed)",
-                    len(nodes), len(edges), len(removed_vectors))
-        return len(nodes) + len(removed_vectors)
 
     async def _report(self) -> tuple[int, int]:
         """One report per community; unchanged communities keep theirs without an LLM call."""
