@@ -5,7 +5,6 @@ import asyncio
 import json
 
 import networkx as nx
-import pytest
 
 from graphrag import GraphRAG, hash_embedding
 from graphrag.config import GraphRAGConfig
