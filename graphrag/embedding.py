@@ -114,13 +114,26 @@ def hash_embedding(dim: int = 64) -> EmbeddingFunc:
     from xxhash import xxh64_intdigest
 
     word = re.compile(r"\w+")
+    slots: dict[str, tuple[int, float]] = {}  # token -> (column, sign); vocabularies are small
+
+    def slot(token: str) -> tuple[int, float]:
+        found = slots.get(token)
+        if found is None:
+            h = xxh64_intdigest(token.encode("utf-8", "surrogatepass"))
+            found = slots[token] = (h % dim, 1.0 if (h >> 32) & 1 else -1.0)
+        return found
 
     async def embed(texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), dim), dtype=np.float32)
+        rows, cols, signs = [], [], []
         for row, text in enumerate(texts):
             for token in word.findall(text.lower()):
-                h = xxh64_intdigest(token.encode("utf-8", "surrogatepass"))
-                out[row, h % dim] += 1.0 if (h >> 32) & 1 else -1.0
+                col, sign = slot(token)
+                rows.append(row)
+                cols.append(col)
+                signs.append(sign)
+        out = np.zeros((len(texts), dim), dtype=np.float32)
+        np.add.at(out, (np.asarray(rows, dtype=np.intp), np.asarray(cols, dtype=np.intp)),
+                  np.asarray(signs, dtype=np.float32))
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         return out / norms
