@@ -308,26 +308,28 @@ class GraphRAG:
         await stores.chunk_extractions.upsert({k: {"entities": v["entities"], "relations": v["relations"]}
                                                for k, v in extractions.items()})
         await stores.text_chunks.upsert(new_chunks)
-        changed = await self._merge({**old_extractions, **extractions}, removed_chunks)
+        changes = await self._merge({**old_extractions, **extractions}, removed_chunks)
         timings["merge"] = time.perf_counter() - t
 
-        t = time.perf_counter()
-        if stores.chunks_vdb is not None and new_chunks:
-            await stores.chunks_vdb.upsert({k: {"content": v["content"], "full_doc_id": v["full_doc_id"]}
-                                            for k, v in new_chunks.items()})
-        timings["embed_chunks"] = time.perf_counter() - t
-
+        # Nothing below needs the vectors, so embedding runs beside clustering and reports.
+        embedding = asyncio.create_task(self._embed(new_chunks, changes, timings))
         reports_generated = 0
         communities = len(await stores.community_reports.all_keys())
-        if changed:
-            t = time.perf_counter()
-            await stores.graph.clustering(self.config.graph_cluster_algorithm)
-            timings["cluster"] = time.perf_counter() - t
-            t = time.perf_counter()
-            communities, reports_generated = await self._report()
-            timings["report"] = time.perf_counter() - t
-        else:
-            logger.info("No entity or relation changed; community reports kept as they are")
+        try:
+            if changes.entities_changed:
+                t = time.perf_counter()
+                await stores.graph.clustering(self.config.graph_cluster_algorithm)
+                timings["cluster"] = time.perf_counter() - t
+                t = time.perf_counter()
+                communities, reports_generated = await self._report()
+                timings["report"] = time.perf_counter() - t
+            else:
+                logger.info("No entity or relation changed; community reports kept as they are")
+        except BaseException:
+            embedding.cancel()
+            await asyncio.gather(embedding, return_exceptions=True)
+            raise
+        await embedding
         await stores.full_docs.upsert(new_docs)
         malformed = sum(e.get("malformed", 0) for e in extractions.values())
         return {
@@ -335,7 +337,7 @@ class GraphRAG:
             "documents_removed": len(removed_doc_ids),
             "chunks_inserted": len(new_chunks),
             "chunks_removed": len(removed_chunks),
-            "entities_changed": changed,
+            "entities_changed": changes.entities_changed,
             "malformed_records_skipped": malformed,
             "communities": communities,
             "reports_generated": reports_generated,
@@ -381,7 +383,18 @@ class GraphRAG:
         finally:
             progress.close()
 
-    async def _merge(self, changed_extractions: dict[str, ChunkExtraction], removed_chunks: set[str]) -> int:
+    async def _embed(self, new_chunks: dict[str, ChunkRecord], changes: Any, timings: dict[str, float]) -> None:
+        from graphrag.operators.graph_update import store_entity_vectors
+
+        t = time.perf_counter()
+        stores = self.stores
+        if stores.chunks_vdb is not None and new_chunks:
+            await stores.chunks_vdb.upsert({k: {"content": v["content"], "full_doc_id": v["full_doc_id"]}
+                                            for k, v in new_chunks.items()})
+        await store_entity_vectors(stores.entities_vdb, changes)
+        timings["embed"] = time.perf_counter() - t
+
+    async def _merge(self, changed_extractions: dict[str, ChunkExtraction], removed_chunks: set[str]) -> Any:
         from graphrag.operators.graph_update import update_graph
 
         llm_mode = self.config.extraction == "llm"

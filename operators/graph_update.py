@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from graphrag.operators.chunking import compute_id
@@ -17,6 +18,22 @@ from graphrag.operators.merge import Tokenizer, edge_key, group_contributions, m
 from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class GraphChanges:
+    """What an update changed; entity vectors are left to the caller so embedding can
+    run beside clustering and reports instead of before them."""
+
+    entities_changed: int = 0
+    vectors_to_upsert: dict[str, dict[str, Any]] = field(default_factory=dict)
+    vectors_to_delete: list[str] = field(default_factory=list)
+
+
+async def store_entity_vectors(entities_vdb: Any, changes: GraphChanges) -> None:
+    if entities_vdb is not None:
+        await entities_vdb.delete(changes.vectors_to_delete)
+        await entities_vdb.upsert(changes.vectors_to_upsert)
 
 
 def entity_vector_id(name: str) -> str:
@@ -36,8 +53,8 @@ async def update_graph(
     tokenizer: Tokenizer,
     summary_max_tokens: int,
     vector_tokens: int,
-) -> int:
-    """Rebuild what ``changed_extractions`` mention; returns how many entities changed.
+) -> GraphChanges:
+    """Rebuild what ``changed_extractions`` mention in the graph; return the vector work.
 
     ``changed_extractions`` holds the extractions of new chunks (already stored) and of
     ``removed_chunks`` (already deleted). With no ``summarizer`` (LLM-free mode) long
@@ -47,7 +64,7 @@ async def update_graph(
     touched_ents, touched_rels = group_contributions(changed_extractions)
     names = sorted(set(touched_ents) | {n for key in touched_rels for n in key})
     if not names:
-        return 0
+        return GraphChanges()
     old_nodes = dict(zip(names, await graph.get_nodes_batch(names)))
     # Every chunk that mentions a touched name is in that node's source_id, or is new.
     sources = {c for node in old_nodes.values() if node for c in _split_ids(node.get("source_id"))}
@@ -99,9 +116,6 @@ async def update_graph(
             await graph.upsert_edge(key[0], key[1], edges[key])
         else:
             await graph.delete_edge(*key)
-    if stores.entities_vdb is not None:
-        await stores.entities_vdb.delete(removed_vectors)
-        await stores.entities_vdb.upsert(changed_vectors)
     logger.info("Merged %d entities and %d relations (%d entities removed)",
                 len(nodes), len(edges), len(removed_vectors))
-    return len(nodes) + len(removed_vectors)
+    return GraphChanges(len(nodes) + len(removed_vectors), changed_vectors, removed_vectors)
