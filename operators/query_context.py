@@ -11,6 +11,7 @@ import logging
 from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar
 
 from graphrag.prompts import load as load_prompt
+from graphrag.prompts import render as render_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,18 @@ def count_tokens(text: str, tokenizer: TokenCounter) -> int:
 def fail_response() -> str:
     """The canned answer given when the index holds nothing that answers the question."""
     return load_prompt("fail_response").strip()
+
+
+async def answer_from_context(query: str, context: Optional[str], param: Any, llm: Any, template: str,
+                              context_field: str) -> str:
+    """The last step every mode shares: no context -> the fail text; context only -> it;
+    otherwise one answer call with the context in the system prompt."""
+    if context is None:
+        return fail_response()
+    if param.only_need_context:
+        return context
+    system_prompt = render_prompt(template, **{context_field: context}, response_type=param.response_type)
+    return await llm(query, stage="query", system_prompt=system_prompt)
 
 
 def truncate_rows_by_token_size(

@@ -19,11 +19,10 @@ import json
 import logging
 from typing import Any, Optional
 
-from graphrag.prompts import render as render_prompt
 from graphrag.query_param import QueryParam
 from graphrag.schema import GRAPH_FIELD_SEP
 
-from .query_context import count_tokens, fail_response, pack_csv_section
+from .query_context import answer_from_context, count_tokens, pack_csv_section
 
 logger = logging.getLogger(__name__)
 
@@ -226,9 +225,4 @@ async def local_query(query: str, stores: Any, param: QueryParam, *, llm: Any, t
     if stores.entities_vdb is None:
         return LOCAL_NEEDS_ENTITIES
     context = await build_local_context(query, stores, param, tokenizer)
-    if context is None:
-        return fail_response()
-    if param.only_need_context:
-        return context
-    system_prompt = render_prompt("local_rag_response", context_data=context, response_type=param.response_type)
-    return await llm(query, stage="query", system_prompt=system_prompt)
+    return await answer_from_context(query, context, param, llm, "local_rag_response", "context_data")

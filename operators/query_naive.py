@@ -4,10 +4,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-from graphrag.prompts import render as render_prompt
 from graphrag.query_param import QueryParam
 
-from .query_context import fail_response, pack_texts
+from .query_context import answer_from_context, pack_texts
 
 logger = logging.getLogger(__name__)
 
@@ -40,9 +39,4 @@ async def naive_query(query: str, stores: Any, param: QueryParam, *, llm: Any, t
     if stores.chunks_vdb is None:
         return NAIVE_NEEDS_CHUNKS
     context = await build_naive_context(query, stores, param, tokenizer)
-    if context is None:
-        return fail_response()
-    if param.only_need_context:
-        return context
-    system_prompt = render_prompt("naive_rag_response", content_data=context, response_type=param.response_type)
-    return await llm(query, stage="query", system_prompt=system_prompt)
+    return await answer_from_context(query, context, param, llm, "naive_rag_response", "content_data")

@@ -31,3 +31,12 @@ def openai_env(llm_server: MockLLMServer, monkeypatch: pytest.MonkeyPatch) -> Mo
     monkeypatch.setenv("OPENAI_BASE_URL", llm_server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     return llm_server
+
+
+@pytest.fixture
+def config(tmp_path):
+    """A typed engine config rooted in the test's temporary folder."""
+    from graphrag.config import GraphRAGConfig
+
+    return GraphRAGConfig(working_dir=str(tmp_path))
+

@@ -1,7 +1,6 @@
 """The three stores: round trips through their files, lifecycle callbacks, clustering."""
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -15,23 +14,12 @@ from graphrag.config import GraphRAGConfig
 from graphrag.embedding import hash_embedding
 from graphrag.storage import (
     EmbeddingDimensionError,
-    JsonKVStorage,
     NanoVectorDBStorage,
     NetworkXStorage,
 )
 
 
-def run(coro):
-    return asyncio.run(coro)
-
-
-@pytest.fixture
-def config(tmp_path) -> GraphRAGConfig:
-    return GraphRAGConfig(working_dir=str(tmp_path))
-
-
-def kv(config, namespace="docs", **kw) -> JsonKVStorage:
-    return JsonKVStorage(namespace=namespace, global_config=config, **kw)
+from helpers_storage import kv, run  # noqa: E402
 
 
 def vdb(config, dim=16, namespace="entities", **kw) -> NanoVectorDBStorage:

@@ -14,7 +14,6 @@ import graphrag.storage.files as files
 from graphrag.config import GraphRAGConfig
 from graphrag.embedding import hash_embedding
 from graphrag.storage import (
-    JsonKVStorage,
     NanoVectorDBStorage,
     NetworkXStorage,
     StorageFileError,
@@ -31,17 +30,7 @@ from graphrag.storage.files import (
 )
 
 
-def run(coro):
-    return asyncio.run(coro)
-
-
-@pytest.fixture
-def config(tmp_path) -> GraphRAGConfig:
-    return GraphRAGConfig(working_dir=str(tmp_path))
-
-
-def kv(config, namespace="docs", **kw) -> JsonKVStorage:
-    return JsonKVStorage(namespace=namespace, global_config=config, **kw)
+from helpers_storage import kv, run  # noqa: E402
 
 
 def vdb(config, dim=16, namespace="chunks") -> NanoVectorDBStorage:

@@ -1,0 +1,16 @@
+"""Small helpers shared by the storage test files."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from graphrag.config import GraphRAGConfig
+from graphrag.storage import JsonKVStorage
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def kv(config: GraphRAGConfig, namespace: str = "docs", **kw: Any) -> JsonKVStorage:
+    return JsonKVStorage(namespace=namespace, global_config=config, **kw)
