@@ -55,6 +55,8 @@ _PERSON_HONORIFICS = frozenset(
     "mr mrs ms miss dr sir lady lord madam madame dame mme mlle prof professor rev capt captain messrs".split()
 )
 _CONNECTORS = frozenset("of the de du da del della der van von la le &".split())
+# Capitalised only because they open a sentence, before a name: "Old Fezziwig laughed."
+_DESCRIPTIVE_OPENERS = frozenset("old young poor little dear good great kind brave wise".split())
 _DETERMINERS = frozenset("the a an this that these those my his her our their your its".split())
 _HEADING_WORDS = frozenset("chapter stave part book section volume preface contents appendix".split())
 _STOPWORDS = frozenset(
@@ -202,7 +204,12 @@ def _spans(toks: list[_Tok], mid_caps: set[str]) -> Iterable[tuple[int, int]]:
         if run and not tok.joined:
             yield from flush()
         if _is_name_word(tok):
-            if tok.initial and not tok.honorific and tok.text not in mid_caps:
+            nxt = toks[k + 1] if k + 1 < len(toks) else None
+            # A first name opening a sentence ("Ada Pennick designed") starts a span when a
+            # name word follows it; a lone capitalised opener ("When", "Bah") does not.
+            opens_name = (nxt is not None and nxt.joined and _is_name_word(nxt) and not tok.possessive
+                          and tok.lower not in _STOPWORDS and tok.lower not in _DESCRIPTIVE_OPENERS)
+            if tok.initial and not tok.honorific and tok.text not in mid_caps and not opens_name:
                 yield from flush()
                 continue  # only ever seen at sentence starts: "When", "Bah", ...
             run.append(k)

@@ -107,3 +107,11 @@ def test_batch_helper():
     out = extract_chunks_nlp({"c1": {"content": TEXT}, "c0": {"content": ""}})
     assert list(out) == ["c1", "c0"]
     assert out["c1"] == extract_chunk_nlp(TEXT) and out["c0"] == {"entities": [], "relations": []}
+
+
+def test_first_name_opening_a_sentence_stays_with_the_surname():
+    names = {e["name"] for e in extract_chunk_nlp(
+        "Ada Pennick designed a lens. Tobias Wren ground it. Old Fezziwig laughed. When Scrooge left, he sighed."
+    )["entities"]}
+    assert {"ADA PENNICK", "TOBIAS WREN", "FEZZIWIG", "SCROOGE"} <= names
+    assert not names & {"PENNICK", "WREN", "OLD FEZZIWIG", "WHEN SCROOGE", "WHEN"}
