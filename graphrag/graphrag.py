@@ -9,6 +9,7 @@ LLM answers already paid for served from the response cache journal.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -36,12 +37,23 @@ NO_LLM_NOTE = (
 EMPTY_INDEX_MESSAGE = "No documents are indexed in {working_dir} yet: insert some before asking questions."
 
 
-def _run_sync(coro: Any) -> Any:
-    """Thin sync wrapper; refuses politely inside a running loop (notebooks: use the a* methods)."""
+def _run_sync(coro: Any, cleanup: Any = None) -> Any:
+    """Thin sync wrapper; refuses politely inside a running loop (notebooks: use the a* methods).
+
+    ``cleanup`` (a coroutine function) runs before the temporary loop closes, so HTTP
+    connections opened on it are closed rather than left to the garbage collector.
+    """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        async def run_then_clean_up() -> Any:
+            try:
+                return await coro
+            finally:
+                if cleanup is not None:
+                    await cleanup()
+
+        return asyncio.run(run_then_clean_up())
     coro.close()
     raise RuntimeError("called a sync GraphRAG method inside a running event loop; await the async "
                        "version instead (ainsert, aquery, adelete_documents)")
@@ -152,6 +164,11 @@ class GraphRAG:
                                            self.tokenizer.count)
         return self._llms
 
+    async def _close_llm_connections(self) -> None:
+        if self._llms is not None:
+            for client in set(self._llms):
+                await client.aclose()
+
     @asynccontextmanager
     async def _writing(self) -> AsyncIterator[None]:
         """Lock, bring every store up to date with disk, and commit all of them together or none."""
@@ -168,7 +185,9 @@ class GraphRAG:
                 # Drop the half-applied in-memory state; disk still holds the last commit
                 # (and the LLM cache journal keeps every answer already paid for).
                 self.stores = open_stores(self.config, self.embedding_func)
-                self._llms = None
+                with contextlib.suppress(Exception):
+                    await self._close_llm_connections()
+                self._llms = None  # they held the replaced cache store
                 raise
 
     async def _add_usage_to_totals(self) -> None:
@@ -186,7 +205,7 @@ class GraphRAG:
     # ------------------------------------------------------------------ insert
 
     def insert(self, docs: Union[str, list[str]], sources: Optional[list[Optional[str]]] = None) -> dict[str, Any]:
-        return _run_sync(self.ainsert(docs, sources))
+        return _run_sync(self.ainsert(docs, sources), self._close_llm_connections)
 
     async def ainsert(self, docs: Union[str, list[str]], sources: Optional[list[Optional[str]]] = None
                       ) -> dict[str, Any]:
@@ -229,7 +248,7 @@ class GraphRAG:
     # ------------------------------------------------------------------ delete
 
     def delete_documents(self, doc_ids: Union[str, list[str]]) -> dict[str, Any]:
-        return _run_sync(self.adelete_documents(doc_ids))
+        return _run_sync(self.adelete_documents(doc_ids), self._close_llm_connections)
 
     async def adelete_documents(self, doc_ids: Union[str, list[str]]) -> dict[str, Any]:
         """Remove documents and everything only they contributed; other sources' facts stay."""
@@ -245,7 +264,7 @@ class GraphRAG:
         return {**summary, "llm": self.usage.snapshot(), "stage_seconds": timings}
 
     def recluster(self) -> dict[str, Any]:
-        return _run_sync(self.arecluster())
+        return _run_sync(self.arecluster(), self._close_llm_connections)
 
     async def arecluster(self) -> dict[str, Any]:
         """Re-run Leiden over the whole graph from scratch and re-report what changed.
@@ -270,7 +289,7 @@ class GraphRAG:
         ]
 
     def list_documents(self) -> list[dict[str, Any]]:
-        return _run_sync(self.alist_documents())
+        return _run_sync(self.alist_documents(), self._close_llm_connections)
 
     # ------------------------------------------------------------------ the pipeline
 
@@ -436,7 +455,7 @@ class GraphRAG:
     # ------------------------------------------------------------------ query
 
     def query(self, query: str, param: QueryParam = QueryParam()) -> str:
-        return _run_sync(self.aquery(query, param))
+        return _run_sync(self.aquery(query, param), self._close_llm_connections)
 
     async def aquery(self, query: str, param: QueryParam = QueryParam()) -> str:
         from graphrag.operators.query_global import global_query

@@ -149,6 +149,10 @@ class _PerLoop:
             self._items[loop] = item
         return item
 
+    def pop(self) -> Any:
+        """Forget (and return) the current loop's object, e.g. to close it before the loop ends."""
+        return self._items.pop(asyncio.get_running_loop(), None)
+
 
 class Completion(str):
     """A model's answer, carrying the token counts the server reported (None if it did not)."""
@@ -214,8 +218,14 @@ def openai_model_func(
         usage = resp.get("usage") or {} if isinstance(resp, dict) else {}
         return Completion(content, usage.get("prompt_tokens"), usage.get("completion_tokens"))
 
+    async def aclose() -> None:
+        client = clients.pop()
+        if client is not None:
+            await client.close()
+
     model_func.__name__ = model
     model_func.__qualname__ = f"openai_model_func({model})"
+    model_func.aclose = aclose  # type: ignore[attr-defined]
     return model_func
 
 
@@ -339,6 +349,12 @@ class LLMClient:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self._semaphores = _PerLoop(lambda: asyncio.Semaphore(self.max_async))
+
+    async def aclose(self) -> None:
+        """Close the model's HTTP connections for the running loop (sync wrappers' loops end)."""
+        closer = getattr(self.func, "aclose", None)
+        if closer is not None:
+            await closer()
 
     def _count(self, text: str) -> int:
         """``count_tokens`` memoised over recent texts (usage stats only; tokenising is not free)."""

@@ -90,3 +90,24 @@ def test_invalid_query_param_raises():
         QueryParam(mode="fuzzy")
     with pytest.raises(ValueError, match="top_k"):
         QueryParam(top_k=-1)
+
+
+def test_sync_calls_close_their_http_connections(tmp_path, llm_server):
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(f"""
+        import gc
+        from graphrag import GraphRAG, QueryParam, hash_embedding
+        rag = GraphRAG(working_dir={str(tmp_path / 'wd')!r}, embedding_func=hash_embedding(32),
+                       llm_base_url={llm_server.base_url!r}, llm_api_key="k")
+        rag.insert({STORY!r})
+        rag.query("Who is Mara Quill?", QueryParam(mode="local"))
+        del rag
+        gc.collect()
+    """)
+    result = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "unclosed" not in result.stderr and "Event loop is closed" not in result.stderr
