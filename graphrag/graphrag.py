@@ -298,7 +298,7 @@ class GraphRAG:
         stores = self.stores
 
         t = time.perf_counter()
-        removed_chunks = await self._chunks_only_in(removed_doc_ids, keep=set())
+        removed_chunks = await self._chunks_only_in(removed_doc_ids)
         chunks = self._chunk({k: v["content"] for k, v in new_docs.items()})
         chunk_ids_by_doc: dict[str, list[str]] = defaultdict(list)  # one pass: O(chunks), not docs x chunks
         for cid, c in chunks.items():
@@ -362,18 +362,19 @@ class GraphRAG:
             "reports_generated": reports_generated,
         }
 
-    async def _chunks_only_in(self, doc_ids: list[str], keep: set[str]) -> set[str]:
+    async def _chunks_only_in(self, doc_ids: list[str]) -> set[str]:
         """Chunks of ``doc_ids`` that no other indexed document also contains."""
         if not doc_ids:
             return set()
         stores = self.stores
         doomed = {c for r in await stores.full_docs.get_by_ids(doc_ids, fields={"chunk_ids"}) if r
                   for c in r.get("chunk_ids", [])}
-        others = [k for k in await stores.full_docs.all_keys() if k not in set(doc_ids)]
+        leaving = set(doc_ids)
+        others = [k for k in await stores.full_docs.all_keys() if k not in leaving]
         for record in await stores.full_docs.get_by_ids(others, fields={"chunk_ids"}):
             if record:
                 doomed.difference_update(record.get("chunk_ids", []))
-        return doomed - keep
+        return doomed
 
     def _chunk(self, docs: dict[str, str]) -> dict[str, ChunkRecord]:
         if not docs:
