@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import heapq
+import itertools
 import json
 import logging
 import os
 import random
 import time
 import weakref
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, fields
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
 import xxhash
 
@@ -26,7 +29,7 @@ STAGES = ("extraction", "gleaning", "summary", "report", "query")
 
 # Keyword arguments that belong to us (or to nano-graphrag's own caching) and must never
 # reach a model function or the cache key.
-_OUR_KWARGS = frozenset({"hashing_kv", "stage", "use_cache"})
+_OUR_KWARGS = frozenset({"hashing_kv", "stage", "use_cache", "priority"})
 
 # Extra tries for an empty completion; models sometimes return nothing once.
 _EMPTY_RETRIES = 2
@@ -152,6 +155,47 @@ class _PerLoop:
     def pop(self) -> Any:
         """Forget (and return) the current loop's object, e.g. to close it before the loop ends."""
         return self._items.pop(asyncio.get_running_loop(), None)
+
+
+class _PrioritySlots:
+    """A semaphore whose waiters go lowest ``priority`` first (FIFO among equals).
+
+    With a plain FIFO semaphore a task that becomes ready late (a parent community's
+    report, once its children are done) queues behind everything already waiting,
+    and the end of a run becomes a chain of half-idle rounds.
+    """
+
+    def __init__(self, slots: int) -> None:
+        self._free = slots
+        self._waiters: list[tuple[int, int, asyncio.Future]] = []
+        self._order = itertools.count()
+
+    @asynccontextmanager
+    async def slot(self, priority: int = 0) -> AsyncIterator[None]:
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+        else:
+            granted = asyncio.get_running_loop().create_future()
+            heapq.heappush(self._waiters, (priority, next(self._order), granted))
+            try:
+                await granted
+            except asyncio.CancelledError:
+                if granted.done() and not granted.cancelled():
+                    self._release()  # handed a slot just as we were cancelled: pass it on
+                granted.cancel()
+                raise
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        while self._waiters:
+            _, _, granted = heapq.heappop(self._waiters)
+            if not granted.done():
+                granted.set_result(None)
+                return
+        self._free += 1
 
 
 class Completion(str):
@@ -348,7 +392,7 @@ class LLMClient:
         self.max_retries = max(0, max_retries)
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
-        self._semaphores = _PerLoop(lambda: asyncio.Semaphore(self.max_async))
+        self._semaphores = _PerLoop(lambda: _PrioritySlots(self.max_async))
 
     async def aclose(self) -> None:
         """Close the model's HTTP connections for the running loop (sync wrappers' loops end)."""
@@ -397,8 +441,10 @@ class LLMClient:
         system_prompt: Optional[str] = None,
         history_messages: Optional[list[dict]] = None,
         use_cache: bool = True,
+        priority: int = 0,
         **kwargs: Any,
     ) -> str:
+        """``priority``: lower goes first when calls wait for a concurrency slot."""
         for k in _OUR_KWARGS:
             kwargs.pop(k, None)
         history = list(history_messages or [])
@@ -416,7 +462,7 @@ class LLMClient:
         while True:
             t0 = time.perf_counter()
             try:
-                async with self._semaphores.get():
+                async with self._semaphores.get().slot(priority):
                     self.usage.record(stage, calls=1)
                     answer = await self.func(prompt, system_prompt=system_prompt,
                                              history_messages=list(history), **kwargs)

@@ -516,11 +516,13 @@ async def generate_community_reports(
         context = build_community_context(community, nodes, edges, tokenizer=tokenizer,
                                           max_tokens=max_tokens, sub_reports=sub_reports)
         prompt = render("community_report", input_text=context)
-        answer = await llm(prompt, stage="report", **kwargs)
+        # Deeper communities have more reports waiting on them: they go first.
+        priority = -int(community.get("level", 0) or 0)
+        answer = await llm(prompt, stage="report", priority=priority, **kwargs)
         report = parse_report_json(answer)
         if report is None:
             logger.info("Community %s: unparseable report, asking again without the cache", cid)
-            answer = await llm(prompt, stage="report", use_cache=False, **kwargs)
+            answer = await llm(prompt, stage="report", use_cache=False, priority=priority, **kwargs)
             report = parse_report_json(answer)
         if report is None:
             logger.warning("Community %s: the LLM gave no usable report twice; using an extractive one. "

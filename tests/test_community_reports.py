@@ -129,8 +129,10 @@ def test_one_call_per_community_deepest_level_first(tmp_path):
     assert sorted(called) == sorted(communities)
     levels = [communities[cid]["level"] for cid in called]
     assert levels == sorted(levels, reverse=True)
-    for _, kwargs in llm.calls:
-        assert kwargs == {"stage": "report", "response_format": {"type": "json_object"}}
+    for (_, kwargs), cid in zip(llm.calls, called):
+        # Deeper communities ask for a concurrency slot first (their parents wait on them).
+        assert kwargs == {"stage": "report", "priority": -communities[cid]["level"],
+                          "response_format": {"type": "json_object"}}
 
     assert set(records) == set(communities)
     for cid, rec in records.items():
@@ -148,7 +150,8 @@ def test_custom_llm_kwargs_are_passed(tmp_path):
     graph, communities = _make_graph(tmp_path)
     llm = FakeLLM()
     _run(communities, graph, llm, llm_kwargs={"temperature": 0.0})
-    assert all(kwargs == {"stage": "report", "temperature": 0.0} for _, kwargs in llm.calls)
+    assert all({k: v for k, v in kwargs.items() if k != "priority"} == {"stage": "report", "temperature": 0.0}
+               for _, kwargs in llm.calls)
 
 
 def test_second_run_with_existing_makes_no_call(tmp_path):

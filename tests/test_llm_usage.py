@@ -39,3 +39,29 @@ def test_openai_func_sends_options_outside_the_body(llm_server):
     assert body["messages"][0] == {"role": "system", "content": "Be brief"}
     assert "timeout" not in body and "extra_headers" not in body and "extra_body" not in body
     assert answer.prompt_tokens is not None
+
+
+def test_waiting_calls_get_slots_lowest_priority_first():
+    order: list[str] = []
+    gate = asyncio.Event()
+
+    async def model(prompt, system_prompt=None, history_messages=[], **kwargs):
+        if prompt == "first":
+            await gate.wait()
+        order.append(prompt)
+        return "ok"
+
+    async def main():
+        client = LLMClient(model, model_id="m", max_async=1, usage=UsageCounter(), count_tokens=len)
+        first = asyncio.create_task(client("first", stage="x"))
+        await asyncio.sleep(0.01)  # "first" holds the only slot
+        waiting = [asyncio.create_task(client(p, stage="x", priority=prio))
+                   for p, prio in (("leaf-a", 0), ("parent", -2), ("leaf-b", 0), ("middle", -1))]
+        await asyncio.sleep(0.01)
+        waiting[1].cancel()  # a cancelled waiter must not swallow a slot
+        gate.set()
+        await first
+        await asyncio.gather(*waiting, return_exceptions=True)
+
+    asyncio.run(main())
+    assert order == ["first", "middle", "leaf-a", "leaf-b"]
