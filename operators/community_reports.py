@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_REPORT_LLM_KWARGS: dict[str, Any] = {"response_format": {"type": "json_object"}}
 
 # Bumped when the fingerprinted content or the report format changes, so old reports are redone.
-_FINGERPRINT_VERSION = 1
+_FINGERPRINT_VERSION = 2
 
 # Where a stored report came from. LLM runs redo "extractive" and "fallback" reports; LLM-free
 # runs reuse anything with a matching fingerprint.
@@ -90,32 +90,36 @@ def community_fingerprint(
     community: CommunitySchema,
     nodes: dict[str, dict],
     edges: dict[tuple[str, str], dict],
-    sub_fingerprints: Optional[list[str]] = None,
+    digests: Optional[dict[tuple, str]] = None,
 ) -> str:
     """xxh128 hex of the community's content: members, internal relations and level.
 
-    ``sub_fingerprints`` is accepted for call-site symmetry but not used: sub-communities
-    are made of the same members, so the members already determine them.
+    Each member and relation is hashed once into ``digests`` (pass the same dict for all
+    communities of a run): a member of a large community sits in one community per level,
+    and re-serialising its description for each would dominate the report stage's set-up.
     """
-    del sub_fingerprints
+    digests = {} if digests is None else digests
+
+    def digest(key: tuple, parts: list) -> str:
+        found = digests.get(key)
+        if found is None:
+            canon = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
+            found = digests[key] = xxhash.xxh128_hexdigest(canon.encode("utf-8"))
+        return found
+
     entities = sorted(
-        [
-            str(name),
-            _entity_type((nodes.get(name) or {}).get("entity_type")),
-            str((nodes.get(name) or {}).get("description") or ""),
-        ]
+        digest(("entity", name), [name, _entity_type((nodes.get(name) or {}).get("entity_type")),
+                                  str((nodes.get(name) or {}).get("description") or "")])
         for name in dict.fromkeys(map(str, community.get("nodes") or []))
     )
     relations = []
     for a, b in _community_pairs(community):
         data = _edge_data(edges, a, b)
-        relations.append([a, b, str(data.get("description") or ""), _float(data.get("weight"), 1.0)])
+        relations.append(digest(("relation", a, b),
+                                [a, b, str(data.get("description") or ""), _float(data.get("weight"), 1.0)]))
     relations.sort()
-    canon = json.dumps(
-        {"v": _FINGERPRINT_VERSION, "level": int(community.get("level", 0) or 0),
-         "entities": entities, "relations": relations},
-        ensure_ascii=False, sort_keys=True, separators=(",", ":"),
-    )
+    canon = json.dumps({"v": _FINGERPRINT_VERSION, "level": int(community.get("level", 0) or 0),
+                        "entities": entities, "relations": relations}, separators=(",", ":"))
     return xxhash.xxh128_hexdigest(canon.encode("utf-8"))
 
 
@@ -483,8 +487,9 @@ async def generate_community_reports(
 
     results: dict[str, dict] = {}
     todo: dict[int, list[tuple[str, str]]] = {}
+    digests: dict[tuple, str] = {}
     for cid, community in communities.items():
-        fp = community_fingerprint(community, nodes, edges)
+        fp = community_fingerprint(community, nodes, edges, digests)
         old = existing.get(cid)
         if not _reusable(old, fp, extractive):
             old = by_fingerprint.get(fp)

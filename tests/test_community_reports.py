@@ -350,14 +350,14 @@ def test_fingerprint_depends_on_content_only():
     edges = {("A", "B"): {"weight": 2.0, "description": "ab"}}
     c = {"level": 0, "title": "Cluster 1", "nodes": ["A", "B"], "edges": [["A", "B"]], "chunk_ids": ["x"],
          "occurrence": 1.0, "sub_communities": []}
-    fp = community_fingerprint(c, nodes, edges, [])
+    fp = community_fingerprint(c, nodes, edges)
     reordered = {**c, "title": "Cluster 9", "nodes": ["B", "A"], "edges": [["B", "A"]], "chunk_ids": ["y"]}
     assert community_fingerprint(reordered, {**nodes, "A": {**nodes["A"], "degree": 7}},
-                                 {("B", "A"): edges[("A", "B")]}, ["zz"]) == fp
-    assert community_fingerprint({**c, "level": 1}, nodes, edges, []) != fp
-    assert community_fingerprint(c, nodes, {("A", "B"): {"weight": 3.0, "description": "ab"}}, []) != fp
-    assert community_fingerprint(c, {**nodes, "B": {**nodes["B"], "entity_type": "GEO"}}, edges, []) != fp
-    assert community_fingerprint(c, {**nodes, "B": {**nodes["B"], "description": "b!"}}, edges, []) != fp
+                                 {("B", "A"): edges[("A", "B")]}) == fp
+    assert community_fingerprint({**c, "level": 1}, nodes, edges) != fp
+    assert community_fingerprint(c, nodes, {("A", "B"): {"weight": 3.0, "description": "ab"}}) != fp
+    assert community_fingerprint(c, {**nodes, "B": {**nodes["B"], "entity_type": "GEO"}}, edges) != fp
+    assert community_fingerprint(c, {**nodes, "B": {**nodes["B"], "description": "b!"}}, edges) != fp
 
 
 # --------------------------------------------------------------------------- parsing
