@@ -13,7 +13,6 @@ import contextlib
 import logging
 import os
 import time
-from collections import defaultdict
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any, AsyncIterator, Iterable, Optional, Union
@@ -298,16 +297,16 @@ class GraphRAG:
         stores = self.stores
 
         t = time.perf_counter()
-        removed_chunks = await self._chunks_only_in(removed_doc_ids)
-        chunks = self._chunk({k: v["content"] for k, v in new_docs.items()})
-        chunk_ids_by_doc: dict[str, list[str]] = defaultdict(list)  # one pass: O(chunks), not docs x chunks
-        for cid, c in chunks.items():
-            chunk_ids_by_doc[c["full_doc_id"]].append(cid)
+        removed_chunks, kept_by = await self._chunks_only_in(removed_doc_ids)
+        chunks, chunk_ids_by_doc = self._chunk({k: v["content"] for k, v in new_docs.items()})
         for doc_id in new_docs:
-            new_docs[doc_id]["chunk_ids"] = chunk_ids_by_doc.get(doc_id, [])
+            new_docs[doc_id]["chunk_ids"] = chunk_ids_by_doc[doc_id]
         new_chunk_ids = await stores.text_chunks.filter_keys(list(chunks))
         new_chunks = {k: v for k, v in chunks.items() if k in new_chunk_ids}
-        removed_chunks -= set(chunks)  # still used by an incoming document
+        for chunk_id in removed_chunks & set(chunks):  # still used by an incoming document
+            kept_by[chunk_id] = chunks[chunk_id]["full_doc_id"]
+        removed_chunks -= set(chunks)
+        await self._reassign_chunks(kept_by, set(removed_doc_ids))
         timings["chunk"] = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -362,28 +361,48 @@ class GraphRAG:
             "reports_generated": reports_generated,
         }
 
-    async def _chunks_only_in(self, doc_ids: list[str]) -> set[str]:
-        """Chunks of ``doc_ids`` that no other indexed document also contains."""
+    async def _chunks_only_in(self, doc_ids: list[str]) -> tuple[set[str], dict[str, str]]:
+        """Chunks of ``doc_ids`` that no other indexed document contains, and, for the
+        others, one remaining document that does."""
         if not doc_ids:
-            return set()
+            return set(), {}
         stores = self.stores
         doomed = {c for r in await stores.full_docs.get_by_ids(doc_ids, fields={"chunk_ids"}) if r
                   for c in r.get("chunk_ids", [])}
         leaving = set(doc_ids)
         others = [k for k in await stores.full_docs.all_keys() if k not in leaving]
-        for record in await stores.full_docs.get_by_ids(others, fields={"chunk_ids"}):
-            if record:
-                doomed.difference_update(record.get("chunk_ids", []))
-        return doomed
+        kept_by: dict[str, str] = {}
+        for doc_id, record in zip(others, await stores.full_docs.get_by_ids(others, fields={"chunk_ids"})):
+            for chunk_id in (record or {}).get("chunk_ids", []):
+                if chunk_id in doomed:
+                    doomed.discard(chunk_id)
+                    kept_by[chunk_id] = doc_id
+        return doomed, kept_by
 
-    def _chunk(self, docs: dict[str, str]) -> dict[str, ChunkRecord]:
-        if not docs:
-            return {}
+    async def _reassign_chunks(self, kept_by: dict[str, str], leaving: set[str]) -> None:
+        """A shared chunk whose recorded document is leaving now names one that stays."""
+        ids = sorted(kept_by)
+        updates = {}
+        for chunk_id, record in zip(ids, await self.stores.text_chunks.get_by_ids(ids)):
+            if record and record.get("full_doc_id") in leaving:
+                updates[chunk_id] = {**record, "full_doc_id": kept_by[chunk_id]}
+        await self.stores.text_chunks.upsert(updates)
+
+    def _chunk(self, docs: dict[str, str]) -> tuple[dict[str, ChunkRecord], dict[str, list[str]]]:
+        """All chunks, and each document's own chunk ids (documents can share a chunk, e.g. a
+        common header, and each must keep it until the last of them is deleted)."""
         from graphrag.operators.chunking import chunk_by_tokens
 
         chunk_func = self.config.chunk_func or chunk_by_tokens
-        return chunk_func(docs, size=self.config.chunk_token_size, overlap=self.config.chunk_overlap_token_size,
-                          tokenizer=self.tokenizer)
+        chunks: dict[str, ChunkRecord] = {}
+        by_doc: dict[str, list[str]] = {}
+        for doc_id, text in docs.items():
+            own = chunk_func({doc_id: text}, size=self.config.chunk_token_size,
+                             overlap=self.config.chunk_overlap_token_size, tokenizer=self.tokenizer)
+            by_doc[doc_id] = list(own)
+            for chunk_id, record in own.items():
+                chunks.setdefault(chunk_id, record)
+        return chunks, by_doc
 
     async def _extract(self, chunks: dict[str, ChunkRecord]) -> dict[str, ChunkExtraction]:
         if not chunks:
@@ -409,8 +428,7 @@ class GraphRAG:
         t = time.perf_counter()
         stores = self.stores
         if stores.chunks_vdb is not None and new_chunks:
-            await stores.chunks_vdb.upsert({k: {"content": v["content"], "full_doc_id": v["full_doc_id"]}
-                                            for k, v in new_chunks.items()})
+            await stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
         await store_entity_vectors(stores.entities_vdb, changes)
         timings["embed"] = time.perf_counter() - t
 

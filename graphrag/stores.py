@@ -64,8 +64,10 @@ def open_stores(config: GraphRAGConfig, embedding_func: EmbeddingFunc) -> Stores
         llm_response_cache=cache,
         entities_vdb=vector_cls(namespace="entities", global_config=config, embedding_func=embedding_func,
                                 meta_fields={"entity_name"}) if config.enable_local else None,
-        chunks_vdb=vector_cls(namespace="chunks", global_config=config, embedding_func=embedding_func,
-                              meta_fields={"full_doc_id"}) if config.enable_naive_rag else None,
+        # Chunk vectors carry only the chunk id: the document a chunk belongs to can change
+        # (shared chunks), and text_chunks is the one place that records it.
+        chunks_vdb=vector_cls(namespace="chunks", global_config=config, embedding_func=embedding_func)
+        if config.enable_naive_rag else None,
         graph=graph_cls(namespace="chunk_entity_relation", global_config=config),
         index_meta=kv_cls(namespace="index_meta", global_config=config),
     )

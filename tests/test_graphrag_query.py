@@ -111,3 +111,26 @@ def test_sync_calls_close_their_http_connections(tmp_path, llm_server):
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert "unclosed" not in result.stderr and "Event loop is closed" not in result.stderr
+
+
+def test_shared_chunk_survives_deleting_one_of_its_documents(tmp_path):
+    header = ("Preface. Mara Quill founded the Lantern Guild in the harbour town of Vessel Bay, "
+              "and the Guild trained keepers for every light on the coast. ") * 3
+    first = header + "Tobias Fern built the ferry Grey Heron."
+    second = header + "Ivo Brand repaired the Vessel Bay light."
+    rag = GraphRAG(working_dir=str(tmp_path / "wd"), extraction="nlp", embedding_func=hash_embedding(32),
+                   chunk_token_size=40, chunk_overlap_token_size=0)
+    rag.insert([first, second])
+    docs = {d["id"]: d for d in rag.list_documents()}
+    records = rag.stores.full_docs._data
+    first_id = next(k for k, r in records.items() if "Grey Heron" in r["content"])
+    second_id = next(k for k in docs if k != first_id)
+    shared = set(records[first_id]["chunk_ids"]) & set(records[second_id]["chunk_ids"])
+    assert shared, "the common header gives both documents the same first chunk"
+
+    rag.delete_documents(first_id)
+    chunks = rag.stores.text_chunks._data
+    assert shared <= set(chunks)
+    assert all(chunks[c]["full_doc_id"] == second_id for c in shared)
+    assert rag.stores.graph.graph.has_node("MARA QUILL")
+    assert not rag.stores.graph.graph.has_node("GREY HERON")
