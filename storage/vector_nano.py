@@ -155,9 +155,3 @@ class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
     async def drop(self) -> None:
         self._client.delete([d["__id__"] for d in self._all_records()])
         self._dirty = True
-
-
-def read_vector_ids(path: str) -> set[str]:
-    """Ids in a vector file, read without an embedding model (for integrity checks and stats)."""
-    with open(path, "rb") as f:
-        return {d["__id__"] for d in json.loads(f.read()).get("data", [])}
