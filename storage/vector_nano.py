@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import asyncio
 import binascii
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Optional
