@@ -4,8 +4,8 @@ Each report is stored with a fingerprint of the community's content (member enti
 internal relations, level). When a later insert leaves a community's content as it was,
 its report is reused with no LLM call, even if the community changed id.
 
-Levels are reported deepest first so that a community too large for the prompt budget
-can be described through its sub-communities' finished reports.
+Deeper levels go first, and a community too large for the prompt budget waits for its
+sub-communities' reports so that it can be described through them.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import io
 import json
 import logging
 import re
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterable, Optional
 
 import xxhash
@@ -24,6 +25,7 @@ from graphrag.prompts import render
 from graphrag.schema import GRAPH_FIELD_SEP, CommunitySchema, Finding, ReportJSON
 
 from .extractive_report import build_extractive_report, render_report_markdown
+from .tokenizer import fits
 
 logger = logging.getLogger(__name__)
 
@@ -201,6 +203,23 @@ def _assemble(sections: list[tuple[str, list[str], list[str]]]) -> str:
     return "\n".join(_section(title, header, rows) for title, header, rows in sections)
 
 
+@dataclass
+class CommunityTables:
+    """A community's own entity and relation rows (CSV lines), and their assembled text."""
+
+    entity_lines: list[str]
+    relation_lines: list[str]
+    text: str
+
+
+def community_tables(community: CommunitySchema, nodes: dict[str, dict],
+                     edges: dict[tuple[str, str], dict]) -> CommunityTables:
+    ent_lines = [_csv_line([i, *r]) for i, r in enumerate(_entity_rows(community, nodes))]
+    rel_lines = [_csv_line([i, *r]) for i, r in enumerate(_relation_rows(community, nodes, edges))]
+    text = _assemble([("Entities", _ENTITY_HEADER, ent_lines), ("Relationships", _RELATION_HEADER, rel_lines)])
+    return CommunityTables(ent_lines, rel_lines, text)
+
+
 def build_community_context(
     community: CommunitySchema,
     nodes: dict[str, dict],
@@ -209,6 +228,7 @@ def build_community_context(
     tokenizer: Any,
     max_tokens: int,
     sub_reports: Optional[dict[str, dict]] = None,
+    tables: Optional[CommunityTables] = None,
 ) -> str:
     """The report prompt's data: CSV tables of entities and relations within ``max_tokens``.
 
@@ -216,16 +236,13 @@ def build_community_context(
     carry ``description``, ``weight`` and optionally ``rank`` (else the endpoints' degree sum).
     When the community's own tables do not fit and ``sub_reports`` (sub-community id ->
     stored report record) has reports of its sub-communities, the context is those reports,
-    largest sub-community first, topped up with whatever own rows still fit.
+    largest sub-community first, topped up with whatever own rows still fit. ``tables``:
+    :func:`community_tables` of this community, if already built.
     """
-    ents = _entity_rows(community, nodes)
-    rels = _relation_rows(community, nodes, edges)
-    ent_lines = [_csv_line([i, *r]) for i, r in enumerate(ents)]
-    rel_lines = [_csv_line([i, *r]) for i, r in enumerate(rels)]
-
-    full = _assemble([("Entities", _ENTITY_HEADER, ent_lines), ("Relationships", _RELATION_HEADER, rel_lines)])
-    if tokenizer.count(full) <= max_tokens:
-        return full
+    tables = tables or community_tables(community, nodes, edges)
+    if fits(tokenizer, tables.text, max_tokens):
+        return tables.text
+    ent_lines, rel_lines = tables.entity_lines, tables.relation_lines
 
     subs = [
         (sid, rec) for sid in community.get("sub_communities") or []
@@ -266,7 +283,7 @@ def build_community_context(
     # Token counts of pieces can differ from the joined text's by a token here and there:
     # drop the least important rows until the whole truly fits.
     text = _assemble(sections)
-    while tokenizer.count(text) > max_tokens:
+    while not fits(tokenizer, text, max_tokens):
         candidates = [s for s in sections if s[2]]
         if not candidates:
             return tokenizer.truncate(text, max_tokens)  # not even the headers fit
@@ -470,9 +487,10 @@ async def generate_community_reports(
     """Report every community; returns ({id: record}, number of reports made fresh).
 
     A community whose fingerprint matches an existing record (its own, or any record
-    with that fingerprint) keeps that report. The rest are written level by level, deepest
-    first, concurrently within a level. ``on_progress(n)`` is called with the number of
-    communities just finished (reused ones at once, then 1 per new report).
+    with that fingerprint) keeps that report. The rest are written concurrently, deepest
+    level first; a community too large for the prompt waits for its sub-communities'
+    reports. ``on_progress(n)`` is called with the number of communities just finished
+    (reused ones together, then 1 per new report).
     """
     existing = existing or {}
     kwargs = dict(DEFAULT_REPORT_LLM_KWARGS if llm_kwargs is None else llm_kwargs)
@@ -486,22 +504,6 @@ async def generate_community_reports(
                 by_fingerprint[fp] = rec
 
     results: dict[str, dict] = {}
-    todo: dict[int, list[tuple[str, str]]] = {}
-    digests: dict[tuple, str] = {}
-    for cid, community in communities.items():
-        fp = community_fingerprint(community, nodes, edges, digests)
-        old = existing.get(cid)
-        if not _reusable(old, fp, extractive):
-            old = by_fingerprint.get(fp)
-        if _reusable(old, fp, extractive):
-            assert old is not None
-            results[cid] = _record(community, old["report_json"], fp,
-                                   old.get("report_source", SOURCE_LLM), old.get("report_string"))
-        else:
-            todo.setdefault(int(community.get("level", 0) or 0), []).append((cid, fp))
-    if results and on_progress:
-        on_progress(len(results))
-    logger.info("Community reports: %d reused, %d to generate", len(results), sum(map(len, todo.values())))
 
     def finished(cid: str, record: dict) -> None:
         results[cid] = record
@@ -511,15 +513,15 @@ async def generate_community_reports(
     def extractive_record(community: CommunitySchema, fp: str, source: str) -> dict:
         return _record(community, build_extractive_report(community, nodes, edges), fp, source)
 
-    async def one(cid: str, fp: str) -> None:
+    async def one(cid: str, fp: str, tables: CommunityTables) -> None:
         community = communities[cid]
         sub_reports = {}
         for sid in community.get("sub_communities") or []:
             rec = results.get(str(sid)) or existing.get(str(sid))
             if rec:
                 sub_reports[str(sid)] = rec
-        context = build_community_context(community, nodes, edges, tokenizer=tokenizer,
-                                          max_tokens=max_tokens, sub_reports=sub_reports)
+        context = build_community_context(community, nodes, edges, tokenizer=tokenizer, max_tokens=max_tokens,
+                                          sub_reports=sub_reports, tables=tables)
         prompt = render("community_report", input_text=context)
         # Deeper communities have more reports waiting on them: they go first.
         priority = -int(community.get("level", 0) or 0)
@@ -536,32 +538,53 @@ async def generate_community_reports(
         else:
             finished(cid, _record(community, report, fp, SOURCE_LLM))
 
-    generated = sum(map(len, todo.values()))
-    if extractive:
-        for level in sorted(todo, reverse=True):
-            for cid, fp in todo[level]:
-                finished(cid, extractive_record(communities[cid], fp, SOURCE_EXTRACTIVE))
-        return {cid: results[cid] for cid in communities}, generated
-
-    # Each report waits only for its own sub-communities' reports, not for the whole level
-    # below: no barrier per level, so the LLM stays busy across levels.
+    # A community whose own tables fit the budget is reported at once; only one that does
+    # not waits for its sub-communities' reports (it is described through them). So the LLM
+    # stays busy across levels instead of waiting for a whole level, or even a whole subtree.
     pending: dict[str, "asyncio.Future[None]"] = {}
 
     async def when_ready(cid: str, fp: str) -> None:
-        subs = [pending[str(s)] for s in communities[cid].get("sub_communities") or [] if str(s) in pending]
-        if subs:
-            await asyncio.gather(*subs)
-        await one(cid, fp)
+        community = communities[cid]
+        tables = community_tables(community, nodes, edges)
+        if not fits(tokenizer, tables.text, max_tokens):
+            subs = [pending[str(s)] for s in community.get("sub_communities") or [] if str(s) in pending]
+            if subs:
+                await asyncio.wait(subs)
+        await one(cid, fp, tables)
 
-    for level in sorted(todo, reverse=True):  # deepest first: sub-community tasks exist already
-        for cid, fp in todo[level]:
-            pending[cid] = asyncio.ensure_future(when_ready(cid, fp))
-    tasks = list(pending.values())
+    # Deepest level first, so that sub-community tasks exist before their parents'. Calls
+    # start while the rest is still being fingerprinted: the set-up overlaps the first calls.
+    ordered = sorted(communities, key=lambda c: -int(communities[c].get("level", 0) or 0))
+    todo: list[tuple[str, str]] = []
+    reused = 0
+    digests: dict[tuple, str] = {}
     try:
-        await asyncio.gather(*tasks)
+        for i, cid in enumerate(ordered):
+            community = communities[cid]
+            fp = community_fingerprint(community, nodes, edges, digests)
+            old = existing.get(cid)
+            if not _reusable(old, fp, extractive):
+                old = by_fingerprint.get(fp)
+            if _reusable(old, fp, extractive):
+                assert old is not None
+                results[cid] = _record(community, old["report_json"], fp,
+                                       old.get("report_source", SOURCE_LLM), old.get("report_string"))
+                reused += 1
+            elif extractive:
+                todo.append((cid, fp))
+            else:
+                pending[cid] = asyncio.ensure_future(when_ready(cid, fp))
+                if len(pending) % 32 == 0:
+                    await asyncio.sleep(0)
+        if reused and on_progress:
+            on_progress(reused)
+        logger.info("Community reports: %d reused, %d to generate", reused, len(todo) + len(pending))
+        for cid, fp in todo:  # extractive: deepest first, like the LLM path
+            finished(cid, extractive_record(communities[cid], fp, SOURCE_EXTRACTIVE))
+        await asyncio.gather(*pending.values())
     except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        for task in pending.values():
+            task.cancel()
+        await asyncio.gather(*pending.values(), return_exceptions=True)
         raise
-    return {cid: results[cid] for cid in communities}, generated
+    return {cid: results[cid] for cid in communities}, len(todo) + len(pending)

@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any, Iterable, Optional, Protocol
 
 from graphrag.operators.extraction import LLMCall, normalize_entity_name
+from graphrag.operators.tokenizer import fits
 from graphrag.prompts import render
 from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction, EntityRecord, RelationRecord
 
@@ -113,8 +114,7 @@ async def summarize_description(
     The input list keeps whole descriptions in order while they fit in
     :func:`summary_input_budget`; a single oversized first description is truncated.
     """
-    # A token is at least one UTF-8 byte: short texts need no tokenising to know they fit.
-    if len(description.encode("utf-8")) <= max_tokens or tokenizer.count(description) <= max_tokens:
+    if fits(tokenizer, description, max_tokens):
         return description
     budget = summary_input_budget(max_tokens)
     kept: list[str] = []

@@ -14,7 +14,7 @@ import tempfile
 import threading
 from functools import lru_cache
 from importlib import resources
-from typing import Sequence
+from typing import Any, Sequence
 
 logger = logging.getLogger(__name__)
 
@@ -100,8 +100,19 @@ class Tokenizer:
         return len(self.encode(text))
 
     def truncate(self, text: str, max_tokens: int) -> str:
+        if len(text.encode("utf-8")) <= max_tokens:
+            return text
         tokens = self.encode(text)
         return text if len(tokens) <= max_tokens else self.decode(tokens[:max_tokens])
+
+
+def fits(tokenizer: Any, text: str, max_tokens: int) -> bool:
+    """Whether ``text`` is at most ``max_tokens`` tokens.
+
+    A token covers at least one UTF-8 byte, so a text with no more bytes than the budget
+    fits without being tokenised: most descriptions and report contexts are that short.
+    """
+    return len(text.encode("utf-8")) <= max_tokens or tokenizer.count(text) <= max_tokens
 
 
 @lru_cache(maxsize=8)

@@ -341,6 +341,26 @@ def test_generation_feeds_sub_reports_to_parents(tmp_path):
     assert any(t in p for p in prompts_with_reports for t in sub_titles)
 
 
+def test_communities_that_fit_do_not_wait_for_their_sub_communities(tmp_path):
+    """Every community fits the budget: all reports are in flight together, no level waits."""
+    graph, communities = _make_graph(tmp_path)
+    assert any(c["sub_communities"] for c in communities.values())
+    all_started = asyncio.Event()
+    started = 0
+
+    async def llm(prompt: str, **kwargs):
+        nonlocal started
+        started += 1
+        if started == len(communities):
+            all_started.set()
+        await asyncio.wait_for(all_started.wait(), 5)  # a parent waiting on a child would time out
+        return json.dumps({"title": "T", "summary": "S", "rating": 5, "rating_explanation": "",
+                           "findings": []})
+
+    records, fresh = _run(communities, graph, llm, max_tokens=100_000)
+    assert fresh == len(records) == len(communities) == started
+
+
 # --------------------------------------------------------------------------- fingerprint
 
 

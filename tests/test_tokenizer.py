@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from graphrag.operators.tokenizer import Tokenizer, get_tokenizer
+from graphrag.operators.tokenizer import Tokenizer, fits, get_tokenizer
 
 # "hello world" in the two encodings (well-known reference values).
 O200K_HELLO_WORLD = [24912, 2375]
@@ -82,6 +82,29 @@ def test_tokenizer_helpers():
     assert tok.truncate(text, 1000) == text
     short = tok.truncate(text, 7)
     assert tok.encode(short) == tokens[:7] and text.startswith(short)
+
+
+@pytest.mark.parametrize("text", ["", "plain ascii words", "naïve café ümlaut", "日本語のテキスト", "🙂🙃" * 3,
+                                  "x" * 50 + "漢字" * 20])
+def test_fits_agrees_with_counting(text):
+    tok = get_tokenizer("gpt-4o")
+    n = tok.count(text)
+    for budget in {0, max(n - 1, 0), n, n + 1, len(text.encode("utf-8"))}:
+        assert fits(tok, text, budget) == (n <= budget)
+        assert tok.count(tok.truncate(text, budget)) <= budget
+
+
+def test_fits_skips_tokenising_short_texts():
+    class Counting:
+        calls = 0
+
+        def count(self, text):
+            self.calls += 1
+            return len(text)
+
+    tok = Counting()
+    assert fits(tok, "short", 5) and tok.calls == 0
+    assert not fits(tok, "longer text", 5) and tok.calls == 1
 
 
 def test_unknown_model_falls_back_to_o200k():

@@ -444,10 +444,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
 
     def do_POST(self) -> None:
+        arrived = time.monotonic()
         req = self._read_json()
         path = self.path.split("?", 1)[0].rstrip("/")
         if path.endswith("/chat/completions"):
-            self.server.mock._chat(self, req)
+            self.server.mock._chat(self, req, arrived)
         elif path.endswith("/embeddings"):
             self.server.mock._embeddings(self, req)
         else:
@@ -541,7 +542,7 @@ class MockLLMServer:
             return [r for r in self.requests if "messages" in r]
 
     # endpoints -------------------------------------------------------------
-    def _chat(self, h: _Handler, req: dict) -> None:
+    def _chat(self, h: _Handler, req: dict, arrived: float) -> None:
         with self._lock:
             self.requests.append(req)
             fault = self._faults.pop(0) if self._faults else None
@@ -553,16 +554,16 @@ class MockLLMServer:
                 kind = "unknown"
             self.calls_by_kind[kind] += 1
         try:
-            if self.latency > 0:
-                time.sleep(self.latency)
             if fault is not None and fault.kind == "delay":
                 time.sleep(fault.seconds)
                 fault = None
             if fault is not None and fault.kind == "reset":
+                self._wait_until(arrived + self.latency)
                 h.reset_connection()
                 return
             if fault is not None and fault.kind == "status":
                 headers = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
+                self._wait_until(arrived + self.latency)
                 h._send_json(fault.status_code, {"error": {
                     "message": f"injected status {fault.status_code}",
                     "type": "rate_limit_error" if fault.status_code == 429 else "server_error",
@@ -580,10 +581,19 @@ class MockLLMServer:
                     logger.exception("mock responder failed")
                     h._send_json(500, {"error": {"message": f"responder failed: {exc}", "type": "server_error"}})
                     return
-            h._send_json(200, self._completion(req, content))
+            body = self._completion(req, content)
+            self._wait_until(arrived + self.latency)
+            h._send_json(200, body)
         finally:
             with self._lock:
                 self._in_flight -= 1
+
+    @staticmethod
+    def _wait_until(deadline: float) -> None:
+        """The configured latency is the whole time a request takes, the mock's own work included."""
+        delay = deadline - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
 
     @staticmethod
     def _completion(req: dict, content: str) -> dict:
@@ -621,7 +631,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap = argparse.ArgumentParser(description="Local OpenAI-compatible mock LLM server.")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8765)
-    ap.add_argument("--latency", type=float, default=0.0, help="seconds added to every chat request")
+    ap.add_argument("--latency", type=float, default=0.0, help="seconds every chat request takes, the mock's own work included")
     ap.add_argument("--embedding-dim", type=int, default=64)
     args = ap.parse_args(argv)
     server = MockLLMServer(latency=args.latency, host=args.host, port=args.port, embedding_dim=args.embedding_dim)
