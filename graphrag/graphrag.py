@@ -329,7 +329,8 @@ class GraphRAG:
         changes = await self._merge({**old_extractions, **extractions}, removed_chunks)
         timings["merge"] = time.perf_counter() - t
 
-        # Nothing below needs the vectors, so embedding runs beside clustering and reports.
+        # Nothing below needs the vectors, so embedding runs beside clustering and reports;
+        # clustering needs only the structure, so it runs while long descriptions are summarised.
         embedding = asyncio.create_task(self._embed(new_chunks, changes, timings))
         reports_generated = 0
         communities = len(await stores.community_reports.all_keys())
@@ -339,6 +340,9 @@ class GraphRAG:
                 await stores.graph.clustering(self.config.graph_cluster_algorithm)
                 timings["cluster"] = time.perf_counter() - t
                 t = time.perf_counter()
+                await changes.settled()  # reports read the final descriptions
+                timings["merge"] += time.perf_counter() - t
+                t = time.perf_counter()
                 communities, reports_generated = await self._report()
                 timings["report"] = time.perf_counter() - t
             else:
@@ -346,6 +350,7 @@ class GraphRAG:
         except BaseException:
             embedding.cancel()
             await asyncio.gather(embedding, return_exceptions=True)
+            await changes.cancel()
             raise
         await embedding
         await stores.full_docs.upsert(new_docs)

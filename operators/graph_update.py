@@ -7,6 +7,7 @@ deleting a document needs no new extraction call.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -14,7 +15,15 @@ from typing import Any, Optional
 
 from graphrag.operators.chunking import compute_id
 from graphrag.operators.extraction import LLMCall
-from graphrag.operators.merge import Tokenizer, edge_key, group_contributions, merge_graph_records
+from graphrag.operators.merge import (
+    GraphElement,
+    Tokenizer,
+    build_graph_records,
+    edge_key,
+    group_contributions,
+    long_descriptions,
+    summarize_elements,
+)
 from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
 
 logger = logging.getLogger(__name__)
@@ -22,15 +31,31 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class GraphChanges:
-    """What an update changed; entity vectors are left to the caller so embedding can
-    run beside clustering and reports instead of before them."""
+    """What an update changed. Entity vectors are left to the caller so embedding can run
+    beside clustering and reports instead of before them.
+
+    ``summaries`` is the task still writing summarised descriptions of long ones into the
+    graph (and their vector records): the structure is already in place, so clustering can
+    run while the summaries are in flight. Await :meth:`settled` before reading descriptions.
+    """
 
     entities_changed: int = 0
     vectors_to_upsert: dict[str, dict[str, Any]] = field(default_factory=dict)
     vectors_to_delete: list[str] = field(default_factory=list)
+    summaries: Optional["asyncio.Future[None]"] = None
+
+    async def settled(self) -> None:
+        if self.summaries is not None:
+            await self.summaries
+
+    async def cancel(self) -> None:
+        if self.summaries is not None and not self.summaries.done():
+            self.summaries.cancel()
+            await asyncio.gather(self.summaries, return_exceptions=True)
 
 
 async def store_entity_vectors(entities_vdb: Any, changes: GraphChanges) -> None:
+    await changes.settled()
     if entities_vdb is not None:
         await entities_vdb.delete(changes.vectors_to_delete)
         await entities_vdb.upsert(changes.vectors_to_upsert)
@@ -55,6 +80,9 @@ async def update_graph(
     vector_tokens: int,
 ) -> GraphChanges:
     """Rebuild what ``changed_extractions`` mention in the graph; return the vector work.
+
+    Returns once the graph's structure is updated; long descriptions are still being
+    summarised then (``GraphChanges.summaries``).
 
     ``changed_extractions`` holds the extractions of new chunks (already stored) and of
     ``removed_chunks`` (already deleted). With no ``summarizer`` (LLM-free mode) long
@@ -83,39 +111,62 @@ async def update_graph(
     # Only relations a changed chunk states can change; each has both endpoints in ``names``.
     edge_keys = sorted({edge_key(*k) for k in touched_rels})
 
-    nodes, edges = await merge_graph_records(
+    nodes, edges = build_graph_records(
         {n: entity_contribs[n] for n in names if n in entity_contribs},
         {k: relation_contribs[k] for k in edge_keys if k in relation_contribs},
-        llm=summarizer, tokenizer=tokenizer,
-        summary_max_tokens=summary_max_tokens if summarizer is not None else 10**12,
         endpoint_relations=endpoint_relations,
     )
+    nodes = {n: d for n, d in nodes.items() if mentions.get(n)}
+    edges = {k: d for k, d in edges.items() if mentions.get(k[0]) and mentions.get(k[1])}
+    long: list[GraphElement] = []
     if summarizer is None:
         for data in [*nodes.values(), *edges.values()]:
             data["description"] = tokenizer.truncate(data["description"], summary_max_tokens)
+    else:
+        long = long_descriptions(nodes, edges, tokenizer=tokenizer, max_tokens=summary_max_tokens)
 
-    changed_vectors: dict[str, dict[str, Any]] = {}
-    removed_vectors: list[str] = []
-    for name in names:
-        old = old_nodes.get(name)
-        if name not in nodes or not mentions.get(name):
-            if old is not None:
-                await graph.delete_node(name)
-                removed_vectors.append(entity_vector_id(name))
-            continue
+    changes = GraphChanges()
+
+    def vector_for(name: str) -> None:
         data = nodes[name]
-        data["source_id"] = GRAPH_FIELD_SEP.join(sorted(mentions[name]))
-        await graph.upsert_node(name, data)
+        old = old_nodes.get(name)
         if not old or old.get("description") != data["description"]:
-            changed_vectors[entity_vector_id(name)] = {
+            changes.vectors_to_upsert[entity_vector_id(name)] = {
                 "content": tokenizer.truncate(f"{name} {data['description']}", vector_tokens),
                 "entity_name": name,
             }
+
+    to_summarise = set(long)
+    for name in names:
+        if name in nodes:
+            nodes[name]["source_id"] = GRAPH_FIELD_SEP.join(sorted(mentions[name]))
+            await graph.upsert_node(name, nodes[name])
+            if name not in to_summarise:
+                vector_for(name)
+        elif old_nodes.get(name) is not None:
+            await graph.delete_node(name)
+            changes.vectors_to_delete.append(entity_vector_id(name))
     for key in edge_keys:
-        if key in edges and mentions.get(key[0]) and mentions.get(key[1]):
+        if key in edges:
             await graph.upsert_edge(key[0], key[1], edges[key])
         else:
             await graph.delete_edge(*key)
-    logger.info("Merged %d entities and %d relations (%d entities removed)",
-                len(nodes), len(edges), len(removed_vectors))
-    return GraphChanges(len(nodes) + len(removed_vectors), changed_vectors, removed_vectors)
+    changes.entities_changed = len(nodes) + len(changes.vectors_to_delete)
+    logger.info("Merged %d entities and %d relations (%d entities removed, %d descriptions to summarise)",
+                len(nodes), len(edges), len(changes.vectors_to_delete), len(long))
+
+    async def write_summaries() -> None:
+        # Only descriptions change here, never the structure that clustering reads meanwhile.
+        assert summarizer is not None
+        await summarize_elements(long, nodes, edges, llm=summarizer, tokenizer=tokenizer,
+                                 summary_max_tokens=summary_max_tokens)
+        for element in long:
+            if isinstance(element, str):
+                await graph.upsert_node(element, nodes[element])
+                vector_for(element)
+            else:
+                await graph.upsert_edge(element[0], element[1], edges[element])
+
+    if long:
+        changes.summaries = asyncio.ensure_future(write_summaries())
+    return changes

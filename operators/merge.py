@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from typing import Any, Iterable, Optional, Protocol
+from typing import Any, Iterable, Optional, Protocol, Union
 
 from graphrag.operators.extraction import LLMCall, normalize_entity_name
 from graphrag.operators.tokenizer import fits
@@ -28,6 +28,9 @@ __all__ = [
     "summarize_description",
     "summary_input_budget",
     "group_contributions",
+    "build_graph_records",
+    "long_descriptions",
+    "summarize_elements",
     "merge_graph_records",
 ]
 
@@ -159,16 +162,12 @@ def group_contributions(
     return entities, relations
 
 
-async def merge_graph_records(
+def build_graph_records(
     entity_contributions: EntityContribs,
     relation_contributions: RelationContribs,
-    *,
-    llm: LLMCall,
-    tokenizer: Tokenizer,
-    summary_max_tokens: int,
     endpoint_relations: Optional[dict[str, list[tuple[str, RelationRecord]]]] = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], dict[str, Any]]]:
-    """Build summarised node and edge data for the touched entities and edges.
+    """Node and edge data for the touched entities and edges, descriptions not yet summarised.
 
     Pass the FULL contribution lists (all chunks, old and new) of each touched element.
     Endpoints without an entity record get :func:`placeholder_entity` data built from
@@ -189,14 +188,54 @@ async def merge_graph_records(
         if end not in nodes:
             source = (endpoint_relations or {}).get(end, touching[end])
             nodes[end] = placeholder_entity(end, source)
+    return nodes, edges
 
-    async def summarise(label: str, data: dict[str, Any]) -> None:
+
+GraphElement = Union[str, tuple[str, str]]
+
+
+def long_descriptions(
+    nodes: dict[str, dict[str, Any]], edges: dict[tuple[str, str], dict[str, Any]], *,
+    tokenizer: Tokenizer, max_tokens: int,
+) -> list[GraphElement]:
+    """The nodes (names) and edges (keys) whose description needs a summary; usually few."""
+    long: list[GraphElement] = [n for n, d in nodes.items() if not fits(tokenizer, d["description"], max_tokens)]
+    long += [k for k, d in edges.items() if not fits(tokenizer, d["description"], max_tokens)]
+    return long
+
+
+async def summarize_elements(
+    elements: list[GraphElement],
+    nodes: dict[str, dict[str, Any]],
+    edges: dict[tuple[str, str], dict[str, Any]],
+    *,
+    llm: LLMCall,
+    tokenizer: Tokenizer,
+    summary_max_tokens: int,
+) -> None:
+    """Replace the description of each of ``elements`` (in ``nodes``/``edges``) by its summary."""
+
+    async def summarise(element: GraphElement) -> None:
+        data = nodes[element] if isinstance(element, str) else edges[element]
+        label = element if isinstance(element, str) else f"{element[0]}, {element[1]}"
         data["description"] = await summarize_description(
             label, data["description"], llm=llm, tokenizer=tokenizer, max_tokens=summary_max_tokens
         )
 
-    await asyncio.gather(
-        *(summarise(name, data) for name, data in nodes.items()),
-        *(summarise(f"{a}, {b}", data) for (a, b), data in edges.items()),
-    )
+    await asyncio.gather(*(summarise(element) for element in elements))
+
+
+async def merge_graph_records(
+    entity_contributions: EntityContribs,
+    relation_contributions: RelationContribs,
+    *,
+    llm: LLMCall,
+    tokenizer: Tokenizer,
+    summary_max_tokens: int,
+    endpoint_relations: Optional[dict[str, list[tuple[str, RelationRecord]]]] = None,
+) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], dict[str, Any]]]:
+    """:func:`build_graph_records`, with long descriptions summarised."""
+    nodes, edges = build_graph_records(entity_contributions, relation_contributions, endpoint_relations)
+    long = long_descriptions(nodes, edges, tokenizer=tokenizer, max_tokens=summary_max_tokens)
+    await summarize_elements(long, nodes, edges, llm=llm, tokenizer=tokenizer, summary_max_tokens=summary_max_tokens)
     return nodes, edges

@@ -1,6 +1,7 @@
 """Entity graph kept in ``graph_{namespace}.graphml``, clustered with hierarchical Leiden."""
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -358,9 +359,12 @@ class NetworkXStorage(SingleFileStore, BaseGraphStorage):
             for node, clusters in self._memberships().items()
         }
         split_parents = {int(k): v for k, v in json.loads(self._graph.graph.get("split_communities", "{}")).items()}
-        paths = community_paths(self._graph, old_paths, config.max_graph_cluster_size, config.graph_cluster_seed,
-                                exact_below=None if full else config.exact_clustering_below,
-                                split_parents=split_parents)
+        # In a worker thread, so that LLM calls in flight (description summaries) are served
+        # meanwhile. They only replace attribute values of existing nodes and edges, which
+        # neither resizes what Leiden iterates over nor changes what it reads.
+        paths = await asyncio.to_thread(
+            community_paths, self._graph, old_paths, config.max_graph_cluster_size, config.graph_cluster_seed,
+            exact_below=None if full else config.exact_clustering_below, split_parents=split_parents)
         present = {c for p in paths.values() for c in p}
         self._graph.graph["split_communities"] = json.dumps(
             {str(k): v for k, v in sorted(split_parents.items()) if k in present})

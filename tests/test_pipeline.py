@@ -378,6 +378,37 @@ def test_long_descriptions_are_summarised_by_the_cheap_model(tmp_path: Path, ser
     assert {r["model"] for r in server.chat_requests if detect_kind(r) != "summary"} == {"gpt-4o"}
 
 
+def test_clustering_runs_while_descriptions_are_summarised(tmp_path: Path, server: MockLLMServer) -> None:
+    """Clustering needs only the structure: it does not wait for the summaries, but the
+    community reports and entity vectors do."""
+    rag: Any = None
+    clustered_before_answer: list[bool] = []
+
+    def clustered() -> bool:
+        return any("clusters" in d for _, d in rag.stores.graph.graph.nodes(data=True))
+
+    async def cheap(prompt: str, system_prompt: Any = None, history_messages: Any = None, **kwargs: Any) -> str:
+        for _ in range(500):  # a pipeline that clusters only after the summaries would time out here
+            if clustered():
+                break
+            await asyncio.sleep(0.01)
+        clustered_before_answer.append(clustered())
+        return f"Merged account of {_summary_name(prompt)}."
+
+    rag = make_rag(tmp_path, server, entity_summary_to_max_tokens=20, cheap_model_func=cheap)
+    rag.insert(DOCS)
+    assert len(clustered_before_answer) == 4 and all(clustered_before_answer)
+    nodes = graph_state(rag)["nodes"]
+    summarised = {n for n, d in nodes.items() if d["description"].startswith("Merged account of")}
+    assert summarised == {"MARA QUILL", "SALTMERE", "TOBIAS FENN", "GREYHAVEN"}
+    prompts = " ".join(r["messages"][-1]["content"] for r in server.chat_requests if detect_kind(r) == "report")
+    for name in summarised:
+        assert f"Merged account of {name}." in prompts
+    # The entity's vector was made from its summary: that exact text finds it first.
+    hits = asyncio.run(rag.stores.entities_vdb.query("MARA QUILL Merged account of MARA QUILL.", top_k=3))
+    assert hits[0]["entity_name"] == "MARA QUILL"
+
+
 # --------------------------------------------------------------------------- failures
 
 

@@ -16,6 +16,7 @@ import math
 import re
 import socket
 import struct
+import sys
 import threading
 import time
 from collections import Counter
@@ -634,6 +635,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--latency", type=float, default=0.0, help="seconds every chat request takes, the mock's own work included")
     ap.add_argument("--embedding-dim", type=int, default=64)
     args = ap.parse_args(argv)
+    # Many handler threads wake at their deadlines while others compute answers; with the
+    # default 5 ms GIL switch interval a woken thread queues behind them and the latency
+    # drifts above the configured value.
+    sys.setswitchinterval(0.0002)
     server = MockLLMServer(latency=args.latency, host=args.host, port=args.port, embedding_dim=args.embedding_dim)
     server.start()
     print(f"mock LLM server on {server.base_url}  (OPENAI_BASE_URL={server.base_url} OPENAI_API_KEY=x)", flush=True)
