@@ -338,12 +338,13 @@ class GraphRAG:
             if changes.entities_changed:
                 t = time.perf_counter()
                 await stores.graph.clustering(self.config.graph_cluster_algorithm)
+                schema = await stores.graph.community_schema()
                 timings["cluster"] = time.perf_counter() - t
                 t = time.perf_counter()
                 await changes.settled()  # reports read the final descriptions
                 timings["merge"] += time.perf_counter() - t
                 t = time.perf_counter()
-                communities, reports_generated = await self._report()
+                communities, reports_generated = await self._report(schema)
                 timings["report"] = time.perf_counter() - t
             else:
                 logger.info("No entity or relation changed; community reports kept as they are")
@@ -450,12 +451,13 @@ class GraphRAG:
             vector_tokens=max(self.embedding_func.max_token_size // 2, 32),
         )
 
-    async def _report(self) -> tuple[int, int]:
+    async def _report(self, schema: Optional[dict[str, Any]] = None) -> tuple[int, int]:
         """One report per community; unchanged communities keep theirs without an LLM call."""
         from graphrag.operators.community_reports import generate_community_reports
 
         stores = self.stores
-        schema = await stores.graph.community_schema()
+        if schema is None:
+            schema = await stores.graph.community_schema()
         existing_keys = await stores.community_reports.all_keys()
         existing = {k: v for k, v in zip(existing_keys, await stores.community_reports.get_by_ids(existing_keys)) if v}
         extractive = self.config.extraction == "nlp"

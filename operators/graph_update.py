@@ -89,16 +89,24 @@ async def update_graph(
     descriptions are cut to ``summary_max_tokens`` instead of summarised.
     """
     graph = stores.graph
-    touched_ents, touched_rels = group_contributions(changed_extractions)
-    names = sorted(set(touched_ents) | {n for key in touched_rels for n in key})
+    added = {k: v for k, v in changed_extractions.items() if k not in removed_chunks}
+    added_ents, added_rels = group_contributions(added)
+    removed_ents, removed_rels = group_contributions(
+        {k: v for k, v in changed_extractions.items() if k in removed_chunks})
+    names = sorted({*added_ents, *removed_ents} | {n for rels in (added_rels, removed_rels) for key in rels for n in key})
     if not names:
         return GraphChanges()
     old_nodes = dict(zip(names, await graph.get_nodes_batch(names)))
-    # Every chunk that mentions a touched name is in that node's source_id, or is new.
+    # Every chunk that mentions a touched name is in that node's source_id, or is new;
+    # the new ones are grouped already.
     sources = {c for node in old_nodes.values() if node for c in _split_ids(node.get("source_id"))}
-    sources = sorted((sources | set(changed_extractions)) - removed_chunks)
-    current = {k: v for k, v in zip(sources, await stores.chunk_extractions.get_by_ids(sources)) if v}
-    entity_contribs, relation_contribs = group_contributions(current)
+    sources = sorted(sources - removed_chunks - set(added))
+    earlier = {k: v for k, v in zip(sources, await stores.chunk_extractions.get_by_ids(sources)) if v}
+    entity_contribs, relation_contribs = group_contributions(earlier)
+    for name, contribs in added_ents.items():
+        entity_contribs.setdefault(name, []).extend(contribs)
+    for key, contribs in added_rels.items():
+        relation_contribs.setdefault(key, []).extend(contribs)
 
     mentions: dict[str, set[str]] = defaultdict(set)
     endpoint_relations: dict[str, list] = defaultdict(list)
@@ -109,7 +117,7 @@ async def update_graph(
             mentions[end].update(c for c, _ in contribs)
             endpoint_relations[end].extend(contribs)
     # Only relations a changed chunk states can change; each has both endpoints in ``names``.
-    edge_keys = sorted({edge_key(*k) for k in touched_rels})
+    edge_keys = sorted({*added_rels, *removed_rels})
 
     nodes, edges = build_graph_records(
         {n: entity_contribs[n] for n in names if n in entity_contribs},

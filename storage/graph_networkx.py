@@ -396,11 +396,16 @@ class NetworkXStorage(SingleFileStore, BaseGraphStorage):
                 entry["chunk_ids"].update(chunk_ids)
                 if depth + 1 < len(ordered):
                     entry["sub_communities"].add(str(ordered[depth + 1]["cluster"]))
-        for entry in results.values():
-            members = entry["nodes"]
-            entry["edges"] = {
-                (min(a, b), max(a, b)) for n in members for a, b in self._graph.edges(n) if a in members and b in members
-            }
+        # One pass over the edges: an edge is internal to each community both ends share.
+        paths = {node: [str(c["cluster"]) for c in sorted(clusters, key=lambda c: c["level"])]
+                 for node, clusters in memberships.items()}
+        for a, b in self._graph.edges():
+            path_a, path_b = paths.get(a), paths.get(b)
+            if path_a and path_b:
+                pair = (a, b) if a <= b else (b, a)
+                for community_a, community_b in zip(path_a, path_b):
+                    if community_a == community_b:
+                        results[community_a]["edges"].add(pair)
         max_chunks = max((len(e["chunk_ids"]) for e in results.values()), default=1) or 1
         return {
             key: CommunitySchema(
