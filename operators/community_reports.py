@@ -542,15 +542,22 @@ async def generate_community_reports(
     # not waits for its sub-communities' reports (it is described through them). So the LLM
     # stays busy across levels instead of waiting for a whole level, or even a whole subtree.
     pending: dict[str, "asyncio.Future[None]"] = {}
+    # Contexts are built just before a concurrency slot can take them, not all at once up
+    # front: a burst of CPU on the event loop would delay the answers of calls in flight.
+    preparing = asyncio.Semaphore(2 * int(getattr(llm, "max_async", 16) or 16))
 
     async def when_ready(cid: str, fp: str) -> None:
         community = communities[cid]
-        tables = community_tables(community, nodes, edges)
-        if not fits(tokenizer, tables.text, max_tokens):
-            subs = [pending[str(s)] for s in community.get("sub_communities") or [] if str(s) in pending]
-            if subs:
-                await asyncio.wait(subs)
-        await one(cid, fp, tables)
+        async with preparing:
+            tables = community_tables(community, nodes, edges)
+            if fits(tokenizer, tables.text, max_tokens):
+                await one(cid, fp, tables)
+                return
+        subs = [pending[str(s)] for s in community.get("sub_communities") or [] if str(s) in pending]
+        if subs:
+            await asyncio.wait(subs)
+        async with preparing:
+            await one(cid, fp, tables)
 
     # Deepest level first, so that sub-community tasks exist before their parents'. Calls
     # start while the rest is still being fingerprinted: the set-up overlaps the first calls.
@@ -574,7 +581,7 @@ async def generate_community_reports(
                 todo.append((cid, fp))
             else:
                 pending[cid] = asyncio.ensure_future(when_ready(cid, fp))
-                if len(pending) % 32 == 0:
+                if len(pending) % 8 == 0:
                     await asyncio.sleep(0)
         if reused and on_progress:
             on_progress(reused)
