@@ -183,7 +183,6 @@ class GraphRAG:
             except BaseException:
                 # Drop the half-applied in-memory state; disk still holds the last commit
                 # (and the LLM cache journal keeps every answer already paid for).
-                self.stores.discard_staged_files()
                 self.stores = open_stores(self.config, self.embedding_func)
                 with contextlib.suppress(Exception):
                     await self._close_llm_connections()
@@ -330,12 +329,9 @@ class GraphRAG:
         changes = await self._merge({**old_extractions, **extractions}, removed_chunks)
         timings["merge"] = time.perf_counter() - t
 
-        await stores.full_docs.upsert(new_docs)
-
         # Nothing below needs the vectors, so embedding runs beside clustering and reports;
         # clustering needs only the structure, so it runs while long descriptions are summarised.
         embedding = asyncio.create_task(self._embed(new_chunks, changes, timings))
-        staging: Optional[asyncio.Task] = None
         reports_generated = 0
         communities = len(await stores.community_reports.all_keys())
         try:
@@ -347,22 +343,18 @@ class GraphRAG:
                 t = time.perf_counter()
                 await changes.settled()  # reports read the final descriptions
                 timings["merge"] += time.perf_counter() - t
-                staging = asyncio.create_task(self._stage_final_files(embedding))
                 t = time.perf_counter()
                 communities, reports_generated = await self._report(schema)
                 timings["report"] = time.perf_counter() - t
             else:
                 logger.info("No entity or relation changed; community reports kept as they are")
-            await embedding
-            if staging is not None:
-                await staging
         except BaseException:
-            for task in (embedding, staging):
-                if task is not None:
-                    task.cancel()
-            await asyncio.gather(*(t for t in (embedding, staging) if t is not None), return_exceptions=True)
+            embedding.cancel()
+            await asyncio.gather(embedding, return_exceptions=True)
             await changes.cancel()
             raise
+        await embedding
+        await stores.full_docs.upsert(new_docs)
         malformed = sum(e.get("malformed", 0) for e in extractions.values())
         return {
             "documents_inserted": len(new_docs),
@@ -445,18 +437,6 @@ class GraphRAG:
             await stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
         await store_entity_vectors(stores.entities_vdb, changes)
         timings["embed"] = time.perf_counter() - t
-
-    async def _stage_final_files(self, embedding: "asyncio.Task[None]") -> None:
-        """Only the reports and the LLM cache change after clustering and embedding: write the
-        other stores' files now, beside the report calls, so that the commit only renames them."""
-        await asyncio.wait([embedding])
-        stores = self.stores
-        final = [stores.graph, stores.entities_vdb, stores.chunks_vdb, stores.text_chunks,
-                 stores.chunk_extractions, stores.full_docs]
-        for store in final:
-            stage = getattr(store, "stage_file", None)
-            if stage is not None:
-                await stage()
 
     async def _merge(self, changed_extractions: dict[str, ChunkExtraction], removed_chunks: set[str]) -> Any:
         from graphrag.operators.graph_update import update_graph

@@ -44,13 +44,6 @@ class Stores:
         for store in self.all():
             await store.index_done_callback()
 
-    def discard_staged_files(self) -> None:
-        """Remove files written ahead of a commit that will not happen."""
-        for store in self.all():
-            discard = getattr(store, "discard_staged_file", None)
-            if discard is not None:
-                discard()
-
     async def query_done(self) -> None:
         await asyncio.gather(*(s.query_done_callback() for s in self.all()))
 

@@ -10,7 +10,6 @@ leaves the old files; one killed after it is rolled forward by
 """
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import json
@@ -72,7 +71,13 @@ def _write_temp(path: str, data: bytes) -> str:
     return tmp
 
 
-def _write_temp_via(path: str, write_to: Callable[[str], None]) -> str:
+def atomic_write_bytes(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data``; inside a transaction the rename waits for the commit."""
+    _publish(path, _write_temp(path, data))
+
+
+def atomic_write_via(path: str, write_to: Callable[[str], None]) -> None:
+    """Like :func:`atomic_write_bytes` for libraries that insist on writing a path themselves."""
     tmp = _temp_name(path)
     try:
         write_to(tmp)
@@ -81,13 +86,7 @@ def _write_temp_via(path: str, write_to: Callable[[str], None]) -> str:
         with contextlib.suppress(OSError):
             os.remove(tmp)
         raise
-    return tmp
-
-
-def atomic_write_via(path: str, write_to: Callable[[str], None]) -> None:
-    """Replace ``path`` with what ``write_to(temp_path)`` writes; inside a transaction the
-    rename waits for the commit."""
-    _publish(path, _write_temp_via(path, write_to))
+    _publish(path, tmp)
 
 
 def _publish(path: str, tmp: str) -> None:
@@ -97,6 +96,10 @@ def _publish(path: str, tmp: str) -> None:
         return
     os.replace(tmp, path)
     _fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def atomic_write_json(path: str, obj: Any) -> None:
+    atomic_write_bytes(path, json.dumps(obj, ensure_ascii=False).encode("utf-8"))
 
 
 def after_commit(callback: Callable[[], None]) -> None:
@@ -209,74 +212,22 @@ def read_json_file(path: str, what: str) -> Any:
 
 
 class SingleFileStore:
-    """Mixin for a store persisted as one file (written by the store's ``_write_file``).
+    """Mixin for a store persisted as one file.
 
     At index start it reloads when another process committed a newer file; after its
     own commit it remembers the file it wrote, so that is not mistaken for a change.
-
-    A store that will not change again before the commit can :meth:`stage_file`: its
-    file is written (to a temporary name, in a worker thread) while the pipeline still
-    runs, and the commit only renames it, unless the store changed in between.
     """
 
     _file_name: str
     _loaded_signature: Optional[tuple[int, ...]]
-    _edits = 0  # bumped by every change
-    _written_edits = 0  # the value of _edits that the file on disk reflects
-    _staged: Optional[tuple[str, int]] = None  # (temp file, the _edits it holds)
-
-    @property
-    def _dirty(self) -> bool:
-        return self._edits != self._written_edits
-
-    @_dirty.setter
-    def _dirty(self, changed: bool) -> None:
-        if changed:
-            self._edits += 1
-        else:
-            self._written_edits = self._edits
 
     def _load(self) -> None:
         raise NotImplementedError
 
-    def _write_file(self, path: str) -> None:
-        raise NotImplementedError
-
     async def index_start_callback(self) -> None:
-        self.discard_staged_file()
         if file_signature(self._file_name) != self._loaded_signature:
             self._load()
 
-    async def stage_file(self) -> None:
-        if not self._dirty or (self._staged is not None and self._staged[1] == self._edits):
-            return
-        edits = self._edits
-        try:
-            tmp = await asyncio.to_thread(_write_temp_via, self._file_name, self._write_file)
-        except Exception as exc:  # the commit writes it again, and fails loudly if it must
-            logger.debug("Could not stage %s ahead of the commit: %r", self._file_name, exc)
-            return
-        self.discard_staged_file()
-        self._staged = (tmp, edits)
-
-    def discard_staged_file(self) -> None:
-        staged, self._staged = self._staged, None
-        if staged is not None:
-            with contextlib.suppress(OSError):
-                os.remove(staged[0])
-
-    def _commit_file(self) -> None:
-        """Write the file (or publish the staged one, if it holds every change) in the commit."""
-        staged, self._staged = self._staged, None
-        if staged is not None and staged[1] == self._edits:
-            _publish(self._file_name, staged[0])
-        else:
-            if staged is not None:
-                with contextlib.suppress(OSError):
-                    os.remove(staged[0])
-            atomic_write_via(self._file_name, self._write_file)
-        self._dirty = False
-        self._remember_committed_file()
-
     def _remember_committed_file(self) -> None:
         after_commit(lambda: setattr(self, "_loaded_signature", file_signature(self._file_name)))
+

@@ -16,7 +16,7 @@ import networkx as nx
 from graphrag.schema import GRAPH_FIELD_SEP, CommunitySchema
 
 from .base import BaseGraphStorage
-from .files import SingleFileStore, StorageFileError, file_signature
+from .files import SingleFileStore, StorageFileError, atomic_write_via, file_signature
 
 logger = logging.getLogger(__name__)
 
@@ -249,6 +249,7 @@ def community_paths(graph: nx.Graph, old_paths: dict[str, list[int]], max_cluste
 @dataclass
 class NetworkXStorage(SingleFileStore, BaseGraphStorage):
     _graph: nx.Graph = field(default_factory=nx.Graph, init=False, repr=False)
+    _dirty: bool = field(default=False, init=False, repr=False)
     _loaded_signature: Optional[tuple[int, ...]] = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -275,12 +276,12 @@ class NetworkXStorage(SingleFileStore, BaseGraphStorage):
         logger.debug("Loaded graph %s: %d nodes, %d edges", self.namespace,
                      self._graph.number_of_nodes(), self._graph.number_of_edges())
 
-    def _write_file(self, path: str) -> None:
-        write_graphml(self._graph, path)
-
     async def index_done_callback(self) -> None:
-        if self._dirty:
-            self._commit_file()
+        if not self._dirty:
+            return
+        atomic_write_via(self._file_name, lambda tmp: write_graphml(self._graph, tmp))
+        self._dirty = False
+        self._remember_committed_file()
 
     @property
     def graph(self) -> nx.Graph:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .base import BaseKVStorage
-from .files import SingleFileStore, StorageFileError, after_commit, file_signature, read_json_file
+from .files import SingleFileStore, StorageFileError, after_commit, atomic_write_json, file_signature, read_json_file
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +26,7 @@ class JsonKVStorage(SingleFileStore, BaseKVStorage[dict]):
 
     journal: bool = False
     _data: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _dirty: bool = field(default=False, init=False, repr=False)
     _loaded_signature: Optional[tuple[int, ...]] = field(default=None, init=False, repr=False)
     _journal_fd: Optional[int] = field(default=None, init=False, repr=False)
 
@@ -77,14 +78,13 @@ class JsonKVStorage(SingleFileStore, BaseKVStorage[dict]):
         except FileNotFoundError:
             pass
 
-    def _write_file(self, path: str) -> None:
-        with open(path, "wb") as f:
-            f.write(json.dumps(self._data, ensure_ascii=False).encode("utf-8"))
-
     async def index_done_callback(self) -> None:
         if not self._dirty:
             return
-        self._commit_file()
+        atomic_write_json(self._file_name, self._data)
+        self._dirty = False
+
+        self._remember_committed_file()
         if self.journal:
             after_commit(self._truncate_journal)
 

@@ -10,7 +10,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .base import BaseVectorStorage
-from .files import SingleFileStore, StorageFileError, file_signature
+from .files import SingleFileStore, StorageFileError, atomic_write_via, file_signature
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,7 @@ def _stored_dimension(path: str) -> Optional[int]:
 class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
     cosine_better_than_threshold: Optional[float] = None
     _client: Any = field(default=None, init=False, repr=False)
+    _dirty: bool = field(default=False, init=False, repr=False)
     _loaded_signature: Optional[tuple[int, ...]] = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -134,17 +135,21 @@ class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
     def __len__(self) -> int:
         return len(self._client)
 
-    def _write_file(self, path: str) -> None:
-        target = self._client.storage_file
-        self._client.storage_file = path
-        try:
-            self._client.save()
-        finally:
-            self._client.storage_file = target
-
     async def index_done_callback(self) -> None:
-        if self._dirty:
-            self._commit_file()
+        if not self._dirty:
+            return
+
+        def write(tmp: str) -> None:
+            target = self._client.storage_file
+            self._client.storage_file = tmp
+            try:
+                self._client.save()
+            finally:
+                self._client.storage_file = target
+
+        atomic_write_via(self._file_name, write)
+        self._dirty = False
+        self._remember_committed_file()
 
     async def drop(self) -> None:
         self._client.delete([d["__id__"] for d in self._all_records()])

@@ -23,6 +23,8 @@ from graphrag.storage import (
 from graphrag.storage.files import (
     MANIFEST_NAME,
     TMP_MARKER,
+    atomic_write_bytes,
+    atomic_write_json,
     atomic_write_via,
     wait_for_commit,
 )
@@ -50,14 +52,6 @@ def run_python(code: str) -> subprocess.CompletedProcess:
 
 
 # ---------------------------------------------------------------- single-file atomic writes
-
-
-def atomic_write_json(path: str, obj: object) -> None:
-    atomic_write_via(path, lambda tmp: open(tmp, "w", encoding="utf-8").write(json.dumps(obj)))
-
-
-def atomic_write_bytes(path: str, data: bytes) -> None:
-    atomic_write_via(path, lambda tmp: open(tmp, "wb").write(data))
 
 
 def test_atomic_write_replaces_content(tmp_path):
@@ -108,13 +102,12 @@ def test_process_killed_between_temp_write_and_rename(tmp_path):
     out = run_python(
         f"""
         import os
-        import json
-        from graphrag.storage.files import atomic_write_via
+        from graphrag.storage.files import atomic_write_json
         real_replace = os.replace
         def die(src, dst):
             os._exit(9)  # killed after the temp file is written and synced
         os.replace = die
-        atomic_write_via({str(path)!r}, lambda tmp: open(tmp, "w").write(json.dumps({{"a": {{"v": "new"}}}})))
+        atomic_write_json({str(path)!r}, {{"a": {{"v": "new"}}}})
         """
     )
     assert out.returncode == 9, out.stderr
@@ -175,83 +168,6 @@ def test_transaction_that_raises_changes_nothing(config, tmp_path):
         assert await kv(config).all_keys() == ["doc-one"]
         assert await vdb(config).get_ids() == {"chunk-one"}
         assert not await graph(config).has_node("N-two")
-
-    run(main())
-
-
-# ---------------------------------------------------------------- files staged ahead of the commit
-
-
-@pytest.mark.parametrize("make", [kv, vdb, graph], ids=["kv", "vector", "graph"])
-def test_staged_file_is_published_by_the_commit_without_rewriting(config, tmp_path, make, monkeypatch):
-    async def main():
-        store = make(config)
-        await (store.upsert({"doc-a": {"content": "a"}}) if make is kv else
-               store.upsert({"chunk-a": {"content": "text a"}}) if make is vdb else
-               store.upsert_node("N-a", {"description": "a"}))
-        await store.stage_file()
-        staged = temps(tmp_path)
-        assert len(staged) == 1
-        await store.stage_file()  # nothing changed since: not written again
-        assert temps(tmp_path) == staged
-        writes = []
-        monkeypatch.setattr(store, "_write_file", lambda path: writes.append(path))
-        with commit_transaction(str(tmp_path)):
-            await store.index_done_callback()
-        assert writes == [] and temps(tmp_path) == []
-        reopened = make(config)
-        if make is kv:
-            assert await reopened.all_keys() == ["doc-a"]
-        elif make is vdb:
-            assert await reopened.get_ids() == {"chunk-a"}
-        else:
-            assert await reopened.has_node("N-a")
-
-    run(main())
-
-
-def test_change_after_staging_is_not_lost(config, tmp_path):
-    async def main():
-        store = kv(config)
-        await store.upsert({"doc-a": {"content": "a"}})
-        await store.stage_file()
-        await store.upsert({"doc-b": {"content": "b"}})  # the staged file misses this
-        with commit_transaction(str(tmp_path)):
-            await store.index_done_callback()
-        assert temps(tmp_path) == []
-        assert sorted(await kv(config).all_keys()) == ["doc-a", "doc-b"]
-
-    run(main())
-
-
-def test_staged_file_of_an_abandoned_commit_is_removed(config, tmp_path):
-    async def main():
-        store = kv(config)
-        await store.upsert({"doc-a": {"content": "a"}})
-        await store.stage_file()
-        assert temps(tmp_path)
-        store.discard_staged_file()
-        assert os.listdir(tmp_path) == []
-
-    run(main())
-
-
-def test_failing_stage_leaves_the_commit_to_write(config, tmp_path, monkeypatch):
-    async def main():
-        store = kv(config)
-        await store.upsert({"doc-a": {"content": "a"}})
-        real_write = store._write_file
-
-        def disk_full(path):
-            raise OSError(28, "No space left on device")
-
-        monkeypatch.setattr(store, "_write_file", disk_full)
-        await store.stage_file()  # swallowed: staging is only an optimisation
-        assert temps(tmp_path) == []
-        monkeypatch.setattr(store, "_write_file", real_write)
-        with commit_transaction(str(tmp_path)):
-            await store.index_done_callback()
-        assert await kv(config).all_keys() == ["doc-a"]
 
     run(main())
 
