@@ -456,20 +456,27 @@ def _reusable(record: Optional[dict], fingerprint: str, extractive: bool) -> boo
     return extractive or source == SOURCE_LLM
 
 
-async def _load_graph_data(
-    graph: Any, communities: dict[str, CommunitySchema]
-) -> tuple[dict[str, dict], dict[tuple[str, str], dict]]:
-    names = list(dict.fromkeys(str(n) for c in communities.values() for n in c.get("nodes") or []))
-    pairs = list(dict.fromkeys(p for c in communities.values() for p in _community_pairs(c)))
-    node_data = await graph.get_nodes_batch(names) if names else []
-    degrees = await graph.node_degrees_batch(names) if names else []
-    edge_data = await graph.get_edges_batch(pairs) if pairs else []
-    nodes = {n: {**(d or {}), "degree": int(deg or 0)} for n, d, deg in zip(names, node_data, degrees)}
-    edges: dict[tuple[str, str], dict] = {}
-    for (a, b), d in zip(pairs, edge_data):
-        rank = nodes.get(a, {}).get("degree", 0) + nodes.get(b, {}).get("degree", 0)
-        edges[(a, b)] = {**(d or {}), "rank": rank}
-    return nodes, edges
+class _GraphData:
+    """Node and edge data for fingerprints and contexts, read from the graph as communities
+    need it: the first reports go out while later communities' data is still unread."""
+
+    def __init__(self, graph: Any) -> None:
+        self.graph = graph
+        self.nodes: dict[str, dict] = {}
+        self.edges: dict[tuple[str, str], dict] = {}
+
+    async def load(self, community: CommunitySchema) -> None:
+        names = [n for n in dict.fromkeys(map(str, community.get("nodes") or [])) if n not in self.nodes]
+        if names:
+            data = await self.graph.get_nodes_batch(names)
+            degrees = await self.graph.node_degrees_batch(names)
+            for name, d, degree in zip(names, data, degrees):
+                self.nodes[name] = {**(d or {}), "degree": int(degree or 0)}
+        pairs = [p for p in _community_pairs(community) if p not in self.edges]
+        if pairs:
+            for (a, b), d in zip(pairs, await self.graph.get_edges_batch(pairs)):
+                rank = self.nodes.get(a, {}).get("degree", 0) + self.nodes.get(b, {}).get("degree", 0)
+                self.edges[(a, b)] = {**(d or {}), "rank": rank}
 
 
 async def generate_community_reports(
@@ -494,7 +501,8 @@ async def generate_community_reports(
     """
     existing = existing or {}
     kwargs = dict(DEFAULT_REPORT_LLM_KWARGS if llm_kwargs is None else llm_kwargs)
-    nodes, edges = await _load_graph_data(graph, communities)
+    graph_data = _GraphData(graph)
+    nodes, edges = graph_data.nodes, graph_data.edges  # filled community by community below
 
     by_fingerprint: dict[str, dict] = {}
     for rec in existing.values():
@@ -566,8 +574,9 @@ async def generate_community_reports(
     reused = 0
     digests: dict[tuple, str] = {}
     try:
-        for i, cid in enumerate(ordered):
+        for cid in ordered:
             community = communities[cid]
+            await graph_data.load(community)
             fp = community_fingerprint(community, nodes, edges, digests)
             old = existing.get(cid)
             if not _reusable(old, fp, extractive):
