@@ -466,6 +466,9 @@ class LLMClient:
                     self.usage.record(stage, calls=1)
                     answer = await self.func(prompt, system_prompt=system_prompt,
                                              history_messages=list(history), **kwargs)
+                # Let the call that just got our slot send its request before this one's
+                # answer is parsed and acted on: otherwise the slot idles meanwhile.
+                await asyncio.sleep(0)
             except BaseException as exc:
                 if isinstance(exc, asyncio.CancelledError) or not isinstance(exc, Exception):
                     raise

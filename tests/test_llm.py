@@ -380,3 +380,26 @@ def test_extraction_pipeline_parses_mock_output(llm_server: MockLLMServer) -> No
     assert result["relations"]
     assert llm_server.calls_by_kind["extraction"] == 1 and llm_server.calls_by_kind["gleaning_continue"] == 1
     assert set(client.usage.snapshot()) == {"extraction", "gleaning"}
+
+
+def test_a_freed_slot_is_used_before_the_previous_answer_is_processed():
+    """The next waiting call sends its request before the caller of the finished one resumes
+    (parsing, the next prompt...), so the slot does not sit idle meanwhile."""
+    events: list[str] = []
+
+    async def func(prompt: str, **kwargs: Any) -> str:
+        events.append(f"start {prompt}")
+        await asyncio.sleep(0.01)
+        return f"answer {prompt}"
+
+    client = LLMClient(func, model_id="m", max_async=1, usage=UsageCounter())
+
+    async def caller(prompt: str) -> None:
+        await client(prompt, stage="extraction")
+        events.append(f"done {prompt}")
+
+    async def main() -> None:
+        await asyncio.gather(caller("a"), caller("b"))
+
+    asyncio.run(main())
+    assert events.index("start b") < events.index("done a")
