@@ -8,6 +8,7 @@ import pytest
 from graphrag import GraphRAG, QueryParam, hash_embedding
 from graphrag.graphrag import NO_LLM_NOTE
 from graphrag.storage import JsonKVStorage
+from graphrag.storage.files import StorageFileError
 
 STORY = (
     "Mara Quill founded the Lantern Guild in the harbour town of Vessel Bay. "
@@ -47,6 +48,20 @@ def test_only_need_context_makes_no_llm_call_even_with_llm(offline_index, llm_se
         assert "MARA QUILL" in context.upper()
         assert not context.startswith(NO_LLM_NOTE)
     assert len(llm_server.chat_requests) == 0
+
+
+def test_context_queries_do_not_read_what_only_writers_need(offline_index, llm_server):
+    """Opening a working dir to query skips the chunk extractions and the LLM cache (they
+    grow with everything ever indexed); a writer still reads them, and still refuses a
+    corrupt one by name."""
+    for name in ("kv_store_chunk_extractions.json", "kv_store_llm_response_cache.json"):
+        (offline_index / name).write_text("{ not json")
+    rag = GraphRAG(working_dir=str(offline_index), embedding_func=hash_embedding(64),
+                   llm_base_url=llm_server.base_url, llm_api_key="k")
+    for mode in ("local", "global", "naive"):
+        assert "MARA QUILL" in rag.query("Who is Mara Quill?", QueryParam(mode=mode, only_need_context=True)).upper()
+    with pytest.raises(StorageFileError, match="chunk_extractions|llm_response_cache"):
+        rag.insert(["Tobias Fern also repaired the Lantern Guild's old signal tower."])
 
 
 def test_offline_index_answered_by_configured_llm(offline_index, llm_server):
