@@ -31,7 +31,6 @@ __all__ = [
     "build_graph_records",
     "long_descriptions",
     "summarize_elements",
-    "merge_graph_records",
 ]
 
 EntityContribs = dict[str, list[tuple[str, EntityRecord]]]
@@ -224,18 +223,3 @@ async def summarize_elements(
 
     await asyncio.gather(*(summarise(element) for element in elements))
 
-
-async def merge_graph_records(
-    entity_contributions: EntityContribs,
-    relation_contributions: RelationContribs,
-    *,
-    llm: LLMCall,
-    tokenizer: Tokenizer,
-    summary_max_tokens: int,
-    endpoint_relations: Optional[dict[str, list[tuple[str, RelationRecord]]]] = None,
-) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], dict[str, Any]]]:
-    """:func:`build_graph_records`, with long descriptions summarised."""
-    nodes, edges = build_graph_records(entity_contributions, relation_contributions, endpoint_relations)
-    long = long_descriptions(nodes, edges, tokenizer=tokenizer, max_tokens=summary_max_tokens)
-    await summarize_elements(long, nodes, edges, llm=llm, tokenizer=tokenizer, summary_max_tokens=summary_max_tokens)
-    return nodes, edges

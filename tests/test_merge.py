@@ -6,16 +6,27 @@ import random
 from typing import Any, Optional
 
 from graphrag.operators.merge import (
+    build_graph_records,
     edge_key,
     group_contributions,
+    long_descriptions,
     merge_entity,
-    merge_graph_records,
     merge_relation,
     placeholder_entity,
     summarize_description,
+    summarize_elements,
     summary_input_budget,
 )
 from graphrag.schema import GRAPH_FIELD_SEP as SEP
+
+
+async def merge_graph_records(entity_contribs: Any, relation_contribs: Any, *, llm: Any, tokenizer: Any,
+                              summary_max_tokens: int, endpoint_relations: Any = None) -> Any:
+    """The merge stage's record building, as ``update_graph`` chains it: build, then summarise the long."""
+    nodes, edges = build_graph_records(entity_contribs, relation_contribs, endpoint_relations)
+    long = long_descriptions(nodes, edges, tokenizer=tokenizer, max_tokens=summary_max_tokens)
+    await summarize_elements(long, nodes, edges, llm=llm, tokenizer=tokenizer, summary_max_tokens=summary_max_tokens)
+    return nodes, edges
 
 
 class CharTokenizer:
