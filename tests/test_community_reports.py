@@ -361,6 +361,30 @@ def test_communities_that_fit_do_not_wait_for_their_sub_communities(tmp_path):
     assert fresh == len(records) == len(communities) == started
 
 
+def test_contexts_are_built_only_shortly_before_a_slot_can_take_them(tmp_path, monkeypatch):
+    """At most 2 x max_async contexts exist ahead of their calls, not every community's at once."""
+    import graphrag.operators.community_reports as reports
+
+    graph, communities = _make_graph(tmp_path)
+    assert len(communities) > 2
+    built: list[str] = []
+    real_tables = reports.community_tables
+    monkeypatch.setattr(reports, "community_tables", lambda c, *a: built.append(c["title"]) or real_tables(c, *a))
+    built_while_first_call_waited: list[int] = []
+
+    class OneAtATime:
+        max_async = 1
+
+        async def __call__(self, prompt: str, **kwargs):
+            await asyncio.sleep(0.02)
+            built_while_first_call_waited.append(len(built))
+            return json.dumps({"title": "T", "summary": "S", "rating": 5, "rating_explanation": "", "findings": []})
+
+    records, fresh = _run(communities, graph, OneAtATime(), max_tokens=100_000)
+    assert fresh == len(records) == len(communities) == len(built)
+    assert built_while_first_call_waited[0] <= 2
+
+
 # --------------------------------------------------------------------------- fingerprint
 
 

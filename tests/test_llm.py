@@ -403,3 +403,25 @@ def test_a_freed_slot_is_used_before_the_previous_answer_is_processed():
 
     asyncio.run(main())
     assert events.index("start b") < events.index("done a")
+
+
+def test_mock_latency_is_the_whole_request_time_its_own_work_included():
+    """Benchmarks set the mock's latency to stand for the model's: the mock's own work to
+    compose an answer falls inside it rather than being added on top."""
+    import json as _json
+    import urllib.request
+
+    def slow_responder(req: dict) -> str:
+        time.sleep(0.15)
+        return "done"
+
+    with MockLLMServer(responder=slow_responder, latency=0.3) as server:
+        body = _json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+        request = urllib.request.Request(f"{server.base_url}/chat/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+        started = time.perf_counter()
+        with urllib.request.urlopen(request, timeout=5) as response:
+            answer = _json.loads(response.read())
+        elapsed = time.perf_counter() - started
+    assert answer["choices"][0]["message"]["content"] == "done"
+    assert 0.3 <= elapsed < 0.42  # not 0.45: the 0.15 s of work is inside the 0.3 s
