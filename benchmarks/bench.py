@@ -94,9 +94,21 @@ def start_server(latency: float) -> tuple[subprocess.Popen, str]:
 def open_rag(working_dir: str, base_url: str, max_async: int, emb: str) -> Any:
     from graphrag import GraphRAG
 
+    # Both models are served by the one mock: max_async is the limit on all calls together.
     return GraphRAG(working_dir=working_dir, embedding_func=embedding(emb), llm_base_url=base_url,
                     llm_api_key="k", best_model_max_async=max_async, cheap_model_max_async=max_async,
-                    show_progress=False)
+                    llm_max_async_total=max_async, show_progress=False)
+
+
+def server_peak_concurrency(base_url: str) -> Optional[int]:
+    """Most chat requests the mock server had in flight at once (checks the bound's premise)."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/mock/stats", timeout=5) as reply:
+            return json.loads(reply.read())["peak_concurrency"]
+    except OSError:
+        return None
 
 
 # --------------------------------------------------------------------------- helpers
@@ -287,6 +299,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         else:
             ins = insert_record(rag, docs)
         calls = ins["llm_total"].get("calls", 0)
+        ins["llm_peak_in_flight"] = server_peak_concurrency(base_url)
         ins["peak_rss_mb"] = peak_rss_mb()
         ins["working_dir_mb"] = round(dir_size(working_dir) / 2**20, 2)
         stages = ins["stage_seconds"]

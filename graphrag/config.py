@@ -73,6 +73,9 @@ class GraphRAGConfig:
     cheap_model_name: str = "gpt-4o-mini"
     cheap_model_max_token_size: int = 32768
     cheap_model_max_async: int = 16
+    # Calls in flight across both models together, on top of each one's own limit: for one
+    # server (or one rate limit) serving both. None: only the per-model limits.
+    llm_max_async_total: Optional[int] = None
     llm_base_url: Optional[str] = None  # falls back to OPENAI_BASE_URL
     llm_api_key: Optional[str] = None  # falls back to OPENAI_API_KEY
     llm_timeout: float = 180.0
@@ -107,6 +110,8 @@ class GraphRAGConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if self.llm_max_async_total is not None and self.llm_max_async_total <= 0:
+            raise ValueError(f"llm_max_async_total must be positive or None, got {self.llm_max_async_total!r}")
         if not 0 <= self.chunk_overlap_token_size < self.chunk_token_size:
             raise ValueError(
                 "chunk_overlap_token_size must be >= 0 and smaller than chunk_token_size "

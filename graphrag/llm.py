@@ -217,17 +217,12 @@ _REQUEST_OPTIONS = {"timeout": "timeout", "extra_headers": "headers", "extra_que
                     "extra_body": "extra_json"}
 
 
-def openai_model_func(
-    model: str,
-    *,
-    base_url: Optional[str] = None,
-    api_key: Optional[str] = None,
-    timeout: float = 180.0,
-) -> ModelFunc:
-    """A nano-graphrag style model func over any OpenAI-compatible chat endpoint.
+def openai_clients(base_url: Optional[str] = None, api_key: Optional[str] = None, timeout: float = 180.0) -> "_PerLoop":
+    """OpenAI-compatible clients, built lazily (one per event loop), that model funcs for the
+    same server can share: one connection pool, warm for whichever model asks next.
 
-    The client is built lazily (one per event loop) with ``max_retries=0``: ``LLMClient``
-    owns retries so that backoff, Retry-After and usage counts live in one place.
+    ``max_retries=0``: ``LLMClient`` owns retries so that backoff, Retry-After and usage
+    counts live in one place.
     """
 
     def _make_client() -> Any:
@@ -236,7 +231,23 @@ def openai_model_func(
         url, key = _resolve_endpoint(base_url, api_key)
         return openai.AsyncOpenAI(base_url=url, api_key=key, timeout=timeout, max_retries=0)
 
-    clients = _PerLoop(_make_client)
+    return _PerLoop(_make_client)
+
+
+def openai_model_func(
+    model: str,
+    *,
+    base_url: Optional[str] = None,
+    api_key: Optional[str] = None,
+    timeout: float = 180.0,
+    clients: Optional["_PerLoop"] = None,
+) -> ModelFunc:
+    """A nano-graphrag style model func over any OpenAI-compatible chat endpoint.
+
+    ``clients`` (from :func:`openai_clients`) shares one connection pool with other model
+    funcs for the same server; by default the func has its own.
+    """
+    clients = clients or openai_clients(base_url, api_key, timeout)
 
     async def model_func(
         prompt: str,
@@ -378,7 +389,10 @@ class LLMClient:
         max_retries: int = 6,
         backoff_base: float = 1.0,
         backoff_max: float = 60.0,
+        shared_slots: Optional["_PerLoop"] = None,
     ) -> None:
+        """``shared_slots``: a pool of concurrency slots this client shares with others (one
+        server serving several models); a call then holds one of its own and one shared."""
         if max_async <= 0:
             raise ValueError("max_async must be positive")
         self.func = func
@@ -393,12 +407,22 @@ class LLMClient:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self._semaphores = _PerLoop(lambda: _PrioritySlots(self.max_async))
+        self._shared_slots = shared_slots
 
     async def aclose(self) -> None:
         """Close the model's HTTP connections for the running loop (sync wrappers' loops end)."""
         closer = getattr(self.func, "aclose", None)
         if closer is not None:
             await closer()
+
+    @asynccontextmanager
+    async def _slot(self, priority: int) -> AsyncIterator[None]:
+        async with self._semaphores.get().slot(priority):
+            if self._shared_slots is None:
+                yield
+            else:
+                async with self._shared_slots.get().slot(priority):
+                    yield
 
     def _count(self, text: str) -> int:
         """``count_tokens`` memoised over recent texts (usage stats only; tokenising is not free)."""
@@ -462,7 +486,7 @@ class LLMClient:
         while True:
             t0 = time.perf_counter()
             try:
-                async with self._semaphores.get().slot(priority):
+                async with self._slot(priority):
                     self.usage.record(stage, calls=1)
                     answer = await self.func(prompt, system_prompt=system_prompt,
                                              history_messages=list(history), **kwargs)
@@ -526,15 +550,18 @@ def build_llm_clients(
     if not getattr(config, "enable_llm_cache", True):
         cache = None
 
+    total = getattr(config, "llm_max_async_total", None)
+    shared = _PerLoop(lambda: _PrioritySlots(total)) if total else None
+    connections = openai_clients(config.llm_base_url, config.llm_api_key, config.llm_timeout)
+
     def make(func: Optional[ModelFunc], name: str, max_async: int) -> LLMClient:
         if func is None:
-            func = openai_model_func(name, base_url=config.llm_base_url, api_key=config.llm_api_key,
-                                     timeout=config.llm_timeout)
+            func = openai_model_func(name, clients=connections)
             model_id = name
         else:
             model_id = getattr(func, "__name__", None) or "custom"
         return LLMClient(func, model_id=model_id, max_async=max_async, usage=usage, cache=cache,
-                         count_tokens=count_tokens, max_retries=config.llm_max_retries)
+                         count_tokens=count_tokens, max_retries=config.llm_max_retries, shared_slots=shared)
 
     best = make(config.best_model_func, config.best_model_name, config.best_model_max_async)
     cheap = make(config.cheap_model_func, config.cheap_model_name, config.cheap_model_max_async)

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import time
+import urllib.request
 from types import SimpleNamespace
 from typing import Any, Optional
 
@@ -137,6 +139,40 @@ def test_in_flight_requests_bounded_by_max_async(llm_server: MockLLMServer) -> N
     assert len(answers) == 40 and all(answers)
     assert 2 <= llm_server.peak_concurrency <= 4
     assert client.usage.snapshot()["query"]["calls"] == 40
+
+
+def test_both_models_share_llm_max_async_total(llm_server: MockLLMServer) -> None:
+    """One server for both models: their calls together stay within the total, and a waiting
+    call with a lower priority number gets the next shared slot whichever model it is for."""
+    llm_server.latency = 0.05
+    cfg = GraphRAGConfig(working_dir="unused", llm_base_url=llm_server.base_url, llm_api_key="k",
+                         best_model_max_async=8, cheap_model_max_async=4, llm_max_async_total=4)
+    best, cheap = build_llm_clients(cfg, UsageCounter())
+    order: list[str] = []
+
+    async def ask(client: LLMClient, name: str, priority: int) -> None:
+        await client(f"question {name}", stage="query", priority=priority)
+        order.append(name)
+
+    async def run() -> None:
+        first = [asyncio.create_task(ask(best, f"best-{i}", 0)) for i in range(4)]
+        await asyncio.sleep(0.01)  # the four shared slots are taken
+        later = [asyncio.create_task(ask(best, f"late-best-{i}", 0)) for i in range(3)]
+        later += [asyncio.create_task(ask(cheap, f"cheap-{i}", -10)) for i in range(4)]
+        await asyncio.gather(*first, *later)
+
+    asyncio.run(run())
+    assert llm_server.peak_concurrency == 4
+    # The waiting best calls were there first, but the cheap ones (priority -10) went next.
+    assert set(order[4:8]) == {f"cheap-{i}" for i in range(4)}
+    # Without the total each model has only its own limit.
+    llm_server.reset()
+    cfg.llm_max_async_total = None
+    best, cheap = build_llm_clients(cfg, UsageCounter())
+    asyncio.run(run())
+    assert llm_server.peak_concurrency == 11
+    with pytest.raises(ValueError, match="llm_max_async_total"):
+        GraphRAGConfig(working_dir="unused", llm_max_async_total=0)
 
 
 def test_client_works_across_event_loops(llm_server: MockLLMServer) -> None:
@@ -303,6 +339,21 @@ def test_build_llm_clients_from_config() -> None:
     assert best.cache is None and cheap.cache is None
 
 
+def test_both_models_share_one_connection_pool(llm_server: MockLLMServer) -> None:
+    cfg = GraphRAGConfig(working_dir="unused", llm_base_url=llm_server.base_url, llm_api_key="k")
+    best, cheap = build_llm_clients(cfg, UsageCounter())
+
+    async def run() -> None:
+        await best("one", stage="query")
+        await cheap("two", stage="summary")
+        await best.aclose()
+        await cheap.aclose()
+
+    asyncio.run(run())
+    assert [r["model"] for r in llm_server.chat_requests] == ["gpt-4o", "gpt-4o-mini"]
+    assert llm_server.connections == 1  # the cheap model's call reused the best model's connection
+
+
 def test_openai_embedding_func(llm_server: MockLLMServer) -> None:
     pytest.importorskip("graphrag.embedding")
     from graphrag.llm import openai_embedding_func
@@ -336,6 +387,9 @@ def test_mock_server_endpoints(llm_server: MockLLMServer) -> None:
     assert any(m.id == "gpt-4o" for m in models.data)
     assert len(emb.data) == 2 and len(emb.data[0].embedding) == 64
     assert emb.data[0].embedding == emb.data[1].embedding
+    stats = json.loads(urllib.request.urlopen(llm_server.base_url.rstrip("/") + "/mock/stats", timeout=5).read())
+    assert stats.pop("connections") >= 2  # the SDK's keep-alive connection and this one
+    assert stats == {"peak_concurrency": 0, "in_flight": 0, "calls_by_kind": {}}
 
 
 def test_realistic_responder_kinds() -> None:

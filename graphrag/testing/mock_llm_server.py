@@ -413,6 +413,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug("mock server: " + format, *args)
 
+    def setup(self) -> None:
+        super().setup()
+        with self.server.mock._lock:
+            self.server.mock.connections += 1
+
     def _send_json(self, code: int, obj: Any, headers: Optional[dict[str, str]] = None) -> None:
         body = json.dumps(obj).encode("utf-8")
         try:
@@ -441,6 +446,8 @@ class _Handler(BaseHTTPRequestHandler):
                 {"id": m, "object": "model", "created": 0, "owned_by": "mock"}
                 for m in ("gpt-4o", "gpt-4o-mini", "text-embedding-3-small")
             ]})
+        elif self.path.rstrip("/").endswith("/mock/stats"):
+            self._send_json(200, self.server.mock.stats())  # type: ignore[attr-defined]
         else:
             self._send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
 
@@ -486,6 +493,7 @@ class MockLLMServer:
         self._in_flight = 0
         self.requests: list[dict] = []
         self.peak_concurrency = 0
+        self.connections = 0  # TCP connections accepted
         self.calls_by_kind: Counter[str] = Counter()
         self._httpd: Optional[_Server] = None
         self._thread: Optional[threading.Thread] = None
@@ -536,6 +544,14 @@ class MockLLMServer:
             self.requests.clear()
             self.calls_by_kind.clear()
             self.peak_concurrency = self._in_flight
+            self.connections = 0
+
+    def stats(self) -> dict[str, Any]:
+        """What ``GET /mock/stats`` answers: how many chat requests were in flight at most, and
+        of which kinds (a process driving the server from outside can check its limits)."""
+        with self._lock:
+            return {"peak_concurrency": self.peak_concurrency, "in_flight": self._in_flight,
+                    "connections": self.connections, "calls_by_kind": dict(self.calls_by_kind)}
 
     @property
     def chat_requests(self) -> list[dict]:
