@@ -341,10 +341,8 @@ class GraphRAG:
                 schema = await stores.graph.community_schema()
                 timings["cluster"] = time.perf_counter() - t
                 t = time.perf_counter()
-                await changes.settled()  # reports read the final descriptions
-                timings["merge"] += time.perf_counter() - t
-                t = time.perf_counter()
-                communities, reports_generated = await self._report(schema)
+                # Communities containing a description still being summarised wait for it.
+                communities, reports_generated = await self._report(schema, changes)
                 timings["report"] = time.perf_counter() - t
             else:
                 logger.info("No entity or relation changed; community reports kept as they are")
@@ -451,7 +449,8 @@ class GraphRAG:
             vector_tokens=max(self.embedding_func.max_token_size // 2, 32),
         )
 
-    async def _report(self, schema: Optional[dict[str, Any]] = None) -> tuple[int, int]:
+    async def _report(self, schema: Optional[dict[str, Any]] = None,
+                      in_flight: Optional[Any] = None) -> tuple[int, int]:
         """One report per community; unchanged communities keep theirs without an LLM call."""
         from graphrag.operators.community_reports import generate_community_reports
 
@@ -467,7 +466,7 @@ class GraphRAG:
                 schema, graph=stores.graph, llm=None if extractive else self.llms[0], tokenizer=self.tokenizer,
                 max_tokens=self.config.community_report_max_token_size, existing=existing,
                 llm_kwargs=self.config.special_community_report_llm_kwargs, extractive=extractive,
-                on_progress=progress.update,
+                on_progress=progress.update, in_flight=in_flight,
             )
         finally:
             progress.close()

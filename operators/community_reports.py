@@ -5,7 +5,8 @@ internal relations, level). When a later insert leaves a community's content as 
 its report is reused with no LLM call, even if the community changed id.
 
 Deeper levels go first, and a community too large for the prompt budget waits for its
-sub-communities' reports so that it can be described through them.
+sub-communities' reports so that it can be described through them. While long descriptions
+are still being summarised, only the communities that contain one of them wait.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterable, Optional
+from typing import Any, Awaitable, Callable, Collection, Iterable, Optional, Protocol, Union
 
 import xxhash
 
@@ -456,6 +457,15 @@ def _reusable(record: Optional[dict], fingerprint: str, extractive: bool) -> boo
     return extractive or source == SOURCE_LLM
 
 
+class SummariesInFlight(Protocol):
+    """Descriptions still being summarised: ``summarising`` holds node names and sorted edge
+    pairs; :meth:`settled` returns once their summaries are in the graph."""
+
+    summarising: Collection[Union[str, tuple[str, str]]]
+
+    async def settled(self) -> None: ...
+
+
 class _GraphData:
     """Node and edge data for fingerprints and contexts, read from the graph as communities
     need it: the first reports go out while later communities' data is still unread."""
@@ -490,6 +500,7 @@ async def generate_community_reports(
     llm_kwargs: Optional[dict] = None,
     extractive: bool = False,
     on_progress: Optional[Callable[[int], None]] = None,
+    in_flight: Optional[SummariesInFlight] = None,
 ) -> tuple[dict[str, dict], int]:
     """Report every community; returns ({id: record}, number of reports made fresh).
 
@@ -497,7 +508,9 @@ async def generate_community_reports(
     with that fingerprint) keeps that report. The rest are written concurrently, deepest
     level first; a community too large for the prompt waits for its sub-communities'
     reports. ``on_progress(n)`` is called with the number of communities just finished
-    (reused ones together, then 1 per new report).
+    (reused ones together, then 1 per new report). With ``in_flight``, a community that
+    contains an element still being summarised (or a sub-community that does) is read and
+    reported only once the summaries have settled; the others start at once.
     """
     existing = existing or {}
     kwargs = dict(DEFAULT_REPORT_LLM_KWARGS if llm_kwargs is None else llm_kwargs)
@@ -567,6 +580,36 @@ async def generate_community_reports(
         async with preparing:
             await one(cid, fp, tables)
 
+    async def start(cid: str) -> None:
+        nonlocal reused
+        community = communities[cid]
+        await graph_data.load(community)
+        fp = community_fingerprint(community, nodes, edges, digests)
+        old = existing.get(cid)
+        if not _reusable(old, fp, extractive):
+            old = by_fingerprint.get(fp)
+        if _reusable(old, fp, extractive):
+            assert old is not None
+            results[cid] = _record(community, old["report_json"], fp,
+                                   old.get("report_source", SOURCE_LLM), old.get("report_string"))
+            reused += 1
+        elif extractive:
+            todo.append((cid, fp))
+        else:
+            pending[cid] = asyncio.ensure_future(when_ready(cid, fp))
+            if len(pending) % 8 == 0:
+                await asyncio.sleep(0)
+
+    summarising = set(in_flight.summarising) if in_flight is not None else set()
+    deferred: set[str] = set()
+
+    def touches_summaries(cid: str) -> bool:
+        # A parent contains its sub-communities; the check on them keeps that true even if not.
+        community = communities[cid]
+        return (any(str(s) in deferred for s in community.get("sub_communities") or [])
+                or any(str(n) in summarising for n in community.get("nodes") or [])
+                or any(pair in summarising for pair in _community_pairs(community)))
+
     # Deepest level first, so that sub-community tasks exist before their parents'. Calls
     # start while the rest is still being fingerprinted: the set-up overlaps the first calls.
     ordered = sorted(communities, key=lambda c: -int(communities[c].get("level", 0) or 0))
@@ -575,23 +618,17 @@ async def generate_community_reports(
     digests: dict[tuple, str] = {}
     try:
         for cid in ordered:
-            community = communities[cid]
-            await graph_data.load(community)
-            fp = community_fingerprint(community, nodes, edges, digests)
-            old = existing.get(cid)
-            if not _reusable(old, fp, extractive):
-                old = by_fingerprint.get(fp)
-            if _reusable(old, fp, extractive):
-                assert old is not None
-                results[cid] = _record(community, old["report_json"], fp,
-                                       old.get("report_source", SOURCE_LLM), old.get("report_string"))
-                reused += 1
-            elif extractive:
-                todo.append((cid, fp))
+            if summarising and touches_summaries(cid):
+                deferred.add(cid)
             else:
-                pending[cid] = asyncio.ensure_future(when_ready(cid, fp))
-                if len(pending) % 8 == 0:
-                    await asyncio.sleep(0)
+                await start(cid)
+        if deferred:
+            assert in_flight is not None
+            logger.info("Community reports: %d wait for summaries in flight", len(deferred))
+            await in_flight.settled()
+            for cid in ordered:
+                if cid in deferred:
+                    await start(cid)
         if reused and on_progress:
             on_progress(reused)
         logger.info("Community reports: %d reused, %d to generate", reused, len(todo) + len(pending))

@@ -36,13 +36,15 @@ class GraphChanges:
 
     ``summaries`` is the task still writing summarised descriptions of long ones into the
     graph (and their vector records): the structure is already in place, so clustering can
-    run while the summaries are in flight. Await :meth:`settled` before reading descriptions.
+    run while the summaries are in flight. ``summarising`` names those elements (node names,
+    sorted edge pairs): await :meth:`settled` before reading their descriptions.
     """
 
     entities_changed: int = 0
     vectors_to_upsert: dict[str, dict[str, Any]] = field(default_factory=dict)
     vectors_to_delete: list[str] = field(default_factory=list)
     summaries: Optional["asyncio.Future[None]"] = None
+    summarising: frozenset[GraphElement] = frozenset()
 
     async def settled(self) -> None:
         if self.summaries is not None:
@@ -177,4 +179,5 @@ async def update_graph(
 
     if long:
         changes.summaries = asyncio.ensure_future(write_summaries())
+        changes.summarising = frozenset(long)
     return changes

@@ -100,6 +100,11 @@ def placeholder_entity(name: str, relation_contributions: list[tuple[str, Relati
     }
 
 
+# Ahead of every report in a shared concurrency pool: the reports of the communities that
+# hold a summarised element wait for its summary.
+SUMMARY_PRIORITY = -(1 << 20)
+
+
 def summary_input_budget(max_tokens: int) -> int:
     """Tokens of description list sent to the summariser: 4x the output, at least 4000.
 
@@ -134,7 +139,7 @@ async def summarize_description(
         entity_name=name,
         description_list="\n".join(kept),
     )
-    summary = (await llm(prompt, stage="summary", max_tokens=max_tokens)).strip()
+    summary = (await llm(prompt, stage="summary", max_tokens=max_tokens, priority=SUMMARY_PRIORITY)).strip()
     if not summary:
         logger.warning("empty summary for %r; truncating its description instead", name)
         return tokenizer.decode(tokenizer.encode(description)[:max_tokens])

@@ -361,6 +361,51 @@ def test_communities_that_fit_do_not_wait_for_their_sub_communities(tmp_path):
     assert fresh == len(records) == len(communities) == started
 
 
+def test_only_communities_with_a_description_in_flight_wait_for_the_summaries(tmp_path):
+    """Reports of communities untouched by the summaries go out while those are in flight;
+    a community holding a summarised node or edge is read only after they settle."""
+    graph, communities = _make_graph(tmp_path)
+    node = "N0"
+    edge = next(tuple(sorted(e)) for c in communities.values() for e in c["edges"] if node not in e)
+    touched = {cid for cid, c in communities.items()
+               if node in c["nodes"] or (edge[0] in c["nodes"] and edge[1] in c["nodes"])}
+    assert touched and len(touched) < len(communities)
+    untouched_requested = asyncio.Event()
+    requested: list[tuple[str, bool]] = []  # (community, summaries settled yet)
+    settled = False
+
+    class Summaries:
+        summarising = frozenset({node, edge})
+
+        async def settled(self):
+            nonlocal settled
+            if not settled:
+                # A pipeline that held every report back for the summaries would time out here.
+                await asyncio.wait_for(untouched_requested.wait(), 5)
+                await graph.upsert_node(node, {**await graph.get_node(node), "description": "Summary of N0."})
+                await graph.upsert_edge(*edge, {**await graph.get_edge(*edge), "description": "Summary of the edge."})
+                settled = True
+
+    async def llm(prompt: str, **kwargs):
+        requested.append((_community_of(prompt, communities), settled))
+        if len(requested) == len(communities) - len(touched):
+            untouched_requested.set()
+        await asyncio.sleep(0)
+        return json.dumps({"title": "T", "summary": "S", "rating": 5, "rating_explanation": "", "findings": []})
+
+    async def run():
+        return await generate_community_reports(communities, graph=graph, llm=llm, tokenizer=TOKENIZER,
+                                                max_tokens=100_000, existing={}, in_flight=Summaries())
+
+    records, fresh = asyncio.run(run())
+    assert fresh == len(communities)
+    assert {cid for cid, after in requested if not after} == set(communities) - touched
+    assert {cid for cid, after in requested if after} == touched
+    nodes, edges = _graph_data(graph)
+    for cid in touched:  # fingerprinted from the summaries, as a later run will see them
+        assert records[cid]["fingerprint"] == community_fingerprint(communities[cid], nodes, edges)
+
+
 def test_contexts_are_built_only_shortly_before_a_slot_can_take_them(tmp_path, monkeypatch):
     """At most 2 x max_async contexts exist ahead of their calls, not every community's at once."""
     import graphrag.operators.community_reports as reports

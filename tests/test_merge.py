@@ -13,6 +13,7 @@ from graphrag.operators.merge import (
     merge_entity,
     merge_relation,
     placeholder_entity,
+    SUMMARY_PRIORITY,
     summarize_description,
     summarize_elements,
     summary_input_budget,
@@ -133,6 +134,7 @@ def test_summary_only_above_threshold() -> None:
     assert out == "SUMMARY"
     prompt, stage, kw = llm.calls[0]
     assert stage == "summary" and kw["max_tokens"] == 10
+    assert kw["priority"] == SUMMARY_PRIORITY < -1000  # ahead of any report level
     assert "X" in prompt and "first description" in prompt and "second description" in prompt
     assert SEP not in prompt
 
