@@ -177,7 +177,7 @@ class GraphRAG:
             await self.stores.index_start()
             try:
                 yield
-                await self._add_usage_to_totals()
+                await self._update_index_meta()
                 with commit_transaction(wd):
                     await self.stores.index_done()
             except BaseException:
@@ -189,7 +189,8 @@ class GraphRAG:
                 self._llms = None  # they held the replaced cache store
                 raise
 
-    async def _add_usage_to_totals(self) -> None:
+    async def _update_index_meta(self) -> None:
+        """Cumulative LLM usage, and the document count a query checks without reading the docs."""
         meta = self.stores.index_meta
         if meta is None:
             return
@@ -199,7 +200,15 @@ class GraphRAG:
             for key, value in counts.items():
                 stage_totals[key] = stage_totals.get(key, 0) + value
             totals[stage] = stage_totals
-        await meta.upsert({"llm_usage": totals})
+        documents = len(await self.stores.full_docs.all_keys())
+        await meta.upsert({"llm_usage": totals, "documents": {"count": documents}})
+
+    async def _has_documents(self) -> bool:
+        meta = self.stores.index_meta
+        record = await meta.get_by_id("documents") if meta is not None else None
+        if isinstance(record, dict) and isinstance(record.get("count"), int):
+            return record["count"] > 0
+        return bool(await self.stores.full_docs.all_keys())  # a dir written before the count existed
 
     # ------------------------------------------------------------------ insert
 
@@ -489,7 +498,7 @@ class GraphRAG:
 
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
-        if not await self.stores.full_docs.all_keys():
+        if not await self._has_documents():
             await self.stores.query_done()
             return EMPTY_INDEX_MESSAGE.format(working_dir=self.config.working_dir)
         no_llm = not param.only_need_context and not llm_configured(self.config)

@@ -1,9 +1,8 @@
-"""Every store of one working dir, opened together and driven through one lifecycle."""
+"""Every store of one working dir, driven through one lifecycle and each read on first use."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Generic, Optional, TypeVar
 
 from graphrag.config import GraphRAGConfig
 from graphrag.embedding import EmbeddingFunc
@@ -16,48 +15,66 @@ from graphrag.storage import (
     NetworkXStorage,
     StorageNameSpace,
 )
+from graphrag.storage.files import SingleFileStore, wait_for_commit
+
+S = TypeVar("S")
+StoreOpener = Callable[[], Optional[StorageNameSpace]]
 
 
-@dataclass
+class _OpenedOnFirstUse(Generic[S]):
+    """A store of :class:`Stores`: constructed (its file read) the first time it is asked for."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, stores: Any, owner: Optional[type] = None) -> S:
+        return stores.open(self.name)
+
+
 class Stores:
-    """The working dir's stores. Chunk extractions and the LLM response cache are opened on
-    first use: only writers and LLM calls need them, so a process that opens a working dir
-    to answer context queries reads only what those queries use."""
+    """The working dir's stores. Each is read when first used, so a process that opens a
+    working dir to query reads only the stores its queries touch: a naive query never
+    parses the graph, a local one never the LLM cache. An insert opens them all.
 
-    full_docs: BaseKVStorage
-    text_chunks: BaseKVStorage
-    community_reports: BaseKVStorage
-    entities_vdb: Optional[BaseVectorStorage]
-    chunks_vdb: Optional[BaseVectorStorage]
-    graph: BaseGraphStorage
-    # Small bookkeeping records, e.g. cumulative LLM usage for `graphrag stats`.
-    index_meta: Optional[BaseKVStorage] = None
-    open_later: dict[str, Callable[[], Optional[StorageNameSpace]]] = field(default_factory=dict)
-    _opened_later: dict[str, Optional[StorageNameSpace]] = field(default_factory=dict, repr=False)
+    Stores read at different times could straddle another process's commit; opening one
+    therefore first brings those already read up to the files on disk.
+    """
 
-    def _store_opened_later(self, name: str) -> Any:
-        if name not in self._opened_later:
-            self._opened_later[name] = self.open_later[name]()
-        return self._opened_later[name]
+    full_docs = _OpenedOnFirstUse[BaseKVStorage]()
+    text_chunks = _OpenedOnFirstUse[BaseKVStorage]()
+    community_reports = _OpenedOnFirstUse[BaseKVStorage]()
+    entities_vdb = _OpenedOnFirstUse[Optional[BaseVectorStorage]]()
+    chunks_vdb = _OpenedOnFirstUse[Optional[BaseVectorStorage]]()
+    graph = _OpenedOnFirstUse[BaseGraphStorage]()
+    # Small bookkeeping records: cumulative LLM usage for `graphrag stats`, the document count.
+    index_meta = _OpenedOnFirstUse[Optional[BaseKVStorage]]()
+    # What extraction found in each chunk: lets merges be rebuilt (on delete) without the LLM.
+    chunk_extractions = _OpenedOnFirstUse[BaseKVStorage]()
+    llm_response_cache = _OpenedOnFirstUse[Optional[BaseKVStorage]]()
 
-    @property
-    def chunk_extractions(self) -> BaseKVStorage:
-        """What extraction found in each chunk: lets merges be rebuilt (on delete) without the LLM."""
-        return self._store_opened_later("chunk_extractions")
+    def __init__(self, openers: dict[str, StoreOpener], working_dir: Optional[str] = None) -> None:
+        self._openers = openers
+        self._working_dir = working_dir
+        self._opened: dict[str, Optional[StorageNameSpace]] = {}
 
-    @property
-    def llm_response_cache(self) -> Optional[BaseKVStorage]:
-        return self._store_opened_later("llm_response_cache")
+    def open(self, name: str) -> Any:
+        if name not in self._opened:
+            if self._working_dir is not None:
+                wait_for_commit(self._working_dir)
+            store = self._openers[name]()
+            for earlier in self._opened.values():
+                if isinstance(earlier, SingleFileStore):
+                    earlier.reload_if_changed()
+            self._opened[name] = store
+        return self._opened[name]
 
     def all(self) -> list[StorageNameSpace]:
         """Every store opened so far (one never opened has nothing to reload or save)."""
-        stores = [self.full_docs, self.text_chunks, self.community_reports, self.entities_vdb, self.chunks_vdb,
-                  self.graph, self.index_meta, *self._opened_later.values()]
-        return [s for s in stores if s is not None]
+        return [s for s in self._opened.values() if s is not None]
 
     async def index_start(self) -> None:
-        for name in self.open_later:  # a writer uses them all
-            self._store_opened_later(name)
+        for name in self._openers:  # a writer uses them all
+            self.open(name)
         await asyncio.gather(*(s.index_start_callback() for s in self.all()))
 
     async def index_done(self) -> None:
@@ -69,29 +86,38 @@ class Stores:
 
 
 def open_stores(config: GraphRAGConfig, embedding_func: EmbeddingFunc) -> Stores:
+    """The stores of ``config.working_dir``, none read yet; a vector file built with another
+    embedding model is refused now (from its head), not at the first query."""
     kv_cls = config.key_string_value_json_storage_cls or JsonKVStorage
     vector_cls = config.vector_db_storage_cls or NanoVectorDBStorage
     graph_cls = config.graph_storage_cls or NetworkXStorage
 
-    def open_cache() -> Optional[BaseKVStorage]:
+    def kv(namespace: str) -> StoreOpener:
+        return lambda: kv_cls(namespace=namespace, global_config=config)
+
+    def vectors(namespace: str, enabled: bool, meta_fields: set[str]) -> StoreOpener:
+        if enabled and vector_cls is NanoVectorDBStorage:
+            NanoVectorDBStorage.check_file(config.working_dir, namespace, embedding_func.embedding_dim)
+        return lambda: vector_cls(namespace=namespace, global_config=config, embedding_func=embedding_func,
+                                  meta_fields=meta_fields) if enabled else None
+
+    def llm_cache() -> Optional[BaseKVStorage]:
         if not config.enable_llm_cache:
             return None
         if kv_cls is JsonKVStorage:
             return JsonKVStorage("llm_response_cache", config, journal=True)
         return kv_cls(namespace="llm_response_cache", global_config=config)
 
-    return Stores(
-        full_docs=kv_cls(namespace="full_docs", global_config=config),
-        text_chunks=kv_cls(namespace="text_chunks", global_config=config),
-        community_reports=kv_cls(namespace="community_reports", global_config=config),
-        entities_vdb=vector_cls(namespace="entities", global_config=config, embedding_func=embedding_func,
-                                meta_fields={"entity_name"}) if config.enable_local else None,
+    return Stores({
+        "full_docs": kv("full_docs"),
+        "text_chunks": kv("text_chunks"),
+        "community_reports": kv("community_reports"),
+        "entities_vdb": vectors("entities", config.enable_local, {"entity_name"}),
         # Chunk vectors carry only the chunk id: the document a chunk belongs to can change
         # (shared chunks), and text_chunks is the one place that records it.
-        chunks_vdb=vector_cls(namespace="chunks", global_config=config, embedding_func=embedding_func)
-        if config.enable_naive_rag else None,
-        graph=graph_cls(namespace="chunk_entity_relation", global_config=config),
-        index_meta=kv_cls(namespace="index_meta", global_config=config),
-        open_later={"chunk_extractions": lambda: kv_cls(namespace="chunk_extractions", global_config=config),
-                    "llm_response_cache": open_cache},
-    )
+        "chunks_vdb": vectors("chunks", config.enable_naive_rag, set()),
+        "graph": lambda: graph_cls(namespace="chunk_entity_relation", global_config=config),
+        "index_meta": kv("index_meta"),
+        "chunk_extractions": kv("chunk_extractions"),
+        "llm_response_cache": llm_cache,
+    }, working_dir=config.working_dir)

@@ -224,9 +224,15 @@ class SingleFileStore:
     def _load(self) -> None:
         raise NotImplementedError
 
+    def reload_if_changed(self) -> bool:
+        """Read the file again if another process committed a new one since; True if so."""
+        if file_signature(self._file_name) == self._loaded_signature:
+            return False
+        self._load()
+        return True
+
     async def index_start_callback(self) -> None:
-        if file_signature(self._file_name) != self._loaded_signature:
-            self._load()
+        self.reload_if_changed()
 
     def _remember_committed_file(self) -> None:
         after_commit(lambda: setattr(self, "_loaded_signature", file_signature(self._file_name)))

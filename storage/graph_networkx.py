@@ -9,6 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 from xml.etree.ElementTree import ParseError
+from xml.parsers import expat
 from xml.sax.saxutils import escape, quoteattr
 
 import networkx as nx
@@ -85,6 +86,127 @@ def write_graphml(graph: nx.Graph, path: str) -> None:
         for a, b, attrs in graph.edges(data=True):
             f.write(f'    <edge source={quoteattr(str(a))} target={quoteattr(str(b))}>{data("edge", attrs)}</edge>\n')
         f.write("  </graph>\n</graphml>\n")
+
+
+_BOOLEANS = {"true": True, "false": False, "0": False, "1": True}
+_DECODERS: dict[str, Any] = {"boolean": lambda text: _BOOLEANS[text.lower()], "int": int, "integer": int,
+                             "long": int, "float": float, "double": float, "string": str}
+
+
+class _NotPlainGraphML(Exception):
+    """A GraphML feature the fast reader leaves to networkx."""
+
+
+class _GraphMLHandlers:
+    """expat callbacks collecting keys, nodes, edges and graph data in document order."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, tuple[str, Any]] = {}
+        self.defaults: dict[str, dict[str, Any]] = {"node": {}, "edge": {}}
+        self.graph_data: dict[str, Any] = {}
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.edges: list[tuple[str, str, dict[str, Any]]] = []
+        self.graphs = 0
+        self._item: Optional[dict[str, Any]] = None  # the node's or edge's data being read
+        self._key: Optional[dict[str, str]] = None  # the <key> being read
+        self._data_key: Optional[str] = None
+        self._text: list[str] = []
+        self._in_value = False
+
+    def start(self, tag: str, attrs: dict[str, str]) -> None:
+        if self._in_value:
+            raise _NotPlainGraphML("an element inside <data> or <default> (yfiles)")
+        if tag == "data":
+            self._data_key, self._text, self._in_value = attrs.get("key"), [], True
+        elif tag == "node":
+            if self._item is not None or not self.graphs:
+                raise _NotPlainGraphML("nested node")
+            self._item = self.nodes.setdefault(attrs.get("id"), {})  # type: ignore[arg-type]
+        elif tag == "edge":
+            if self._item is not None or not self.graphs or "id" in attrs or attrs.get("directed") == "true":
+                raise _NotPlainGraphML("edge id, direction or nesting")
+            self._item = {}
+            self.edges.append((attrs.get("source"), attrs.get("target"), self._item))  # type: ignore[arg-type]
+        elif tag == "graph":
+            self.graphs += 1
+            if self.graphs > 1 or self._item is not None or attrs.get("edgedefault") == "directed":
+                raise _NotPlainGraphML("nested, several or directed graphs")
+        elif tag == "key":
+            decode = _DECODERS.get(attrs.get("attr.type", "string"))
+            if decode is None or "yfiles.type" in attrs:
+                raise _NotPlainGraphML("key type")
+            self._key = attrs
+            self.keys[attrs.get("id", "")] = (attrs.get("attr.name", ""), decode)
+        elif tag == "default":
+            self._text, self._in_value = [], True
+        elif tag != "graphml":
+            raise _NotPlainGraphML(tag)
+
+    def end(self, tag: str) -> None:
+        if tag == "data":
+            self._in_value = False
+            owner = self._item if self._item is not None else self.graph_data if self.graphs else None
+            if owner is None:
+                raise _NotPlainGraphML("data outside graph, node and edge")
+            data_name, decode = self.keys[self._data_key]  # type: ignore[index]  # KeyError: as networkx
+            # networkx reads an empty element as "", whatever the key's type.
+            owner[data_name] = decode("".join(self._text)) if self._text else ""
+        elif tag == "default":
+            self._in_value = False
+            if self._key is not None and self._key.get("for") in self.defaults:
+                data_name, decode = self.keys[self._key.get("id", "")]
+                self.defaults[self._key["for"]][data_name] = decode("".join(self._text))
+        elif tag in ("node", "edge"):
+            self._item = None
+        elif tag == "key":
+            self._key = None
+
+    def text(self, data: str) -> None:
+        if self._in_value:
+            self._text.append(data)
+
+
+def read_graphml(path: str) -> nx.Graph:
+    """An undirected GraphML file as ``nx.Graph(nx.read_graphml(path))`` reads it, ~3x faster.
+
+    The parse dominated opening a large working dir. The plain GraphML that
+    :func:`write_graphml` and networkx write is read in one expat pass; anything else
+    (directed or nested graphs, ports, yfiles, edge ids, parallel edges) goes to networkx.
+    """
+    handlers = _GraphMLHandlers()
+    parser = expat.ParserCreate()  # GraphML's default namespace: tags arrive bare
+    parser.buffer_text = True
+    parser.StartElementHandler = handlers.start
+    parser.EndElementHandler = handlers.end
+    parser.CharacterDataHandler = handlers.text
+    try:
+        with open(path, "rb") as f:
+            parser.ParseFile(f)
+        nodes = handlers.nodes
+        # networkx adds every node, then every edge, to a multigraph and converts that to a
+        # Graph node by node; its neighbour order (which clustering sees) is rebuilt the same way.
+        neighbours: dict[str, dict[str, dict[str, Any]]] = {node: {} for node in nodes}
+        for source, target, data in handlers.edges:
+            for end in (source, target):
+                if end not in nodes:
+                    nodes[end] = {}
+                    neighbours[end] = {}
+            if target in neighbours[source]:
+                raise _NotPlainGraphML("parallel edges")
+            neighbours[source][target] = neighbours[target][source] = data
+    except _NotPlainGraphML:
+        return nx.Graph(nx.read_graphml(path))
+    except expat.ExpatError as exc:
+        raise ParseError(str(exc)) from exc
+    graph = nx.Graph()
+    graph.graph.update({"node_default": handlers.defaults["node"], "edge_default": handlers.defaults["edge"]})
+    graph.add_nodes_from(nodes.items())
+    for node, adjacent in neighbours.items():
+        for other, data in adjacent.items():
+            if not graph.has_edge(node, other):
+                graph.add_edge(node, other, **data)
+    graph.graph.update(handlers.graph_data)
+    return graph
 
 
 def leiden_partitions(graph: nx.Graph, max_cluster_size: int, seed: int) -> list[dict[str, list[int]]]:
@@ -262,8 +384,8 @@ class NetworkXStorage(SingleFileStore, BaseGraphStorage):
         if file_signature(file_name) is None:
             return None
         try:
-            return nx.read_graphml(file_name)
-        except (ParseError, nx.NetworkXError, ValueError, KeyError) as exc:
+            return read_graphml(file_name)
+        except (ParseError, nx.NetworkXError, ValueError, KeyError, TypeError) as exc:
             raise StorageFileError(
                 f"graph file {file_name!r} is corrupt ({exc}). It was left untouched: restore it or delete it."
             ) from exc

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import binascii
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -49,6 +50,20 @@ def _stored_dimension(path: str) -> Optional[int]:
         return None
 
 
+def _check_dimension(file_name: str, dim: int) -> None:
+    stored = _stored_dimension(file_name)
+    if stored is not None and stored != dim:
+        raise EmbeddingDimensionError(
+            f"vector file {file_name!r} holds {stored}-dimensional vectors but the configured "
+            f"embedding function produces {dim}-dimensional ones; use the embedding model it was "
+            "built with, or delete the file to re-embed"
+        )
+
+
+def _file_for(namespace: str) -> str:
+    return f"vdb_{namespace}.json"
+
+
 @dataclass
 class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
     cosine_better_than_threshold: Optional[float] = None
@@ -64,7 +79,7 @@ class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
             self.cosine_better_than_threshold = kwargs.get(
                 "query_better_than_threshold", self.global_config.query_better_than_threshold
             )
-        self._file_name = self.path_for(f"vdb_{self.namespace}.json")
+        self._file_name = self.path_for(_file_for(self.namespace))
         self._max_batch_size = self.global_config.embedding_batch_num
         self._load()
 
@@ -72,13 +87,7 @@ class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
         dim = self.embedding_func.embedding_dim
         self._loaded_signature = file_signature(self._file_name)
         if self._loaded_signature is not None:
-            stored = _stored_dimension(self._file_name)
-            if stored is not None and stored != dim:
-                raise EmbeddingDimensionError(
-                    f"vector file {self._file_name!r} holds {stored}-dimensional vectors but the configured "
-                    f"embedding function produces {dim}-dimensional ones; use the embedding model it was "
-                    "built with, or delete the file to re-embed"
-                )
+            _check_dimension(self._file_name, dim)
         try:
             self._client = _nano_vectordb_class()(dim, storage_file=self._file_name)
         except AssertionError as exc:  # nano-vectordb's own dimension check
@@ -89,6 +98,13 @@ class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
                 "untouched: delete it to re-embed."
             ) from exc
         self._dirty = False
+
+    @staticmethod
+    def check_file(working_dir: str, namespace: str, embedding_dim: int) -> None:
+        """Refuse a file built with another embedding model without loading it (reads its head)."""
+        file_name = os.path.join(working_dir, _file_for(namespace))
+        if file_signature(file_name) is not None:
+            _check_dimension(file_name, embedding_dim)
 
     async def _embed(self, contents: list[str]) -> np.ndarray:
         batches = [contents[i : i + self._max_batch_size] for i in range(0, len(contents), self._max_batch_size)]

@@ -64,6 +64,48 @@ def test_context_queries_do_not_read_what_only_writers_need(offline_index, llm_s
         rag.insert(["Tobias Fern also repaired the Lantern Guild's old signal tower."])
 
 
+def _opened(rag: GraphRAG) -> set[str]:
+    return {store.namespace for store in rag.stores.all()}
+
+
+def test_each_query_reads_only_the_stores_it_uses(offline_index):
+    """Stores are read on first use: a naive query never parses the graph, so a corrupt
+    graph file only stops the modes that need it, and names the file when it does."""
+    graph_file = offline_index / "graph_chunk_entity_relation.graphml"
+    graph_file.write_text("<graphml><broken")
+    rag = GraphRAG(working_dir=str(offline_index), embedding_func=hash_embedding(64))
+    assert _opened(rag) == set()
+    assert "Mara Quill" in rag.query("Mara Quill", QueryParam(mode="naive", only_need_context=True))
+    assert _opened(rag) == {"index_meta", "chunks", "text_chunks"}  # not even the documents
+    assert "MARA QUILL" in rag.query("Mara Quill", QueryParam(mode="global", only_need_context=True)).upper()
+    assert _opened(rag) == {"index_meta", "chunks", "text_chunks", "community_reports"}
+    with pytest.raises(StorageFileError, match="graph_chunk_entity_relation.graphml"):
+        rag.query("Mara Quill", QueryParam(mode="local", only_need_context=True))
+
+
+def test_a_store_read_late_brings_earlier_ones_up_to_its_commit(offline_index):
+    """A reader that read some stores before another process's insert, and others after,
+    answers from one state: the later one, not a mix of both."""
+    reader = GraphRAG(working_dir=str(offline_index), embedding_func=hash_embedding(64))
+    reader.query("Mara Quill", QueryParam(mode="naive", only_need_context=True))
+    chunks_before = len(reader.stores.text_chunks)
+    writer = GraphRAG(working_dir=str(offline_index), extraction="nlp", embedding_func=hash_embedding(64))
+    writer.insert(["Odile Brisk captains the ferry Grey Heron between Vessel Bay and Skerry Point."])
+    assert len(reader.stores.text_chunks) == chunks_before  # nothing re-read behind its back
+    context = reader.query("Who is Odile Brisk?", QueryParam(mode="local", only_need_context=True))
+    assert "ODILE BRISK" in context.upper()
+    assert len(reader.stores.text_chunks) == chunks_before + 1
+    assert "Odile Brisk" in reader.query("Odile Brisk", QueryParam(mode="naive", only_need_context=True))
+
+
+def test_deleting_every_document_empties_the_index_for_queries(offline_index):
+    rag = GraphRAG(working_dir=str(offline_index), extraction="nlp", embedding_func=hash_embedding(64))
+    rag.delete_documents([d["id"] for d in rag.list_documents()])
+    reopened = GraphRAG(working_dir=str(offline_index), embedding_func=hash_embedding(64))
+    assert "No documents are indexed" in reopened.query("Mara Quill", QueryParam(mode="local"))
+    assert "full_docs" not in _opened(reopened)
+
+
 def test_offline_index_answered_by_configured_llm(offline_index, llm_server):
     rag = GraphRAG(working_dir=str(offline_index), embedding_func=hash_embedding(64),
                    llm_base_url=llm_server.base_url, llm_api_key="k")
@@ -83,11 +125,11 @@ def test_every_query_ends_with_query_done_callback(offline_index, monkeypatch):
 
     monkeypatch.setattr(JsonKVStorage, "query_done_callback", spy)
     rag = GraphRAG(working_dir=str(offline_index), extraction="nlp", embedding_func=hash_embedding(64))
-    rag.query("Who?", QueryParam(mode="naive", only_need_context=True))
-    assert "full_docs" in calls and "community_reports" in calls
+    rag.query("Mara Quill", QueryParam(mode="naive", only_need_context=True))
+    assert sorted(calls) == ["index_meta", "text_chunks"]  # every store the query opened
     calls.clear()
     asyncio.run(rag.aquery("Who?", QueryParam(mode="global")))
-    assert "text_chunks" in calls
+    assert sorted(calls) == ["community_reports", "index_meta", "text_chunks"]
 
 
 def test_sync_wrapper_inside_running_loop_explains(offline_index):

@@ -299,6 +299,69 @@ def test_graph_round_trip_through_graphml(config, tmp_path):
     run(main())
 
 
+def _as_networkx_reads_it(path) -> nx.Graph:
+    return nx.Graph(nx.read_graphml(path))
+
+
+def _same_graph(ours: nx.Graph, reference: nx.Graph) -> None:
+    """Same nodes, edges, attributes and neighbour order (the order clustering sees)."""
+    assert list(ours.nodes(data=True)) == list(reference.nodes(data=True))
+    assert list(ours.edges(data=True)) == list(reference.edges(data=True))
+    assert [list(ours.adj[n]) for n in ours] == [list(reference.adj[n]) for n in reference]
+    assert ours.graph == reference.graph
+
+
+def test_fast_graphml_reader_reads_what_networkx_reads(tmp_path, monkeypatch):
+    """Files from our writer and from networkx's (nano-graphrag's format) read exactly as
+    networkx reads them; what the fast path does not handle goes to networkx."""
+    from graphrag.storage.graph_networkx import read_graphml, write_graphml
+
+    g = nx.Graph()
+    g.graph["note"] = "made by hand"
+    for i in range(30):
+        g.add_node(f"N{(i * 7) % 30}", entity_type="PERSON", description="" if i == 3 else f"d{i} é <&>",
+                   rank=i, score=i / 3, core=i % 2 == 0)
+    for i in range(60):  # edges in an order unrelated to the node order
+        a, b = f"N{(i * 11) % 30}", f"N{(i * 13 + 5) % 30}"
+        if a != b:
+            g.add_edge(a, b, weight=float(i), description=f"e{i}", order=1)
+    g.add_edge("N1", "LATE", weight=1.0)  # an endpoint declared after the others
+    ours, theirs = tmp_path / "ours.graphml", tmp_path / "theirs.graphml"
+    write_graphml(g, str(ours))
+    nx.write_graphml(g, str(theirs))
+    fallbacks: list[str] = []
+    real_reader = nx.read_graphml
+    monkeypatch.setattr(nx, "read_graphml", lambda path, **kw: fallbacks.append(path) or real_reader(path, **kw))
+    for path in (ours, theirs):
+        _same_graph(read_graphml(str(path)), _as_networkx_reads_it(path))
+
+    # Edges written before their nodes, a key default, and an empty string attribute.
+    body = ours.read_text(encoding="utf-8")  # one element per line
+    head, rest = body.split("<graph ", 1)
+    graph_open, rest = rest.split(">", 1)
+    elements = [line for line in rest.splitlines() if line.strip().startswith(("<node", "<edge"))]
+    shuffled = [e for e in elements if "<edge" in e] + [e for e in elements if "<node" in e]
+    head = head.replace('attr.type="double" />', 'attr.type="double"><default>0.5</default></key>', 1)
+    reordered = tmp_path / "reordered.graphml"
+    assert "<default>" in head
+    reordered.write_text(head + "<graph " + graph_open + ">\n" + "\n".join(shuffled) + "\n</graph></graphml>\n",
+                         encoding="utf-8")
+    _same_graph(read_graphml(str(reordered)), _as_networkx_reads_it(reordered))
+    assert len(fallbacks) == 3  # only the reference reads: the fast path read all three itself
+
+    # Directed graphs and parallel edges are networkx's to read.
+    directed = tmp_path / "directed.graphml"
+    nx.write_graphml(nx.DiGraph([("A", "B"), ("B", "A")]), str(directed))
+    assert sorted(read_graphml(str(directed)).edges) == [("A", "B")]
+    parallel = tmp_path / "parallel.graphml"
+    multi = nx.MultiGraph()
+    multi.add_edge("A", "B", weight=1.0)
+    multi.add_edge("A", "B", weight=2.0)
+    nx.write_graphml(multi, str(parallel))
+    _same_graph(read_graphml(str(parallel)), _as_networkx_reads_it(parallel))
+    assert [str(p) for p in fallbacks[3:]] == [str(directed), str(parallel), str(parallel)]
+
+
 def test_graph_index_start_reloads_other_writer(config):
     async def main():
         mine = graph(config)
