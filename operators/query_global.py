@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import re
@@ -64,13 +65,17 @@ async def _ranked_reports(stores: Any, param: QueryParam) -> list[tuple[str, dic
     return chosen[: param.global_max_consider_community]
 
 
-def _group_reports(reports: list[tuple[str, dict]], max_tokens: int, tokenizer: Any) -> list[str]:
-    """Consecutive reports packed into tables of at most ``max_tokens`` tokens each."""
+@functools.lru_cache(maxsize=4)
+def _group_reports(reports: tuple[tuple[str, float, float], ...], max_tokens: int, tokenizer: Any) -> list[str]:
+    """Consecutive reports ``(text, rating, occurrence)`` packed into tables of at most
+    ``max_tokens`` tokens each.
+
+    The tables do not depend on the question, so a process answering several global
+    queries over the same reports tokenises them once (the key holds the report texts:
+    changed reports miss the cache).
+    """
     title = "Reports"
-    rows = [
-        [i, r.get("report_string", ""), _rating(r), _as_float(r.get("occurrence"))]
-        for i, (_, r) in enumerate(reports)
-    ]
+    rows = [[i, text, rating, occurrence] for i, (text, rating, occurrence) in enumerate(reports)]
     groups: list[str] = []
     if count_tokens(csv_section(title, REPORT_HEADER, []), tokenizer) >= max_tokens:
         return []
@@ -91,8 +96,9 @@ async def build_global_context(query: str, stores: Any, param: QueryParam, token
     reports = await _ranked_reports(stores, param)
     if not reports:
         return None
-    groups = _group_reports(reports, param.global_max_token_for_community_report, tokenizer)
-    return groups or None
+    rows = tuple((str(r.get("report_string") or ""), _rating(r), _as_float(r.get("occurrence"))) for _, r in reports)
+    groups = _group_reports(rows, param.global_max_token_for_community_report, tokenizer)
+    return list(groups) or None
 
 
 def _json_candidates(text: str) -> list[Any]:

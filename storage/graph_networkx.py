@@ -393,7 +393,7 @@ class NetworkXStorage(SingleFileStore, BaseGraphStorage):
     def _load(self) -> None:
         self._loaded_signature = file_signature(self._file_name)
         graph = self.load_nx_graph(self._file_name)
-        self._graph = nx.Graph(graph) if graph is not None else nx.Graph()
+        self._graph = graph if graph is not None else nx.Graph()
         self._dirty = False
         logger.debug("Loaded graph %s: %d nodes, %d edges", self.namespace,
                      self._graph.number_of_nodes(), self._graph.number_of_edges())

@@ -17,6 +17,7 @@ from graphrag.operators.query_context import (
     count_tokens,
     csv_section,
     fail_response,
+    largest_fitting_prefix,
     pack_csv_section,
     pack_texts,
     rows_to_csv_table,
@@ -226,6 +227,37 @@ def test_pack_csv_section_never_exceeds(budget: int) -> None:
     assert count_tokens(joined, TOKENIZER) <= budget and (n == 0) == (joined == "")
 
 
+def test_largest_fitting_prefix_is_exact_whatever_the_estimate() -> None:
+    """The estimate (an upper guess) only bounds the search and saves counting: the answer
+    is the largest fitting prefix up to it, and a right estimate costs at most four counts."""
+    rng = random.Random(7)
+    words = [" ".join(["word"] * rng.randint(1, 30)) for _ in range(25)]
+
+    class Counting:
+        calls = 0
+
+        def encode(self, text: str) -> list[int]:
+            Counting.calls += 1
+            return TOKENIZER.encode(text)
+
+    def render(k: int) -> str:
+        return "\n".join(words[:k])
+
+    for budget in (0, 5, 40, 120, 400, 10_000):
+        fits = [k for k in range(len(words) + 1) if count_tokens(render(k), TOKENIZER) <= budget]
+        expected = max(fits) if fits else -1
+        for estimate in (None, 0, 1, 2, 3, expected - 3, expected, expected + 2, expected + 5, len(words)):
+            if estimate is not None and estimate < 0:
+                continue
+            k, text = largest_fitting_prefix(len(words), render, budget, TOKENIZER, estimate)
+            bounded = expected if estimate is None else min(expected, estimate)
+            assert (k, text) == ((bounded, render(bounded)) if expected >= 0 else (-1, ""))
+        if 3 <= expected + 2 <= len(words):
+            Counting.calls = 0
+            largest_fitting_prefix(len(words), render, budget, Counting(), expected + 2)
+            assert Counting.calls <= 3 + 1  # render(0), then estimate - 2 upwards
+
+
 # --------------------------------------------------------------------------- QueryParam
 
 
@@ -378,6 +410,38 @@ def test_global_groups_fit_budget_and_map_once_per_group(big: Stores, llm_server
     report_data = reduce[0]["messages"][0]["content"].split("---Analyst Reports---", 1)[1]
     assert "----Analyst 0----" in report_data or "----Analyst 1----" in report_data
     assert "Importance Score:" in report_data
+
+
+def test_global_tables_are_tokenised_once_per_state_of_the_reports(big: Stores) -> None:
+    """The report tables do not depend on the question: a second global query over the same
+    reports counts no tokens, and a changed report is seen at once."""
+
+    class Counting:
+        calls = 0
+
+        def encode(self, text: str) -> list[int]:
+            Counting.calls += 1
+            return TOKENIZER.encode(text)
+
+        def decode(self, tokens: list[int]) -> str:
+            return TOKENIZER.decode(tokens)
+
+    tokenizer = Counting()
+    param = QueryParam(mode="global", global_max_token_for_community_report=2500, level=1)
+    first = asyncio.run(build_global_context("What are the main themes?", big, param, tokenizer))
+    assert Counting.calls > 0
+    Counting.calls = 0
+    assert asyncio.run(build_global_context("Who matters most?", big, param, tokenizer)) == first
+    assert Counting.calls == 0
+
+    key = next(iter(asyncio.run(big.community_reports.all_keys())))
+    record = asyncio.run(big.community_reports.get_by_id(key))
+    asyncio.run(big.community_reports.upsert({key: {**record, "report_string": "# A rewritten report"}}))
+    try:
+        again = asyncio.run(build_global_context("Who matters most?", big, param, tokenizer))
+        assert Counting.calls > 0 and again != first and "A rewritten report" in "".join(again)
+    finally:
+        asyncio.run(big.community_reports.upsert({key: record}))
 
 
 def test_global_overlong_reports_are_cut_not_dropped(big: Stores) -> None:
