@@ -126,6 +126,15 @@ def dir_size(path: str) -> int:
 
 
 def peak_rss_mb() -> float:
+    """This process's peak RSS. ``ru_maxrss`` survives ``exec`` on Linux (a query child would
+    report the benchmark's own peak), so the kernel's per-address-space mark comes first."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)  # kB
+    except OSError:
+        pass
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # Linux: KiB
 
 
