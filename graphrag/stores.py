@@ -28,6 +28,8 @@ class _OpenedOnFirstUse(Generic[S]):
         self.name = name
 
     def __get__(self, stores: Any, owner: Optional[type] = None) -> S:
+        if stores is None:  # looked up on the class (help(), introspection)
+            return self  # type: ignore[return-value]
         return stores.open(self.name)
 
 
