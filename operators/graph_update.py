@@ -19,7 +19,6 @@ from graphrag.operators.merge import (
     GraphElement,
     Tokenizer,
     build_graph_records,
-    edge_key,
     group_contributions,
     long_descriptions,
     summarize_elements,
