@@ -174,7 +174,7 @@ class GraphRAG:
         wd = self.config.working_dir
         async with writer_lock(wd, self.config.lock_timeout):
             recover_pending_commit(wd)
-            await self.stores.index_start()
+            await self.stores.index_start(["full_docs", "index_meta"])  # what decides if there is work
             try:
                 yield
                 await self._update_index_meta()
@@ -195,20 +195,36 @@ class GraphRAG:
         if meta is None:
             return
         totals = dict(await meta.get_by_id("llm_usage") or {})
-        for stage, counts in self.usage.snapshot().items():
+        usage = self.usage.snapshot()
+        for stage, counts in usage.items():
             stage_totals = dict(totals.get(stage, {}))
             for key, value in counts.items():
                 stage_totals[key] = stage_totals.get(key, 0) + value
             totals[stage] = stage_totals
-        documents = len(await self.stores.full_docs.all_keys())
-        await meta.upsert({"llm_usage": totals, "documents": {"count": documents}})
+        before = await meta.get_by_id("counts")
+        counts = {**(before or {}), "documents": len(await self.stores.full_docs.all_keys())}
+        if self.stores.is_open("community_reports"):
+            counts["communities"] = len(await self.stores.community_reports.all_keys())
+        if usage or counts != before:  # a no-op insert writes nothing
+            await meta.upsert({"llm_usage": totals, "counts": counts})
+
+    async def _recorded_count(self, what: str) -> Optional[int]:
+        meta = self.stores.index_meta
+        record = await meta.get_by_id("counts") if meta is not None else None
+        count = record.get(what) if isinstance(record, dict) else None
+        return count if isinstance(count, int) else None  # None: a dir written before the counts
 
     async def _has_documents(self) -> bool:
-        meta = self.stores.index_meta
-        record = await meta.get_by_id("documents") if meta is not None else None
-        if isinstance(record, dict) and isinstance(record.get("count"), int):
-            return record["count"] > 0
-        return bool(await self.stores.full_docs.all_keys())  # a dir written before the count existed
+        count = await self._recorded_count("documents")
+        return count > 0 if count is not None else bool(await self.stores.full_docs.all_keys())
+
+    async def _nothing_changed(self) -> dict[str, Any]:
+        communities = await self._recorded_count("communities")
+        if communities is None:
+            communities = len(await self.stores.community_reports.all_keys())
+        return {"documents_inserted": 0, "documents_removed": 0, "chunks_inserted": 0, "chunks_removed": 0,
+                "entities_changed": 0, "malformed_records_skipped": 0, "communities": communities,
+                "reports_generated": 0}
 
     # ------------------------------------------------------------------ insert
 
@@ -231,7 +247,11 @@ class GraphRAG:
                 loading = asyncio.create_task(asyncio.to_thread(warm_up))  # overlaps chunking and extraction
                 loading.add_done_callback(lambda t: t.cancelled() or t.exception())
             replaced = await self._superseded_documents(new_docs)
-            summary = await self._apply_changes(new_docs, replaced, timings)
+            if new_docs or replaced:
+                await self.stores.index_start()
+                summary = await self._apply_changes(new_docs, replaced, timings)
+            else:
+                summary = await self._nothing_changed()
         stats = {
             **summary,
             "documents_skipped_empty": skipped,
@@ -268,6 +288,7 @@ class GraphRAG:
             if missing:
                 raise KeyError(f"unknown document id(s): {', '.join(sorted(missing))} "
                                "(list them with list_documents() or `graphrag docs`)")
+            await self.stores.index_start()
             summary = await self._apply_changes({}, ids, timings)
         return {**summary, "llm": self.usage.snapshot(), "stage_seconds": timings}
 
@@ -283,6 +304,7 @@ class GraphRAG:
         """
         self.usage.reset()
         async with self._writing():
+            await self.stores.index_start()
             await self.stores.graph.clustering(self.config.graph_cluster_algorithm, full=True)
             communities, generated = await self._report()
         return {"communities": communities, "reports_generated": generated, "llm": self.usage.snapshot()}

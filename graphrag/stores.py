@@ -70,12 +70,19 @@ class Stores:
             self._opened[name] = store
         return self._opened[name]
 
+    def is_open(self, name: str) -> bool:
+        return self._opened.get(name) is not None
+
     def all(self) -> list[StorageNameSpace]:
         """Every store opened so far (one never opened has nothing to reload or save)."""
         return [s for s in self._opened.values() if s is not None]
 
-    async def index_start(self) -> None:
-        for name in self._openers:  # a writer uses them all
+    async def index_start(self, names: Optional[list[str]] = None) -> None:
+        """Open ``names`` (default: every store) and bring every open store up to date with
+        disk, with the writer lock held. A store first opened later in the write is read
+        then, under the same lock. An insert with work opens them all before its first LLM
+        call, so a corrupt file stops it before anything is paid for."""
+        for name in self._openers if names is None else names:
             self.open(name)
         await asyncio.gather(*(s.index_start_callback() for s in self.all()))
 

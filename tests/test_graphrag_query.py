@@ -98,6 +98,20 @@ def test_a_store_read_late_brings_earlier_ones_up_to_its_commit(offline_index):
     assert "Odile Brisk" in reader.query("Odile Brisk", QueryParam(mode="naive", only_need_context=True))
 
 
+def test_inserting_what_is_indexed_reads_only_the_documents_and_writes_nothing(offline_index):
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in offline_index.iterdir()}
+    rag = GraphRAG(working_dir=str(offline_index), extraction="nlp", embedding_func=hash_embedding(64))
+    stats = rag.insert([STORY])
+    assert stats["documents_inserted"] == 0 and stats["documents_already_indexed"] == 1
+    assert _opened(rag) == {"full_docs", "index_meta"}
+    assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in offline_index.iterdir()} == before
+    # With work to do, an insert reads every store before any extraction.
+    (offline_index / "kv_store_chunk_extractions.json").write_text("{ not json")
+    with pytest.raises(StorageFileError, match="chunk_extractions"):
+        rag.insert(["Odile Brisk captains the ferry Grey Heron."])
+    assert stats == rag.insert([STORY]) | {"seconds": stats["seconds"]}
+
+
 def test_deleting_every_document_empties_the_index_for_queries(offline_index):
     rag = GraphRAG(working_dir=str(offline_index), extraction="nlp", embedding_func=hash_embedding(64))
     rag.delete_documents([d["id"] for d in rag.list_documents()])
