@@ -27,8 +27,6 @@ from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
 
 logger = logging.getLogger(__name__)
 
-_YIELD_EVERY = 64
-
 
 @dataclass
 class GraphChanges:
@@ -147,15 +145,30 @@ async def update_graph(
                 "entity_name": name,
             }
 
-    structure_written = asyncio.Event()
+    to_summarise = set(long)
+    for name in names:
+        if name in nodes:
+            nodes[name]["source_id"] = GRAPH_FIELD_SEP.join(sorted(mentions[name]))
+            await graph.upsert_node(name, nodes[name])
+            if name not in to_summarise:
+                vector_for(name)
+        elif old_nodes.get(name) is not None:
+            await graph.delete_node(name)
+            changes.vectors_to_delete.append(entity_vector_id(name))
+    for key in edge_keys:
+        if key in edges:
+            await graph.upsert_edge(key[0], key[1], edges[key])
+        else:
+            await graph.delete_edge(*key)
+    changes.entities_changed = len(nodes) + len(changes.vectors_to_delete)
+    logger.info("Merged %d entities and %d relations (%d entities removed, %d descriptions to summarise)",
+                len(nodes), len(edges), len(changes.vectors_to_delete), len(long))
 
     async def write_summaries() -> None:
         # Only descriptions change here, never the structure that clustering reads meanwhile.
-        # They are written after the structure, whose node order must not depend on timing.
         assert summarizer is not None
         await summarize_elements(long, nodes, edges, llm=summarizer, tokenizer=tokenizer,
                                  summary_max_tokens=summary_max_tokens)
-        await structure_written.wait()
         for element in long:
             if isinstance(element, str):
                 await graph.upsert_node(element, nodes[element])
@@ -164,35 +177,6 @@ async def update_graph(
                 await graph.upsert_edge(element[0], element[1], edges[element])
 
     if long:
-        # Asked before the structure is written, which then overlaps their first round.
         changes.summaries = asyncio.ensure_future(write_summaries())
         changes.summarising = frozenset(long)
-    try:
-        # Every _YIELD_EVERY writes the event loop gets a turn, so the summary requests go out.
-        for written, name in enumerate(names, 1):
-            if name in nodes:
-                nodes[name]["source_id"] = GRAPH_FIELD_SEP.join(sorted(mentions[name]))
-                await graph.upsert_node(name, nodes[name])
-                if name not in changes.summarising:
-                    vector_for(name)
-            elif old_nodes.get(name) is not None:
-                await graph.delete_node(name)
-                changes.vectors_to_delete.append(entity_vector_id(name))
-            if written % _YIELD_EVERY == 0:
-                await asyncio.sleep(0)
-        for written, key in enumerate(edge_keys, 1):
-            if key in edges:
-                await graph.upsert_edge(key[0], key[1], edges[key])
-            else:
-                await graph.delete_edge(*key)
-            if written % _YIELD_EVERY == 0:
-                await asyncio.sleep(0)
-    except BaseException:
-        await changes.cancel()
-        raise
-    structure_written.set()
-    changes.entities_changed = len(nodes) + len(changes.vectors_to_delete)
-    logger.info("Merged %d entities and %d relations (%d entities removed, %d descriptions to summarise)",
-                len(nodes), len(edges), len(changes.vectors_to_delete), len(long))
     return changes
-

@@ -42,9 +42,6 @@ class CharTokenizer:
     def count(self, text: str) -> int:
         return len(text)
 
-    def truncate(self, text: str, max_tokens: int) -> str:
-        return text[:max_tokens]
-
 
 class FakeLLM:
     def __init__(self, answer: str = "SUMMARY") -> None:
@@ -204,48 +201,3 @@ def test_endpoint_relations_override() -> None:
     )
     assert nodes["A"]["source_id"] == SEP.join(["c1", "c9"])
     assert nodes["B"]["source_id"] == "c1"
-
-
-def test_summaries_are_asked_while_the_structure_is_written(tmp_path: Any) -> None:
-    """``update_graph`` asks for the summaries before it writes the graph, which then overlaps
-    their latency; they land in the graph after it, so node order never depends on timing."""
-    from graphrag.config import GraphRAGConfig
-    from graphrag.embedding import hash_embedding
-    from graphrag.operators.graph_update import entity_vector_id, update_graph
-    from graphrag.stores import open_stores
-
-    names = [f"PERSON {i:03d}" for i in range(300)]
-    extractions: dict[str, Any] = {
-        f"chunk-{i}": {"entities": [{"name": name, "type": "PERSON", "description": f"{name} is here."}],
-                       "relations": []}
-        for i, name in enumerate(names)
-    }
-    for i in range(3):  # PERSON 000 is described three times: too long for the budget
-        extractions[f"chunk-long-{i}"] = {
-            "entities": [{"name": names[0], "type": "PERSON", "description": f"Account {i} of the first person."}],
-            "relations": [],
-        }
-    stores = open_stores(GraphRAGConfig(working_dir=str(tmp_path)), hash_embedding(16))
-    nodes_at_first_call: list[int] = []
-
-    async def summarizer(prompt: str, **kwargs: Any) -> str:
-        nodes_at_first_call.append(stores.graph.graph.number_of_nodes())
-        await asyncio.sleep(0.05)
-        return "One summary."
-
-    async def run() -> Any:
-        await stores.index_start()
-        await stores.chunk_extractions.upsert(extractions)
-        changes = await update_graph(extractions, set(), stores=stores, summarizer=summarizer,
-                                     tokenizer=CharTokenizer(), summary_max_tokens=40, vector_tokens=64)
-        assert changes.summarising == {names[0]}
-        await changes.settled()
-        return changes
-
-    changes = asyncio.run(run())
-    assert nodes_at_first_call and nodes_at_first_call[0] < len(names)
-    graph = stores.graph.graph
-    assert list(graph.nodes) == names
-    assert graph.nodes[names[0]]["description"] == "One summary."
-    assert graph.nodes[names[0]]["source_id"].count("chunk-") == 4
-    assert changes.vectors_to_upsert[entity_vector_id(names[0])]["content"] == f"{names[0]} One summary."
