@@ -30,7 +30,8 @@ def main() -> int:
     parser.add_argument("--model", default="qwen2.5:7b", help="model for extraction, reports and answers")
     parser.add_argument("--cheap-model", help="model for description summaries (default: --model)")
     parser.add_argument("--api-key", default=None, help="only if the server wants one")
-    parser.add_argument("--max-async", type=int, default=4, help="concurrent requests (local GPUs are small)")
+    parser.add_argument("--max-async", type=int, default=4,
+                        help="concurrent requests to the server, both models together (local GPUs are small)")
     parser.add_argument("--working-dir", default=str(HERE.parent / "cache" / "local_server_example"))
     parser.add_argument("question", nargs="?", default="Who helped Ada Pennick, and how?")
     args = parser.parse_args()
@@ -43,6 +44,7 @@ def main() -> int:
         cheap_model_name=args.cheap_model or args.model,
         best_model_max_async=args.max_async,
         cheap_model_max_async=args.max_async,
+        llm_max_async_total=args.max_async,  # one server serves both models
         best_model_max_token_size=8192,
         cheap_model_max_token_size=8192,
         llm_timeout=600.0,  # local generation can be slow
