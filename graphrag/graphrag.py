@@ -169,12 +169,16 @@ class GraphRAG:
                 await client.aclose()
 
     @asynccontextmanager
-    async def _writing(self) -> AsyncIterator[None]:
-        """Lock, bring every store up to date with disk, and commit all of them together or none."""
+    async def _writing(self, every_store: bool = True) -> AsyncIterator[None]:
+        """Lock, bring the stores up to date with disk, and commit all of them together or none.
+
+        ``every_store=False`` opens only the documents and ``index_meta`` (enough to tell
+        whether there is work); the caller opens the rest with ``stores.index_start()``.
+        """
         wd = self.config.working_dir
         async with writer_lock(wd, self.config.lock_timeout):
             recover_pending_commit(wd)
-            await self.stores.index_start(["full_docs", "index_meta"])  # what decides if there is work
+            await self.stores.index_start(None if every_store else ["full_docs", "index_meta"])
             try:
                 yield
                 await self._update_index_meta()
@@ -239,7 +243,7 @@ class GraphRAG:
         self.usage.reset()
         started = time.perf_counter()
         timings: dict[str, float] = {}
-        async with self._writing():
+        async with self._writing(every_store=False):
             new_ids = await self.stores.full_docs.filter_keys(list(documents))
             new_docs = {k: v for k, v in documents.items() if k in new_ids}
             warm_up = getattr(self.embedding_func.func, "warm_up", None)
@@ -288,7 +292,6 @@ class GraphRAG:
             if missing:
                 raise KeyError(f"unknown document id(s): {', '.join(sorted(missing))} "
                                "(list them with list_documents() or `graphrag docs`)")
-            await self.stores.index_start()
             summary = await self._apply_changes({}, ids, timings)
         return {**summary, "llm": self.usage.snapshot(), "stage_seconds": timings}
 
@@ -304,7 +307,6 @@ class GraphRAG:
         """
         self.usage.reset()
         async with self._writing():
-            await self.stores.index_start()
             await self.stores.graph.clustering(self.config.graph_cluster_algorithm, full=True)
             communities, generated = await self._report()
         return {"communities": communities, "reports_generated": generated, "llm": self.usage.snapshot()}
