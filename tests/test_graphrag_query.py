@@ -81,6 +81,10 @@ def test_each_query_reads_only_the_stores_it_uses(offline_index):
     assert _opened(rag) == {"index_meta", "chunks", "text_chunks", "community_reports"}
     with pytest.raises(StorageFileError, match="graph_chunk_entity_relation.graphml"):
         rag.query("Mara Quill", QueryParam(mode="local", only_need_context=True))
+    # Looked up on the class (help(), introspection), a store attribute is its descriptor.
+    from graphrag.stores import Stores
+
+    assert Stores.community_reports.name == "community_reports"
 
 
 def test_a_store_read_late_brings_earlier_ones_up_to_its_commit(offline_index):
