@@ -4,210 +4,22 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, BinaryIO, Optional, Union
 from xml.etree.ElementTree import ParseError
-from xml.parsers import expat
-from xml.sax.saxutils import escape, quoteattr
 
 import networkx as nx
 
 from graphrag.schema import GRAPH_FIELD_SEP, CommunitySchema
 
 from .base import BaseGraphStorage
-from .files import SingleFileStore, StorageFileError, atomic_write_via, file_signature
+from .files import SingleFileStore, StorageFileError, atomic_write_bytes, atomic_write_via
+from .graph_lookup import GraphLookup, build_lookup_index
+from .graphml import GraphMLLayout, read_graphml, safe_attrs, write_graphml, xml_safe
 
 logger = logging.getLogger(__name__)
-
-# Characters XML 1.0 cannot carry at all; LLM output sometimes holds them.
-_XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def xml_safe(text: str) -> str:
-    return _XML_INVALID.sub("", text) if _XML_INVALID.search(text) else text
-
-
-def _safe_attrs(data: dict[str, Any]) -> dict[str, Any]:
-    return {k: xml_safe(v) if isinstance(v, str) else v for k, v in data.items()}
-
-
-_GRAPHML_TYPES = {bool: "boolean", int: "long", float: "double", str: "string"}
-
-
-def _scalars(data: dict[str, Any]) -> dict[str, Any]:
-    # Like networkx's reader/writer pair: only scalar attributes travel in GraphML.
-    return {k: v for k, v in data.items() if type(v) in _GRAPHML_TYPES}
-
-
-def _attribute_types(items: Any) -> dict[str, type]:
-    types: dict[str, type] = {}
-    for data in items:
-        for name, value in _scalars(data).items():
-            seen = types.setdefault(name, type(value))
-            if seen is not type(value):
-                types[name] = float if {seen, type(value)} <= {int, float} else str
-    return types
-
-
-def write_graphml(graph: nx.Graph, path: str) -> None:
-    """Write GraphML as networkx does, streamed instead of built as an XML tree (~4x faster).
-
-    The whole file is rewritten at every commit, so on large graphs this is on the
-    critical path of each insert. ``nx.read_graphml`` reads the result unchanged.
-    """
-    scopes = {"graph": _attribute_types([graph.graph]),
-              "node": _attribute_types(d for _, d in graph.nodes(data=True)),
-              "edge": _attribute_types(d for _, _, d in graph.edges(data=True))}
-    keys = {(scope, name): f"d{i}" for i, (scope, name) in
-            enumerate((scope, name) for scope, types in scopes.items() for name in types)}
-
-    def data(scope: str, attrs: dict[str, Any]) -> str:
-        types = scopes[scope]
-        return "".join(
-            f'<data key="{keys[(scope, name)]}">'
-            f'{("true" if value else "false") if types[name] is bool else escape(str(value))}</data>'
-            for name, value in _scalars(attrs).items()
-        )
-
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("<?xml version='1.0' encoding='utf-8'?>\n"
-                '<graphml xmlns="http://graphml.graphdrawing.org/xmlns" '
-                'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
-                'xsi:schemaLocation="http://graphml.graphdrawing.org/xmlns '
-                'http://graphml.graphdrawing.org/xmlns/1.0/graphml.xsd">\n')
-        for (scope, name), key in keys.items():
-            f.write(f'  <key id="{key}" for="{scope}" attr.name={quoteattr(name)} '
-                    f'attr.type="{_GRAPHML_TYPES[scopes[scope][name]]}" />\n')
-        f.write(f'  <graph edgedefault="undirected">{data("graph", graph.graph)}\n')
-        for node, attrs in graph.nodes(data=True):
-            f.write(f'    <node id={quoteattr(str(node))}>{data("node", attrs)}</node>\n')
-        for a, b, attrs in graph.edges(data=True):
-            f.write(f'    <edge source={quoteattr(str(a))} target={quoteattr(str(b))}>{data("edge", attrs)}</edge>\n')
-        f.write("  </graph>\n</graphml>\n")
-
-
-_BOOLEANS = {"true": True, "false": False, "0": False, "1": True}
-_DECODERS: dict[str, Any] = {"boolean": lambda text: _BOOLEANS[text.lower()], "int": int, "integer": int,
-                             "long": int, "float": float, "double": float, "string": str}
-
-
-class _NotPlainGraphML(Exception):
-    """A GraphML feature the fast reader leaves to networkx."""
-
-
-class _GraphMLHandlers:
-    """expat callbacks collecting keys, nodes, edges and graph data in document order."""
-
-    def __init__(self) -> None:
-        self.keys: dict[str, tuple[str, Any]] = {}
-        self.defaults: dict[str, dict[str, Any]] = {"node": {}, "edge": {}}
-        self.graph_data: dict[str, Any] = {}
-        self.nodes: dict[str, dict[str, Any]] = {}
-        self.edges: list[tuple[str, str, dict[str, Any]]] = []
-        self.graphs = 0
-        self._item: Optional[dict[str, Any]] = None  # the node's or edge's data being read
-        self._key: Optional[dict[str, str]] = None  # the <key> being read
-        self._data_key: Optional[str] = None
-        self._text: list[str] = []
-        self._in_value = False
-
-    def start(self, tag: str, attrs: dict[str, str]) -> None:
-        if self._in_value:
-            raise _NotPlainGraphML("an element inside <data> or <default> (yfiles)")
-        if tag == "data":
-            self._data_key, self._text, self._in_value = attrs.get("key"), [], True
-        elif tag == "node":
-            if self._item is not None or not self.graphs:
-                raise _NotPlainGraphML("nested node")
-            self._item = self.nodes.setdefault(attrs.get("id"), {})  # type: ignore[arg-type]
-        elif tag == "edge":
-            if self._item is not None or not self.graphs or "id" in attrs or attrs.get("directed") == "true":
-                raise _NotPlainGraphML("edge id, direction or nesting")
-            self._item = {}
-            self.edges.append((attrs.get("source"), attrs.get("target"), self._item))  # type: ignore[arg-type]
-        elif tag == "graph":
-            self.graphs += 1
-            if self.graphs > 1 or self._item is not None or attrs.get("edgedefault") == "directed":
-                raise _NotPlainGraphML("nested, several or directed graphs")
-        elif tag == "key":
-            decode = _DECODERS.get(attrs.get("attr.type", "string"))
-            if decode is None or "yfiles.type" in attrs:
-                raise _NotPlainGraphML("key type")
-            self._key = attrs
-            self.keys[attrs.get("id", "")] = (attrs.get("attr.name", ""), decode)
-        elif tag == "default":
-            self._text, self._in_value = [], True
-        elif tag != "graphml":
-            raise _NotPlainGraphML(tag)
-
-    def end(self, tag: str) -> None:
-        if tag == "data":
-            self._in_value = False
-            owner = self._item if self._item is not None else self.graph_data if self.graphs else None
-            if owner is None:
-                raise _NotPlainGraphML("data outside graph, node and edge")
-            data_name, decode = self.keys[self._data_key]  # type: ignore[index]  # KeyError: as networkx
-            # networkx reads an empty element as "", whatever the key's type.
-            owner[data_name] = decode("".join(self._text)) if self._text else ""
-        elif tag == "default":
-            self._in_value = False
-            if self._key is not None and self._key.get("for") in self.defaults:
-                data_name, decode = self.keys[self._key.get("id", "")]
-                self.defaults[self._key["for"]][data_name] = decode("".join(self._text))
-        elif tag in ("node", "edge"):
-            self._item = None
-        elif tag == "key":
-            self._key = None
-
-    def text(self, data: str) -> None:
-        if self._in_value:
-            self._text.append(data)
-
-
-def read_graphml(path: str) -> nx.Graph:
-    """An undirected GraphML file as ``nx.Graph(nx.read_graphml(path))`` reads it, ~3x faster.
-
-    The parse dominated opening a large working dir. The plain GraphML that
-    :func:`write_graphml` and networkx write is read in one expat pass; anything else
-    (directed or nested graphs, ports, yfiles, edge ids, parallel edges) goes to networkx.
-    """
-    handlers = _GraphMLHandlers()
-    parser = expat.ParserCreate()  # GraphML's default namespace: tags arrive bare
-    parser.buffer_text = True
-    parser.StartElementHandler = handlers.start
-    parser.EndElementHandler = handlers.end
-    parser.CharacterDataHandler = handlers.text
-    try:
-        with open(path, "rb") as f:
-            parser.ParseFile(f)
-        nodes = handlers.nodes
-        # networkx adds every node, then every edge, to a multigraph and converts that to a
-        # Graph node by node; its neighbour order (which clustering sees) is rebuilt the same way.
-        neighbours: dict[str, dict[str, dict[str, Any]]] = {node: {} for node in nodes}
-        for source, target, data in handlers.edges:
-            for end in (source, target):
-                if end not in nodes:
-                    nodes[end] = {}
-                    neighbours[end] = {}
-            if target in neighbours[source]:
-                raise _NotPlainGraphML("parallel edges")
-            neighbours[source][target] = neighbours[target][source] = data
-    except _NotPlainGraphML:
-        return nx.Graph(nx.read_graphml(path))
-    except expat.ExpatError as exc:
-        raise ParseError(str(exc)) from exc
-    graph = nx.Graph()
-    graph.graph.update({"node_default": handlers.defaults["node"], "edge_default": handlers.defaults["edge"]})
-    graph.add_nodes_from(nodes.items())
-    for node, adjacent in neighbours.items():
-        for other, data in adjacent.items():
-            if not graph.has_edge(node, other):
-                graph.add_edge(node, other, **data)
-    graph.graph.update(handlers.graph_data)
-    return graph
-
 
 def leiden_partitions(graph: nx.Graph, max_cluster_size: int, seed: int) -> list[dict[str, list[int]]]:
     """Hierarchical Leiden run on each connected component on its own.
@@ -370,38 +182,68 @@ def community_paths(graph: nx.Graph, old_paths: dict[str, list[int]], max_cluste
 
 @dataclass
 class NetworkXStorage(SingleFileStore, BaseGraphStorage):
-    _graph: nx.Graph = field(default_factory=nx.Graph, init=False, repr=False)
+    """The graph, parsed whole only when something needs all of it (an insert, clustering,
+    ``.graph``). Until then, the point reads a query makes go through a lookup index
+    written beside the GraphML (see ``graph_lookup``), or parse the whole file where
+    there is none."""
+
+    _full_graph: Optional[nx.Graph] = field(default=None, init=False, repr=False)
+    _lookup: Optional[GraphLookup] = field(default=None, init=False, repr=False)
     _dirty: bool = field(default=False, init=False, repr=False)
     _loaded_signature: Optional[tuple[int, ...]] = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._file_name = self.path_for(f"graph_{self.namespace}.graphml")
+        self._index_name = self.path_for(f"graph_{self.namespace}.graphml.index")
         self._load()
 
-    @staticmethod
-    def load_nx_graph(file_name: str) -> Optional[nx.Graph]:
-        """Read a GraphML file (None when absent), naming the file if it is corrupt."""
-        if file_signature(file_name) is None:
-            return None
+    def _parse(self, source: Union[str, BinaryIO]) -> nx.Graph:
         try:
-            return read_graphml(file_name)
+            return read_graphml(source)
         except (ParseError, nx.NetworkXError, ValueError, KeyError, TypeError) as exc:
             raise StorageFileError(
-                f"graph file {file_name!r} is corrupt ({exc}). It was left untouched: restore it or delete it."
+                f"graph file {self._file_name!r} is corrupt ({exc}). It was left untouched: restore it or delete it."
             ) from exc
 
     def _load(self) -> None:
-        self._loaded_signature = file_signature(self._file_name)
-        graph = self.load_nx_graph(self._file_name)
-        self._graph = graph if graph is not None else nx.Graph()
         self._dirty = False
-        logger.debug("Loaded graph %s: %d nodes, %d edges", self.namespace,
-                     self._graph.number_of_nodes(), self._graph.number_of_edges())
+        self._lookup = None
+        try:
+            f = open(self._file_name, "rb")
+        except FileNotFoundError:
+            self._loaded_signature, self._full_graph = None, nx.Graph()
+            return
+        with f:
+            st = os.fstat(f.fileno())
+            self._loaded_signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+            self._lookup = GraphLookup.open(f, self._index_name)
+            self._full_graph = None if self._lookup is not None else self._parse(f)
+        logger.debug("Opened graph %s: %s", self.namespace,
+                     f"{len(self._lookup)} nodes, indexed" if self._lookup is not None else
+                     f"{self._graph.number_of_nodes()} nodes, {self._graph.number_of_edges()} edges")
+
+    @property
+    def _graph(self) -> nx.Graph:
+        if self._full_graph is None:
+            assert self._lookup is not None
+            self._lookup.graphml.seek(0)  # the version the lookup maps, even if replaced since
+            self._full_graph = self._parse(self._lookup.graphml)  # type: ignore[arg-type]
+            self._lookup = None
+        return self._full_graph
+
+    def _points(self) -> Optional[GraphLookup]:
+        """The lookup index while the graph has not been parsed whole."""
+        return self._lookup if self._full_graph is None else None
 
     async def index_done_callback(self) -> None:
         if not self._dirty:
             return
-        atomic_write_via(self._file_name, lambda tmp: write_graphml(self._graph, tmp))
+        graph = self._graph
+        layouts: list[GraphMLLayout] = []
+        atomic_write_via(self._file_name, lambda tmp: layouts.append(write_graphml(graph, tmp)))
+        # Inside the commit's transaction both files appear together; outside one, a
+        # reader between the two renames sees an index that does not match and ignores it.
+        atomic_write_bytes(self._index_name, build_lookup_index(layouts[0]))
         self._dirty = False
         self._remember_committed_file()
 
@@ -411,36 +253,48 @@ class NetworkXStorage(SingleFileStore, BaseGraphStorage):
         return self._graph
 
     async def has_node(self, node_id: str) -> bool:
-        return self._graph.has_node(xml_safe(node_id))
+        node_id, lookup = xml_safe(node_id), self._points()
+        return lookup.has_node(node_id) if lookup is not None else self._graph.has_node(node_id)
 
     async def has_edge(self, source_node_id: str, target_node_id: str) -> bool:
-        return self._graph.has_edge(xml_safe(source_node_id), xml_safe(target_node_id))
+        a, b = xml_safe(source_node_id), xml_safe(target_node_id)
+        lookup = self._points()
+        return lookup.has_edge(a, b) if lookup is not None else self._graph.has_edge(a, b)
 
     async def node_degree(self, node_id: str) -> int:
         node_id = xml_safe(node_id)
+        lookup = self._points()
+        if lookup is not None:
+            return lookup.degree(node_id)
         return self._graph.degree(node_id) if self._graph.has_node(node_id) else 0
 
     async def edge_degree(self, src_id: str, tgt_id: str) -> int:
         return await self.node_degree(src_id) + await self.node_degree(tgt_id)
 
     async def get_node(self, node_id: str) -> Union[dict, None]:
-        return self._graph.nodes.get(xml_safe(node_id))
+        node_id, lookup = xml_safe(node_id), self._points()
+        return lookup.node(node_id) if lookup is not None else self._graph.nodes.get(node_id)
 
     async def get_edge(self, source_node_id: str, target_node_id: str) -> Union[dict, None]:
-        return self._graph.edges.get((xml_safe(source_node_id), xml_safe(target_node_id)))
+        a, b = xml_safe(source_node_id), xml_safe(target_node_id)
+        lookup = self._points()
+        return lookup.edge(a, b) if lookup is not None else self._graph.edges.get((a, b))
 
     async def get_node_edges(self, source_node_id: str) -> Union[list[tuple[str, str]], None]:
         source_node_id = xml_safe(source_node_id)
+        lookup = self._points()
+        if lookup is not None:
+            return lookup.node_edges(source_node_id)
         if not self._graph.has_node(source_node_id):
             return None
         return list(self._graph.edges(source_node_id))
 
     async def upsert_node(self, node_id: str, node_data: dict[str, Any]) -> None:
-        self._graph.add_node(xml_safe(node_id), **_safe_attrs(node_data))
+        self._graph.add_node(xml_safe(node_id), **safe_attrs(node_data))
         self._dirty = True
 
     async def upsert_edge(self, source_node_id: str, target_node_id: str, edge_data: dict[str, Any]) -> None:
-        self._graph.add_edge(xml_safe(source_node_id), xml_safe(target_node_id), **_safe_attrs(edge_data))
+        self._graph.add_edge(xml_safe(source_node_id), xml_safe(target_node_id), **safe_attrs(edge_data))
         self._dirty = True
 
     async def delete_node(self, node_id: str) -> None:
@@ -543,5 +397,5 @@ class NetworkXStorage(SingleFileStore, BaseGraphStorage):
         }
 
     async def drop(self) -> None:
-        self._graph = nx.Graph()
+        self._full_graph, self._lookup = nx.Graph(), None
         self._dirty = True

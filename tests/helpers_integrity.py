@@ -70,6 +70,21 @@ def load_state(working_dir: str) -> dict[str, Any]:
     return state
 
 
+def _lookup_index_problems(graph_path: str, graph: nx.Graph) -> list[str]:
+    """Every committed graph has a lookup index that answers as the graph does."""
+    from graphrag.storage.graph_lookup import GraphLookup
+
+    with open(graph_path, "rb") as f:
+        lookup = GraphLookup.open(f, graph_path + ".index")
+    if lookup is None:
+        return [f"{GRAPH_FILE} has no lookup index describing it"]
+    wrong = [n for n in graph if lookup.degree(n) != graph.degree(n) or lookup.node(n) != graph.nodes[n]]
+    wrong += [f"{a}~{b}" for a, b, data in graph.edges(data=True) if lookup.edge(a, b) != data]
+    if len(lookup) != graph.number_of_nodes() or wrong:
+        return [f"the graph lookup index disagrees with {GRAPH_FILE} on {wrong[:5]}"]
+    return []
+
+
 def check_integrity(working_dir: str, recover: bool = True) -> list[str]:
     problems: list[str] = []
     if recover:
@@ -121,6 +136,7 @@ def check_integrity(working_dir: str, recover: bool = True) -> list[str]:
             graph = nx.read_graphml(graph_path)
         except Exception as exc:  # noqa: BLE001
             problems.append(f"{GRAPH_FILE} does not parse: {exc}")
+        problems += _lookup_index_problems(graph_path, graph)
 
     chunks = kv["text_chunks"]
     docs = kv["full_docs"]

@@ -5,7 +5,7 @@ import asyncio
 from typing import Any
 
 from graphrag.config import GraphRAGConfig
-from graphrag.storage import JsonKVStorage
+from graphrag.storage import JsonKVStorage, NetworkXStorage
 
 
 def run(coro: Any) -> Any:
@@ -14,3 +14,7 @@ def run(coro: Any) -> Any:
 
 def kv(config: GraphRAGConfig, namespace: str = "docs", **kw: Any) -> JsonKVStorage:
     return JsonKVStorage(namespace=namespace, global_config=config, **kw)
+
+
+def graph(config: GraphRAGConfig, namespace: str = "chunk_entity_relation") -> NetworkXStorage:
+    return NetworkXStorage(namespace=namespace, global_config=config)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import re
 from typing import Any
@@ -302,6 +303,26 @@ def test_local_context_holds_entity_relations_and_source(tmp_path: Any) -> None:
     # the public entry point returns the same context without calling any model
     assert asyncio.run(local_query("Who is Teodor Kask and what did Kask build?", stores, param,
                                    llm=None, tokenizer=TOKENIZER)) == ctx
+
+
+def test_local_context_is_the_same_from_the_graph_lookup_index(tmp_path: Any) -> None:
+    """A process that opens a working dir answers local queries through the graph's lookup
+    index, never parsing the whole graph, with the very context a full parse gives."""
+    stores = asyncio.run(_build(tmp_path, *large_corpus()))
+    asyncio.run(stores.index_done())
+    questions = ["node 010 amber basalt harbor", "node 123 quartz ridge", "Who is connected to Node 200?"]
+
+    def contexts() -> tuple[list[Any], Stores]:
+        fresh = open_stores(_config(tmp_path), hash_embedding(64))
+        param = QueryParam(mode="local", top_k=40)
+        return [asyncio.run(build_local_context(q, fresh, param, TOKENIZER)) for q in questions], fresh
+
+    through_lookup, fresh = contexts()
+    assert fresh.graph._points() is not None  # never parsed whole
+    os.remove(tmp_path / "graph_chunk_entity_relation.graphml.index")
+    parsed, fresh = contexts()
+    assert fresh.graph._points() is None
+    assert all(through_lookup) and through_lookup == parsed
 
 
 def test_local_single_community_and_level(tmp_path: Any) -> None:

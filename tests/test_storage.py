@@ -19,7 +19,7 @@ from graphrag.storage import (
 )
 
 
-from helpers_storage import kv, run  # noqa: E402
+from helpers_storage import graph, kv, run  # noqa: E402
 
 
 def vdb(config, dim=16, namespace="entities", **kw) -> NanoVectorDBStorage:
@@ -27,10 +27,6 @@ def vdb(config, dim=16, namespace="entities", **kw) -> NanoVectorDBStorage:
         namespace=namespace, global_config=config, embedding_func=hash_embedding(dim),
         meta_fields={"entity_name", "kind"}, **kw,
     )
-
-
-def graph(config, namespace="chunk_entity_relation") -> NetworkXStorage:
-    return NetworkXStorage(namespace=namespace, global_config=config)
 
 
 def listing(path) -> list[str]:
@@ -264,7 +260,8 @@ def test_graph_round_trip_through_graphml(config, tmp_path):
         await g.upsert_edge("B", "C", {"weight": 1.0, "description": "bc", "source_id": "c2"})
         assert listing(tmp_path) == []
         await g.index_done_callback()
-        assert listing(tmp_path) == ["graph_chunk_entity_relation.graphml"]
+        assert listing(tmp_path) == ["graph_chunk_entity_relation.graphml",
+                                     "graph_chunk_entity_relation.graphml.index"]
 
         again = graph(config)
         assert await again.has_node("A") and not await again.has_node("Z")
@@ -314,7 +311,7 @@ def _same_graph(ours: nx.Graph, reference: nx.Graph) -> None:
 def test_fast_graphml_reader_reads_what_networkx_reads(tmp_path, monkeypatch):
     """Files from our writer and from networkx's (nano-graphrag's format) read exactly as
     networkx reads them; what the fast path does not handle goes to networkx."""
-    from graphrag.storage.graph_networkx import read_graphml, write_graphml
+    from graphrag.storage.graphml import read_graphml, write_graphml
 
     g = nx.Graph()
     g.graph["note"] = "made by hand"

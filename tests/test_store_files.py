@@ -128,6 +128,9 @@ def run_get(store, key):
 # ---------------------------------------------------------------- transactions
 
 
+FILLED_FILES = ["graph_g.graphml", "graph_g.graphml.index", "kv_store_docs.json", "vdb_chunks.json"]
+
+
 async def _fill_all(config, suffix: str) -> None:
     k, v, g = kv(config), vdb(config), graph(config)
     await k.upsert({f"doc-{suffix}": {"content": suffix}})
@@ -147,7 +150,7 @@ def test_transaction_commits_all_files_together(config, tmp_path):
         with commit_transaction(str(tmp_path)):
             await _fill_all(config, "one")
             assert os.listdir(tmp_path) and all(TMP_MARKER in n for n in os.listdir(tmp_path))
-        assert sorted(os.listdir(tmp_path)) == ["graph_g.graphml", "kv_store_docs.json", "vdb_chunks.json"]
+        assert sorted(os.listdir(tmp_path)) == FILLED_FILES
         assert await kv(config).all_keys() == ["doc-one"]
         assert await vdb(config).get_ids() == {"chunk-one"}
         assert await graph(config).has_node("N-one")
@@ -234,7 +237,7 @@ def test_commit_killed_after_manifest_is_rolled_forward(config, tmp_path, rename
     wait_for_commit(str(tmp_path), timeout=0.1)
 
     assert recover_pending_commit(str(tmp_path)) is True
-    assert sorted(os.listdir(tmp_path)) == ["graph_g.graphml", "kv_store_docs.json", "vdb_chunks.json"]
+    assert sorted(os.listdir(tmp_path)) == FILLED_FILES
 
     async def check():
         assert sorted(await kv(config).all_keys()) == ["doc-one", "doc-two"]

@@ -1,0 +1,213 @@
+"""The graph lookup index: point reads that answer exactly as the parsed graph does."""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from typing import Any
+
+import networkx as nx
+import pytest
+
+from graphrag.storage import graph_lookup, graph_networkx
+from graphrag.storage.graph_lookup import GraphLookup, build_lookup_index
+from graphrag.storage.graphml import read_graphml, write_graphml
+
+from helpers_storage import graph, run
+
+TRICKY_NAMES = ['"QUOTED"', "O'BRIEN", "BOTH \"'", "A & B <C>", "ÉLODIE ☃", " SPACED ", "TAB\tAND\nLINE",
+                "", "0", "LONG " * 40]
+
+
+def tricky_graph(seed: int = 3) -> nx.Graph:
+    """Names XML must escape, a self-loop, an isolated node, every attribute type, and
+    edges added in an order unrelated to the nodes' (so the read order of neighbours
+    differs from the order they were added in)."""
+    rnd = random.Random(seed)
+    g = nx.Graph()
+    names = TRICKY_NAMES + [f"NODE {i}" for i in range(60)]
+    rnd.shuffle(names)
+    for i, name in enumerate(names):
+        g.add_node(name, entity_type="PERSON", description=f"about {name} <&>" if i % 7 else "",
+                   rank=i, score=i / 4, core=i % 2 == 0)
+    for _ in range(180):
+        a, b = rnd.choice(names[1:]), rnd.choice(names[1:])
+        g.add_edge(a, b, weight=float(rnd.randint(1, 9)), description=f"{a}-{b}", order=rnd.randint(1, 3))
+    g.add_edge("NODE 5", "NODE 5", weight=1.0, description="self", order=1)
+    g.add_node("LONELY", description="no edges")
+    return g
+
+
+def write_with_index(g: nx.Graph, folder: Any) -> tuple[str, str]:
+    path, index = os.path.join(folder, "g.graphml"), os.path.join(folder, "g.graphml.index")
+    layout = write_graphml(g, path)
+    with open(index, "wb") as f:
+        f.write(build_lookup_index(layout))
+    return path, index
+
+
+def open_lookup(path: str, index: str) -> GraphLookup:
+    with open(path, "rb") as f:
+        lookup = GraphLookup.open(f, index)
+    assert lookup is not None
+    return lookup
+
+
+def assert_answers_as_parsed(lookup: GraphLookup, parsed: nx.Graph) -> None:
+    assert len(lookup) == parsed.number_of_nodes()
+    for node in parsed:
+        assert lookup.has_node(node)
+        assert lookup.node(node) == parsed.nodes[node]
+        assert lookup.degree(node) == parsed.degree(node)
+        assert lookup.node_edges(node) == list(parsed.edges(node))  # same order, not only same set
+    for a, b, data in parsed.edges(data=True):
+        for x, y in ((a, b), (b, a)):
+            assert lookup.has_edge(x, y)
+            assert lookup.edge(x, y) == data
+    nodes = list(parsed)
+    absent_pairs = [(a, b) for a in nodes[:20] for b in nodes[:20] if not parsed.has_edge(a, b)]
+    for a, b in absent_pairs:
+        assert not lookup.has_edge(a, b) and lookup.edge(a, b) is None
+    for missing in ("MISSING", "node 5", "NODE 5 ", "\"QUOTED"):
+        assert not lookup.has_node(missing)
+        assert lookup.node(missing) is None and lookup.degree(missing) == 0 and lookup.node_edges(missing) is None
+        assert lookup.edge(missing, "NODE 5") is None
+
+
+def test_lookup_answers_exactly_as_the_parsed_graph(tmp_path: Any) -> None:
+    g = tricky_graph()
+    path, index = write_with_index(g, tmp_path)
+    parsed = read_graphml(path)
+    # A fresh parse orders some neighbours unlike the graph that was written; the lookup follows the parse.
+    assert any(list(parsed.adj[n]) != list(g.adj[n]) for n in g)
+    assert_answers_as_parsed(open_lookup(path, index), parsed)
+    assert_answers_as_parsed(open_lookup(path, index), nx.Graph(nx.read_graphml(path)))
+
+
+def test_lookup_tells_hash_collisions_apart(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(graph_lookup, "_hash", lambda text: len(text) % 3)  # everything collides
+    g = tricky_graph(seed=5)
+    path, index = write_with_index(g, tmp_path)
+    assert_answers_as_parsed(open_lookup(path, index), read_graphml(path))
+
+
+def test_lookup_of_empty_and_edgeless_graphs(tmp_path: Any) -> None:
+    for g in (nx.Graph(), nx.Graph([("A", "A")]), nx.empty_graph(["X", "Y"])):
+        path, index = write_with_index(g, tmp_path)
+        assert_answers_as_parsed(open_lookup(path, index), read_graphml(path))
+
+
+def test_index_of_another_version_is_ignored(tmp_path: Any) -> None:
+    g = tricky_graph()
+    path, index = write_with_index(g, tmp_path)
+    old_index = tmp_path / "old.index"
+    shutil.copy(index, old_index)
+    g.nodes["NODE 1"]["description"] = "changed"
+    write_graphml(g, path)
+    with open(path, "rb") as f:
+        assert GraphLookup.open(f, str(old_index)) is None  # the seal differs
+    nx.write_graphml(g, path)  # another tool rewrote the graph: no seal at all
+    with open(path, "rb") as f:
+        assert GraphLookup.open(f, index) is None
+    path, index = write_with_index(g, tmp_path)
+    whole = open(index, "rb").read()
+    for damaged in (b"", b"not an index", whole[:40], whole[:60] + b"{" + whole[61:]):
+        with open(index, "wb") as out:
+            out.write(damaged)
+        with open(path, "rb") as f:
+            assert GraphLookup.open(f, index) is None
+
+
+# ------------------------------------------------------------------ through the store
+
+
+def _counting_parses(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    parses: list[Any] = []
+    real = graph_networkx.read_graphml
+    monkeypatch.setattr(graph_networkx, "read_graphml", lambda source: parses.append(source) or real(source))
+    return parses
+
+
+def _store_with(config: Any, g: nx.Graph) -> None:
+    async def main() -> None:
+        store = graph(config)
+        for node, data in g.nodes(data=True):
+            await store.upsert_node(node, data)
+        for a, b, data in g.edges(data=True):
+            await store.upsert_edge(a, b, data)
+        await store.index_done_callback()
+
+    run(main())
+
+
+def test_store_answers_point_reads_without_parsing_the_graph(config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    g = tricky_graph()
+    _store_with(config, g)
+    parses = _counting_parses(monkeypatch)
+    reference = read_graphml(os.path.join(config.working_dir, "graph_chunk_entity_relation.graphml"))
+
+    async def main() -> None:
+        store = graph(config)
+        nodes = list(reference)
+        assert await store.get_nodes_batch(nodes) == [reference.nodes[n] for n in nodes]
+        assert await store.node_degrees_batch(nodes) == [reference.degree(n) for n in nodes]
+        assert await store.get_nodes_edges_batch(nodes) == [list(reference.edges(n)) for n in nodes]
+        edges = list(reference.edges())
+        assert await store.get_edges_batch(edges) == [reference.edges[e] for e in edges]
+        assert await store.edge_degrees_batch(edges) == [reference.degree(a) + reference.degree(b) for a, b in edges]
+        assert not parses
+        # Whatever needs the whole graph parses it, once, and then answers from it.
+        assert nx.utils.graphs_equal(store.graph, reference)
+        assert len(parses) == 1
+        assert await store.get_node_edges("NODE 5") == list(reference.edges("NODE 5"))
+        assert len(parses) == 1
+
+    run(main())
+
+
+def test_store_without_a_matching_index_parses_the_graph(config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    g = tricky_graph()
+    _store_with(config, g)
+    path = os.path.join(config.working_dir, "graph_chunk_entity_relation.graphml")
+    g.nodes["NODE 1"]["description"] = "written by networkx"
+    nx.write_graphml(g, path)
+    parses = _counting_parses(monkeypatch)
+
+    async def main() -> None:
+        store = graph(config)
+        assert len(parses) == 1
+        assert (await store.get_node("NODE 1"))["description"] == "written by networkx"
+        assert await store.get_node_edges("NODE 5") == list(read_graphml(path).edges("NODE 5"))
+        # The next commit writes a matching index again.
+        await store.upsert_node("NEW", {"description": "added"})
+        await store.index_done_callback()
+        again = graph(config)
+        assert (await again.get_node("NODE 1"))["description"] == "written by networkx"
+        assert await again.has_node("NEW")
+        assert len(parses) == 1
+
+    run(main())
+
+
+def test_reader_keeps_the_version_it_opened(config: Any) -> None:
+    """A reader answers from the files it opened even after a writer replaces them, also
+    when it parses the whole graph later; a reload then sees the new version."""
+    g = tricky_graph()
+    _store_with(config, g)
+
+    async def main() -> None:
+        reader = graph(config)
+        assert (await reader.get_node("NODE 1"))["description"] == g.nodes["NODE 1"]["description"]
+        writer = graph(config)
+        await writer.upsert_node("NODE 1", {"description": "new version"})
+        await writer.delete_node("NODE 2")
+        await writer.index_done_callback()
+
+        assert (await reader.get_node("NODE 1"))["description"] == g.nodes["NODE 1"]["description"]
+        assert await reader.has_node("NODE 2")
+        assert reader.graph.nodes["NODE 1"]["description"] == g.nodes["NODE 1"]["description"]
+        assert reader.reload_if_changed()
+        assert (await reader.get_node("NODE 1"))["description"] == "new version"
+        assert not await reader.has_node("NODE 2")
+
+    run(main())
