@@ -101,7 +101,10 @@ def open_stores(config: GraphRAGConfig, embedding_func: EmbeddingFunc) -> Stores
     vector_cls = config.vector_db_storage_cls or NanoVectorDBStorage
     graph_cls = config.graph_storage_cls or NetworkXStorage
 
-    def kv(namespace: str) -> StoreOpener:
+    def kv(namespace: str, read_by_record: bool = False) -> StoreOpener:
+        # Queries fetch a few reports and chunks by id; those stores keep a lookup index.
+        if read_by_record and kv_cls is JsonKVStorage:
+            return lambda: JsonKVStorage(namespace=namespace, global_config=config, lookup=True)
         return lambda: kv_cls(namespace=namespace, global_config=config)
 
     def vectors(namespace: str, enabled: bool, meta_fields: set[str]) -> StoreOpener:
@@ -119,8 +122,8 @@ def open_stores(config: GraphRAGConfig, embedding_func: EmbeddingFunc) -> Stores
 
     return Stores({
         "full_docs": kv("full_docs"),
-        "text_chunks": kv("text_chunks"),
-        "community_reports": kv("community_reports"),
+        "text_chunks": kv("text_chunks", read_by_record=True),
+        "community_reports": kv("community_reports", read_by_record=True),
         "entities_vdb": vectors("entities", config.enable_local, {"entity_name"}),
         # Chunk vectors carry only the chunk id: the document a chunk belongs to can change
         # (shared chunks), and text_chunks is the one place that records it.

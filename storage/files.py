@@ -196,19 +196,15 @@ def file_signature(path: str) -> Optional[tuple[int, ...]]:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-def read_json_file(path: str, what: str) -> Any:
-    """Parse a store file, naming it in the error when it is unreadable or corrupt."""
+def parse_json_file(raw: bytes, path: str, what: str) -> Any:
+    """Parse a store file's bytes, naming the file in the error when it is corrupt."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise StorageFileError(
             f"{what} file {path!r} is corrupt ({exc}). It was left untouched: restore it from a "
             "backup, or delete it to rebuild that store."
         ) from exc
-    except OSError as exc:
-        raise StorageFileError(f"cannot read {what} file {path!r}: {exc}") from exc
 
 
 class SingleFileStore:

@@ -12,37 +12,29 @@ ends the file with, and its size; one that does not match (the GraphML was rewri
 by another tool, or by a writer killed before it wrote the index) is ignored, and the
 GraphML is parsed whole as before.
 
-Layout: a magic line, a little-endian u64 header length, a JSON header (the seal,
-the GraphML size, the attribute keys and where each array lies), then the arrays,
-each 8-byte aligned. Nodes are sorted by a 64-bit hash of their name and found by
-binary search; their names are kept too, so a hash collision is told apart.
+Nodes are kept in a :class:`KeyTable` by name; edges are found by the table slots
+of their two ends.
 """
 from __future__ import annotations
 
-import json
 import logging
 import mmap
 from typing import Any, BinaryIO, Optional
 
 import numpy as np
-import xxhash
 
 from .graphml import GraphMLLayout, element_data, key_decoders, read_seal
+from .lookup_index import KeyTable, pack, unpack
 
 logger = logging.getLogger(__name__)
 
 _MAGIC = b"graphrag-graph-lookup 1\n"
 
 
-def _hash(text: str) -> int:
-    return xxhash.xxh3_64_intdigest(text.encode("utf-8"))
-
-
 def build_lookup_index(layout: GraphMLLayout) -> bytes:
     """The index of the GraphML file :func:`write_graphml` wrote (described by its ``layout``)."""
     names = layout.node_names
-    node_hash = np.fromiter(map(_hash, names), dtype="<u8", count=len(names))
-    order = np.argsort(node_hash, kind="stable")  # slot -> position in the file
+    order, key_arrays = KeyTable.build(names)  # slot -> position in the file
     slot = np.empty(len(names), dtype=np.int64)
     slot[order] = np.arange(len(names))
     ends = slot[np.array(layout.edge_ends, dtype=np.int64).reshape(-1, 2)]
@@ -65,37 +57,17 @@ def build_lookup_index(layout: GraphMLLayout) -> bytes:
     edge_key = (low << np.uint64(32)) | high
     edge_order = np.argsort(edge_key, kind="stable")
 
-    encoded = [names[i].encode("utf-8") for i in order]
-    arrays = {
-        "node_hash": node_hash[order],
+    return pack(_MAGIC, {"seal": layout.seal, "graphml_size": layout.size, "attribute_keys": layout.keys}, {
+        **key_arrays,
         "node_offset": np.array(layout.node_offsets, dtype="<u8")[order],
         "node_length": np.array(layout.node_lengths, dtype="<u4")[order],
         "node_degree": degree.astype("<u4"),
-        "name_start": np.concatenate([[0], np.cumsum([len(e) for e in encoded])]).astype("<u8"),
-        "names": np.frombuffer(b"".join(encoded), dtype="u1"),
         "neighbour_start": np.concatenate([[0], np.cumsum(neighbour_count)]).astype("<u8"),
         "neighbours": to_slot[by_node].astype("<u4"),
         "edge_key": edge_key[edge_order].astype("<u8"),
         "edge_offset": np.array(layout.edge_offsets, dtype="<u8")[edge_order],
         "edge_length": np.array(layout.edge_lengths, dtype="<u4")[edge_order],
-    }
-    placed: dict[str, list[Any]] = {}
-    offset = 0
-    for name, array in arrays.items():
-        placed[name] = [array.dtype.str, offset, int(array.size)]
-        offset += -(-array.nbytes // 8) * 8
-    header = json.dumps({"seal": layout.seal, "graphml_size": layout.size, "keys": layout.keys,
-                         "arrays": placed}).encode("utf-8")
-    start = len(_MAGIC) + 8 + len(header)
-    start += -start % 8
-    out = bytearray(start + offset)
-    out[:len(_MAGIC)] = _MAGIC
-    out[len(_MAGIC):len(_MAGIC) + 8] = len(header).to_bytes(8, "little")
-    out[len(_MAGIC) + 8:len(_MAGIC) + 8 + len(header)] = header
-    for name, array in arrays.items():
-        at = start + placed[name][1]
-        out[at:at + array.nbytes] = array.tobytes()
-    return bytes(out)
+    })
 
 
 class GraphLookup:
@@ -105,15 +77,12 @@ class GraphLookup:
     after a writer replaces them.
     """
 
-    def __init__(self, graphml: mmap.mmap, index: mmap.mmap, header: dict[str, Any], start: int) -> None:
+    def __init__(self, graphml: mmap.mmap, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         self.graphml = graphml
-        self._index = index
-        self._keys = key_decoders({k: tuple(v) for k, v in header["keys"].items()})
-        arrays = {name: np.frombuffer(index, dtype=dtype, count=count, offset=start + offset)
-                  for name, (dtype, offset, count) in header["arrays"].items()}
-        self._node_hash, self._node_offset = arrays["node_hash"], arrays["node_offset"]
-        self._node_length, self._node_degree = arrays["node_length"], arrays["node_degree"]
-        self._name_start, self._names = arrays["name_start"], arrays["names"]
+        self._attributes = key_decoders({k: tuple(v) for k, v in header["attribute_keys"].items()})
+        self._nodes = KeyTable(arrays)
+        self._node_offset, self._node_length = arrays["node_offset"], arrays["node_length"]
+        self._node_degree = arrays["node_degree"]
         self._neighbour_start, self._neighbours = arrays["neighbour_start"], arrays["neighbours"]
         self._edge_key, self._edge_offset, self._edge_length = (
             arrays["edge_key"], arrays["edge_offset"], arrays["edge_length"])
@@ -121,45 +90,28 @@ class GraphLookup:
     @classmethod
     def open(cls, graphml_file: BinaryIO, index_path: str) -> Optional[GraphLookup]:
         """The lookup for the open GraphML file, or None when ``index_path`` does not describe it."""
+        unpacked = unpack(index_path, _MAGIC)
+        if unpacked is None:
+            return None
+        header, arrays = unpacked
         try:
-            with open(index_path, "rb") as f:
-                index = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             graphml = mmap.mmap(graphml_file.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):  # no index yet, or an empty file
+        except (OSError, ValueError):  # an empty file
+            return None
+        if header.get("graphml_size") != len(graphml) or header.get("seal") != read_seal(graphml[-128:]):
+            logger.info("Graph lookup index %s describes another version of the graph; ignoring it", index_path)
             return None
         try:
-            if index[:len(_MAGIC)] != _MAGIC:
-                raise ValueError("not a graph lookup index")
-            length = int.from_bytes(index[len(_MAGIC):len(_MAGIC) + 8], "little")
-            header = json.loads(index[len(_MAGIC) + 8:len(_MAGIC) + 8 + length])
-            if header["graphml_size"] != len(graphml) or header["seal"] != read_seal(graphml[-128:]):
-                logger.info("Graph lookup index %s describes another version of the graph; ignoring it",
-                            index_path)
-                return None
-            start = len(_MAGIC) + 8 + length
-            return cls(graphml, index, header, start + -start % 8)
-        except (ValueError, KeyError, TypeError) as exc:
+            return cls(graphml, header, arrays)
+        except (KeyError, TypeError, ValueError) as exc:
             logger.warning("Ignoring unreadable graph lookup index %s (%s)", index_path, exc)
             return None
 
     def __len__(self) -> int:
-        return len(self._node_hash)
-
-    def _name(self, slot: int) -> str:
-        start, end = self._name_start[slot], self._name_start[slot + 1]
-        return self._names[start:end].tobytes().decode("utf-8")
-
-    def _slot(self, name: str) -> Optional[int]:
-        wanted = _hash(name)
-        slot = int(np.searchsorted(self._node_hash, np.uint64(wanted)))
-        while slot < len(self._node_hash) and int(self._node_hash[slot]) == wanted:
-            if self._name(slot) == name:
-                return slot
-            slot += 1
-        return None
+        return len(self._nodes)
 
     def _edge_slot(self, a: str, b: str) -> Optional[int]:
-        ends = self._slot(a), self._slot(b)
+        ends = self._nodes.find(a), self._nodes.find(b)
         if ends[0] is None or ends[1] is None:
             return None
         wanted = np.uint64((min(ends) << 32) | max(ends))
@@ -167,26 +119,26 @@ class GraphLookup:
         return slot if slot < len(self._edge_key) and self._edge_key[slot] == wanted else None
 
     def _element(self, offset: Any, length: Any) -> dict[str, Any]:
-        return element_data(self.graphml[int(offset):int(offset) + int(length)], self._keys)
+        return element_data(self.graphml[int(offset):int(offset) + int(length)], self._attributes)
 
     def has_node(self, name: str) -> bool:
-        return self._slot(name) is not None
+        return self._nodes.find(name) is not None
 
     def node(self, name: str) -> Optional[dict[str, Any]]:
-        slot = self._slot(name)
+        slot = self._nodes.find(name)
         return None if slot is None else self._element(self._node_offset[slot], self._node_length[slot])
 
     def degree(self, name: str) -> int:
-        slot = self._slot(name)
+        slot = self._nodes.find(name)
         return 0 if slot is None else int(self._node_degree[slot])
 
     def node_edges(self, name: str) -> Optional[list[tuple[str, str]]]:
         """``graph.edges(name)`` of the fully parsed graph, in the same order."""
-        slot = self._slot(name)
+        slot = self._nodes.find(name)
         if slot is None:
             return None
         start, end = self._neighbour_start[slot], self._neighbour_start[slot + 1]
-        return [(name, self._name(int(other))) for other in self._neighbours[start:end]]
+        return [(name, self._nodes.key(int(other))) for other in self._neighbours[start:end]]
 
     def has_edge(self, a: str, b: str) -> bool:
         return self._edge_slot(a, b) is not None

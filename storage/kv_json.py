@@ -3,50 +3,165 @@ from __future__ import annotations
 
 import json
 import logging
+import mmap
 import os
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, BinaryIO, Optional
+
+import numpy as np
+import xxhash
 
 from .base import BaseKVStorage
-from .files import SingleFileStore, StorageFileError, after_commit, atomic_write_json, file_signature, read_json_file
+from .files import (
+    SingleFileStore,
+    StorageFileError,
+    after_commit,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_via,
+    parse_json_file,
+)
+from .lookup_index import KeyTable, pack, unpack
 
 logger = logging.getLogger(__name__)
+
+_MAGIC = b"graphrag-kv-lookup 1\n"
+
+
+def encode_with_layout(data: dict[str, Any]) -> tuple[bytes, list[int], list[int]]:
+    """``json.dumps(data, ensure_ascii=False)`` as UTF-8, with each value's byte offset and length."""
+    pieces, offsets, lengths = [b"{"], [], []
+    position = 1
+    for i, (key, value) in enumerate(data.items()):
+        head = f'{", " if i else ""}{json.dumps(key, ensure_ascii=False)}: '.encode("utf-8")
+        body = json.dumps(value, ensure_ascii=False).encode("utf-8")
+        offsets.append(position + len(head))
+        lengths.append(len(body))
+        position += len(head) + len(body)
+        pieces += (head, body)
+    pieces.append(b"}")
+    return b"".join(pieces), offsets, lengths
+
+
+class RecordLookup:
+    """Single records of a KV JSON file, read through the index written beside it.
+
+    The index names the file by size and content hash (and, to skip hashing in the
+    usual case, the mtime and inode it was written with); one that does not describe
+    the file is ignored. The file stays mapped: answers keep describing the version
+    opened even after a writer replaces it.
+    """
+
+    def __init__(self, mapped: mmap.mmap, arrays: dict[str, np.ndarray]) -> None:
+        self.mapped = mapped
+        self._keys = KeyTable(arrays)
+        self._offset, self._length = arrays["value_offset"], arrays["value_length"]
+
+    @staticmethod
+    def build(keys: list[str], offsets: list[int], lengths: list[int], body: bytes,
+              written: os.stat_result) -> bytes:
+        order, key_arrays = KeyTable.build(keys)
+        return pack(_MAGIC, {"size": len(body), "hash": xxhash.xxh3_128_hexdigest(body),
+                             "written": [written.st_mtime_ns, written.st_ino]}, {
+            **key_arrays,
+            "value_offset": np.array(offsets, dtype="<u8")[order],
+            "value_length": np.array(lengths, dtype="<u8")[order],
+        })
+
+    @classmethod
+    def open(cls, json_file: BinaryIO, index_path: str) -> Optional[RecordLookup]:
+        unpacked = unpack(index_path, _MAGIC)
+        if unpacked is None:
+            return None
+        header, arrays = unpacked
+        st = os.fstat(json_file.fileno())
+        if header.get("size") != st.st_size or st.st_size == 0:
+            return None
+        mapped = mmap.mmap(json_file.fileno(), 0, access=mmap.ACCESS_READ)
+        if header.get("written") != [st.st_mtime_ns, st.st_ino] and header.get("hash") != xxhash.xxh3_128_hexdigest(
+                mapped):
+            logger.info("Lookup index %s describes another version of its store; ignoring it", index_path)
+            return None
+        try:
+            return cls(mapped, arrays)
+        except KeyError as exc:
+            logger.warning("Ignoring unreadable lookup index %s (%s)", index_path, exc)
+            return None
+
+    def get(self, key: str) -> Optional[Any]:
+        slot = self._keys.find(key)
+        if slot is None:
+            return None
+        offset = int(self._offset[slot])
+        return json.loads(self.mapped[offset:offset + int(self._length[slot])])
 
 
 @dataclass
 class JsonKVStorage(SingleFileStore, BaseKVStorage[dict]):
-    """Whole-file JSON KV store, with an optional append-only journal.
+    """Whole-file JSON KV store, with an optional append-only journal or lookup index.
 
     With ``journal=True`` every upsert is also appended to
     ``kv_store_{namespace}.journal.jsonl`` as it happens, so the entries survive a
     killed process without rewriting the whole file after each call (the LLM
     response cache uses this). The journal is folded into the JSON file at
     ``index_done_callback`` and emptied once that commit is in place.
+
+    With ``lookup=True`` every commit also writes ``kv_store_{namespace}.json.index``,
+    and a store opened on such a file answers ``get_by_id(s)`` by reading only those
+    records (:class:`RecordLookup`); it parses the file whole only when something needs
+    all of it. A local query thus reads a handful of reports and chunks, not all.
     """
 
     journal: bool = False
-    _data: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    lookup: bool = False
+    _records: Optional[dict[str, Any]] = field(default=None, init=False, repr=False)
+    _lookup: Optional[RecordLookup] = field(default=None, init=False, repr=False)
     _dirty: bool = field(default=False, init=False, repr=False)
     _loaded_signature: Optional[tuple[int, ...]] = field(default=None, init=False, repr=False)
     _journal_fd: Optional[int] = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.journal and self.lookup:
+            raise ValueError("a KV store keeps either a journal or a lookup index, not both")
         self._file_name = self.path_for(f"kv_store_{self.namespace}.json")
         self._journal_name = self.path_for(f"kv_store_{self.namespace}.journal.jsonl")
+        self._index_name = self._file_name + ".index"
         self._load()
 
     def _load(self) -> None:
-        self._loaded_signature = file_signature(self._file_name)
-        if self._loaded_signature is not None:
-            data = read_json_file(self._file_name, f"key-value store '{self.namespace}'")
-            if not isinstance(data, dict):
-                raise StorageFileError(f"key-value store file {self._file_name!r} does not hold a JSON object")
-            self._data = data
+        self._lookup, self._records = None, {}
+        try:
+            f = open(self._file_name, "rb")
+        except FileNotFoundError:
+            self._loaded_signature = None
         else:
-            self._data = {}
+            with f:
+                st = os.fstat(f.fileno())
+                self._loaded_signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+                self._lookup = RecordLookup.open(f, self._index_name) if self.lookup else None
+                self._records = None if self._lookup is not None else self._parse(f.read())
         replayed = self._replay_journal()
         self._dirty = replayed > 0
-        logger.debug("Loaded KV %s: %d records (%d from journal)", self.namespace, len(self._data), replayed)
+        logger.debug("Opened KV %s: %s", self.namespace, "indexed" if self._lookup is not None else
+                     f"{len(self._data)} records ({replayed} from journal)")
+
+    def _parse(self, raw: bytes) -> dict[str, Any]:
+        data = parse_json_file(raw, self._file_name, f"key-value store '{self.namespace}'")
+        if not isinstance(data, dict):
+            raise StorageFileError(f"key-value store file {self._file_name!r} does not hold a JSON object")
+        return data
+
+    @property
+    def _data(self) -> dict[str, Any]:
+        if self._records is None:
+            assert self._lookup is not None
+            self._records = self._parse(bytes(self._lookup.mapped))  # the version the lookup maps
+            self._lookup = None
+        return self._records
+
+    def _points(self) -> Optional[RecordLookup]:
+        """The lookup index while the file has not been parsed whole."""
+        return self._lookup if self._records is None else None
 
     def _replay_journal(self) -> int:
         if not self.journal or not os.path.exists(self._journal_name):
@@ -81,7 +196,20 @@ class JsonKVStorage(SingleFileStore, BaseKVStorage[dict]):
     async def index_done_callback(self) -> None:
         if not self._dirty:
             return
-        atomic_write_json(self._file_name, self._data)
+        if self.lookup:
+            body, offsets, lengths = encode_with_layout(self._data)
+            written: list[os.stat_result] = []
+
+            def write(tmp: str) -> None:
+                with open(tmp, "wb") as f:
+                    f.write(body)
+                written.append(os.stat(tmp))  # a rename keeps mtime and inode
+
+            atomic_write_via(self._file_name, write)
+            atomic_write_bytes(self._index_name, RecordLookup.build(list(self._data), offsets, lengths, body,
+                                                                    written[0]))
+        else:
+            atomic_write_json(self._file_name, self._data)
         self._dirty = False
 
         self._remember_committed_file()
@@ -95,14 +223,15 @@ class JsonKVStorage(SingleFileStore, BaseKVStorage[dict]):
         return list(self._data)
 
     async def get_by_id(self, id: str) -> Optional[dict]:
-        return self._data.get(id)
+        lookup = self._points()
+        return lookup.get(id) if lookup is not None else self._data.get(id)
 
     async def get_by_ids(self, ids: list[str], fields: Optional[set[str]] = None) -> list[Optional[dict]]:
+        lookup = self._points()
+        records = [lookup.get(i) for i in ids] if lookup is not None else [self._data.get(i) for i in ids]
         if fields is None:
-            return [self._data.get(i) for i in ids]
-        return [
-            {k: v for k, v in self._data[i].items() if k in fields} if i in self._data else None for i in ids
-        ]
+            return records
+        return [{k: v for k, v in r.items() if k in fields} if r is not None else None for r in records]
 
     async def filter_keys(self, keys: list[str]) -> set[str]:
         return {k for k in keys if k not in self._data}
@@ -121,7 +250,7 @@ class JsonKVStorage(SingleFileStore, BaseKVStorage[dict]):
                 self._dirty = True
 
     async def drop(self) -> None:
-        self._data = {}
+        self._records, self._lookup = {}, None
         self._dirty = True
 
     def __len__(self) -> int:

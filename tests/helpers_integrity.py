@@ -85,6 +85,20 @@ def _lookup_index_problems(graph_path: str, graph: nx.Graph) -> list[str]:
     return []
 
 
+def _record_index_problems(path: str, records: dict) -> list[str]:
+    """A KV file committed with a lookup index has one that answers as the file does."""
+    from graphrag.storage.kv_json import RecordLookup
+
+    if not os.path.exists(path + ".index"):
+        return []
+    with open(path, "rb") as f:
+        lookup = RecordLookup.open(f, path + ".index")
+    if lookup is None:
+        return [f"{os.path.basename(path)}.index does not describe {os.path.basename(path)}"]
+    wrong = [key for key, value in records.items() if lookup.get(key) != value]
+    return [f"{os.path.basename(path)}.index disagrees on {wrong[:5]}"] if wrong else []
+
+
 def check_integrity(working_dir: str, recover: bool = True) -> list[str]:
     problems: list[str] = []
     if recover:
@@ -111,6 +125,8 @@ def check_integrity(working_dir: str, recover: bool = True) -> list[str]:
             problems.append(f"{name} does not hold a JSON object")
             data = None
         kv[key] = data or {}
+        if data:
+            problems += _record_index_problems(os.path.join(working_dir, name), data)
     vdb: dict[str, dict] = {}
     for key, name in VDB_FILES.items():
         data = _load_json(os.path.join(working_dir, name), problems)

@@ -305,24 +305,29 @@ def test_local_context_holds_entity_relations_and_source(tmp_path: Any) -> None:
                                    llm=None, tokenizer=TOKENIZER)) == ctx
 
 
-def test_local_context_is_the_same_from_the_graph_lookup_index(tmp_path: Any) -> None:
-    """A process that opens a working dir answers local queries through the graph's lookup
-    index, never parsing the whole graph, with the very context a full parse gives."""
+def test_local_context_is_the_same_through_lookup_indexes(tmp_path: Any) -> None:
+    """A process that opens a working dir answers local queries through the lookup indexes
+    of the graph, reports and chunks, never parsing those files whole, with the very
+    context that parsing them gives."""
     stores = asyncio.run(_build(tmp_path, *large_corpus()))
     asyncio.run(stores.index_done())
     questions = ["node 010 amber basalt harbor", "node 123 quartz ridge", "Who is connected to Node 200?"]
 
-    def contexts() -> tuple[list[Any], Stores]:
+    def contexts() -> tuple[list[Any], list[bool]]:
         fresh = open_stores(_config(tmp_path), hash_embedding(64))
         param = QueryParam(mode="local", top_k=40)
-        return [asyncio.run(build_local_context(q, fresh, param, TOKENIZER)) for q in questions], fresh
+        out = [asyncio.run(build_local_context(q, fresh, param, TOKENIZER)) for q in questions]
+        return out, [store._points() is not None for store in (fresh.graph, fresh.community_reports,
+                                                                fresh.text_chunks)]
 
-    through_lookup, fresh = contexts()
-    assert fresh.graph._points() is not None  # never parsed whole
-    os.remove(tmp_path / "graph_chunk_entity_relation.graphml.index")
-    parsed, fresh = contexts()
-    assert fresh.graph._points() is None
-    assert all(through_lookup) and through_lookup == parsed
+    through_lookups, used = contexts()
+    assert used == [True, True, True]
+    for name in ("graph_chunk_entity_relation.graphml", "kv_store_community_reports.json",
+                 "kv_store_text_chunks.json"):
+        os.remove(tmp_path / f"{name}.index")
+    parsed, used = contexts()
+    assert used == [False, False, False]
+    assert all(through_lookups) and through_lookups == parsed
 
 
 def test_local_single_community_and_level(tmp_path: Any) -> None:

@@ -1,6 +1,8 @@
-"""The graph lookup index: point reads that answer exactly as the parsed graph does."""
+"""Lookup indexes beside the graph and the KV files: point reads that answer exactly as
+the parsed file does, and are ignored when they do not describe it."""
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -9,11 +11,13 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from graphrag.storage import graph_lookup, graph_networkx
+from graphrag.config import GraphRAGConfig
+from graphrag.storage import graph_networkx, lookup_index
 from graphrag.storage.graph_lookup import GraphLookup, build_lookup_index
 from graphrag.storage.graphml import read_graphml, write_graphml
+from graphrag.storage.kv_json import encode_with_layout
 
-from helpers_storage import graph, run
+from helpers_storage import graph, kv, run
 
 TRICKY_NAMES = ['"QUOTED"', "O'BRIEN", "BOTH \"'", "A & B <C>", "ÉLODIE ☃", " SPACED ", "TAB\tAND\nLINE",
                 "", "0", "LONG " * 40]
@@ -85,7 +89,7 @@ def test_lookup_answers_exactly_as_the_parsed_graph(tmp_path: Any) -> None:
 
 
 def test_lookup_tells_hash_collisions_apart(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(graph_lookup, "_hash", lambda text: len(text) % 3)  # everything collides
+    monkeypatch.setattr(lookup_index, "key_hash", lambda text: len(text) % 3)  # everything collides
     g = tricky_graph(seed=5)
     path, index = write_with_index(g, tmp_path)
     assert_answers_as_parsed(open_lookup(path, index), read_graphml(path))
@@ -209,5 +213,105 @@ def test_reader_keeps_the_version_it_opened(config: Any) -> None:
         assert reader.reload_if_changed()
         assert (await reader.get_node("NODE 1"))["description"] == "new version"
         assert not await reader.has_node("NODE 2")
+
+    run(main())
+
+
+# ------------------------------------------------------------------ KV records
+
+
+RECORDS = {
+    "report-1": {"title": "Ünïcode ☃ \"quoted\" \\ back", "rating": 7.5, "findings": [{"a": 1}, {"b": None}]},
+    "": {"empty key": True},
+    "chunk \"2\"": {"content": "line\nbreak\ttab", "tokens": 3},
+    "nested": {"deep": {"er": [1, 2, {"x": "y"}]}},
+    "plain": {"content": ""},
+}
+
+
+def test_kv_file_layout_is_plain_json_with_known_value_places() -> None:
+    for data in (RECORDS, {}, {"only": {"v": 1}}):
+        body, offsets, lengths = encode_with_layout(data)
+        assert body == json.dumps(data, ensure_ascii=False).encode("utf-8")
+        assert [json.loads(body[o:o + n]) for o, n in zip(offsets, lengths)] == list(data.values())
+
+
+def _kv_store(config: Any, records: dict[str, Any]) -> None:
+    async def main() -> None:
+        store = kv(config, "reports", lookup=True)
+        await store.upsert(records)
+        await store.index_done_callback()
+
+    run(main())
+
+
+def test_kv_store_reads_single_records_without_parsing_the_file(config: Any) -> None:
+    _kv_store(config, RECORDS)
+
+    async def main() -> None:
+        store = kv(config, "reports", lookup=True)
+        assert store._points() is not None
+        assert await store.get_by_ids(list(RECORDS) + ["missing"]) == list(RECORDS.values()) + [None]
+        assert await store.get_by_id("nested") == RECORDS["nested"]
+        assert await store.get_by_ids(["chunk \"2\"", "missing"], fields={"tokens"}) == [{"tokens": 3}, None]
+        assert store._points() is not None  # still not parsed whole
+        assert sorted(await store.all_keys()) == sorted(RECORDS)  # this needs all of it
+        assert store._points() is None
+        assert await store.get_by_id("nested") == RECORDS["nested"]
+
+    run(main())
+
+
+def test_kv_lookup_collisions(config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lookup_index, "key_hash", lambda text: 7)
+    _kv_store(config, RECORDS)
+    store = kv(config, "reports", lookup=True)
+    assert store._points() is not None
+    assert run(store.get_by_ids(list(RECORDS) + ["missing"])) == list(RECORDS.values()) + [None]
+
+
+def test_kv_index_follows_the_file_it_describes(config: Any, tmp_path: Any) -> None:
+    _kv_store(config, RECORDS)
+    path = os.path.join(config.working_dir, "kv_store_reports.json")
+
+    # A copied working dir: other mtime and inode, same content -> still used.
+    copy = tmp_path.parent / f"{tmp_path.name}-copy"
+    shutil.copytree(config.working_dir, copy)
+    copied = kv(GraphRAGConfig(working_dir=str(copy)), "reports", lookup=True)
+    assert copied._points() is not None and run(copied.get_by_id("plain")) == RECORDS["plain"]
+
+    # Edited in place by something else, even to the same size -> ignored, file parsed.
+    body = open(path, "rb").read()
+    with open(path, "r+b") as f:
+        f.seek(body.index(b"7.5"))
+        f.write(b"8.5")
+    os.utime(path, ns=(1, 1))
+    edited = kv(config, "reports", lookup=True)
+    assert edited._points() is None
+    assert run(edited.get_by_id("report-1"))["rating"] == 8.5
+
+    # Rewritten by a writer without the index (another tool, an older version) -> ignored.
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"other": {"v": 1}}, f, indent=2)
+    rewritten = kv(config, "reports", lookup=True)
+    assert rewritten._points() is None and run(rewritten.all_keys()) == ["other"]
+
+
+def test_kv_reader_keeps_the_version_it_opened(config: Any) -> None:
+    _kv_store(config, RECORDS)
+
+    async def main() -> None:
+        reader = kv(config, "reports", lookup=True)
+        assert await reader.get_by_id("plain") == RECORDS["plain"]
+        writer = kv(config, "reports", lookup=True)
+        await writer.upsert({"plain": {"content": "new"}})
+        await writer.delete(["nested"])
+        await writer.index_done_callback()
+        assert await reader.get_by_id("plain") == RECORDS["plain"]
+        assert await reader.get_by_id("nested") == RECORDS["nested"]
+        assert sorted(await reader.all_keys()) == sorted(RECORDS)  # parsed whole: still that version
+        assert reader.reload_if_changed()
+        assert await reader.get_by_id("plain") == {"content": "new"}
+        assert await reader.get_by_id("nested") is None
 
     run(main())

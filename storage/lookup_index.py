@@ -1,0 +1,98 @@
+"""Lookup indexes written beside store files, so a reader can fetch single records
+without parsing the whole file (see ``graph_lookup`` and ``kv_json``).
+
+An index file is a magic line, a little-endian u64 header length, a JSON header, then
+numpy arrays, each 8-byte aligned, that a reader maps rather than reads. String keys
+are kept in a :class:`KeyTable`: sorted by a 64-bit hash and found by binary search,
+with the keys themselves stored so that a hash collision is told apart.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import mmap
+from typing import Any, Optional
+
+import numpy as np
+import xxhash
+
+logger = logging.getLogger(__name__)
+
+
+def key_hash(text: str) -> int:
+    return xxhash.xxh3_64_intdigest(text.encode("utf-8"))
+
+
+def pack(magic: bytes, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
+    placed: dict[str, list[Any]] = {}
+    offset = 0
+    for name, array in arrays.items():
+        placed[name] = [array.dtype.str, offset, int(array.size)]
+        offset += -(-array.nbytes // 8) * 8
+    encoded = json.dumps({**header, "arrays": placed}).encode("utf-8")
+    start = len(magic) + 8 + len(encoded)
+    start += -start % 8
+    out = bytearray(start + offset)
+    out[:len(magic)] = magic
+    out[len(magic):len(magic) + 8] = len(encoded).to_bytes(8, "little")
+    out[len(magic) + 8:len(magic) + 8 + len(encoded)] = encoded
+    for name, array in arrays.items():
+        at = start + placed[name][1]
+        out[at:at + array.nbytes] = array.tobytes()
+    return bytes(out)
+
+
+def unpack(path: str, magic: bytes) -> Optional[tuple[dict[str, Any], dict[str, np.ndarray]]]:
+    """The header and (mapped, read-only) arrays of an index file; None if it is absent or unreadable."""
+    try:
+        with open(path, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # absent, or empty
+        return None
+    try:
+        if mapped[:len(magic)] != magic:
+            raise ValueError("not a lookup index of this kind or version")
+        length = int.from_bytes(mapped[len(magic):len(magic) + 8], "little")
+        header = json.loads(mapped[len(magic) + 8:len(magic) + 8 + length])
+        start = len(magic) + 8 + length
+        start += -start % 8
+        arrays = {name: np.frombuffer(mapped, dtype=dtype, count=count, offset=start + offset)
+                  for name, (dtype, offset, count) in header.pop("arrays").items()}
+        return header, arrays
+    except (ValueError, KeyError, TypeError) as exc:
+        logger.warning("Ignoring unreadable lookup index %s (%s)", path, exc)
+        return None
+
+
+class KeyTable:
+    """String keys found by hash: slot numbers in hash order, and each slot's key."""
+
+    @staticmethod
+    def build(keys: list[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """(slot -> position in ``keys``, the arrays to store)."""
+        hashes = np.fromiter(map(key_hash, keys), dtype="<u8", count=len(keys))
+        order = np.argsort(hashes, kind="stable")
+        encoded = [keys[i].encode("utf-8") for i in order]
+        return order, {
+            "key_hash": hashes[order],
+            "key_start": np.concatenate([[0], np.cumsum([len(e) for e in encoded])]).astype("<u8"),
+            "key_bytes": np.frombuffer(b"".join(encoded), dtype="u1"),
+        }
+
+    def __init__(self, arrays: dict[str, np.ndarray]) -> None:
+        self._hash, self._start, self._bytes = arrays["key_hash"], arrays["key_start"], arrays["key_bytes"]
+
+    def __len__(self) -> int:
+        return len(self._hash)
+
+    def key(self, slot: int) -> str:
+        return self._bytes[self._start[slot]:self._start[slot + 1]].tobytes().decode("utf-8")
+
+    def find(self, key: str) -> Optional[int]:
+        wanted = key_hash(key)
+        slot = int(np.searchsorted(self._hash, np.uint64(wanted)))
+        while slot < len(self._hash) and int(self._hash[slot]) == wanted:
+            if self.key(slot) == key:
+                return slot
+            slot += 1
+        return None
