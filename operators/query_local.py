@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Optional
+from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional
 
 from graphrag.query_param import QueryParam
 from graphrag.schema import GRAPH_FIELD_SEP
@@ -89,20 +89,16 @@ async def _find_entities(query: str, stores: Any, param: QueryParam) -> list[dic
     return [{"entity_name": n, "data": d, "rank": deg} for (n, d), deg in zip(found, degrees)]
 
 
-async def _related_reports(entities: list[dict], stores: Any, param: QueryParam) -> list[tuple[str, dict]]:
+async def _report_groups(entities: list[dict], param: QueryParam) -> list[list[str]]:
+    """Ids of the entities' communities, grouped by how many entities share each, most first."""
     counts: dict[str, int] = {}
     for e in entities:
         for cid in dict.fromkeys(_clusters(e["data"], param.level)):
             counts[cid] = counts.get(cid, 0) + 1
-    if not counts:
-        return []
-    ids = list(counts)
-    reports = await stores.community_reports.get_by_ids(ids)
-    found = [(cid, r) for cid, r in zip(ids, reports) if r is not None]
-    found.sort(key=lambda item: (-counts[item[0]], -_rating(item[1])))
-    if param.local_community_single_one:
-        found = found[:1]
-    return found
+    groups: dict[int, list[str]] = {}
+    for cid, count in counts.items():
+        groups.setdefault(count, []).append(cid)
+    return [groups[count] for count in sorted(groups, reverse=True)]
 
 
 async def _entity_edges(entities: list[dict], stores: Any) -> list[list[tuple[str, str]]]:
@@ -132,8 +128,8 @@ async def _related_relations(
 
 async def _related_chunks(
     entities: list[dict], node_edges: list[list[tuple[str, str]]], stores: Any
-) -> list[tuple[str, dict]]:
-    """Source chunks of the entities, most linked first.
+) -> list[str]:
+    """Ids of the entities' source chunks, most linked first.
 
     A chunk's score is the number of distinct relations between two retrieved entities
     whose source ids include it, where one endpoint lists the chunk; ties go to the chunk
@@ -157,20 +153,39 @@ async def _related_chunks(
     order: dict[str, int] = {}
     linked: dict[str, set[tuple[str, str]]] = {}
     for index, (e, edges) in enumerate(zip(entities, node_edges)):
+        inner = [key for key in ((a, b) if a <= b else (b, a) for a, b in edges) if key in edge_chunks]
         for chunk_id in _split(e["data"].get("source_id")):
             order.setdefault(chunk_id, index)
             hits = linked.setdefault(chunk_id, set())
-            for a, b in edges:
-                key = (a, b) if a <= b else (b, a)
-                if chunk_id in edge_chunks.get(key, ()):
-                    hits.add(key)
-    ids = list(order)
-    if not ids:
-        return []
-    records = await stores.text_chunks.get_by_ids(ids)
-    found = [(cid, r) for cid, r in zip(ids, records) if r is not None and r.get("content")]
-    found.sort(key=lambda item: (-len(linked[item[0]]), order[item[0]]))
-    return found
+            hits.update(key for key in inner if chunk_id in edge_chunks[key])
+    return sorted(order, key=lambda chunk_id: (-len(linked[chunk_id]), order[chunk_id]))
+
+
+async def _pack_while_reading(title: str, header: list[str], batches: Iterable[list[str]],
+                              read: Callable[[list[str]], Awaitable[list[str]]], budget: int,
+                              tokenizer: Any) -> tuple[str, int]:
+    """A section of ``[i, text]`` rows, reading the batches of ids in rank order only until it is full.
+
+    Packing keeps the longest prefix of rows that fits, so once it keeps fewer rows than
+    were read, what comes after cannot change it: a hub entity's hundreds of chunks and
+    communities are not all read for the few that fit.
+    """
+    texts: list[str] = []
+    text, kept = "", 0
+    for ids in batches:
+        texts += await read(ids)
+        text, kept = pack_csv_section(title, header, [[i, t] for i, t in enumerate(texts)], budget, tokenizer,
+                                      cut_column=1)
+        if kept < len(texts):
+            break
+    return text, kept
+
+
+def _doubling_slices(ids: list[str], first: int = 8) -> Iterator[list[str]]:
+    start, size = 0, first
+    while start < len(ids):
+        yield ids[start:start + size]
+        start, size = start + size, size * 2
 
 
 async def build_local_context(query: str, stores: Any, param: QueryParam, tokenizer: Any) -> Optional[str]:
@@ -181,9 +196,9 @@ async def build_local_context(query: str, stores: Any, param: QueryParam, tokeni
     if not entities:
         return None
     node_edges = await _entity_edges(entities, stores)
-    reports = await _related_reports(entities, stores, param)
+    report_groups = await _report_groups(entities, param)
     relations = await _related_relations(entities, node_edges, stores)
-    chunks = await _related_chunks(entities, node_edges, stores)
+    chunk_ids = await _related_chunks(entities, node_edges, stores)
 
     entity_rows = [
         [i, e["entity_name"], e["data"].get("entity_type", "UNKNOWN"), e["data"].get("description", "UNKNOWN"), e["rank"]]
@@ -202,19 +217,28 @@ async def build_local_context(query: str, stores: Any, param: QueryParam, tokeni
         "Relationships", RELATION_HEADER, relation_rows, relation_budget, tokenizer, cut_column=3
     )
 
-    report_rows = [[i, r.get("report_string", "")] for i, (_, r) in enumerate(reports)]
-    reports_text, n_reports = pack_csv_section(
-        "Reports", REPORT_HEADER, report_rows, param.local_max_token_for_community_report, tokenizer, cut_column=1
-    )
+    single = param.local_community_single_one
+    if single:
+        report_groups = report_groups[:1]
 
-    source_rows = [[i, r["content"]] for i, (_, r) in enumerate(chunks)]
-    sources_text, n_sources = pack_csv_section(
-        "Sources", SOURCE_HEADER, source_rows, param.local_max_token_for_text_unit, tokenizer, cut_column=1
-    )
+    async def read_reports(ids: list[str]) -> list[str]:
+        found = [r for r in await stores.community_reports.get_by_ids(ids) if r is not None]
+        found.sort(key=lambda r: -_rating(r))  # within a group of equal counts, best rated first
+        return [r.get("report_string", "") for r in found][:1 if single else None]
+
+    reports_text, n_reports = await _pack_while_reading(
+        "Reports", REPORT_HEADER, report_groups, read_reports, param.local_max_token_for_community_report, tokenizer)
+
+    async def read_chunks(ids: list[str]) -> list[str]:
+        return [r["content"] for r in await stores.text_chunks.get_by_ids(ids) if r is not None and r.get("content")]
+
+    sources_text, n_sources = await _pack_while_reading(
+        "Sources", SOURCE_HEADER, _doubling_slices(chunk_ids), read_chunks, param.local_max_token_for_text_unit,
+        tokenizer)
     logger.info(
-        "Local context: %d/%d entities, %d/%d relations, %d/%d reports, %d/%d chunks",
-        n_entities, len(entity_rows), n_relations, len(relation_rows), n_reports, len(report_rows),
-        n_sources, len(source_rows),
+        "Local context: %d/%d entities, %d/%d relations, %d/%d communities, %d/%d chunks",
+        n_entities, len(entity_rows), n_relations, len(relation_rows), n_reports,
+        sum(len(g) for g in report_groups), n_sources, len(chunk_ids),
     )
     sections = [s for s in (reports_text, entities_text, relations_text, sources_text) if s]
     return "\n\n".join(sections)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import mmap
+from functools import lru_cache
 from typing import Any, BinaryIO, Optional
 
 import numpy as np
@@ -86,6 +87,9 @@ class GraphLookup:
         self._neighbour_start, self._neighbours = arrays["neighbour_start"], arrays["neighbours"]
         self._edge_key, self._edge_offset, self._edge_length = (
             arrays["edge_key"], arrays["edge_offset"], arrays["edge_length"])
+        # Queries about neighbouring entities read the same elements again; like the parsed
+        # graph, this hands out the same attribute dicts each time (callers only read them).
+        self._element = lru_cache(maxsize=1 << 14)(self._parse_element)
 
     @classmethod
     def open(cls, graphml_file: BinaryIO, index_path: str) -> Optional[GraphLookup]:
@@ -118,15 +122,15 @@ class GraphLookup:
         slot = int(np.searchsorted(self._edge_key, wanted))
         return slot if slot < len(self._edge_key) and self._edge_key[slot] == wanted else None
 
-    def _element(self, offset: Any, length: Any) -> dict[str, Any]:
-        return element_data(self.graphml[int(offset):int(offset) + int(length)], self._attributes)
+    def _parse_element(self, offset: int, length: int) -> dict[str, Any]:
+        return element_data(self.graphml[offset:offset + length], self._attributes)
 
     def has_node(self, name: str) -> bool:
         return self._nodes.find(name) is not None
 
     def node(self, name: str) -> Optional[dict[str, Any]]:
         slot = self._nodes.find(name)
-        return None if slot is None else self._element(self._node_offset[slot], self._node_length[slot])
+        return None if slot is None else self._element(int(self._node_offset[slot]), int(self._node_length[slot]))
 
     def degree(self, name: str) -> int:
         slot = self._nodes.find(name)
@@ -145,4 +149,4 @@ class GraphLookup:
 
     def edge(self, a: str, b: str) -> Optional[dict[str, Any]]:
         slot = self._edge_slot(a, b)
-        return None if slot is None else self._element(self._edge_offset[slot], self._edge_length[slot])
+        return None if slot is None else self._element(int(self._edge_offset[slot]), int(self._edge_length[slot]))

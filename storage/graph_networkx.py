@@ -235,6 +235,10 @@ class NetworkXStorage(SingleFileStore, BaseGraphStorage):
         """The lookup index while the graph has not been parsed whole."""
         return self._lookup if self._full_graph is None else None
 
+    async def index_start_callback(self) -> None:
+        await super().index_start_callback()
+        self._graph  # a writer reads and changes much of the graph: parse it once, up front
+
     async def index_done_callback(self) -> None:
         if not self._dirty:
             return

@@ -6,6 +6,7 @@ import logging
 import mmap
 import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, BinaryIO, Optional
 
 import numpy as np
@@ -56,6 +57,9 @@ class RecordLookup:
         self.mapped = mapped
         self._keys = KeyTable(arrays)
         self._offset, self._length = arrays["value_offset"], arrays["value_length"]
+        # Queries about neighbouring entities read the same reports again; like the parsed
+        # store, this hands out the same objects each time (callers only read them).
+        self._value = lru_cache(maxsize=1024)(self._decode)
 
     @staticmethod
     def build(keys: list[str], offsets: list[int], lengths: list[int], body: bytes,
@@ -90,8 +94,9 @@ class RecordLookup:
 
     def get(self, key: str) -> Optional[Any]:
         slot = self._keys.find(key)
-        if slot is None:
-            return None
+        return None if slot is None else self._value(slot)
+
+    def _decode(self, slot: int) -> Any:
         offset = int(self._offset[slot])
         return json.loads(self.mapped[offset:offset + int(self._length[slot])])
 
@@ -162,6 +167,10 @@ class JsonKVStorage(SingleFileStore, BaseKVStorage[dict]):
     def _points(self) -> Optional[RecordLookup]:
         """The lookup index while the file has not been parsed whole."""
         return self._lookup if self._records is None else None
+
+    async def index_start_callback(self) -> None:
+        await super().index_start_callback()
+        self._data  # a writer reads and changes many records: parse the file once, up front
 
     def _replay_journal(self) -> int:
         if not self.journal or not os.path.exists(self._journal_name):

@@ -81,18 +81,30 @@ class KeyTable:
 
     def __init__(self, arrays: dict[str, np.ndarray]) -> None:
         self._hash, self._start, self._bytes = arrays["key_hash"], arrays["key_start"], arrays["key_bytes"]
+        self._found: dict[str, Optional[int]] = {}  # a query asks for the same names many times
 
     def __len__(self) -> int:
         return len(self._hash)
 
+    def _key_bytes(self, slot: int) -> bytes:
+        return self._bytes[self._start[slot]:self._start[slot + 1]].tobytes()
+
     def key(self, slot: int) -> str:
-        return self._bytes[self._start[slot]:self._start[slot + 1]].tobytes().decode("utf-8")
+        return self._key_bytes(slot).decode("utf-8")
 
     def find(self, key: str) -> Optional[int]:
-        wanted = key_hash(key)
-        slot = int(np.searchsorted(self._hash, np.uint64(wanted)))
-        while slot < len(self._hash) and int(self._hash[slot]) == wanted:
-            if self.key(slot) == key:
-                return slot
+        if key in self._found:
+            return self._found[key]
+        if len(self._found) >= 1 << 16:
+            self._found.clear()
+        wanted = np.uint64(key_hash(key))
+        raw = key.encode("utf-8")
+        slot = int(self._hash.searchsorted(wanted))
+        found = None
+        while slot < len(self._hash) and self._hash[slot] == wanted:
+            if self._key_bytes(slot) == raw:
+                found = slot
+                break
             slot += 1
-        return None
+        self._found[key] = found
+        return found

@@ -315,3 +315,13 @@ def test_kv_reader_keeps_the_version_it_opened(config: Any) -> None:
         assert await reader.get_by_id("nested") is None
 
     run(main())
+
+
+def test_writers_parse_whole_files_up_front(config: Any) -> None:
+    """Lookups are for readers: a writer, which reads and changes much of a store, parses it once."""
+    _store_with(config, tricky_graph())
+    _kv_store(config, RECORDS)
+    for store in (graph(config), kv(config, "reports", lookup=True)):
+        assert store._points() is not None
+        run(store.index_start_callback())
+        assert store._points() is None
