@@ -25,7 +25,16 @@ from graphrag.operators.query_context import (
     truncate_rows_by_token_size,
 )
 from graphrag.operators.query_global import build_global_context, global_query, parse_points
-from graphrag.operators.query_local import build_local_context, local_query
+from graphrag.operators.query_local import (
+    SOURCE_HEADER,
+    _clusters,
+    _doubling_slices,
+    _find_entities,
+    _pack_while_reading,
+    _rating,
+    build_local_context,
+    local_query,
+)
 from graphrag.operators.query_naive import build_naive_context, naive_query
 from graphrag.operators.tokenizer import get_tokenizer
 from graphrag.query_param import QueryParam
@@ -328,6 +337,52 @@ def test_local_context_is_the_same_through_lookup_indexes(tmp_path: Any) -> None
     parsed, used = contexts()
     assert used == [False, False, False]
     assert all(through_lookups) and through_lookups == parsed
+
+
+@pytest.mark.parametrize("budget", [0, 30, 200, 900, 5000])
+def test_sections_read_in_rank_order_only_until_full(budget: int) -> None:
+    """Reading batch by batch until packing stops short gives exactly the section that
+    packing every row gives, and reads only what it must."""
+    rnd = random.Random(budget)
+    texts = [" ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(5, 120))) for _ in range(100)]
+    ids = [str(i) for i in range(len(texts))]
+    read: list[str] = []
+
+    async def fetch(batch: list[str]) -> list[str]:
+        read.extend(batch)
+        return [texts[int(i)] for i in batch if int(i) % 7]  # some records are missing
+
+    got = asyncio.run(_pack_while_reading("Sources", SOURCE_HEADER, _doubling_slices(ids), fetch, budget,
+                                          TOKENIZER))
+    present = [t for i, t in enumerate(texts) if i % 7]
+    expected = pack_csv_section("Sources", SOURCE_HEADER, [[i, t] for i, t in enumerate(present)], budget,
+                                TOKENIZER, cut_column=1)
+    assert got == expected
+    assert read == ids[:len(read)]  # in rank order, never skipping one
+    if expected[1] < 20:
+        assert len(read) < len(ids)  # stopped early
+
+
+@pytest.mark.parametrize("single", [False, True])
+def test_local_reports_ranked_by_shared_entities_then_rating(big: Stores, single: bool) -> None:
+    """Reports read group by group give the section of all reports sorted by how many
+    retrieved entities share the community, then rating."""
+    param = QueryParam(mode="local", top_k=40, local_community_single_one=single,
+                       local_max_token_for_community_report=10**6)
+    q = "node 050 cobalt delta ember"
+    ctx = asyncio.run(build_local_context(q, big, param, TOKENIZER))
+    entities = asyncio.run(_find_entities(q, big, param))
+    counts: dict[str, int] = {}
+    for e in entities:
+        for cid in dict.fromkeys(_clusters(e["data"], param.level)):
+            counts[cid] = counts.get(cid, 0) + 1
+    reports = [(c, r) for c, r in zip(counts, asyncio.run(big.community_reports.get_by_ids(list(counts)))) if r]
+    reports.sort(key=lambda item: (-counts[item[0]], -_rating(item[1])))
+    assert len({counts[c] for c, _ in reports}) > 1 and len({_rating(r) for _, r in reports}) > 1
+    rows = [[i, r["report_string"]] for i, (_, r) in enumerate(reports[:1] if single else reports)]
+    expected, kept = pack_csv_section("Reports", ["id", "content"], rows, 10**6, TOKENIZER, cut_column=1)
+    assert sections(ctx)["Reports"] == expected
+    assert kept == len(rows)  # the whole order is compared (where reading stops is tested above)
 
 
 def test_local_single_community_and_level(tmp_path: Any) -> None:
