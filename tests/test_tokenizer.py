@@ -59,7 +59,39 @@ def test_tokenizer_offline_with_empty_cache(tmp_path):
     assert result["cl100k"] == CL100K_HELLO_WORLD
     assert result["cl100k_name"] == "cl100k_base"
     assert result["round_trip"] == "Grüße, 世界! <|endoftext|>"  # special-token text is plain text
-    assert len(result["cache"]) == 2  # both encodings were installed from the bundled copies
+    # Both encodings were installed from the bundled copies, and their ranks cached.
+    assert len(result["cache"]) == 4 and sum(name.endswith(".ranks") for name in result["cache"]) == 2
+    again = run_offline(str(cache))  # a second process reads the cached ranks
+    assert again == result
+
+
+SAMPLES = ["hello world", "Grüße, 世界! <|endoftext|>", "   \n\t  spaces", "x" * 3000, "Don't we'll 12345 ..."]
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_cached_ranks_encode_exactly_as_tiktoken(name, tmp_path, monkeypatch):
+    import tiktoken
+
+    from graphrag.operators import tokenizer as module
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    module.install_bundled_encoding(name)
+    reference = tiktoken.get_encoding(name)
+    path = module._ranks_cache_path(name)
+    first = module.load_encoding(name)  # writes the cache
+    assert os.path.exists(path)
+    with open(path, "r+b") as f:  # a damaged cache is not trusted, and is rebuilt
+        f.seek(40)
+        f.write(b"\xff" * 16)
+    assert module._read_ranks_cache(path) is None
+    damaged = module.load_encoding(name)
+    cached = module.load_encoding(name)
+    assert module._read_ranks_cache(path) is not None
+    for enc in (first, damaged, cached):
+        assert enc.n_vocab == reference.n_vocab and enc.special_tokens_set == reference.special_tokens_set
+        for text in SAMPLES:
+            assert enc.encode(text, disallowed_special=()) == reference.encode(text, disallowed_special=())
+            assert enc.encode(text, allowed_special="all") == reference.encode(text, allowed_special="all")
 
 
 def test_disabled_cache_is_a_clear_error(monkeypatch):
