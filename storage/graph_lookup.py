@@ -25,11 +25,13 @@ from typing import Any, BinaryIO, Optional
 import numpy as np
 
 from .graphml import GraphMLLayout, element_data, key_decoders, read_seal
-from .lookup_index import KeyTable, pack, unpack
+from .lookup_index import KeyTable, open_index, pack
 
 logger = logging.getLogger(__name__)
 
 _MAGIC = b"graphrag-graph-lookup 1\n"
+_ARRAYS = ("key_hash", "key_start", "key_bytes", "node_offset", "node_length", "node_degree", "neighbour_start",
+           "neighbours", "edge_key", "edge_offset", "edge_length")
 
 
 def build_lookup_index(layout: GraphMLLayout) -> bytes:
@@ -94,20 +96,14 @@ class GraphLookup:
     @classmethod
     def open(cls, graphml_file: BinaryIO, index_path: str) -> Optional[GraphLookup]:
         """The lookup for the open GraphML file, or None when ``index_path`` does not describe it."""
-        unpacked = unpack(index_path, _MAGIC)
-        if unpacked is None:
+        opened = open_index(index_path, _MAGIC, graphml_file, _ARRAYS, lambda header, graphml, _: (
+            header.get("graphml_size") == len(graphml) and header.get("seal") == read_seal(graphml[-128:])))
+        if opened is None:
             return None
-        header, arrays = unpacked
-        try:
-            graphml = mmap.mmap(graphml_file.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):  # an empty file
-            return None
-        if header.get("graphml_size") != len(graphml) or header.get("seal") != read_seal(graphml[-128:]):
-            logger.info("Graph lookup index %s describes another version of the graph; ignoring it", index_path)
-            return None
+        header, arrays, graphml = opened
         try:
             return cls(graphml, header, arrays)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:  # attribute keys it cannot decode
             logger.warning("Ignoring unreadable graph lookup index %s (%s)", index_path, exc)
             return None
 

@@ -18,6 +18,7 @@ from .base import BaseGraphStorage
 from .files import SingleFileStore, StorageFileError, atomic_write_bytes, atomic_write_via
 from .graph_lookup import GraphLookup, build_lookup_index
 from .graphml import GraphMLLayout, read_graphml, safe_attrs, write_graphml, xml_safe
+from .lookup_index import ParsedOnDemand
 
 logger = logging.getLogger(__name__)
 
@@ -181,13 +182,13 @@ def community_paths(graph: nx.Graph, old_paths: dict[str, list[int]], max_cluste
 
 
 @dataclass
-class NetworkXStorage(SingleFileStore, BaseGraphStorage):
+class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage):
     """The graph, parsed whole only when something needs all of it (an insert, clustering,
     ``.graph``). Until then, the point reads a query makes go through a lookup index
     written beside the GraphML (see ``graph_lookup``), or parse the whole file where
     there is none."""
 
-    _full_graph: Optional[nx.Graph] = field(default=None, init=False, repr=False)
+    _parsed: Optional[nx.Graph] = field(default=None, init=False, repr=False)
     _lookup: Optional[GraphLookup] = field(default=None, init=False, repr=False)
     _dirty: bool = field(default=False, init=False, repr=False)
     _loaded_signature: Optional[tuple[int, ...]] = field(default=None, init=False, repr=False)
@@ -211,33 +212,24 @@ class NetworkXStorage(SingleFileStore, BaseGraphStorage):
         try:
             f = open(self._file_name, "rb")
         except FileNotFoundError:
-            self._loaded_signature, self._full_graph = None, nx.Graph()
+            self._loaded_signature, self._parsed = None, nx.Graph()
             return
         with f:
             st = os.fstat(f.fileno())
             self._loaded_signature = (st.st_mtime_ns, st.st_size, st.st_ino)
             self._lookup = GraphLookup.open(f, self._index_name)
-            self._full_graph = None if self._lookup is not None else self._parse(f)
+            self._parsed = None if self._lookup is not None else self._parse(f)
         logger.debug("Opened graph %s: %s", self.namespace,
                      f"{len(self._lookup)} nodes, indexed" if self._lookup is not None else
                      f"{self._graph.number_of_nodes()} nodes, {self._graph.number_of_edges()} edges")
 
+    def _parse_mapped(self, lookup: GraphLookup) -> nx.Graph:
+        lookup.graphml.seek(0)
+        return self._parse(lookup.graphml)  # type: ignore[arg-type]
+
     @property
     def _graph(self) -> nx.Graph:
-        if self._full_graph is None:
-            assert self._lookup is not None
-            self._lookup.graphml.seek(0)  # the version the lookup maps, even if replaced since
-            self._full_graph = self._parse(self._lookup.graphml)  # type: ignore[arg-type]
-            self._lookup = None
-        return self._full_graph
-
-    def _points(self) -> Optional[GraphLookup]:
-        """The lookup index while the graph has not been parsed whole."""
-        return self._lookup if self._full_graph is None else None
-
-    async def index_start_callback(self) -> None:
-        await super().index_start_callback()
-        self._graph  # a writer reads and changes much of the graph: parse it once, up front
+        return self._whole()
 
     async def index_done_callback(self) -> None:
         if not self._dirty:
@@ -401,5 +393,5 @@ class NetworkXStorage(SingleFileStore, BaseGraphStorage):
         }
 
     async def drop(self) -> None:
-        self._full_graph, self._lookup = nx.Graph(), None
+        self._parsed, self._lookup = nx.Graph(), None
         self._dirty = True

@@ -22,11 +22,12 @@ from .files import (
     atomic_write_via,
     parse_json_file,
 )
-from .lookup_index import KeyTable, pack, unpack
+from .lookup_index import KeyTable, ParsedOnDemand, open_index, pack
 
 logger = logging.getLogger(__name__)
 
 _MAGIC = b"graphrag-kv-lookup 1\n"
+_ARRAYS = ("key_hash", "key_start", "key_bytes", "value_offset", "value_length")
 
 
 def encode_with_layout(data: dict[str, Any]) -> tuple[bytes, list[int], list[int]]:
@@ -74,23 +75,13 @@ class RecordLookup:
 
     @classmethod
     def open(cls, json_file: BinaryIO, index_path: str) -> Optional[RecordLookup]:
-        unpacked = unpack(index_path, _MAGIC)
-        if unpacked is None:
-            return None
-        header, arrays = unpacked
-        st = os.fstat(json_file.fileno())
-        if header.get("size") != st.st_size or st.st_size == 0:
-            return None
-        mapped = mmap.mmap(json_file.fileno(), 0, access=mmap.ACCESS_READ)
-        if header.get("written") != [st.st_mtime_ns, st.st_ino] and header.get("hash") != xxhash.xxh3_128_hexdigest(
-                mapped):
-            logger.info("Lookup index %s describes another version of its store; ignoring it", index_path)
-            return None
-        try:
-            return cls(mapped, arrays)
-        except KeyError as exc:
-            logger.warning("Ignoring unreadable lookup index %s (%s)", index_path, exc)
-            return None
+        def describes(header: dict[str, Any], mapped: mmap.mmap, st: os.stat_result) -> bool:
+            return header.get("size") == len(mapped) and (
+                header.get("written") == [st.st_mtime_ns, st.st_ino]
+                or header.get("hash") == xxhash.xxh3_128_hexdigest(mapped))
+
+        opened = open_index(index_path, _MAGIC, json_file, _ARRAYS, describes)
+        return None if opened is None else cls(opened[2], opened[1])
 
     def get(self, key: str) -> Optional[Any]:
         slot = self._keys.find(key)
@@ -102,7 +93,7 @@ class RecordLookup:
 
 
 @dataclass
-class JsonKVStorage(SingleFileStore, BaseKVStorage[dict]):
+class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
     """Whole-file JSON KV store, with an optional append-only journal or lookup index.
 
     With ``journal=True`` every upsert is also appended to
@@ -119,7 +110,7 @@ class JsonKVStorage(SingleFileStore, BaseKVStorage[dict]):
 
     journal: bool = False
     lookup: bool = False
-    _records: Optional[dict[str, Any]] = field(default=None, init=False, repr=False)
+    _parsed: Optional[dict[str, Any]] = field(default=None, init=False, repr=False)
     _lookup: Optional[RecordLookup] = field(default=None, init=False, repr=False)
     _dirty: bool = field(default=False, init=False, repr=False)
     _loaded_signature: Optional[tuple[int, ...]] = field(default=None, init=False, repr=False)
@@ -134,7 +125,7 @@ class JsonKVStorage(SingleFileStore, BaseKVStorage[dict]):
         self._load()
 
     def _load(self) -> None:
-        self._lookup, self._records = None, {}
+        self._lookup, self._parsed = None, {}
         try:
             f = open(self._file_name, "rb")
         except FileNotFoundError:
@@ -144,7 +135,7 @@ class JsonKVStorage(SingleFileStore, BaseKVStorage[dict]):
                 st = os.fstat(f.fileno())
                 self._loaded_signature = (st.st_mtime_ns, st.st_size, st.st_ino)
                 self._lookup = RecordLookup.open(f, self._index_name) if self.lookup else None
-                self._records = None if self._lookup is not None else self._parse(f.read())
+                self._parsed = None if self._lookup is not None else self._parse(f.read())
         replayed = self._replay_journal()
         self._dirty = replayed > 0
         logger.debug("Opened KV %s: %s", self.namespace, "indexed" if self._lookup is not None else
@@ -156,21 +147,12 @@ class JsonKVStorage(SingleFileStore, BaseKVStorage[dict]):
             raise StorageFileError(f"key-value store file {self._file_name!r} does not hold a JSON object")
         return data
 
+    def _parse_mapped(self, lookup: RecordLookup) -> dict[str, Any]:
+        return self._parse(bytes(lookup.mapped))
+
     @property
     def _data(self) -> dict[str, Any]:
-        if self._records is None:
-            assert self._lookup is not None
-            self._records = self._parse(bytes(self._lookup.mapped))  # the version the lookup maps
-            self._lookup = None
-        return self._records
-
-    def _points(self) -> Optional[RecordLookup]:
-        """The lookup index while the file has not been parsed whole."""
-        return self._lookup if self._records is None else None
-
-    async def index_start_callback(self) -> None:
-        await super().index_start_callback()
-        self._data  # a writer reads and changes many records: parse the file once, up front
+        return self._whole()
 
     def _replay_journal(self) -> int:
         if not self.journal or not os.path.exists(self._journal_name):
@@ -259,7 +241,7 @@ class JsonKVStorage(SingleFileStore, BaseKVStorage[dict]):
                 self._dirty = True
 
     async def drop(self) -> None:
-        self._records, self._lookup = {}, None
+        self._parsed, self._lookup = {}, None
         self._dirty = True
 
     def __len__(self) -> int:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import mmap
-from typing import Any, Optional
+import os
+from typing import Any, BinaryIO, Callable, Optional
 
 import numpy as np
 import xxhash
@@ -62,6 +63,58 @@ def unpack(path: str, magic: bytes) -> Optional[tuple[dict[str, Any], dict[str, 
     except (ValueError, KeyError, TypeError) as exc:
         logger.warning("Ignoring unreadable lookup index %s (%s)", path, exc)
         return None
+
+
+def open_index(index_path: str, magic: bytes, data_file: BinaryIO, needs: tuple[str, ...],
+               describes: Callable[[dict[str, Any], mmap.mmap, os.stat_result], bool],
+               ) -> Optional[tuple[dict[str, Any], dict[str, np.ndarray], mmap.mmap]]:
+    """The index's header and arrays and the mapped ``data_file``, when the index has the
+    arrays it ``needs`` and ``describes(header, mapped, stat)`` that very file; otherwise
+    None, and the store parses its file whole."""
+    unpacked = unpack(index_path, magic)
+    if unpacked is None:
+        return None
+    header, arrays = unpacked
+    missing = [name for name in needs if name not in arrays]
+    if missing:
+        logger.warning("Ignoring unreadable lookup index %s (no %s)", index_path, ", ".join(missing))
+        return None
+    try:
+        mapped = mmap.mmap(data_file.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # an empty file
+        return None
+    if not describes(header, mapped, os.fstat(data_file.fileno())):
+        logger.info("Lookup index %s describes another version of its file; ignoring it", index_path)
+        return None
+    return header, arrays, mapped
+
+
+class ParsedOnDemand:
+    """Mixin for a store read through its lookup index (``_lookup``) until something needs
+    its whole file parsed (``_parsed``); writers, which read and change much of a store,
+    parse it once at index start."""
+
+    _lookup: Optional[Any]
+    _parsed: Optional[Any]
+
+    def _parse_mapped(self, lookup: Any) -> Any:
+        """The whole file, parsed from the version ``lookup`` maps (even if replaced since)."""
+        raise NotImplementedError
+
+    def _whole(self) -> Any:
+        if self._parsed is None:
+            assert self._lookup is not None
+            self._parsed = self._parse_mapped(self._lookup)
+            self._lookup = None
+        return self._parsed
+
+    def _points(self) -> Optional[Any]:
+        """The lookup index while the file has not been parsed whole."""
+        return self._lookup if self._parsed is None else None
+
+    async def index_start_callback(self) -> None:
+        await super().index_start_callback()  # type: ignore[misc]
+        self._whole()
 
 
 class KeyTable:
