@@ -114,26 +114,25 @@ def hash_embedding(dim: int = 64) -> EmbeddingFunc:
     from xxhash import xxh64_intdigest
 
     word = re.compile(r"\w+")
-    slots: dict[str, tuple[int, float]] = {}  # token -> (column, sign); vocabularies are small
+    # token -> signed column code: column for +1, column + dim for -1. Known tokens map in C
+    # (``map`` over the dict), so the cost per token stays off the Python loop.
+    codes: dict[str, int] = {}
 
-    def slot(token: str) -> tuple[int, float]:
-        found = slots.get(token)
-        if found is None:
-            h = xxh64_intdigest(token.encode("utf-8", "surrogatepass"))
-            found = slots[token] = (h % dim, 1.0 if (h >> 32) & 1 else -1.0)
-        return found
+    def code(token: str) -> int:
+        h = xxh64_intdigest(token.encode("utf-8", "surrogatepass"))
+        return h % dim + (0 if (h >> 32) & 1 else dim)
 
     async def embed(texts: list[str]) -> np.ndarray:
-        rows, cols, signs = [], [], []
-        for row, text in enumerate(texts):
-            for token in word.findall(text.lower()):
-                col, sign = slot(token)
-                rows.append(row)
-                cols.append(col)
-                signs.append(sign)
-        out = np.zeros((len(texts), dim), dtype=np.float32)
-        np.add.at(out, (np.asarray(rows, dtype=np.intp), np.asarray(cols, dtype=np.intp)),
-                  np.asarray(signs, dtype=np.float32))
+        token_lists = [word.findall(text.lower()) for text in texts]
+        for tokens in token_lists:
+            for token in set(tokens).difference(codes):
+                codes[token] = code(token)
+        counts = np.zeros((len(texts), 2 * dim), dtype=np.float32)
+        for row, tokens in enumerate(token_lists):
+            if tokens:
+                counts[row] = np.bincount(np.fromiter(map(codes.__getitem__, tokens), dtype=np.intp,
+                                                      count=len(tokens)), minlength=2 * dim)
+        out = counts[:, :dim] - counts[:, dim:]
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         return out / norms

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import time
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -61,10 +62,10 @@ def _run_sync(coro: Any, cleanup: Any = None) -> Any:
 def _clean_text(text: str) -> str:
     """Drop NULs and other control characters, and unencodable lone surrogates."""
     text = text.encode("utf-8", "replace").decode("utf-8")
-    return text.translate(_CONTROL_CHARS)
+    return _CONTROL_CHARS.sub("", text)  # a regex: str.translate does a dict lookup per character
 
 
-_CONTROL_CHARS = {c: None for c in [*range(0, 9), 11, 12, *range(14, 32), 127]}
+_CONTROL_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def prepare_documents(docs: Union[str, Iterable[str]], sources: Optional[Iterable[Optional[str]]] = None
@@ -159,9 +160,21 @@ class GraphRAG:
         if self._llms is None:
             from graphrag.llm import build_llm_clients
 
+            # Counting is looked up at use, so building the clients does not load the tokenizer.
             self._llms = build_llm_clients(self.config, self.usage, self.stores.llm_response_cache,
-                                           self.tokenizer.count)
+                                           lambda text: self.tokenizer.count(text))
         return self._llms
+
+    def _warm_up_models(self) -> None:
+        """Load the embedding model and open the LLM clients in the background, overlapping
+        chunking (and, for the embedding model, extraction)."""
+        warm_up = getattr(self.embedding_func.func, "warm_up", None)
+        if warm_up is not None:
+            loading = asyncio.create_task(asyncio.to_thread(warm_up))
+            loading.add_done_callback(lambda t: t.cancelled() or t.exception())
+        if self.config.extraction == "llm" and llm_configured(self.config):
+            for client in set(self.llms):
+                client.warm_up()
 
     async def _close_llm_connections(self) -> None:
         if self._llms is not None:
@@ -246,10 +259,8 @@ class GraphRAG:
         async with self._writing(every_store=False):
             new_ids = await self.stores.full_docs.filter_keys(list(documents))
             new_docs = {k: v for k, v in documents.items() if k in new_ids}
-            warm_up = getattr(self.embedding_func.func, "warm_up", None)
-            if new_docs and warm_up is not None:
-                loading = asyncio.create_task(asyncio.to_thread(warm_up))  # overlaps chunking and extraction
-                loading.add_done_callback(lambda t: t.cancelled() or t.exception())
+            if new_docs:
+                self._warm_up_models()
             replaced = await self._superseded_documents(new_docs)
             if new_docs or replaced:
                 await self.stores.index_start()

@@ -6,8 +6,10 @@ LLM-free (``extraction="nlp"``) runs never pay for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import heapq
+import importlib
 import itertools
 import json
 import logging
@@ -157,6 +159,51 @@ class _PerLoop:
         return self._items.pop(asyncio.get_running_loop(), None)
 
 
+class _BuiltInThread(_PerLoop):
+    """A ``_PerLoop`` whose objects are slow to build (an HTTP client: imports, a TLS context,
+    openai's platform probe), so they are built in a worker thread: a warm-up overlaps the
+    insert's own preparation, and the event loop never stalls on a build. Callers that
+    arrive while a build is under way share it; a failed build is not kept."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        super().__init__(factory)
+        self._building: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future]" = (
+            weakref.WeakKeyDictionary())
+
+    def _start(self) -> "asyncio.Future":
+        loop = asyncio.get_running_loop()
+        building = self._building.get(loop)
+        if building is None:
+            building = self._building[loop] = asyncio.ensure_future(asyncio.to_thread(self._factory))
+            building.add_done_callback(lambda done: self._finish(loop, done))
+        return building
+
+    def _finish(self, loop: asyncio.AbstractEventLoop, done: "asyncio.Future") -> None:
+        self._building.pop(loop, None)
+        if not done.cancelled() and done.exception() is None:
+            self._items.setdefault(loop, done.result())
+
+    async def aget(self) -> Any:
+        item = self._items.get(asyncio.get_running_loop())
+        if item is None:
+            await asyncio.shield(self._start())
+            item = self._items[asyncio.get_running_loop()]
+        return item
+
+    async def apop(self) -> Any:
+        """``pop``, after any build under way for this loop has ended (so it is not left behind)."""
+        building = self._building.get(asyncio.get_running_loop())
+        if building is not None:
+            await asyncio.gather(asyncio.shield(building), return_exceptions=True)
+        return self.pop()
+
+    def warm_up(self) -> None:
+        """Start building the running loop's object now, unless it exists or is being built.
+        A failure here is left for the first real use to raise."""
+        if asyncio.get_running_loop() not in self._items:
+            self._start()
+
+
 class _PrioritySlots:
     """A semaphore whose waiters go lowest ``priority`` first (FIFO among equals).
 
@@ -217,7 +264,8 @@ _REQUEST_OPTIONS = {"timeout": "timeout", "extra_headers": "headers", "extra_que
                     "extra_body": "extra_json"}
 
 
-def openai_clients(base_url: Optional[str] = None, api_key: Optional[str] = None, timeout: float = 180.0) -> "_PerLoop":
+def openai_clients(base_url: Optional[str] = None, api_key: Optional[str] = None, timeout: float = 180.0
+                   ) -> "_BuiltInThread":
     """OpenAI-compatible clients, built lazily (one per event loop), that model funcs for the
     same server can share: one connection pool, warm for whichever model asks next.
 
@@ -226,12 +274,21 @@ def openai_clients(base_url: Optional[str] = None, api_key: Optional[str] = None
     """
 
     def _make_client() -> Any:
+        import platform
+
         import openai
 
         url, key = _resolve_endpoint(base_url, api_key)
-        return openai.AsyncOpenAI(base_url=url, api_key=key, timeout=timeout, max_retries=0)
+        client = openai.AsyncOpenAI(base_url=url, api_key=key, timeout=timeout, max_retries=0)
+        # Two first-request costs, paid here instead (in the worker thread) and cached by
+        # Python for the process: openai probes the platform for its headers (a subprocess,
+        # ``uname -p``), and httpcore's async I/O imports anyio's asyncio backend.
+        platform.platform()
+        with contextlib.suppress(ImportError):
+            importlib.import_module("anyio._backends._asyncio")
+        return client
 
-    return _PerLoop(_make_client)
+    return _BuiltInThread(_make_client)
 
 
 def openai_model_func(
@@ -240,7 +297,7 @@ def openai_model_func(
     base_url: Optional[str] = None,
     api_key: Optional[str] = None,
     timeout: float = 180.0,
-    clients: Optional["_PerLoop"] = None,
+    clients: Optional["_BuiltInThread"] = None,
 ) -> ModelFunc:
     """A nano-graphrag style model func over any OpenAI-compatible chat endpoint.
 
@@ -255,7 +312,7 @@ def openai_model_func(
         history_messages: Optional[list[dict]] = None,
         **kwargs: Any,
     ) -> str:
-        client = clients.get()
+        client = await clients.aget()
         messages: list[dict] = []
         if system_prompt:
             messages.append({"role": "system", "content": system_prompt})
@@ -274,13 +331,14 @@ def openai_model_func(
         return Completion(content, usage.get("prompt_tokens"), usage.get("completion_tokens"))
 
     async def aclose() -> None:
-        client = clients.pop()
+        client = await clients.apop()
         if client is not None:
             await client.close()
 
     model_func.__name__ = model
     model_func.__qualname__ = f"openai_model_func({model})"
     model_func.aclose = aclose  # type: ignore[attr-defined]
+    model_func.warm_up = clients.warm_up  # type: ignore[attr-defined]
     return model_func
 
 
@@ -305,12 +363,13 @@ def openai_embedding_func(
         url, key = _resolve_endpoint(base_url, api_key)
         return openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=4)
 
-    clients = _PerLoop(_make_client)
+    clients = _BuiltInThread(_make_client)
 
     async def _embed(texts: list[str]) -> "np.ndarray":
         if not texts:
             return np.zeros((0, embedding_dim), dtype=np.float32)
-        resp = await clients.get().embeddings.create(model=model, input=list(texts), encoding_format="float")
+        client = await clients.aget()
+        resp = await client.embeddings.create(model=model, input=list(texts), encoding_format="float")
         data = sorted(resp.data, key=lambda d: d.index)
         return np.asarray([d.embedding for d in data], dtype=np.float32)
 
@@ -408,6 +467,13 @@ class LLMClient:
         self.backoff_max = backoff_max
         self._semaphores = _PerLoop(lambda: _PrioritySlots(self.max_async))
         self._shared_slots = shared_slots
+
+    def warm_up(self) -> None:
+        """Let the model func get ready in the background (an openai func builds its HTTP
+        client), e.g. while documents are chunked; funcs without ``warm_up`` need nothing."""
+        warm_up = getattr(self.func, "warm_up", None)
+        if warm_up is not None:
+            warm_up()
 
     async def aclose(self) -> None:
         """Close the model's HTTP connections for the running loop (sync wrappers' loops end)."""

@@ -479,3 +479,91 @@ def test_mock_latency_is_the_whole_request_time_its_own_work_included():
         elapsed = time.perf_counter() - started
     assert answer["choices"][0]["message"]["content"] == "done"
     assert 0.3 <= elapsed < 0.42  # not 0.45: the 0.15 s of work is inside the 0.3 s
+
+
+# --------------------------------------------------------------------------- background client build
+
+
+def test_clients_are_built_once_in_a_worker_thread_and_shared_by_concurrent_callers() -> None:
+    import threading
+
+    from graphrag.llm import _BuiltInThread
+
+    built_on: list[int] = []
+    release = threading.Event()
+
+    def factory() -> object:
+        built_on.append(threading.get_ident())
+        release.wait(5)  # slow, like imports and a TLS context
+        return object()
+
+    pool = _BuiltInThread(factory)
+
+    async def run() -> list[object]:
+        pool.warm_up()
+        pool.warm_up()  # already building: no second build
+        getters = [asyncio.ensure_future(pool.aget()) for _ in range(5)]
+        await asyncio.sleep(0.05)
+        assert not any(g.done() for g in getters)  # they wait for the build, the loop keeps running
+        release.set()
+        return list(await asyncio.gather(*getters)) + [await pool.aget()]
+
+    loop_thread = threading.get_ident()
+    items = asyncio.run(run())
+    assert len(built_on) == 1 and built_on[0] != loop_thread
+    assert all(item is items[0] for item in items)
+
+
+def test_a_failed_client_build_is_raised_to_callers_and_not_kept(recwarn: Any) -> None:
+    from graphrag.llm import _BuiltInThread
+
+    attempts: list[int] = []
+
+    def factory() -> object:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise NoLLMConfiguredError()
+        return "client"
+
+    pool = _BuiltInThread(factory)
+
+    async def run() -> object:
+        pool.warm_up()  # fails in the background: nothing raised or logged here
+        await asyncio.sleep(0.1)
+        with pytest.raises(NoLLMConfiguredError):
+            await pool.aget()  # a fresh build, failing again, reaches the caller
+        return await pool.aget()
+
+    assert asyncio.run(run()) == "client"
+    assert len(attempts) == 3
+    assert not [w for w in recwarn if "never retrieved" in str(w.message)]
+
+
+def test_closing_waits_for_a_build_under_way(llm_server: MockLLMServer) -> None:
+    func = openai_model_func("gpt-4o-mini", base_url=llm_server.base_url, api_key="k")
+
+    pool = func.warm_up.__self__  # the func's per-loop clients
+
+    async def run() -> Any:
+        func.warm_up()
+        building = pool._building[asyncio.get_running_loop()]
+        await func.aclose()  # the client built meanwhile is closed, not left open
+        assert not pool._items
+        return building.result()
+
+    client = asyncio.run(run())
+    assert client.is_closed()
+    assert chat_count(llm_server) == 0
+
+
+def test_warm_up_then_call_uses_the_warmed_client(llm_server: MockLLMServer) -> None:
+    client = make_client(llm_server)
+
+    async def run() -> str:
+        client.warm_up()
+        answer = await client("hello", stage="query")
+        await client.aclose()
+        return answer
+
+    assert asyncio.run(run())
+    assert llm_server.connections == 1

@@ -1,4 +1,5 @@
-"""The bundled all-MiniLM-L6-v2 model: offline, 384-d, loaded on first use, warns on long input."""
+"""Embedding functions: the bundled all-MiniLM-L6-v2 model (offline, 384-d, loaded on first use,
+warns on long input) and the deterministic hash embedding."""
 from __future__ import annotations
 
 import asyncio
@@ -32,3 +33,30 @@ def test_local_model_embeds_offline_and_warns_once_on_long_text(caplog, monkeypa
         asyncio.run(embed(["word " * 600]))
     warnings = [r for r in caplog.records if "window" in r.getMessage()]
     assert len(warnings) == 1
+
+
+def test_hash_embedding_is_a_normalised_signed_bag_of_words():
+    import re
+
+    from xxhash import xxh64_intdigest
+
+    from graphrag import hash_embedding
+
+    dim = 16
+
+    def reference(text: str) -> np.ndarray:
+        v = np.zeros(dim)
+        for token in re.findall(r"\w+", text.lower()):
+            h = xxh64_intdigest(token.encode("utf-8", "surrogatepass"))
+            v[h % dim] += 1.0 if (h >> 32) & 1 else -1.0
+        n = np.linalg.norm(v)
+        return v / n if n else v
+
+    texts = ["Scrooge met Marley; MARLEY met scrooge.", "", "  ,; ", "Ünïcödé façade \ud800 x", "a " * 500]
+    func = hash_embedding(dim)
+    got = asyncio.run(func(texts))
+    assert got.shape == (len(texts), dim) and got.dtype == np.float32
+    for row, text in zip(got, texts):
+        np.testing.assert_allclose(row, reference(text), atol=1e-6)
+    # Deterministic across calls (the token table is filled, not reset).
+    np.testing.assert_array_equal(asyncio.run(func(texts[::-1]))[::-1], got)
