@@ -193,9 +193,11 @@ class GraphRAG:
             recover_pending_commit(wd)
             await self.stores.index_start(None if every_store else ["full_docs", "index_meta"])
             try:
-                yield
-                await self._update_index_meta()
+                # Open for the whole write, so stores finished early can be written ahead
+                # (``Stores.write_ahead``); nothing becomes visible before the end.
                 with commit_transaction(wd):
+                    yield
+                    await self._update_index_meta()
                     await self.stores.index_done()
             except BaseException:
                 # Drop the half-applied in-memory state; disk still holds the last commit
@@ -376,6 +378,8 @@ class GraphRAG:
         # Nothing below needs the vectors, so embedding runs beside clustering and reports;
         # clustering needs only the structure, so it runs while long descriptions are summarised.
         embedding = asyncio.create_task(self._embed(new_chunks, changes, timings))
+        written_ahead: Optional[asyncio.Task] = None
+        await stores.full_docs.upsert(new_docs)
         reports_generated = 0
         communities = len(await stores.community_reports.all_keys())
         try:
@@ -384,6 +388,7 @@ class GraphRAG:
                 await stores.graph.clustering(self.config.graph_cluster_algorithm)
                 schema = await stores.graph.community_schema()
                 timings["cluster"] = time.perf_counter() - t
+                written_ahead = asyncio.create_task(self._write_ahead(embedding))
                 t = time.perf_counter()
                 # Communities containing a description still being summarised wait for it.
                 communities, reports_generated = await self._report(schema, changes)
@@ -392,11 +397,14 @@ class GraphRAG:
                 logger.info("No entity or relation changed; community reports kept as they are")
         except BaseException:
             embedding.cancel()
-            await asyncio.gather(embedding, return_exceptions=True)
+            # Not cancelled: a store being written ahead in a thread finishes first, so the
+            # failed commit's clean-up finds its temporary file.
+            await asyncio.gather(embedding, *[written_ahead] if written_ahead else [], return_exceptions=True)
             await changes.cancel()
             raise
         await embedding
-        await stores.full_docs.upsert(new_docs)
+        if written_ahead is not None:
+            await written_ahead
         malformed = sum(e.get("malformed", 0) for e in extractions.values())
         return {
             "documents_inserted": len(new_docs),
@@ -408,6 +416,13 @@ class GraphRAG:
             "communities": communities,
             "reports_generated": reports_generated,
         }
+
+    async def _write_ahead(self, embedding: "asyncio.Task[None]") -> None:
+        """Once clustered and embedded, only the reports and the LLM cache change: the other
+        stores are written while the reports are generated, leaving the commit less to do."""
+        await embedding
+        await self.stores.write_ahead(["full_docs", "text_chunks", "chunk_extractions", "graph",
+                                       "entities_vdb", "chunks_vdb"])
 
     async def _chunks_only_in(self, doc_ids: list[str]) -> tuple[set[str], dict[str, str]]:
         """Chunks of ``doc_ids`` that no other indexed document contains, and, for the

@@ -90,6 +90,14 @@ class Stores:
         for store in self.all():
             await store.index_done_callback()
 
+    async def write_ahead(self, names: list[str]) -> None:
+        """Write the named stores' files now, into the commit in progress, when the rest of the
+        write will not change them (stores of other kinds are written at the commit)."""
+        for name in names:
+            store = self._opened.get(name)
+            if isinstance(store, SingleFileStore):
+                await store.write_ahead()
+
     async def query_done(self) -> None:
         await asyncio.gather(*(s.query_done_callback() for s in self.all()))
 

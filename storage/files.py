@@ -10,6 +10,7 @@ leaves the old files; one killed after it is rolled forward by
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import json
@@ -100,6 +101,10 @@ def _publish(path: str, tmp: str) -> None:
 
 def atomic_write_json(path: str, obj: Any) -> None:
     atomic_write_bytes(path, json.dumps(obj, ensure_ascii=False).encode("utf-8"))
+
+
+def in_transaction() -> bool:
+    return _current.get() is not None
 
 
 def after_commit(callback: Callable[[], None]) -> None:
@@ -216,9 +221,33 @@ class SingleFileStore:
 
     _file_name: str
     _loaded_signature: Optional[tuple[int, ...]]
+    _dirty: bool
 
     def _load(self) -> None:
         raise NotImplementedError
+
+    def _write_files(self) -> None:
+        """Write the store's files (atomically; inside a transaction, at its commit)."""
+        raise NotImplementedError
+
+    async def index_done_callback(self) -> None:
+        if self._dirty:
+            self._dirty = False
+            self._write_files()
+
+    async def write_ahead(self) -> None:
+        """Write the files now, in a worker thread, into the commit in progress: for a store the
+        rest of an insert leaves alone, so the commit has less left to do. A change made
+        after (or while) it is written marks the store dirty again, and the commit writes it.
+        Outside a transaction this does nothing: files must not appear before the commit."""
+        if not self._dirty or not in_transaction():
+            return
+        self._dirty = False
+        try:
+            await asyncio.to_thread(self._write_files)
+        except BaseException:
+            self._dirty = True
+            raise
 
     def reload_if_changed(self) -> bool:
         """Read the file again if another process committed a new one since; True if so."""

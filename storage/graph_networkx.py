@@ -231,16 +231,13 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage):
     def _graph(self) -> nx.Graph:
         return self._whole()
 
-    async def index_done_callback(self) -> None:
-        if not self._dirty:
-            return
+    def _write_files(self) -> None:
         graph = self._graph
         layouts: list[GraphMLLayout] = []
         atomic_write_via(self._file_name, lambda tmp: layouts.append(write_graphml(graph, tmp)))
         # Inside the commit's transaction both files appear together; outside one, a
         # reader between the two renames sees an index that does not match and ignores it.
         atomic_write_bytes(self._index_name, build_lookup_index(layouts[0]))
-        self._dirty = False
         self._remember_committed_file()
 
     @property

@@ -184,9 +184,7 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
         except FileNotFoundError:
             pass
 
-    async def index_done_callback(self) -> None:
-        if not self._dirty:
-            return
+    def _write_files(self) -> None:
         if self.lookup:
             body, offsets, lengths = encode_with_layout(self._data)
             written: list[os.stat_result] = []
@@ -201,8 +199,6 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
                                                                     written[0]))
         else:
             atomic_write_json(self._file_name, self._data)
-        self._dirty = False
-
         self._remember_committed_file()
         if self.journal:
             after_commit(self._truncate_journal)

@@ -151,10 +151,7 @@ class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
     def __len__(self) -> int:
         return len(self._client)
 
-    async def index_done_callback(self) -> None:
-        if not self._dirty:
-            return
-
+    def _write_files(self) -> None:
         def write(tmp: str) -> None:
             target = self._client.storage_file
             self._client.storage_file = tmp
@@ -164,7 +161,6 @@ class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
                 self._client.storage_file = target
 
         atomic_write_via(self._file_name, write)
-        self._dirty = False
         self._remember_committed_file()
 
     async def drop(self) -> None:

@@ -581,6 +581,39 @@ def test_report_failure_rolls_back_and_rerun_reuses_paid_answers(tmp_path: Path)
         assert {k: d["weight"] for k, d in graph_state(rag)["edges"].items()} == EXPECTED_EDGES
 
 
+def test_stores_written_ahead_are_dropped_when_the_reports_fail(tmp_path: Path, monkeypatch: Any) -> None:
+    import os
+    import threading
+
+    from graphrag.storage.files import TMP_MARKER
+    from graphrag.stores import Stores
+
+    written_ahead = threading.Event()
+    write_ahead = Stores.write_ahead
+
+    async def recording_write_ahead(self: Stores, names: list[str]) -> None:
+        await write_ahead(self, names)
+        written_ahead.set()
+
+    monkeypatch.setattr(Stores, "write_ahead", recording_write_ahead)
+    base = make_responder()
+
+    def respond(req: dict) -> str:
+        if detect_kind(req) == "report":
+            assert written_ahead.wait(10)  # fail only once the other stores' files are written
+            raise RuntimeError("report model down")
+        return base(req)
+
+    with MockLLMServer(responder=respond) as srv:
+        rag = make_rag(tmp_path, srv, llm_max_retries=0)
+        with pytest.raises(LLMError):
+            rag.insert(DOCS)
+    names = os.listdir(tmp_path)
+    assert not [n for n in names if TMP_MARKER in n]
+    assert not [n for n in names if n.endswith((".graphml", ".index")) or n.startswith("vdb_")]
+    assert not [n for n in names if n.startswith("kv_store_") and "llm_response_cache" not in n]
+
+
 def test_same_source_with_new_content_replaces_the_document(tmp_path: Path, server: MockLLMServer) -> None:
     rag = make_rag(tmp_path, server)
     rag.insert([HARBOUR, GUILD], sources=["ledger.txt", "guild.txt"])

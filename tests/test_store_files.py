@@ -175,6 +175,72 @@ def test_transaction_that_raises_changes_nothing(config, tmp_path):
     run(main())
 
 
+def test_write_ahead_joins_the_commit_and_later_changes_are_written_again(config, tmp_path):
+    async def main():
+        k, v, g = kv(config), vdb(config), graph(config)
+        with commit_transaction(str(tmp_path)):
+            await k.upsert({"doc-one": {"content": "one"}})
+            await v.upsert({"chunk-one": {"content": "text one"}})
+            await g.upsert_node("N-one", {"description": "one"})
+            for store in (k, v, g):
+                await store.write_ahead()
+                assert not store._dirty
+            # Written, but only as temporary files of the commit in progress.
+            assert os.listdir(tmp_path) and all(TMP_MARKER in n for n in os.listdir(tmp_path))
+            await k.upsert({"doc-two": {"content": "two"}})  # after its early write
+            for store in (k, v, g):
+                await store.index_done_callback()
+        assert sorted(os.listdir(tmp_path)) == FILLED_FILES
+        assert sorted(await kv(config).all_keys()) == ["doc-one", "doc-two"]
+        assert await vdb(config).get_ids() == {"chunk-one"}
+        assert await graph(config).has_node("N-one")
+
+    run(main())
+
+
+def test_write_ahead_outside_a_transaction_writes_nothing(config, tmp_path):
+    async def main():
+        k = kv(config)
+        await k.upsert({"doc-one": {"content": "one"}})
+        await k.write_ahead()
+        assert os.listdir(tmp_path) == [] and k._dirty
+        await k.index_done_callback()
+        assert await kv(config).all_keys() == ["doc-one"]
+
+    run(main())
+
+
+def test_a_failed_transaction_drops_what_was_written_ahead(config, tmp_path):
+    async def main():
+        await _fill_all(config, "one")
+        before = snapshot(tmp_path)
+        with pytest.raises(RuntimeError, match="boom"):
+            with commit_transaction(str(tmp_path)):
+                k = kv(config)
+                await k.upsert({"doc-two": {"content": "two"}})
+                await k.write_ahead()
+                raise RuntimeError("boom")
+        assert snapshot(tmp_path) == before and temps(tmp_path) == []
+
+    run(main())
+
+
+def test_a_failed_write_ahead_leaves_the_store_dirty(config, tmp_path, monkeypatch):
+    async def main():
+        k = kv(config)
+        await k.upsert({"doc-one": {"content": "one"}})
+        with commit_transaction(str(tmp_path)):
+            with monkeypatch.context() as m:
+                m.setattr(files, "_fsync_file", lambda path: (_ for _ in ()).throw(OSError("disk full")))
+                with pytest.raises(OSError, match="disk full"):
+                    await k.write_ahead()
+            assert k._dirty
+            await k.index_done_callback()
+        assert await kv(config).all_keys() == ["doc-one"]
+
+    run(main())
+
+
 def test_after_commit_callbacks_wait_for_the_commit(tmp_path):
     calls = []
     with commit_transaction(str(tmp_path)):
