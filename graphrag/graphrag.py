@@ -355,29 +355,23 @@ class GraphRAG:
         await self._reassign_chunks(kept_by, set(removed_doc_ids))
         timings["chunk"] = time.perf_counter() - t
 
-        t = time.perf_counter()
-        extractions = await self._extract(new_chunks)
-        timings["extract"] = time.perf_counter() - t
+        # Chunk vectors need only the chunk text: they are embedded while the LLM extracts.
+        chunk_vectors = asyncio.create_task(self._embed_chunks(new_chunks, timings))
+        try:
+            t = time.perf_counter()
+            extractions = await self._extract(new_chunks)
+            timings["extract"] = time.perf_counter() - t
+            changes = await self._merge_extractions(new_chunks, extractions, removed_chunks, removed_doc_ids,
+                                                    timings)
+        except BaseException:
+            chunk_vectors.cancel()
+            await asyncio.gather(chunk_vectors, return_exceptions=True)
+            raise
 
-        t = time.perf_counter()
-        old_extractions = {k: v for k, v in zip(
-            removed_chunks, await stores.chunk_extractions.get_by_ids(list(removed_chunks))) if v}
-        if removed_chunks:
-            await stores.text_chunks.delete(list(removed_chunks))
-            await stores.chunk_extractions.delete(list(removed_chunks))
-            if stores.chunks_vdb is not None:
-                await stores.chunks_vdb.delete(list(removed_chunks))
-        if removed_doc_ids:
-            await stores.full_docs.delete(removed_doc_ids)
-        await stores.chunk_extractions.upsert({k: {"entities": v["entities"], "relations": v["relations"]}
-                                               for k, v in extractions.items()})
-        await stores.text_chunks.upsert(new_chunks)
-        changes = await self._merge({**old_extractions, **extractions}, removed_chunks)
-        timings["merge"] = time.perf_counter() - t
-
-        # Nothing below needs the vectors, so embedding runs beside clustering and reports;
-        # clustering needs only the structure, so it runs while long descriptions are summarised.
-        embedding = asyncio.create_task(self._embed(new_chunks, changes, timings))
+        # Nothing below needs the entity vectors, so they are embedded beside clustering and
+        # reports; clustering needs only the structure, so it runs while long descriptions
+        # are summarised.
+        embedding = asyncio.create_task(self._embed_entities(chunk_vectors, changes, timings))
         written_ahead: Optional[asyncio.Task] = None
         await stores.full_docs.upsert(new_docs)
         reports_generated = 0
@@ -416,6 +410,28 @@ class GraphRAG:
             "communities": communities,
             "reports_generated": reports_generated,
         }
+
+    async def _merge_extractions(self, new_chunks: dict[str, ChunkRecord], extractions: dict[str, ChunkExtraction],
+                                 removed_chunks: set[str], removed_doc_ids: list[str], timings: dict[str, float]
+                                 ) -> Any:
+        """Record the new extractions, drop the removed chunks' ones, and rebuild what they touch."""
+        stores = self.stores
+        t = time.perf_counter()
+        old_extractions = {k: v for k, v in zip(
+            removed_chunks, await stores.chunk_extractions.get_by_ids(list(removed_chunks))) if v}
+        if removed_chunks:
+            await stores.text_chunks.delete(list(removed_chunks))
+            await stores.chunk_extractions.delete(list(removed_chunks))
+            if stores.chunks_vdb is not None:
+                await stores.chunks_vdb.delete(list(removed_chunks))
+        if removed_doc_ids:
+            await stores.full_docs.delete(removed_doc_ids)
+        await stores.chunk_extractions.upsert({k: {"entities": v["entities"], "relations": v["relations"]}
+                                               for k, v in extractions.items()})
+        await stores.text_chunks.upsert(new_chunks)
+        changes = await self._merge({**old_extractions, **extractions}, removed_chunks)
+        timings["merge"] = time.perf_counter() - t
+        return changes
 
     async def _write_ahead(self, embedding: "asyncio.Task[None]") -> None:
         """Once clustered and embedded, only the reports and the LLM cache change: the other
@@ -485,15 +501,22 @@ class GraphRAG:
         finally:
             progress.close()
 
-    async def _embed(self, new_chunks: dict[str, ChunkRecord], changes: Any, timings: dict[str, float]) -> None:
+    async def _embed_chunks(self, new_chunks: dict[str, ChunkRecord], timings: dict[str, float]) -> None:
+        t = time.perf_counter()
+        if self.stores.chunks_vdb is not None and new_chunks:
+            await self.stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
+        timings["embed"] = timings.get("embed", 0.0) + time.perf_counter() - t
+
+    async def _embed_entities(self, chunk_vectors: "asyncio.Task[None]", changes: Any,
+                              timings: dict[str, float]) -> None:
+        """After the chunk vectors (one task to await or cancel for both), and once the
+        summaries in flight have settled."""
         from graphrag.operators.graph_update import store_entity_vectors
 
+        await chunk_vectors
         t = time.perf_counter()
-        stores = self.stores
-        if stores.chunks_vdb is not None and new_chunks:
-            await stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
-        await store_entity_vectors(stores.entities_vdb, changes)
-        timings["embed"] = time.perf_counter() - t
+        await store_entity_vectors(self.stores.entities_vdb, changes)
+        timings["embed"] = timings.get("embed", 0.0) + time.perf_counter() - t
 
     async def _merge(self, changed_extractions: dict[str, ChunkExtraction], removed_chunks: set[str]) -> Any:
         from graphrag.operators.graph_update import update_graph
