@@ -7,7 +7,7 @@ import logging
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Optional, Union
+from typing import Any, BinaryIO, Iterable, Iterator, Optional, Union
 from xml.etree.ElementTree import ParseError
 
 import networkx as nx
@@ -22,8 +22,10 @@ from .lookup_index import ParsedOnDemand
 
 logger = logging.getLogger(__name__)
 
-def leiden_partitions(graph: nx.Graph, max_cluster_size: int, seed: int) -> list[dict[str, list[int]]]:
-    """Hierarchical Leiden run on each connected component on its own.
+def leiden_partitions(graph: nx.Graph, max_cluster_size: int, seed: int,
+                      nodes: Optional[Iterable[str]] = None) -> list[dict[str, list[int]]]:
+    """Hierarchical Leiden run on each connected component (of the subgraph ``nodes``
+    induces; default the whole graph) on its own.
 
     Each component's result depends only on that component, so a change in one part
     of the graph leaves the communities of the others exactly as they were, and every
@@ -32,23 +34,40 @@ def leiden_partitions(graph: nx.Graph, max_cluster_size: int, seed: int) -> list
     """
     from graspologic_native import hierarchical_leiden
 
+    adjacency = graph.adj  # read directly: networkx subgraph views filter every step
+    keep = set(graph) if nodes is None else set(nodes)
     results = []
-    for component in sorted((sorted(c) for c in nx.connected_components(graph)), key=lambda c: c[0]):
+    for component in sorted((sorted(c) for c in _components(adjacency, keep)), key=lambda c: c[0]):
         if len(component) < 2:
             continue  # an isolated node has no relation to summarise
         if len(component) == 2:
             results.append({n: [0] for n in component})
             continue
-        sub = graph.subgraph(component)
-        edges = sorted(
-            (min(a, b), max(a, b), float(d.get("weight", 1.0) or 1.0)) for a, b, d in sub.edges(data=True)
-        )
+        edges = sorted((a, b, float(d.get("weight", 1.0) or 1.0))
+                       for a in component for b, d in adjacency[a].items() if a <= b and b in keep)
         membership: dict[str, list[int]] = defaultdict(list)
         for entry in sorted(hierarchical_leiden(edges, max_cluster_size=max_cluster_size, seed=seed),
                             key=lambda e: (e.node, e.level)):
             membership[entry.node].append(entry.cluster)
         results.append(dict(membership))
     return results
+
+
+def _components(adjacency: Any, keep: set[str]) -> Iterator[list[str]]:
+    """Connected components of the subgraph ``keep`` induces."""
+    seen: set[str] = set()
+    for start in keep:
+        if start in seen:
+            continue
+        seen.add(start)
+        group, frontier = [start], [start]
+        while frontier:
+            for neighbour in adjacency[frontier.pop()]:
+                if neighbour in keep and neighbour not in seen:
+                    seen.add(neighbour)
+                    group.append(neighbour)
+                    frontier.append(neighbour)
+        yield group
 
 
 class _CommunityIds:
@@ -109,7 +128,7 @@ def _place_incrementally(component: nx.Graph, old_paths: dict[str, list[int]], i
     """
     paths = {n: list(p) for n, p in old_paths.items()}
     unplaced = sorted(n for n in component if n not in paths)
-    for membership in leiden_partitions(component.subgraph(unplaced), max_cluster_size, seed):
+    for membership in leiden_partitions(component, max_cluster_size, seed, nodes=unplaced):
         paths.update(ids.number(membership))
     for node in unplaced:
         if node in paths:
@@ -137,7 +156,7 @@ def _place_incrementally(component: nx.Graph, old_paths: dict[str, list[int]], i
                 del paths[node][len(prefix):]
             del split_parents[prefix[-1]]
         elif not has_children and len(group) > max_cluster_size and group != before.get(prefix):
-            for membership in leiden_partitions(component.subgraph(sorted(group)), max_cluster_size, seed):
+            for membership in leiden_partitions(component, max_cluster_size, seed, nodes=group):
                 if len({p[0] for p in membership.values()}) > 1:
                     for node, tail in ids.number(membership).items():
                         paths[node].extend(tail)
@@ -176,7 +195,7 @@ def community_paths(graph: nx.Graph, old_paths: dict[str, list[int]], max_cluste
         paths.update(_place_incrementally(graph.subgraph(component), old, ids, max_cluster_size, seed,
                                           split_parents))
     for component, old in from_scratch:
-        for membership in leiden_partitions(graph.subgraph(component), max_cluster_size, seed):
+        for membership in leiden_partitions(graph, max_cluster_size, seed, nodes=component):
             paths.update(ids.match(membership, old))
     return paths
 
