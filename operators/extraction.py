@@ -52,7 +52,7 @@ DEFAULT_STRENGTH = 1.0
 
 def clean_text(value: str) -> str:
     """Drop XML-invalid/control characters and collapse whitespace (GraphML must stay valid)."""
-    return _WS.sub(" ", _INVALID_CHARS.sub("", value)).strip()
+    return " ".join(_INVALID_CHARS.sub("", value).split())  # split() drops runs of \s, as \s+ would
 
 
 def _unwrap(value: str) -> str:
@@ -81,12 +81,40 @@ def parse_strength(value: Optional[str]) -> float:
     return _WORD_STRENGTH.get(_WS.sub(" ", text), DEFAULT_STRENGTH)
 
 
-def _record_start(tuple_delimiter: str) -> re.Pattern[str]:
-    quotes = "[\"'`“”‘’*]*"
-    return re.compile(
-        rf"\(?\s*{quotes}\s*(entity|relationship|relation)\s*{quotes}\s*{re.escape(tuple_delimiter)}",
-        re.IGNORECASE,
-    )
+_RECORD_QUOTES = "\"'`“”‘’*"
+
+
+@functools.lru_cache(maxsize=8)
+def _record_keyword(tuple_delimiter: str) -> re.Pattern[str]:
+    quotes = f"[{_RECORD_QUOTES}]*"
+    # Starting with a character set lets the regex engine skip ahead to candidates.
+    return re.compile(rf"([er](?:ntity|elationship|elation))\s*{quotes}\s*{re.escape(tuple_delimiter)}",
+                      re.IGNORECASE)
+
+
+def _record_starts(text: str, tuple_delimiter: str) -> list[tuple[int, int, str]]:
+    """``(start, end, keyword)`` of every record opening, such as ``("entity"<|>``.
+
+    The same matches as the pattern ``\\(?\\s*[quotes]*\\s*keyword...`` would give, found
+    keyword first and then extended back over the decoration before it: a pattern that
+    may begin with optional decoration is tried at every character, which made this the
+    slowest step of parsing an answer.
+    """
+    starts: list[tuple[int, int, str]] = []
+    floor = 0  # matches do not overlap: none starts inside the previous one
+    for match in _record_keyword(tuple_delimiter).finditer(text):
+        start = match.start()
+        while start > floor and text[start - 1].isspace():
+            start -= 1
+        while start > floor and text[start - 1] in _RECORD_QUOTES:
+            start -= 1
+        while start > floor and text[start - 1].isspace():
+            start -= 1
+        if start > floor and text[start - 1] == "(":
+            start -= 1
+        starts.append((start, match.end(), match.group(1)))
+        floor = match.end()
+    return starts
 
 
 def _cut_record(body: str, tuple_delimiter: str, full_delims: int) -> str:
@@ -127,16 +155,16 @@ def parse_extraction(
     text = _INVALID_CHARS.sub("", text.replace("\r\n", "\n"))
     text = _FENCE.sub("\n", text)
     text = re.sub(re.escape(completion_delimiter), "\n", text, flags=re.IGNORECASE)
-    starts = list(_record_start(tuple_delimiter).finditer(text))
+    starts = _record_starts(text, tuple_delimiter)
     entities: list[EntityRecord] = []
     relations: list[RelationRecord] = []
     malformed = 0
-    for i, match in enumerate(starts):
-        end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
-        body = text[match.end() : end]
+    for i, (start, body_start, keyword) in enumerate(starts):
+        end = starts[i + 1][0] if i + 1 < len(starts) else len(text)
+        body = text[body_start:end]
         if record_delimiter:
             body = body.split(record_delimiter, 1)[0]
-        is_entity = match.group(1).lower() == "entity"
+        is_entity = keyword.lower() == "entity"
         body = _strip_closing_paren(_cut_record(body, tuple_delimiter, 2 if is_entity else 3))
         fields = [f.strip() for f in body.split(tuple_delimiter)]
         while len(fields) > 1 and not _unwrap(fields[-1]):
@@ -144,7 +172,7 @@ def parse_extraction(
         record = _entity(fields) if is_entity else _relation(fields)
         if record is None:
             malformed += 1
-            logger.debug("skipping malformed extraction record: %r", text[match.start() : end][:200])
+            logger.debug("skipping malformed extraction record: %r", text[start:end][:200])
         elif is_entity:
             entities.append(record)  # type: ignore[arg-type]
         else:

@@ -256,3 +256,25 @@ def test_prompt_placeholders_and_endings() -> None:
     assert '"points"' in points and "---Data tables---\nT" in points
     assert prompts.TUPLE_DELIMITER == "<|>" and prompts.RECORD_DELIMITER == "##"
     assert prompts.COMPLETION_DELIMITER == "<|COMPLETE|>" and prompts.DEFAULT_ENTITY_TYPES
+
+
+def test_record_openings_match_the_plain_pattern_on_messy_text() -> None:
+    """The keyword-first search finds exactly what the one plain (slow) pattern finds."""
+    import random
+    import re
+
+    from graphrag.operators.extraction import _record_starts
+
+    def plain(text: str, delimiter: str) -> list[tuple[int, int, str]]:
+        quotes = "[\"'`“”‘’*]*"
+        pattern = re.compile(rf"\(?\s*{quotes}\s*(entity|relationship|relation)\s*{quotes}\s*{re.escape(delimiter)}",
+                             re.IGNORECASE)
+        return [(m.start(), m.end(), m.group(1)) for m in pattern.finditer(text)]
+
+    pieces = ["(", ")", " ", "\n", "\u00a0", '"', "'", "`", "“", "*", "entity", "Entity", "ENTİTY", "entıty",
+              "RELATIONSHIP", "relationſhip", "relation", "relations", "<|>", "<|", "x", "##", "e", "ntity", "(("]
+    rng = random.Random(7)
+    for _ in range(5000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 14)))
+        for delimiter in ("<|>", "|", '"'):  # '"' is also a quote: matches must not overlap
+            assert _record_starts(text, delimiter) == plain(text, delimiter), (text, delimiter)
