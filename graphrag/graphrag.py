@@ -16,7 +16,7 @@ import re
 import time
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any, AsyncIterator, Iterable, Optional, Union
+from typing import Any, AsyncIterator, Callable, Iterable, NamedTuple, Optional, Union
 
 from graphrag.config import GraphRAGConfig
 from graphrag.embedding import EmbeddingFunc, local_embedding
@@ -105,6 +105,11 @@ def prepare_documents(docs: Union[str, Iterable[str]], sources: Optional[Iterabl
 def llm_configured(config: GraphRAGConfig) -> bool:
     return bool(config.best_model_func or config.llm_api_key or config.llm_base_url
                 or os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
+
+
+class _Rebuilt(NamedTuple):
+    chunks: set[str]  # whose extractions it applied
+    rebuilt: Any  # GraphRebuild
 
 
 class GraphRAG:
@@ -358,11 +363,8 @@ class GraphRAG:
         # Chunk vectors need only the chunk text: they are embedded while the LLM extracts.
         chunk_vectors = asyncio.create_task(self._embed_chunks(new_chunks, timings))
         try:
-            t = time.perf_counter()
-            extractions = await self._extract(new_chunks)
-            timings["extract"] = time.perf_counter() - t
-            changes = await self._merge_extractions(new_chunks, extractions, removed_chunks, removed_doc_ids,
-                                                    timings)
+            extractions, changes = await self._extract_and_merge(new_chunks, removed_chunks, removed_doc_ids,
+                                                                 timings)
         except BaseException:
             chunk_vectors.cancel()
             await asyncio.gather(chunk_vectors, return_exceptions=True)
@@ -411,10 +413,60 @@ class GraphRAG:
             "reports_generated": reports_generated,
         }
 
-    async def _merge_extractions(self, new_chunks: dict[str, ChunkRecord], extractions: dict[str, ChunkExtraction],
-                                 removed_chunks: set[str], removed_doc_ids: list[str], timings: dict[str, float]
-                                 ) -> Any:
-        """Record the new extractions, drop the removed chunks' ones, and rebuild what they touch."""
+    async def _extract_and_merge(self, new_chunks: dict[str, ChunkRecord], removed_chunks: set[str],
+                                 removed_doc_ids: list[str], timings: dict[str, float]
+                                 ) -> tuple[dict[str, ChunkExtraction], Any]:
+        """Extract, then merge into the graph. Once only the last calls are in flight (the
+        LLM slots would mostly idle), what is extracted so far is merged meanwhile; only the
+        last chunks are left for after. Both passes rebuild what they touch from every
+        extraction, so the graph is the same as one pass would make."""
+        from graphrag.operators.graph_update import finish_graph_update
+
+        tail = max(1, self.config.best_model_max_async // 4)
+        extracted: dict[str, ChunkExtraction] = {}
+        merging_ahead: Optional[asyncio.Task] = None
+
+        def on_extracted(chunk_id: str, extraction: ChunkExtraction) -> None:
+            nonlocal merging_ahead
+            extracted[chunk_id] = extraction
+            left = len(new_chunks) - len(extracted)
+            if merging_ahead is None and left <= min(tail, len(extracted)):
+                merging_ahead = asyncio.ensure_future(self._rebuild(
+                    dict(extracted), new_chunks, removed_chunks, removed_doc_ids, timings, "merge_ahead"))
+
+        try:
+            t = time.perf_counter()
+            extractions = await self._extract(new_chunks, on_extracted)
+            timings["extract"] = time.perf_counter() - t
+            t = time.perf_counter()
+            if merging_ahead is None:
+                rebuilt = (await self._rebuild(extractions, new_chunks, removed_chunks, removed_doc_ids)).rebuilt
+            else:
+                ahead = await merging_ahead
+                rest = {k: v for k, v in extractions.items() if k not in ahead.chunks}
+                rebuilt = ahead.rebuilt.then((await self._rebuild(rest, {}, set(), [])).rebuilt)
+        except BaseException:
+            if merging_ahead is not None:
+                merging_ahead.cancel()
+                await asyncio.gather(merging_ahead, return_exceptions=True)
+            raise
+        changes = finish_graph_update(
+            rebuilt, graph=self.stores.graph, summarizer=self.llms[1] if self.config.extraction == "llm" else None,
+            tokenizer=self.tokenizer, summary_max_tokens=self.config.entity_summary_to_max_tokens,
+            # An entity is found by its name and the start of its description; embedding more
+            # than half the model's window costs compute (quadratic in length) for little gain.
+            vector_tokens=max(self.embedding_func.max_token_size // 2, 32),
+        )
+        timings["merge"] = time.perf_counter() - t
+        return extractions, changes
+
+    async def _rebuild(self, extractions: dict[str, ChunkExtraction], new_chunks: dict[str, ChunkRecord],
+                       removed_chunks: set[str], removed_doc_ids: list[str],
+                       timings: Optional[dict[str, float]] = None, timing_key: str = "") -> "_Rebuilt":
+        """Record ``extractions`` (and ``new_chunks``), drop the removed chunks' records, and
+        rebuild what they touch in the graph (long descriptions are summarised later)."""
+        from graphrag.operators.graph_update import rebuild_graph
+
         stores = self.stores
         t = time.perf_counter()
         old_extractions = {k: v for k, v in zip(
@@ -429,9 +481,13 @@ class GraphRAG:
         await stores.chunk_extractions.upsert({k: {"entities": v["entities"], "relations": v["relations"]}
                                                for k, v in extractions.items()})
         await stores.text_chunks.upsert(new_chunks)
-        changes = await self._merge({**old_extractions, **extractions}, removed_chunks)
-        timings["merge"] = time.perf_counter() - t
-        return changes
+        rebuilt = await rebuild_graph(
+            {**old_extractions, **extractions}, removed_chunks, stores=stores, tokenizer=self.tokenizer,
+            summary_max_tokens=self.config.entity_summary_to_max_tokens,
+            summarising=self.config.extraction == "llm")
+        if timings is not None:
+            timings[timing_key] = time.perf_counter() - t
+        return _Rebuilt(set(extractions), rebuilt)
 
     async def _write_ahead(self, embedding: "asyncio.Task[None]") -> None:
         """Once clustered and embedded, only the reports and the LLM cache change: the other
@@ -483,7 +539,9 @@ class GraphRAG:
                 chunks.setdefault(chunk_id, record)
         return chunks, by_doc
 
-    async def _extract(self, chunks: dict[str, ChunkRecord]) -> dict[str, ChunkExtraction]:
+    async def _extract(self, chunks: dict[str, ChunkRecord],
+                       on_extracted: Optional[Callable[[str, ChunkExtraction], None]] = None
+                       ) -> dict[str, ChunkExtraction]:
         if not chunks:
             return {}
         if self.config.extraction == "nlp":
@@ -494,10 +552,15 @@ class GraphRAG:
 
         progress = Progress(len(chunks), "Extracting entities", self.config.show_progress)
         best, _ = self.llms
+
+        def done(chunk_id: str, extraction: ChunkExtraction) -> None:
+            progress.update()
+            if on_extracted is not None:
+                on_extracted(chunk_id, extraction)
+
         try:
             return await extract_chunks(chunks, llm=best, entity_types=self.config.entity_types,
-                                        max_gleaning=self.config.entity_extract_max_gleaning,
-                                        on_done=lambda _id, _r: progress.update())
+                                        max_gleaning=self.config.entity_extract_max_gleaning, on_done=done)
         finally:
             progress.close()
 
@@ -517,19 +580,6 @@ class GraphRAG:
         t = time.perf_counter()
         await store_entity_vectors(self.stores.entities_vdb, changes)
         timings["embed"] = timings.get("embed", 0.0) + time.perf_counter() - t
-
-    async def _merge(self, changed_extractions: dict[str, ChunkExtraction], removed_chunks: set[str]) -> Any:
-        from graphrag.operators.graph_update import update_graph
-
-        llm_mode = self.config.extraction == "llm"
-        return await update_graph(
-            changed_extractions, removed_chunks, stores=self.stores,
-            summarizer=self.llms[1] if llm_mode else None, tokenizer=self.tokenizer,
-            summary_max_tokens=self.config.entity_summary_to_max_tokens,
-            # An entity is found by its name and the start of its description; embedding more
-            # than half the model's window costs compute (quadratic in length) for little gain.
-            vector_tokens=max(self.embedding_func.max_token_size // 2, 32),
-        )
 
     async def _report(self, schema: Optional[dict[str, Any]] = None,
                       in_flight: Optional[Any] = None) -> tuple[int, int]:

@@ -70,24 +70,48 @@ def _split_ids(value: Any) -> list[str]:
     return [v for v in str(value or "").split(GRAPH_FIELD_SEP) if v]
 
 
-async def update_graph(
+@dataclass
+class GraphRebuild:
+    """The structure one batch of changed extractions left in the graph, before long
+    descriptions are summarised. Batches applied one after another combine with ``then``,
+    so most of an insert's merge can run while its last extraction calls are in flight."""
+
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    edges: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    long: set[GraphElement] = field(default_factory=set)
+    # Descriptions as committed before the insert (None: a new node), to skip unchanged vectors.
+    committed: dict[str, Optional[str]] = field(default_factory=dict)
+    deleted: set[str] = field(default_factory=set)
+    deleted_edges: set[tuple[str, str]] = field(default_factory=set)
+
+    def then(self, later: "GraphRebuild") -> "GraphRebuild":
+        """This batch followed by ``later``, which rebuilt everything it touched from all
+        the extractions, so its records (and deletions) win."""
+        touched = {*later.nodes, *later.edges, *later.deleted, *later.deleted_edges}
+        return GraphRebuild(
+            nodes={**{n: d for n, d in self.nodes.items() if n not in later.deleted}, **later.nodes},
+            edges={**{k: d for k, d in self.edges.items() if k not in later.deleted_edges}, **later.edges},
+            long={e for e in self.long if e not in touched} | later.long,
+            committed={**later.committed, **self.committed},
+            deleted=(self.deleted - set(later.nodes)) | later.deleted,
+            deleted_edges=(self.deleted_edges - set(later.edges)) | later.deleted_edges,
+        )
+
+
+async def rebuild_graph(
     changed_extractions: dict[str, ChunkExtraction],
     removed_chunks: set[str],
     *,
     stores: Any,
-    summarizer: Optional[LLMCall],
     tokenizer: Tokenizer,
     summary_max_tokens: int,
-    vector_tokens: int,
-) -> GraphChanges:
-    """Rebuild what ``changed_extractions`` mention in the graph; return the vector work.
-
-    Returns once the graph's structure is updated; long descriptions are still being
-    summarised then (``GraphChanges.summaries``).
+    summarising: bool,
+) -> GraphRebuild:
+    """Rebuild, in the graph, every entity and relation ``changed_extractions`` mention.
 
     ``changed_extractions`` holds the extractions of new chunks (already stored) and of
-    ``removed_chunks`` (already deleted). With no ``summarizer`` (LLM-free mode) long
-    descriptions are cut to ``summary_max_tokens`` instead of summarised.
+    ``removed_chunks`` (already deleted). Descriptions longer than ``summary_max_tokens``
+    are left whole and listed in ``long`` when ``summarising``, else cut to that length.
     """
     graph = stores.graph
     added = {k: v for k, v in changed_extractions.items() if k not in removed_chunks}
@@ -96,7 +120,7 @@ async def update_graph(
         {k: v for k, v in changed_extractions.items() if k in removed_chunks})
     names = sorted({*added_ents, *removed_ents} | {n for rels in (added_rels, removed_rels) for key in rels for n in key})
     if not names:
-        return GraphChanges()
+        return GraphRebuild()
     old_nodes = dict(zip(names, await graph.get_nodes_batch(names)))
     # Every chunk that mentions a touched name is in that node's source_id, or is new;
     # the new ones are grouped already.
@@ -127,39 +151,57 @@ async def update_graph(
     )
     nodes = {n: d for n, d in nodes.items() if mentions.get(n)}
     edges = {k: d for k, d in edges.items() if mentions.get(k[0]) and mentions.get(k[1])}
-    long: list[GraphElement] = []
-    if summarizer is None:
+    rebuilt = GraphRebuild(nodes=nodes, edges=edges, committed={
+        n: old.get("description") if old else None for n, old in old_nodes.items()})
+    if summarising:
+        rebuilt.long = set(long_descriptions(nodes, edges, tokenizer=tokenizer, max_tokens=summary_max_tokens))
+    else:
         for data in [*nodes.values(), *edges.values()]:
             data["description"] = tokenizer.truncate(data["description"], summary_max_tokens)
-    else:
-        long = long_descriptions(nodes, edges, tokenizer=tokenizer, max_tokens=summary_max_tokens)
-
-    changes = GraphChanges()
-
-    def vector_for(name: str) -> None:
-        data = nodes[name]
-        old = old_nodes.get(name)
-        if not old or old.get("description") != data["description"]:
-            changes.vectors_to_upsert[entity_vector_id(name)] = {
-                "content": tokenizer.truncate(f"{name} {data['description']}", vector_tokens),
-                "entity_name": name,
-            }
-
-    to_summarise = set(long)
     for name in names:
         if name in nodes:
             nodes[name]["source_id"] = GRAPH_FIELD_SEP.join(sorted(mentions[name]))
             await graph.upsert_node(name, nodes[name])
-            if name not in to_summarise:
-                vector_for(name)
         elif old_nodes.get(name) is not None:
             await graph.delete_node(name)
-            changes.vectors_to_delete.append(entity_vector_id(name))
+            rebuilt.deleted.add(name)
     for key in edge_keys:
         if key in edges:
             await graph.upsert_edge(key[0], key[1], edges[key])
         else:
             await graph.delete_edge(*key)
+            rebuilt.deleted_edges.add(key)
+    return rebuilt
+
+
+def finish_graph_update(
+    rebuilt: GraphRebuild,
+    *,
+    graph: Any,
+    summarizer: Optional[LLMCall],
+    tokenizer: Tokenizer,
+    summary_max_tokens: int,
+    vector_tokens: int,
+) -> GraphChanges:
+    """Vector work for what ``rebuilt`` changed, and the summaries of its long descriptions,
+    started in the background (``GraphChanges.summaries``)."""
+    nodes, edges, long = rebuilt.nodes, rebuilt.edges, sorted(rebuilt.long, key=_element_order)
+    if long and summarizer is None:
+        raise ValueError("long descriptions to summarise, but no summarizer")
+    changes = GraphChanges(vectors_to_delete=[entity_vector_id(n) for n in sorted(rebuilt.deleted)])
+
+    def vector_for(name: str) -> None:
+        description = nodes[name]["description"]
+        if rebuilt.committed.get(name) != description:
+            changes.vectors_to_upsert[entity_vector_id(name)] = {
+                "content": tokenizer.truncate(f"{name} {description}", vector_tokens),
+                "entity_name": name,
+            }
+
+    summarising = set(long)
+    for name in sorted(nodes):
+        if name not in summarising:
+            vector_for(name)
     changes.entities_changed = len(nodes) + len(changes.vectors_to_delete)
     logger.info("Merged %d entities and %d relations (%d entities removed, %d descriptions to summarise)",
                 len(nodes), len(edges), len(changes.vectors_to_delete), len(long))
@@ -180,3 +222,28 @@ async def update_graph(
         changes.summaries = asyncio.ensure_future(write_summaries())
         changes.summarising = frozenset(long)
     return changes
+
+
+def _element_order(element: GraphElement) -> tuple:
+    return (0, element, "") if isinstance(element, str) else (1, *element)
+
+
+async def update_graph(
+    changed_extractions: dict[str, ChunkExtraction],
+    removed_chunks: set[str],
+    *,
+    stores: Any,
+    summarizer: Optional[LLMCall],
+    tokenizer: Tokenizer,
+    summary_max_tokens: int,
+    vector_tokens: int,
+) -> GraphChanges:
+    """Rebuild what ``changed_extractions`` mention in the graph; return the vector work.
+
+    Returns once the graph's structure is updated; long descriptions are still being
+    summarised then (``GraphChanges.summaries``).
+    """
+    rebuilt = await rebuild_graph(changed_extractions, removed_chunks, stores=stores, tokenizer=tokenizer,
+                                  summary_max_tokens=summary_max_tokens, summarising=summarizer is not None)
+    return finish_graph_update(rebuilt, graph=stores.graph, summarizer=summarizer, tokenizer=tokenizer,
+                               summary_max_tokens=summary_max_tokens, vector_tokens=vector_tokens)

@@ -42,6 +42,9 @@ class CharTokenizer:
     def count(self, text: str) -> int:
         return len(text)
 
+    def truncate(self, text: str, max_tokens: int) -> str:
+        return text[:max_tokens]
+
 
 class FakeLLM:
     def __init__(self, answer: str = "SUMMARY") -> None:
@@ -201,3 +204,74 @@ def test_endpoint_relations_override() -> None:
     )
     assert nodes["A"]["source_id"] == SEP.join(["c1", "c9"])
     assert nodes["B"]["source_id"] == "c1"
+
+
+def _random_extractions(rng: random.Random, chunks: int) -> dict[str, dict]:
+    """Chunks naming entities from a small pool, so that names recur and some descriptions
+    grow long enough to need a summary."""
+    names = [f"PERSON {i}" for i in range(12)]
+    out = {}
+    for c in range(chunks):
+        picked = rng.sample(names, 4)
+        out[f"chunk-{c:02d}"] = {
+            "entities": [{"name": n, "type": rng.choice(["PERSON", "PLACE"]),
+                          "description": f"{n} in chunk {c}: " + "detail " * rng.randrange(1, 12)} for n in picked[:3]],
+            "relations": [{"source": picked[i], "target": picked[i + 1], "description": f"link {c}-{i}",
+                           "weight": float(rng.randrange(1, 9))} for i in range(3)],
+        }
+    return out
+
+
+def test_merging_in_two_passes_gives_what_one_pass_gives(tmp_path: Any) -> None:
+    """The insert merges most chunks while the last extraction calls are in flight, then the
+    rest: graph, vectors to write and summaries must be exactly those of a single pass,
+    also when the first pass removes an earlier document's chunks."""
+    from graphrag.config import GraphRAGConfig
+    from graphrag.embedding import hash_embedding
+    from graphrag.operators.graph_update import finish_graph_update, rebuild_graph, update_graph
+    from graphrag.stores import open_stores
+
+    rng = random.Random(3)
+    before = _random_extractions(rng, 6)  # already indexed; two of its chunks go away
+    new = {f"new-{k}": v for k, v in _random_extractions(rng, 10).items()}
+    removed = {"chunk-01", "chunk-04"}
+    first = dict(list(new.items())[:7])
+    rest = dict(list(new.items())[7:])
+
+    async def build(two_passes: bool, directory: str) -> tuple[dict, dict, dict, list]:
+        cfg = GraphRAGConfig(working_dir=directory, embedding_func=hash_embedding(16))
+        stores = open_stores(cfg, cfg.embedding_func)
+        await stores.index_start()
+        tok = CharTokenizer()
+        await stores.chunk_extractions.upsert(before)
+        done = await update_graph(before, set(), stores=stores, summarizer=FakeLLM(), tokenizer=tok,
+                                  summary_max_tokens=120, vector_tokens=64)
+        await done.settled()
+        removed_records = {k: before[k] for k in removed}
+        await stores.chunk_extractions.delete(list(removed))
+        llm = FakeLLM()
+        if two_passes:
+            await stores.chunk_extractions.upsert(first)
+            ahead = await rebuild_graph({**removed_records, **first}, removed, stores=stores, tokenizer=tok,
+                                        summary_max_tokens=120, summarising=True)
+            await stores.chunk_extractions.upsert(rest)
+            later = await rebuild_graph(rest, set(), stores=stores, tokenizer=tok, summary_max_tokens=120,
+                                        summarising=True)
+            changes = finish_graph_update(ahead.then(later), graph=stores.graph, summarizer=llm, tokenizer=tok,
+                                          summary_max_tokens=120, vector_tokens=64)
+        else:
+            await stores.chunk_extractions.upsert(new)
+            changes = await update_graph({**removed_records, **new}, removed, stores=stores, summarizer=llm,
+                                         tokenizer=tok, summary_max_tokens=120, vector_tokens=64)
+        await changes.settled()
+        graph = stores.graph.graph
+        return ({n: dict(d) for n, d in graph.nodes(data=True)},
+                {tuple(sorted(e)): dict(d) for *e, d in graph.edges(data=True)},
+                {"upsert": changes.vectors_to_upsert, "delete": sorted(changes.vectors_to_delete),
+                 "changed": changes.entities_changed, "summarised": sorted(map(str, changes.summarising))},
+                sorted(prompt for prompt, _, _ in llm.calls))
+
+    one = asyncio.run(build(False, str(tmp_path / "one")))
+    two = asyncio.run(build(True, str(tmp_path / "two")))
+    assert one[3], "the data should need summaries"
+    assert one == two

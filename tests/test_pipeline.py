@@ -581,6 +581,41 @@ def test_report_failure_rolls_back_and_rerun_reuses_paid_answers(tmp_path: Path)
         assert {k: d["weight"] for k, d in graph_state(rag)["edges"].items()} == EXPECTED_EDGES
 
 
+def stored_vectors(store: Any) -> dict[str, list[float]]:
+    matrix = store._client._NanoVectorDB__storage["matrix"]
+    return {d["__id__"]: np.round(matrix[i], 5).tolist() for i, d in enumerate(store._all_records())}
+
+
+def test_merging_ahead_of_the_last_extractions_changes_nothing(tmp_path: Path, monkeypatch: Any) -> None:
+    """Chunks extracted while the last calls are in flight are merged meanwhile; the index
+    must be the one a single merge after extraction makes (realistic, messy answers)."""
+    docs = [HARBOUR + "\n\n" + GUILD, FESTIVAL + "\n\n" + WEATHER]
+    with MockLLMServer(responder=realistic_responder) as srv:
+        # 12 slots: the last 3 chunks are left for after extraction, and they name entities.
+        small = dict(chunk_token_size=40, chunk_overlap_token_size=8, entity_summary_to_max_tokens=30,
+                     best_model_max_async=12)
+        ahead = make_rag(tmp_path / "ahead", srv, **small)
+        ahead.insert(docs)
+        stats = ahead.last_insert_stats
+        assert "merge_ahead" in stats["stage_seconds"] and stats["chunks_inserted"] >= 8
+        assert stats["llm"]["summary"]["calls"] > 0
+
+        extract = GraphRAG._extract
+
+        async def without_merging_ahead(self: GraphRAG, chunks: Any, on_extracted: Any = None) -> Any:
+            return await extract(self, chunks)
+
+        monkeypatch.setattr(GraphRAG, "_extract", without_merging_ahead)
+        single = make_rag(tmp_path / "single", srv, **small)
+        single.insert(docs)
+        assert "merge_ahead" not in single.last_insert_stats["stage_seconds"]
+    assert graph_state(ahead) == graph_state(single)
+    for name in ("entities_vdb", "chunks_vdb"):
+        assert stored_vectors(getattr(ahead.stores, name)) == stored_vectors(getattr(single.stores, name))
+    assert kv(ahead.stores.community_reports) == kv(single.stores.community_reports)
+    assert stats["llm"] == single.last_insert_stats["llm"]
+
+
 def test_stores_written_ahead_are_dropped_when_the_reports_fail(tmp_path: Path, monkeypatch: Any) -> None:
     import os
     import threading
