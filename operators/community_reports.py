@@ -303,6 +303,7 @@ _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?")
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 _NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)?")
 _MAX_OBJECT_TRIES = 50
+_JSON = json.JSONDecoder(strict=False)
 _SCALE = re.compile(r"^\s*(?:/|out\s+of|of)\s*(\d+(?:\.\d+)?)", re.I)
 
 
@@ -349,13 +350,16 @@ def _find_object(text: str) -> Optional[dict]:
     tries = 0
     while start != -1 and tries < _MAX_OBJECT_TRIES:
         tries += 1
-        candidate = _outermost_object(text, start)
-        data = _loads(candidate)
+        try:  # well-formed JSON, the usual case, is parsed in C without scanning for braces
+            data, end = _JSON.raw_decode(text, start)
+        except ValueError:
+            candidate = _outermost_object(text, start)
+            data, end = _loads(candidate), start + len(candidate)
         if isinstance(data, dict):
             if data.get("title") or any(isinstance(v, dict) and v.get("title") for v in data.values()):
                 return data
             first = first if first is not None else data
-            start = text.find("{", start + len(candidate))
+            start = text.find("{", end)
         else:
             start = text.find("{", start + 1)
     return first
