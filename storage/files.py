@@ -99,10 +99,6 @@ def _publish(path: str, tmp: str) -> None:
     _fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
-def atomic_write_json(path: str, obj: Any) -> None:
-    atomic_write_bytes(path, json.dumps(obj, ensure_ascii=False).encode("utf-8"))
-
-
 def in_transaction() -> bool:
     return _current.get() is not None
 

@@ -18,7 +18,6 @@ from .files import (
     StorageFileError,
     after_commit,
     atomic_write_bytes,
-    atomic_write_json,
     atomic_write_via,
     parse_json_file,
 )
@@ -30,19 +29,39 @@ _MAGIC = b"graphrag-kv-lookup 1\n"
 _ARRAYS = ("key_hash", "key_start", "key_bytes", "value_offset", "value_length")
 
 
-def encode_with_layout(data: dict[str, Any]) -> tuple[bytes, list[int], list[int]]:
-    """``json.dumps(data, ensure_ascii=False)`` as UTF-8, with each value's byte offset and length."""
-    pieces, offsets, lengths = [b"{"], [], []
-    position = 1
+@dataclass
+class JsonLayout:
+    """Where each value lies in a written KV file, and the file's size and content hash."""
+
+    offsets: list[int]
+    lengths: list[int]
+    size: int
+    hash: str
+
+
+def write_json_with_layout(f: BinaryIO, data: dict[str, Any]) -> JsonLayout:
+    """Write ``json.dumps(data, ensure_ascii=False)`` as UTF-8, entry by entry: the whole text
+    is never in memory at once (a store of hundreds of MB would need it twice over)."""
+    hasher = xxhash.xxh3_128()
+    offsets: list[int] = []
+    lengths: list[int] = []
+    position = 0
+
+    def put(piece: bytes) -> None:
+        nonlocal position
+        f.write(piece)
+        hasher.update(piece)
+        position += len(piece)
+
+    put(b"{")
     for i, (key, value) in enumerate(data.items()):
-        head = f'{", " if i else ""}{json.dumps(key, ensure_ascii=False)}: '.encode("utf-8")
+        put(f'{", " if i else ""}{json.dumps(key, ensure_ascii=False)}: '.encode("utf-8"))
         body = json.dumps(value, ensure_ascii=False).encode("utf-8")
-        offsets.append(position + len(head))
+        offsets.append(position)
         lengths.append(len(body))
-        position += len(head) + len(body)
-        pieces += (head, body)
-    pieces.append(b"}")
-    return b"".join(pieces), offsets, lengths
+        put(body)
+    put(b"}")
+    return JsonLayout(offsets, lengths, position, hasher.hexdigest())
 
 
 class RecordLookup:
@@ -63,14 +82,13 @@ class RecordLookup:
         self._value = lru_cache(maxsize=1024)(self._decode)
 
     @staticmethod
-    def build(keys: list[str], offsets: list[int], lengths: list[int], body: bytes,
-              written: os.stat_result) -> bytes:
+    def build(keys: list[str], layout: JsonLayout, written: os.stat_result) -> bytes:
         order, key_arrays = KeyTable.build(keys)
-        return pack(_MAGIC, {"size": len(body), "hash": xxhash.xxh3_128_hexdigest(body),
+        return pack(_MAGIC, {"size": layout.size, "hash": layout.hash,
                              "written": [written.st_mtime_ns, written.st_ino]}, {
             **key_arrays,
-            "value_offset": np.array(offsets, dtype="<u8")[order],
-            "value_length": np.array(lengths, dtype="<u8")[order],
+            "value_offset": np.array(layout.offsets, dtype="<u8")[order],
+            "value_length": np.array(layout.lengths, dtype="<u8")[order],
         })
 
     @classmethod
@@ -185,20 +203,17 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
             pass
 
     def _write_files(self) -> None:
+        layouts: list[JsonLayout] = []
+        written: list[os.stat_result] = []
+
+        def write(tmp: str) -> None:
+            with open(tmp, "wb") as f:
+                layouts.append(write_json_with_layout(f, self._data))
+            written.append(os.stat(tmp))  # a rename keeps mtime and inode
+
+        atomic_write_via(self._file_name, write)
         if self.lookup:
-            body, offsets, lengths = encode_with_layout(self._data)
-            written: list[os.stat_result] = []
-
-            def write(tmp: str) -> None:
-                with open(tmp, "wb") as f:
-                    f.write(body)
-                written.append(os.stat(tmp))  # a rename keeps mtime and inode
-
-            atomic_write_via(self._file_name, write)
-            atomic_write_bytes(self._index_name, RecordLookup.build(list(self._data), offsets, lengths, body,
-                                                                    written[0]))
-        else:
-            atomic_write_json(self._file_name, self._data)
+            atomic_write_bytes(self._index_name, RecordLookup.build(list(self._data), layouts[0], written[0]))
         self._remember_committed_file()
         if self.journal:
             after_commit(self._truncate_journal)

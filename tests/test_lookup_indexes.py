@@ -15,7 +15,7 @@ from graphrag.config import GraphRAGConfig
 from graphrag.storage import graph_networkx, lookup_index
 from graphrag.storage.graph_lookup import GraphLookup, build_lookup_index
 from graphrag.storage.graphml import read_graphml, write_graphml
-from graphrag.storage.kv_json import encode_with_layout
+from graphrag.storage.kv_json import write_json_with_layout
 
 from helpers_storage import graph, kv, run
 
@@ -230,10 +230,17 @@ RECORDS = {
 
 
 def test_kv_file_layout_is_plain_json_with_known_value_places() -> None:
+    import io
+
+    import xxhash
+
     for data in (RECORDS, {}, {"only": {"v": 1}}):
-        body, offsets, lengths = encode_with_layout(data)
+        f = io.BytesIO()
+        layout = write_json_with_layout(f, data)
+        body = f.getvalue()
         assert body == json.dumps(data, ensure_ascii=False).encode("utf-8")
-        assert [json.loads(body[o:o + n]) for o, n in zip(offsets, lengths)] == list(data.values())
+        assert layout.size == len(body) and layout.hash == xxhash.xxh3_128_hexdigest(body)
+        assert [json.loads(body[o:o + n]) for o, n in zip(layout.offsets, layout.lengths)] == list(data.values())
 
 
 def _kv_store(config: Any, records: dict[str, Any]) -> None:

@@ -24,7 +24,6 @@ from graphrag.storage.files import (
     MANIFEST_NAME,
     TMP_MARKER,
     atomic_write_bytes,
-    atomic_write_json,
     atomic_write_via,
     wait_for_commit,
 )
@@ -56,8 +55,8 @@ def run_python(code: str) -> subprocess.CompletedProcess:
 
 def test_atomic_write_replaces_content(tmp_path):
     path = str(tmp_path / "f.json")
-    atomic_write_json(path, {"v": 1})
-    atomic_write_json(path, {"v": "é中"})
+    atomic_write_bytes(path, json.dumps({"v": 1}).encode())
+    atomic_write_bytes(path, json.dumps({"v": "é中"}, ensure_ascii=False).encode("utf-8"))
     with open(path, encoding="utf-8") as f:
         assert json.load(f) == {"v": "é中"}
     atomic_write_via(path, lambda tmp: open(tmp, "w").write("via"))
@@ -67,7 +66,7 @@ def test_atomic_write_replaces_content(tmp_path):
 
 def test_interrupted_rename_leaves_old_file(tmp_path, monkeypatch):
     path = str(tmp_path / "f.json")
-    atomic_write_json(path, {"v": "old"})
+    atomic_write_bytes(path, json.dumps({"v": "old"}).encode())
 
     def broken_replace(src, dst):
         assert os.path.exists(src) and open(src).read() == json.dumps({"v": "new"})  # temp fully written
@@ -75,7 +74,7 @@ def test_interrupted_rename_leaves_old_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(files.os, "replace", broken_replace)
     with pytest.raises(OSError, match="simulated"):
-        atomic_write_json(path, {"v": "new"})
+        atomic_write_bytes(path, json.dumps({"v": "new"}).encode())
     monkeypatch.undo()
     with open(path) as f:
         assert json.load(f) == {"v": "old"}
@@ -102,12 +101,13 @@ def test_process_killed_between_temp_write_and_rename(tmp_path):
     out = run_python(
         f"""
         import os
-        from graphrag.storage.files import atomic_write_json
+        import json
+        from graphrag.storage.files import atomic_write_bytes
         real_replace = os.replace
         def die(src, dst):
             os._exit(9)  # killed after the temp file is written and synced
         os.replace = die
-        atomic_write_json({str(path)!r}, {{"a": {{"v": "new"}}}})
+        atomic_write_bytes({str(path)!r}, json.dumps({{"a": {{"v": "new"}}}}).encode())
         """
     )
     assert out.returncode == 9, out.stderr
