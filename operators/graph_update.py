@@ -27,6 +27,8 @@ from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
 
 logger = logging.getLogger(__name__)
 
+_WRITES_BETWEEN_YIELDS = 512
+
 
 @dataclass
 class GraphChanges:
@@ -113,11 +115,13 @@ async def rebuild_graph(
     ``removed_chunks`` (already deleted). Descriptions longer than ``summary_max_tokens``
     are left whole and listed in ``long`` when ``summarising``, else cut to that length.
     """
+    # The pure computing runs in worker threads and the graph writes yield now and then: a
+    # merge ahead of the last extraction calls must not hold up their answers.
     graph = stores.graph
     added = {k: v for k, v in changed_extractions.items() if k not in removed_chunks}
-    added_ents, added_rels = group_contributions(added)
-    removed_ents, removed_rels = group_contributions(
-        {k: v for k, v in changed_extractions.items() if k in removed_chunks})
+    removed = {k: v for k, v in changed_extractions.items() if k in removed_chunks}
+    (added_ents, added_rels), (removed_ents, removed_rels) = await asyncio.to_thread(
+        lambda: (group_contributions(added), group_contributions(removed)))
     names = sorted({*added_ents, *removed_ents} | {n for rels in (added_rels, removed_rels) for key in rels for n in key})
     if not names:
         return GraphRebuild()
@@ -127,50 +131,59 @@ async def rebuild_graph(
     sources = {c for node in old_nodes.values() if node for c in _split_ids(node.get("source_id"))}
     sources = sorted(sources - removed_chunks - set(added))
     earlier = {k: v for k, v in zip(sources, await stores.chunk_extractions.get_by_ids(sources)) if v}
-    entity_contribs, relation_contribs = group_contributions(earlier)
-    for name, contribs in added_ents.items():
-        entity_contribs.setdefault(name, []).extend(contribs)
-    for key, contribs in added_rels.items():
-        relation_contribs.setdefault(key, []).extend(contribs)
-
-    mentions: dict[str, set[str]] = defaultdict(set)
-    endpoint_relations: dict[str, list] = defaultdict(list)
-    for name, contribs in entity_contribs.items():
-        mentions[name].update(c for c, _ in contribs)
-    for key, contribs in relation_contribs.items():
-        for end in key:
-            mentions[end].update(c for c, _ in contribs)
-            endpoint_relations[end].extend(contribs)
     # Only relations a changed chunk states can change; each has both endpoints in ``names``.
     edge_keys = sorted({*added_rels, *removed_rels})
 
-    nodes, edges = build_graph_records(
-        {n: entity_contribs[n] for n in names if n in entity_contribs},
-        {k: relation_contribs[k] for k in edge_keys if k in relation_contribs},
-        endpoint_relations=endpoint_relations,
-    )
-    nodes = {n: d for n, d in nodes.items() if mentions.get(n)}
-    edges = {k: d for k, d in edges.items() if mentions.get(k[0]) and mentions.get(k[1])}
-    rebuilt = GraphRebuild(nodes=nodes, edges=edges, committed={
-        n: old.get("description") if old else None for n, old in old_nodes.items()})
-    if summarising:
-        rebuilt.long = set(long_descriptions(nodes, edges, tokenizer=tokenizer, max_tokens=summary_max_tokens))
-    else:
-        for data in [*nodes.values(), *edges.values()]:
-            data["description"] = tokenizer.truncate(data["description"], summary_max_tokens)
-    for name in names:
+    def records() -> GraphRebuild:
+        entity_contribs, relation_contribs = group_contributions(earlier)
+        for name, contribs in added_ents.items():
+            entity_contribs.setdefault(name, []).extend(contribs)
+        for key, contribs in added_rels.items():
+            relation_contribs.setdefault(key, []).extend(contribs)
+        mentions: dict[str, set[str]] = defaultdict(set)
+        endpoint_relations: dict[str, list] = defaultdict(list)
+        for name, contribs in entity_contribs.items():
+            mentions[name].update(c for c, _ in contribs)
+        for key, contribs in relation_contribs.items():
+            for end in key:
+                mentions[end].update(c for c, _ in contribs)
+                endpoint_relations[end].extend(contribs)
+        nodes, edges = build_graph_records(
+            {n: entity_contribs[n] for n in names if n in entity_contribs},
+            {k: relation_contribs[k] for k in edge_keys if k in relation_contribs},
+            endpoint_relations=endpoint_relations,
+        )
+        nodes = {n: d for n, d in nodes.items() if mentions.get(n)}
+        edges = {k: d for k, d in edges.items() if mentions.get(k[0]) and mentions.get(k[1])}
+        for name, data in nodes.items():
+            data["source_id"] = GRAPH_FIELD_SEP.join(sorted(mentions[name]))
+        rebuilt = GraphRebuild(nodes=nodes, edges=edges, committed={
+            n: old.get("description") if old else None for n, old in old_nodes.items()})
+        if summarising:
+            rebuilt.long = set(long_descriptions(nodes, edges, tokenizer=tokenizer, max_tokens=summary_max_tokens))
+        else:
+            for data in [*nodes.values(), *edges.values()]:
+                data["description"] = tokenizer.truncate(data["description"], summary_max_tokens)
+        return rebuilt
+
+    rebuilt = await asyncio.to_thread(records)
+    nodes, edges = rebuilt.nodes, rebuilt.edges
+    for i, name in enumerate(names):
         if name in nodes:
-            nodes[name]["source_id"] = GRAPH_FIELD_SEP.join(sorted(mentions[name]))
             await graph.upsert_node(name, nodes[name])
         elif old_nodes.get(name) is not None:
             await graph.delete_node(name)
             rebuilt.deleted.add(name)
-    for key in edge_keys:
+        if i % _WRITES_BETWEEN_YIELDS == _WRITES_BETWEEN_YIELDS - 1:
+            await asyncio.sleep(0)
+    for i, key in enumerate(edge_keys):
         if key in edges:
             await graph.upsert_edge(key[0], key[1], edges[key])
         else:
             await graph.delete_edge(*key)
             rebuilt.deleted_edges.add(key)
+        if i % _WRITES_BETWEEN_YIELDS == _WRITES_BETWEEN_YIELDS - 1:
+            await asyncio.sleep(0)
     return rebuilt
 
 
