@@ -122,7 +122,7 @@ def hash_embedding(dim: int = 64) -> EmbeddingFunc:
         h = xxh64_intdigest(token.encode("utf-8", "surrogatepass"))
         return h % dim + (0 if (h >> 32) & 1 else dim)
 
-    async def embed(texts: list[str]) -> np.ndarray:
+    def embed_now(texts: list[str]) -> np.ndarray:
         token_lists = [word.findall(text.lower()) for text in texts]
         for tokens in token_lists:
             for token in set(tokens).difference(codes):
@@ -136,5 +136,9 @@ def hash_embedding(dim: int = 64) -> EmbeddingFunc:
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         return out / norms
+
+    async def embed(texts: list[str]) -> np.ndarray:
+        # In a worker thread, like the bundled model: inserts embed beside LLM calls.
+        return await asyncio.to_thread(embed_now, texts)
 
     return EmbeddingFunc(embedding_dim=dim, max_token_size=8192, func=embed)
