@@ -186,8 +186,9 @@ class _BuiltInThread(_PerLoop):
     async def aget(self) -> Any:
         item = self._items.get(asyncio.get_running_loop())
         if item is None:
-            await asyncio.shield(self._start())
-            item = self._items[asyncio.get_running_loop()]
+            # The build's own result: the loop's entry may be popped (closed) meanwhile, or not
+            # stored yet (a build just done stores it in a callback still to run).
+            item = await asyncio.shield(self._start())
         return item
 
     async def apop(self) -> Any:

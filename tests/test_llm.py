@@ -567,3 +567,32 @@ def test_warm_up_then_call_uses_the_warmed_client(llm_server: MockLLMServer) -> 
 
     assert asyncio.run(run())
     assert llm_server.connections == 1
+
+
+def test_a_caller_waiting_for_a_build_gets_it_even_if_it_is_closed_meanwhile() -> None:
+    """A caller gets the build's result even when the loop's entry is gone as it resumes: popped
+    by a close, or (a caller that finds the build just done) not stored yet."""
+    import threading
+
+    from graphrag.llm import _BuiltInThread
+
+    release = threading.Event()
+
+    def factory() -> object:
+        release.wait(5)
+        return object()
+
+    pool = _BuiltInThread(factory)
+
+    async def run() -> tuple[object, object]:
+        pool.warm_up()
+        getting = asyncio.ensure_future(pool.aget())
+        await asyncio.sleep(0.02)
+        closed: list[object] = []
+        # A close that gets in first: right after the build is stored, before the caller resumes.
+        pool._building[asyncio.get_running_loop()].add_done_callback(lambda _: closed.append(pool.pop()))
+        release.set()
+        return await getting, closed[0]
+
+    got, closed = asyncio.run(run())
+    assert got is closed is not None
