@@ -16,7 +16,7 @@ import re
 import time
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any, AsyncIterator, Callable, Iterable, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, NamedTuple, Optional, Union
 
 from graphrag.config import GraphRAGConfig
 from graphrag.embedding import EmbeddingFunc, local_embedding
@@ -26,6 +26,9 @@ from graphrag.query_param import QueryParam
 from graphrag.schema import ChunkExtraction, ChunkRecord
 from graphrag.storage.files import MANIFEST_NAME, TMP_MARKER, commit_transaction, recover_pending_commit, wait_for_commit
 from graphrag.stores import Stores, open_stores
+
+if TYPE_CHECKING:
+    from graphrag.operators.graph_update import GraphRebuild
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +112,7 @@ def llm_configured(config: GraphRAGConfig) -> bool:
 
 class _Rebuilt(NamedTuple):
     chunks: set[str]  # whose extractions it applied
-    rebuilt: Any  # GraphRebuild
+    rebuilt: GraphRebuild
 
 
 class GraphRAG:
@@ -426,13 +429,18 @@ class GraphRAG:
         extracted: dict[str, ChunkExtraction] = {}
         merging_ahead: Optional[asyncio.Task] = None
 
+        async def merge_ahead(so_far: dict[str, ChunkExtraction]) -> _Rebuilt:
+            t = time.perf_counter()
+            rebuilt = await self._rebuild(so_far, new_chunks, removed_chunks, removed_doc_ids)
+            timings["merge_ahead"] = time.perf_counter() - t
+            return rebuilt
+
         def on_extracted(chunk_id: str, extraction: ChunkExtraction) -> None:
             nonlocal merging_ahead
             extracted[chunk_id] = extraction
             left = len(new_chunks) - len(extracted)
             if merging_ahead is None and left <= min(tail, len(extracted)):
-                merging_ahead = asyncio.ensure_future(self._rebuild(
-                    dict(extracted), new_chunks, removed_chunks, removed_doc_ids, timings, "merge_ahead"))
+                merging_ahead = asyncio.ensure_future(merge_ahead(dict(extracted)))
 
         try:
             t = time.perf_counter()
@@ -461,14 +469,12 @@ class GraphRAG:
         return extractions, changes
 
     async def _rebuild(self, extractions: dict[str, ChunkExtraction], new_chunks: dict[str, ChunkRecord],
-                       removed_chunks: set[str], removed_doc_ids: list[str],
-                       timings: Optional[dict[str, float]] = None, timing_key: str = "") -> "_Rebuilt":
+                       removed_chunks: set[str], removed_doc_ids: list[str]) -> "_Rebuilt":
         """Record ``extractions`` (and ``new_chunks``), drop the removed chunks' records, and
         rebuild what they touch in the graph (long descriptions are summarised later)."""
         from graphrag.operators.graph_update import rebuild_graph
 
         stores = self.stores
-        t = time.perf_counter()
         old_extractions = {k: v for k, v in zip(
             removed_chunks, await stores.chunk_extractions.get_by_ids(list(removed_chunks))) if v}
         if removed_chunks:
@@ -485,8 +491,6 @@ class GraphRAG:
             {**old_extractions, **extractions}, removed_chunks, stores=stores, tokenizer=self.tokenizer,
             summary_max_tokens=self.config.entity_summary_to_max_tokens,
             summarising=self.config.extraction == "llm")
-        if timings is not None:
-            timings[timing_key] = time.perf_counter() - t
         return _Rebuilt(set(extractions), rebuilt)
 
     async def _write_ahead(self, embedding: "asyncio.Task[None]") -> None:
