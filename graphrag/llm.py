@@ -159,14 +159,15 @@ class _PerLoop:
         return self._items.pop(asyncio.get_running_loop(), None)
 
 
-class _BuiltInThread(_PerLoop):
-    """A ``_PerLoop`` whose objects are slow to build (an HTTP client: imports, a TLS context,
-    openai's platform probe), so they are built in a worker thread: a warm-up overlaps the
-    insert's own preparation, and the event loop never stalls on a build. Callers that
-    arrive while a build is under way share it; a failed build is not kept."""
+class _BuiltInThread:
+    """One object per running event loop, like ``_PerLoop``, for objects slow to build (an HTTP
+    client: imports, a TLS context, openai's platform probe): built in a worker thread, so a
+    warm-up overlaps the insert's own preparation and the event loop never stalls on a
+    build. Callers that arrive while a build is under way share it; a failed build is not kept."""
 
     def __init__(self, factory: Callable[[], Any]) -> None:
-        super().__init__(factory)
+        self._factory = factory
+        self._items: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = weakref.WeakKeyDictionary()
         self._building: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future]" = (
             weakref.WeakKeyDictionary())
 
@@ -190,6 +191,10 @@ class _BuiltInThread(_PerLoop):
             # stored yet (a build just done stores it in a callback still to run).
             item = await asyncio.shield(self._start())
         return item
+
+    def pop(self) -> Any:
+        """Forget (and return) the current loop's object, e.g. to close it before the loop ends."""
+        return self._items.pop(asyncio.get_running_loop(), None)
 
     async def apop(self) -> Any:
         """``pop``, after any build under way for this loop has ended (so it is not left behind)."""
