@@ -30,6 +30,12 @@ logger = logging.getLogger(__name__)
 _WRITES_BETWEEN_YIELDS = 512
 
 
+async def _now_and_then(i: int) -> None:
+    """Let the event loop run after every ``_WRITES_BETWEEN_YIELDS`` graph writes."""
+    if i % _WRITES_BETWEEN_YIELDS == _WRITES_BETWEEN_YIELDS - 1:
+        await asyncio.sleep(0)
+
+
 @dataclass
 class GraphChanges:
     """What an update changed. Entity vectors are left to the caller so embedding can run
@@ -174,16 +180,14 @@ async def rebuild_graph(
         elif old_nodes.get(name) is not None:
             await graph.delete_node(name)
             rebuilt.deleted.add(name)
-        if i % _WRITES_BETWEEN_YIELDS == _WRITES_BETWEEN_YIELDS - 1:
-            await asyncio.sleep(0)
+        await _now_and_then(i)
     for i, key in enumerate(edge_keys):
         if key in edges:
             await graph.upsert_edge(key[0], key[1], edges[key])
         else:
             await graph.delete_edge(*key)
             rebuilt.deleted_edges.add(key)
-        if i % _WRITES_BETWEEN_YIELDS == _WRITES_BETWEEN_YIELDS - 1:
-            await asyncio.sleep(0)
+        await _now_and_then(i)
     return rebuilt
 
 

@@ -89,7 +89,7 @@ async def _find_entities(query: str, stores: Any, param: QueryParam) -> list[dic
     return [{"entity_name": n, "data": d, "rank": deg} for (n, d), deg in zip(found, degrees)]
 
 
-async def _report_groups(entities: list[dict], param: QueryParam) -> list[list[str]]:
+def _report_groups(entities: list[dict], param: QueryParam) -> list[list[str]]:
     """Ids of the entities' communities, grouped by how many entities share each, most first."""
     counts: dict[str, int] = {}
     for e in entities:
@@ -196,7 +196,7 @@ async def build_local_context(query: str, stores: Any, param: QueryParam, tokeni
     if not entities:
         return None
     node_edges = await _entity_edges(entities, stores)
-    report_groups = await _report_groups(entities, param)
+    report_groups = _report_groups(entities, param)
     relations = await _related_relations(entities, node_edges, stores)
     chunk_ids = await _related_chunks(entities, node_edges, stores)
 

@@ -13,7 +13,8 @@ from xml.parsers import expat
 from xml.sax.saxutils import escape, quoteattr
 
 import networkx as nx
-import xxhash
+
+from .lookup_index import HashingWriter
 
 # Characters XML 1.0 cannot carry at all; LLM output sometimes holds them.
 _XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -68,29 +69,6 @@ class GraphMLLayout:
     edge_lengths: list[int] = field(default_factory=list)
 
 
-class _SealedWriter:
-    """Buffers encoded lines, hashing what it writes and counting bytes."""
-
-    def __init__(self, f: BinaryIO) -> None:
-        self.f, self.position, self.hasher = f, 0, xxhash.xxh3_128()
-        self.pending: list[bytes] = []
-
-    def write(self, text: str) -> int:
-        """Queue ``text``; returns its byte length."""
-        data = text.encode("utf-8")
-        self.pending.append(data)
-        self.position += len(data)
-        if len(self.pending) >= 4096:
-            self.flush()
-        return len(data)
-
-    def flush(self) -> None:
-        data = b"".join(self.pending)
-        self.f.write(data)
-        self.hasher.update(data)
-        self.pending = []
-
-
 _INDENT = "    "
 
 
@@ -119,16 +97,20 @@ def write_graphml(graph: nx.Graph, path: str) -> GraphMLLayout:
         key: (name, _GRAPHML_TYPES[scopes[scope][name]]) for (scope, name), key in keys.items() if scope != "graph"})
     position_of: dict[Any, int] = {}
     with open(path, "wb") as f:
-        out = _SealedWriter(f)
-        out.write("<?xml version='1.0' encoding='utf-8'?>\n"
-                  '<graphml xmlns="http://graphml.graphdrawing.org/xmlns" '
-                  'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
-                  'xsi:schemaLocation="http://graphml.graphdrawing.org/xmlns '
-                  'http://graphml.graphdrawing.org/xmlns/1.0/graphml.xsd">\n')
+        out = HashingWriter(f)
+
+        def write(text: str) -> int:
+            return out.write(text.encode("utf-8"))
+
+        write("<?xml version='1.0' encoding='utf-8'?>\n"
+              '<graphml xmlns="http://graphml.graphdrawing.org/xmlns" '
+              'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
+              'xsi:schemaLocation="http://graphml.graphdrawing.org/xmlns '
+              'http://graphml.graphdrawing.org/xmlns/1.0/graphml.xsd">\n')
         for (scope, name), key in keys.items():
-            out.write(f'  <key id="{key}" for="{scope}" attr.name={quoteattr(name)} '
-                      f'attr.type="{_GRAPHML_TYPES[scopes[scope][name]]}" />\n')
-        out.write(f'  <graph edgedefault="undirected">{data("graph", graph.graph)}\n')
+            write(f'  <key id="{key}" for="{scope}" attr.name={quoteattr(name)} '
+                  f'attr.type="{_GRAPHML_TYPES[scopes[scope][name]]}" />\n')
+        write(f'  <graph edgedefault="undirected">{data("graph", graph.graph)}\n')
         # Each element on a line of its own: offset past the indent, length short of the newline.
         skip = len(_INDENT)
         for node, attrs in graph.nodes(data=True):
@@ -136,17 +118,16 @@ def write_graphml(graph: nx.Graph, path: str) -> GraphMLLayout:
             layout.node_names.append(str(node))
             layout.node_offsets.append(out.position + skip)
             layout.node_lengths.append(
-                out.write(f'{_INDENT}<node id={quoteattr(str(node))}>{data("node", attrs)}</node>\n') - skip - 1)
+                write(f'{_INDENT}<node id={quoteattr(str(node))}>{data("node", attrs)}</node>\n') - skip - 1)
         for a, b, attrs in graph.edges(data=True):
             layout.edge_ends.append((position_of[a], position_of[b]))
             layout.edge_offsets.append(out.position + skip)
-            layout.edge_lengths.append(out.write(
+            layout.edge_lengths.append(write(
                 f'{_INDENT}<edge source={quoteattr(str(a))} target={quoteattr(str(b))}>{data("edge", attrs)}</edge>\n'
             ) - skip - 1)
-        out.write("  </graph>\n</graphml>\n")
-        out.flush()
-        layout.seal = out.hasher.hexdigest()
-        out.write(_SEAL.format(layout.seal))
+        write("  </graph>\n</graphml>\n")
+        layout.seal = out.hexdigest()
+        write(_SEAL.format(layout.seal))
         out.flush()
     layout.size = out.position
     return layout

@@ -21,7 +21,7 @@ from .files import (
     atomic_write_via,
     parse_json_file,
 )
-from .lookup_index import KeyTable, ParsedOnDemand, open_index, pack
+from .lookup_index import HashingWriter, KeyTable, ParsedOnDemand, open_index, pack
 
 logger = logging.getLogger(__name__)
 
@@ -42,26 +42,16 @@ class JsonLayout:
 def write_json_with_layout(f: BinaryIO, data: dict[str, Any]) -> JsonLayout:
     """Write ``json.dumps(data, ensure_ascii=False)`` as UTF-8, entry by entry: the whole text
     is never in memory at once (a store of hundreds of MB would need it twice over)."""
-    hasher = xxhash.xxh3_128()
+    out = HashingWriter(f)
     offsets: list[int] = []
     lengths: list[int] = []
-    position = 0
-
-    def put(piece: bytes) -> None:
-        nonlocal position
-        f.write(piece)
-        hasher.update(piece)
-        position += len(piece)
-
-    put(b"{")
+    out.write(b"{")
     for i, (key, value) in enumerate(data.items()):
-        put(f'{", " if i else ""}{json.dumps(key, ensure_ascii=False)}: '.encode("utf-8"))
-        body = json.dumps(value, ensure_ascii=False).encode("utf-8")
-        offsets.append(position)
-        lengths.append(len(body))
-        put(body)
-    put(b"}")
-    return JsonLayout(offsets, lengths, position, hasher.hexdigest())
+        out.write(f'{", " if i else ""}{json.dumps(key, ensure_ascii=False)}: '.encode("utf-8"))
+        offsets.append(out.position)
+        lengths.append(out.write(json.dumps(value, ensure_ascii=False).encode("utf-8")))
+    out.write(b"}")
+    return JsonLayout(offsets, lengths, out.position, out.hexdigest())
 
 
 class RecordLookup:

@@ -20,6 +20,37 @@ import xxhash
 logger = logging.getLogger(__name__)
 
 
+class HashingWriter:
+    """Writes a store file in pieces, counting bytes (where each record lands) and hashing
+    them (what the index names the file by), so the whole text is never in memory."""
+
+    def __init__(self, f: BinaryIO, buffer_bytes: int = 1 << 20) -> None:
+        self.f, self.position, self.hasher = f, 0, xxhash.xxh3_128()
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._buffer_bytes = buffer_bytes
+
+    def write(self, data: bytes) -> int:
+        """Queue ``data``; returns its length."""
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        self.position += len(data)
+        if self._pending_bytes >= self._buffer_bytes:
+            self.flush()
+        return len(data)
+
+    def flush(self) -> None:
+        data = b"".join(self._pending)
+        self.f.write(data)
+        self.hasher.update(data)
+        self._pending, self._pending_bytes = [], 0
+
+    def hexdigest(self) -> str:
+        """The hash of everything written so far (flushes first)."""
+        self.flush()
+        return self.hasher.hexdigest()
+
+
 def key_hash(text: str) -> int:
     return xxhash.xxh3_64_intdigest(text.encode("utf-8"))
 

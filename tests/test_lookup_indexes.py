@@ -332,3 +332,20 @@ def test_writers_parse_whole_files_up_front(config: Any) -> None:
         assert store._points() is not None
         run(store.index_start_callback())
         assert store._points() is None
+
+
+def test_hashing_writer_hashes_and_counts_what_it_writes_across_flushes() -> None:
+    import io
+
+    import xxhash
+
+    from graphrag.storage.lookup_index import HashingWriter
+
+    f = io.BytesIO()
+    out = HashingWriter(f, buffer_bytes=5)  # flushes every few pieces
+    pieces = [b"{", b'"a": ', b"[1, 2, 3]", b"", b", ", "\"é\": \"中\"".encode("utf-8"), b"}"]
+    lengths = [out.write(p) for p in pieces]
+    digest = out.hexdigest()
+    body = b"".join(pieces)
+    assert f.getvalue() == body and out.position == len(body) and lengths == [len(p) for p in pieces]
+    assert digest == xxhash.xxh3_128_hexdigest(body)
