@@ -199,7 +199,8 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
         def write(tmp: str) -> None:
             with open(tmp, "wb") as f:
                 layouts.append(write_json_with_layout(f, self._data))
-            written.append(os.stat(tmp))  # a rename keeps mtime and inode
+            if self.lookup:
+                written.append(os.stat(tmp))  # a rename keeps mtime and inode
 
         atomic_write_via(self._file_name, write)
         if self.lookup:
