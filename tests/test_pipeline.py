@@ -616,6 +616,57 @@ def test_merging_ahead_of_the_last_extractions_changes_nothing(tmp_path: Path, m
     assert stats["llm"] == single.last_insert_stats["llm"]
 
 
+def test_an_insert_with_work_warms_the_llm_client_up_and_one_without_does_not(tmp_path: Path, server: MockLLMServer,
+                                                                             monkeypatch: Any) -> None:
+    from graphrag.llm import LLMClient
+
+    warmed: list[str] = []
+    warm_up = LLMClient.warm_up
+
+    def recording_warm_up(self: LLMClient) -> None:
+        warmed.append(self.model_id)
+        warm_up(self)
+
+    monkeypatch.setattr(LLMClient, "warm_up", recording_warm_up)
+    rag = make_rag(tmp_path, server)
+    rag.insert(DOCS)
+    assert sorted(warmed) == ["gpt-4o", "gpt-4o-mini"]
+    warmed.clear()
+    rag.insert(DOCS)  # nothing new: no client is built
+    assert warmed == []
+
+
+def test_chunk_vectors_are_embedded_while_the_llm_extracts(tmp_path: Path) -> None:
+    import time
+
+    events: list[tuple[str, float]] = []
+    base = hash_embedding(64)
+
+    async def embed(texts: list[str]) -> np.ndarray:
+        events.append(("embed", time.monotonic()))
+        return await base.func(texts)
+
+    answer = make_responder()
+
+    async def model(prompt: str, system_prompt: Optional[str] = None, history_messages: Optional[list] = None,
+                    **kwargs: Any) -> str:
+        await asyncio.sleep(0.05)
+        req = {"messages": [*(history_messages or []), {"role": "user", "content": prompt}]}
+        if detect_kind(req) in ("extraction", "gleaning"):
+            events.append(("extraction answer", time.monotonic()))
+        return answer(req)
+
+    rag = GraphRAG(working_dir=str(tmp_path), embedding_func=EmbeddingFunc(embedding_dim=64, max_token_size=8192,
+                                                                           func=embed),
+                   best_model_func=model, cheap_model_func=model, chunk_token_size=200, chunk_overlap_token_size=20,
+                   enable_naive_rag=True, show_progress=False)
+    rag.insert(DOCS)
+    first_embedding = min(t for kind, t in events if kind == "embed")
+    last_extraction = max(t for kind, t in events if kind == "extraction answer")
+    assert first_embedding < last_extraction
+    assert len(rag.stores.chunks_vdb) == rag.last_insert_stats["chunks_inserted"]
+
+
 def test_stores_written_ahead_are_dropped_when_the_reports_fail(tmp_path: Path, monkeypatch: Any) -> None:
     import os
     import threading
