@@ -6,6 +6,7 @@ LLM-free (``extraction="nlp"``) runs never pay for it.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import email.utils
 import heapq
@@ -15,6 +16,8 @@ import json
 import logging
 import os
 import random
+import sys
+import threading
 import time
 import weakref
 from contextlib import asynccontextmanager
@@ -270,6 +273,53 @@ _REQUEST_OPTIONS = {"timeout": "timeout", "extra_headers": "headers", "extra_que
                     "extra_body": "extra_json"}
 
 
+_TLS_LOCK = threading.Lock()
+_TLS_CONTEXTS: "dict[tuple[Optional[str], Optional[str]], concurrent.futures.Future]" = {}
+
+
+def shared_tls_context() -> "concurrent.futures.Future":
+    """The default TLS context of openai's HTTP library, built once per process (per
+    ``SSL_CERT_FILE``/``SSL_CERT_DIR``), in a thread of its own.
+
+    Loading the CA bundle takes ~40 ms, and every openai client paid it again: every sync
+    ``insert`` or ``query`` runs its own event loop, so builds its own client. OpenSSL loads
+    it without holding the GIL, so a first build also overlaps the client's imports.
+    A failed build is not kept.
+    """
+    key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    with _TLS_LOCK:
+        future = _TLS_CONTEXTS.get(key)
+        if future is None or (future.done() and future.exception() is not None):
+            future = _TLS_CONTEXTS[key] = concurrent.futures.Future()
+            threading.Thread(target=_build_tls_context, args=(future,), name="graphrag-tls", daemon=True).start()
+    return future
+
+
+def _build_tls_context(future: "concurrent.futures.Future") -> None:
+    try:
+        import openai
+
+        # httpx (openai 1.x, 2.x) or httpx2 (3.x): the library openai's default client is built on.
+        library = next(module for module in (sys.modules.get(cls.__module__.split(".")[0])
+                                             for cls in openai.DefaultAsyncHttpxClient.__mro__)
+                       if hasattr(module, "create_ssl_context"))
+        future.set_result(library.create_ssl_context())
+    except BaseException as exc:  # noqa: BLE001 - handed to the caller, which falls back
+        future.set_exception(exc)
+
+
+def _http_client(tls: "concurrent.futures.Future") -> Any:
+    """openai's default async HTTP client on the shared TLS context; None (openai builds its
+    own) if that context could not be made."""
+    import openai
+
+    try:
+        return openai.DefaultAsyncHttpxClient(verify=tls.result())
+    except Exception as exc:
+        logger.debug("No shared TLS context (%r); the HTTP client builds its own", exc)
+        return None
+
+
 def openai_clients(base_url: Optional[str] = None, api_key: Optional[str] = None, timeout: float = 180.0
                    ) -> "_BuiltInThread":
     """OpenAI-compatible clients, built lazily (one per event loop), that model funcs for the
@@ -282,17 +332,19 @@ def openai_clients(base_url: Optional[str] = None, api_key: Optional[str] = None
     def _make_client() -> Any:
         import platform
 
-        import openai
-
-        url, key = _resolve_endpoint(base_url, api_key)
-        client = openai.AsyncOpenAI(base_url=url, api_key=key, timeout=timeout, max_retries=0)
-        # Two first-request costs, paid here instead (in the worker thread) and cached by
-        # Python for the process: openai probes the platform for its headers (a subprocess,
-        # ``uname -p``), and httpcore's async I/O imports anyio's asyncio backend.
+        tls = shared_tls_context()
+        # Two first-request costs, paid here instead (in the worker thread, while the TLS
+        # context loads) and cached by Python for the process: openai probes the platform
+        # for its headers (a subprocess, ``uname -p``), and httpcore's async I/O imports
+        # anyio's asyncio backend.
         platform.platform()
         with contextlib.suppress(ImportError):
             importlib.import_module("anyio._backends._asyncio")
-        return client
+        import openai
+
+        url, key = _resolve_endpoint(base_url, api_key)
+        return openai.AsyncOpenAI(base_url=url, api_key=key, timeout=timeout, max_retries=0,
+                                  http_client=_http_client(tls))
 
     return _BuiltInThread(_make_client)
 
@@ -364,10 +416,11 @@ def openai_embedding_func(
     from graphrag.embedding import EmbeddingFunc
 
     def _make_client() -> Any:
+        tls = shared_tls_context()
         import openai
 
         url, key = _resolve_endpoint(base_url, api_key)
-        return openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=4)
+        return openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=4, http_client=_http_client(tls))
 
     clients = _BuiltInThread(_make_client)
 

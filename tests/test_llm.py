@@ -596,3 +596,87 @@ def test_a_caller_waiting_for_a_build_gets_it_even_if_it_is_closed_meanwhile() -
 
     got, closed = asyncio.run(run())
     assert got is closed is not None
+
+
+# --------------------------------------------------------------------------- shared TLS context
+
+
+def _record_http_clients(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Swap openai's default HTTP client class for one that notes the ``verify`` it was given."""
+    import openai
+
+    given: list[Any] = []
+
+    class Recording(openai.DefaultAsyncHttpxClient):  # type: ignore[misc, valid-type]
+        def __init__(self, **kwargs: Any) -> None:
+            given.append(kwargs.get("verify"))
+            super().__init__(**kwargs)
+
+    monkeypatch.setattr(openai, "DefaultAsyncHttpxClient", Recording)
+    return given
+
+
+def test_every_openai_client_of_the_process_shares_one_tls_context(
+        llm_server: MockLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ssl
+
+    from graphrag import llm
+
+    monkeypatch.setattr(llm, "_TLS_CONTEXTS", {})
+    given = _record_http_clients(monkeypatch)
+
+    async def ask(func: Any) -> str:
+        try:
+            return await func("hello")
+        finally:
+            await func.aclose()
+
+    # Two sync calls' worth of clients (each event loop builds its own), and an embedding client.
+    for _ in range(2):
+        func = openai_model_func("gpt-4o-mini", base_url=llm_server.base_url, api_key="k")
+        assert asyncio.run(ask(func))
+    llm.openai_embedding_func(base_url=llm_server.base_url, api_key="k", embedding_dim=8)
+    assert len(given) == 2
+    assert isinstance(given[0], ssl.SSLContext) and given[1] is given[0]
+    assert llm.shared_tls_context().result() is given[0]
+
+
+def test_a_failed_tls_context_build_falls_back_to_the_clients_own_and_is_not_kept(
+        llm_server: MockLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphrag import llm
+
+    monkeypatch.setattr(llm, "_TLS_CONTEXTS", {})
+    real_build = llm._build_tls_context
+    monkeypatch.setattr(llm, "_build_tls_context", lambda future: future.set_exception(OSError("no CA bundle")))
+    given = _record_http_clients(monkeypatch)
+
+    async def ask() -> str:
+        func = openai_model_func("gpt-4o-mini", base_url=llm_server.base_url, api_key="k")
+        try:
+            return await func("hello")
+        finally:
+            await func.aclose()
+
+    assert asyncio.run(ask())  # openai built its own TLS context; the call still works
+    assert given == []
+    monkeypatch.setattr(llm, "_build_tls_context", real_build)
+    assert llm.shared_tls_context().result() is not None  # the failure was not kept
+
+
+def test_the_shared_tls_context_follows_the_ca_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import ssl
+
+    from graphrag import llm
+
+    cafile = ssl.get_default_verify_paths().openssl_cafile
+    if not os.path.isfile(cafile):
+        pytest.skip("no system CA file to point SSL_CERT_FILE at")
+    monkeypatch.setattr(llm, "_TLS_CONTEXTS", {})
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    default = llm.shared_tls_context().result()
+    monkeypatch.setenv("SSL_CERT_FILE", cafile)
+    assert llm.shared_tls_context().result() is not default
+    monkeypatch.delenv("SSL_CERT_FILE")
+    assert llm.shared_tls_context().result() is default
