@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import re
@@ -423,15 +424,17 @@ class GraphRAG:
         LLM slots would mostly idle), what is extracted so far is merged meanwhile; only the
         last chunks are left for after. Both passes rebuild what they touch from every
         extraction, so the graph is the same as one pass would make."""
-        from graphrag.operators.graph_update import finish_graph_update
-
         tail = max(1, self.config.best_model_max_async // 4)
         extracted: dict[str, ChunkExtraction] = {}
         merging_ahead: Optional[asyncio.Task] = None
 
         async def merge_ahead(so_far: dict[str, ChunkExtraction]) -> _Rebuilt:
             t = time.perf_counter()
-            rebuilt = await self._rebuild(so_far, new_chunks, removed_chunks, removed_doc_ids)
+            # The report stage's code loads meanwhile too (once a process): a first insert
+            # would otherwise import it between the last extraction answer and the first report.
+            rebuilt, _ = await asyncio.gather(
+                self._rebuild(so_far, new_chunks, removed_chunks, removed_doc_ids),
+                asyncio.to_thread(importlib.import_module, "graphrag.operators.community_reports"))
             timings["merge_ahead"] = time.perf_counter() - t
             return rebuilt
 
@@ -458,6 +461,8 @@ class GraphRAG:
                 merging_ahead.cancel()
                 await asyncio.gather(merging_ahead, return_exceptions=True)
             raise
+        from graphrag.operators.graph_update import finish_graph_update
+
         changes = finish_graph_update(
             rebuilt, graph=self.stores.graph, summarizer=self.llms[1] if self.config.extraction == "llm" else None,
             tokenizer=self.tokenizer, summary_max_tokens=self.config.entity_summary_to_max_tokens,
