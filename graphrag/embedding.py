@@ -4,7 +4,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Optional
 
@@ -124,15 +123,10 @@ def hash_embedding(dim: int = 64) -> EmbeddingFunc:
         return h % dim + (0 if (h >> 32) & 1 else dim)
 
     def embed_now(texts: list[str]) -> np.ndarray:
-        token_lists = []
-        for text in texts:
-            tokens = word.findall(text.lower())
+        token_lists = [word.findall(text.lower()) for text in texts]
+        for tokens in token_lists:
             for token in set(tokens).difference(codes):
                 codes[token] = code(token)
-            token_lists.append(tokens)
-            # Runs in a worker thread beside the event loop: hand the GIL over between texts
-            # (if the loop is waiting for it) rather than after the 5 ms switch interval.
-            time.sleep(0)
         counts = np.zeros((len(texts), 2 * dim), dtype=np.float32)
         for row, tokens in enumerate(token_lists):
             if tokens:

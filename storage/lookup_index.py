@@ -22,15 +22,9 @@ logger = logging.getLogger(__name__)
 
 class HashingWriter:
     """Writes a store file in pieces, counting bytes (where each record lands) and hashing
-    them (what the index names the file by), so the whole text is never in memory.
+    them (what the index names the file by), so the whole text is never in memory."""
 
-    Stores are written in worker threads beside the event loop (ahead of a commit). Each
-    flush is a write call, which releases the GIL: flushing every 64 KiB rather than every
-    MiB lets the loop take it (to answer an LLM reply, send the next request) within a
-    fraction of a millisecond instead of waiting out the interpreter's 5 ms switch interval.
-    """
-
-    def __init__(self, f: BinaryIO, buffer_bytes: int = 1 << 16) -> None:
+    def __init__(self, f: BinaryIO, buffer_bytes: int = 1 << 20) -> None:
         self.f, self.position, self.hasher = f, 0, xxhash.xxh3_128()
         self._pending: list[bytes] = []
         self._pending_bytes = 0
