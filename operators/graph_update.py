@@ -243,24 +243,3 @@ def finish_graph_update(
 
 def _element_order(element: GraphElement) -> tuple:
     return (0, element, "") if isinstance(element, str) else (1, *element)
-
-
-async def update_graph(
-    changed_extractions: dict[str, ChunkExtraction],
-    removed_chunks: set[str],
-    *,
-    stores: Any,
-    summarizer: Optional[LLMCall],
-    tokenizer: Tokenizer,
-    summary_max_tokens: int,
-    vector_tokens: int,
-) -> GraphChanges:
-    """Rebuild what ``changed_extractions`` mention in the graph; return the vector work.
-
-    Returns once the graph's structure is updated; long descriptions are still being
-    summarised then (``GraphChanges.summaries``).
-    """
-    rebuilt = await rebuild_graph(changed_extractions, removed_chunks, stores=stores, tokenizer=tokenizer,
-                                  summary_max_tokens=summary_max_tokens, summarising=summarizer is not None)
-    return finish_graph_update(rebuilt, graph=stores.graph, summarizer=summarizer, tokenizer=tokenizer,
-                               summary_max_tokens=summary_max_tokens, vector_tokens=vector_tokens)

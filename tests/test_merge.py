@@ -23,7 +23,7 @@ from graphrag.schema import GRAPH_FIELD_SEP as SEP
 
 async def merge_graph_records(entity_contribs: Any, relation_contribs: Any, *, llm: Any, tokenizer: Any,
                               summary_max_tokens: int, endpoint_relations: Any = None) -> Any:
-    """The merge stage's record building, as ``update_graph`` chains it: build, then summarise the long."""
+    """The merge stage's record building as an insert chains it: build, then summarise the long."""
     nodes, edges = build_graph_records(entity_contribs, relation_contribs, endpoint_relations)
     long = long_descriptions(nodes, edges, tokenizer=tokenizer, max_tokens=summary_max_tokens)
     await summarize_elements(long, nodes, edges, llm=llm, tokenizer=tokenizer, summary_max_tokens=summary_max_tokens)
@@ -228,7 +228,7 @@ def test_merging_in_two_passes_gives_what_one_pass_gives(tmp_path: Any) -> None:
     also when the first pass removes an earlier document's chunks."""
     from graphrag.config import GraphRAGConfig
     from graphrag.embedding import hash_embedding
-    from graphrag.operators.graph_update import finish_graph_update, rebuild_graph, update_graph
+    from graphrag.operators.graph_update import finish_graph_update, rebuild_graph
     from graphrag.stores import open_stores
 
     rng = random.Random(3)
@@ -237,6 +237,14 @@ def test_merging_in_two_passes_gives_what_one_pass_gives(tmp_path: Any) -> None:
     removed = {"chunk-01", "chunk-04"}
     first = dict(list(new.items())[:7])
     rest = dict(list(new.items())[7:])
+
+    async def update_graph(extractions: dict, removed_chunks: set, *, stores: Any, summarizer: Any,
+                           tokenizer: Any, summary_max_tokens: int, vector_tokens: int) -> Any:
+        # One pass: rebuild, then finish (what an insert does without a merge ahead).
+        rebuilt = await rebuild_graph(extractions, removed_chunks, stores=stores, tokenizer=tokenizer,
+                                      summary_max_tokens=summary_max_tokens, summarising=True)
+        return finish_graph_update(rebuilt, graph=stores.graph, summarizer=summarizer, tokenizer=tokenizer,
+                                   summary_max_tokens=summary_max_tokens, vector_tokens=vector_tokens)
 
     async def build(two_passes: bool, directory: str) -> tuple[dict, dict, dict, list]:
         cfg = GraphRAGConfig(working_dir=directory, embedding_func=hash_embedding(16))
