@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Optional
 
 import numpy as np
@@ -31,6 +31,25 @@ class EmbeddingFunc:
             semaphore = self._semaphores[loop_id] = asyncio.Semaphore(self.max_async)
         async with semaphore:
             return await self.func(texts, *args, **kwargs)
+
+
+def limited(func: Any, max_async: int) -> EmbeddingFunc:
+    """``func`` with at most ``max_async`` calls in flight (the config's
+    ``embedding_func_max_async``), unless it carries its own limit.
+
+    Accepts an :class:`EmbeddingFunc` or, as nano-graphrag users pass them, any async
+    callable with ``embedding_dim`` and ``max_token_size`` attributes. The caller's object is
+    never modified: it may be shared by several ``GraphRAG`` instances.
+    """
+    if isinstance(func, EmbeddingFunc):
+        return func if func.max_async else replace(func, max_async=max_async)
+    missing = [a for a in ("embedding_dim", "max_token_size") if getattr(func, a, None) is None]
+    if missing or not callable(func):
+        raise TypeError(f"embedding_func must be an EmbeddingFunc or an async callable with embedding_dim and "
+                        f"max_token_size attributes (see wrap_embedding_func_with_attrs); {func!r} lacks "
+                        f"{', '.join(missing) or 'a __call__'}")
+    return EmbeddingFunc(embedding_dim=int(func.embedding_dim), max_token_size=int(func.max_token_size), func=func,
+                         max_async=max_async)
 
 
 def wrap_embedding_func_with_attrs(**attrs: Any) -> Callable[[Callable], EmbeddingFunc]:

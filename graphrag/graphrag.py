@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, NamedTuple, Optional, Union
 
 from graphrag.config import GraphRAGConfig
-from graphrag.embedding import EmbeddingFunc, local_embedding
+from graphrag.embedding import EmbeddingFunc, limited, local_embedding
 from graphrag.locking import try_lock, writer_lock
 from graphrag.progress import Progress
 from graphrag.query_param import QueryParam
@@ -127,7 +127,8 @@ class GraphRAG:
                 raise FileNotFoundError(f"working dir {wd!r} does not exist")
             os.makedirs(wd, exist_ok=True)
             logger.info("Created working dir %s", wd)
-        self.embedding_func: EmbeddingFunc = self.config.embedding_func or local_embedding()
+        self.embedding_func: EmbeddingFunc = limited(self.config.embedding_func or local_embedding(),
+                                                     self.config.embedding_func_max_async)
         self._recover_if_possible()
         self.stores: Stores = open_stores(self.config, self.embedding_func)
         self._tokenizer: Any = None

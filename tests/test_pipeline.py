@@ -715,3 +715,50 @@ def test_same_source_with_new_content_replaces_the_document(tmp_path: Path, serv
     assert nodes["SALTMERE"]["source_id"] == new_chunk
     assert all(new_chunk in d["source_id"] or old_chunk[0] in d["source_id"] for d in nodes.values())
     assert len(rag.stores.chunks_vdb) == 2
+
+
+class _ConcurrencyProbe:
+    """An async embedding callable (nano-graphrag style: a plain object with the two
+    attributes) that records how many of its calls overlapped."""
+
+    embedding_dim = 32
+    max_token_size = 8192
+
+    def __init__(self) -> None:
+        self.inner = hash_embedding(self.embedding_dim)
+        self.in_flight = 0
+        self.peak = 0
+        self.calls = 0
+
+    async def __call__(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await asyncio.sleep(0.01)  # long enough for every batch gathered meanwhile to start
+            return await self.inner.func(texts)
+        finally:
+            self.in_flight -= 1
+
+
+def test_embedding_func_max_async_limits_calls_in_flight(tmp_path: Path) -> None:
+    probe = _ConcurrencyProbe()
+    rag = GraphRAG(working_dir=str(tmp_path / "limited"), extraction="nlp", embedding_func=probe,
+                   embedding_batch_num=1, embedding_func_max_async=2, show_progress=False)
+    rag.insert(DOCS)
+    assert probe.calls > 4 and probe.peak == 2
+    assert isinstance(rag.embedding_func, EmbeddingFunc) and rag.embedding_func.embedding_dim == 32
+
+    # The config's limit is the default; a func that carries its own keeps it, unmodified.
+    own = EmbeddingFunc(embedding_dim=32, max_token_size=8192, func=_ConcurrencyProbe(), max_async=3)
+    rag = GraphRAG(working_dir=str(tmp_path / "own"), extraction="nlp", embedding_func=own, embedding_batch_num=1,
+                   embedding_func_max_async=1, show_progress=False)
+    rag.insert(DOCS)
+    assert rag.embedding_func is own and own.func.peak == 3
+
+    shared = hash_embedding(32)
+    GraphRAG(working_dir=str(tmp_path / "shared"), embedding_func=shared, embedding_func_max_async=5)
+    assert shared.max_async is None  # the caller's object is left as it was
+
+    with pytest.raises(TypeError, match="embedding_dim"):
+        GraphRAG(working_dir=str(tmp_path / "bad"), embedding_func=lambda texts: texts)
