@@ -86,7 +86,8 @@ class GraphRebuild:
 
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     edges: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    long: set[GraphElement] = field(default_factory=set)
+    # Long descriptions to summarise, each with its summary input.
+    long: dict[GraphElement, str] = field(default_factory=dict)
     # Descriptions as committed before the insert (None: a new node), to skip unchanged vectors.
     committed: dict[str, Optional[str]] = field(default_factory=dict)
     deleted: set[str] = field(default_factory=set)
@@ -99,7 +100,7 @@ class GraphRebuild:
         return GraphRebuild(
             nodes={**{n: d for n, d in self.nodes.items() if n not in later.deleted}, **later.nodes},
             edges={**{k: d for k, d in self.edges.items() if k not in later.deleted_edges}, **later.edges},
-            long={e for e in self.long if e not in touched} | later.long,
+            long={**{e: v for e, v in self.long.items() if e not in touched}, **later.long},
             committed={**later.committed, **self.committed},
             deleted=(self.deleted - set(later.nodes)) | later.deleted,
             deleted_edges=(self.deleted_edges - set(later.edges)) | later.deleted_edges,
@@ -166,7 +167,7 @@ async def rebuild_graph(
         rebuilt = GraphRebuild(nodes=nodes, edges=edges, committed={
             n: old.get("description") if old else None for n, old in old_nodes.items()})
         if summarising:
-            rebuilt.long = set(long_descriptions(nodes, edges, tokenizer=tokenizer, max_tokens=summary_max_tokens))
+            rebuilt.long = long_descriptions(nodes, edges, tokenizer=tokenizer, max_tokens=summary_max_tokens)
         else:
             for data in [*nodes.values(), *edges.values()]:
                 data["description"] = tokenizer.truncate(data["description"], summary_max_tokens)
@@ -226,8 +227,8 @@ def finish_graph_update(
     async def write_summaries() -> None:
         # Only descriptions change here, never the structure that clustering reads meanwhile.
         assert summarizer is not None
-        await summarize_elements(long, nodes, edges, llm=summarizer, tokenizer=tokenizer,
-                                 summary_max_tokens=summary_max_tokens)
+        await summarize_elements({e: rebuilt.long[e] for e in long}, nodes, edges, llm=summarizer,
+                                 tokenizer=tokenizer, summary_max_tokens=summary_max_tokens)
         for element in long:
             if isinstance(element, str):
                 await graph.upsert_node(element, nodes[element])

@@ -26,6 +26,7 @@ __all__ = [
     "merge_relation",
     "placeholder_entity",
     "summarize_description",
+    "summary_input",
     "summary_input_budget",
     "group_contributions",
     "build_graph_records",
@@ -113,16 +114,16 @@ def summary_input_budget(max_tokens: int) -> int:
     return max(4 * max_tokens, 4000)
 
 
-async def summarize_description(
-    name: str, description: str, *, llm: LLMCall, tokenizer: Tokenizer, max_tokens: int
-) -> str:
-    """Return ``description`` unchanged when short enough, else an LLM summary of it.
+def summary_input(description: str, *, tokenizer: Tokenizer, max_tokens: int) -> Optional[str]:
+    """The description list a summary of ``description`` is written from, or None when it
+    fits ``max_tokens`` as it is.
 
-    The input list keeps whole descriptions in order while they fit in
-    :func:`summary_input_budget`; a single oversized first description is truncated.
+    The list keeps whole descriptions in order while they fit in :func:`summary_input_budget`;
+    a single oversized first description is truncated. Counting tokens is the costly part of
+    a summary besides the call, so the merge does it in its worker thread.
     """
     if fits(tokenizer, description, max_tokens):
-        return description
+        return None
     budget = summary_input_budget(max_tokens)
     kept: list[str] = []
     used = 0
@@ -134,11 +135,22 @@ async def summarize_description(
             break
         kept.append(part)
         used += size
-    prompt = render(
-        "summarize_entity_descriptions",
-        entity_name=name,
-        description_list="\n".join(kept),
-    )
+    return "\n".join(kept)
+
+
+async def summarize_description(
+    name: str, description: str, *, llm: LLMCall, tokenizer: Tokenizer, max_tokens: int,
+    listing: Optional[str] = None,
+) -> str:
+    """Return ``description`` unchanged when short enough, else an LLM summary of it.
+
+    ``listing``: its :func:`summary_input`, when already computed.
+    """
+    if listing is None:
+        listing = summary_input(description, tokenizer=tokenizer, max_tokens=max_tokens)
+        if listing is None:
+            return description
+    prompt = render("summarize_entity_descriptions", entity_name=name, description_list=listing)
     summary = (await llm(prompt, stage="summary", max_tokens=max_tokens, priority=SUMMARY_PRIORITY)).strip()
     if not summary:
         logger.warning("empty summary for %r; truncating its description instead", name)
@@ -201,15 +213,20 @@ GraphElement = Union[str, tuple[str, str]]
 def long_descriptions(
     nodes: dict[str, dict[str, Any]], edges: dict[tuple[str, str], dict[str, Any]], *,
     tokenizer: Tokenizer, max_tokens: int,
-) -> list[GraphElement]:
-    """The nodes (names) and edges (keys) whose description needs a summary; usually few."""
-    long: list[GraphElement] = [n for n, d in nodes.items() if not fits(tokenizer, d["description"], max_tokens)]
-    long += [k for k, d in edges.items() if not fits(tokenizer, d["description"], max_tokens)]
+) -> dict[GraphElement, str]:
+    """The nodes (names) and edges (keys) whose description needs a summary (usually few),
+    each with its :func:`summary_input`."""
+    long: dict[GraphElement, str] = {}
+    for elements in (nodes, edges):
+        for element, data in elements.items():
+            listing = summary_input(data["description"], tokenizer=tokenizer, max_tokens=max_tokens)
+            if listing is not None:
+                long[element] = listing
     return long
 
 
 async def summarize_elements(
-    elements: list[GraphElement],
+    elements: dict[GraphElement, str],
     nodes: dict[str, dict[str, Any]],
     edges: dict[tuple[str, str], dict[str, Any]],
     *,
@@ -217,14 +234,14 @@ async def summarize_elements(
     tokenizer: Tokenizer,
     summary_max_tokens: int,
 ) -> None:
-    """Replace the description of each of ``elements`` (in ``nodes``/``edges``) by its summary."""
+    """Replace the description of each of ``elements`` (in ``nodes``/``edges``) by its
+    summary; ``elements`` maps each to its :func:`summary_input` (from :func:`long_descriptions`)."""
 
-    async def summarise(element: GraphElement) -> None:
+    async def summarise(element: GraphElement, listing: str) -> None:
         data = nodes[element] if isinstance(element, str) else edges[element]
         label = element if isinstance(element, str) else f"{element[0]}, {element[1]}"
         data["description"] = await summarize_description(
-            label, data["description"], llm=llm, tokenizer=tokenizer, max_tokens=summary_max_tokens
+            label, data["description"], llm=llm, tokenizer=tokenizer, max_tokens=summary_max_tokens, listing=listing
         )
 
-    await asyncio.gather(*(summarise(element) for element in elements))
-
+    await asyncio.gather(*(summarise(element, listing) for element, listing in elements.items()))

@@ -16,6 +16,7 @@ from graphrag.operators.merge import (
     SUMMARY_PRIORITY,
     summarize_description,
     summarize_elements,
+    summary_input,
     summary_input_budget,
 )
 from graphrag.schema import GRAPH_FIELD_SEP as SEP
@@ -153,6 +154,35 @@ def test_summary_input_truncated_to_budget() -> None:
     huge = "z" * (budget * 2)
     asyncio.run(summarize_description("X", huge, llm=llm, tokenizer=tok, max_tokens=10))
     assert "z" * budget in llm.calls[1][0] and "z" * (budget + 1) not in llm.calls[1][0]
+
+
+def test_long_descriptions_carry_their_summary_input() -> None:
+    """The merge's worker thread decides what is long and builds each summary's input, so
+    the summaries, sent from the event loop, count no tokens."""
+
+    class Counting(CharTokenizer):
+        counted = 0
+
+        def count(self, text: str) -> int:
+            self.counted += 1
+            return len(text)
+
+    tok = Counting()
+    nodes = {"A": {"description": SEP.join(["alpha " * 3, "beta " * 3])}, "B": {"description": "short"}}
+    edges = {("A", "B"): {"description": SEP.join(["one", "two " * 5])}}
+    long = long_descriptions(nodes, edges, tokenizer=tok, max_tokens=12)
+    assert long == {"A": summary_input(nodes["A"]["description"], tokenizer=tok, max_tokens=12),
+                    ("A", "B"): summary_input(edges[("A", "B")]["description"], tokenizer=tok, max_tokens=12)}
+    assert long["A"] == ("alpha " * 3) + "\n" + ("beta " * 3)
+    assert summary_input("short", tokenizer=tok, max_tokens=12) is None
+
+    tok.counted = 0
+    llm = FakeLLM()
+    asyncio.run(summarize_elements(long, nodes, edges, llm=llm, tokenizer=tok, summary_max_tokens=12))
+    assert tok.counted == 0
+    assert nodes["A"]["description"] == edges[("A", "B")]["description"] == "SUMMARY"
+    assert nodes["B"]["description"] == "short" and len(llm.calls) == 2
+    assert long["A"] in llm.calls[0][0] + llm.calls[1][0]
 
 
 def test_empty_summary_falls_back_to_truncation() -> None:
