@@ -575,14 +575,9 @@ class GraphRAG:
             progress.close()
 
     async def _embed_chunks(self, new_chunks: dict[str, ChunkRecord], timings: dict[str, float]) -> None:
-        if self.stores.chunks_vdb is None or not new_chunks:
-            return
-        if self._llms is not None:
-            # The LLM client's build (in a new process: imports, a TLS context) is on the path
-            # to the first extraction request; embedding beside it would only slow it down.
-            await self._llms[0].warmed_up()
         t = time.perf_counter()
-        await self.stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
+        if self.stores.chunks_vdb is not None and new_chunks:
+            await self.stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
         timings["embed"] = timings.get("embed", 0.0) + time.perf_counter() - t
 
     async def _embed_entities(self, chunk_vectors: "asyncio.Task[None]", changes: Any,

@@ -199,15 +199,11 @@ class _BuiltInThread:
         """Forget (and return) the current loop's object, e.g. to close it before the loop ends."""
         return self._items.pop(asyncio.get_running_loop(), None)
 
-    async def settled(self) -> None:
-        """Return once no build is under way for this loop, whether it succeeded or not."""
+    async def apop(self) -> Any:
+        """``pop``, after any build under way for this loop has ended (so it is not left behind)."""
         building = self._building.get(asyncio.get_running_loop())
         if building is not None:
             await asyncio.gather(asyncio.shield(building), return_exceptions=True)
-
-    async def apop(self) -> Any:
-        """``pop``, after any build under way for this loop has ended (so it is not left behind)."""
-        await self.settled()
         return self.pop()
 
     def warm_up(self) -> None:
@@ -401,7 +397,6 @@ def openai_model_func(
     model_func.__qualname__ = f"openai_model_func({model})"
     model_func.aclose = aclose  # type: ignore[attr-defined]
     model_func.warm_up = clients.warm_up  # type: ignore[attr-defined]
-    model_func.warmed_up = clients.settled  # type: ignore[attr-defined]
     return model_func
 
 
@@ -538,14 +533,6 @@ class LLMClient:
         warm_up = getattr(self.func, "warm_up", None)
         if warm_up is not None:
             warm_up()
-
-    async def warmed_up(self) -> None:
-        """Return once a warm-up under way has ended (a failed one is left for the first call
-        to report); at once for funcs without one."""
-        waiter = getattr(self.func, "warmed_up", None)
-        if waiter is not None:
-            with contextlib.suppress(Exception):
-                await waiter()
 
     async def aclose(self) -> None:
         """Close the model's HTTP connections for the running loop (sync wrappers' loops end)."""

@@ -667,50 +667,6 @@ def test_chunk_vectors_are_embedded_while_the_llm_extracts(tmp_path: Path) -> No
     assert len(rag.stores.chunks_vdb) == rag.last_insert_stats["chunks_inserted"]
 
 
-def test_chunk_vectors_wait_for_the_llm_warm_up(tmp_path: Path) -> None:
-    """A model func's warm-up (the openai client's build: imports, TLS) is on the path to the
-    first request, so chunk embedding starts after it, still during extraction."""
-    import time
-
-    events: list[tuple[str, float]] = []
-    base = hash_embedding(64)
-    answer = make_responder()
-    building: list[asyncio.Task] = []
-
-    async def embed(texts: list[str]) -> np.ndarray:
-        events.append(("embed", time.monotonic()))
-        return await base.func(texts)
-
-    async def build() -> None:
-        await asyncio.sleep(0.08)
-        events.append(("built", time.monotonic()))
-        raise RuntimeError("a failed warm-up is the first call's to report, not the embedding's")
-
-    async def model(prompt: str, system_prompt: Optional[str] = None, history_messages: Optional[list] = None,
-                    **kwargs: Any) -> str:
-        await asyncio.sleep(0.05)
-        req = {"messages": [*(history_messages or []), {"role": "user", "content": prompt}]}
-        if detect_kind(req) in ("extraction", "gleaning"):
-            events.append(("extraction answer", time.monotonic()))
-        return answer(req)
-
-    async def warmed_up() -> None:
-        await asyncio.gather(*building, return_exceptions=True)
-
-    model.warm_up = lambda: building or building.append(asyncio.ensure_future(build()))  # type: ignore[attr-defined]
-    model.warmed_up = warmed_up  # type: ignore[attr-defined]
-    rag = GraphRAG(working_dir=str(tmp_path), embedding_func=EmbeddingFunc(embedding_dim=64, max_token_size=8192,
-                                                                           func=embed),
-                   best_model_func=model, cheap_model_func=model, chunk_token_size=120, chunk_overlap_token_size=20,
-                   best_model_max_async=2, enable_naive_rag=True, show_progress=False)
-    rag.insert(DOCS)
-    built = [t for kind, t in events if kind == "built"]
-    first_embedding = min(t for kind, t in events if kind == "embed")
-    assert len(built) == 1 and first_embedding >= built[0]
-    assert first_embedding < max(t for kind, t in events if kind == "extraction answer")
-    assert len(rag.stores.chunks_vdb) == rag.last_insert_stats["chunks_inserted"]
-
-
 def test_stores_written_ahead_are_dropped_when_the_reports_fail(tmp_path: Path, monkeypatch: Any) -> None:
     import os
     import threading
