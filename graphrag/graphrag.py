@@ -365,15 +365,21 @@ class GraphRAG:
         await self._reassign_chunks(kept_by, set(removed_doc_ids))
         timings["chunk"] = time.perf_counter() - t
 
-        # Chunk vectors need only the chunk text: they are embedded while the LLM extracts.
-        chunk_vectors = asyncio.create_task(self._embed_chunks(new_chunks, timings))
+        # Chunk vectors need only the chunk text: they are embedded while the LLM extracts,
+        # from its first extracted chunk on. Before that the CPU goes to what the first
+        # requests wait for: chunking, the client's build (in a new process, its imports).
+        extracting = asyncio.Event()
+        if self.config.extraction != "llm":
+            extracting.set()  # no requests to make way for
+        chunk_vectors = asyncio.create_task(self._embed_chunks(new_chunks, timings, extracting))
         try:
             extractions, changes = await self._extract_and_merge(new_chunks, removed_chunks, removed_doc_ids,
-                                                                 timings)
+                                                                 timings, extracting)
         except BaseException:
             chunk_vectors.cancel()
             await asyncio.gather(chunk_vectors, return_exceptions=True)
             raise
+        extracting.set()  # no chunk to extract (a removal only, or every chunk known already)
 
         # Nothing below needs the entity vectors, so they are embedded beside clustering and
         # reports; clustering needs only the structure, so it runs while long descriptions
@@ -419,12 +425,13 @@ class GraphRAG:
         }
 
     async def _extract_and_merge(self, new_chunks: dict[str, ChunkRecord], removed_chunks: set[str],
-                                 removed_doc_ids: list[str], timings: dict[str, float]
-                                 ) -> tuple[dict[str, ChunkExtraction], Any]:
+                                 removed_doc_ids: list[str], timings: dict[str, float],
+                                 extracting: asyncio.Event) -> tuple[dict[str, ChunkExtraction], Any]:
         """Extract, then merge into the graph. Once only the last calls are in flight (the
         LLM slots would mostly idle), what is extracted so far is merged meanwhile; only the
         last chunks are left for after. Both passes rebuild what they touch from every
-        extraction, so the graph is the same as one pass would make."""
+        extraction, so the graph is the same as one pass would make. ``extracting`` is set
+        once the first chunk is extracted."""
         tail = max(1, self.config.best_model_max_async // 4)
         extracted: dict[str, ChunkExtraction] = {}
         merging_ahead: Optional[asyncio.Task] = None
@@ -441,6 +448,7 @@ class GraphRAG:
 
         def on_extracted(chunk_id: str, extraction: ChunkExtraction) -> None:
             nonlocal merging_ahead
+            extracting.set()
             extracted[chunk_id] = extraction
             left = len(new_chunks) - len(extracted)
             if merging_ahead is None and left <= min(tail, len(extracted)):
@@ -574,10 +582,13 @@ class GraphRAG:
         finally:
             progress.close()
 
-    async def _embed_chunks(self, new_chunks: dict[str, ChunkRecord], timings: dict[str, float]) -> None:
+    async def _embed_chunks(self, new_chunks: dict[str, ChunkRecord], timings: dict[str, float],
+                            after: asyncio.Event) -> None:
+        if self.stores.chunks_vdb is None or not new_chunks:
+            return
+        await after.wait()
         t = time.perf_counter()
-        if self.stores.chunks_vdb is not None and new_chunks:
-            await self.stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
+        await self.stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
         timings["embed"] = timings.get("embed", 0.0) + time.perf_counter() - t
 
     async def _embed_entities(self, chunk_vectors: "asyncio.Task[None]", changes: Any,
