@@ -17,7 +17,7 @@ import io
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Collection, Iterable, Optional, Protocol, Union
 
 import xxhash
@@ -211,6 +211,15 @@ class CommunityTables:
     entity_lines: list[str]
     relation_lines: list[str]
     text: str
+    _fits: dict[int, bool] = field(default_factory=dict, repr=False)
+
+    def fit(self, tokenizer: Any, max_tokens: int) -> bool:
+        """Whether ``text`` fits ``max_tokens``; counted once (a large community's tables are
+        asked twice: to choose between reporting now and waiting, then to build the context)."""
+        known = self._fits.get(max_tokens)
+        if known is None:
+            known = self._fits[max_tokens] = fits(tokenizer, self.text, max_tokens)
+        return known
 
 
 def community_tables(community: CommunitySchema, nodes: dict[str, dict],
@@ -241,7 +250,7 @@ def build_community_context(
     :func:`community_tables` of this community, if already built.
     """
     tables = tables or community_tables(community, nodes, edges)
-    if fits(tokenizer, tables.text, max_tokens):
+    if tables.fit(tokenizer, max_tokens):
         return tables.text
     ent_lines, rel_lines = tables.entity_lines, tables.relation_lines
 
@@ -575,7 +584,7 @@ async def generate_community_reports(
         community = communities[cid]
         async with preparing:
             tables = community_tables(community, nodes, edges)
-            if fits(tokenizer, tables.text, max_tokens):
+            if tables.fit(tokenizer, max_tokens):
                 await one(cid, fp, tables)
                 return
         subs = [pending[str(s)] for s in community.get("sub_communities") or [] if str(s) in pending]

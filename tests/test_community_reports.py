@@ -15,6 +15,7 @@ from graphrag.llm import LLMClient, UsageCounter, openai_model_func
 from graphrag.operators.community_reports import (
     build_community_context,
     community_fingerprint,
+    community_tables,
     generate_community_reports,
     parse_report_json,
 )
@@ -299,6 +300,35 @@ def test_context_never_exceeds_budget_and_keeps_whole_rows(tmp_path, max_tokens)
             # the most connected members are the ones kept
             best = sorted(community["nodes"], key=lambda n: (-nodes[n]["degree"], n))
             assert names == best[: len(names)]
+
+
+def test_tables_too_large_are_counted_once(tmp_path):
+    """The report stage asks a large community's tables whether they fit twice (report now
+    or wait for sub-communities; then to build the context): the whole text is tokenised once."""
+
+    class Counting:
+        def __init__(self):
+            self.counted = []
+
+        def count(self, text):
+            self.counted.append(text)
+            return TOKENIZER.count(text)
+
+        def __getattr__(self, name):
+            return getattr(TOKENIZER, name)
+
+    graph, communities = _make_graph(tmp_path)
+    nodes, edges = _graph_data(graph)
+    community = max(communities.values(), key=lambda c: len(c["nodes"]))
+    tables = community_tables(community, nodes, edges)
+    budget = TOKENIZER.count(tables.text) // 2  # more bytes than tokens: the byte check cannot decide
+    assert len(tables.text.encode()) > budget
+    tok = Counting()
+    assert not tables.fit(tok, budget) and not tables.fit(tok, budget)
+    text = build_community_context(community, nodes, edges, tokenizer=tok, max_tokens=budget, tables=tables)
+    assert tok.counted.count(tables.text) == 1
+    assert text == build_community_context(community, nodes, edges, tokenizer=TOKENIZER, max_tokens=budget)
+    assert tables.fit(tok, 10 * budget) and tok.counted.count(tables.text) == 1  # bytes decide that one
 
 
 def test_large_community_is_described_by_sub_reports(tmp_path):
