@@ -40,6 +40,11 @@ NO_LLM_NOTE = (
 
 EMPTY_INDEX_MESSAGE = "No documents are indexed in {working_dir} yet: insert some before asking questions."
 
+# Of the best model's window (``best_model_max_token_size``), the tokens kept free for a
+# community report's answer (a JSON report runs ~500-1500), and the least room for its data.
+REPORT_ANSWER_TOKENS = 2000
+MIN_REPORT_DATA_TOKENS = 128
+
 
 def _run_sync(coro: Any, cleanup: Any = None) -> Any:
     """Thin sync wrapper; refuses politely inside a running loop (notebooks: use the a* methods).
@@ -272,6 +277,8 @@ class GraphRAG:
             new_ids = await self.stores.full_docs.filter_keys(list(documents))
             new_docs = {k: v for k, v in documents.items() if k in new_ids}
             if new_docs:
+                if self.config.extraction == "llm":
+                    self._report_data_tokens()  # a window too small fails here, before any call is paid
                 self._warm_up_models()
             replaced = await self._superseded_documents(new_docs)
             if new_docs or replaced:
@@ -602,6 +609,21 @@ class GraphRAG:
         await store_entity_vectors(self.stores.entities_vdb, changes)
         timings["embed"] = timings.get("embed", 0.0) + time.perf_counter() - t
 
+    def _report_data_tokens(self) -> int:
+        """Community data one report prompt carries: ``community_report_max_token_size``, or
+        less where ``best_model_max_token_size`` leaves less room beside the prompt's own text
+        and ``REPORT_ANSWER_TOKENS`` kept for the answer."""
+        from graphrag.prompts import room_for_data
+
+        window = self.config.best_model_max_token_size
+        room = room_for_data(self.tokenizer, "community_report", window, REPORT_ANSWER_TOKENS, input_text="")
+        if room < MIN_REPORT_DATA_TOKENS:
+            raise ValueError(
+                f"best_model_max_token_size={window} leaves {max(room, 0)} tokens for a community's data in a "
+                f"report prompt (at least {MIN_REPORT_DATA_TOKENS} needed; {REPORT_ANSWER_TOKENS} are kept for "
+                "the answer): raise it to the model's context window")
+        return min(self.config.community_report_max_token_size, room)
+
     async def _report(self, schema: Optional[dict[str, Any]] = None,
                       in_flight: Optional[Any] = None) -> tuple[int, int]:
         """One report per community; unchanged communities keep theirs without an LLM call."""
@@ -613,11 +635,12 @@ class GraphRAG:
         existing_keys = await stores.community_reports.all_keys()
         existing = {k: v for k, v in zip(existing_keys, await stores.community_reports.get_by_ids(existing_keys)) if v}
         extractive = self.config.extraction == "nlp"
+        max_tokens = self.config.community_report_max_token_size if extractive else self._report_data_tokens()
         progress = Progress(len(schema), "Community reports", self.config.show_progress)
         try:
             records, generated = await generate_community_reports(
                 schema, graph=stores.graph, llm=None if extractive else self.llms[0], tokenizer=self.tokenizer,
-                max_tokens=self.config.community_report_max_token_size, existing=existing,
+                max_tokens=max_tokens, existing=existing,
                 llm_kwargs=self.config.special_community_report_llm_kwargs, extractive=extractive,
                 on_progress=progress.update, in_flight=in_flight,
             )

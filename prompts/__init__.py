@@ -51,6 +51,13 @@ def load(name: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def room_for_data(tokenizer: Any, name: str, window: int, answer_tokens: int, **empty: Any) -> int:
+    """Tokens left for the data of prompt ``name`` in a model window of ``window`` tokens,
+    after the template's own text and ``answer_tokens`` kept for the answer (``empty``: the
+    data placeholders, filled with nothing)."""
+    return window - tokenizer.count(render(name, **empty)) - answer_tokens
+
+
 def render(name: str, **values: Any) -> str:
     """Fill template ``name``; the delimiter placeholders default to the standard ones."""
     defaults: dict[str, Any] = {

@@ -765,3 +765,41 @@ def test_embedding_func_max_async_limits_calls_in_flight(tmp_path: Path) -> None
 
     with pytest.raises(TypeError, match="embedding_dim"):
         GraphRAG(working_dir=str(tmp_path / "bad"), embedding_func=lambda texts: texts)
+
+
+def test_report_prompts_fit_the_best_models_window(tmp_path: Path) -> None:
+    """``best_model_max_token_size`` bounds a report prompt: the community data shrinks to
+    leave room for the prompt's own text and the answer. A window too small for any data
+    fails before an LLM call is paid for."""
+    from graphrag.graphrag import REPORT_ANSWER_TOKENS
+    from graphrag.operators.tokenizer import get_tokenizer
+
+    tokenizer = get_tokenizer("gpt-4o")
+    answer = make_responder()
+    report_prompts: list[str] = []
+    calls: list[str] = []
+
+    async def model(prompt: str, system_prompt: Optional[str] = None, history_messages: Optional[list] = None,
+                    **kwargs: Any) -> str:
+        req = {"messages": [*(history_messages or []), {"role": "user", "content": prompt}]}
+        calls.append(detect_kind(req))
+        if calls[-1] == "report":
+            report_prompts.append(prompt)
+        return answer(req)
+
+    def rag(wd: str, window: int) -> GraphRAG:
+        return GraphRAG(working_dir=str(tmp_path / wd), embedding_func=hash_embedding(32), best_model_func=model,
+                        cheap_model_func=model, best_model_max_token_size=window, show_progress=False)
+
+    rag("roomy", 32768).insert(DOCS)
+    longest = max(tokenizer.count(p) for p in report_prompts)
+    window = longest + REPORT_ANSWER_TOKENS - 100  # the longest prompt no longer fits as it was
+    report_prompts.clear()
+    stats = rag("tight", window).insert(DOCS)
+    assert stats["reports_generated"] == stats["communities"] == len(report_prompts)
+    assert max(tokenizer.count(p) for p in report_prompts) <= window - REPORT_ANSWER_TOKENS
+
+    calls.clear()
+    with pytest.raises(ValueError, match="best_model_max_token_size=2100"):
+        rag("tiny", 2100).insert(DOCS)
+    assert calls == []
