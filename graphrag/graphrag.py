@@ -41,9 +41,10 @@ NO_LLM_NOTE = (
 EMPTY_INDEX_MESSAGE = "No documents are indexed in {working_dir} yet: insert some before asking questions."
 
 # Of the best model's window (``best_model_max_token_size``), the tokens kept free for a
-# community report's answer (a JSON report runs ~500-1500), and the least room for its data.
+# community report's answer (a JSON report runs ~500-1500); and the least room a prompt must
+# leave for its data, in either model's window.
 REPORT_ANSWER_TOKENS = 2000
-MIN_REPORT_DATA_TOKENS = 128
+MIN_PROMPT_DATA_TOKENS = 128
 
 
 def _run_sync(coro: Any, cleanup: Any = None) -> Any:
@@ -278,7 +279,9 @@ class GraphRAG:
             new_docs = {k: v for k, v in documents.items() if k in new_ids}
             if new_docs:
                 if self.config.extraction == "llm":
-                    self._report_data_tokens()  # a window too small fails here, before any call is paid
+                    # A model window too small fails here, before any call is paid for.
+                    self._summary_room()
+                    self._report_data_tokens()
                 self._warm_up_models()
             replaced = await self._superseded_documents(new_docs)
             if new_docs or replaced:
@@ -511,7 +514,7 @@ class GraphRAG:
         rebuilt = await rebuild_graph(
             {**old_extractions, **extractions}, removed_chunks, stores=stores, tokenizer=self.tokenizer,
             summary_max_tokens=self.config.entity_summary_to_max_tokens,
-            summarising=self.config.extraction == "llm")
+            summary_input_tokens=self._summary_input_tokens() if self.config.extraction == "llm" else None)
         return _Rebuilt(set(extractions), rebuilt)
 
     async def _write_ahead(self, embedding: "asyncio.Task[None]") -> None:
@@ -613,16 +616,33 @@ class GraphRAG:
         """Community data one report prompt carries: ``community_report_max_token_size``, or
         less where ``best_model_max_token_size`` leaves less room beside the prompt's own text
         and ``REPORT_ANSWER_TOKENS`` kept for the answer."""
+        room = self._room_in_window("best_model_max_token_size", "community_report", REPORT_ANSWER_TOKENS,
+                                    input_text="")
+        return min(self.config.community_report_max_token_size, room)
+
+    def _summary_input_tokens(self) -> int:
+        """Descriptions one summary prompt carries: ``summary_input_budget``, or less where
+        ``cheap_model_max_token_size`` leaves less room beside the prompt's own text (the
+        entity's name aside) and the summary itself."""
+        from graphrag.operators.merge import summary_input_budget
+
+        return min(summary_input_budget(self.config.entity_summary_to_max_tokens), self._summary_room())
+
+    def _summary_room(self) -> int:
+        return self._room_in_window("cheap_model_max_token_size", "summarize_entity_descriptions",
+                                    self.config.entity_summary_to_max_tokens, entity_name="", description_list="")
+
+    def _room_in_window(self, window_option: str, template: str, answer_tokens: int, **empty: str) -> int:
         from graphrag.prompts import room_for_data
 
-        window = self.config.best_model_max_token_size
-        room = room_for_data(self.tokenizer, "community_report", window, REPORT_ANSWER_TOKENS, input_text="")
-        if room < MIN_REPORT_DATA_TOKENS:
+        window = getattr(self.config, window_option)
+        room = room_for_data(self.tokenizer, template, window, answer_tokens, **empty)
+        if room < MIN_PROMPT_DATA_TOKENS:
             raise ValueError(
-                f"best_model_max_token_size={window} leaves {max(room, 0)} tokens for a community's data in a "
-                f"report prompt (at least {MIN_REPORT_DATA_TOKENS} needed; {REPORT_ANSWER_TOKENS} are kept for "
-                "the answer): raise it to the model's context window")
-        return min(self.config.community_report_max_token_size, room)
+                f"{window_option}={window} leaves {max(room, 0)} tokens for the data of a '{template}' prompt "
+                f"(at least {MIN_PROMPT_DATA_TOKENS} needed; {answer_tokens} are kept for the answer): "
+                "raise it to the model's context window")
+        return room
 
     async def _report(self, schema: Optional[dict[str, Any]] = None,
                       in_flight: Optional[Any] = None) -> tuple[int, int]:

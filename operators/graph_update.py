@@ -114,13 +114,14 @@ async def rebuild_graph(
     stores: Any,
     tokenizer: Tokenizer,
     summary_max_tokens: int,
-    summarising: bool,
+    summary_input_tokens: Optional[int],
 ) -> GraphRebuild:
     """Rebuild, in the graph, every entity and relation ``changed_extractions`` mention.
 
     ``changed_extractions`` holds the extractions of new chunks (already stored) and of
     ``removed_chunks`` (already deleted). Descriptions longer than ``summary_max_tokens``
-    are left whole and listed in ``long`` when ``summarising``, else cut to that length.
+    are left whole and listed in ``long`` with a summary input of at most
+    ``summary_input_tokens``; with None (no LLM to summarise) they are cut to that length.
     """
     # The pure computing runs in worker threads and the graph writes yield now and then: a
     # merge ahead of the last extraction calls must not hold up their answers.
@@ -166,8 +167,9 @@ async def rebuild_graph(
             data["source_id"] = GRAPH_FIELD_SEP.join(sorted(mentions[name]))
         rebuilt = GraphRebuild(nodes=nodes, edges=edges, committed={
             n: old.get("description") if old else None for n, old in old_nodes.items()})
-        if summarising:
-            rebuilt.long = long_descriptions(nodes, edges, tokenizer=tokenizer, max_tokens=summary_max_tokens)
+        if summary_input_tokens is not None:
+            rebuilt.long = long_descriptions(nodes, edges, tokenizer=tokenizer, max_tokens=summary_max_tokens,
+                                             input_tokens=summary_input_tokens)
         else:
             for data in [*nodes.values(), *edges.values()]:
                 data["description"] = tokenizer.truncate(data["description"], summary_max_tokens)

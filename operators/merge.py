@@ -114,17 +114,19 @@ def summary_input_budget(max_tokens: int) -> int:
     return max(4 * max_tokens, 4000)
 
 
-def summary_input(description: str, *, tokenizer: Tokenizer, max_tokens: int) -> Optional[str]:
+def summary_input(description: str, *, tokenizer: Tokenizer, max_tokens: int,
+                  input_tokens: Optional[int] = None) -> Optional[str]:
     """The description list a summary of ``description`` is written from, or None when it
     fits ``max_tokens`` as it is.
 
-    The list keeps whole descriptions in order while they fit in :func:`summary_input_budget`;
+    The list keeps whole descriptions in order while they fit in ``input_tokens`` (default
+    :func:`summary_input_budget`);
     a single oversized first description is truncated. Counting tokens is the costly part of
     a summary besides the call, so the merge does it in its worker thread.
     """
     if fits(tokenizer, description, max_tokens):
         return None
-    budget = summary_input_budget(max_tokens)
+    budget = input_tokens if input_tokens is not None else summary_input_budget(max_tokens)
     kept: list[str] = []
     used = 0
     for part in description.split(GRAPH_FIELD_SEP):
@@ -212,14 +214,15 @@ GraphElement = Union[str, tuple[str, str]]
 
 def long_descriptions(
     nodes: dict[str, dict[str, Any]], edges: dict[tuple[str, str], dict[str, Any]], *,
-    tokenizer: Tokenizer, max_tokens: int,
+    tokenizer: Tokenizer, max_tokens: int, input_tokens: Optional[int] = None,
 ) -> dict[GraphElement, str]:
     """The nodes (names) and edges (keys) whose description needs a summary (usually few),
     each with its :func:`summary_input`."""
     long: dict[GraphElement, str] = {}
     for elements in (nodes, edges):
         for element, data in elements.items():
-            listing = summary_input(data["description"], tokenizer=tokenizer, max_tokens=max_tokens)
+            listing = summary_input(data["description"], tokenizer=tokenizer, max_tokens=max_tokens,
+                                    input_tokens=input_tokens)
             if listing is not None:
                 long[element] = listing
     return long

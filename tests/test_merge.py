@@ -185,6 +185,13 @@ def test_long_descriptions_carry_their_summary_input() -> None:
     assert long["A"] in llm.calls[0][0] + llm.calls[1][0]
 
 
+def test_summary_input_keeps_whole_parts_within_its_token_budget() -> None:
+    tok = CharTokenizer()
+    parts = ["a" * 10, "b" * 10, "c" * 10]
+    assert summary_input(SEP.join(parts), tokenizer=tok, max_tokens=5, input_tokens=25) == "a" * 10 + "\n" + "b" * 10
+    assert summary_input(SEP.join(parts), tokenizer=tok, max_tokens=5) == "\n".join(parts)  # default: 4000
+
+
 def test_empty_summary_falls_back_to_truncation() -> None:
     out = asyncio.run(summarize_description("X", "abcdefghij", llm=FakeLLM("  "), tokenizer=CharTokenizer(), max_tokens=4))
     assert out == "abcd"
@@ -272,7 +279,8 @@ def test_merging_in_two_passes_gives_what_one_pass_gives(tmp_path: Any) -> None:
                            tokenizer: Any, summary_max_tokens: int, vector_tokens: int) -> Any:
         # One pass: rebuild, then finish (what an insert does without a merge ahead).
         rebuilt = await rebuild_graph(extractions, removed_chunks, stores=stores, tokenizer=tokenizer,
-                                      summary_max_tokens=summary_max_tokens, summarising=True)
+                                      summary_max_tokens=summary_max_tokens,
+                                      summary_input_tokens=summary_input_budget(summary_max_tokens))
         return finish_graph_update(rebuilt, graph=stores.graph, summarizer=summarizer, tokenizer=tokenizer,
                                    summary_max_tokens=summary_max_tokens, vector_tokens=vector_tokens)
 
@@ -291,10 +299,10 @@ def test_merging_in_two_passes_gives_what_one_pass_gives(tmp_path: Any) -> None:
         if two_passes:
             await stores.chunk_extractions.upsert(first)
             ahead = await rebuild_graph({**removed_records, **first}, removed, stores=stores, tokenizer=tok,
-                                        summary_max_tokens=120, summarising=True)
+                                        summary_max_tokens=120, summary_input_tokens=4000)
             await stores.chunk_extractions.upsert(rest)
             later = await rebuild_graph(rest, set(), stores=stores, tokenizer=tok, summary_max_tokens=120,
-                                        summarising=True)
+                                        summary_input_tokens=4000)
             changes = finish_graph_update(ahead.then(later), graph=stores.graph, summarizer=llm, tokenizer=tok,
                                           summary_max_tokens=120, vector_tokens=64)
         else:

@@ -803,3 +803,27 @@ def test_report_prompts_fit_the_best_models_window(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="best_model_max_token_size=2100"):
         rag("tiny", 2100).insert(DOCS)
     assert calls == []
+
+
+def test_summary_inputs_fit_the_cheap_models_window(tmp_path: Path) -> None:
+    """``cheap_model_max_token_size`` bounds the descriptions a summary prompt carries, beside
+    the prompt's own text and the summary; too small a window fails before any call."""
+    from graphrag.prompts import render
+
+    calls: list[str] = []
+
+    async def model(prompt: str, **kwargs: Any) -> str:
+        calls.append(prompt)
+        return "unused"
+
+    def rag(wd: str, **kw: Any) -> GraphRAG:
+        return GraphRAG(working_dir=str(tmp_path / wd), embedding_func=hash_embedding(32), best_model_func=model,
+                        cheap_model_func=model, show_progress=False, **kw)
+
+    template = rag("t").tokenizer.count(render("summarize_entity_descriptions", entity_name="", description_list=""))
+    assert rag("default")._summary_input_tokens() == 4000  # max(4 x 500, 4000): the window does not bind
+    small = rag("small", cheap_model_max_token_size=1500, entity_summary_to_max_tokens=200)
+    assert small._summary_input_tokens() == 1500 - template - 200
+    with pytest.raises(ValueError, match="cheap_model_max_token_size=300"):
+        rag("tiny", cheap_model_max_token_size=300, entity_summary_to_max_tokens=100).insert(DOCS)
+    assert calls == []
