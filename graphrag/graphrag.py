@@ -278,11 +278,12 @@ class GraphRAG:
             new_ids = await self.stores.full_docs.filter_keys(list(documents))
             new_docs = {k: v for k, v in documents.items() if k in new_ids}
             if new_docs:
+                # The clients start building first: the window check loads the tokenizer.
+                self._warm_up_models()
                 if self.config.extraction == "llm":
                     # A model window too small fails here, before any call is paid for.
                     self._summary_room()
                     self._report_data_tokens()
-                self._warm_up_models()
             replaced = await self._superseded_documents(new_docs)
             if new_docs or replaced:
                 await self.stores.index_start()

@@ -120,9 +120,9 @@ def summary_input(description: str, *, tokenizer: Tokenizer, max_tokens: int,
     fits ``max_tokens`` as it is.
 
     The list keeps whole descriptions in order while they fit in ``input_tokens`` (default
-    :func:`summary_input_budget`);
-    a single oversized first description is truncated. Counting tokens is the costly part of
-    a summary besides the call, so the merge does it in its worker thread.
+    :func:`summary_input_budget`); a single oversized first description is truncated.
+    Counting tokens is the costly part of a summary besides the call, so the merge does it
+    in its worker thread.
     """
     if fits(tokenizer, description, max_tokens):
         return None
