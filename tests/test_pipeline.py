@@ -805,10 +805,20 @@ def test_report_prompts_fit_the_best_models_window(tmp_path: Path) -> None:
     assert calls == []
 
 
-def test_summary_inputs_fit_the_cheap_models_window(tmp_path: Path) -> None:
+def test_summary_inputs_fit_the_cheap_models_window(tmp_path: Path, monkeypatch: Any) -> None:
     """``cheap_model_max_token_size`` bounds the descriptions a summary prompt carries, beside
     the prompt's own text and the summary; too small a window fails before any call."""
+    import graphrag.operators.graph_update as graph_update
     from graphrag.prompts import render
+
+    bounds: list[Optional[int]] = []
+    rebuild_graph = graph_update.rebuild_graph
+
+    async def recording_rebuild(*args: Any, **kwargs: Any) -> Any:
+        bounds.append(kwargs["summary_input_tokens"])
+        return await rebuild_graph(*args, **kwargs)
+
+    monkeypatch.setattr(graph_update, "rebuild_graph", recording_rebuild)
 
     calls: list[str] = []
 
@@ -824,6 +834,9 @@ def test_summary_inputs_fit_the_cheap_models_window(tmp_path: Path) -> None:
     assert rag("default")._summary_input_tokens() == 4000  # max(4 x 500, 4000): the window does not bind
     small = rag("small", cheap_model_max_token_size=1500, entity_summary_to_max_tokens=200)
     assert small._summary_input_tokens() == 1500 - template - 200
+    small.insert(DOCS)  # the merge builds summary inputs within that bound
+    assert bounds and set(bounds) == {1500 - template - 200}
+    calls.clear()
     with pytest.raises(ValueError, match="cheap_model_max_token_size=300"):
         rag("tiny", cheap_model_max_token_size=300, entity_summary_to_max_tokens=100).insert(DOCS)
     assert calls == []
