@@ -40,10 +40,10 @@ NO_LLM_NOTE = (
 
 EMPTY_INDEX_MESSAGE = "No documents are indexed in {working_dir} yet: insert some before asking questions."
 
-# Of the best model's window (``best_model_max_token_size``), the tokens kept free for a
-# community report's answer (a JSON report runs ~500-1500); and the least room a prompt must
-# leave for its data, in either model's window.
-REPORT_ANSWER_TOKENS = 2000
+# Of the best model's window (``best_model_max_token_size``), the tokens kept free for the
+# answer to a community report or query prompt (a JSON report runs ~500-1500); and the least
+# room a prompt must leave for its data, in either model's window.
+ANSWER_TOKENS = 2000
 MIN_PROMPT_DATA_TOKENS = 128
 
 
@@ -616,8 +616,8 @@ class GraphRAG:
     def _report_data_tokens(self) -> int:
         """Community data one report prompt carries: ``community_report_max_token_size``, or
         less where ``best_model_max_token_size`` leaves less room beside the prompt's own text
-        and ``REPORT_ANSWER_TOKENS`` kept for the answer."""
-        room = self._room_in_window("best_model_max_token_size", "community_report", REPORT_ANSWER_TOKENS,
+        and ``ANSWER_TOKENS`` kept for the answer."""
+        room = self._room_in_window("best_model_max_token_size", "community_report", ANSWER_TOKENS,
                                     input_text="")
         return min(self.config.community_report_max_token_size, room)
 
@@ -633,17 +633,30 @@ class GraphRAG:
         return self._room_in_window("cheap_model_max_token_size", "summarize_entity_descriptions",
                                     self.config.entity_summary_to_max_tokens, entity_name="", description_list="")
 
-    def _room_in_window(self, window_option: str, template: str, answer_tokens: int, **empty: str) -> int:
+    def _room_in_window(self, window_option: str, template: str, answer_tokens: int, question: str = "",
+                        **empty: str) -> int:
         from graphrag.prompts import room_for_data
 
         window = getattr(self.config, window_option)
-        room = room_for_data(self.tokenizer, template, window, answer_tokens, **empty)
+        question_tokens = self.tokenizer.count(question) if question else 0
+        room = room_for_data(self.tokenizer, template, window, answer_tokens + question_tokens, **empty)
         if room < MIN_PROMPT_DATA_TOKENS:
+            asked = f", the question takes {question_tokens}" if question else ""
             raise ValueError(
                 f"{window_option}={window} leaves {max(room, 0)} tokens for the data of a '{template}' prompt "
-                f"(at least {MIN_PROMPT_DATA_TOKENS} needed; {answer_tokens} are kept for the answer): "
+                f"(at least {MIN_PROMPT_DATA_TOKENS} needed; {answer_tokens} are kept for the answer{asked}): "
                 "raise it to the model's context window")
         return room
+
+    def _query_param_in_window(self, query: str, param: QueryParam) -> QueryParam:
+        """``param`` with context budgets no larger than ``best_model_max_token_size`` leaves
+        beside each of its mode's prompts, the question and ``ANSWER_TOKENS``."""
+        from graphrag.operators.query_context import EMPTY_PROMPT_DATA, MODE_PROMPTS, fit_to_room
+
+        room = min(self._room_in_window("best_model_max_token_size", template, ANSWER_TOKENS, question=query,
+                                        response_type=param.response_type, **EMPTY_PROMPT_DATA)
+                   for template in MODE_PROMPTS[param.mode])
+        return fit_to_room(param, room)
 
     async def _report(self, schema: Optional[dict[str, Any]] = None,
                       in_flight: Optional[Any] = None) -> tuple[int, int]:
@@ -694,6 +707,7 @@ class GraphRAG:
             param = replace(param, only_need_context=True)
         runner = {"local": local_query, "global": global_query, "naive": naive_query}[param.mode]
         try:
+            param = self._query_param_in_window(query, param)
             llm = None if param.only_need_context else self.llms[0]
             answer = await runner(query, self.stores, param, llm=llm, tokenizer=self.tokenizer)
         finally:

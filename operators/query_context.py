@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
+from dataclasses import replace
 from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar
 
 from graphrag.prompts import load as load_prompt
@@ -26,6 +27,34 @@ class TokenCounter(Protocol):
 
 def count_tokens(text: str, tokenizer: TokenCounter) -> int:
     return len(tokenizer.encode(text)) if text else 0
+
+
+# The answer prompts each mode sends: their data must fit the best model's window.
+MODE_PROMPTS: dict[str, tuple[str, ...]] = {
+    "naive": ("naive_rag_response",),
+    "local": ("local_rag_response",),
+    "global": ("global_map_rag_points", "global_reduce_rag_response"),
+}
+# Every data placeholder of those prompts, for measuring a template's own text.
+EMPTY_PROMPT_DATA: dict[str, str] = {"content_data": "", "context_data": "", "report_data": ""}
+_LOCAL_BUDGETS = ("local_max_token_for_community_report", "local_max_token_for_local_context",
+                  "local_max_token_for_text_unit")
+
+
+def fit_to_room(param: Any, room: int) -> Any:
+    """``param`` with its mode's context budgets cut so the data of each answer prompt is at
+    most ``room`` tokens; local shares ``room`` among its sections in their set proportions
+    (less 8 tokens for the blank lines between them)."""
+    if param.mode == "naive":
+        return replace(param, naive_max_token_for_text_unit=min(param.naive_max_token_for_text_unit, room))
+    if param.mode == "global":
+        return replace(param, global_max_token_for_community_report=min(
+            param.global_max_token_for_community_report, room))
+    budgets = {name: getattr(param, name) for name in _LOCAL_BUDGETS}
+    total, room = sum(budgets.values()), room - 8
+    if total <= room:
+        return param
+    return replace(param, **{name: budget * room // total for name, budget in budgets.items()})
 
 
 def fail_response() -> str:

@@ -51,11 +51,15 @@ def load(name: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
+SEAM_TOKENS = 8
+
+
 def room_for_data(tokenizer: Any, name: str, window: int, answer_tokens: int, **empty: Any) -> int:
     """Tokens left for the data of prompt ``name`` in a model window of ``window`` tokens,
     after the template's own text and ``answer_tokens`` kept for the answer (``empty``: the
-    data placeholders, filled with nothing)."""
-    return window - tokenizer.count(render(name, **empty)) - answer_tokens
+    data placeholders, filled with nothing). ``SEAM_TOKENS`` are kept too: where data meets
+    the template's text, the tokenizer may split the joined text into a token more."""
+    return window - tokenizer.count(render(name, **empty)) - answer_tokens - SEAM_TOKENS
 
 
 def render(name: str, **values: Any) -> str:

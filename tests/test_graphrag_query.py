@@ -209,3 +209,57 @@ def test_shared_chunk_survives_deleting_one_of_its_documents(tmp_path):
     assert all(chunks[c]["full_doc_id"] == second_id for c in shared)
     assert rag.stores.graph.graph.has_node("MARA QUILL")
     assert not rag.stores.graph.graph.has_node("GREY HERON")
+
+
+def _harbour_chronicle(n: int) -> str:
+    """A long made-up chronicle: enough entities, relations and chunks for every context
+    section to run to thousands of tokens."""
+    towns = ["Vessel Bay", "Gull Point", "Saltmarsh", "Cinder Cove", "Kelp Hollow", "Brine Reach"]
+    lines = []
+    for i in range(n):
+        town, other = towns[i % len(towns)], towns[(i * 5 + 1) % len(towns)]
+        lines.append(
+            f"Captain Orla Venn{i} of {town} sailed the sloop Petrel{i} to {other} with Harbourmaster "
+            f"Idris Cole{i % 9}. Idris Cole{i % 9} signed the charter of the Lantern Guild{i % 4} in {town}, "
+            f"and Orla Venn{i} traded salt, rope and lamp oil with the Lantern Guild{i % 4} every spring.")
+    return "\n".join(lines)
+
+
+def test_query_prompts_fit_the_best_models_window(tmp_path):
+    """``best_model_max_token_size`` bounds every query prompt (template, context, question),
+    leaving ``ANSWER_TOKENS`` for the answer: a window smaller than the default budgets need
+    shrinks the context rather than overflowing the model; one too small fails before a call."""
+    from graphrag.graphrag import ANSWER_TOKENS
+    from graphrag.operators.tokenizer import get_tokenizer
+
+    tokenizer = get_tokenizer("gpt-4o")
+    prompts: list[int] = []
+
+    async def model(prompt, system_prompt=None, history_messages=None, **kwargs):
+        prompts.append(tokenizer.count(prompt) + tokenizer.count(system_prompt or ""))
+        return '{"points": [{"description": "Orla Venn traded with the guild.", "score": 60}]}'
+
+    wd = str(tmp_path / "wd")
+    GraphRAG(working_dir=wd, extraction="nlp", embedding_func=hash_embedding(64), enable_naive_rag=True,
+             show_progress=False).insert([_harbour_chronicle(400)])
+    question = "Who traded lamp oil with the Lantern Guild, and where did they sail?"
+    param = dict(top_k=60, global_max_token_for_community_report=6000)
+
+    def ask(window: int, mode: str) -> list[int]:
+        prompts.clear()
+        rag = GraphRAG(working_dir=wd, extraction="nlp", embedding_func=hash_embedding(64), enable_naive_rag=True,
+                       best_model_func=model, best_model_max_token_size=window)
+        rag.query(question, QueryParam(mode=mode, **param))
+        return list(prompts)
+
+    window = 5000
+    for mode in ("local", "global", "naive"):
+        roomy = ask(32768, mode)
+        assert roomy and max(roomy) > window - ANSWER_TOKENS, mode  # the budgets alone would overflow
+        tight = ask(window, mode)
+        assert tight and max(tight) <= window - ANSWER_TOKENS, mode
+        assert max(tight) > (window - ANSWER_TOKENS) * 0.8, mode  # shrunk to the room, not emptied
+
+    with pytest.raises(ValueError, match="best_model_max_token_size=2100"):
+        ask(2100, "local")
+    assert prompts == []

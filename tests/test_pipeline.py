@@ -771,7 +771,7 @@ def test_report_prompts_fit_the_best_models_window(tmp_path: Path) -> None:
     """``best_model_max_token_size`` bounds a report prompt: the community data shrinks to
     leave room for the prompt's own text and the answer. A window too small for any data
     fails before an LLM call is paid for."""
-    from graphrag.graphrag import REPORT_ANSWER_TOKENS
+    from graphrag.graphrag import ANSWER_TOKENS
     from graphrag.operators.tokenizer import get_tokenizer
 
     tokenizer = get_tokenizer("gpt-4o")
@@ -793,11 +793,11 @@ def test_report_prompts_fit_the_best_models_window(tmp_path: Path) -> None:
 
     rag("roomy", 32768).insert(DOCS)
     longest = max(tokenizer.count(p) for p in report_prompts)
-    window = longest + REPORT_ANSWER_TOKENS - 100  # the longest prompt no longer fits as it was
+    window = longest + ANSWER_TOKENS - 100  # the longest prompt no longer fits as it was
     report_prompts.clear()
     stats = rag("tight", window).insert(DOCS)
     assert stats["reports_generated"] == stats["communities"] == len(report_prompts)
-    assert max(tokenizer.count(p) for p in report_prompts) <= window - REPORT_ANSWER_TOKENS
+    assert max(tokenizer.count(p) for p in report_prompts) <= window - ANSWER_TOKENS
 
     calls.clear()
     with pytest.raises(ValueError, match="best_model_max_token_size=2100"):
@@ -809,7 +809,7 @@ def test_summary_inputs_fit_the_cheap_models_window(tmp_path: Path, monkeypatch:
     """``cheap_model_max_token_size`` bounds the descriptions a summary prompt carries, beside
     the prompt's own text and the summary; too small a window fails before any call."""
     import graphrag.operators.graph_update as graph_update
-    from graphrag.prompts import render
+    from graphrag.prompts import SEAM_TOKENS, render
 
     bounds: list[Optional[int]] = []
     rebuild_graph = graph_update.rebuild_graph
@@ -833,9 +833,9 @@ def test_summary_inputs_fit_the_cheap_models_window(tmp_path: Path, monkeypatch:
     template = rag("t").tokenizer.count(render("summarize_entity_descriptions", entity_name="", description_list=""))
     assert rag("default")._summary_input_tokens() == 4000  # max(4 x 500, 4000): the window does not bind
     small = rag("small", cheap_model_max_token_size=1500, entity_summary_to_max_tokens=200)
-    assert small._summary_input_tokens() == 1500 - template - 200
+    assert small._summary_input_tokens() == 1500 - template - 200 - SEAM_TOKENS
     small.insert(DOCS)  # the merge builds summary inputs within that bound
-    assert bounds and set(bounds) == {1500 - template - 200}
+    assert bounds and set(bounds) == {1500 - template - 200 - SEAM_TOKENS}
     calls.clear()
     with pytest.raises(ValueError, match="cheap_model_max_token_size=300"):
         rag("tiny", cheap_model_max_token_size=300, entity_summary_to_max_tokens=100).insert(DOCS)

@@ -642,3 +642,19 @@ def test_empty_stores_answer_clearly(tmp_path: Any, llm_server: MockLLMServer) -
     assert asyncio.run(build_local_context("x", stores, QueryParam(), TOKENIZER)) is None
     assert asyncio.run(build_global_context("x", stores, QueryParam(), TOKENIZER)) is None
     assert asyncio.run(build_naive_context("x", stores, QueryParam(), TOKENIZER)) is None
+
+
+def test_fit_to_room_shrinks_only_the_modes_budgets_and_keeps_local_proportions():
+    from graphrag import QueryParam
+    from graphrag.operators.query_context import fit_to_room
+
+    roomy = QueryParam(mode="local")
+    assert fit_to_room(roomy, 30000) == roomy  # the defaults fit the default window
+    local = fit_to_room(QueryParam(mode="local"), 6008)  # half of 4000 + 4800 + 3200, plus 8
+    assert (local.local_max_token_for_text_unit, local.local_max_token_for_local_context,
+            local.local_max_token_for_community_report) == (2000, 2400, 1600)
+    assert local.naive_max_token_for_text_unit == roomy.naive_max_token_for_text_unit
+    naive = fit_to_room(QueryParam(mode="naive"), 5000)
+    assert naive.naive_max_token_for_text_unit == 5000 and naive.local_max_token_for_text_unit == 4000
+    glob = fit_to_room(QueryParam(mode="global"), 5000)
+    assert glob.global_max_token_for_community_report == 5000
