@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import random
+import re
 import sys
 import threading
 import time
@@ -46,16 +47,30 @@ _NO_LLM_MESSAGE = (
 )
 
 
+# How servers (OpenAI, vLLM, llama.cpp, Ollama, Anthropic-style proxies) word a prompt
+# longer than the model's window.
+_CONTEXT_OVERFLOW = re.compile(r"context[ _]length|context window|maximum context|exceeds? the context|"
+                               r"prompt is too long|too many tokens", re.I)
+
+CONTEXT_OVERFLOW_HINT = (
+    "the prompt is longer than the model's context window: set best_model_max_token_size and "
+    "cheap_model_max_token_size to the models' windows (prompts are then cut to fit), and lower "
+    "chunk_token_size if extraction prompts still overflow"
+)
+
+
 class LLMError(RuntimeError):
-    """An LLM call that failed for good; names the pipeline stage so users know what broke."""
+    """An LLM call that failed for good; names the pipeline stage so users know what broke,
+    and what to change when the server refused a prompt as too long."""
 
     def __init__(self, stage: str, cause: BaseException, attempts: int = 1) -> None:
         self.stage = stage
         self.cause = cause
         self.attempts = attempts
+        hint = f" ({CONTEXT_OVERFLOW_HINT})" if _CONTEXT_OVERFLOW.search(str(cause)) else ""
         super().__init__(
             f"LLM call failed during {stage} after {attempts} attempt{'s' if attempts != 1 else ''}: "
-            f"{type(cause).__name__}: {cause}"
+            f"{type(cause).__name__}: {cause}{hint}"
         )
 
 

@@ -263,3 +263,33 @@ def test_query_prompts_fit_the_best_models_window(tmp_path):
     with pytest.raises(ValueError, match="best_model_max_token_size=2100"):
         ask(2100, "local")
     assert prompts == []
+
+
+def test_a_server_refusing_a_long_prompt_is_explained_and_the_window_option_fixes_it(tmp_path):
+    """Through the real client: a server whose model window is smaller than the query's
+    default budgets answers 400; the error says which options to
+    set, and setting ``best_model_max_token_size`` to that window makes the query fit."""
+    from graphrag.llm import CONTEXT_OVERFLOW_HINT, LLMError
+    from graphrag.operators.query_context import fail_response
+    from graphrag.testing.mock_llm_server import MockLLMServer
+
+    wd = str(tmp_path / "wd")
+    GraphRAG(working_dir=wd, extraction="nlp", embedding_func=hash_embedding(64), enable_naive_rag=True,
+             show_progress=False).insert([_harbour_chronicle(400)])
+    question = "Who traded lamp oil with the Lantern Guild?"
+    with MockLLMServer(context_window=4096) as server:
+        def ask(mode: str, **window: int) -> str:
+            rag = GraphRAG(working_dir=wd, extraction="nlp", embedding_func=hash_embedding(64),
+                           enable_naive_rag=True, llm_base_url=server.base_url, llm_api_key="k", **window)
+            return rag.query(question, QueryParam(mode=mode, top_k=60))
+
+        with pytest.raises(LLMError, match="maximum context length is 4096") as refused:
+            ask("naive")
+        assert CONTEXT_OVERFLOW_HINT in str(refused.value) and refused.value.stage == "query"
+        assert len(server.chat_requests) == 1  # a 400 is not retried
+
+        for mode in ("naive", "local", "global"):
+            server.reset()
+            answer = ask(mode, best_model_max_token_size=4096)
+            assert answer.strip() and answer != fail_response(), mode
+            assert server.chat_requests, mode

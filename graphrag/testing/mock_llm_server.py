@@ -482,9 +482,12 @@ class MockLLMServer:
         host: str = "127.0.0.1",
         port: int = 0,
         embedding_dim: int = 64,
+        context_window: Optional[int] = None,
     ) -> None:
         self.responder: Responder = responder or realistic_responder
         self.latency = latency
+        # Longer prompts get the 400 a real server sends (None: no limit).
+        self.context_window = context_window
         self.host = host
         self.port = port
         self.embedding_dim = embedding_dim
@@ -587,6 +590,11 @@ class MockLLMServer:
                     "code": None,
                 }}, headers)
                 return
+            overflow = self._context_overflow(req)
+            if overflow is not None:
+                h._send_json(400, {"error": {"message": overflow, "type": "invalid_request_error",
+                                             "param": "messages", "code": "context_length_exceeded"}})
+                return
             if fault is not None and fault.kind == "empty":
                 content = ""
             elif fault is not None and fault.kind == "text":
@@ -604,6 +612,20 @@ class MockLLMServer:
         finally:
             with self._lock:
                 self._in_flight -= 1
+
+    def _context_overflow(self, req: dict) -> Optional[str]:
+        """OpenAI's message for a prompt longer than ``context_window`` tokens (counted with the
+        engine's tokenizer, 4 tokens of framing per message), or None when it fits."""
+        if self.context_window is None:
+            return None
+        from graphrag.operators.tokenizer import get_tokenizer
+
+        tokenizer = get_tokenizer("gpt-4o")
+        tokens = sum(tokenizer.count(str(m.get("content") or "")) + 4 for m in req.get("messages") or [])
+        if tokens <= self.context_window:
+            return None
+        return (f"This model's maximum context length is {self.context_window} tokens. However, your messages "
+                f"resulted in {tokens} tokens. Please reduce the length of the messages.")
 
     @staticmethod
     def _wait_until(deadline: float) -> None:
@@ -650,12 +672,14 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--port", type=int, default=8765)
     ap.add_argument("--latency", type=float, default=0.0, help="seconds every chat request takes, the mock's own work included")
     ap.add_argument("--embedding-dim", type=int, default=64)
+    ap.add_argument("--context-window", type=int, default=None, help="refuse longer prompts with a 400, as a real server does")
     args = ap.parse_args(argv)
     # Many handler threads wake at their deadlines while others compute answers; with the
     # default 5 ms GIL switch interval a woken thread queues behind them and the latency
     # drifts above the configured value.
     sys.setswitchinterval(0.0002)
-    server = MockLLMServer(latency=args.latency, host=args.host, port=args.port, embedding_dim=args.embedding_dim)
+    server = MockLLMServer(latency=args.latency, host=args.host, port=args.port, embedding_dim=args.embedding_dim,
+                           context_window=args.context_window)
     server.start()
     print(f"mock LLM server on {server.base_url}  (OPENAI_BASE_URL={server.base_url} OPENAI_API_KEY=x)", flush=True)
     try:
