@@ -579,6 +579,7 @@ class GraphRAG:
             return await asyncio.to_thread(extract_chunks_nlp, chunks)
         from graphrag.operators.extraction import extract_chunks
 
+        self._check_chunks_fit_extraction(max(chunk["tokens"] for chunk in chunks.values()))
         progress = Progress(len(chunks), "Extracting entities", self.config.show_progress)
         best, _ = self.llms
 
@@ -647,6 +648,17 @@ class GraphRAG:
                 f"(at least {MIN_PROMPT_DATA_TOKENS} needed; {answer_tokens} are kept for the answer{asked}): "
                 "raise it to the model's context window")
         return room
+
+    def _check_chunks_fit_extraction(self, longest_chunk: int) -> None:
+        """An extraction prompt carries a whole chunk: one longer than the best model's window
+        leaves beside the prompt's text fails here, before any call, not at the server."""
+        room = self._room_in_window("best_model_max_token_size", "entity_extraction", 0,
+                                    entity_types=", ".join(self.config.entity_types), input_text="")
+        if longest_chunk > room:
+            raise ValueError(
+                f"best_model_max_token_size={self.config.best_model_max_token_size} leaves {room} tokens for a "
+                f"chunk in an extraction prompt, but chunks run to {longest_chunk} tokens: lower chunk_token_size "
+                f"(now {self.config.chunk_token_size}) or raise the window to the model's")
 
     def _query_param_in_window(self, query: str, param: QueryParam) -> QueryParam:
         """``param`` with context budgets no larger than ``best_model_max_token_size`` leaves

@@ -840,3 +840,29 @@ def test_summary_inputs_fit_the_cheap_models_window(tmp_path: Path, monkeypatch:
     with pytest.raises(ValueError, match="cheap_model_max_token_size=300"):
         rag("tiny", cheap_model_max_token_size=300, entity_summary_to_max_tokens=100).insert(DOCS)
     assert calls == []
+
+
+def test_chunks_longer_than_the_best_models_window_allows_fail_before_any_call(tmp_path: Path) -> None:
+    """An extraction prompt carries a whole chunk; chunks too long for the window beside the
+    prompt's text stop the insert before extraction, naming chunk_token_size, and leave the
+    working dir as it was."""
+    calls: list[str] = []
+    answer = make_responder()
+
+    async def model(prompt: str, system_prompt: Optional[str] = None, history_messages: Optional[list] = None,
+                    **kwargs: Any) -> str:
+        calls.append(prompt)
+        return answer({"messages": [*(history_messages or []), {"role": "user", "content": prompt}]})
+
+    def rag(**kw: Any) -> GraphRAG:
+        return GraphRAG(working_dir=str(tmp_path / "wd"), embedding_func=hash_embedding(32), best_model_func=model,
+                        cheap_model_func=model, show_progress=False, **kw)
+
+    long_doc = " ".join([HARBOUR, GUILD, FESTIVAL] * 30)  # ~3300 tokens: a first chunk of 3000
+    with pytest.raises(ValueError, match=r"lower chunk_token_size \(now 3000\)"):
+        # Room enough for a report's data, not for a chunk of 3000 beside the extraction prompt.
+        rag(best_model_max_token_size=3000, chunk_token_size=3000).insert([long_doc])
+    assert calls == []
+    # Nothing of the failed insert is left over: the document is new to a working insert.
+    assert rag(best_model_max_token_size=4000, chunk_token_size=3000).insert([long_doc])["documents_inserted"] == 1
+    assert calls
