@@ -577,7 +577,7 @@ class GraphRAG:
             from graphrag.operators.nlp_extraction import extract_chunks_nlp
 
             return await asyncio.to_thread(extract_chunks_nlp, chunks)
-        from graphrag.operators.extraction import extract_chunks
+        from graphrag.operators.extraction import ConversationLimit, extract_chunks
 
         self._check_chunks_fit_extraction(max(chunk["tokens"] for chunk in chunks.values()))
         progress = Progress(len(chunks), "Extracting entities", self.config.show_progress)
@@ -589,8 +589,11 @@ class GraphRAG:
                 on_extracted(chunk_id, extraction)
 
         try:
+            # Gleaning turns stop while the conversation still leaves ANSWER_TOKENS in the window.
+            limit = ConversationLimit(self.config.best_model_max_token_size - ANSWER_TOKENS, self.tokenizer)
             return await extract_chunks(chunks, llm=best, entity_types=self.config.entity_types,
-                                        max_gleaning=self.config.entity_extract_max_gleaning, on_done=done)
+                                        max_gleaning=self.config.entity_extract_max_gleaning, on_done=done,
+                                        limit=limit)
         finally:
             progress.close()
 

@@ -15,6 +15,8 @@ from typing import Any, Awaitable, Callable, Optional, Protocol
 from graphrag.prompts import COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, render
 from graphrag.schema import ChunkExtraction, ChunkRecord, EntityRecord, RelationRecord
 
+from .tokenizer import fits
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -48,6 +50,8 @@ _WORD_STRENGTH = {
     "very strong": 10.0,
 }  # fmt: skip
 DEFAULT_STRENGTH = 1.0
+# Tokens a chat template adds around each message (role markers), counted against the window.
+MESSAGE_FRAMING_TOKENS = 8
 
 
 def clean_text(value: str) -> str:
@@ -211,10 +215,30 @@ def _is_yes(answer: str) -> bool:
     return re.sub(r"[^a-z]", "", answer.strip().lower()).startswith("yes")
 
 
+class ConversationLimit:
+    """How long a gleaning conversation may grow: the model's window less what its next answer
+    needs. Counts the turns that stopped short, for one summary line."""
+
+    def __init__(self, max_tokens: int, tokenizer: Any) -> None:
+        self.max_tokens = max_tokens
+        self.tokenizer = tokenizer
+        self.stopped = 0
+
+    def admits(self, history: list[dict], next_prompt: str) -> bool:
+        texts = [m["content"] for m in history] + [next_prompt]
+        room = self.max_tokens - MESSAGE_FRAMING_TOKENS * len(texts)
+        if fits(self.tokenizer, "\n".join(texts), room):
+            return True
+        self.stopped += 1
+        return False
+
+
 async def extract_chunk(
-    content: str, *, llm: LLMCall, entity_types: list[str], max_gleaning: int
+    content: str, *, llm: LLMCall, entity_types: list[str], max_gleaning: int,
+    limit: Optional[ConversationLimit] = None,
 ) -> ChunkExtraction:
-    """Extract one chunk, then glean up to ``max_gleaning`` more turns in the same conversation.
+    """Extract one chunk, then glean up to ``max_gleaning`` more turns in the same conversation,
+    while it stays within ``limit``: a long first answer ends gleaning rather than the insert.
 
     Returns ``{"entities", "relations", "malformed"}``; ``malformed`` is an extra key beyond
     the ChunkExtraction TypedDict, counting records the parser had to skip.
@@ -225,6 +249,8 @@ async def extract_chunk(
     history: list[dict] = [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
     for turn in range(max_gleaning):
         continue_prompt = render("entity_continue_extraction")
+        if limit is not None and not limit.admits(history, continue_prompt):
+            break
         glean = await llm(continue_prompt, stage="gleaning", history_messages=list(history))
         history += [{"role": "user", "content": continue_prompt}, {"role": "assistant", "content": glean}]
         more_e, more_r, more_bad = parse_extraction(glean)
@@ -233,7 +259,10 @@ async def extract_chunk(
         malformed += more_bad
         if turn == max_gleaning - 1:
             break
-        verdict = await llm(render("entity_if_loop_extraction"), stage="gleaning", history_messages=list(history))
+        loop_prompt = render("entity_if_loop_extraction")
+        if limit is not None and not limit.admits(history, loop_prompt):
+            break
+        verdict = await llm(loop_prompt, stage="gleaning", history_messages=list(history))
         if not _is_yes(verdict):
             break
     if malformed:
@@ -249,16 +278,20 @@ async def extract_chunks(
     entity_types: list[str],
     max_gleaning: int,
     on_done: Optional[Callable[[str, ChunkExtraction], None]] = None,
+    limit: Optional[ConversationLimit] = None,
 ) -> dict[str, ChunkExtraction]:
     """Extract all chunks concurrently (the LLM client bounds concurrency); first error propagates."""
 
     async def one(chunk_id: str, chunk: ChunkRecord) -> tuple[str, ChunkExtraction]:
         result = await extract_chunk(
-            chunk["content"], llm=llm, entity_types=entity_types, max_gleaning=max_gleaning
+            chunk["content"], llm=llm, entity_types=entity_types, max_gleaning=max_gleaning, limit=limit
         )
         if on_done is not None:
             on_done(chunk_id, result)
         return chunk_id, result
 
     done = await asyncio.gather(*(one(cid, chunk) for cid, chunk in chunks.items()))
+    if limit is not None and limit.stopped:
+        logger.info("Gleaning stopped early in %d of %d chunks: the conversation would not have left room "
+                    "for an answer in the model's window", limit.stopped, len(chunks))
     return dict(done)

@@ -9,6 +9,7 @@ import pytest
 
 from graphrag import prompts
 from graphrag.operators.extraction import (
+    ConversationLimit,
     extract_chunk,
     extract_chunks,
     normalize_entity_name,
@@ -182,6 +183,29 @@ def test_gleaning_continues_on_yes_and_stops_at_limit() -> None:
     assert [c[1] for c in llm.calls] == ["extraction", "gleaning", "gleaning", "gleaning"]
     assert len(llm.calls[3][2] or []) == 4
     assert [e["name"] for e in result["entities"]] == ["SCROOGE", "MARLEY", "FRED", "BELLE"]
+
+
+def test_gleaning_stops_where_the_conversation_would_outgrow_the_window() -> None:
+    """A turn whose conversation (history and next prompt) would not fit the limit is not
+    sent; what the earlier turns found is kept, and the stop is counted."""
+    from graphrag.operators.tokenizer import get_tokenizer
+
+    tokenizer = get_tokenizer("gpt-4o")
+    first = asyncio.run(extract_chunk("text", llm=FakeLLM([CLEAN]), entity_types=["person"], max_gleaning=0))
+    prompt = prompts.render("entity_extraction", entity_types="person", input_text="text")
+    after_first = tokenizer.count(prompt) + tokenizer.count(CLEAN) + 64  # room for no continue prompt
+
+    tight = ConversationLimit(after_first, tokenizer)
+    llm = FakeLLM([CLEAN, GLEAN1])
+    result = asyncio.run(extract_chunk("text", llm=llm, entity_types=["person"], max_gleaning=1, limit=tight))
+    assert [c[1] for c in llm.calls] == ["extraction"] and tight.stopped == 1
+    assert result == first
+
+    roomy = ConversationLimit(after_first + 400, tokenizer)  # a gleaning turn fits, the yes/no question not
+    llm = FakeLLM([CLEAN, GLEAN1 + " filler" * 300, "YES", GLEAN2])
+    result = asyncio.run(extract_chunk("text", llm=llm, entity_types=["person"], max_gleaning=2, limit=roomy))
+    assert [c[1] for c in llm.calls] == ["extraction", "gleaning"] and roomy.stopped == 1
+    assert [e["name"] for e in result["entities"]] == ["SCROOGE", "MARLEY", "FRED"]
 
 
 def test_malformed_counted_across_turns() -> None:
