@@ -47,9 +47,10 @@ _NO_LLM_MESSAGE = (
 )
 
 
-# How servers (OpenAI, vLLM, llama.cpp, Ollama, Anthropic-style proxies) word a prompt
-# longer than the model's window.
-_CONTEXT_OVERFLOW = re.compile(r"context[ _]length|context window|maximum context|exceeds? the context|"
+# How servers word a prompt longer than the model's window: OpenAI and vLLM ("maximum context
+# length", code context_length_exceeded), llama.cpp ("exceeds the available context size",
+# sometimes as a 500), llama-cpp-python ("exceed context window"), Anthropic ("prompt is too long").
+_CONTEXT_OVERFLOW = re.compile(r"context[ _]length|context window|context size|maximum context|"
                                r"prompt is too long|too many tokens", re.I)
 
 CONTEXT_OVERFLOW_HINT = (
@@ -67,7 +68,7 @@ class LLMError(RuntimeError):
         self.stage = stage
         self.cause = cause
         self.attempts = attempts
-        hint = f" ({CONTEXT_OVERFLOW_HINT})" if _CONTEXT_OVERFLOW.search(str(cause)) else ""
+        hint = f" ({CONTEXT_OVERFLOW_HINT})" if _is_context_overflow(cause) else ""
         super().__init__(
             f"LLM call failed during {stage} after {attempts} attempt{'s' if attempts != 1 else ''}: "
             f"{type(cause).__name__}: {cause}{hint}"
@@ -453,8 +454,13 @@ def openai_embedding_func(
 # --------------------------------------------------------------------------- retry policy
 
 
+def _is_context_overflow(exc: BaseException) -> bool:
+    return _CONTEXT_OVERFLOW.search(str(exc)) is not None
+
+
 def _is_retryable(exc: BaseException) -> bool:
-    if isinstance(exc, NoLLMConfiguredError):
+    # A prompt too long for the model fails the same way every time, whatever the status.
+    if isinstance(exc, NoLLMConfiguredError) or _is_context_overflow(exc):
         return False
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
         return True

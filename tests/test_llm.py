@@ -116,6 +116,25 @@ def test_permanent_500_raises_llm_error_naming_stage(llm_server: MockLLMServer) 
     assert client.usage.snapshot()["extraction"]["failures"] == 1
 
 
+@pytest.mark.parametrize("status, message", [
+    (400, "This model's maximum context length is 8192 tokens. However, your messages resulted in 9120 tokens."),
+    (400, "the request exceeds the available context size. try increasing the context size or enable context shift"),
+    (500, "Context size has been exceeded."),
+], ids=["openai-vllm", "llama.cpp", "llama.cpp-500"])
+def test_a_prompt_too_long_for_the_model_is_not_retried_and_names_the_window_options(
+        llm_server: MockLLMServer, status: int, message: str) -> None:
+    """Servers word it differently, and llama.cpp sometimes answers 500: a retry would fail the
+    same way, so none is made, and the error says what to set."""
+    from graphrag.llm import CONTEXT_OVERFLOW_HINT
+
+    llm_server.inject(Fault.status(status, message=message), Fault.text("should not be used"))
+    client = make_client(llm_server)
+    with pytest.raises(LLMError) as info:
+        asyncio.run(client("hi", stage="report"))
+    assert message in str(info.value) and CONTEXT_OVERFLOW_HINT in str(info.value)
+    assert chat_count(llm_server) == 1
+
+
 def test_401_is_not_retried(llm_server: MockLLMServer) -> None:
     import openai
 

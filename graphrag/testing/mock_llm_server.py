@@ -370,8 +370,9 @@ class Fault:
     content: str = ""
 
     @classmethod
-    def status(cls, code: int, retry_after: Optional[float | str] = None) -> "Fault":
-        return cls("status", status_code=code, retry_after=retry_after)
+    def status(cls, code: int, retry_after: Optional[float | str] = None, message: str = "") -> "Fault":
+        """An error answer; ``message`` (default: "injected status N") is the server's wording."""
+        return cls("status", status_code=code, retry_after=retry_after, content=message)
 
     @classmethod
     def reset(cls) -> "Fault":
@@ -585,7 +586,7 @@ class MockLLMServer:
                 headers = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
                 self._wait_until(arrived + self.latency)
                 h._send_json(fault.status_code, {"error": {
-                    "message": f"injected status {fault.status_code}",
+                    "message": fault.content or f"injected status {fault.status_code}",
                     "type": "rate_limit_error" if fault.status_code == 429 else "server_error",
                     "code": None,
                 }}, headers)
