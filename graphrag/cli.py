@@ -114,6 +114,25 @@ def _open(working_dir: str, offline: bool, create: bool = False, **config: Any) 
                     extraction="nlp" if offline else "llm", embedding_func=_embedding_func(), **config)
 
 
+def _llm_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Config for the LLM flags: a local server names its own models and window, and one
+    server serves both models, so ``--max-async`` bounds them together."""
+    config: dict[str, Any] = {}
+    for flag, value in (("--context-window", args.context_window), ("--max-async", args.max_async)):
+        if value is not None and value < 1:
+            raise CLIError(f"{flag} must be at least 1", EXIT_USAGE)
+    if args.model:
+        config["best_model_name"] = config["cheap_model_name"] = args.model
+    if args.cheap_model:
+        config["cheap_model_name"] = args.cheap_model
+    if args.context_window is not None:
+        config["best_model_max_token_size"] = config["cheap_model_max_token_size"] = args.context_window
+    if args.max_async is not None:
+        config.update(best_model_max_async=args.max_async, cheap_model_max_async=args.max_async,
+                      llm_max_async_total=args.max_async)
+    return config
+
+
 def _llm_configured(offline: bool) -> bool:
     if offline:
         return True
@@ -197,7 +216,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     texts, sources = read_texts(files)
     if not texts:
         raise CLIError("nothing to index: every input file was empty or skipped")
-    config: dict[str, Any] = {}
+    config = _llm_options(args)
     if args.chunk_size is not None:
         if args.chunk_size < 20:
             raise CLIError("--chunk-size must be at least 20 tokens", EXIT_USAGE)
@@ -241,7 +260,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         param = QueryParam(**param_kwargs)
     except ValueError as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
-    rag = _open(wd, offline=True)
+    rag = _open(wd, offline=True, **_llm_options(args))
     print(rag.query(args.question, param))
     return EXIT_OK
 
@@ -423,7 +442,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
                        f"--working-dir {wd}`)")
     # An offline index stays offline; an LLM index re-summarises with the LLM when one is set up.
     offline = args.offline or _built_offline(wd) or not _llm_configured(False)
-    rag = _open(wd, offline)
+    rag = _open(wd, offline, **_llm_options(args))
     try:
         stats = rag.delete_documents(args.doc_ids)
     except KeyError as exc:
@@ -443,6 +462,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="log progress (INFO); twice for DEBUG")
     wd = argparse.ArgumentParser(add_help=False)
     wd.add_argument("--working-dir", "-w", required=True, metavar="DIR", help="the working directory")
+    llm = argparse.ArgumentParser(add_help=False)
+    group = llm.add_argument_group("LLM (any OpenAI-compatible server: see OPENAI_BASE_URL below)")
+    group.add_argument("--model", metavar="NAME", help="model for extraction, reports and answers (default gpt-4o)")
+    group.add_argument("--cheap-model", metavar="NAME",
+                       help="model for description summaries (default: --model, else gpt-4o-mini)")
+    group.add_argument("--context-window", type=int, metavar="TOKENS",
+                       help="the models' context window; prompts are cut to fit it (default 32768)")
+    group.add_argument("--max-async", type=int, metavar="N", help="requests in flight at once (default 16)")
 
     parser = argparse.ArgumentParser(
         prog="graphrag", description="File-backed GraphRAG: index text files, then ask questions.",
@@ -456,13 +483,13 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=help, parents=parents, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    p = add("index", "index .txt/.md files and folders (an edited file replaces its old version)", [common, wd])
+    p = add("index", "index .txt/.md files and folders (an edited file replaces its old version)", [common, wd, llm])
     p.add_argument("paths", nargs="+", metavar="PATH", help="files, or folders walked recursively")
     p.add_argument("--offline", action="store_true", help="LLM-free extraction and reports (extraction='nlp')")
     p.add_argument("--chunk-size", type=int, metavar="N", help="chunk size in tokens (default 1200)")
     p.set_defaults(func=cmd_index)
 
-    p = add("query", "answer a question from the index", [common, wd])
+    p = add("query", "answer a question from the index", [common, wd, llm])
     p.add_argument("question")
     p.add_argument("--mode", choices=("local", "global", "naive"), default="global",
                    help="local: entities around the question; global: community reports; naive: chunks")
@@ -479,7 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_docs)
 
-    p = add("delete", "delete documents by id, and everything only they contributed", [common, wd])
+    p = add("delete", "delete documents by id, and everything only they contributed", [common, wd, llm])
     p.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
     p.add_argument("--offline", action="store_true",
                    help="rebuild touched entities without the LLM (automatic for offline indexes)")
@@ -515,14 +542,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _handle(exc: Exception) -> int:
     """Known library errors become one line and an exit code; anything else is a real bug."""
-    from graphrag.llm import LLMError, NoLLMConfiguredError
+    from graphrag.llm import CONTEXT_OVERFLOW_HINT, LLMError, NoLLMConfiguredError
     from graphrag.locking import WorkingDirLockedError
     from graphrag.storage.files import StorageFileError
 
     if isinstance(exc, NoLLMConfiguredError):
         _fail(NO_LLM_LINE, EXIT_LLM)
     if isinstance(exc, LLMError):
-        _fail(str(exc), EXIT_LLM)
+        flags = "; here: --context-window TOKENS, and --chunk-size N" if CONTEXT_OVERFLOW_HINT in str(exc) else ""
+        _fail(f"{exc}{flags}", EXIT_LLM)
     if isinstance(exc, (StorageFileError, WorkingDirLockedError)):
         _fail(str(exc), EXIT_FAILED)
     if isinstance(exc, FileNotFoundError):

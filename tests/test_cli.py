@@ -219,3 +219,33 @@ def test_index_with_llm_server_and_usage_in_stats(tmp_path: Path, corpus: Path, 
     answer = run("query", "Who owns the Voss Bakery?", "-w", str(wd), "--mode", "local", env_extra=env)
     assert answer.returncode == 0, answer.stderr
     assert answer.stdout.strip() and not answer.stdout.startswith("[No LLM")
+
+
+def test_llm_flags_name_the_model_and_fit_its_window(tmp_path: Path) -> None:
+    """A local server names its own model and window: the flags reach every request, and a
+    window the server enforces is respected; without it the refusal is one line, exit 3."""
+    from graphrag.testing.mock_llm_server import MockLLMServer
+
+    text = " ".join(
+        f"Captain Orla Venn{i} of Gull Point traded lamp oil with the Lantern Guild{i % 3} and Harbourmaster "
+        f"Idris Cole{i % 5}, who signed the charter of the Lantern Guild{i % 3} in Saltmarsh." for i in range(150))
+    (tmp_path / "chronicle.txt").write_text(text, encoding="utf-8")
+    wd = str(tmp_path / "wd")
+    with MockLLMServer(context_window=3000) as server:
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k"}
+        flags = ["--model", "qwen-local", "--context-window", "3000", "--max-async", "4"]
+        proc = run("index", str(tmp_path / "chronicle.txt"), "-w", wd, *flags, env_extra=env)
+        assert proc.returncode == 0, proc.stderr
+        assert {r["model"] for r in server.chat_requests} == {"qwen-local"}
+        assert server.stats()["peak_concurrency"] <= 4
+
+        server.reset()
+        refused = run("query", "Who traded lamp oil?", "-w", wd, "--mode", "naive", "--model", "qwen-local",
+                      env_extra=env)
+        assert_clean_error(refused, 3)
+        assert "maximum context length is 3000" in refused.stderr and "--context-window TOKENS" in refused.stderr
+        answer = run("query", "Who traded lamp oil?", "-w", wd, "--mode", "naive", *flags, env_extra=env)
+        assert answer.returncode == 0, answer.stderr
+        assert answer.stdout.strip()
+
+    assert_clean_error(run("query", "x?", "-w", wd, "--context-window", "0"), 2)
