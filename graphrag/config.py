@@ -123,3 +123,20 @@ class GraphRAGConfig:
     @classmethod
     def field_names(cls) -> set[str]:
         return {f.name for f in fields(cls)}
+
+    # Read access by key: nano-graphrag hands storage classes its config as a dict
+    # (``global_config["working_dir"]``, ``global_config["addon_params"]``), so storage
+    # classes written for it work here unchanged.
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.field_names():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.field_names()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def keys(self) -> list[str]:
+        return [f.name for f in fields(self)]

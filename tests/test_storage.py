@@ -581,3 +581,62 @@ def test_reload_noticed_even_when_mtime_and_size_are_unchanged(config, tmp_path)
         assert await mine.get_by_id("k") == {"v": "2222"}
 
     run(main())
+
+
+def test_a_storage_class_written_for_nano_graphrag_works_unchanged(tmp_path):
+    """nano-graphrag hands storages their config as a dict: a KV class that reads
+    ``global_config["working_dir"]`` and ``global_config["addon_params"]`` serves every KV
+    namespace, through an insert, a reopen and every query mode."""
+    from dataclasses import dataclass
+
+    from graphrag import GraphRAG, QueryParam
+    from graphrag.storage import BaseKVStorage
+
+    @dataclass
+    class DictFileKV(BaseKVStorage):
+        def __post_init__(self) -> None:
+            self._file = os.path.join(self.global_config["working_dir"], f"dictkv_{self.namespace}.json")
+            self._data = json.load(open(self._file)) if os.path.exists(self._file) else {}
+            self.prefix = self.global_config["addon_params"].get("prefix", "")
+            assert "working_dir" in self.global_config and self.global_config.get("no_such_key", 7) == 7
+
+        async def all_keys(self):
+            return list(self._data)
+
+        async def get_by_id(self, id):
+            return self._data.get(id)
+
+        async def get_by_ids(self, ids, fields=None):
+            rows = [self._data.get(i) for i in ids]
+            return [{k: v for k, v in r.items() if k in fields} if r and fields else r for r in rows]
+
+        async def filter_keys(self, data):
+            return {k for k in data if k not in self._data}
+
+        async def upsert(self, data):
+            self._data.update(data)
+
+        async def delete(self, ids):
+            for i in ids:
+                self._data.pop(i, None)
+
+        async def index_done_callback(self):
+            with open(self._file, "w") as f:
+                json.dump(self._data, f)
+
+    story = ("Mara Quill founded the Lantern Guild in the harbour town of Vessel Bay. "
+             "Mara Quill later married Tobias Fern, a shipwright from Vessel Bay.")
+
+    def open_rag() -> GraphRAG:
+        return GraphRAG(working_dir=str(tmp_path), extraction="nlp", embedding_func=hash_embedding(64),
+                        enable_naive_rag=True, key_string_value_json_storage_cls=DictFileKV,
+                        addon_params={"prefix": "x"})
+
+    stats = open_rag().insert([story])
+    assert stats["documents_inserted"] == 1 and stats["communities"] >= 1
+    assert (tmp_path / "dictkv_full_docs.json").exists() and not (tmp_path / "kv_store_full_docs.json").exists()
+    reopened = open_rag()
+    for mode in ("local", "global", "naive"):
+        assert "MARA QUILL" in reopened.query("Who founded the guild?", QueryParam(mode=mode)).upper(), mode
+    with pytest.raises(KeyError):
+        reopened.config["no_such_key"]
