@@ -18,6 +18,31 @@ def _default_working_dir() -> str:
     return f"./graphrag_cache_{datetime.now().strftime('%Y-%m-%d-%H:%M:%S')}"
 
 
+# nano-graphrag options this engine does not have, with what to do instead: a ported script
+# gets that advice rather than a bare "unexpected keyword argument".
+_OWN_MODEL_FUNC = "pass best_model_func/cheap_model_func calling your client (see examples/custom_llm.py)"
+NANO_GRAPHRAG_ONLY_OPTIONS: dict[str, str] = {
+    "using_azure_openai": _OWN_MODEL_FUNC + ", e.g. openai.AsyncAzureOpenAI",
+    "using_amazon_bedrock": _OWN_MODEL_FUNC,
+    "best_model_id": "the best model is named by best_model_name",
+    "cheap_model_id": "the cheap model is named by cheap_model_name",
+    "tokenizer_type": "tokens are counted with tiktoken, chosen by tiktoken_model_name",
+    "huggingface_model_name": "tokens are counted with tiktoken, chosen by tiktoken_model_name",
+    "node_embedding_algorithm": "node embeddings are not computed (no query used them in nano-graphrag either)",
+    "node2vec_params": "node embeddings are not computed (no query used them in nano-graphrag either)",
+    "entity_extraction_func": "extraction='llm' or 'nlp' chooses the extractor",
+    "convert_response_to_json_func": "the engine parses model JSON itself, tolerantly",
+}
+
+
+def check_no_nano_graphrag_only_options(options: Any) -> None:
+    """Raise TypeError, with advice, for options only nano-graphrag has."""
+    found = [name for name in options if name in NANO_GRAPHRAG_ONLY_OPTIONS]
+    if found:
+        raise TypeError("; ".join(f"{name} is a nano-graphrag option this engine does not have: "
+                                  f"{NANO_GRAPHRAG_ONLY_OPTIONS[name]}" for name in found))
+
+
 @dataclass
 class GraphRAGConfig:
     working_dir: str = field(default_factory=_default_working_dir)

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, NamedTuple, Optional, Union
 
-from graphrag.config import GraphRAGConfig
+from graphrag.config import GraphRAGConfig, check_no_nano_graphrag_only_options
 from graphrag.embedding import EmbeddingFunc, limited, local_embedding
 from graphrag.locking import try_lock, writer_lock
 from graphrag.progress import Progress
@@ -126,6 +126,7 @@ class GraphRAG:
     """``GraphRAG(working_dir=..., **config_fields)`` or ``GraphRAG(config)``."""
 
     def __init__(self, config: Optional[GraphRAGConfig] = None, **overrides: Any) -> None:
+        check_no_nano_graphrag_only_options(overrides)
         self.config = replace(config, **overrides) if config is not None else GraphRAGConfig(**overrides)
         wd = self.config.working_dir
         if not os.path.isdir(wd):

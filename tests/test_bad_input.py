@@ -256,3 +256,17 @@ def test_many_tiny_documents(tmp_path: Any) -> None:
     assert_clean(tmp_path)
     # A second insert of the same batch is a no-op.
     assert rag.insert(docs[:1000])["documents_already_indexed"] == 1000
+
+
+def test_nano_graphrag_only_options_get_advice_not_a_bare_type_error(tmp_path: Any) -> None:
+    """A ported script passing an option only nano-graphrag has learns what to do instead;
+    nothing is created."""
+    wd = tmp_path / "wd"
+    with pytest.raises(TypeError, match=r"using_azure_openai is a nano-graphrag option .*best_model_func"):
+        GraphRAG(working_dir=str(wd), using_azure_openai=True)
+    with pytest.raises(TypeError) as info:
+        GraphRAG(working_dir=str(wd), best_model_id="x", node2vec_params={})
+    assert "best_model_name" in str(info.value) and "node2vec_params" in str(info.value)
+    assert not wd.exists()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'no_such_option'"):
+        GraphRAG(working_dir=str(wd), no_such_option=1)
