@@ -24,7 +24,8 @@ class QueryParam:
     """How one question is answered.
 
     Token budgets are counted with the engine's tokenizer and cover a whole context
-    section, its title line and table header included.
+    section, its title line and table header included. A query cuts them further where the
+    best model's window (``best_model_max_token_size``) leaves less room.
     """
 
     mode: Literal["local", "global", "naive"] = "global"
