@@ -8,11 +8,9 @@ from typing import AsyncIterator
 
 from filelock import FileLock, Timeout
 
+from graphrag.errors import WorkingDirLockedError
+
 LOCK_NAME = ".graphrag.lock"
-
-
-class WorkingDirLockedError(TimeoutError):
-    """Another process kept the working dir's writer lock for longer than the timeout."""
 
 
 @contextlib.asynccontextmanager

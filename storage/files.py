@@ -20,13 +20,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
+from graphrag.errors import StorageError
+
 logger = logging.getLogger(__name__)
 
 MANIFEST_NAME = ".commit-manifest.json"
 TMP_MARKER = ".tmp-"
 
 
-class StorageFileError(RuntimeError):
+class StorageFileError(StorageError, RuntimeError):
     """A store file exists but cannot be used; it is never silently replaced."""
 
 

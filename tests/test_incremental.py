@@ -16,7 +16,7 @@ import pytest
 from filelock import FileLock
 
 from graphrag import GraphRAG, hash_embedding
-from graphrag.locking import WorkingDirLockedError
+from graphrag.errors import WorkingDirLockedError
 from graphrag.schema import GRAPH_FIELD_SEP
 from graphrag.testing.mock_llm_server import MockLLMServer
 

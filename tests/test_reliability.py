@@ -26,7 +26,8 @@ import networkx as nx
 import pytest
 
 from graphrag import GraphRAG, QueryParam, hash_embedding
-from graphrag.locking import LOCK_NAME, WorkingDirLockedError
+from graphrag.errors import WorkingDirLockedError
+from graphrag.locking import LOCK_NAME
 from graphrag.operators.chunking import doc_id_for
 from graphrag.testing.mock_llm_server import MockLLMServer
 
