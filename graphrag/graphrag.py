@@ -1,10 +1,10 @@
 """The engine: documents in, knowledge graph and community reports out, questions answered.
 
-Reading order is the pipeline's: prepare documents -> chunk -> extract -> merge ->
-cluster -> report -> commit. Every insert or delete runs under the working dir's
-writer lock and commits all stores in one transaction (see ``storage/files.py``), so
-a killed run leaves the previous state, and re-running it finishes the job with the
-LLM answers already paid for served from the response cache journal.
+Reading order is the pipeline's (``_apply_changes``): chunk -> extract -> merge -> record
+-> cluster -> report, with embedding beside them, then commit. Every insert or delete runs
+under the working dir's writer lock and commits all stores in one transaction (see
+``storage/files.py``), so a killed run leaves the previous state, and re-running it finishes
+the job with the LLM answers already paid for served from the response cache journal.
 """
 from __future__ import annotations
 
@@ -13,25 +13,27 @@ import contextlib
 import importlib
 import logging
 import os
-import re
 import time
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, NamedTuple, Optional, Union
+from typing import Any, AsyncIterator, Callable, Coroutine, Optional, TypeVar, Union
 
 from graphrag.config import GraphRAGConfig, check_no_nano_graphrag_only_options
 from graphrag.embedding import EmbeddingFunc, limited, local_embedding
+from graphrag.errors import DocumentNotFound, InvalidInputError
 from graphrag.locking import try_lock, writer_lock
+from graphrag.operators.documents import ChunkPlan, chunk_documents, plan_chunks, prepare_documents, superseded_documents
 from graphrag.progress import Progress
 from graphrag.query_param import QueryParam
+from graphrag.scheduling import BackgroundWork, StageTimer
 from graphrag.schema import ChunkExtraction, ChunkRecord
 from graphrag.storage.files import MANIFEST_NAME, TMP_MARKER, commit_transaction, recover_pending_commit, wait_for_commit
 from graphrag.stores import Stores, open_stores
-
-if TYPE_CHECKING:
-    from graphrag.operators.graph_update import GraphRebuild
+from graphrag.windows import ANSWER_TOKENS, ModelWindows
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 NO_LLM_NOTE = (
     "[No LLM is configured (set OPENAI_API_KEY / OPENAI_BASE_URL or pass best_model_func); "
@@ -40,23 +42,21 @@ NO_LLM_NOTE = (
 
 EMPTY_INDEX_MESSAGE = "No documents are indexed in {working_dir} yet: insert some before asking questions."
 
-# Of the best model's window (``best_model_max_token_size``), the tokens kept free for the
-# answer to a community report or query prompt (a JSON report runs ~500-1500); and the least
-# room a prompt must leave for its data, in either model's window.
-ANSWER_TOKENS = 2000
-MIN_PROMPT_DATA_TOKENS = 128
+# Stores that only the reports and the LLM cache change after clustering: written ahead
+# while the reports are generated, leaving the commit less to do.
+_WRITTEN_BEFORE_REPORTS = ["full_docs", "text_chunks", "chunk_extractions", "graph", "entities_vdb", "chunks_vdb"]
 
 
-def _run_sync(coro: Any, cleanup: Any = None) -> Any:
+def _run_sync(coro: Coroutine[Any, Any, T], cleanup: Optional[Callable[[], Coroutine[Any, Any, None]]] = None) -> T:
     """Thin sync wrapper; refuses politely inside a running loop (notebooks: use the a* methods).
 
-    ``cleanup`` (a coroutine function) runs before the temporary loop closes, so HTTP
-    connections opened on it are closed rather than left to the garbage collector.
+    ``cleanup`` runs before the temporary loop closes, so HTTP connections opened on it are
+    closed rather than left to the garbage collector.
     """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        async def run_then_clean_up() -> Any:
+        async def run_then_clean_up() -> T:
             try:
                 return await coro
             finally:
@@ -69,57 +69,9 @@ def _run_sync(coro: Any, cleanup: Any = None) -> Any:
                        "version instead (ainsert, aquery, adelete_documents)")
 
 
-def _clean_text(text: str) -> str:
-    """Drop NULs and other control characters, and unencodable lone surrogates."""
-    text = text.encode("utf-8", "replace").decode("utf-8")
-    return _CONTROL_CHARS.sub("", text)  # a regex: str.translate does a dict lookup per character
-
-
-_CONTROL_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-def prepare_documents(docs: Union[str, Iterable[str]], sources: Optional[Iterable[Optional[str]]] = None
-                      ) -> tuple[dict[str, dict[str, Any]], int]:
-    """Validate and normalise input before anything is touched: ``({doc_id: record}, skipped)``."""
-    from graphrag.operators.chunking import doc_id_for
-
-    if isinstance(docs, (str, bytes)):
-        docs = [docs]  # type: ignore[list-item]
-    if docs is None:
-        raise TypeError("insert() needs a string or a list of strings, got None")
-    items = list(docs)
-    source_list = list(sources) if sources is not None else [None] * len(items)
-    if len(source_list) != len(items):
-        raise ValueError(f"got {len(items)} documents but {len(source_list)} sources")
-    for i, doc in enumerate(items):
-        if isinstance(doc, bytes):
-            raise TypeError(f"document {i} is bytes; decode it to str first (e.g. data.decode('utf-8'))")
-        if not isinstance(doc, str):
-            raise TypeError(f"document {i} is {type(doc).__name__}, expected str")
-    out: dict[str, dict[str, Any]] = {}
-    skipped = 0
-    for doc, source in zip(items, source_list):
-        content = _clean_text(doc).strip()
-        if not content:
-            skipped += 1
-            continue
-        record: dict[str, Any] = {"content": content}
-        if source:
-            record["source"] = str(source)
-        out.setdefault(doc_id_for(content), record)
-    if skipped:
-        logger.warning("Skipped %d empty or whitespace-only document(s)", skipped)
-    return out, skipped
-
-
 def llm_configured(config: GraphRAGConfig) -> bool:
     return bool(config.best_model_func or config.llm_api_key or config.llm_base_url
                 or os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
-
-
-class _Rebuilt(NamedTuple):
-    chunks: set[str]  # whose extractions it applied
-    rebuilt: GraphRebuild
 
 
 class GraphRAG:
@@ -172,6 +124,10 @@ class GraphRAG:
         return self._tokenizer
 
     @property
+    def windows(self) -> ModelWindows:
+        return ModelWindows(self.config, self.tokenizer)
+
+    @property
     def llms(self) -> Any:
         """(best, cheap) LLM clients, built on first use so offline work never imports openai."""
         if self._llms is None:
@@ -182,9 +138,10 @@ class GraphRAG:
                                            lambda text: self.tokenizer.count(text))
         return self._llms
 
-    def _warm_up_models(self) -> None:
+    def _get_ready_to_extract(self) -> None:
         """Load the embedding model and open the LLM clients in the background, overlapping
-        chunking (and, for the embedding model, extraction)."""
+        chunking (and, for the embedding model, extraction); then check every indexing
+        prompt's window, so a window too small fails before any call is paid for."""
         warm_up = getattr(self.embedding_func.func, "warm_up", None)
         if warm_up is not None:
             loading = asyncio.create_task(asyncio.to_thread(warm_up))
@@ -192,6 +149,8 @@ class GraphRAG:
         if self.config.extraction == "llm" and llm_configured(self.config):
             for client in set(self.llms):
                 client.warm_up()
+        if self.config.extraction == "llm":
+            self.windows.check_indexing()  # loads the tokenizer, so after the clients start building
 
     async def _close_llm_connections(self) -> None:
         if self._llms is not None:
@@ -260,7 +219,7 @@ class GraphRAG:
             communities = len(await self.stores.community_reports.all_keys())
         return {"documents_inserted": 0, "documents_removed": 0, "chunks_inserted": 0, "chunks_removed": 0,
                 "entities_changed": 0, "malformed_records_skipped": 0, "communities": communities,
-                "reports_generated": 0}
+                "reports_generated": 0, "stage_seconds": {}}
 
     # ------------------------------------------------------------------ insert
 
@@ -274,21 +233,15 @@ class GraphRAG:
         documents, skipped = prepare_documents(docs, sources)
         self.usage.reset()
         started = time.perf_counter()
-        timings: dict[str, float] = {}
         async with self._writing(every_store=False):
-            new_ids = await self.stores.full_docs.filter_keys(list(documents))
-            new_docs = {k: v for k, v in documents.items() if k in new_ids}
+            unknown = await self.stores.full_docs.filter_keys(list(documents))
+            new_docs = {k: v for k, v in documents.items() if k in unknown}
             if new_docs:
-                # The clients start building first: the window check loads the tokenizer.
-                self._warm_up_models()
-                if self.config.extraction == "llm":
-                    # A model window too small fails here, before any call is paid for.
-                    self._summary_room()
-                    self._report_data_tokens()
-            replaced = await self._superseded_documents(new_docs)
+                self._get_ready_to_extract()
+            replaced = await self._superseded_by(new_docs)
             if new_docs or replaced:
                 await self.stores.index_start()
-                summary = await self._apply_changes(new_docs, replaced, timings)
+                summary = await self._apply_changes(new_docs, replaced)
             else:
                 summary = await self._nothing_changed()
         stats = {
@@ -296,7 +249,6 @@ class GraphRAG:
             "documents_skipped_empty": skipped,
             "documents_already_indexed": len(documents) - len(new_docs),
             "seconds": round(time.perf_counter() - started, 3),
-            "stage_seconds": {k: round(v, 3) for k, v in timings.items()},
             "llm": self.usage.snapshot(),
         }
         self.last_insert_stats = stats
@@ -304,13 +256,12 @@ class GraphRAG:
         logger.info("LLM usage by stage: %s", stats["llm"])
         return stats
 
-    async def _superseded_documents(self, new_docs: dict[str, dict[str, Any]]) -> list[str]:
-        sources = {d["source"] for d in new_docs.values() if d.get("source")}
-        if not sources:
+    async def _superseded_by(self, new_docs: dict[str, dict[str, Any]]) -> list[str]:
+        if not any(d.get("source") for d in new_docs.values()):
             return []
         keys = await self.stores.full_docs.all_keys()
         records = await self.stores.full_docs.get_by_ids(keys, fields={"source"})
-        return [k for k, r in zip(keys, records) if r and r.get("source") in sources and k not in new_docs]
+        return superseded_documents(new_docs, {k: r.get("source") for k, r in zip(keys, records) if r})
 
     # ------------------------------------------------------------------ delete
 
@@ -321,14 +272,13 @@ class GraphRAG:
         """Remove documents and everything only they contributed; other sources' facts stay."""
         ids = [doc_ids] if isinstance(doc_ids, str) else list(dict.fromkeys(doc_ids))
         self.usage.reset()
-        timings: dict[str, float] = {}
         async with self._writing():
             missing = await self.stores.full_docs.filter_keys(ids)
             if missing:
-                raise KeyError(f"unknown document id(s): {', '.join(sorted(missing))} "
-                               "(list them with list_documents() or `graphrag docs`)")
-            summary = await self._apply_changes({}, ids, timings)
-        return {**summary, "llm": self.usage.snapshot(), "stage_seconds": timings}
+                raise DocumentNotFound(f"unknown document id(s): {', '.join(sorted(missing))} "
+                                       "(list them with list_documents() or `graphrag docs`)", missing=sorted(missing))
+            summary = await self._apply_changes({}, ids)
+        return {**summary, "llm": self.usage.snapshot()}
 
     def recluster(self) -> dict[str, Any]:
         return _run_sync(self.arecluster(), self._close_llm_connections)
@@ -360,214 +310,157 @@ class GraphRAG:
 
     # ------------------------------------------------------------------ the pipeline
 
-    async def _apply_changes(self, new_docs: dict[str, dict[str, Any]], removed_doc_ids: list[str],
-                             timings: dict[str, float]) -> dict[str, Any]:
-        stores = self.stores
+    async def _apply_changes(self, new_docs: dict[str, dict[str, Any]], removed_doc_ids: list[str]
+                             ) -> dict[str, Any]:
+        """Add ``new_docs`` and take out ``removed_doc_ids`` (an update does both), inside the
+        caller's write. What runs beside what is decided here and only here."""
+        from graphrag.operators.graph_update import MergeAhead, finish_graph_update, store_entity_vectors
 
-        t = time.perf_counter()
-        removed_chunks, kept_by = await self._chunks_only_in(removed_doc_ids)
-        chunks, chunk_ids_by_doc = self._chunk({k: v["content"] for k, v in new_docs.items()})
-        for doc_id in new_docs:
-            new_docs[doc_id]["chunk_ids"] = chunk_ids_by_doc[doc_id]
-        new_chunk_ids = await stores.text_chunks.filter_keys(list(chunks))
-        new_chunks = {k: v for k, v in chunks.items() if k in new_chunk_ids}
-        for chunk_id in removed_chunks & set(chunks):  # still used by an incoming document
-            kept_by[chunk_id] = chunks[chunk_id]["full_doc_id"]
-        removed_chunks -= set(chunks)
-        await self._reassign_chunks(kept_by, set(removed_doc_ids))
-        timings["chunk"] = time.perf_counter() - t
-
+        stores, timer = self.stores, StageTimer()
+        with timer.stage("chunk"):
+            docs_to_store, plan = await self._chunk(new_docs, removed_doc_ids)
+        removed_extractions = await self._recorded_extractions(sorted(plan.removed_chunks))
         # Chunk vectors need only the chunk text: they are embedded while the LLM extracts,
-        # from its first extracted chunk on. Before that the CPU goes to what the first
-        # requests wait for: chunking, the client's build (in a new process, its imports).
-        extracting = asyncio.Event()
-        if self.config.extraction != "llm":
-            extracting.set()  # no requests to make way for
-        chunk_vectors = asyncio.create_task(self._embed_chunks(new_chunks, timings, extracting))
-        try:
-            extractions, changes = await self._extract_and_merge(new_chunks, removed_chunks, removed_doc_ids,
-                                                                 timings, extracting)
-        except BaseException:
-            chunk_vectors.cancel()
-            await asyncio.gather(chunk_vectors, return_exceptions=True)
-            raise
-        extracting.set()  # no chunk to extract (a removal only, or every chunk known already)
+        # from its first answer on; until then the CPU goes to what the first requests wait
+        # for (chunking, the LLM client's build).
+        first_extracted = asyncio.Event()
+        if self.config.extraction != "llm" or not plan.new_chunks:
+            first_extracted.set()
 
-        # Nothing below needs the entity vectors, so they are embedded beside clustering and
-        # reports; clustering needs only the structure, so it runs while long descriptions
-        # are summarised.
-        embedding = asyncio.create_task(self._embed_entities(chunk_vectors, changes, timings))
-        written_ahead: Optional[asyncio.Task] = None
-        await stores.full_docs.upsert(new_docs)
-        reports_generated = 0
-        communities = len(await stores.community_reports.all_keys())
-        try:
+        async with BackgroundWork(timer) as background:
+            chunk_vectors = background.start(self._embed_chunks(plan.new_chunks), after=(first_extracted,),
+                                             stage="embed")
+
+            def merge_ahead(work: Coroutine[Any, Any, T]) -> "asyncio.Task[T]":
+                # The report stage's code loads meanwhile (once a process): a first insert would
+                # otherwise import it between the last extraction answer and the first report.
+                background.start(asyncio.to_thread(importlib.import_module, "graphrag.operators.community_reports"))
+                return background.start(work, stage="merge_ahead")
+
+            merge = MergeAhead(
+                self._rebuild_pass(lambda ids: self._recorded_extractions(ids, also=merge.extracted)),
+                removed=removed_extractions, expected=len(plan.new_chunks),
+                tail=max(1, self.config.best_model_max_async // 4), start=merge_ahead)
+
+            def extracted(chunk_id: str, extraction: ChunkExtraction) -> None:
+                first_extracted.set()
+                merge.on_extracted(chunk_id, extraction)
+
+            with timer.stage("extract"):
+                extractions = await self._extract(plan.new_chunks, extracted)
+            first_extracted.set()
+
+            with timer.stage("merge"):
+                changes = finish_graph_update(
+                    await merge.finish(extractions), graph=stores.graph,
+                    summarizer=self.llms[1] if self.config.extraction == "llm" else None,
+                    tokenizer=self.tokenizer, summary_max_tokens=self.config.entity_summary_to_max_tokens,
+                    # An entity is found by its name and the start of its description; embedding more
+                    # than half the model's window costs compute (quadratic in length) for little gain.
+                    vector_tokens=max(self.embedding_func.max_token_size // 2, 32),
+                    start=background.start)
+            await self._record(docs_to_store, removed_doc_ids, plan, extractions)
+
+            # Entity vectors wait for the summaries; nothing below needs them, so they are
+            # embedded beside clustering and reports. Clustering needs only the structure.
+            entity_vectors = background.start(store_entity_vectors(stores.entities_vdb, changes),
+                                              after=(chunk_vectors,), stage="embed")
+            communities = len(await stores.community_reports.all_keys())
+            reports_generated = 0
             if changes.entities_changed:
-                t = time.perf_counter()
-                await stores.graph.clustering(self.config.graph_cluster_algorithm)
-                schema = await stores.graph.community_schema()
-                timings["cluster"] = time.perf_counter() - t
-                written_ahead = asyncio.create_task(self._write_ahead(embedding))
-                t = time.perf_counter()
-                # Communities containing a description still being summarised wait for it.
-                communities, reports_generated = await self._report(schema, changes)
-                timings["report"] = time.perf_counter() - t
+                with timer.stage("cluster"):
+                    await stores.graph.clustering(self.config.graph_cluster_algorithm)
+                    schema = await stores.graph.community_schema()
+                background.start(stores.write_ahead(_WRITTEN_BEFORE_REPORTS), after=(entity_vectors,),
+                                 finish_on_error=True)
+                with timer.stage("report"):
+                    # Communities containing a description still being summarised wait for it.
+                    communities, reports_generated = await self._report(schema, changes)
             else:
                 logger.info("No entity or relation changed; community reports kept as they are")
-        except BaseException:
-            embedding.cancel()
-            # Not cancelled: a store being written ahead in a thread finishes first, so the
-            # failed commit's clean-up finds its temporary file.
-            await asyncio.gather(embedding, *[written_ahead] if written_ahead else [], return_exceptions=True)
-            await changes.cancel()
-            raise
-        await embedding
-        if written_ahead is not None:
-            await written_ahead
-        malformed = sum(e.get("malformed", 0) for e in extractions.values())
+
         return {
             "documents_inserted": len(new_docs),
             "documents_removed": len(removed_doc_ids),
-            "chunks_inserted": len(new_chunks),
-            "chunks_removed": len(removed_chunks),
+            "chunks_inserted": len(plan.new_chunks),
+            "chunks_removed": len(plan.removed_chunks),
             "entities_changed": changes.entities_changed,
-            "malformed_records_skipped": malformed,
+            "malformed_records_skipped": sum(e.get("malformed", 0) for e in extractions.values()),
             "communities": communities,
             "reports_generated": reports_generated,
+            "stage_seconds": timer.rounded(),
         }
 
-    async def _extract_and_merge(self, new_chunks: dict[str, ChunkRecord], removed_chunks: set[str],
-                                 removed_doc_ids: list[str], timings: dict[str, float],
-                                 extracting: asyncio.Event) -> tuple[dict[str, ChunkExtraction], Any]:
-        """Extract, then merge into the graph. Once only the last calls are in flight (the
-        LLM slots would mostly idle), what is extracted so far is merged meanwhile; only the
-        last chunks are left for after. Both passes rebuild what they touch from every
-        extraction, so the graph is the same as one pass would make. ``extracting`` is set
-        once the first chunk is extracted."""
-        tail = max(1, self.config.best_model_max_async // 4)
-        extracted: dict[str, ChunkExtraction] = {}
-        merging_ahead: Optional[asyncio.Task] = None
+    async def _chunk(self, new_docs: dict[str, dict[str, Any]], removed_doc_ids: list[str]
+                     ) -> tuple[dict[str, dict[str, Any]], ChunkPlan]:
+        """The incoming documents with their chunk ids, and what happens to the chunks."""
+        from graphrag.operators.chunking import chunk_by_tokens
 
-        async def merge_ahead(so_far: dict[str, ChunkExtraction]) -> _Rebuilt:
-            t = time.perf_counter()
-            # The report stage's code loads meanwhile too (once a process): a first insert
-            # would otherwise import it between the last extraction answer and the first report.
-            rebuilt, _ = await asyncio.gather(
-                self._rebuild(so_far, new_chunks, removed_chunks, removed_doc_ids),
-                asyncio.to_thread(importlib.import_module, "graphrag.operators.community_reports"))
-            timings["merge_ahead"] = time.perf_counter() - t
-            return rebuilt
+        full_docs = self.stores.full_docs
+        chunks, by_doc = chunk_documents(
+            {k: v["content"] for k, v in new_docs.items()}, self.config.chunk_func or chunk_by_tokens,
+            size=self.config.chunk_token_size, overlap=self.config.chunk_overlap_token_size, tokenizer=self.tokenizer)
+        leaving: set[str] = set()
+        staying: dict[str, list[str]] = {}
+        if removed_doc_ids:
+            leaving = {c for r in await full_docs.get_by_ids(removed_doc_ids, fields={"chunk_ids"}) if r
+                       for c in r.get("chunk_ids", [])}
+            others = [k for k in await full_docs.all_keys() if k not in set(removed_doc_ids)]
+            staying = {k: (r or {}).get("chunk_ids", [])
+                       for k, r in zip(others, await full_docs.get_by_ids(others, fields={"chunk_ids"}))}
+        unknown = await self.stores.text_chunks.filter_keys(list(chunks))
+        docs_to_store = {k: {**v, "chunk_ids": by_doc[k]} for k, v in new_docs.items()}
+        return docs_to_store, plan_chunks(chunks, unknown, leaving, staying)
 
-        def on_extracted(chunk_id: str, extraction: ChunkExtraction) -> None:
-            nonlocal merging_ahead
-            extracting.set()
-            extracted[chunk_id] = extraction
-            left = len(new_chunks) - len(extracted)
-            if merging_ahead is None and left <= min(tail, len(extracted)):
-                merging_ahead = asyncio.ensure_future(merge_ahead(dict(extracted)))
+    async def _recorded_extractions(self, chunk_ids: list[str], also: Optional[dict[str, ChunkExtraction]] = None
+                                    ) -> dict[str, ChunkExtraction]:
+        """What extraction found in ``chunk_ids`` (those it has a record of): this write's
+        from ``also``, the others as recorded."""
+        also = also or {}
+        to_read = [c for c in chunk_ids if c not in also]
+        found = {k: v for k, v in zip(to_read, await self.stores.chunk_extractions.get_by_ids(to_read)) if v}
+        return {**{c: also[c] for c in chunk_ids if c in also}, **found}
 
-        try:
-            t = time.perf_counter()
-            extractions = await self._extract(new_chunks, on_extracted)
-            timings["extract"] = time.perf_counter() - t
-            t = time.perf_counter()
-            if merging_ahead is None:
-                rebuilt = (await self._rebuild(extractions, new_chunks, removed_chunks, removed_doc_ids)).rebuilt
-            else:
-                ahead = await merging_ahead
-                rest = {k: v for k, v in extractions.items() if k not in ahead.chunks}
-                rebuilt = ahead.rebuilt.then((await self._rebuild(rest, {}, set(), [])).rebuilt)
-        except BaseException:
-            if merging_ahead is not None:
-                merging_ahead.cancel()
-                await asyncio.gather(merging_ahead, return_exceptions=True)
-            raise
-        from graphrag.operators.graph_update import finish_graph_update
-
-        changes = finish_graph_update(
-            rebuilt, graph=self.stores.graph, summarizer=self.llms[1] if self.config.extraction == "llm" else None,
-            tokenizer=self.tokenizer, summary_max_tokens=self.config.entity_summary_to_max_tokens,
-            # An entity is found by its name and the start of its description; embedding more
-            # than half the model's window costs compute (quadratic in length) for little gain.
-            vector_tokens=max(self.embedding_func.max_token_size // 2, 32),
-        )
-        timings["merge"] = time.perf_counter() - t
-        return extractions, changes
-
-    async def _rebuild(self, extractions: dict[str, ChunkExtraction], new_chunks: dict[str, ChunkRecord],
-                       removed_chunks: set[str], removed_doc_ids: list[str]) -> "_Rebuilt":
-        """Record ``extractions`` (and ``new_chunks``), drop the removed chunks' records, and
-        rebuild what they touch in the graph (long descriptions are summarised later)."""
+    def _rebuild_pass(self, read: Callable[[list[str]], Any]) -> Callable[..., Any]:
+        """One merge pass: rebuild, in the graph, what the changed extractions touch."""
         from graphrag.operators.graph_update import rebuild_graph
 
+        summary_input_tokens = self.windows.summary_input_tokens() if self.config.extraction == "llm" else None
+
+        async def read_list(ids: list[str]) -> list[Optional[ChunkExtraction]]:
+            found = await read(ids)
+            return [found.get(i) for i in ids]
+
+        async def rebuild(changed: dict[str, ChunkExtraction], removed_chunks: set[str]) -> Any:
+            return await rebuild_graph(changed, removed_chunks, graph=self.stores.graph, read_extractions=read_list,
+                                       tokenizer=self.tokenizer,
+                                       summary_max_tokens=self.config.entity_summary_to_max_tokens,
+                                       summary_input_tokens=summary_input_tokens)
+
+        return rebuild
+
+    async def _record(self, docs: dict[str, dict[str, Any]], removed_doc_ids: list[str], plan: ChunkPlan,
+                      extractions: dict[str, ChunkExtraction]) -> None:
+        """Every document, chunk and extraction record the write adds or removes, in one place."""
         stores = self.stores
-        old_extractions = {k: v for k, v in zip(
-            removed_chunks, await stores.chunk_extractions.get_by_ids(list(removed_chunks))) if v}
-        if removed_chunks:
-            await stores.text_chunks.delete(list(removed_chunks))
-            await stores.chunk_extractions.delete(list(removed_chunks))
+        removed = sorted(plan.removed_chunks)
+        if removed:
+            await stores.text_chunks.delete(removed)
+            await stores.chunk_extractions.delete(removed)
             if stores.chunks_vdb is not None:
-                await stores.chunks_vdb.delete(list(removed_chunks))
+                await stores.chunks_vdb.delete(removed)
         if removed_doc_ids:
             await stores.full_docs.delete(removed_doc_ids)
         await stores.chunk_extractions.upsert({k: {"entities": v["entities"], "relations": v["relations"]}
                                                for k, v in extractions.items()})
-        await stores.text_chunks.upsert(new_chunks)
-        rebuilt = await rebuild_graph(
-            {**old_extractions, **extractions}, removed_chunks, stores=stores, tokenizer=self.tokenizer,
-            summary_max_tokens=self.config.entity_summary_to_max_tokens,
-            summary_input_tokens=self._summary_input_tokens() if self.config.extraction == "llm" else None)
-        return _Rebuilt(set(extractions), rebuilt)
-
-    async def _write_ahead(self, embedding: "asyncio.Task[None]") -> None:
-        """Once clustered and embedded, only the reports and the LLM cache change: the other
-        stores are written while the reports are generated, leaving the commit less to do."""
-        await embedding
-        await self.stores.write_ahead(["full_docs", "text_chunks", "chunk_extractions", "graph",
-                                       "entities_vdb", "chunks_vdb"])
-
-    async def _chunks_only_in(self, doc_ids: list[str]) -> tuple[set[str], dict[str, str]]:
-        """Chunks of ``doc_ids`` that no other indexed document contains, and, for the
-        others, one remaining document that does."""
-        if not doc_ids:
-            return set(), {}
-        stores = self.stores
-        doomed = {c for r in await stores.full_docs.get_by_ids(doc_ids, fields={"chunk_ids"}) if r
-                  for c in r.get("chunk_ids", [])}
-        leaving = set(doc_ids)
-        others = [k for k in await stores.full_docs.all_keys() if k not in leaving]
-        kept_by: dict[str, str] = {}
-        for doc_id, record in zip(others, await stores.full_docs.get_by_ids(others, fields={"chunk_ids"})):
-            for chunk_id in (record or {}).get("chunk_ids", []):
-                if chunk_id in doomed:
-                    doomed.discard(chunk_id)
-                    kept_by[chunk_id] = doc_id
-        return doomed, kept_by
-
-    async def _reassign_chunks(self, kept_by: dict[str, str], leaving: set[str]) -> None:
-        """A shared chunk whose recorded document is leaving now names one that stays."""
-        ids = sorted(kept_by)
-        updates = {}
-        for chunk_id, record in zip(ids, await self.stores.text_chunks.get_by_ids(ids)):
-            if record and record.get("full_doc_id") in leaving:
-                updates[chunk_id] = {**record, "full_doc_id": kept_by[chunk_id]}
-        await self.stores.text_chunks.upsert(updates)
-
-    def _chunk(self, docs: dict[str, str]) -> tuple[dict[str, ChunkRecord], dict[str, list[str]]]:
-        """All chunks, and each document's own chunk ids (documents can share a chunk, e.g. a
-        common header, and each must keep it until the last of them is deleted)."""
-        from graphrag.operators.chunking import chunk_by_tokens
-
-        chunk_func = self.config.chunk_func or chunk_by_tokens
-        chunks: dict[str, ChunkRecord] = {}
-        by_doc: dict[str, list[str]] = {}
-        for doc_id, text in docs.items():
-            own = chunk_func({doc_id: text}, size=self.config.chunk_token_size,
-                             overlap=self.config.chunk_overlap_token_size, tokenizer=self.tokenizer)
-            by_doc[doc_id] = list(own)
-            for chunk_id, record in own.items():
-                chunks.setdefault(chunk_id, record)
-        return chunks, by_doc
+        # A shared chunk whose recorded document is leaving now names one that stays.
+        shared = sorted(plan.reassigned)
+        leaving = set(removed_doc_ids)
+        reassigned = {c: {**r, "full_doc_id": plan.reassigned[c]}
+                      for c, r in zip(shared, await stores.text_chunks.get_by_ids(shared))
+                      if r and r.get("full_doc_id") in leaving}
+        await stores.text_chunks.upsert({**reassigned, **plan.new_chunks})
+        await stores.full_docs.upsert(docs)
 
     async def _extract(self, chunks: dict[str, ChunkRecord],
                        on_extracted: Optional[Callable[[str, ChunkExtraction], None]] = None
@@ -580,7 +473,7 @@ class GraphRAG:
             return await asyncio.to_thread(extract_chunks_nlp, chunks)
         from graphrag.operators.extraction import ConversationLimit, extract_chunks
 
-        self._check_chunks_fit_extraction(max(chunk["tokens"] for chunk in chunks.values()))
+        self.windows.check_chunks_fit_extraction(max(chunk["tokens"] for chunk in chunks.values()))
         progress = Progress(len(chunks), "Extracting entities", self.config.show_progress)
         best, _ = self.llms
 
@@ -598,81 +491,9 @@ class GraphRAG:
         finally:
             progress.close()
 
-    async def _embed_chunks(self, new_chunks: dict[str, ChunkRecord], timings: dict[str, float],
-                            after: asyncio.Event) -> None:
-        if self.stores.chunks_vdb is None or not new_chunks:
-            return
-        await after.wait()
-        t = time.perf_counter()
-        await self.stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
-        timings["embed"] = timings.get("embed", 0.0) + time.perf_counter() - t
-
-    async def _embed_entities(self, chunk_vectors: "asyncio.Task[None]", changes: Any,
-                              timings: dict[str, float]) -> None:
-        """After the chunk vectors (one task to await or cancel for both), and once the
-        summaries in flight have settled."""
-        from graphrag.operators.graph_update import store_entity_vectors
-
-        await chunk_vectors
-        t = time.perf_counter()
-        await store_entity_vectors(self.stores.entities_vdb, changes)
-        timings["embed"] = timings.get("embed", 0.0) + time.perf_counter() - t
-
-    def _report_data_tokens(self) -> int:
-        """Community data one report prompt carries: ``community_report_max_token_size``, or
-        less where ``best_model_max_token_size`` leaves less room beside the prompt's own text
-        and ``ANSWER_TOKENS`` kept for the answer."""
-        room = self._room_in_window("best_model_max_token_size", "community_report", ANSWER_TOKENS,
-                                    input_text="")
-        return min(self.config.community_report_max_token_size, room)
-
-    def _summary_input_tokens(self) -> int:
-        """Descriptions one summary prompt carries: ``summary_input_budget``, or less where
-        ``cheap_model_max_token_size`` leaves less room beside the prompt's own text (the
-        entity's name aside) and the summary itself."""
-        from graphrag.operators.merge import summary_input_budget
-
-        return min(summary_input_budget(self.config.entity_summary_to_max_tokens), self._summary_room())
-
-    def _summary_room(self) -> int:
-        return self._room_in_window("cheap_model_max_token_size", "summarize_entity_descriptions",
-                                    self.config.entity_summary_to_max_tokens, entity_name="", description_list="")
-
-    def _room_in_window(self, window_option: str, template: str, answer_tokens: int, question: str = "",
-                        **empty: str) -> int:
-        from graphrag.prompts import room_for_data
-
-        window = getattr(self.config, window_option)
-        question_tokens = self.tokenizer.count(question) if question else 0
-        room = room_for_data(self.tokenizer, template, window, answer_tokens + question_tokens, **empty)
-        if room < MIN_PROMPT_DATA_TOKENS:
-            asked = f", the question takes {question_tokens}" if question else ""
-            raise ValueError(
-                f"{window_option}={window} leaves {max(room, 0)} tokens for the data of a '{template}' prompt "
-                f"(at least {MIN_PROMPT_DATA_TOKENS} needed; {answer_tokens} are kept for the answer{asked}): "
-                "raise it to the model's context window")
-        return room
-
-    def _check_chunks_fit_extraction(self, longest_chunk: int) -> None:
-        """An extraction prompt carries a whole chunk: one longer than the best model's window
-        leaves beside the prompt's text fails here, before any call, not at the server."""
-        room = self._room_in_window("best_model_max_token_size", "entity_extraction", 0,
-                                    entity_types=", ".join(self.config.entity_types), input_text="")
-        if longest_chunk > room:
-            raise ValueError(
-                f"best_model_max_token_size={self.config.best_model_max_token_size} leaves {room} tokens for a "
-                f"chunk in an extraction prompt, but chunks run to {longest_chunk} tokens: lower chunk_token_size "
-                f"(now {self.config.chunk_token_size}) or raise the window to the model's")
-
-    def _query_param_in_window(self, query: str, param: QueryParam) -> QueryParam:
-        """``param`` with context budgets no larger than ``best_model_max_token_size`` leaves
-        beside each of its mode's prompts, the question and ``ANSWER_TOKENS``."""
-        from graphrag.operators.query_context import EMPTY_PROMPT_DATA, MODE_PROMPTS, fit_to_room
-
-        room = min(self._room_in_window("best_model_max_token_size", template, ANSWER_TOKENS, question=query,
-                                        response_type=param.response_type, **EMPTY_PROMPT_DATA)
-                   for template in MODE_PROMPTS[param.mode])
-        return fit_to_room(param, room)
+    async def _embed_chunks(self, new_chunks: dict[str, ChunkRecord]) -> None:
+        if self.stores.chunks_vdb is not None and new_chunks:
+            await self.stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
 
     async def _report(self, schema: Optional[dict[str, Any]] = None,
                       in_flight: Optional[Any] = None) -> tuple[int, int]:
@@ -685,7 +506,7 @@ class GraphRAG:
         existing_keys = await stores.community_reports.all_keys()
         existing = {k: v for k, v in zip(existing_keys, await stores.community_reports.get_by_ids(existing_keys)) if v}
         extractive = self.config.extraction == "nlp"
-        max_tokens = self.config.community_report_max_token_size if extractive else self._report_data_tokens()
+        max_tokens = self.config.community_report_max_token_size if extractive else self.windows.report_data_tokens()
         progress = Progress(len(schema), "Community reports", self.config.show_progress)
         try:
             records, generated = await generate_community_reports(
@@ -714,7 +535,7 @@ class GraphRAG:
         from graphrag.operators.query_naive import naive_query
 
         if not isinstance(query, str) or not query.strip():
-            raise ValueError("query must be a non-empty string")
+            raise InvalidInputError("query must be a non-empty string")
         if not await self._has_documents():
             await self.stores.query_done()
             return EMPTY_INDEX_MESSAGE.format(working_dir=self.config.working_dir)
@@ -723,9 +544,10 @@ class GraphRAG:
             param = replace(param, only_need_context=True)
         runner = {"local": local_query, "global": global_query, "naive": naive_query}[param.mode]
         try:
-            param = self._query_param_in_window(query, param)
+            param = self.windows.fit_query(query, param)
             llm = None if param.only_need_context else self.llms[0]
             answer = await runner(query, self.stores, param, llm=llm, tokenizer=self.tokenizer)
         finally:
             await self.stores.query_done()
         return f"{NO_LLM_NOTE}\n\n{answer}" if no_llm else answer
+

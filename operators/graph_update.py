@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Awaitable, Callable, Coroutine, Optional
 
 from graphrag.operators.chunking import compute_id
 from graphrag.operators.extraction import LLMCall
@@ -42,9 +42,10 @@ class GraphChanges:
     beside clustering and reports instead of before them.
 
     ``summaries`` is the task still writing summarised descriptions of long ones into the
-    graph (and their vector records): the structure is already in place, so clustering can
-    run while the summaries are in flight. ``summarising`` names those elements (node names,
-    sorted edge pairs): await :meth:`settled` before reading their descriptions.
+    graph (and their vector records), started by the caller's scheduling scope: the structure
+    is already in place, so clustering can run while the summaries are in flight.
+    ``summarising`` names those elements (node names, sorted edge pairs): await
+    :meth:`settled` before reading their descriptions.
     """
 
     entities_changed: int = 0
@@ -56,11 +57,6 @@ class GraphChanges:
     async def settled(self) -> None:
         if self.summaries is not None:
             await self.summaries
-
-    async def cancel(self) -> None:
-        if self.summaries is not None and not self.summaries.done():
-            self.summaries.cancel()
-            await asyncio.gather(self.summaries, return_exceptions=True)
 
 
 async def store_entity_vectors(entities_vdb: Any, changes: GraphChanges) -> None:
@@ -107,25 +103,28 @@ class GraphRebuild:
         )
 
 
+ExtractionReader = Callable[[list[str]], Awaitable[list[Optional[ChunkExtraction]]]]
+
+
 async def rebuild_graph(
     changed_extractions: dict[str, ChunkExtraction],
     removed_chunks: set[str],
     *,
-    stores: Any,
+    graph: Any,
+    read_extractions: ExtractionReader,
     tokenizer: Tokenizer,
     summary_max_tokens: int,
     summary_input_tokens: Optional[int],
 ) -> GraphRebuild:
     """Rebuild, in the graph, every entity and relation ``changed_extractions`` mention.
 
-    ``changed_extractions`` holds the extractions of new chunks (already stored) and of
-    ``removed_chunks`` (already deleted). Descriptions longer than ``summary_max_tokens``
+    ``changed_extractions`` holds the extractions of new chunks and of ``removed_chunks``;
+    ``read_extractions`` gives the recorded extractions of the other chunks. Descriptions longer than ``summary_max_tokens``
     are left whole and listed in ``long`` with a summary input of at most
     ``summary_input_tokens``; with None (no LLM to summarise) they are cut to that length.
     """
     # The pure computing runs in worker threads and the graph writes yield now and then: a
     # merge ahead of the last extraction calls must not hold up their answers.
-    graph = stores.graph
     added = {k: v for k, v in changed_extractions.items() if k not in removed_chunks}
     removed = {k: v for k, v in changed_extractions.items() if k in removed_chunks}
     (added_ents, added_rels), (removed_ents, removed_rels) = await asyncio.to_thread(
@@ -138,7 +137,7 @@ async def rebuild_graph(
     # the new ones are grouped already.
     sources = {c for node in old_nodes.values() if node for c in _split_ids(node.get("source_id"))}
     sources = sorted(sources - removed_chunks - set(added))
-    earlier = {k: v for k, v in zip(sources, await stores.chunk_extractions.get_by_ids(sources)) if v}
+    earlier = {k: v for k, v in zip(sources, await read_extractions(sources)) if v}
     # Only relations a changed chunk states can change; each has both endpoints in ``names``.
     edge_keys = sorted({*added_rels, *removed_rels})
 
@@ -202,9 +201,10 @@ def finish_graph_update(
     tokenizer: Tokenizer,
     summary_max_tokens: int,
     vector_tokens: int,
+    start: Callable[[Coroutine[Any, Any, None]], "asyncio.Future[None]"],
 ) -> GraphChanges:
     """Vector work for what ``rebuilt`` changed, and the summaries of its long descriptions,
-    started in the background (``GraphChanges.summaries``)."""
+    handed to ``start`` to run in the background (``GraphChanges.summaries``)."""
     nodes, edges, long = rebuilt.nodes, rebuilt.edges, sorted(rebuilt.long, key=_element_order)
     if long and summarizer is None:
         raise ValueError("long descriptions to summarise, but no summarizer")
@@ -239,10 +239,50 @@ def finish_graph_update(
                 await graph.upsert_edge(element[0], element[1], edges[element])
 
     if long:
-        changes.summaries = asyncio.ensure_future(write_summaries())
+        changes.summaries = start(write_summaries())
         changes.summarising = frozenset(long)
     return changes
 
 
 def _element_order(element: GraphElement) -> tuple:
     return (0, element, "") if isinstance(element, str) else (1, *element)
+
+
+class MergeAhead:
+    """Merges the chunks extracted so far once only the last calls are in flight (the LLM
+    slots would mostly idle), and the rest after extraction. Both passes rebuild what they
+    touch from every extraction, so the graph is the one a single pass would make.
+
+    ``rebuild(changed, removed_chunks)`` runs one pass; ``start`` runs the early pass in the
+    background. Extractions of this write are read from here, the rest from the store.
+    """
+
+    def __init__(self, rebuild: Callable[[dict[str, ChunkExtraction], set[str]], Awaitable[GraphRebuild]],
+                 removed: dict[str, ChunkExtraction], expected: int, tail: int,
+                 start: Callable[[Coroutine[Any, Any, GraphRebuild]], "asyncio.Future[GraphRebuild]"]) -> None:
+        self._rebuild = rebuild
+        self._removed = removed
+        self._expected = expected
+        self._tail = tail
+        self._start = start
+        self.extracted: dict[str, ChunkExtraction] = {}
+        self._ahead: Optional[tuple[set[str], "asyncio.Future[GraphRebuild]"]] = None
+
+    def on_extracted(self, chunk_id: str, extraction: ChunkExtraction) -> None:
+        self.extracted[chunk_id] = extraction
+        left = self._expected - len(self.extracted)
+        if self._ahead is None and left <= min(self._tail, len(self.extracted)):
+            so_far = dict(self.extracted)
+            self._ahead = (set(so_far), self._start(self._first_pass(so_far)))
+
+    async def finish(self, extractions: dict[str, ChunkExtraction]) -> GraphRebuild:
+        """The whole rebuild, once ``extractions`` (every new chunk's) are in."""
+        self.extracted.update(extractions)
+        if self._ahead is None:
+            return await self._first_pass(extractions)
+        merged, ahead = self._ahead
+        rest = {k: v for k, v in extractions.items() if k not in merged}
+        return (await ahead).then(await self._rebuild(rest, set()))
+
+    async def _first_pass(self, extractions: dict[str, ChunkExtraction]) -> GraphRebuild:
+        return await self._rebuild({**self._removed, **extractions}, set(self._removed))

@@ -265,7 +265,7 @@ def test_merging_in_two_passes_gives_what_one_pass_gives(tmp_path: Any) -> None:
     also when the first pass removes an earlier document's chunks."""
     from graphrag.config import GraphRAGConfig
     from graphrag.embedding import hash_embedding
-    from graphrag.operators.graph_update import finish_graph_update, rebuild_graph
+    from graphrag.operators.graph_update import MergeAhead, finish_graph_update, rebuild_graph
     from graphrag.stores import open_stores
 
     rng = random.Random(3)
@@ -273,42 +273,46 @@ def test_merging_in_two_passes_gives_what_one_pass_gives(tmp_path: Any) -> None:
     new = {f"new-{k}": v for k, v in _random_extractions(rng, 10).items()}
     removed = {"chunk-01", "chunk-04"}
     first = dict(list(new.items())[:7])
-    rest = dict(list(new.items())[7:])
+    passes: list = []
 
-    async def update_graph(extractions: dict, removed_chunks: set, *, stores: Any, summarizer: Any,
-                           tokenizer: Any, summary_max_tokens: int, vector_tokens: int) -> Any:
-        # One pass: rebuild, then finish (what an insert does without a merge ahead).
-        rebuilt = await rebuild_graph(extractions, removed_chunks, stores=stores, tokenizer=tokenizer,
-                                      summary_max_tokens=summary_max_tokens,
-                                      summary_input_tokens=summary_input_budget(summary_max_tokens))
-        return finish_graph_update(rebuilt, graph=stores.graph, summarizer=summarizer, tokenizer=tokenizer,
-                                   summary_max_tokens=summary_max_tokens, vector_tokens=vector_tokens)
+    async def update_graph(changed: dict, removed_chunks: set, *, stores: Any, summarizer: Any,
+                           extracted_one_by_one: dict) -> Any:
+        """An insert's merge: ``changed`` arrives at once; ``extracted_one_by_one`` comes in
+        chunk by chunk first, as answers do, and is merged ahead of the rest."""
+        tok = CharTokenizer()
+
+        async def read(ids: list) -> list:
+            return [merge.extracted.get(i) or await stores.chunk_extractions.get_by_id(i) for i in ids]
+
+        async def rebuild(extractions: dict, removed: set) -> Any:
+            passes.append(sorted(extractions))
+            return await rebuild_graph(extractions, removed, graph=stores.graph, read_extractions=read,
+                                       tokenizer=tok, summary_max_tokens=120, summary_input_tokens=4000)
+
+        removed_records = {k: v for k, v in changed.items() if k in removed_chunks}
+        new_records = {k: v for k, v in changed.items() if k not in removed_chunks}
+        merge = MergeAhead(rebuild, removed=removed_records, expected=len(new_records),
+                           tail=len(new_records) - len(extracted_one_by_one), start=asyncio.ensure_future)
+        for chunk_id, extraction in extracted_one_by_one.items():
+            merge.on_extracted(chunk_id, extraction)
+        passes.clear()
+        return finish_graph_update(await merge.finish(new_records), graph=stores.graph, summarizer=summarizer,
+                                   tokenizer=tok, summary_max_tokens=120, vector_tokens=64,
+                                   start=asyncio.ensure_future)
 
     async def build(two_passes: bool, directory: str) -> tuple[dict, dict, dict, list]:
         cfg = GraphRAGConfig(working_dir=directory, embedding_func=hash_embedding(16))
         stores = open_stores(cfg, cfg.embedding_func)
         await stores.index_start()
-        tok = CharTokenizer()
+        done = await update_graph(before, set(), stores=stores, summarizer=FakeLLM(), extracted_one_by_one={})
         await stores.chunk_extractions.upsert(before)
-        done = await update_graph(before, set(), stores=stores, summarizer=FakeLLM(), tokenizer=tok,
-                                  summary_max_tokens=120, vector_tokens=64)
         await done.settled()
         removed_records = {k: before[k] for k in removed}
         await stores.chunk_extractions.delete(list(removed))
         llm = FakeLLM()
-        if two_passes:
-            await stores.chunk_extractions.upsert(first)
-            ahead = await rebuild_graph({**removed_records, **first}, removed, stores=stores, tokenizer=tok,
-                                        summary_max_tokens=120, summary_input_tokens=4000)
-            await stores.chunk_extractions.upsert(rest)
-            later = await rebuild_graph(rest, set(), stores=stores, tokenizer=tok, summary_max_tokens=120,
-                                        summary_input_tokens=4000)
-            changes = finish_graph_update(ahead.then(later), graph=stores.graph, summarizer=llm, tokenizer=tok,
-                                          summary_max_tokens=120, vector_tokens=64)
-        else:
-            await stores.chunk_extractions.upsert(new)
-            changes = await update_graph({**removed_records, **new}, removed, stores=stores, summarizer=llm,
-                                         tokenizer=tok, summary_max_tokens=120, vector_tokens=64)
+        changes = await update_graph({**removed_records, **new}, removed, stores=stores, summarizer=llm,
+                                     extracted_one_by_one=first if two_passes else {})
+        assert len(passes) == (2 if two_passes else 1)
         await changes.settled()
         graph = stores.graph.graph
         return ({n: dict(d) for n, d in graph.nodes(data=True)},

@@ -831,9 +831,9 @@ def test_summary_inputs_fit_the_cheap_models_window(tmp_path: Path, monkeypatch:
                         cheap_model_func=model, show_progress=False, **kw)
 
     template = rag("t").tokenizer.count(render("summarize_entity_descriptions", entity_name="", description_list=""))
-    assert rag("default")._summary_input_tokens() == 4000  # max(4 x 500, 4000): the window does not bind
+    assert rag("default").windows.summary_input_tokens() == 4000  # max(4 x 500, 4000): the window does not bind
     small = rag("small", cheap_model_max_token_size=1500, entity_summary_to_max_tokens=200)
-    assert small._summary_input_tokens() == 1500 - template - 200 - SEAM_TOKENS
+    assert small.windows.summary_input_tokens() == 1500 - template - 200 - SEAM_TOKENS
     small.insert(DOCS)  # the merge builds summary inputs within that bound
     assert bounds and set(bounds) == {1500 - template - 200 - SEAM_TOKENS}
     calls.clear()

@@ -1,0 +1,111 @@
+"""Prepare stage and chunk plan: what an insert or delete adds and removes, before any LLM call.
+
+Pure functions over records; the pipeline reads what they need from the stores and writes
+what they return.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
+
+from graphrag.errors import InvalidInputError
+from graphrag.schema import ChunkRecord
+
+from .chunking import doc_id_for
+
+logger = logging.getLogger(__name__)
+
+_CONTROL_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _clean_text(text: str) -> str:
+    """Drop NULs and other control characters, and unencodable lone surrogates."""
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    return _CONTROL_CHARS.sub("", text)  # a regex: str.translate does a dict lookup per character
+
+
+def prepare_documents(docs: Union[str, Iterable[str]], sources: Optional[Iterable[Optional[str]]] = None
+                      ) -> tuple[dict[str, dict[str, Any]], int]:
+    """Validate and normalise input before anything is touched: ``({doc_id: record}, skipped)``."""
+    if isinstance(docs, (str, bytes)):
+        docs = [docs]  # type: ignore[list-item]
+    if docs is None:
+        raise TypeError("insert() needs a string or a list of strings, got None")
+    items = list(docs)
+    source_list = list(sources) if sources is not None else [None] * len(items)
+    if len(source_list) != len(items):
+        raise InvalidInputError(f"got {len(items)} documents but {len(source_list)} sources")
+    for i, doc in enumerate(items):
+        if isinstance(doc, bytes):
+            raise TypeError(f"document {i} is bytes; decode it to str first (e.g. data.decode('utf-8'))")
+        if not isinstance(doc, str):
+            raise TypeError(f"document {i} is {type(doc).__name__}, expected str")
+    out: dict[str, dict[str, Any]] = {}
+    skipped = 0
+    for doc, source in zip(items, source_list):
+        content = _clean_text(doc).strip()
+        if not content:
+            skipped += 1
+            continue
+        record: dict[str, Any] = {"content": content}
+        if source:
+            record["source"] = str(source)
+        out.setdefault(doc_id_for(content), record)
+    if skipped:
+        logger.warning("Skipped %d empty or whitespace-only document(s)", skipped)
+    return out, skipped
+
+
+def superseded_documents(new_docs: Mapping[str, Mapping[str, Any]],
+                         indexed_sources: Mapping[str, Optional[str]]) -> list[str]:
+    """Indexed documents that an incoming one with the same ``source`` replaces (an update)."""
+    sources = {d["source"] for d in new_docs.values() if d.get("source")}
+    return [k for k, source in indexed_sources.items() if source in sources and k not in new_docs]
+
+
+ChunkFunc = Callable[..., dict[str, ChunkRecord]]
+
+
+def chunk_documents(docs: Mapping[str, str], chunk_func: ChunkFunc, *, size: int, overlap: int,
+                    tokenizer: Any) -> tuple[dict[str, ChunkRecord], dict[str, list[str]]]:
+    """All chunks, and each document's own chunk ids (documents can share a chunk, e.g. a
+    common header, and each must keep it until the last of them is deleted)."""
+    chunks: dict[str, ChunkRecord] = {}
+    by_doc: dict[str, list[str]] = {}
+    for doc_id, text in docs.items():
+        own = chunk_func({doc_id: text}, size=size, overlap=overlap, tokenizer=tokenizer)
+        by_doc[doc_id] = list(own)
+        for chunk_id, record in own.items():
+            chunks.setdefault(chunk_id, record)
+    return chunks, by_doc
+
+
+@dataclass
+class ChunkPlan:
+    """What a write does to the chunks: new ones to extract, ones to drop with their recorded
+    extractions, and shared ones whose recorded document must change because it is leaving."""
+
+    new_chunks: dict[str, ChunkRecord] = field(default_factory=dict)
+    removed_chunks: set[str] = field(default_factory=set)
+    reassigned: dict[str, str] = field(default_factory=dict)  # chunk id -> the document that keeps it
+
+
+def plan_chunks(chunks: Mapping[str, ChunkRecord], unknown_chunk_ids: set[str],
+                leaving_chunk_ids: set[str], staying_docs: Mapping[str, Iterable[str]]) -> ChunkPlan:
+    """``chunks`` are the incoming documents' (``unknown_chunk_ids`` of them are not stored yet);
+    ``leaving_chunk_ids`` belong to removed documents; ``staying_docs`` maps the other indexed
+    documents to their chunk ids. A leaving chunk that another document still has stays."""
+    removed = set(leaving_chunk_ids)
+    kept_by: dict[str, str] = {}
+    for doc_id, chunk_ids in staying_docs.items():
+        for chunk_id in chunk_ids:
+            if chunk_id in removed:
+                removed.discard(chunk_id)
+                kept_by[chunk_id] = doc_id
+    for chunk_id in removed & set(chunks):  # still used by an incoming document
+        kept_by[chunk_id] = chunks[chunk_id]["full_doc_id"]
+    removed -= set(chunks)
+    new_chunks = {k: v for k, v in chunks.items() if k in unknown_chunk_ids}
+    return ChunkPlan(new_chunks=new_chunks, removed_chunks=removed, reassigned=kept_by)
