@@ -12,6 +12,7 @@ from typing import Any, Optional
 import pytest
 
 from graphrag.config import GraphRAGConfig
+from graphrag.errors import ContextOverflowError
 from graphrag.llm import (
     LLMClient,
     LLMError,
@@ -129,10 +130,27 @@ def test_a_prompt_too_long_for_the_model_is_not_retried_and_names_the_window_opt
 
     llm_server.inject(Fault.status(status, message=message), Fault.text("should not be used"))
     client = make_client(llm_server)
-    with pytest.raises(LLMError) as info:
+    with pytest.raises(ContextOverflowError) as info:
         asyncio.run(client("hi", stage="report"))
     assert message in str(info.value) and CONTEXT_OVERFLOW_HINT in str(info.value)
     assert chat_count(llm_server) == 1
+
+
+def test_a_prompt_longer_than_the_servers_window_raises_context_overflow_error() -> None:
+    """The server counts the prompt and refuses it: the client's error is a
+    ContextOverflowError (an LLMError) naming the stage and the options to set."""
+    from graphrag.llm import CONTEXT_OVERFLOW_HINT
+
+    with MockLLMServer(context_window=200) as server:
+        client = make_client(server)
+        assert asyncio.run(client("a short question", stage="query"))
+        with pytest.raises(ContextOverflowError) as info:
+            asyncio.run(client("word " * 1000, stage="query"))
+        assert len(server.chat_requests) == 2  # the refused prompt was not retried
+    err = info.value
+    assert isinstance(err, LLMError) and err.stage == "query" and err.attempts == 1
+    assert "maximum context length is 200" in str(err) and CONTEXT_OVERFLOW_HINT in str(err)
+    assert client.usage.snapshot()["query"]["failures"] == 1
 
 
 def test_401_is_not_retried(llm_server: MockLLMServer) -> None:
@@ -143,6 +161,7 @@ def test_401_is_not_retried(llm_server: MockLLMServer) -> None:
     with pytest.raises(LLMError) as info:
         asyncio.run(client("hi", stage="gleaning"))
     assert isinstance(info.value.cause, openai.AuthenticationError)
+    assert not isinstance(info.value, ContextOverflowError)
     assert "gleaning" in str(info.value)
     assert chat_count(llm_server) == 1
 
