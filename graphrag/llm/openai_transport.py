@@ -92,13 +92,13 @@ def _http_client(tls: "concurrent.futures.Future") -> Any:
         return None
 
 
-def openai_clients(base_url: Optional[str] = None, api_key: Optional[str] = None, timeout: float = 180.0
-                   ) -> "PerLoopBuiltInThread":
+def openai_clients(base_url: Optional[str] = None, api_key: Optional[str] = None, timeout: float = 180.0,
+                   max_retries: int = 0) -> "PerLoopBuiltInThread":
     """OpenAI-compatible clients, built lazily (one per event loop), that model funcs for the
     same server can share: one connection pool, warm for whichever model asks next.
 
-    ``max_retries=0``: ``LLMClient`` owns retries so that backoff, Retry-After and usage
-    counts live in one place.
+    ``max_retries=0`` by default: ``LLMClient`` owns retries so that backoff, Retry-After and
+    usage counts live in one place.
     """
 
     def _make_client() -> Any:
@@ -115,7 +115,7 @@ def openai_clients(base_url: Optional[str] = None, api_key: Optional[str] = None
         import openai
 
         url, key = _resolve_endpoint(base_url, api_key)
-        return openai.AsyncOpenAI(base_url=url, api_key=key, timeout=timeout, max_retries=0,
+        return openai.AsyncOpenAI(base_url=url, api_key=key, timeout=timeout, max_retries=max_retries,
                                   http_client=_http_client(tls))
 
     return PerLoopBuiltInThread(_make_client)
@@ -187,14 +187,7 @@ def openai_embedding_func(
 
     from graphrag.embedding import EmbeddingFunc
 
-    def _make_client() -> Any:
-        tls = shared_tls_context()
-        import openai
-
-        url, key = _resolve_endpoint(base_url, api_key)
-        return openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=4, http_client=_http_client(tls))
-
-    clients = PerLoopBuiltInThread(_make_client)
+    clients = openai_clients(base_url, api_key, timeout=600.0, max_retries=4)
 
     async def _embed(texts: list[str]) -> "np.ndarray":
         if not texts:
