@@ -14,10 +14,33 @@ import sys
 import time
 from typing import Any, NoReturn, Optional, Sequence
 
+from graphrag.errors import (
+    ConfigurationError,
+    ContextOverflowError,
+    DocumentNotFound,
+    EntityNotFound,
+    InvalidInputError,
+    LLMError,
+    NoLLMConfiguredError,
+    StorageError,
+)
+
 EXIT_OK = 0
 EXIT_FAILED = 1  # nothing to index, unknown document id, unusable working dir files
-EXIT_USAGE = 2  # bad arguments, a path or working dir that does not exist
+EXIT_USAGE = 2  # bad arguments or options, a path or working dir that does not exist
 EXIT_LLM = 3  # no LLM configured (without --offline), or an LLM call failed for good
+
+# The engine's errors a user can act on, with their exit codes: each is one line on stderr.
+# The most specific class of an error decides; anything not here is a bug and keeps its traceback.
+EXIT_CODES: dict[type[BaseException], int] = {
+    LLMError: EXIT_LLM,
+    StorageError: EXIT_FAILED,  # unreadable store files, another writer holding the lock
+    DocumentNotFound: EXIT_FAILED,
+    EntityNotFound: EXIT_FAILED,
+    ConfigurationError: EXIT_USAGE,  # a context window too small included
+    InvalidInputError: EXIT_USAGE,
+    FileNotFoundError: EXIT_USAGE,
+}
 
 INDEXED_SUFFIXES = (".txt", ".md")
 EMBEDDING_ENV = "GRAPHRAG_EMBEDDING"
@@ -27,7 +50,8 @@ exit codes:
   0  success
   1  nothing to do or not found: no indexable text, unknown document id,
      unreadable working dir files, another writer holding the lock too long
-  2  usage error: bad arguments, a path or working dir that does not exist
+  2  usage error: bad arguments or options (e.g. a context window too small for
+     the prompts), a path or working dir that does not exist
   3  LLM problem: none configured (set OPENAI_API_KEY / OPENAI_BASE_URL, or use
      --offline), or an LLM call that failed after its retries
 
@@ -256,10 +280,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         param_kwargs["top_k"] = args.top_k
     if args.response_type:
         param_kwargs["response_type"] = args.response_type
-    try:
-        param = QueryParam(**param_kwargs)
-    except ValueError as exc:
-        raise CLIError(str(exc), EXIT_USAGE) from None
+    param = QueryParam(**param_kwargs)
     rag = _open(wd, offline=True, **_llm_options(args))
     print(rag.query(args.question, param))
     return EXIT_OK
@@ -443,10 +464,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
     # An offline index stays offline; an LLM index re-summarises with the LLM when one is set up.
     offline = args.offline or _built_offline(wd) or not _llm_configured(False)
     rag = _open(wd, offline, **_llm_options(args))
-    try:
-        stats = rag.delete_documents(args.doc_ids)
-    except KeyError as exc:
-        raise CLIError(str(exc.args[0] if exc.args else exc)) from None
+    stats = rag.delete_documents(args.doc_ids)
     calls, cached = _llm_totals(stats.get("llm", {}))
     print(f"deleted {stats['documents_removed']} document(s), {stats['chunks_removed']} chunk(s); "
           f"{stats['communities']} communities remain; LLM calls: {calls} ({cached} cached)")
@@ -537,27 +555,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
     except Exception as exc:
-        return _handle(exc)
+        code = exit_code(exc)
+        if code is None:
+            raise
+        logging.getLogger(__name__).debug("the traceback of the error below", exc_info=exc)
+        _fail(_error_line(exc), code)
 
 
-def _handle(exc: Exception) -> int:
-    """Known library errors become one line and an exit code; anything else is a real bug."""
-    from graphrag.llm import CONTEXT_OVERFLOW_HINT, LLMError, NoLLMConfiguredError
-    from graphrag.locking import WorkingDirLockedError
-    from graphrag.storage.files import StorageFileError
+def exit_code(exc: BaseException) -> Optional[int]:
+    """``exc``'s exit code from ``EXIT_CODES``, by its most specific class; None for a bug."""
+    return next((EXIT_CODES[cls] for cls in type(exc).__mro__ if cls in EXIT_CODES), None)
 
+
+def _error_line(exc: BaseException) -> str:
+    """The error as the CLI user should read it: with the flags to use rather than the options."""
     if isinstance(exc, NoLLMConfiguredError):
-        _fail(NO_LLM_LINE, EXIT_LLM)
-    if isinstance(exc, LLMError):
-        flags = "; here: --context-window TOKENS, and --chunk-size N" if CONTEXT_OVERFLOW_HINT in str(exc) else ""
-        _fail(f"{exc}{flags}", EXIT_LLM)
-    if isinstance(exc, (StorageFileError, WorkingDirLockedError)):
-        _fail(str(exc), EXIT_FAILED)
-    if isinstance(exc, FileNotFoundError):
-        _fail(str(exc), EXIT_USAGE)
-    if isinstance(exc, (ValueError, KeyError)) and not logging.getLogger().isEnabledFor(logging.DEBUG):
-        _fail(str(exc.args[0]) if exc.args else type(exc).__name__, EXIT_FAILED)
-    raise exc
+        return NO_LLM_LINE
+    if isinstance(exc, ContextOverflowError):
+        return f"{exc}; here: --context-window TOKENS, and --chunk-size N"
+    return str(exc)
 
 
 if __name__ == "__main__":

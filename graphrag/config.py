@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Awaitable, Callable, Literal, Optional
+from typing import Any, Callable, Literal, Optional
 
-# (prompt, system_prompt=None, history_messages=[], **kwargs) -> str, as in nano-graphrag.
-ModelFunc = Callable[..., Awaitable[str]]
+from graphrag.errors import ConfigurationError
+from graphrag.llm.model_func import ModelFunc
 
 
 def _default_working_dir() -> str:
@@ -122,7 +122,7 @@ class GraphRAGConfig:
     def __post_init__(self) -> None:
         self.working_dir = os.fspath(self.working_dir)
         if self.extraction not in ("llm", "nlp"):
-            raise ValueError(f"extraction must be 'llm' or 'nlp', not {self.extraction!r}")
+            raise ConfigurationError(f"extraction must be 'llm' or 'nlp', not {self.extraction!r}")
         for name in (
             "chunk_token_size",
             "entity_summary_to_max_tokens",
@@ -134,16 +134,16 @@ class GraphRAGConfig:
             "cheap_model_max_async",
         ):
             if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+                raise ConfigurationError(f"{name} must be positive, got {getattr(self, name)!r}")
         if self.llm_max_async_total is not None and self.llm_max_async_total <= 0:
-            raise ValueError(f"llm_max_async_total must be positive or None, got {self.llm_max_async_total!r}")
+            raise ConfigurationError(f"llm_max_async_total must be positive or None, got {self.llm_max_async_total!r}")
         if not 0 <= self.chunk_overlap_token_size < self.chunk_token_size:
-            raise ValueError(
+            raise ConfigurationError(
                 "chunk_overlap_token_size must be >= 0 and smaller than chunk_token_size "
                 f"(got {self.chunk_overlap_token_size} and {self.chunk_token_size})"
             )
         if self.entity_extract_max_gleaning < 0:
-            raise ValueError("entity_extract_max_gleaning must be >= 0")
+            raise ConfigurationError("entity_extract_max_gleaning must be >= 0")
 
     @classmethod
     def field_names(cls) -> set[str]:

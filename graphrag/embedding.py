@@ -9,6 +9,9 @@ from typing import Any, Awaitable, Callable, Optional
 
 import numpy as np
 
+from graphrag.aio import PerLoop
+from graphrag.errors import EmbeddingFuncError
+
 logger = logging.getLogger(__name__)
 
 
@@ -20,16 +23,15 @@ class EmbeddingFunc:
     max_token_size: int
     func: Callable[[list[str]], Awaitable[np.ndarray]]
     max_async: Optional[int] = None
-    _semaphores: dict[int, asyncio.Semaphore] = field(default_factory=dict, init=False, repr=False)
+    _semaphores: PerLoop[asyncio.Semaphore] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._semaphores = PerLoop(lambda: asyncio.Semaphore(self.max_async or 1))
 
     async def __call__(self, texts: list[str], *args: Any, **kwargs: Any) -> np.ndarray:
         if not self.max_async:
             return await self.func(texts, *args, **kwargs)
-        loop_id = id(asyncio.get_running_loop())
-        semaphore = self._semaphores.get(loop_id)
-        if semaphore is None:
-            semaphore = self._semaphores[loop_id] = asyncio.Semaphore(self.max_async)
-        async with semaphore:
+        async with self._semaphores.get():
             return await self.func(texts, *args, **kwargs)
 
 
@@ -45,7 +47,7 @@ def limited(func: Any, max_async: int) -> EmbeddingFunc:
         return func if func.max_async else replace(func, max_async=max_async)
     missing = [a for a in ("embedding_dim", "max_token_size") if getattr(func, a, None) is None]
     if missing or not callable(func):
-        raise TypeError(f"embedding_func must be an EmbeddingFunc or an async callable with embedding_dim and "
+        raise EmbeddingFuncError(f"embedding_func must be an EmbeddingFunc or an async callable with embedding_dim and "
                         f"max_token_size attributes (see wrap_embedding_func_with_attrs); {func!r} lacks "
                         f"{', '.join(missing) or 'a __call__'}")
     return EmbeddingFunc(embedding_dim=int(func.embedding_dim), max_token_size=int(func.max_token_size), func=func,

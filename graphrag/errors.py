@@ -26,6 +26,11 @@ class ContextWindowError(ConfigurationError):
     for a prompt, found before any call is paid for."""
 
 
+class EmbeddingFuncError(ConfigurationError, TypeError):
+    """An ``embedding_func`` the stores cannot use: not callable, or without ``embedding_dim``
+    and ``max_token_size``. Also a ``TypeError``, which it was before."""
+
+
 class LLMError(GraphRAGError, RuntimeError):
     """An LLM call that failed for good; names the pipeline stage so users know what broke."""
 

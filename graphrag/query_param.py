@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from graphrag.errors import InvalidInputError
+
 QUERY_MODES: tuple[str, ...] = ("local", "global", "naive")
 
 # Fields that count tokens or items: none may be negative.
@@ -59,20 +61,20 @@ class QueryParam:
 
     def __post_init__(self) -> None:
         if self.mode not in QUERY_MODES:
-            raise ValueError(f"mode must be one of {', '.join(QUERY_MODES)}; got {self.mode!r}")
+            raise InvalidInputError(f"mode must be one of {', '.join(QUERY_MODES)}; got {self.mode!r}")
         for name in _NON_NEGATIVE_INT_FIELDS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{name} must be an integer, got {value!r}")
+                raise InvalidInputError(f"{name} must be an integer, got {value!r}")
             if value < 0:
-                raise ValueError(f"{name} must be >= 0, got {value!r}")
+                raise InvalidInputError(f"{name} must be >= 0, got {value!r}")
         rating = self.global_min_community_rating
         if isinstance(rating, bool) or not isinstance(rating, (int, float)):
-            raise ValueError(f"global_min_community_rating must be a number, got {rating!r}")
+            raise InvalidInputError(f"global_min_community_rating must be a number, got {rating!r}")
         if not isinstance(self.response_type, str) or not self.response_type.strip():
-            raise ValueError(f"response_type must be a non-empty string, got {self.response_type!r}")
+            raise InvalidInputError(f"response_type must be a non-empty string, got {self.response_type!r}")
         if not isinstance(self.global_special_community_map_llm_kwargs, dict):
-            raise ValueError(
+            raise InvalidInputError(
                 "global_special_community_map_llm_kwargs must be a dict, "
                 f"got {type(self.global_special_community_map_llm_kwargs).__name__}"
             )

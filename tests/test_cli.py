@@ -7,8 +7,11 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from graphrag import errors
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "data" / "saltmarsh_lantern_works.md"
 
@@ -204,6 +207,56 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert run("query", "x?", "-w", str(tmp_path), "--mode", "bogus").returncode == 2
     assert run("index", "-w", str(tmp_path)).returncode == 2
     assert run().returncode == 2
+
+
+def test_a_bad_query_option_exits_2(tmp_path: Path) -> None:
+    proc = run("query", "x?", "-w", str(tmp_path), "--top-k", "-1")
+    assert_clean_error(proc, 2)
+    assert "top_k must be >= 0" in proc.stderr
+
+
+def _main_raising(error: BaseException, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> int:
+    """``main`` for a command that raises ``error``; its exit code (or ``error`` itself, raised)."""
+    from graphrag import cli
+
+    def command(args: Any) -> int:
+        raise error
+
+    monkeypatch.setattr(cli, "_setup_logging", lambda verbose: None)  # leave the test's root logger be
+    monkeypatch.setattr(cli, "cmd_docs", command)
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["docs", "-w", str(tmp_path)])
+    return exit.value.code
+
+
+@pytest.mark.parametrize("error, code, says", [
+    (errors.LLMError("extraction", RuntimeError("server down"), 7), 3, "server down"),
+    (errors.ContextOverflowError("query", RuntimeError("maximum context length is 10"), hint="set the windows"),
+     3, "--context-window TOKENS"),
+    (errors.NoLLMConfiguredError("No LLM is configured."), 3, "--offline"),
+    (errors.StorageError("cannot read kv_store_full_docs.json"), 1, "kv_store_full_docs.json"),
+    (errors.WorkingDirLockedError("another process holds the lock"), 1, "holds the lock"),
+    (errors.DocumentNotFound("unknown document id(s): doc-x"), 1, "unknown document id(s): doc-x"),
+    (errors.ConfigurationError("chunk_token_size must be positive"), 2, "chunk_token_size"),
+    (errors.ContextWindowError("best_model_max_token_size=100 leaves 0 tokens"), 2, "leaves 0 tokens"),
+    (errors.InvalidInputError("query must be a non-empty string"), 2, "non-empty"),
+], ids=["llm", "context-overflow", "no-llm", "storage", "locked", "document-not-found", "configuration",
+        "context-window", "invalid-input"])
+def test_engine_errors_map_to_exit_codes(error: Exception, code: int, says: str, monkeypatch: pytest.MonkeyPatch,
+                                        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert _main_raising(error, monkeypatch, tmp_path) == code
+    stderr = capsys.readouterr().err
+    assert stderr.startswith("graphrag: error:") and len(stderr.strip().splitlines()) == 1
+    assert says in stderr
+
+
+@pytest.mark.parametrize("bug", [ValueError("a bug"), KeyError("a bug"), TypeError("a bug")])
+def test_an_unexpected_error_is_a_bug_and_keeps_its_traceback(bug: Exception, monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    """Not an exit 1 with one line: the exception leaves ``main`` (Python prints its traceback)."""
+    with pytest.raises(type(bug)) as info:
+        _main_raising(bug, monkeypatch, tmp_path)
+    assert info.value is bug
 
 
 def test_index_with_llm_server_and_usage_in_stats(tmp_path: Path, corpus: Path, llm_server) -> None:

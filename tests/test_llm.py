@@ -12,15 +12,16 @@ from typing import Any, Optional
 import pytest
 
 from graphrag.config import GraphRAGConfig
+from graphrag.errors import ContextOverflowError
 from graphrag.llm import (
     LLMClient,
     LLMError,
     NoLLMConfiguredError,
     UsageCounter,
-    _retry_after_seconds,
     build_llm_clients,
     openai_model_func,
 )
+from graphrag.llm.retry import retry_after_seconds
 from graphrag.testing.mock_llm_server import Fault, MockLLMServer
 
 
@@ -129,10 +130,27 @@ def test_a_prompt_too_long_for_the_model_is_not_retried_and_names_the_window_opt
 
     llm_server.inject(Fault.status(status, message=message), Fault.text("should not be used"))
     client = make_client(llm_server)
-    with pytest.raises(LLMError) as info:
+    with pytest.raises(ContextOverflowError) as info:
         asyncio.run(client("hi", stage="report"))
     assert message in str(info.value) and CONTEXT_OVERFLOW_HINT in str(info.value)
     assert chat_count(llm_server) == 1
+
+
+def test_a_prompt_longer_than_the_servers_window_raises_context_overflow_error() -> None:
+    """The server counts the prompt and refuses it: the client's error is a
+    ContextOverflowError (an LLMError) naming the stage and the options to set."""
+    from graphrag.llm import CONTEXT_OVERFLOW_HINT
+
+    with MockLLMServer(context_window=200) as server:
+        client = make_client(server)
+        assert asyncio.run(client("a short question", stage="query"))
+        with pytest.raises(ContextOverflowError) as info:
+            asyncio.run(client("word " * 1000, stage="query"))
+        assert len(server.chat_requests) == 2  # the refused prompt was not retried
+    err = info.value
+    assert isinstance(err, LLMError) and err.stage == "query" and err.attempts == 1
+    assert "maximum context length is 200" in str(err) and CONTEXT_OVERFLOW_HINT in str(err)
+    assert client.usage.snapshot()["query"]["failures"] == 1
 
 
 def test_401_is_not_retried(llm_server: MockLLMServer) -> None:
@@ -143,6 +161,7 @@ def test_401_is_not_retried(llm_server: MockLLMServer) -> None:
     with pytest.raises(LLMError) as info:
         asyncio.run(client("hi", stage="gleaning"))
     assert isinstance(info.value.cause, openai.AuthenticationError)
+    assert not isinstance(info.value, ContextOverflowError)
     assert "gleaning" in str(info.value)
     assert chat_count(llm_server) == 1
 
@@ -331,12 +350,12 @@ def test_retry_after_parsing() -> None:
     def exc(headers: dict[str, str]) -> Any:
         return SimpleNamespace(response=SimpleNamespace(headers=headers))
 
-    assert _retry_after_seconds(exc({"retry-after": "2"})) == 2.0
-    assert _retry_after_seconds(exc({"retry-after-ms": "250"})) == 0.25
+    assert retry_after_seconds(exc({"retry-after": "2"})) == 2.0
+    assert retry_after_seconds(exc({"retry-after-ms": "250"})) == 0.25
     future = email.utils.formatdate(time.time() + 30, usegmt=True)
-    assert 25 <= (_retry_after_seconds(exc({"retry-after": future})) or 0) <= 31
-    assert _retry_after_seconds(exc({"retry-after": "soon"})) is None
-    assert _retry_after_seconds(ValueError("no response")) is None
+    assert 25 <= (retry_after_seconds(exc({"retry-after": future})) or 0) <= 31
+    assert retry_after_seconds(exc({"retry-after": "soon"})) is None
+    assert retry_after_seconds(ValueError("no response")) is None
 
 
 def test_build_llm_clients_from_config() -> None:
@@ -506,7 +525,7 @@ def test_mock_latency_is_the_whole_request_time_its_own_work_included():
 def test_clients_are_built_once_in_a_worker_thread_and_shared_by_concurrent_callers() -> None:
     import threading
 
-    from graphrag.llm import _BuiltInThread
+    from graphrag.aio import PerLoopBuiltInThread
 
     built_on: list[int] = []
     release = threading.Event()
@@ -516,7 +535,7 @@ def test_clients_are_built_once_in_a_worker_thread_and_shared_by_concurrent_call
         release.wait(5)  # slow, like imports and a TLS context
         return object()
 
-    pool = _BuiltInThread(factory)
+    pool = PerLoopBuiltInThread(factory)
 
     async def run() -> list[object]:
         pool.warm_up()
@@ -534,17 +553,17 @@ def test_clients_are_built_once_in_a_worker_thread_and_shared_by_concurrent_call
 
 
 def test_a_failed_client_build_is_raised_to_callers_and_not_kept(recwarn: Any) -> None:
-    from graphrag.llm import _BuiltInThread
+    from graphrag.aio import PerLoopBuiltInThread
 
     attempts: list[int] = []
 
     def factory() -> object:
         attempts.append(1)
         if len(attempts) < 3:
-            raise NoLLMConfiguredError()
+            raise NoLLMConfiguredError("no LLM")
         return "client"
 
-    pool = _BuiltInThread(factory)
+    pool = PerLoopBuiltInThread(factory)
 
     async def run() -> object:
         pool.warm_up()  # fails in the background: nothing raised or logged here
@@ -593,7 +612,7 @@ def test_a_caller_waiting_for_a_build_gets_it_even_if_it_is_closed_meanwhile() -
     by a close, or (a caller that finds the build just done) not stored yet."""
     import threading
 
-    from graphrag.llm import _BuiltInThread
+    from graphrag.aio import PerLoopBuiltInThread
 
     release = threading.Event()
 
@@ -601,7 +620,7 @@ def test_a_caller_waiting_for_a_build_gets_it_even_if_it_is_closed_meanwhile() -
         release.wait(5)
         return object()
 
-    pool = _BuiltInThread(factory)
+    pool = PerLoopBuiltInThread(factory)
 
     async def run() -> tuple[object, object]:
         pool.warm_up()
@@ -639,9 +658,9 @@ def test_every_openai_client_of_the_process_shares_one_tls_context(
         llm_server: MockLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     import ssl
 
-    from graphrag import llm
+    from graphrag.llm import openai_transport
 
-    monkeypatch.setattr(llm, "_TLS_CONTEXTS", {})
+    monkeypatch.setattr(openai_transport, "_TLS_CONTEXTS", {})
     given = _record_http_clients(monkeypatch)
 
     async def ask(func: Any) -> str:
@@ -654,19 +673,19 @@ def test_every_openai_client_of_the_process_shares_one_tls_context(
     for _ in range(2):
         func = openai_model_func("gpt-4o-mini", base_url=llm_server.base_url, api_key="k")
         assert asyncio.run(ask(func))
-    llm.openai_embedding_func(base_url=llm_server.base_url, api_key="k", embedding_dim=8)
+    openai_transport.openai_embedding_func(base_url=llm_server.base_url, api_key="k", embedding_dim=8)
     assert len(given) == 2
     assert isinstance(given[0], ssl.SSLContext) and given[1] is given[0]
-    assert llm.shared_tls_context().result() is given[0]
+    assert openai_transport.shared_tls_context().result() is given[0]
 
 
 def test_a_failed_tls_context_build_falls_back_to_the_clients_own_and_is_not_kept(
         llm_server: MockLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    from graphrag import llm
+    from graphrag.llm import openai_transport
 
-    monkeypatch.setattr(llm, "_TLS_CONTEXTS", {})
-    real_build = llm._build_tls_context
-    monkeypatch.setattr(llm, "_build_tls_context", lambda future: future.set_exception(OSError("no CA bundle")))
+    monkeypatch.setattr(openai_transport, "_TLS_CONTEXTS", {})
+    real_build = openai_transport._build_tls_context
+    monkeypatch.setattr(openai_transport, "_build_tls_context", lambda future: future.set_exception(OSError("no CA bundle")))
     given = _record_http_clients(monkeypatch)
 
     async def ask() -> str:
@@ -678,24 +697,24 @@ def test_a_failed_tls_context_build_falls_back_to_the_clients_own_and_is_not_kep
 
     assert asyncio.run(ask())  # openai built its own TLS context; the call still works
     assert given == []
-    monkeypatch.setattr(llm, "_build_tls_context", real_build)
-    assert llm.shared_tls_context().result() is not None  # the failure was not kept
+    monkeypatch.setattr(openai_transport, "_build_tls_context", real_build)
+    assert openai_transport.shared_tls_context().result() is not None  # the failure was not kept
 
 
 def test_the_shared_tls_context_follows_the_ca_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
     import ssl
 
-    from graphrag import llm
+    from graphrag.llm import openai_transport
 
     cafile = ssl.get_default_verify_paths().openssl_cafile
     if not os.path.isfile(cafile):
         pytest.skip("no system CA file to point SSL_CERT_FILE at")
-    monkeypatch.setattr(llm, "_TLS_CONTEXTS", {})
+    monkeypatch.setattr(openai_transport, "_TLS_CONTEXTS", {})
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)
-    default = llm.shared_tls_context().result()
+    default = openai_transport.shared_tls_context().result()
     monkeypatch.setenv("SSL_CERT_FILE", cafile)
-    assert llm.shared_tls_context().result() is not default
+    assert openai_transport.shared_tls_context().result() is not default
     monkeypatch.delenv("SSL_CERT_FILE")
-    assert llm.shared_tls_context().result() is default
+    assert openai_transport.shared_tls_context().result() is default

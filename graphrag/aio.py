@@ -1,0 +1,127 @@
+"""asyncio helpers shared by the LLM client and the embedding functions.
+
+Every sync ``insert``/``query`` runs its own event loop, and asyncio primitives and HTTP
+pools belong to the loop that made them: these keep one object per running loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import weakref
+from contextlib import asynccontextmanager
+from typing import AsyncIterator, Callable, Generic, Optional, TypeVar
+
+T = TypeVar("T")
+
+
+class PerLoop(Generic[T]):
+    """One object per running event loop, made by ``factory`` on the loop's first ``get``."""
+
+    def __init__(self, factory: Callable[[], T]) -> None:
+        self._factory = factory
+        self._items: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T]" = weakref.WeakKeyDictionary()
+
+    def get(self) -> T:
+        loop = asyncio.get_running_loop()
+        item = self._items.get(loop)
+        if item is None:
+            item = self._items[loop] = self._factory()
+        return item
+
+
+class PerLoopBuiltInThread(Generic[T]):
+    """Like ``PerLoop``, for objects slow to build (an HTTP client: imports, a TLS context, openai's
+    platform probe): built in a worker thread, so a warm-up overlaps other preparation and
+    the event loop never stalls on a build. Callers that arrive while a build is under way
+    share it; a failed build is not kept."""
+
+    def __init__(self, factory: Callable[[], T]) -> None:
+        self._factory = factory
+        self._items: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T]" = weakref.WeakKeyDictionary()
+        self._building: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future]" = (
+            weakref.WeakKeyDictionary())
+
+    def _start(self) -> "asyncio.Future":
+        loop = asyncio.get_running_loop()
+        building = self._building.get(loop)
+        if building is None:
+            building = self._building[loop] = asyncio.ensure_future(asyncio.to_thread(self._factory))
+            building.add_done_callback(lambda done: self._finish(loop, done))
+        return building
+
+    def _finish(self, loop: asyncio.AbstractEventLoop, done: "asyncio.Future") -> None:
+        self._building.pop(loop, None)
+        if not done.cancelled() and done.exception() is None:
+            self._items.setdefault(loop, done.result())
+
+    async def aget(self) -> T:
+        item = self._items.get(asyncio.get_running_loop())
+        if item is None:
+            # The build's own result: the loop's entry may be popped (closed) meanwhile, or not
+            # stored yet (a build just done stores it in a callback still to run).
+            item = await asyncio.shield(self._start())
+        return item
+
+    def pop(self) -> Optional[T]:
+        """Forget (and return) the current loop's object, e.g. to close it before the loop ends."""
+        return self._items.pop(asyncio.get_running_loop(), None)
+
+    async def apop(self) -> Optional[T]:
+        """``pop``, after any build under way for this loop has ended (so it is not left behind)."""
+        building = self._building.get(asyncio.get_running_loop())
+        if building is not None:
+            await asyncio.gather(asyncio.shield(building), return_exceptions=True)
+        return self.pop()
+
+    def warm_up(self) -> None:
+        """Start building the running loop's object now, unless it exists or is being built.
+        A failure here is left for the first real use to raise."""
+        if asyncio.get_running_loop() not in self._items:
+            self._start()
+
+
+class PrioritySlots:
+    """A semaphore whose waiters go lowest ``priority`` first (FIFO among equals).
+
+    With a plain FIFO semaphore a task that becomes ready late (a parent community's
+    report, once its children are done) queues behind everything already waiting,
+    and the end of a run becomes a chain of half-idle rounds.
+    """
+
+    def __init__(self, slots: int) -> None:
+        self._free = slots
+        self._waiters: list[tuple[int, int, asyncio.Future]] = []
+        self._order = itertools.count()
+
+    @asynccontextmanager
+    async def slot(self, priority: int = 0) -> AsyncIterator[None]:
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+        else:
+            granted = asyncio.get_running_loop().create_future()
+            heapq.heappush(self._waiters, (priority, next(self._order), granted))
+            try:
+                await granted
+            except asyncio.CancelledError:
+                if granted.done() and not granted.cancelled():
+                    self._release()  # handed a slot just as we were cancelled: pass it on
+                granted.cancel()
+                raise
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        while self._waiters:
+            _, _, granted = heapq.heappop(self._waiters)
+            if not granted.done():
+                granted.set_result(None)
+                return
+        self._free += 1
+
+
+def per_loop_slots(slots: int) -> "PerLoop[PrioritySlots]":
+    """``slots`` concurrency slots in each event loop."""
+    return PerLoop(lambda: PrioritySlots(slots))

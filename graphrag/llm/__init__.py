@@ -1,0 +1,45 @@
+"""LLM access: ``LLMClient`` wraps a model func with limits, cache, retries and usage counts;
+``openai_model_func`` is the default model func, for any OpenAI-compatible server.
+
+    retry.py             what is retried, how long to wait, context-overflow errors
+    client.py            LLMClient, build_llm_clients
+    usage.py             UsageCounter
+    model_func.py        the model func signature and its Completion answer
+    openai_transport.py  openai clients, TLS warm-up, openai_model_func, openai_embedding_func
+
+Names are imported on first use, like ``graphrag``'s own, so importing this package is free.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "LLMClient": "graphrag.llm.client",
+    "build_llm_clients": "graphrag.llm.client",
+    "UsageCounter": "graphrag.llm.usage",
+    "Completion": "graphrag.llm.model_func",
+    "ModelFunc": "graphrag.llm.model_func",
+    "CONTEXT_OVERFLOW_HINT": "graphrag.llm.retry",
+    "openai_clients": "graphrag.llm.openai_transport",
+    "openai_model_func": "graphrag.llm.openai_transport",
+    "openai_embedding_func": "graphrag.llm.openai_transport",
+    "LLMError": "graphrag.errors",
+    "ContextOverflowError": "graphrag.errors",
+    "NoLLMConfiguredError": "graphrag.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'graphrag.llm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

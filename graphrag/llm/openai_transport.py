@@ -1,0 +1,200 @@
+"""OpenAI-compatible servers: model and embedding funcs over the ``openai`` client, and the
+start-up work (TLS context, client build) moved off the first request's path.
+
+``openai`` is imported inside functions only, so importing this module stays cheap and
+LLM-free (``extraction="nlp"``) runs never pay for it.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import importlib
+import logging
+import os
+import sys
+import threading
+from typing import Any, Optional
+
+from graphrag.aio import PerLoopBuiltInThread
+from graphrag.errors import NoLLMConfiguredError
+from graphrag.llm.model_func import ENGINE_KWARGS, Completion, ModelFunc
+
+logger = logging.getLogger(__name__)
+
+_NO_LLM_MESSAGE = (
+    "No LLM is configured. Set OPENAI_API_KEY (and OPENAI_BASE_URL for an OpenAI-compatible "
+    "local server such as Ollama, vLLM or llama.cpp), or pass llm_api_key/llm_base_url, or pass "
+    "best_model_func/cheap_model_func, or use extraction=\"nlp\" for LLM-free indexing."
+)
+
+
+def _resolve_endpoint(base_url: Optional[str], api_key: Optional[str]) -> tuple[Optional[str], str]:
+    """Explicit values first, then the env vars; a keyless local server gets a dummy key."""
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+    if not api_key:
+        if not base_url:
+            raise NoLLMConfiguredError(_NO_LLM_MESSAGE)
+        api_key = "sk-no-key-required"
+    return base_url, api_key
+
+
+
+# openai's per-request arguments, passed as request options rather than in the JSON body.
+_REQUEST_OPTIONS = {"timeout": "timeout", "extra_headers": "headers", "extra_query": "params",
+                    "extra_body": "extra_json"}
+
+
+_TLS_LOCK = threading.Lock()
+_TLS_CONTEXTS: "dict[tuple[Optional[str], Optional[str]], concurrent.futures.Future]" = {}
+
+
+def shared_tls_context() -> "concurrent.futures.Future":
+    """The default TLS context of openai's HTTP library, built once per process (per
+    ``SSL_CERT_FILE``/``SSL_CERT_DIR``), in a thread of its own.
+
+    Loading the CA bundle takes ~40 ms, and every openai client paid it again: every sync
+    ``insert`` or ``query`` runs its own event loop, so builds its own client. OpenSSL loads
+    it without holding the GIL, so a first build also overlaps the client's imports.
+    A failed build is not kept.
+    """
+    key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    with _TLS_LOCK:
+        future = _TLS_CONTEXTS.get(key)
+        if future is None or (future.done() and future.exception() is not None):
+            future = _TLS_CONTEXTS[key] = concurrent.futures.Future()
+            threading.Thread(target=_build_tls_context, args=(future,), name="graphrag-tls", daemon=True).start()
+    return future
+
+
+def _build_tls_context(future: "concurrent.futures.Future") -> None:
+    try:
+        import openai
+
+        # httpx (openai 1.x, 2.x) or httpx2 (3.x): the library openai's default client is built on.
+        library = next(module for module in (sys.modules.get(cls.__module__.split(".")[0])
+                                             for cls in openai.DefaultAsyncHttpxClient.__mro__)
+                       if hasattr(module, "create_ssl_context"))
+        future.set_result(library.create_ssl_context())
+    except BaseException as exc:  # noqa: BLE001 - handed to the caller, which falls back
+        future.set_exception(exc)
+
+
+def _http_client(tls: "concurrent.futures.Future") -> Any:
+    """openai's default async HTTP client on the shared TLS context; None (openai builds its
+    own) if that context could not be made."""
+    import openai
+
+    try:
+        return openai.DefaultAsyncHttpxClient(verify=tls.result())
+    except Exception as exc:
+        logger.debug("No shared TLS context (%r); the HTTP client builds its own", exc)
+        return None
+
+
+def openai_clients(base_url: Optional[str] = None, api_key: Optional[str] = None, timeout: float = 180.0,
+                   max_retries: int = 0) -> "PerLoopBuiltInThread":
+    """OpenAI-compatible clients, built lazily (one per event loop), that model funcs for the
+    same server can share: one connection pool, warm for whichever model asks next.
+
+    ``max_retries=0`` by default: ``LLMClient`` owns retries so that backoff, Retry-After and
+    usage counts live in one place.
+    """
+
+    def _make_client() -> Any:
+        import platform
+
+        tls = shared_tls_context()
+        # Two first-request costs, paid here instead (in the worker thread, while the TLS
+        # context loads) and cached by Python for the process: openai probes the platform
+        # for its headers (a subprocess, ``uname -p``), and httpcore's async I/O imports
+        # anyio's asyncio backend.
+        platform.platform()
+        with contextlib.suppress(ImportError):
+            importlib.import_module("anyio._backends._asyncio")
+        import openai
+
+        url, key = _resolve_endpoint(base_url, api_key)
+        return openai.AsyncOpenAI(base_url=url, api_key=key, timeout=timeout, max_retries=max_retries,
+                                  http_client=_http_client(tls))
+
+    return PerLoopBuiltInThread(_make_client)
+
+
+def openai_model_func(
+    model: str,
+    *,
+    base_url: Optional[str] = None,
+    api_key: Optional[str] = None,
+    timeout: float = 180.0,
+    clients: Optional["PerLoopBuiltInThread"] = None,
+) -> ModelFunc:
+    """A nano-graphrag style model func over any OpenAI-compatible chat endpoint.
+
+    ``clients`` (from :func:`openai_clients`) shares one connection pool with other model
+    funcs for the same server; by default the func has its own.
+    """
+    clients = clients or openai_clients(base_url, api_key, timeout)
+
+    async def model_func(
+        prompt: str,
+        system_prompt: Optional[str] = None,
+        history_messages: Optional[list[dict]] = None,
+        **kwargs: Any,
+    ) -> str:
+        client = await clients.aget()
+        messages: list[dict] = []
+        if system_prompt:
+            messages.append({"role": "system", "content": system_prompt})
+        messages.extend(history_messages or [])
+        messages.append({"role": "user", "content": prompt})
+        for k in ENGINE_KWARGS:
+            kwargs.pop(k, None)
+        options = {option: kwargs.pop(arg) for arg, option in _REQUEST_OPTIONS.items() if arg in kwargs}
+        # The low-level post skips the SDK's per-call typed transform of the request and
+        # model construction of the reply: about a third of its CPU cost per call.
+        resp = await client.post("/chat/completions", body={"model": model, "messages": messages, **kwargs},
+                                 cast_to=object, options=options)
+        choices = resp.get("choices") or [] if isinstance(resp, dict) else []
+        content = ((choices[0].get("message") or {}).get("content") or "") if choices else ""
+        usage = resp.get("usage") or {} if isinstance(resp, dict) else {}
+        return Completion(content, usage.get("prompt_tokens"), usage.get("completion_tokens"))
+
+    async def aclose() -> None:
+        client = await clients.apop()
+        if client is not None:
+            await client.close()
+
+    model_func.__name__ = model
+    model_func.__qualname__ = f"openai_model_func({model})"
+    model_func.aclose = aclose  # type: ignore[attr-defined]
+    model_func.warm_up = clients.warm_up  # type: ignore[attr-defined]
+    return model_func
+
+
+def openai_embedding_func(
+    model: str = "text-embedding-3-small",
+    embedding_dim: int = 1536,
+    max_token_size: int = 8191,
+    base_url: Optional[str] = None,
+    api_key: Optional[str] = None,
+) -> Any:
+    """An ``EmbeddingFunc`` over an OpenAI-compatible ``/embeddings`` endpoint.
+
+    Embeddings are not wrapped by ``LLMClient``, so the openai client's own retries are kept.
+    """
+    import numpy as np
+
+    from graphrag.embedding import EmbeddingFunc
+
+    clients = openai_clients(base_url, api_key, timeout=600.0, max_retries=4)
+
+    async def _embed(texts: list[str]) -> "np.ndarray":
+        if not texts:
+            return np.zeros((0, embedding_dim), dtype=np.float32)
+        client = await clients.aget()
+        resp = await client.embeddings.create(model=model, input=list(texts), encoding_format="float")
+        data = sorted(resp.data, key=lambda d: d.index)
+        return np.asarray([d.embedding for d in data], dtype=np.float32)
+
+    return EmbeddingFunc(embedding_dim=embedding_dim, max_token_size=max_token_size, func=_embed)
