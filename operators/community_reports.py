@@ -25,7 +25,7 @@ import xxhash
 from graphrag.prompts import render
 from graphrag.schema import GRAPH_FIELD_SEP, CommunitySchema, Finding, ReportJSON
 
-from .extractive_report import build_extractive_report, render_report_markdown
+from .extractive_report import build_extractive_report, community_pairs, edge_data, render_report_markdown
 from .tokenizer import fits
 
 logger = logging.getLogger(__name__)
@@ -47,26 +47,6 @@ _REPORT_HEADER = ["id", "title", "content"]
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _pair(a: Any, b: Any) -> tuple[str, str]:
-    a, b = str(a), str(b)
-    return (a, b) if a <= b else (b, a)
-
-
-def _edge_data(edges: dict[tuple[str, str], dict], a: str, b: str) -> dict:
-    return edges.get((a, b)) or edges.get((b, a)) or {}
-
-
-def _community_pairs(community: dict) -> list[tuple[str, str]]:
-    """The community's internal relations as sorted, de-duplicated pairs."""
-    members = set(map(str, community.get("nodes") or []))
-    pairs = {
-        _pair(e[0], e[1])
-        for e in community.get("edges") or []
-        if len(e) >= 2 and e[0] != e[1] and str(e[0]) in members and str(e[1]) in members
-    }
-    return sorted(pairs)
 
 
 def _float(value: Any, default: float = 0.0) -> float:
@@ -116,8 +96,8 @@ def community_fingerprint(
         for name in dict.fromkeys(map(str, community.get("nodes") or []))
     )
     relations = []
-    for a, b in _community_pairs(community):
-        data = _edge_data(edges, a, b)
+    for a, b in community_pairs(community):
+        data = edge_data(edges, a, b)
         relations.append(digest(("relation", a, b),
                                 [a, b, str(data.get("description") or ""), _float(data.get("weight"), 1.0)]))
     relations.sort()
@@ -153,8 +133,8 @@ def _entity_rows(community: dict, nodes: dict[str, dict]) -> list[list[Any]]:
 def _relation_rows(community: dict, nodes: dict[str, dict], edges: dict[tuple[str, str], dict]) -> list[list[Any]]:
     """[source, target, description, rank], by rank (degree sum) then weight."""
     rows = []
-    for a, b in _community_pairs(community):
-        data = _edge_data(edges, a, b)
+    for a, b in community_pairs(community):
+        data = edge_data(edges, a, b)
         rank = data.get("rank")
         if rank is None:
             rank = _float((nodes.get(a) or {}).get("degree"), 0) + _float((nodes.get(b) or {}).get("degree"), 0)
@@ -495,7 +475,7 @@ class _GraphData:
             degrees = await self.graph.node_degrees_batch(names)
             for name, d, degree in zip(names, data, degrees):
                 self.nodes[name] = {**(d or {}), "degree": int(degree or 0)}
-        pairs = [p for p in _community_pairs(community) if p not in self.edges]
+        pairs = [p for p in community_pairs(community) if p not in self.edges]
         if pairs:
             for (a, b), d in zip(pairs, await self.graph.get_edges_batch(pairs)):
                 rank = self.nodes.get(a, {}).get("degree", 0) + self.nodes.get(b, {}).get("degree", 0)
@@ -621,7 +601,7 @@ async def generate_community_reports(
         community = communities[cid]
         return (any(str(s) in deferred for s in community.get("sub_communities") or [])
                 or any(str(n) in summarising for n in community.get("nodes") or [])
-                or any(pair in summarising for pair in _community_pairs(community)))
+                or any(pair in summarising for pair in community_pairs(community)))
 
     # Deepest level first, so that sub-community tasks exist before their parents'. Calls
     # start while the rest is still being fingerprinted: the set-up overlaps the first calls.

@@ -15,13 +15,12 @@ from typing import Any, Iterable, Optional, Protocol, Union
 from graphrag.operators.extraction import LLMCall, normalize_entity_name
 from graphrag.operators.tokenizer import fits
 from graphrag.prompts import render
-from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction, EntityRecord, RelationRecord
+from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction, EntityRecord, RelationRecord, edge_key
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "Tokenizer",
-    "edge_key",
     "merge_entity",
     "merge_relation",
     "placeholder_entity",
@@ -42,11 +41,6 @@ class Tokenizer(Protocol):
     def encode(self, text: str) -> list[int]: ...
     def decode(self, tokens: list[int]) -> str: ...
     def count(self, text: str) -> int: ...
-
-
-def edge_key(a: str, b: str) -> tuple[str, str]:
-    """Undirected edge key: the graph is undirected, so (a, b) and (b, a) are one edge."""
-    return (a, b) if a <= b else (b, a)
 
 
 def _join_unique(values: Iterable[str]) -> str:

@@ -20,7 +20,7 @@ import logging
 from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional
 
 from graphrag.query_param import QueryParam
-from graphrag.schema import GRAPH_FIELD_SEP
+from graphrag.schema import GRAPH_FIELD_SEP, edge_key
 
 from .query_context import answer_from_context, count_tokens, pack_csv_section
 
@@ -111,7 +111,7 @@ async def _related_relations(
     pairs: dict[tuple[str, str], None] = {}
     for edges in node_edges:
         for a, b in edges:
-            pairs.setdefault((a, b) if a <= b else (b, a), None)
+            pairs.setdefault(edge_key(a, b), None)
     keys = list(pairs)
     if not keys:
         return []
@@ -141,7 +141,7 @@ async def _related_chunks(
     for e, edges in zip(entities, node_edges):
         for a, b in edges:
             other = b if a == e["entity_name"] else a
-            key = (a, b) if a <= b else (b, a)
+            key = edge_key(a, b)
             if other in retrieved and key not in seen:
                 seen.add(key)
                 inner_pairs.append(key)
@@ -153,7 +153,7 @@ async def _related_chunks(
     order: dict[str, int] = {}
     linked: dict[str, set[tuple[str, str]]] = {}
     for index, (e, edges) in enumerate(zip(entities, node_edges)):
-        inner = [key for key in ((a, b) if a <= b else (b, a) for a, b in edges) if key in edge_chunks]
+        inner = [key for key in (edge_key(a, b) for a, b in edges) if key in edge_chunks]
         for chunk_id in _split(e["data"].get("source_id")):
             order.setdefault(chunk_id, index)
             hits = linked.setdefault(chunk_id, set())
