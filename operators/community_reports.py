@@ -26,7 +26,7 @@ from graphrag.prompts import render
 from graphrag.schema import GRAPH_FIELD_SEP, CommunitySchema, Finding, ReportJSON
 
 from .extractive_report import build_extractive_report, community_pairs, edge_data, render_report_markdown
-from .tokenizer import fits
+from .tokenizer import Tokenizer, fits
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ def _relation_rows(community: dict, nodes: dict[str, dict], edges: dict[tuple[st
 class _Budget:
     """Picks, for several ranked row lists, the longest prefixes that fit a token budget."""
 
-    def __init__(self, tokenizer: Any, max_tokens: int) -> None:
+    def __init__(self, tokenizer: Tokenizer, max_tokens: int) -> None:
         self.tokenizer = tokenizer
         self.left = max_tokens
 
@@ -193,7 +193,7 @@ class CommunityTables:
     text: str
     _fits: dict[int, bool] = field(default_factory=dict, repr=False)
 
-    def fit(self, tokenizer: Any, max_tokens: int) -> bool:
+    def fit(self, tokenizer: Tokenizer, max_tokens: int) -> bool:
         """Whether ``text`` fits ``max_tokens``; counted once (a large community's tables are
         asked twice: to choose between reporting now and waiting, then to build the context)."""
         known = self._fits.get(max_tokens)
@@ -215,7 +215,7 @@ def build_community_context(
     nodes: dict[str, dict],
     edges: dict[tuple[str, str], dict],
     *,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     max_tokens: int,
     sub_reports: Optional[dict[str, dict]] = None,
     tables: Optional[CommunityTables] = None,
@@ -487,7 +487,7 @@ async def generate_community_reports(
     *,
     graph: Any,
     llm: Callable[..., Awaitable[str]],
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     max_tokens: int,
     existing: dict[str, dict],
     llm_kwargs: Optional[dict] = None,

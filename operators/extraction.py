@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable, Optional, Protocol
 from graphrag.prompts import COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, render
 from graphrag.schema import ChunkExtraction, ChunkRecord, EntityRecord, RelationRecord, strip_control_chars
 
-from .tokenizer import fits
+from .tokenizer import Tokenizer, fits
 
 logger = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ class ConversationLimit:
     """How long a gleaning conversation may grow: the model's window less what its next answer
     needs. Counts the turns that stopped short, for one summary line."""
 
-    def __init__(self, max_tokens: int, tokenizer: Any) -> None:
+    def __init__(self, max_tokens: int, tokenizer: Tokenizer) -> None:
         self.max_tokens = max_tokens
         self.tokenizer = tokenizer
         self.stopped = 0

@@ -9,24 +9,18 @@ import csv
 import io
 import logging
 from dataclasses import replace
-from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from graphrag.prompts import load as load_prompt
 from graphrag.prompts import render as render_prompt
+
+from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 NO_DATA_MESSAGE = "No data has been indexed yet: insert documents before querying."
-
-
-class TokenCounter(Protocol):
-    def encode(self, text: str) -> list[int]: ...
-
-
-def count_tokens(text: str, tokenizer: TokenCounter) -> int:
-    return len(tokenizer.encode(text)) if text else 0
 
 
 # The answer prompts each mode sends: their data must fit the best model's window.
@@ -75,7 +69,7 @@ async def answer_from_context(query: str, context: Optional[str], param: Any, ll
 
 
 def truncate_rows_by_token_size(
-    rows: Sequence[T], key: Callable[[T], str], max_tokens: int, tokenizer: TokenCounter
+    rows: Sequence[T], key: Callable[[T], str], max_tokens: int, tokenizer: Tokenizer
 ) -> list[T]:
     """The longest prefix of ``rows`` whose ``key`` texts total at most ``max_tokens`` tokens.
 
@@ -86,7 +80,7 @@ def truncate_rows_by_token_size(
     kept: list[T] = []
     total = 0
     for row in rows:
-        total += count_tokens(key(row), tokenizer)
+        total += tokenizer.count(key(row))
         if total > max_tokens:
             break
         kept.append(row)
@@ -120,7 +114,7 @@ def largest_fitting_prefix(
     n_items: int,
     render: Callable[[int], str],
     max_tokens: int,
-    tokenizer: TokenCounter,
+    tokenizer: Tokenizer,
     estimate: Optional[int] = None,
 ) -> tuple[int, str]:
     """The largest ``k <= n_items`` whose ``render(k)`` counts at most ``max_tokens`` tokens.
@@ -130,12 +124,12 @@ def largest_fitting_prefix(
     """
     hi = n_items if estimate is None else max(0, min(n_items, estimate))
     text0 = render(0)
-    if count_tokens(text0, tokenizer) > max_tokens:
+    if tokenizer.count(text0) > max_tokens:
         return -1, ""
 
     def fitting(k: int) -> Optional[str]:
         text = render(k)
-        return text if count_tokens(text, tokenizer) <= max_tokens else None
+        return text if tokenizer.count(text) <= max_tokens else None
 
     if estimate is not None and hi >= 3:
         # Callers' estimates (per-item counts, plus 2) are nearly always right: count upwards
@@ -168,7 +162,7 @@ def pack_csv_section(
     header: Sequence[str],
     rows: Sequence[Sequence[Any]],
     max_tokens: int,
-    tokenizer: TokenCounter,
+    tokenizer: Tokenizer,
     cut_column: Optional[int] = None,
 ) -> tuple[str, int]:
     """As many leading ``rows`` as fit, rendered by :func:`csv_section` within ``max_tokens``.
@@ -181,10 +175,10 @@ def pack_csv_section(
     """
     if max_tokens <= 0:
         return "", 0
-    total = count_tokens(csv_section(title, header, []), tokenizer)
+    total = tokenizer.count(csv_section(title, header, []))
     estimate = 0
     for row in rows:  # a cheap upper guess from per-row costs; stops at the first overflow
-        total += count_tokens(rows_to_csv_table([], [row]), tokenizer)
+        total += tokenizer.count(rows_to_csv_table([], [row]))
         if total > max_tokens:
             break
         estimate += 1
@@ -203,32 +197,32 @@ def pack_csv_section(
 
 
 def _cut_row_to_fit(
-    title: str, header: Sequence[str], row: Sequence[Any], column: int, max_tokens: int, tokenizer: Any
+    title: str, header: Sequence[str], row: Sequence[Any], column: int, max_tokens: int, tokenizer: Tokenizer
 ) -> Optional[str]:
     """The section holding ``row`` alone with ``row[column]`` shortened to fit, or None."""
     row = list(row)
     full = _cell(row[column])
-    keep = count_tokens(full, tokenizer)
+    keep = tokenizer.count(full)
     for _ in range(32):
         text = csv_section(title, header, [row])
-        over = count_tokens(text, tokenizer) - max_tokens
+        over = tokenizer.count(text) - max_tokens
         if over <= 0:
             return text if keep > 0 else None
         if keep <= 0:
             return None
         keep = max(0, keep - over)
-        row[column] = truncate_text(full, keep, tokenizer) + "..."
+        row[column] = tokenizer.truncate(full, keep) + "..."
     return None
 
 
-def pack_texts(texts: Sequence[str], separator: str, max_tokens: int, tokenizer: TokenCounter) -> tuple[str, int]:
+def pack_texts(texts: Sequence[str], separator: str, max_tokens: int, tokenizer: Tokenizer) -> tuple[str, int]:
     """Leading ``texts`` joined by ``separator`` within ``max_tokens``; whole texts only."""
     if max_tokens <= 0 or not texts:
         return "", 0
-    sep_cost = count_tokens(separator, tokenizer)
+    sep_cost = tokenizer.count(separator)
     total, estimate = 0, 0
     for text in texts:
-        total += count_tokens(text, tokenizer) + sep_cost
+        total += tokenizer.count(text) + sep_cost
         if total > max_tokens + sep_cost:
             break
         estimate += 1
@@ -237,13 +231,3 @@ def pack_texts(texts: Sequence[str], separator: str, max_tokens: int, tokenizer:
         len(texts), lambda n: separator.join(texts[:n]), max_tokens, tokenizer, estimate
     )
     return (text, k) if k > 0 else ("", 0)
-
-
-def truncate_text(text: str, max_tokens: int, tokenizer: Any) -> str:
-    """``text`` cut to at most ``max_tokens`` tokens (whole text when it fits)."""
-    if max_tokens <= 0:
-        return ""
-    tokens = tokenizer.encode(text)
-    if len(tokens) <= max_tokens:
-        return text
-    return tokenizer.decode(tokens[:max_tokens])

@@ -20,7 +20,8 @@ from typing import Any, Optional
 from graphrag.prompts import render as render_prompt
 from graphrag.query_param import QueryParam
 
-from .query_context import count_tokens, csv_section, fail_response, pack_csv_section, pack_texts, truncate_text
+from .query_context import csv_section, fail_response, pack_csv_section, pack_texts
+from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ async def _ranked_reports(stores: Any, param: QueryParam) -> list[tuple[str, dic
 
 
 @functools.lru_cache(maxsize=4)
-def _group_reports(reports: tuple[tuple[str, float, float], ...], max_tokens: int, tokenizer: Any) -> list[str]:
+def _group_reports(reports: tuple[tuple[str, float, float], ...], max_tokens: int, tokenizer: Tokenizer) -> list[str]:
     """Consecutive reports ``(text, rating, occurrence)`` packed into tables of at most
     ``max_tokens`` tokens each.
 
@@ -77,7 +78,7 @@ def _group_reports(reports: tuple[tuple[str, float, float], ...], max_tokens: in
     title = "Reports"
     rows = [[i, text, rating, occurrence] for i, (text, rating, occurrence) in enumerate(reports)]
     groups: list[str] = []
-    if count_tokens(csv_section(title, REPORT_HEADER, []), tokenizer) >= max_tokens:
+    if tokenizer.count(csv_section(title, REPORT_HEADER, [])) >= max_tokens:
         return []
     start = 0
     while start < len(rows):
@@ -91,7 +92,7 @@ def _group_reports(reports: tuple[tuple[str, float, float], ...], max_tokens: in
     return groups
 
 
-async def build_global_context(query: str, stores: Any, param: QueryParam, tokenizer: Any) -> Optional[list[str]]:
+async def build_global_context(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[list[str]]:
     """The report tables, one per map call; None when no community report qualifies."""
     reports = await _ranked_reports(stores, param)
     if not reports:
@@ -162,7 +163,7 @@ def _score_text(score: float) -> str:
     return str(int(score)) if float(score).is_integer() else f"{score:g}"
 
 
-async def global_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Any) -> str:
+async def global_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Tokenizer) -> str:
     """Answer ``query`` by map-reduce over community reports."""
     groups = await build_global_context(query, stores, param, tokenizer)
     if not groups:
@@ -194,7 +195,7 @@ async def global_query(query: str, stores: Any, param: QueryParam, *, llm: Any, 
     report_data, kept = pack_texts(texts, "\n\n", param.global_max_token_for_community_report, tokenizer)
     if not kept:
         # The best point alone is over budget: send it cut to fit rather than nothing.
-        report_data = truncate_text(texts[0], param.global_max_token_for_community_report, tokenizer)
+        report_data = tokenizer.truncate(texts[0], param.global_max_token_for_community_report)
     if not report_data.strip():
         return fail_response()
     system_prompt = render_prompt("global_reduce_rag_response", report_data=report_data,

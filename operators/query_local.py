@@ -22,7 +22,8 @@ from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional
 from graphrag.query_param import QueryParam
 from graphrag.schema import GRAPH_FIELD_SEP, edge_key
 
-from .query_context import answer_from_context, count_tokens, pack_csv_section
+from .query_context import answer_from_context, pack_csv_section
+from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ async def _related_chunks(
 
 async def _pack_while_reading(title: str, header: list[str], batches: Iterable[list[str]],
                               read: Callable[[list[str]], Awaitable[list[str]]], budget: int,
-                              tokenizer: Any) -> tuple[str, int]:
+                              tokenizer: Tokenizer) -> tuple[str, int]:
     """A section of ``[i, text]`` rows, reading the batches of ids in rank order only until it is full.
 
     Packing keeps the longest prefix of rows that fits, so once it keeps fewer rows than
@@ -188,7 +189,7 @@ def _doubling_slices(ids: list[str], first: int = 8) -> Iterator[list[str]]:
         start, size = start + size, size * 2
 
 
-async def build_local_context(query: str, stores: Any, param: QueryParam, tokenizer: Any) -> Optional[str]:
+async def build_local_context(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[str]:
     """The data tables a local answer is grounded in, or None when no entity matches."""
     if stores.entities_vdb is None:
         return None
@@ -208,7 +209,7 @@ async def build_local_context(query: str, stores: Any, param: QueryParam, tokeni
     entities_text, n_entities = pack_csv_section("Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer,
                                                      cut_column=3)
 
-    relation_budget = param.local_max_token_for_local_context - count_tokens(entities_text, tokenizer)
+    relation_budget = param.local_max_token_for_local_context - tokenizer.count(entities_text)
     relation_rows = [
         [i, r["src_tgt"][0], r["src_tgt"][1], r["data"].get("description", "UNKNOWN"), _weight(r["data"]), r["rank"]]
         for i, r in enumerate(relations)
@@ -244,7 +245,7 @@ async def build_local_context(query: str, stores: Any, param: QueryParam, tokeni
     return "\n\n".join(sections)
 
 
-async def local_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Any) -> str:
+async def local_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Tokenizer) -> str:
     """Answer ``query`` from the local context (or return that context when ``only_need_context``)."""
     if stores.entities_vdb is None:
         return LOCAL_NEEDS_ENTITIES
