@@ -354,7 +354,9 @@ def _find_object(text: str) -> Optional[dict]:
     return first
 
 
-def _coerce_rating(value: Any) -> float:
+def parse_rating(value: Any) -> float:
+    """A report's rating as a number from 0 to 10, whether the model wrote ``7.5``, ``"7,5"``
+    or ``"8/10"``; 0 when none can be read."""
     if isinstance(value, bool):
         value = float(value)
     if isinstance(value, (int, float)):
@@ -371,6 +373,13 @@ def _coerce_rating(value: Any) -> float:
     if rating != rating:  # NaN
         return 0.0
     return round(min(10.0, max(0.0, rating)), 2)
+
+
+def stored_rating(record: dict) -> float:
+    """The rating of a stored report record (reports from other tools too, whose rating
+    may still be text)."""
+    report = record.get("report_json")
+    return parse_rating(report.get("rating")) if isinstance(report, dict) else 0.0
 
 
 def _first(d: dict, keys: tuple[str, ...]) -> str:
@@ -420,7 +429,7 @@ def parse_report_json(text: str) -> Optional[ReportJSON]:
     return {
         "title": str(title).strip(),
         "summary": str(data.get("summary") or "").strip(),
-        "rating": _coerce_rating(data.get("rating")),
+        "rating": parse_rating(data.get("rating")),
         "rating_explanation": str(data.get("rating_explanation") or "").strip(),
         "findings": _coerce_findings(data.get("findings")),
     }

@@ -20,6 +20,7 @@ from typing import Any, Optional
 from graphrag.prompts import render as render_prompt
 from graphrag.query_param import QueryParam
 
+from .community_reports import stored_rating
 from .query_context import csv_section, fail_response, pack_csv_section, pack_texts
 from .tokenizer import Tokenizer
 
@@ -42,10 +43,6 @@ def _as_float(value: Any, default: float = 0.0) -> float:
     return default
 
 
-def _rating(report: dict) -> float:
-    return _as_float((report.get("report_json") or {}).get("rating"), 0.0)
-
-
 async def _ranked_reports(stores: Any, param: QueryParam) -> list[tuple[str, dict]]:
     keys = await stores.community_reports.all_keys()
     if not keys:
@@ -59,10 +56,10 @@ async def _ranked_reports(stores: Any, param: QueryParam) -> list[tuple[str, dic
             level = int(r.get("level", 0))
         except (TypeError, ValueError):
             continue
-        if level > param.level or _rating(r) < param.global_min_community_rating:
+        if level > param.level or stored_rating(r) < param.global_min_community_rating:
             continue
         chosen.append((key, r))
-    chosen.sort(key=lambda item: (-_as_float(item[1].get("occurrence")), -_rating(item[1]), item[0]))
+    chosen.sort(key=lambda item: (-_as_float(item[1].get("occurrence")), -stored_rating(item[1]), item[0]))
     return chosen[: param.global_max_consider_community]
 
 
@@ -97,7 +94,7 @@ async def build_global_context(query: str, stores: Any, param: QueryParam, token
     reports = await _ranked_reports(stores, param)
     if not reports:
         return None
-    rows = tuple((str(r.get("report_string") or ""), _rating(r), _as_float(r.get("occurrence"))) for _, r in reports)
+    rows = tuple((str(r.get("report_string") or ""), stored_rating(r), _as_float(r.get("occurrence"))) for _, r in reports)
     groups = _group_reports(rows, param.global_max_token_for_community_report, tokenizer)
     return list(groups) or None
 

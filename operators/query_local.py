@@ -22,6 +22,7 @@ from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional
 from graphrag.query_param import QueryParam
 from graphrag.schema import GRAPH_FIELD_SEP, edge_key
 
+from .community_reports import stored_rating
 from .query_context import answer_from_context, pack_csv_section
 from .tokenizer import Tokenizer
 
@@ -55,13 +56,6 @@ def _clusters(node: dict, max_level: int) -> list[str]:
         except (KeyError, TypeError, ValueError):
             continue
     return out
-
-
-def _rating(report: dict) -> float:
-    try:
-        return float((report.get("report_json") or {}).get("rating", 0.0) or 0.0)
-    except (TypeError, ValueError):
-        return 0.0
 
 
 def _weight(edge: dict) -> float:
@@ -224,7 +218,7 @@ async def build_local_context(query: str, stores: Any, param: QueryParam, tokeni
 
     async def read_reports(ids: list[str]) -> list[str]:
         found = [r for r in await stores.community_reports.get_by_ids(ids) if r is not None]
-        found.sort(key=lambda r: -_rating(r))  # within a group of equal counts, best rated first
+        found.sort(key=lambda r: -stored_rating(r))  # within a group of equal counts, best rated first
         return [r.get("report_string", "") for r in found][:1 if single else None]
 
     reports_text, n_reports = await _pack_while_reading(

@@ -13,6 +13,7 @@ import pytest
 from graphrag.config import GraphRAGConfig
 from graphrag.embedding import hash_embedding
 from graphrag.llm import LLMClient, UsageCounter, openai_model_func
+from graphrag.operators.community_reports import stored_rating
 from graphrag.operators.extractive_report import render_report_markdown
 from graphrag.operators.query_context import (
     csv_section,
@@ -30,7 +31,6 @@ from graphrag.operators.query_local import (
     _doubling_slices,
     _find_entities,
     _pack_while_reading,
-    _rating,
     build_local_context,
     local_query,
 )
@@ -376,8 +376,8 @@ def test_local_reports_ranked_by_shared_entities_then_rating(big: Stores, single
         for cid in dict.fromkeys(_clusters(e["data"], param.level)):
             counts[cid] = counts.get(cid, 0) + 1
     reports = [(c, r) for c, r in zip(counts, asyncio.run(big.community_reports.get_by_ids(list(counts)))) if r]
-    reports.sort(key=lambda item: (-counts[item[0]], -_rating(item[1])))
-    assert len({counts[c] for c, _ in reports}) > 1 and len({_rating(r) for _, r in reports}) > 1
+    reports.sort(key=lambda item: (-counts[item[0]], -stored_rating(item[1])))
+    assert len({counts[c] for c, _ in reports}) > 1 and len({stored_rating(r) for _, r in reports}) > 1
     rows = [[i, r["report_string"]] for i, (_, r) in enumerate(reports[:1] if single else reports)]
     expected, kept = pack_csv_section("Reports", ["id", "content"], rows, 10**6, TOKENIZER, cut_column=1)
     assert sections(ctx)["Reports"] == expected
