@@ -131,7 +131,8 @@ def chunk_by_separators(
     tokenizer: Optional[Tokenizer] = None,
     separators: Sequence[str] = DEFAULT_SEPARATORS,
 ) -> dict[str, ChunkRecord]:
-    """Pack whole paragraphs/sentences into chunks of at most ``size`` tokens.
+    """Pack whole paragraphs/sentences into chunks of at most ``size`` tokens; the engine
+    uses it when configured with ``chunk_func=chunk_by_separators``.
 
     Chunks end at natural boundaries; each new chunk repeats the trailing pieces of
     the previous one, up to ``overlap`` tokens, so a fact cut at a border is still whole

@@ -9,7 +9,7 @@ import csv
 import io
 import logging
 from dataclasses import replace
-from typing import Any, Callable, Optional, Sequence, TypeVar
+from typing import Any, Callable, Optional, Sequence
 
 from graphrag.prompts import load as load_prompt
 from graphrag.prompts import render as render_prompt
@@ -17,11 +17,6 @@ from graphrag.prompts import render as render_prompt
 from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
-NO_DATA_MESSAGE = "No data has been indexed yet: insert documents before querying."
-
 
 # The answer prompts each mode sends: their data must fit the best model's window.
 MODE_PROMPTS: dict[str, tuple[str, ...]] = {
@@ -66,25 +61,6 @@ async def answer_from_context(query: str, context: Optional[str], param: Any, ll
         return context
     system_prompt = render_prompt(template, **{context_field: context}, response_type=param.response_type)
     return await llm(query, stage="query", system_prompt=system_prompt)
-
-
-def truncate_rows_by_token_size(
-    rows: Sequence[T], key: Callable[[T], str], max_tokens: int, tokenizer: Tokenizer
-) -> list[T]:
-    """The longest prefix of ``rows`` whose ``key`` texts total at most ``max_tokens`` tokens.
-
-    Rows are kept whole: the first row that would overflow ends the list.
-    """
-    if max_tokens <= 0:
-        return []
-    kept: list[T] = []
-    total = 0
-    for row in rows:
-        total += tokenizer.count(key(row))
-        if total > max_tokens:
-            break
-        kept.append(row)
-    return kept
 
 
 def _cell(value: Any) -> str:

@@ -22,7 +22,6 @@ from graphrag.operators.query_context import (
     pack_csv_section,
     pack_texts,
     rows_to_csv_table,
-    truncate_rows_by_token_size,
 )
 from graphrag.operators.query_global import build_global_context, global_query, parse_points
 from graphrag.operators.query_local import (
@@ -210,16 +209,12 @@ def table_rows(section: str) -> list[list[str]]:
 # --------------------------------------------------------------------------- helpers
 
 
-def test_csv_table_quotes_and_truncation() -> None:
+def test_csv_table_quotes() -> None:
     table = rows_to_csv_table(["id", "text"], [[0, 'say "hi", then\nleave'], [1, "plain"]])
     import csv
     import io
 
     assert list(csv.reader(io.StringIO(table))) == [["id", "text"], ["0", 'say "hi", then\nleave'], ["1", "plain"]]
-    rows = [{"t": "word " * 10}] * 5
-    kept = truncate_rows_by_token_size(rows, lambda r: r["t"], 25, TOKENIZER)
-    assert len(kept) == 2
-    assert truncate_rows_by_token_size(rows, lambda r: r["t"], 0, TOKENIZER) == []
 
 
 @pytest.mark.parametrize("budget", [0, 5, 20, 37, 64, 150, 1000])
