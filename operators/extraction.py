@@ -246,11 +246,19 @@ async def extract_chunk(
     answer = await llm(prompt, stage="extraction")
     entities, relations, malformed = parse_extraction(answer)
     history: list[dict] = [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
+
+
+    async def ask(prompt: str) -> Optional[str]:
+        """The answer to one more turn of the conversation, or None when it is full."""
+        if limit is not None and not limit.admits(history, prompt):
+            return None
+        return await llm(prompt, stage="gleaning", history_messages=list(history))
+
     for turn in range(max_gleaning):
         continue_prompt = render("entity_continue_extraction")
-        if limit is not None and not limit.admits(history, continue_prompt):
+        glean = await ask(continue_prompt)
+        if glean is None:
             break
-        glean = await llm(continue_prompt, stage="gleaning", history_messages=list(history))
         history += [{"role": "user", "content": continue_prompt}, {"role": "assistant", "content": glean}]
         more_e, more_r, more_bad = parse_extraction(glean)
         entities += more_e
@@ -258,11 +266,8 @@ async def extract_chunk(
         malformed += more_bad
         if turn == max_gleaning - 1:
             break
-        loop_prompt = render("entity_if_loop_extraction")
-        if limit is not None and not limit.admits(history, loop_prompt):
-            break
-        verdict = await llm(loop_prompt, stage="gleaning", history_messages=list(history))
-        if not _is_yes(verdict):
+        verdict = await ask(render("entity_if_loop_extraction"))
+        if verdict is None or not _is_yes(verdict):
             break
     if malformed:
         logger.debug("skipped %d malformed extraction records in a chunk", malformed)

@@ -9,7 +9,7 @@ import csv
 import io
 import logging
 from dataclasses import replace
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from graphrag.prompts import load as load_prompt
 from graphrag.prompts import render as render_prompt
@@ -133,6 +133,19 @@ def largest_fitting_prefix(
     return best_k, best_text
 
 
+def _estimate(n_items: int, fixed: int, costs: Iterable[int], max_tokens: int) -> int:
+    """A cheap upper guess for :func:`largest_fitting_prefix`: how many items fit when each
+    adds its own cost to ``fixed``. ``costs`` is read only up to the first overflow."""
+    total, fitting = fixed, 0
+    for cost in costs:
+        total += cost
+        if total > max_tokens:
+            break
+        fitting += 1
+    # Token counts of joined items can differ a little from the sum of their parts.
+    return min(n_items, fitting + 2)
+
+
 def pack_csv_section(
     title: str,
     header: Sequence[str],
@@ -151,15 +164,8 @@ def pack_csv_section(
     """
     if max_tokens <= 0:
         return "", 0
-    total = tokenizer.count(csv_section(title, header, []))
-    estimate = 0
-    for row in rows:  # a cheap upper guess from per-row costs; stops at the first overflow
-        total += tokenizer.count(rows_to_csv_table([], [row]))
-        if total > max_tokens:
-            break
-        estimate += 1
-    # Token counts of joined rows can differ a little from the sum of their parts.
-    estimate = min(len(rows), estimate + 2)
+    estimate = _estimate(len(rows), tokenizer.count(csv_section(title, header, [])),
+                         (tokenizer.count(rows_to_csv_table([], [row])) for row in rows), max_tokens)
     k, text = largest_fitting_prefix(
         len(rows), lambda n: csv_section(title, header, rows[:n]), max_tokens, tokenizer, estimate
     )
@@ -195,14 +201,8 @@ def pack_texts(texts: Sequence[str], separator: str, max_tokens: int, tokenizer:
     """Leading ``texts`` joined by ``separator`` within ``max_tokens``; whole texts only."""
     if max_tokens <= 0 or not texts:
         return "", 0
-    sep_cost = tokenizer.count(separator)
-    total, estimate = 0, 0
-    for text in texts:
-        total += tokenizer.count(text) + sep_cost
-        if total > max_tokens + sep_cost:
-            break
-        estimate += 1
-    estimate = min(len(texts), estimate + 2)
+    sep_cost = tokenizer.count(separator)  # n texts hold n - 1 separators
+    estimate = _estimate(len(texts), -sep_cost, (tokenizer.count(text) + sep_cost for text in texts), max_tokens)
     k, text = largest_fitting_prefix(
         len(texts), lambda n: separator.join(texts[:n]), max_tokens, tokenizer, estimate
     )
