@@ -1,10 +1,12 @@
-"""Record shapes shared by the pipeline stages and the stores.
+"""Record shapes shared by the pipeline stages and the stores, and the conventions of
+the values stored in them (edge keys, which characters a stored text may hold).
 
 They are plain dicts on disk (JSON / GraphML attributes), so TypedDicts document
 them without costing a conversion at every boundary.
 """
 from __future__ import annotations
 
+import re
 from typing import TypedDict
 
 # Joins several values (source chunk ids, descriptions) inside one GraphML attribute,
@@ -12,9 +14,23 @@ from typing import TypedDict
 GRAPH_FIELD_SEP = "<SEP>"
 
 
-class DocumentRecord(TypedDict, total=False):
-    content: str
-    source: str  # file path or caller-given label, when known
+def edge_key(a: str, b: str) -> tuple[str, str]:
+    """The one key of the edge between ``a`` and ``b``: the graph is undirected, so (a, b)
+    and (b, a) are the same edge, and every dict keyed by edge holds it with sorted ends."""
+    return (a, b) if a <= b else (b, a)
+
+
+# Characters no stored text keeps: C0 and C1 controls other than \t \n \r, DEL, lone
+# surrogates (UTF-8 cannot encode them) and U+FFFE/U+FFFF. What is left is valid in JSON,
+# in UTF-8 and in GraphML (XML 1.0), and none of the removed characters carries meaning.
+_CONTROL_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def strip_control_chars(text: str, replacement: str = "") -> str:
+    """``text`` without control characters (see ``_CONTROL_CHARS``), each replaced by
+    ``replacement``. Documents, entity names and GraphML attributes all use this one set.
+    A regex: ``str.translate`` would do a dict lookup per character."""
+    return _CONTROL_CHARS.sub(replacement, text)
 
 
 class ChunkRecord(TypedDict):

@@ -65,6 +65,13 @@ def _records(doc_id: str, contents: Sequence[tuple[str, int]]) -> dict[str, Chun
     return out
 
 
+def _checked(size: int, overlap: int, tokenizer: Optional[Tokenizer]) -> Tokenizer:
+    """The tokenizer a chunker uses (the default one when none is given), once its sizes are valid."""
+    if not 0 <= overlap < size:
+        raise ValueError(f"overlap must be >= 0 and smaller than size (got {overlap} and {size})")
+    return tokenizer or get_tokenizer()
+
+
 def chunk_by_tokens(
     docs: dict[str, str],
     size: int = 1200,
@@ -72,9 +79,7 @@ def chunk_by_tokens(
     tokenizer: Optional[Tokenizer] = None,
 ) -> dict[str, ChunkRecord]:
     """Fixed windows of ``size`` tokens, each starting ``size - overlap`` after the last."""
-    if not 0 <= overlap < size:
-        raise ValueError(f"overlap must be >= 0 and smaller than size (got {overlap} and {size})")
-    tokenizer = tokenizer or get_tokenizer()
+    tokenizer = _checked(size, overlap, tokenizer)
     step = size - overlap
     out: dict[str, ChunkRecord] = {}
     for doc_id, text in docs.items():
@@ -131,15 +136,14 @@ def chunk_by_separators(
     tokenizer: Optional[Tokenizer] = None,
     separators: Sequence[str] = DEFAULT_SEPARATORS,
 ) -> dict[str, ChunkRecord]:
-    """Pack whole paragraphs/sentences into chunks of at most ``size`` tokens.
+    """Pack whole paragraphs/sentences into chunks of at most ``size`` tokens; the engine
+    uses it when configured with ``chunk_func=chunk_by_separators``.
 
     Chunks end at natural boundaries; each new chunk repeats the trailing pieces of
     the previous one, up to ``overlap`` tokens, so a fact cut at a border is still whole
     in one of the two chunks.
     """
-    if not 0 <= overlap < size:
-        raise ValueError(f"overlap must be >= 0 and smaller than size (got {overlap} and {size})")
-    tokenizer = tokenizer or get_tokenizer()
+    tokenizer = _checked(size, overlap, tokenizer)
     out: dict[str, ChunkRecord] = {}
     for doc_id, text in docs.items():
         pieces = _split_to_fit(text, tuple(separators), size, tokenizer)

@@ -25,8 +25,8 @@ import xxhash
 from graphrag.prompts import render
 from graphrag.schema import GRAPH_FIELD_SEP, CommunitySchema, Finding, ReportJSON
 
-from .extractive_report import build_extractive_report, render_report_markdown
-from .tokenizer import fits
+from .extractive_report import build_extractive_report, community_pairs, edge_data, render_report_markdown
+from .tokenizer import Tokenizer, fits
 
 logger = logging.getLogger(__name__)
 
@@ -47,26 +47,6 @@ _REPORT_HEADER = ["id", "title", "content"]
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _pair(a: Any, b: Any) -> tuple[str, str]:
-    a, b = str(a), str(b)
-    return (a, b) if a <= b else (b, a)
-
-
-def _edge_data(edges: dict[tuple[str, str], dict], a: str, b: str) -> dict:
-    return edges.get((a, b)) or edges.get((b, a)) or {}
-
-
-def _community_pairs(community: dict) -> list[tuple[str, str]]:
-    """The community's internal relations as sorted, de-duplicated pairs."""
-    members = set(map(str, community.get("nodes") or []))
-    pairs = {
-        _pair(e[0], e[1])
-        for e in community.get("edges") or []
-        if len(e) >= 2 and e[0] != e[1] and str(e[0]) in members and str(e[1]) in members
-    }
-    return sorted(pairs)
 
 
 def _float(value: Any, default: float = 0.0) -> float:
@@ -116,8 +96,8 @@ def community_fingerprint(
         for name in dict.fromkeys(map(str, community.get("nodes") or []))
     )
     relations = []
-    for a, b in _community_pairs(community):
-        data = _edge_data(edges, a, b)
+    for a, b in community_pairs(community):
+        data = edge_data(edges, a, b)
         relations.append(digest(("relation", a, b),
                                 [a, b, str(data.get("description") or ""), _float(data.get("weight"), 1.0)]))
     relations.sort()
@@ -153,8 +133,8 @@ def _entity_rows(community: dict, nodes: dict[str, dict]) -> list[list[Any]]:
 def _relation_rows(community: dict, nodes: dict[str, dict], edges: dict[tuple[str, str], dict]) -> list[list[Any]]:
     """[source, target, description, rank], by rank (degree sum) then weight."""
     rows = []
-    for a, b in _community_pairs(community):
-        data = _edge_data(edges, a, b)
+    for a, b in community_pairs(community):
+        data = edge_data(edges, a, b)
         rank = data.get("rank")
         if rank is None:
             rank = _float((nodes.get(a) or {}).get("degree"), 0) + _float((nodes.get(b) or {}).get("degree"), 0)
@@ -166,7 +146,7 @@ def _relation_rows(community: dict, nodes: dict[str, dict], edges: dict[tuple[st
 class _Budget:
     """Picks, for several ranked row lists, the longest prefixes that fit a token budget."""
 
-    def __init__(self, tokenizer: Any, max_tokens: int) -> None:
+    def __init__(self, tokenizer: Tokenizer, max_tokens: int) -> None:
         self.tokenizer = tokenizer
         self.left = max_tokens
 
@@ -213,7 +193,7 @@ class CommunityTables:
     text: str
     _fits: dict[int, bool] = field(default_factory=dict, repr=False)
 
-    def fit(self, tokenizer: Any, max_tokens: int) -> bool:
+    def fit(self, tokenizer: Tokenizer, max_tokens: int) -> bool:
         """Whether ``text`` fits ``max_tokens``; counted once (a large community's tables are
         asked twice: to choose between reporting now and waiting, then to build the context)."""
         known = self._fits.get(max_tokens)
@@ -235,7 +215,7 @@ def build_community_context(
     nodes: dict[str, dict],
     edges: dict[tuple[str, str], dict],
     *,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     max_tokens: int,
     sub_reports: Optional[dict[str, dict]] = None,
     tables: Optional[CommunityTables] = None,
@@ -374,7 +354,9 @@ def _find_object(text: str) -> Optional[dict]:
     return first
 
 
-def _coerce_rating(value: Any) -> float:
+def parse_rating(value: Any) -> float:
+    """A report's rating as a number from 0 to 10, whether the model wrote ``7.5``, ``"7,5"``
+    or ``"8/10"``; 0 when none can be read."""
     if isinstance(value, bool):
         value = float(value)
     if isinstance(value, (int, float)):
@@ -391,6 +373,13 @@ def _coerce_rating(value: Any) -> float:
     if rating != rating:  # NaN
         return 0.0
     return round(min(10.0, max(0.0, rating)), 2)
+
+
+def stored_rating(record: dict) -> float:
+    """The rating of a stored report record (reports from other tools too, whose rating
+    may still be text)."""
+    report = record.get("report_json")
+    return parse_rating(report.get("rating")) if isinstance(report, dict) else 0.0
 
 
 def _first(d: dict, keys: tuple[str, ...]) -> str:
@@ -440,7 +429,7 @@ def parse_report_json(text: str) -> Optional[ReportJSON]:
     return {
         "title": str(title).strip(),
         "summary": str(data.get("summary") or "").strip(),
-        "rating": _coerce_rating(data.get("rating")),
+        "rating": parse_rating(data.get("rating")),
         "rating_explanation": str(data.get("rating_explanation") or "").strip(),
         "findings": _coerce_findings(data.get("findings")),
     }
@@ -495,7 +484,7 @@ class _GraphData:
             degrees = await self.graph.node_degrees_batch(names)
             for name, d, degree in zip(names, data, degrees):
                 self.nodes[name] = {**(d or {}), "degree": int(degree or 0)}
-        pairs = [p for p in _community_pairs(community) if p not in self.edges]
+        pairs = [p for p in community_pairs(community) if p not in self.edges]
         if pairs:
             for (a, b), d in zip(pairs, await self.graph.get_edges_batch(pairs)):
                 rank = self.nodes.get(a, {}).get("degree", 0) + self.nodes.get(b, {}).get("degree", 0)
@@ -507,7 +496,7 @@ async def generate_community_reports(
     *,
     graph: Any,
     llm: Callable[..., Awaitable[str]],
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     max_tokens: int,
     existing: dict[str, dict],
     llm_kwargs: Optional[dict] = None,
@@ -621,7 +610,7 @@ async def generate_community_reports(
         community = communities[cid]
         return (any(str(s) in deferred for s in community.get("sub_communities") or [])
                 or any(str(n) in summarising for n in community.get("nodes") or [])
-                or any(pair in summarising for pair in _community_pairs(community)))
+                or any(pair in summarising for pair in community_pairs(community)))
 
     # Deepest level first, so that sub-community tasks exist before their parents'. Calls
     # start while the rest is still being fingerprinted: the set-up overlaps the first calls.

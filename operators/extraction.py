@@ -13,9 +13,9 @@ import re
 from typing import Any, Awaitable, Callable, Optional, Protocol
 
 from graphrag.prompts import COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, render
-from graphrag.schema import ChunkExtraction, ChunkRecord, EntityRecord, RelationRecord
+from graphrag.schema import ChunkExtraction, ChunkRecord, EntityRecord, RelationRecord, strip_control_chars
 
-from .tokenizer import fits
+from .tokenizer import Tokenizer, fits
 
 logger = logging.getLogger(__name__)
 
@@ -36,9 +36,8 @@ class LLMCall(Protocol):
     ) -> Awaitable[str]: ...
 
 
-# Characters XML 1.0 (GraphML) cannot hold, plus C0/C1 controls other than \t \n \r.
-_INVALID_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
-_WRAPPERS = "\"'`“”‘’*_ \t\r\n"
+# Quotes, backticks and markdown emphasis models wrap names in (CJK quotes too).
+_WRAPPERS = "\"'`“”‘’「」『』《》*_ \t\r\n"
 _WS = re.compile(r"\s+")
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -55,22 +54,22 @@ MESSAGE_FRAMING_TOKENS = 8
 
 
 def clean_text(value: str) -> str:
-    """Drop XML-invalid/control characters and collapse whitespace (GraphML must stay valid)."""
-    return " ".join(_INVALID_CHARS.sub("", value).split())  # split() drops runs of \s, as \s+ would
+    """Drop control characters and collapse whitespace (GraphML must stay valid)."""
+    return " ".join(strip_control_chars(value).split())  # split() drops runs of \s, as \s+ would
 
 
 def _unwrap(value: str) -> str:
-    """Remove surrounding quotes, backticks and markdown emphasis, however deeply nested."""
-    previous = None
-    while previous != value:
-        previous = value
-        value = value.strip(_WRAPPERS)
-    return value
+    """Remove surrounding quotes, backticks and markdown emphasis, however deeply nested
+    (``strip`` with a set of characters takes any mix of them)."""
+    return value.strip(_WRAPPERS)
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def normalize_entity_name(name: str) -> str:
-    """Canonical key for an entity so "Scrooge", '"scrooge"' and ' **SCROOGE** ' merge."""
+    """Canonical key for an entity so "Scrooge", '"scrooge"' and ' **SCROOGE** ' merge.
+
+    Every extractor names entities through this (the LLM-free one too), so both name the
+    same entity the same way."""
     return _unwrap(clean_text(name)).upper()
 
 
@@ -156,7 +155,7 @@ def parse_extraction(
     completion_delimiter: str = COMPLETION_DELIMITER,
 ) -> tuple[list[EntityRecord], list[RelationRecord], int]:
     """Parse one extraction answer into entities, relations and the number of skipped records."""
-    text = _INVALID_CHARS.sub("", text.replace("\r\n", "\n"))
+    text = strip_control_chars(text.replace("\r\n", "\n"))
     text = _FENCE.sub("\n", text)
     text = re.sub(re.escape(completion_delimiter), "\n", text, flags=re.IGNORECASE)
     starts = _record_starts(text, tuple_delimiter)
@@ -219,7 +218,7 @@ class ConversationLimit:
     """How long a gleaning conversation may grow: the model's window less what its next answer
     needs. Counts the turns that stopped short, for one summary line."""
 
-    def __init__(self, max_tokens: int, tokenizer: Any) -> None:
+    def __init__(self, max_tokens: int, tokenizer: Tokenizer) -> None:
         self.max_tokens = max_tokens
         self.tokenizer = tokenizer
         self.stopped = 0
@@ -247,11 +246,19 @@ async def extract_chunk(
     answer = await llm(prompt, stage="extraction")
     entities, relations, malformed = parse_extraction(answer)
     history: list[dict] = [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
+
+
+    async def ask(prompt: str) -> Optional[str]:
+        """The answer to one more turn of the conversation, or None when it is full."""
+        if limit is not None and not limit.admits(history, prompt):
+            return None
+        return await llm(prompt, stage="gleaning", history_messages=list(history))
+
     for turn in range(max_gleaning):
         continue_prompt = render("entity_continue_extraction")
-        if limit is not None and not limit.admits(history, continue_prompt):
+        glean = await ask(continue_prompt)
+        if glean is None:
             break
-        glean = await llm(continue_prompt, stage="gleaning", history_messages=list(history))
         history += [{"role": "user", "content": continue_prompt}, {"role": "assistant", "content": glean}]
         more_e, more_r, more_bad = parse_extraction(glean)
         entities += more_e
@@ -259,11 +266,8 @@ async def extract_chunk(
         malformed += more_bad
         if turn == max_gleaning - 1:
             break
-        loop_prompt = render("entity_if_loop_extraction")
-        if limit is not None and not limit.admits(history, loop_prompt):
-            break
-        verdict = await llm(loop_prompt, stage="gleaning", history_messages=list(history))
-        if not _is_yes(verdict):
+        verdict = await ask(render("entity_if_loop_extraction"))
+        if verdict is None or not _is_yes(verdict):
             break
     if malformed:
         logger.debug("skipped %d malformed extraction records in a chunk", malformed)

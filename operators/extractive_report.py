@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any, Iterable, Optional
 
-from graphrag.schema import GRAPH_FIELD_SEP, Finding, ReportJSON
+from graphrag.schema import GRAPH_FIELD_SEP, Finding, ReportJSON, edge_key
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,18 @@ def _join_names(names: list[str]) -> str:
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _edge(edges: dict[tuple[str, str], dict], a: str, b: str) -> dict:
+def community_pairs(community: dict) -> list[tuple[str, str]]:
+    """The community's internal relations as edge keys, de-duplicated and sorted."""
+    members = set(map(str, community.get("nodes") or []))
+    return sorted({
+        edge_key(str(e[0]), str(e[1]))
+        for e in community.get("edges") or []
+        if len(e) >= 2 and e[0] != e[1] and str(e[0]) in members and str(e[1]) in members
+    })
+
+
+def edge_data(edges: dict[tuple[str, str], dict], a: str, b: str) -> dict:
+    """The data of the edge between ``a`` and ``b`` in ``edges``, whichever way it is keyed."""
     return edges.get((a, b)) or edges.get((b, a)) or {}
 
 
@@ -99,13 +110,7 @@ def build_extractive_report(
 ) -> ReportJSON:
     """A report made only of existing descriptions, ranked by graph structure."""
     members = [str(n) for n in dict.fromkeys(community.get("nodes") or [])]
-    member_set = set(members)
-    pairs: dict[tuple[str, str], float] = {}
-    for e in community.get("edges") or []:
-        if len(e) < 2 or e[0] == e[1] or e[0] not in member_set or e[1] not in member_set:
-            continue
-        a, b = sorted((str(e[0]), str(e[1])))
-        pairs[(a, b)] = float(_edge(edges, a, b).get("weight", 1.0) or 0.0)
+    pairs = {(a, b): float(edge_data(edges, a, b).get("weight", 1.0) or 0.0) for a, b in community_pairs(community)}
 
     degree = {n: 0 for n in members}
     strength = {n: 0.0 for n in members}
@@ -124,7 +129,7 @@ def build_extractive_report(
 
     findings: list[Finding] = []
     for a, b in top_edges[:_MAX_FINDINGS]:
-        text = " ".join(_parts(_edge(edges, a, b).get("description")))
+        text = " ".join(_parts(edge_data(edges, a, b).get("description")))
         findings.append({"summary": f"{a} and {b}", "explanation": _limit_words(text, _EXPLANATION_MAX_WORDS)})
     if not pairs:
         for n in ranked[:_MAX_FINDINGS]:
@@ -143,7 +148,7 @@ def build_extractive_report(
                 yield from (s for s in _SENTENCE.split(part) if s)
 
     candidates = sentences(
-        [_edge(edges, a, b).get("description") for a, b in top_edges[:_MAX_FINDINGS]]
+        [edge_data(edges, a, b).get("description") for a, b in top_edges[:_MAX_FINDINGS]]
         + [(nodes.get(n) or {}).get("description") for n in ranked[:_MATCH_NAMES]]
     )
     summary = _summary(candidates, ranked[:_MATCH_NAMES])

@@ -17,12 +17,12 @@ from graphrag.operators.chunking import compute_id
 from graphrag.operators.extraction import LLMCall
 from graphrag.operators.merge import (
     GraphElement,
-    Tokenizer,
     build_graph_records,
     group_contributions,
     long_descriptions,
     summarize_elements,
 )
+from graphrag.operators.tokenizer import Tokenizer
 from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
 
 logger = logging.getLogger(__name__)

@@ -10,18 +10,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from typing import Any, Iterable, Optional, Protocol, Union
+from typing import Any, Iterable, Optional, Union
 
 from graphrag.operators.extraction import LLMCall, normalize_entity_name
-from graphrag.operators.tokenizer import fits
+from graphrag.operators.tokenizer import Tokenizer, fits
 from graphrag.prompts import render
-from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction, EntityRecord, RelationRecord
+from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction, EntityRecord, RelationRecord, edge_key
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "Tokenizer",
-    "edge_key",
     "merge_entity",
     "merge_relation",
     "placeholder_entity",
@@ -36,17 +34,6 @@ __all__ = [
 
 EntityContribs = dict[str, list[tuple[str, EntityRecord]]]
 RelationContribs = dict[tuple[str, str], list[tuple[str, RelationRecord]]]
-
-
-class Tokenizer(Protocol):
-    def encode(self, text: str) -> list[int]: ...
-    def decode(self, tokens: list[int]) -> str: ...
-    def count(self, text: str) -> int: ...
-
-
-def edge_key(a: str, b: str) -> tuple[str, str]:
-    """Undirected edge key: the graph is undirected, so (a, b) and (b, a) are one edge."""
-    return (a, b) if a <= b else (b, a)
 
 
 def _join_unique(values: Iterable[str]) -> str:
@@ -133,7 +120,7 @@ def summary_input(description: str, *, tokenizer: Tokenizer, max_tokens: int,
         size = tokenizer.count(part)
         if used + size > budget:
             if not kept:
-                kept.append(tokenizer.decode(tokenizer.encode(part)[:budget]))
+                kept.append(tokenizer.truncate(part, budget))
             break
         kept.append(part)
         used += size
@@ -156,7 +143,7 @@ async def summarize_description(
     summary = (await llm(prompt, stage="summary", max_tokens=max_tokens, priority=SUMMARY_PRIORITY)).strip()
     if not summary:
         logger.warning("empty summary for %r; truncating its description instead", name)
-        return tokenizer.decode(tokenizer.encode(description)[:max_tokens])
+        return tokenizer.truncate(description, max_tokens)
     return summary
 
 

@@ -20,7 +20,9 @@ import re
 from collections import Counter
 from typing import Iterable, NamedTuple, Optional
 
-from graphrag.schema import ChunkExtraction, EntityRecord, RelationRecord
+from graphrag.schema import ChunkExtraction, EntityRecord, RelationRecord, strip_control_chars
+
+from .extraction import normalize_entity_name
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +35,6 @@ _TOP_CHUNK_ENTITIES = 8  # chunk-level (weak) pairs only among these
 _CHUNK_PAIR_WEIGHT = 0.5
 _MAX_DESC_SENTENCES = 6  # sentences remembered per entity for its description
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # A line with upper-case letters but no lower-case ones: a heading ("STAVE ONE", "CHAPTER II").
 _SHOUT_LINE = re.compile(r"^(?=[^\n]*[A-Z])[^a-z\n]*$", re.M)
 _PARAGRAPH = re.compile(r"\n[ \t]*\n\s*")
@@ -46,7 +47,6 @@ _LETTER = re.compile(r"[^\W\d_]")
 _CJK_NAME = re.compile(r"[「『《]([^」』》。，！？、\s]{1,12})[」』》]")
 _WS = re.compile(r"\s+")
 _OPENERS = "\"“‘'([:;_—"
-_QUOTES = "\"'“”‘’`「」『』《》()[]<>_*"
 
 _ABBREVIATIONS = frozenset(
     "mr mrs ms dr st mt prof rev capt messrs mme mlle sr jr gen col lt sgt hon gov vs".split()
@@ -57,7 +57,6 @@ _PERSON_HONORIFICS = frozenset(
 _CONNECTORS = frozenset("of the de du da del della der van von la le &".split())
 # Capitalised only because they open a sentence, before a name: "Old Fezziwig laughed."
 _DESCRIPTIVE_OPENERS = frozenset("old young poor little dear good great kind brave wise".split())
-_DETERMINERS = frozenset("the a an this that these those my his her our their your its".split())
 _HEADING_WORDS = frozenset("chapter stave part book section volume preface contents appendix".split())
 _STOPWORDS = frozenset(
     """a an the and or but nor so yet for if then than that this these those there here
@@ -110,14 +109,10 @@ class _Tok(NamedTuple):
     honorific: bool
 
 
-def normalize_name(name: str) -> str:
-    """Same normalisation as the LLM path: strip quotes/space, collapse whitespace, upper-case."""
-    return _WS.sub(" ", name).strip().strip(_QUOTES).strip().upper()
-
-
 def clean_input(text: str) -> str:
     """Control characters out, line ends unified, all-caps heading lines blanked."""
-    text = _CONTROL.sub(" ", text.replace("\r\n", "\n").replace("\r", "\n"))
+    # A control character becomes a space: a form feed between two words must not join them.
+    text = strip_control_chars(text.replace("\r\n", "\n").replace("\r", "\n"), " ")
     return _SHOUT_LINE.sub("", text)
 
 
@@ -273,12 +268,12 @@ def extract_chunk_nlp(content: str, *, max_description_tokens: Optional[int] = N
 
     for si, (sentence, toks) in enumerate(zip(sentences, tokenized)):
         found: list[tuple[str, str]] = [
-            (normalize_name(" ".join(t.text for t in toks[i:j])),
+            (normalize_entity_name(" ".join(t.text for t in toks[i:j])),
              _entity_type(toks, i, j, toks[i - 1] if i > 0 and toks[i].joined else None,
                           toks[j] if j < len(toks) and toks[j].joined else None))
             for i, j in _spans(toks, mid_caps)
         ]
-        found.extend((normalize_name(m.group(1)), "UNKNOWN") for m in _CJK_NAME.finditer(sentence))
+        found.extend((normalize_entity_name(m.group(1)), "UNKNOWN") for m in _CJK_NAME.finditer(sentence))
         in_sentence: list[str] = []
         for name, etype in found:
             if not name:

@@ -9,25 +9,14 @@ import csv
 import io
 import logging
 from dataclasses import replace
-from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from graphrag.prompts import load as load_prompt
 from graphrag.prompts import render as render_prompt
 
+from .tokenizer import Tokenizer
+
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
-NO_DATA_MESSAGE = "No data has been indexed yet: insert documents before querying."
-
-
-class TokenCounter(Protocol):
-    def encode(self, text: str) -> list[int]: ...
-
-
-def count_tokens(text: str, tokenizer: TokenCounter) -> int:
-    return len(tokenizer.encode(text)) if text else 0
-
 
 # The answer prompts each mode sends: their data must fit the best model's window.
 MODE_PROMPTS: dict[str, tuple[str, ...]] = {
@@ -74,25 +63,6 @@ async def answer_from_context(query: str, context: Optional[str], param: Any, ll
     return await llm(query, stage="query", system_prompt=system_prompt)
 
 
-def truncate_rows_by_token_size(
-    rows: Sequence[T], key: Callable[[T], str], max_tokens: int, tokenizer: TokenCounter
-) -> list[T]:
-    """The longest prefix of ``rows`` whose ``key`` texts total at most ``max_tokens`` tokens.
-
-    Rows are kept whole: the first row that would overflow ends the list.
-    """
-    if max_tokens <= 0:
-        return []
-    kept: list[T] = []
-    total = 0
-    for row in rows:
-        total += count_tokens(key(row), tokenizer)
-        if total > max_tokens:
-            break
-        kept.append(row)
-    return kept
-
-
 def _cell(value: Any) -> str:
     if value is None:
         return ""
@@ -120,7 +90,7 @@ def largest_fitting_prefix(
     n_items: int,
     render: Callable[[int], str],
     max_tokens: int,
-    tokenizer: TokenCounter,
+    tokenizer: Tokenizer,
     estimate: Optional[int] = None,
 ) -> tuple[int, str]:
     """The largest ``k <= n_items`` whose ``render(k)`` counts at most ``max_tokens`` tokens.
@@ -130,12 +100,12 @@ def largest_fitting_prefix(
     """
     hi = n_items if estimate is None else max(0, min(n_items, estimate))
     text0 = render(0)
-    if count_tokens(text0, tokenizer) > max_tokens:
+    if tokenizer.count(text0) > max_tokens:
         return -1, ""
 
     def fitting(k: int) -> Optional[str]:
         text = render(k)
-        return text if count_tokens(text, tokenizer) <= max_tokens else None
+        return text if tokenizer.count(text) <= max_tokens else None
 
     if estimate is not None and hi >= 3:
         # Callers' estimates (per-item counts, plus 2) are nearly always right: count upwards
@@ -163,12 +133,25 @@ def largest_fitting_prefix(
     return best_k, best_text
 
 
+def _estimate(n_items: int, fixed: int, costs: Iterable[int], max_tokens: int) -> int:
+    """A cheap upper guess for :func:`largest_fitting_prefix`: how many items fit when each
+    adds its own cost to ``fixed``. ``costs`` is read only up to the first overflow."""
+    total, fitting = fixed, 0
+    for cost in costs:
+        total += cost
+        if total > max_tokens:
+            break
+        fitting += 1
+    # Token counts of joined items can differ a little from the sum of their parts.
+    return min(n_items, fitting + 2)
+
+
 def pack_csv_section(
     title: str,
     header: Sequence[str],
     rows: Sequence[Sequence[Any]],
     max_tokens: int,
-    tokenizer: TokenCounter,
+    tokenizer: Tokenizer,
     cut_column: Optional[int] = None,
 ) -> tuple[str, int]:
     """As many leading ``rows`` as fit, rendered by :func:`csv_section` within ``max_tokens``.
@@ -181,15 +164,8 @@ def pack_csv_section(
     """
     if max_tokens <= 0:
         return "", 0
-    total = count_tokens(csv_section(title, header, []), tokenizer)
-    estimate = 0
-    for row in rows:  # a cheap upper guess from per-row costs; stops at the first overflow
-        total += count_tokens(rows_to_csv_table([], [row]), tokenizer)
-        if total > max_tokens:
-            break
-        estimate += 1
-    # Token counts of joined rows can differ a little from the sum of their parts.
-    estimate = min(len(rows), estimate + 2)
+    estimate = _estimate(len(rows), tokenizer.count(csv_section(title, header, [])),
+                         (tokenizer.count(rows_to_csv_table([], [row])) for row in rows), max_tokens)
     k, text = largest_fitting_prefix(
         len(rows), lambda n: csv_section(title, header, rows[:n]), max_tokens, tokenizer, estimate
     )
@@ -203,47 +179,31 @@ def pack_csv_section(
 
 
 def _cut_row_to_fit(
-    title: str, header: Sequence[str], row: Sequence[Any], column: int, max_tokens: int, tokenizer: Any
+    title: str, header: Sequence[str], row: Sequence[Any], column: int, max_tokens: int, tokenizer: Tokenizer
 ) -> Optional[str]:
     """The section holding ``row`` alone with ``row[column]`` shortened to fit, or None."""
     row = list(row)
     full = _cell(row[column])
-    keep = count_tokens(full, tokenizer)
+    keep = tokenizer.count(full)
     for _ in range(32):
         text = csv_section(title, header, [row])
-        over = count_tokens(text, tokenizer) - max_tokens
+        over = tokenizer.count(text) - max_tokens
         if over <= 0:
             return text if keep > 0 else None
         if keep <= 0:
             return None
         keep = max(0, keep - over)
-        row[column] = truncate_text(full, keep, tokenizer) + "..."
+        row[column] = tokenizer.truncate(full, keep) + "..."
     return None
 
 
-def pack_texts(texts: Sequence[str], separator: str, max_tokens: int, tokenizer: TokenCounter) -> tuple[str, int]:
+def pack_texts(texts: Sequence[str], separator: str, max_tokens: int, tokenizer: Tokenizer) -> tuple[str, int]:
     """Leading ``texts`` joined by ``separator`` within ``max_tokens``; whole texts only."""
     if max_tokens <= 0 or not texts:
         return "", 0
-    sep_cost = count_tokens(separator, tokenizer)
-    total, estimate = 0, 0
-    for text in texts:
-        total += count_tokens(text, tokenizer) + sep_cost
-        if total > max_tokens + sep_cost:
-            break
-        estimate += 1
-    estimate = min(len(texts), estimate + 2)
+    sep_cost = tokenizer.count(separator)  # n texts hold n - 1 separators
+    estimate = _estimate(len(texts), -sep_cost, (tokenizer.count(text) + sep_cost for text in texts), max_tokens)
     k, text = largest_fitting_prefix(
         len(texts), lambda n: separator.join(texts[:n]), max_tokens, tokenizer, estimate
     )
     return (text, k) if k > 0 else ("", 0)
-
-
-def truncate_text(text: str, max_tokens: int, tokenizer: Any) -> str:
-    """``text`` cut to at most ``max_tokens`` tokens (whole text when it fits)."""
-    if max_tokens <= 0:
-        return ""
-    tokens = tokenizer.encode(text)
-    if len(tokens) <= max_tokens:
-        return text
-    return tokenizer.decode(tokens[:max_tokens])

@@ -20,7 +20,9 @@ from typing import Any, Optional
 from graphrag.prompts import render as render_prompt
 from graphrag.query_param import QueryParam
 
-from .query_context import count_tokens, csv_section, fail_response, pack_csv_section, pack_texts, truncate_text
+from .community_reports import stored_rating
+from .query_context import csv_section, fail_response, pack_csv_section, pack_texts
+from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +43,6 @@ def _as_float(value: Any, default: float = 0.0) -> float:
     return default
 
 
-def _rating(report: dict) -> float:
-    return _as_float((report.get("report_json") or {}).get("rating"), 0.0)
-
-
 async def _ranked_reports(stores: Any, param: QueryParam) -> list[tuple[str, dict]]:
     keys = await stores.community_reports.all_keys()
     if not keys:
@@ -58,15 +56,15 @@ async def _ranked_reports(stores: Any, param: QueryParam) -> list[tuple[str, dic
             level = int(r.get("level", 0))
         except (TypeError, ValueError):
             continue
-        if level > param.level or _rating(r) < param.global_min_community_rating:
+        if level > param.level or stored_rating(r) < param.global_min_community_rating:
             continue
         chosen.append((key, r))
-    chosen.sort(key=lambda item: (-_as_float(item[1].get("occurrence")), -_rating(item[1]), item[0]))
+    chosen.sort(key=lambda item: (-_as_float(item[1].get("occurrence")), -stored_rating(item[1]), item[0]))
     return chosen[: param.global_max_consider_community]
 
 
 @functools.lru_cache(maxsize=4)
-def _group_reports(reports: tuple[tuple[str, float, float], ...], max_tokens: int, tokenizer: Any) -> list[str]:
+def _group_reports(reports: tuple[tuple[str, float, float], ...], max_tokens: int, tokenizer: Tokenizer) -> list[str]:
     """Consecutive reports ``(text, rating, occurrence)`` packed into tables of at most
     ``max_tokens`` tokens each.
 
@@ -77,7 +75,7 @@ def _group_reports(reports: tuple[tuple[str, float, float], ...], max_tokens: in
     title = "Reports"
     rows = [[i, text, rating, occurrence] for i, (text, rating, occurrence) in enumerate(reports)]
     groups: list[str] = []
-    if count_tokens(csv_section(title, REPORT_HEADER, []), tokenizer) >= max_tokens:
+    if tokenizer.count(csv_section(title, REPORT_HEADER, [])) >= max_tokens:
         return []
     start = 0
     while start < len(rows):
@@ -91,12 +89,12 @@ def _group_reports(reports: tuple[tuple[str, float, float], ...], max_tokens: in
     return groups
 
 
-async def build_global_context(query: str, stores: Any, param: QueryParam, tokenizer: Any) -> Optional[list[str]]:
+async def build_global_context(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[list[str]]:
     """The report tables, one per map call; None when no community report qualifies."""
     reports = await _ranked_reports(stores, param)
     if not reports:
         return None
-    rows = tuple((str(r.get("report_string") or ""), _rating(r), _as_float(r.get("occurrence"))) for _, r in reports)
+    rows = tuple((str(r.get("report_string") or ""), stored_rating(r), _as_float(r.get("occurrence"))) for _, r in reports)
     groups = _group_reports(rows, param.global_max_token_for_community_report, tokenizer)
     return list(groups) or None
 
@@ -162,7 +160,7 @@ def _score_text(score: float) -> str:
     return str(int(score)) if float(score).is_integer() else f"{score:g}"
 
 
-async def global_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Any) -> str:
+async def global_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Tokenizer) -> str:
     """Answer ``query`` by map-reduce over community reports."""
     groups = await build_global_context(query, stores, param, tokenizer)
     if not groups:
@@ -194,7 +192,7 @@ async def global_query(query: str, stores: Any, param: QueryParam, *, llm: Any, 
     report_data, kept = pack_texts(texts, "\n\n", param.global_max_token_for_community_report, tokenizer)
     if not kept:
         # The best point alone is over budget: send it cut to fit rather than nothing.
-        report_data = truncate_text(texts[0], param.global_max_token_for_community_report, tokenizer)
+        report_data = tokenizer.truncate(texts[0], param.global_max_token_for_community_report)
     if not report_data.strip():
         return fail_response()
     system_prompt = render_prompt("global_reduce_rag_response", report_data=report_data,

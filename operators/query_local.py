@@ -20,9 +20,11 @@ import logging
 from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional
 
 from graphrag.query_param import QueryParam
-from graphrag.schema import GRAPH_FIELD_SEP
+from graphrag.schema import GRAPH_FIELD_SEP, edge_key
 
-from .query_context import answer_from_context, count_tokens, pack_csv_section
+from .community_reports import stored_rating
+from .query_context import answer_from_context, pack_csv_section
+from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -54,13 +56,6 @@ def _clusters(node: dict, max_level: int) -> list[str]:
         except (KeyError, TypeError, ValueError):
             continue
     return out
-
-
-def _rating(report: dict) -> float:
-    try:
-        return float((report.get("report_json") or {}).get("rating", 0.0) or 0.0)
-    except (TypeError, ValueError):
-        return 0.0
 
 
 def _weight(edge: dict) -> float:
@@ -111,7 +106,7 @@ async def _related_relations(
     pairs: dict[tuple[str, str], None] = {}
     for edges in node_edges:
         for a, b in edges:
-            pairs.setdefault((a, b) if a <= b else (b, a), None)
+            pairs.setdefault(edge_key(a, b), None)
     keys = list(pairs)
     if not keys:
         return []
@@ -141,7 +136,7 @@ async def _related_chunks(
     for e, edges in zip(entities, node_edges):
         for a, b in edges:
             other = b if a == e["entity_name"] else a
-            key = (a, b) if a <= b else (b, a)
+            key = edge_key(a, b)
             if other in retrieved and key not in seen:
                 seen.add(key)
                 inner_pairs.append(key)
@@ -153,7 +148,7 @@ async def _related_chunks(
     order: dict[str, int] = {}
     linked: dict[str, set[tuple[str, str]]] = {}
     for index, (e, edges) in enumerate(zip(entities, node_edges)):
-        inner = [key for key in ((a, b) if a <= b else (b, a) for a, b in edges) if key in edge_chunks]
+        inner = [key for key in (edge_key(a, b) for a, b in edges) if key in edge_chunks]
         for chunk_id in _split(e["data"].get("source_id")):
             order.setdefault(chunk_id, index)
             hits = linked.setdefault(chunk_id, set())
@@ -163,7 +158,7 @@ async def _related_chunks(
 
 async def _pack_while_reading(title: str, header: list[str], batches: Iterable[list[str]],
                               read: Callable[[list[str]], Awaitable[list[str]]], budget: int,
-                              tokenizer: Any) -> tuple[str, int]:
+                              tokenizer: Tokenizer) -> tuple[str, int]:
     """A section of ``[i, text]`` rows, reading the batches of ids in rank order only until it is full.
 
     Packing keeps the longest prefix of rows that fits, so once it keeps fewer rows than
@@ -188,7 +183,7 @@ def _doubling_slices(ids: list[str], first: int = 8) -> Iterator[list[str]]:
         start, size = start + size, size * 2
 
 
-async def build_local_context(query: str, stores: Any, param: QueryParam, tokenizer: Any) -> Optional[str]:
+async def build_local_context(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[str]:
     """The data tables a local answer is grounded in, or None when no entity matches."""
     if stores.entities_vdb is None:
         return None
@@ -208,7 +203,7 @@ async def build_local_context(query: str, stores: Any, param: QueryParam, tokeni
     entities_text, n_entities = pack_csv_section("Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer,
                                                      cut_column=3)
 
-    relation_budget = param.local_max_token_for_local_context - count_tokens(entities_text, tokenizer)
+    relation_budget = param.local_max_token_for_local_context - tokenizer.count(entities_text)
     relation_rows = [
         [i, r["src_tgt"][0], r["src_tgt"][1], r["data"].get("description", "UNKNOWN"), _weight(r["data"]), r["rank"]]
         for i, r in enumerate(relations)
@@ -223,7 +218,7 @@ async def build_local_context(query: str, stores: Any, param: QueryParam, tokeni
 
     async def read_reports(ids: list[str]) -> list[str]:
         found = [r for r in await stores.community_reports.get_by_ids(ids) if r is not None]
-        found.sort(key=lambda r: -_rating(r))  # within a group of equal counts, best rated first
+        found.sort(key=lambda r: -stored_rating(r))  # within a group of equal counts, best rated first
         return [r.get("report_string", "") for r in found][:1 if single else None]
 
     reports_text, n_reports = await _pack_while_reading(
@@ -244,7 +239,7 @@ async def build_local_context(query: str, stores: Any, param: QueryParam, tokeni
     return "\n\n".join(sections)
 
 
-async def local_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Any) -> str:
+async def local_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Tokenizer) -> str:
     """Answer ``query`` from the local context (or return that context when ``only_need_context``)."""
     if stores.entities_vdb is None:
         return LOCAL_NEEDS_ENTITIES

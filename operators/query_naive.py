@@ -7,6 +7,7 @@ from typing import Any, Optional
 from graphrag.query_param import QueryParam
 
 from .query_context import answer_from_context, pack_texts
+from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -14,7 +15,7 @@ CHUNK_SEPARATOR = "\n--New Chunk--\n"
 NAIVE_NEEDS_CHUNKS = "Naive queries need the chunk vector store: build the index with enable_naive_rag=True."
 
 
-async def build_naive_context(query: str, stores: Any, param: QueryParam, tokenizer: Any) -> Optional[str]:
+async def build_naive_context(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[str]:
     """The best-matching chunks, most similar first, within ``naive_max_token_for_text_unit``.
 
     None when there is no chunk store or nothing matches.
@@ -34,7 +35,7 @@ async def build_naive_context(query: str, stores: Any, param: QueryParam, tokeni
     return context or None
 
 
-async def naive_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Any) -> str:
+async def naive_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Tokenizer) -> str:
     """Answer ``query`` from the most similar chunks (or return them when ``only_need_context``)."""
     if stores.chunks_vdb is None:
         return NAIVE_NEEDS_CHUNKS

@@ -19,7 +19,7 @@ import threading
 from array import array
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Protocol, Sequence
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +152,18 @@ def load_encoding(name: str) -> Any:
     return tiktoken.Encoding(**spec)
 
 
-class Tokenizer:
+class Tokenizer(Protocol):
+    """What the engine asks of a tokenizer; :class:`TiktokenTokenizer` is the one it uses."""
+
+    def encode(self, text: str) -> list[int]: ...
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]: ...
+    def decode(self, tokens: Sequence[int]) -> str: ...
+    def decode_batch(self, batch: Sequence[Sequence[int]]) -> list[str]: ...
+    def count(self, text: str) -> int: ...
+    def truncate(self, text: str, max_tokens: int) -> str: ...
+
+
+class TiktokenTokenizer:
     """Thin wrapper so the rest of the engine never imports tiktoken directly."""
 
     def __init__(self, model_name: str = "gpt-4o") -> None:
@@ -190,13 +201,16 @@ class Tokenizer:
         return len(self.encode(text))
 
     def truncate(self, text: str, max_tokens: int) -> str:
+        """``text`` cut to at most ``max_tokens`` tokens (the whole text when it fits)."""
+        if max_tokens <= 0:
+            return ""
         if len(text.encode("utf-8")) <= max_tokens:
             return text
         tokens = self.encode(text)
         return text if len(tokens) <= max_tokens else self.decode(tokens[:max_tokens])
 
 
-def fits(tokenizer: Any, text: str, max_tokens: int) -> bool:
+def fits(tokenizer: Tokenizer, text: str, max_tokens: int) -> bool:
     """Whether ``text`` is at most ``max_tokens`` tokens.
 
     A token covers at least one UTF-8 byte, so a text with no more bytes than the budget
@@ -206,5 +220,5 @@ def fits(tokenizer: Any, text: str, max_tokens: int) -> bool:
 
 
 @lru_cache(maxsize=8)
-def get_tokenizer(model_name: str = "gpt-4o") -> Tokenizer:
-    return Tokenizer(model_name)
+def get_tokenizer(model_name: str = "gpt-4o") -> TiktokenTokenizer:
+    return TiktokenTokenizer(model_name)

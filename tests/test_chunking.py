@@ -1,6 +1,7 @@
 """Chunkers: exact token windows, separator-aware packing, ids, and large inputs."""
 from __future__ import annotations
 
+import asyncio
 import random
 import re
 import string
@@ -251,3 +252,18 @@ def test_encode_long_matches_plain_encoding_on_prose(tok):
     assert tok.decode(encode_long(text, tok)) == text
     # Cut only before whitespace, so token counts match a plain encode closely.
     assert abs(len(encode_long(text, tok)) - len(tok.encode(text))) <= len(text) // 8192 + 1
+
+
+def test_separator_chunker_plugs_into_insert(tmp_path, tok):
+    """chunk_by_separators is the alternative to the default chunker: ``chunk_func=`` it."""
+    from graphrag import GraphRAG, hash_embedding
+
+    text = "\n\n".join(f"Paragraph {i}. Alice Marsh met Bob Quill at Harbour Hall. They spoke of lamps." for i in range(40))
+    rag = GraphRAG(working_dir=str(tmp_path), extraction="nlp", embedding_func=hash_embedding(32),
+                   chunk_func=chunk_by_separators, chunk_token_size=120, chunk_overlap_token_size=20)
+    rag.insert(text)
+    stored = rag.stores.text_chunks
+    keys = asyncio.run(stored.all_keys())
+    expected = chunk_by_separators({doc_id_for(text): text}, size=120, overlap=20, tokenizer=tok)
+    assert sorted(keys) == sorted(expected) and len(keys) > 3
+    assert all(c["content"].endswith((". ", ".\n\n", ".")) for c in asyncio.run(stored.get_by_ids(keys)))

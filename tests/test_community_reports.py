@@ -18,6 +18,7 @@ from graphrag.operators.community_reports import (
     community_tables,
     generate_community_reports,
     parse_report_json,
+    stored_rating,
 )
 from graphrag.operators.extractive_report import build_extractive_report
 from graphrag.operators.tokenizer import get_tokenizer
@@ -509,6 +510,12 @@ def test_parse_report_json_tolerates_mess(text):
 def test_rating_coercion(rating, expected):
     report = parse_report_json(json.dumps({"title": "T", "rating": rating}))
     assert report is not None and report["rating"] == expected
+    # A stored report (a nano-graphrag one may keep the model's text) is read by the same rule.
+    assert stored_rating({"report_json": {"title": "T", "rating": rating}}) == expected
+
+
+def test_stored_rating_of_a_record_without_a_report():
+    assert stored_rating({}) == stored_rating({"report_json": "not a dict"}) == 0.0
 
 
 def test_findings_normalised():

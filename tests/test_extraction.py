@@ -113,6 +113,8 @@ def test_normalize_entity_name_merges_variants() -> None:
         "SCROOGE"
     }
     assert normalize_entity_name("  Ebenezer \n  Scrooge ") == "EBENEZER SCROOGE"
+    assert normalize_entity_name("「スクルージ」") == normalize_entity_name("《スクルージ》") == "スクルージ"
+    assert normalize_entity_name("Acme (UK)") == "ACME (UK)"  # brackets are part of a name, not quotes
 
 
 def test_parse_strength() -> None:

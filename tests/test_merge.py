@@ -7,7 +7,6 @@ from typing import Any, Optional
 
 from graphrag.operators.merge import (
     build_graph_records,
-    edge_key,
     group_contributions,
     long_descriptions,
     merge_entity,
@@ -20,6 +19,7 @@ from graphrag.operators.merge import (
     summary_input_budget,
 )
 from graphrag.schema import GRAPH_FIELD_SEP as SEP
+from graphrag.schema import edge_key
 
 
 async def merge_graph_records(entity_contribs: Any, relation_contribs: Any, *, llm: Any, tokenizer: Any,

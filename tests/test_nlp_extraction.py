@@ -1,6 +1,7 @@
 """LLM-free extraction: names, sentence-start filtering, relations, hostile inputs."""
 from __future__ import annotations
 
+from graphrag.operators.extraction import normalize_entity_name
 from graphrag.operators.nlp_extraction import extract_chunk_nlp, extract_chunks_nlp, split_sentences
 
 TEXT = (
@@ -96,6 +97,17 @@ def test_hostile_inputs_do_not_crash():
         result = extract_chunk_nlp(text)
         assert isinstance(result["entities"], list) and isinstance(result["relations"], list)
         assert all(len(e["name"]) <= 400 for e in result["entities"])
+
+
+def test_names_are_the_llm_extractors_names():
+    """Both extractors name an entity through normalize_entity_name, so their records merge."""
+    names = _names(extract_chunk_nlp(TEXT + " 他说「北京」很好。"))
+    assert {"SCROOGE", "北京"} <= names and all(normalize_entity_name(n) == n for n in names)
+
+
+def test_control_characters_separate_words():
+    names = _names(extract_chunk_nlp("Then Alice\x0cBob went home. Later Alice\x85Bob slept."))
+    assert "ALICE BOB" in names and not any("\x0c" in n or "\x85" in n or "ALICEBOB" in n for n in names)
 
 
 def test_sentence_splitting_keeps_abbreviations():

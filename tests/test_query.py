@@ -13,16 +13,15 @@ import pytest
 from graphrag.config import GraphRAGConfig
 from graphrag.embedding import hash_embedding
 from graphrag.llm import LLMClient, UsageCounter, openai_model_func
+from graphrag.operators.community_reports import stored_rating
 from graphrag.operators.extractive_report import render_report_markdown
 from graphrag.operators.query_context import (
-    count_tokens,
     csv_section,
     fail_response,
     largest_fitting_prefix,
     pack_csv_section,
     pack_texts,
     rows_to_csv_table,
-    truncate_rows_by_token_size,
 )
 from graphrag.operators.query_global import build_global_context, global_query, parse_points
 from graphrag.operators.query_local import (
@@ -31,7 +30,6 @@ from graphrag.operators.query_local import (
     _doubling_slices,
     _find_entities,
     _pack_while_reading,
-    _rating,
     build_local_context,
     local_query,
 )
@@ -103,7 +101,7 @@ async def _build(tmp: Any, docs: dict, entities: dict, relations: list, ratings:
     for doc_id, doc_chunks in docs.items():
         await stores.full_docs.upsert({doc_id: {"content": " ".join(doc_chunks.values())}})
         for order, (cid, text) in enumerate(doc_chunks.items()):
-            chunks[cid] = {"content": text, "tokens": count_tokens(text, TOKENIZER),
+            chunks[cid] = {"content": text, "tokens": TOKENIZER.count(text),
                            "full_doc_id": doc_id, "chunk_order_index": order}
     await stores.text_chunks.upsert(chunks)
     await stores.chunks_vdb.upsert({cid: {"content": c["content"], "full_doc_id": c["full_doc_id"]}
@@ -211,30 +209,26 @@ def table_rows(section: str) -> list[list[str]]:
 # --------------------------------------------------------------------------- helpers
 
 
-def test_csv_table_quotes_and_truncation() -> None:
+def test_csv_table_quotes() -> None:
     table = rows_to_csv_table(["id", "text"], [[0, 'say "hi", then\nleave'], [1, "plain"]])
     import csv
     import io
 
     assert list(csv.reader(io.StringIO(table))) == [["id", "text"], ["0", 'say "hi", then\nleave'], ["1", "plain"]]
-    rows = [{"t": "word " * 10}] * 5
-    kept = truncate_rows_by_token_size(rows, lambda r: r["t"], 25, TOKENIZER)
-    assert len(kept) == 2
-    assert truncate_rows_by_token_size(rows, lambda r: r["t"], 0, TOKENIZER) == []
 
 
 @pytest.mark.parametrize("budget", [0, 5, 20, 37, 64, 150, 1000])
 def test_pack_csv_section_never_exceeds(budget: int) -> None:
     rows = [[i, f"row {i} " + "lorem ipsum, dolor \"sit\" amet " * (i % 4 + 1)] for i in range(40)]
     text, kept = pack_csv_section("Entities", ["id", "content"], rows, budget, TOKENIZER)
-    assert count_tokens(text, TOKENIZER) <= budget
+    assert TOKENIZER.count(text) <= budget
     if text:
         assert text.startswith("-----Entities-----\n```csv\nid,content")
         assert len(table_rows(text)) == kept
         if kept < len(rows):  # the next row would not have fit
-            assert count_tokens(csv_section("Entities", ["id", "content"], rows[:kept + 1]), TOKENIZER) > budget
+            assert TOKENIZER.count(csv_section("Entities", ["id", "content"], rows[:kept + 1])) > budget
     joined, n = pack_texts(["alpha beta"] * 30, "\n--New Chunk--\n", budget, TOKENIZER)
-    assert count_tokens(joined, TOKENIZER) <= budget and (n == 0) == (joined == "")
+    assert TOKENIZER.count(joined) <= budget and (n == 0) == (joined == "")
 
 
 def test_largest_fitting_prefix_is_exact_whatever_the_estimate() -> None:
@@ -246,15 +240,15 @@ def test_largest_fitting_prefix_is_exact_whatever_the_estimate() -> None:
     class Counting:
         calls = 0
 
-        def encode(self, text: str) -> list[int]:
+        def count(self, text: str) -> int:
             Counting.calls += 1
-            return TOKENIZER.encode(text)
+            return TOKENIZER.count(text)
 
     def render(k: int) -> str:
         return "\n".join(words[:k])
 
     for budget in (0, 5, 40, 120, 400, 10_000):
-        fits = [k for k in range(len(words) + 1) if count_tokens(render(k), TOKENIZER) <= budget]
+        fits = [k for k in range(len(words) + 1) if TOKENIZER.count(render(k)) <= budget]
         expected = max(fits) if fits else -1
         for estimate in (None, 0, 1, 2, 3, expected - 3, expected, expected + 2, expected + 5, len(words)):
             if estimate is not None and estimate < 0:
@@ -377,8 +371,8 @@ def test_local_reports_ranked_by_shared_entities_then_rating(big: Stores, single
         for cid in dict.fromkeys(_clusters(e["data"], param.level)):
             counts[cid] = counts.get(cid, 0) + 1
     reports = [(c, r) for c, r in zip(counts, asyncio.run(big.community_reports.get_by_ids(list(counts)))) if r]
-    reports.sort(key=lambda item: (-counts[item[0]], -_rating(item[1])))
-    assert len({counts[c] for c, _ in reports}) > 1 and len({_rating(r) for _, r in reports}) > 1
+    reports.sort(key=lambda item: (-counts[item[0]], -stored_rating(item[1])))
+    assert len({counts[c] for c, _ in reports}) > 1 and len({stored_rating(r) for _, r in reports}) > 1
     rows = [[i, r["report_string"]] for i, (_, r) in enumerate(reports[:1] if single else reports)]
     expected, kept = pack_csv_section("Reports", ["id", "content"], rows, 10**6, TOKENIZER, cut_column=1)
     assert sections(ctx)["Reports"] == expected
@@ -426,10 +420,10 @@ def test_local_budgets_on_large_corpus(big: Stores) -> None:
     budgets = {"Reports": 700, "Sources": 900, "Entities": 750}
     for name, budget in budgets.items():
         assert name in parts, name
-        assert 0 < count_tokens(parts[name], TOKENIZER) <= budget, name
+        assert 0 < TOKENIZER.count(parts[name]) <= budget, name
         assert len(table_rows(parts[name])) >= 1, name
-    ent = count_tokens(parts["Entities"], TOKENIZER)
-    rel = count_tokens(parts["Relationships"], TOKENIZER)
+    ent = TOKENIZER.count(parts["Entities"])
+    rel = TOKENIZER.count(parts["Relationships"])
     assert ent + rel <= 1500
     # every section was cut: the corpus holds far more than the budgets
     assert len(table_rows(parts["Entities"])) < 60
@@ -441,10 +435,10 @@ def test_local_default_budgets_on_large_corpus(big: Stores) -> None:
     param = QueryParam(mode="local", top_k=200)
     ctx = asyncio.run(build_local_context("node 123 quartz ridge", big, param, TOKENIZER))
     parts = sections(ctx)
-    assert count_tokens(parts["Reports"], TOKENIZER) <= param.local_max_token_for_community_report
-    assert count_tokens(parts["Sources"], TOKENIZER) <= param.local_max_token_for_text_unit
-    assert count_tokens(parts["Entities"], TOKENIZER) <= param.local_max_token_for_local_context // 2
-    assert (count_tokens(parts["Entities"], TOKENIZER) + count_tokens(parts["Relationships"], TOKENIZER)
+    assert TOKENIZER.count(parts["Reports"]) <= param.local_max_token_for_community_report
+    assert TOKENIZER.count(parts["Sources"]) <= param.local_max_token_for_text_unit
+    assert TOKENIZER.count(parts["Entities"]) <= param.local_max_token_for_local_context // 2
+    assert (TOKENIZER.count(parts["Entities"]) + TOKENIZER.count(parts["Relationships"])
             <= param.local_max_token_for_local_context)
 
 
@@ -455,10 +449,10 @@ def test_local_tiny_budgets_never_exceeded(big: Stores, budget: int) -> None:
     ctx = asyncio.run(build_local_context("node 200 summit", big, param, TOKENIZER))
     parts = sections(ctx)
     for name in ("Reports", "Sources"):
-        assert count_tokens(parts.get(name, ""), TOKENIZER) <= budget, name
-    ent = count_tokens(parts.get("Entities", ""), TOKENIZER)
+        assert TOKENIZER.count(parts.get(name, "")) <= budget, name
+    ent = TOKENIZER.count(parts.get("Entities", ""))
     assert ent <= budget // 2
-    assert ent + count_tokens(parts.get("Relationships", ""), TOKENIZER) <= budget
+    assert ent + TOKENIZER.count(parts.get("Relationships", "")) <= budget
     if budget >= 120:  # the best row of each section is kept, cut short if it must be
         for name in ("Reports", "Sources", "Entities", "Relationships"):
             assert len(table_rows(parts[name])) >= 1, name
@@ -472,7 +466,7 @@ def test_global_groups_fit_budget_and_map_once_per_group(big: Stores, llm_server
     groups = asyncio.run(build_global_context("What are the main themes?", big, param, TOKENIZER))
     assert groups and len(groups) >= 3
     for g in groups:
-        assert count_tokens(g, TOKENIZER) <= 2500
+        assert TOKENIZER.count(g) <= 2500
     ctx = asyncio.run(global_query("What are the main themes?", big, QueryParam(
         mode="global", global_max_token_for_community_report=2500, level=1, only_need_context=True),
         llm=None, tokenizer=TOKENIZER))
@@ -500,12 +494,13 @@ def test_global_tables_are_tokenised_once_per_state_of_the_reports(big: Stores) 
     class Counting:
         calls = 0
 
-        def encode(self, text: str) -> list[int]:
+        def count(self, text: str) -> int:
             Counting.calls += 1
-            return TOKENIZER.encode(text)
+            return TOKENIZER.count(text)
 
-        def decode(self, tokens: list[int]) -> str:
-            return TOKENIZER.decode(tokens)
+        def truncate(self, text: str, max_tokens: int) -> str:
+            Counting.calls += 1
+            return TOKENIZER.truncate(text, max_tokens)
 
     tokenizer = Counting()
     param = QueryParam(mode="global", global_max_token_for_community_report=2500, level=1)
@@ -529,7 +524,7 @@ def test_global_overlong_reports_are_cut_not_dropped(big: Stores) -> None:
     param = QueryParam(global_max_token_for_community_report=150, level=0, global_max_consider_community=20)
     groups = asyncio.run(build_global_context("q", big, param, TOKENIZER))
     assert groups
-    assert all(count_tokens(g, TOKENIZER) <= 150 for g in groups)
+    assert all(TOKENIZER.count(g) <= 150 for g in groups)
     reports = asyncio.run(big.community_reports.get_by_ids(asyncio.run(big.community_reports.all_keys())))
     assert sum(len(table_rows(g)) for g in groups) == min(20, sum(1 for r in reports if r["level"] == 0))
     assert len(groups) == sum(len(table_rows(g)) for g in groups)  # each report alone, cut to fit
@@ -603,7 +598,7 @@ def test_naive_finds_answer_chunk(tmp_path: Any, llm_server: MockLLMServer) -> N
 def test_naive_budget_on_large_corpus(big: Stores) -> None:
     param = QueryParam(mode="naive", top_k=50, naive_max_token_for_text_unit=1200)
     ctx = asyncio.run(build_naive_context("amber basalt cobalt", big, param, TOKENIZER))
-    assert ctx and count_tokens(ctx, TOKENIZER) <= 1200
+    assert ctx and TOKENIZER.count(ctx) <= 1200
     assert 1 <= ctx.count("Record ") < 50
 
 

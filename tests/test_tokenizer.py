@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from graphrag.operators.tokenizer import Tokenizer, fits, get_tokenizer
+from graphrag.operators.tokenizer import TiktokenTokenizer, fits, get_tokenizer
 
 # "hello world" in the two encodings (well-known reference values).
 O200K_HELLO_WORLD = [24912, 2375]
@@ -114,6 +114,7 @@ def test_tokenizer_helpers():
     assert tok.truncate(text, 1000) == text
     short = tok.truncate(text, 7)
     assert tok.encode(short) == tokens[:7] and text.startswith(short)
+    assert tok.truncate(text, 0) == tok.truncate(text, -3) == ""  # a spent budget keeps nothing
 
 
 @pytest.mark.parametrize("text", ["", "plain ascii words", "naïve café ümlaut", "日本語のテキスト", "🙂🙃" * 3,
@@ -140,8 +141,8 @@ def test_fits_skips_tokenising_short_texts():
 
 
 def test_unknown_model_falls_back_to_o200k():
-    tok = Tokenizer("my-private-model-xyz")
+    tok = TiktokenTokenizer("my-private-model-xyz")
     assert tok.encoding_name == "o200k_base"
     assert tok.encode("hello world") == O200K_HELLO_WORLD
-    assert Tokenizer("cl100k_base").encode("hello world") == CL100K_HELLO_WORLD
+    assert TiktokenTokenizer("cl100k_base").encode("hello world") == CL100K_HELLO_WORLD
 
