@@ -106,8 +106,10 @@ class CommunityReport:
 
     @classmethod
     def from_stored(cls, community_id: str, record: Mapping[str, Any]) -> "CommunityReport":
+        from graphrag.operators.community_reports import stored_rating
+
         report = record.get("report_json") if isinstance(record.get("report_json"), dict) else {}
         return cls(community=Community.from_stored(community_id, record),
                    title=str(report.get("title") or record.get("title") or ""),
-                   summary=str(report.get("summary") or ""), rating=float(report.get("rating") or 0.0),
+                   summary=str(report.get("summary") or ""), rating=stored_rating(record),
                    findings=tuple(report.get("findings") or ()), text=str(record.get("report_string") or ""))

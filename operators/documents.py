@@ -6,24 +6,15 @@ what they return.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from graphrag.errors import InvalidInputError
-from graphrag.schema import ChunkRecord
+from graphrag.schema import ChunkRecord, strip_control_chars
 
 from .chunking import doc_id_for
 
 logger = logging.getLogger(__name__)
-
-_CONTROL_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-def _clean_text(text: str) -> str:
-    """Drop NULs and other control characters, and unencodable lone surrogates."""
-    text = text.encode("utf-8", "replace").decode("utf-8")
-    return _CONTROL_CHARS.sub("", text)  # a regex: str.translate does a dict lookup per character
 
 
 def prepare_documents(docs: Union[str, Iterable[str]], sources: Optional[Iterable[Optional[str]]] = None
@@ -45,7 +36,8 @@ def prepare_documents(docs: Union[str, Iterable[str]], sources: Optional[Iterabl
     out: dict[str, dict[str, Any]] = {}
     skipped = 0
     for doc, source in zip(items, source_list):
-        content = _clean_text(doc).strip()
+        # Lone surrogates (which UTF-8 cannot store) become "?", control characters go.
+        content = strip_control_chars(doc.encode("utf-8", "replace").decode("utf-8")).strip()
         if not content:
             skipped += 1
             continue
