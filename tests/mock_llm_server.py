@@ -4,6 +4,10 @@ It speaks just enough of the API (chat completions, embeddings, models) for the 
 ``openai`` client, answers every prompt kind of this project with plausible model-like
 output, and can inject faults (429/500, connection resets, delays, empty answers) so the
 client's retry logic is exercised over real HTTP.
+
+Test support, not part of the installed package: tests import it as ``mock_llm_server``
+(pytest puts ``tests/`` on ``sys.path``); run it by path, e.g.
+``python tests/mock_llm_server.py --port 8765 --latency 0.2``.
 """
 from __future__ import annotations
 
