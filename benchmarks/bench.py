@@ -24,6 +24,8 @@ import time
 from typing import Any, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The mock server is test support, not part of the installed package: run from the checkout.
+MOCK_SERVER = os.path.join(os.path.dirname(HERE), "tests", "mock_llm_server.py")
 NEW_DOCUMENT = (
     "Quillon Barrowmere founded the Barrowmere Lighthouse Society in the harbour town of Estermoor. "
     "The society keeps the old Estermoor lighthouse running and trains young keepers. "
@@ -75,7 +77,7 @@ def free_port() -> int:
 def start_server(latency: float) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "graphrag.testing.mock_llm_server", "--port", str(port), "--latency", str(latency),
+        [sys.executable, MOCK_SERVER, "--port", str(port), "--latency", str(latency),
          "--embedding-dim", "384"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 30

@@ -22,7 +22,10 @@ from collections import Counter
 from typing import Any
 
 from graphrag import GraphRAG, hash_embedding
-from graphrag.testing.mock_llm_server import MockLLMServer
+
+# The mock server is test support, not part of the installed package: import it from the checkout.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+from mock_llm_server import MockLLMServer  # noqa: E402
 
 DEFAULT_CORPUS = "/work/shared/data/hotpotqa/corpus.json"
 

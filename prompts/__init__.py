@@ -6,9 +6,10 @@ literal braces in them are doubled.
 from __future__ import annotations
 
 import logging
+import string
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Optional
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,28 @@ TEMPLATE_NAMES: tuple[str, ...] = (
     "fail_response",
 )
 
+# The kind of answer each prompt asks a model for, as a stand-in model (the tests' mock
+# server) names it. A prompt's template is recognised by the template's own fixed text
+# (``fixed_text``), so rewording a template needs no change here. ``fail_response`` has no
+# kind: it is the canned reply itself, never sent to a model.
+PROMPT_KINDS: dict[str, str] = {
+    "entity_extraction": "extraction",
+    "entity_continue_extraction": "gleaning_continue",
+    "entity_if_loop_extraction": "gleaning_check",
+    "summarize_entity_descriptions": "summary",
+    "community_report": "report",
+    "global_map_rag_points": "global_map",
+    "local_rag_response": "answer",
+    "global_reduce_rag_response": "answer",
+    "naive_rag_response": "answer",
+}
+
+_DELIMITERS: dict[str, str] = {
+    "tuple_delimiter": TUPLE_DELIMITER,
+    "record_delimiter": RECORD_DELIMITER,
+    "completion_delimiter": COMPLETION_DELIMITER,
+}
+
 
 @lru_cache(maxsize=None)
 def load(name: str) -> str:
@@ -64,10 +87,27 @@ def room_for_data(tokenizer: Any, name: str, window: int, answer_tokens: int, **
 
 def render(name: str, **values: Any) -> str:
     """Fill template ``name``; the delimiter placeholders default to the standard ones."""
-    defaults: dict[str, Any] = {
-        "tuple_delimiter": TUPLE_DELIMITER,
-        "record_delimiter": RECORD_DELIMITER,
-        "completion_delimiter": COMPLETION_DELIMITER,
-    }
-    defaults.update(values)
-    return load(name).format(**defaults)
+    return load(name).format(**{**_DELIMITERS, **values})
+
+
+def fixed_text(name: str) -> tuple[tuple[str, Optional[str]], ...]:
+    """Template ``name`` cut at its data placeholders: (fixed text, the placeholder after it,
+    None after the last) pairs, delimiters filled in. Every prompt rendered from the template
+    holds these texts in this order whatever the data, so a prompt's template (and its data)
+    can be read back from the template itself rather than from phrases copied out of it."""
+    return _cut_at_placeholders(load(name))
+
+
+@lru_cache(maxsize=None)
+def _cut_at_placeholders(template: str) -> tuple[tuple[str, Optional[str]], ...]:
+    parts: list[tuple[str, Optional[str]]] = []
+    text = ""
+    for literal, field, _spec, _conversion in string.Formatter().parse(template):
+        text += literal
+        if field in _DELIMITERS:
+            text += _DELIMITERS[field]
+        elif field is not None:
+            parts.append((text, field))
+            text = ""
+    parts.append((text, None))
+    return tuple(parts)

@@ -5,7 +5,7 @@ from typing import Iterator
 
 import pytest
 
-from graphrag.testing.mock_llm_server import MockLLMServer
+from mock_llm_server import MockLLMServer
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ import pytest
 
 from graphrag import GraphRAG, QueryParam, hash_embedding
 from graphrag.operators.chunking import doc_id_for
-from graphrag.testing.mock_llm_server import TUPLE, MockLLMServer, detect_kind, realistic_responder
+from mock_llm_server import TUPLE, MockLLMServer, detect_kind, realistic_responder
 
 sys.path.insert(0, os.path.dirname(__file__))
 from helpers_integrity import check_integrity, load_state, snapshot  # noqa: E402

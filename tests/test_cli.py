@@ -277,7 +277,7 @@ def test_index_with_llm_server_and_usage_in_stats(tmp_path: Path, corpus: Path, 
 def test_llm_flags_name_the_model_and_fit_its_window(tmp_path: Path) -> None:
     """A local server names its own model and window: the flags reach every request, and a
     window the server enforces is respected; without it the refusal is one line, exit 3."""
-    from graphrag.testing.mock_llm_server import MockLLMServer
+    from mock_llm_server import MockLLMServer
 
     text = " ".join(
         f"Captain Orla Venn{i} of Gull Point traded lamp oil with the Lantern Guild{i % 3} and Harbourmaster "

@@ -18,7 +18,7 @@ from helpers_integrity import check_integrity
 from graphrag import GraphRAG, QueryParam
 from graphrag.embedding import hash_embedding
 from graphrag.records import CommunityReport, Document, Entity, Relation
-from graphrag.testing.mock_llm_server import MockLLMServer, realistic_responder
+from mock_llm_server import MockLLMServer, realistic_responder
 
 DATA = Path(__file__).parent / "data"
 EXPECTED = json.loads((DATA / "compat" / "expected.json").read_text())

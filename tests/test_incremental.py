@@ -18,7 +18,7 @@ from filelock import FileLock
 from graphrag import GraphRAG, hash_embedding
 from graphrag.errors import WorkingDirLockedError
 from graphrag.schema import GRAPH_FIELD_SEP
-from graphrag.testing.mock_llm_server import MockLLMServer
+from mock_llm_server import MockLLMServer
 
 # A small made-up corpus. Marin Okafor, Crestfield University, Port Halden and
 # Priya Sandoval appear in several documents, so those entities have several sources;

@@ -22,7 +22,7 @@ from graphrag.llm import (
     openai_model_func,
 )
 from graphrag.llm.retry import retry_after_seconds
-from graphrag.testing.mock_llm_server import Fault, MockLLMServer
+from mock_llm_server import Fault, MockLLMServer
 
 
 class MemoryKV:
@@ -432,7 +432,7 @@ def test_mock_server_endpoints(llm_server: MockLLMServer) -> None:
 
 def test_realistic_responder_kinds() -> None:
     prompts = pytest.importorskip("graphrag.prompts")
-    from graphrag.testing.mock_llm_server import detect_kind, realistic_responder
+    from mock_llm_server import detect_kind, realistic_responder
 
     def ask(content: str, history: Optional[list[dict]] = None, system: Optional[str] = None) -> tuple[str, str]:
         msgs = ([{"role": "system", "content": system}] if system else []) + (history or [])

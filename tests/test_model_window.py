@@ -67,7 +67,7 @@ def test_a_server_refusing_a_long_prompt_is_explained_and_the_window_option_fixe
     set, and setting ``best_model_max_token_size`` to that window makes the query fit."""
     from graphrag.llm import CONTEXT_OVERFLOW_HINT, LLMError
     from graphrag.operators.query_context import fail_response
-    from graphrag.testing.mock_llm_server import MockLLMServer
+    from mock_llm_server import MockLLMServer
 
     wd = str(tmp_path / "wd")
     GraphRAG(working_dir=wd, extraction="nlp", embedding_func=hash_embedding(64), enable_naive_rag=True,
@@ -97,7 +97,7 @@ def test_a_whole_insert_and_every_query_fit_a_small_window(tmp_path):
     and of every query mode fits; with the default 32768 the same insert is refused mid-way."""
     from graphrag.llm import LLMError
     from graphrag.operators.query_context import fail_response
-    from graphrag.testing.mock_llm_server import MockLLMServer
+    from mock_llm_server import MockLLMServer
 
     text = _harbour_chronicle(120)
     with MockLLMServer(context_window=4096) as server:

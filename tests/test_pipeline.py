@@ -23,7 +23,7 @@ from graphrag.llm import LLMError
 from graphrag.operators.chunking import doc_id_for
 from graphrag.schema import GRAPH_FIELD_SEP
 from graphrag.storage.files import StorageFileError
-from graphrag.testing.mock_llm_server import Fault, MockLLMServer, detect_kind, realistic_responder
+from mock_llm_server import Fault, MockLLMServer, detect_kind, realistic_responder
 
 DATA = Path(__file__).parent / "data" / "pipeline"
 HARBOUR = (DATA / "harbour.txt").read_text(encoding="utf-8")

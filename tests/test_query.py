@@ -38,7 +38,7 @@ from graphrag.operators.tokenizer import get_tokenizer
 from graphrag.query_param import QueryParam
 from graphrag.schema import GRAPH_FIELD_SEP
 from graphrag.stores import Stores, open_stores
-from graphrag.testing.mock_llm_server import MockLLMServer
+from mock_llm_server import MockLLMServer
 
 SEP = GRAPH_FIELD_SEP
 TOKENIZER = get_tokenizer("gpt-4o")

@@ -29,7 +29,7 @@ from graphrag import GraphRAG, QueryParam, hash_embedding
 from graphrag.errors import WorkingDirLockedError
 from graphrag.locking import LOCK_NAME
 from graphrag.operators.chunking import doc_id_for
-from graphrag.testing.mock_llm_server import MockLLMServer
+from mock_llm_server import MockLLMServer
 
 sys.path.insert(0, os.path.dirname(__file__))
 from helpers_integrity import check_integrity, snapshot  # noqa: E402

@@ -4,6 +4,10 @@ It speaks just enough of the API (chat completions, embeddings, models) for the 
 ``openai`` client, answers every prompt kind of this project with plausible model-like
 output, and can inject faults (429/500, connection resets, delays, empty answers) so the
 client's retry logic is exercised over real HTTP.
+
+Test support, not part of the installed package: tests import it as ``mock_llm_server``
+(pytest puts ``tests/`` on ``sys.path``); run it by path, e.g.
+``python tests/mock_llm_server.py --port 8765 --latency 0.2``.
 """
 from __future__ import annotations
 
@@ -24,13 +28,16 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Optional
 
+from graphrag import prompts
+
 logger = logging.getLogger(__name__)
 
 Responder = Callable[[dict], str]
 
-TUPLE = "<|>"
-RECORD = "##"
-COMPLETE = "<|COMPLETE|>"
+TUPLE = prompts.TUPLE_DELIMITER
+RECORD = prompts.RECORD_DELIMITER
+COMPLETE = prompts.COMPLETION_DELIMITER
+DEFAULT_ENTITY_TYPES = prompts.DEFAULT_ENTITY_TYPES
 
 _STOP = {
     "The", "A", "An", "In", "It", "He", "She", "They", "But", "And", "When", "This", "That",
@@ -79,51 +86,63 @@ def _names(sentence: str) -> list[str]:
 # --------------------------------------------------------------------------- prompt kinds
 
 
-def _messages(req: dict) -> tuple[str, str, bool]:
-    """(system prompt, last user message, has history) of a chat request."""
+def _messages(req: dict) -> tuple[str, str]:
+    """(system prompt, last user message) of a chat request."""
     msgs = req.get("messages") or []
     system = "\n".join(str(m.get("content") or "") for m in msgs if m.get("role") == "system")
-    users = [i for i, m in enumerate(msgs) if m.get("role") == "user"]
-    last = str(msgs[users[-1]].get("content") or "") if users else ""
-    non_system = [m for m in msgs if m.get("role") != "system"]
-    return system, last, len(non_system) > 1
+    users = [m for m in msgs if m.get("role") == "user"]
+    return system, (str(users[-1].get("content") or "") if users else "")
+
+
+def template_data(name: str, text: str) -> Optional[dict[str, str]]:
+    """The data template ``name`` was filled with to give ``text``, or None when ``text`` is not
+    that template rendered (give or take surrounding whitespace): it must begin with the
+    template's first fixed text, hold the middle ones in order and end with the last, so a
+    template quoted inside another prompt's data is never taken for that prompt."""
+    parts = prompts.fixed_text(name)
+    text = text.strip()
+    data: dict[str, str] = {}
+    pos, field = 0, None
+    for i, (fixed, next_field) in enumerate(parts):
+        if i == 0:
+            fixed = fixed.lstrip()
+        if i == len(parts) - 1:
+            fixed = fixed.rstrip()
+            at = len(text) - len(fixed) if text.endswith(fixed) else -1
+        else:
+            at = text.find(fixed, pos)
+        if at < pos or (i == 0 and at != 0):
+            return None
+        if field is not None:
+            data.setdefault(field, text[pos:at])  # a placeholder used twice holds the same data
+        pos, field = at + len(fixed), next_field
+    return data
+
+
+def recognise(text: str) -> Optional[tuple[str, dict[str, str]]]:
+    """(template name, its data) of a prompt, or None for text rendered from no template."""
+    return next(((name, data) for name in prompts.PROMPT_KINDS
+                 if (data := template_data(name, text)) is not None), None)
+
+
+def prompt_of(req: dict) -> Optional[tuple[str, dict[str, str]]]:
+    """The template and data of a request: its last user message, else its system prompt
+    (the query modes put the template there and the question in the user message)."""
+    system, last = _messages(req)
+    return recognise(last) or recognise(system)
 
 
 def detect_kind(req: dict) -> str:
-    """Which prompt of the pipeline this is, from the marker phrases the templates carry."""
-    system, last, _ = _messages(req)
-    if "Answer YES | NO" in last:
-        return "gleaning_check"
-    if "MANY entities were missed" in last:
-        return "gleaning_continue"
-    if "-Real Data-" in last:
-        return "extraction"
-    if "-Community Data-" in last:
-        return "report"
-    probe = last + "\n" + system
-    if "---Data tables---" in probe and '"points"' in probe:
-        return "global_map"
-    if "Description List:" in last:
-        return "summary"
-    return "answer"
+    """Which prompt of the pipeline this is (``prompts.PROMPT_KINDS``); "answer" for text
+    from no template, like a question asked directly."""
+    found = prompt_of(req)
+    return prompts.PROMPT_KINDS[found[0]] if found else "answer"
 
 
-def _extraction_text(prompt: str) -> str:
-    start = prompt.rfind("\nText: ")
-    end = prompt.rfind("\n######################\nOutput:")
-    if start != -1 and end > start:
-        return prompt[start + len("\nText: "): end]
-    tail = prompt.split("-Real Data-")[-1]
-    return tail.split("Output:")[0]
-
-
-def _entity_types(prompt: str) -> list[str]:
-    i = prompt.rfind("Entity_types: ")
-    if i == -1:
-        return ["organization", "person", "geo", "event"]
-    line = prompt[i + len("Entity_types: "):].split("\n", 1)[0].strip().strip("[]")
+def _entity_types(data: dict[str, str]) -> list[str]:
+    line = data.get("entity_types", "").strip().strip("[]")
     types = [t.strip().strip("'\"") for t in line.split(",") if t.strip().strip("'\"")]
-    return types or ["organization", "person", "geo", "event"]
+    return types or list(DEFAULT_ENTITY_TYPES)
 
 
 def _extract_records(text: str, types: list[str]) -> tuple[list[str], list[str]]:
@@ -162,26 +181,28 @@ def _messy(body: str, seed: int, lang: str, lead: str) -> str:
     return body
 
 
-def _respond_extraction(prompt: str) -> str:
-    text = _extraction_text(prompt)
-    ents, rels = _extract_records(text, _entity_types(prompt))
+def _respond_extraction(data: dict[str, str]) -> str:
+    text = data["input_text"]
+    ents, rels = _extract_records(text, _entity_types(data))
     if not ents:
         return COMPLETE
     body = f"{RECORD}\n".join(ents + rels) + f"\n{COMPLETE}"
     return _messy(body, _h(text), "", "Here are the entities and relationships:")
 
 
-def _history_text(req: dict) -> tuple[str, str]:
-    """The original chunk text and extraction prompt from a gleaning conversation."""
+def _extraction_data(req: dict) -> dict[str, str]:
+    """The extraction prompt's data (chunk text, entity types) from a gleaning conversation."""
     for m in req.get("messages") or []:
-        content = str(m.get("content") or "")
-        if m.get("role") == "user" and "-Real Data-" in content:
-            return _extraction_text(content), content
-    return "", ""
+        if m.get("role") == "user":
+            data = template_data("entity_extraction", str(m.get("content") or ""))
+            if data is not None:
+                return data
+    return {}
 
 
 def _respond_gleaning_continue(req: dict) -> str:
-    text, prompt = _history_text(req)
+    data = _extraction_data(req)
+    text = data.get("input_text", "")
     if not text or _h(text) % 2:
         return COMPLETE
     known = {w for n in _names(text) for w in n.split()}
@@ -192,7 +213,7 @@ def _respond_gleaning_continue(req: dict) -> str:
         return COMPLETE
     word = candidates[_h(text) % len(candidates)]
     sent = next((s for s in _sentences(text) if word in s.lower()), text)
-    types = _entity_types(prompt)
+    types = _entity_types(data)
     name = word.upper()
     return (
         f'("entity"{TUPLE}{name}{TUPLE}{types[_h(name) % len(types)]}{TUPLE}'
@@ -201,17 +222,12 @@ def _respond_gleaning_continue(req: dict) -> str:
 
 
 def _respond_gleaning_check(req: dict) -> str:
-    text, _ = _history_text(req)
-    return "YES" if len(text) > 4000 else "NO"
+    return "YES" if len(_extraction_data(req).get("input_text", "")) > 4000 else "NO"
 
 
-def _respond_summary(prompt: str) -> str:
-    entity = ""
-    m = re.search(r"Entities:\s*(.+)", prompt)
-    if m:
-        entity = m.group(1).strip().strip("[]'\"")
-    body = prompt.split("Description List:", 1)[1]
-    body = re.split(r"\n#{3,}|\nOutput:", body, maxsplit=1)[0]
+def _respond_summary(data: dict[str, str]) -> str:
+    entity = data["entity_name"].strip().strip("[]'\"")
+    body = data["description_list"]
     parts = [p.strip() for p in re.split(r"<SEP>|\n", body) if p.strip().strip("[]'\",")]
     firsts: list[str] = []
     for p in parts:
@@ -246,8 +262,7 @@ def _table_rows(prompt: str, header: str) -> list[list[str]]:
     return [r for r in rows if len(r) >= 2]
 
 
-def _respond_report(prompt: str) -> str:
-    data = prompt.split("-Community Data-", 1)[1]
+def _respond_report(data: str) -> str:
     rows = _table_rows(data, "-----Entities-----")
     ents = [(r[1], r[3] if len(r) > 3 else "") for r in rows if r[1]]
     seed = _h(data)
@@ -295,9 +310,7 @@ def _data_words(text: str, limit: int = 8) -> list[str]:
     return out[:limit]
 
 
-def _respond_global_map(system: str, last: str) -> str:
-    probe = system if "---Data tables---" in system else last
-    data = probe.split("---Data tables---", 1)[1]
+def _respond_global_map(data: str) -> str:
     words = _data_words(data)
     if len(words) < 3:
         return json.dumps({"points": [{"description": "I don't know.", "score": 0}]})
@@ -309,8 +322,7 @@ def _respond_global_map(system: str, last: str) -> str:
     return json.dumps({"points": points})
 
 
-def _respond_answer(system: str, last: str) -> str:
-    context = system or last
+def _respond_answer(context: str, last: str) -> str:
     words = _data_words(context)
     question = re.sub(r"\s+", " ", last).strip()[:120]
     if not words:
@@ -325,21 +337,26 @@ def _respond_answer(system: str, last: str) -> str:
 
 def realistic_responder(req: dict) -> str:
     """Deterministic fake model: plausible output for each prompt kind of the pipeline."""
-    system, last, _ = _messages(req)
-    kind = detect_kind(req)
+    system, last = _messages(req)
+    found = prompt_of(req)
+    if found is None:
+        return _respond_answer(system or last, last)
+    name, data = found
+    kind = prompts.PROMPT_KINDS[name]
     if kind == "extraction":
-        return _respond_extraction(last)
+        return _respond_extraction(data)
     if kind == "gleaning_continue":
         return _respond_gleaning_continue(req)
     if kind == "gleaning_check":
         return _respond_gleaning_check(req)
     if kind == "summary":
-        return _respond_summary(last)
+        return _respond_summary(data)
     if kind == "report":
-        return _respond_report(last)
+        return _respond_report(data["input_text"])
     if kind == "global_map":
-        return _respond_global_map(system, last)
-    return _respond_answer(system, last)
+        return _respond_global_map(data["context_data"])
+    # The answer prompts: quote the data they were filled with, not the template's own text.
+    return _respond_answer("\n".join(data.values()), last)
 
 
 def fake_embedding(text: str, dim: int) -> list[float]:
