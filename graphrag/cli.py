@@ -7,6 +7,7 @@ commands that need them, so ``graphrag --help`` and ``graphrag --version`` stay 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import os
@@ -113,20 +114,25 @@ def _existing_working_dir(path: str) -> str:
     return path
 
 
-def _read_json(working_dir: str, name: str, default: Any = None) -> Any:
-    path = os.path.join(working_dir, name)
-    if not os.path.exists(path):
-        return default
-    try:
-        with open(path, "rb") as f:
-            return json.loads(f.read())
-    except (OSError, ValueError) as exc:
-        raise CLIError(f"cannot read {path}: {exc}") from None
+def _inspect(working_dir: str) -> Any:
+    """The working dir's stores, to read without the engine: no embedding model, no recovery
+    (a reader must not write), vectors described rather than loaded."""
+    from graphrag.config import GraphRAGConfig
+    from graphrag.stores import open_stores
+
+    return open_stores(GraphRAGConfig(working_dir=working_dir, always_create_working_dir=False), None)
 
 
-def _built_offline(working_dir: str) -> bool:
+async def _records(store: Any) -> dict[str, Any]:
+    if store is None:
+        return {}
+    keys = await store.all_keys()
+    return {k: r for k, r in zip(keys, await store.get_by_ids(keys)) if r is not None}
+
+
+async def _built_offline(stores: Any) -> bool:
     """True when every community report was written without an LLM (an ``--offline`` index)."""
-    reports = _read_json(working_dir, "kv_store_community_reports.json", {}) or {}
+    reports = await _records(stores.community_reports)
     sources = {r.get("report_source") for r in reports.values() if isinstance(r, dict)}
     return bool(sources) and sources <= {"extractive"}
 
@@ -249,13 +255,14 @@ def cmd_index(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     rag = _open(args.working_dir, args.offline, create=True, **config)
     stats = rag.insert(texts, sources=sources)
-    graph = rag.stores.graph
-    nodes = edges = 0
-    if hasattr(graph, "graph"):
-        nodes, edges = graph.graph.number_of_nodes(), graph.graph.number_of_edges()
+    stores = rag.stores
+
+    async def holdings() -> tuple[int, ...]:
+        return (await stores.full_docs.count(), await stores.text_chunks.count(), await stores.graph.count_nodes(),
+                await stores.graph.count_edges())
+
+    total_docs, total_chunks, nodes, edges = asyncio.run(holdings())
     calls, cached = _llm_totals(stats.get("llm", {}))
-    total_docs = len(rag.stores.full_docs) if hasattr(rag.stores.full_docs, "__len__") else "?"
-    total_chunks = len(rag.stores.text_chunks) if hasattr(rag.stores.text_chunks, "__len__") else "?"
     print(
         f"indexed {len(texts)} file(s): {stats['documents_inserted']} new, "
         f"{stats['documents_already_indexed']} unchanged, {stats['documents_removed']} replaced; "
@@ -289,18 +296,9 @@ def cmd_query(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- stats / docs
 
 
-def _graph_counts(working_dir: str) -> tuple[int, int, dict[int, int]]:
-    path = os.path.join(working_dir, "graph_chunk_entity_relation.graphml")
-    if not os.path.exists(path):
-        return 0, 0, {}
-    import networkx as nx
-
-    try:
-        graph = nx.read_graphml(path)
-    except Exception as exc:  # corrupt file: say which
-        raise CLIError(f"cannot read {path}: {exc}") from None
+async def _graph_counts(graph: Any) -> tuple[int, int, dict[int, int]]:
     levels: dict[int, set] = {}
-    for _, data in graph.nodes(data=True):
+    for _, data in await graph.get_all_nodes():
         raw = data.get("clusters")
         if not raw:
             continue
@@ -309,37 +307,17 @@ def _graph_counts(working_dir: str) -> tuple[int, int, dict[int, int]]:
                 levels.setdefault(int(c["level"]), set()).add(str(c["cluster"]))
         except (ValueError, KeyError, TypeError):
             continue
-    return graph.number_of_nodes(), graph.number_of_edges(), {k: len(v) for k, v in sorted(levels.items())}
-
-
-def _cache_entries(working_dir: str) -> dict[str, Any]:
-    cache = dict(_read_json(working_dir, "kv_store_llm_response_cache.json", {}) or {})
-    journal = os.path.join(working_dir, "kv_store_llm_response_cache.journal.jsonl")
-    if os.path.exists(journal):
-        with open(journal, "rb") as f:
-            for line in f:
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(entry, dict):
-                    cache.update(entry)
-    return cache
-
-
-def _vector_info(working_dir: str, name: str) -> Optional[dict[str, int]]:
-    data = _read_json(working_dir, name)
-    if not isinstance(data, dict):
-        return None
-    return {"vectors": len(data.get("data", [])), "dim": int(data.get("embedding_dim", 0) or 0)}
+    return await graph.count_nodes(), await graph.count_edges(), {k: len(v) for k, v in sorted(levels.items())}
 
 
 def collect_stats(working_dir: str) -> dict[str, Any]:
-    """Everything ``graphrag stats`` shows, read straight from the files (no embedding model)."""
-    docs = _read_json(working_dir, "kv_store_full_docs.json", {}) or {}
-    chunks = _read_json(working_dir, "kv_store_text_chunks.json", {}) or {}
-    reports = _read_json(working_dir, "kv_store_community_reports.json", {}) or {}
-    entities, relations, graph_levels = _graph_counts(working_dir)
+    """Everything ``graphrag stats`` shows, read through the stores (no embedding model)."""
+    return asyncio.run(_collect_stats(_inspect(working_dir), working_dir))
+
+
+async def _collect_stats(stores: Any, working_dir: str) -> dict[str, Any]:
+    reports = await _records(stores.community_reports)
+    entities, relations, graph_levels = await _graph_counts(stores.graph)
     per_level: dict[str, int] = {}
     for record in reports.values():
         if isinstance(record, dict):
@@ -347,14 +325,14 @@ def collect_stats(working_dir: str) -> dict[str, Any]:
             per_level[level] = per_level.get(level, 0) + 1
     if not per_level:  # no reports yet: count clusters in the graph
         per_level = {str(k): v for k, v in graph_levels.items()}
-    cache = _cache_entries(working_dir)
+    cache = await _records(stores.llm_response_cache)
     by_model: dict[str, int] = {}
     for entry in cache.values():
         if isinstance(entry, dict):
             model = str(entry.get("model") or "unknown")
             by_model[model] = by_model.get(model, 0) + 1
-    meta = _read_json(working_dir, "kv_store_index_meta.json", {}) or {}
-    usage = meta.get("llm_usage") if isinstance(meta.get("llm_usage"), dict) else {}
+    usage = await stores.index_meta.get_by_id("llm_usage")
+    usage = usage if isinstance(usage, dict) else {}
     usage_total: dict[str, int] = {}
     for counts in usage.values():
         if isinstance(counts, dict):
@@ -372,24 +350,24 @@ def collect_stats(working_dir: str) -> dict[str, Any]:
                 pass
     return {
         "working_dir": os.path.abspath(working_dir),
-        "documents": len(docs),
-        "chunks": len(chunks),
+        "documents": await stores.full_docs.count(),
+        "chunks": await stores.text_chunks.count(),
         "entities": entities,
         "relations": relations,
         "communities": sum(per_level.values()),
         "communities_per_level": dict(sorted(per_level.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0)),
-        "built_offline": _built_offline(working_dir),
+        "built_offline": await _built_offline(stores),
         "llm_cached_responses": len(cache),
         "llm_cached_responses_by_model": dict(sorted(by_model.items())),
         # Cumulative over every insert and delete (queries not included); {} for older dirs.
         "llm_usage_total": usage_total,
         "llm_usage_by_stage": usage,
-        "entity_vectors": _vector_info(working_dir, "vdb_entities.json"),
-        "chunk_vectors": _vector_info(working_dir, "vdb_chunks.json"),
+        "entity_vectors": stores.stored_vectors("entities"),
+        "chunk_vectors": stores.stored_vectors("chunks"),
         "files": files,
         "size_bytes": size,
         "size_human": human_bytes(size),
-        "commit_pending": os.path.exists(os.path.join(working_dir, ".commit-manifest.json")),
+        "commit_pending": stores.commit_pending(),
     }
 
 
@@ -427,12 +405,17 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def list_documents(working_dir: str) -> list[dict[str, Any]]:
-    docs = _read_json(working_dir, "kv_store_full_docs.json", {}) or {}
-    chunks = _read_json(working_dir, "kv_store_text_chunks.json", {}) or {}
+    return asyncio.run(_list_documents(_inspect(working_dir)))
+
+
+async def _list_documents(stores: Any) -> list[dict[str, Any]]:
+    docs = await _records(stores.full_docs)
     per_doc: dict[str, int] = {}
-    for chunk in chunks.values():
-        if isinstance(chunk, dict) and chunk.get("full_doc_id"):
-            per_doc[chunk["full_doc_id"]] = per_doc.get(chunk["full_doc_id"], 0) + 1
+    if any(not isinstance(r.get("chunk_ids"), list) for r in docs.values() if isinstance(r, dict)):
+        # A working dir written before documents listed their chunks.
+        for chunk in (await _records(stores.text_chunks)).values():
+            if isinstance(chunk, dict) and chunk.get("full_doc_id"):
+                per_doc[chunk["full_doc_id"]] = per_doc.get(chunk["full_doc_id"], 0) + 1
     return [
         {"id": k, "source": r.get("source"), "chars": len(r.get("content", "")),
          "chunks": len(r["chunk_ids"]) if isinstance(r.get("chunk_ids"), list) else per_doc.get(k, 0)}
@@ -462,7 +445,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
         raise CLIError(f"unknown document id(s): {', '.join(unknown)} (list them with `graphrag docs "
                        f"--working-dir {wd}`)")
     # An offline index stays offline; an LLM index re-summarises with the LLM when one is set up.
-    offline = args.offline or _built_offline(wd) or not _llm_configured(False)
+    offline = args.offline or asyncio.run(_built_offline(_inspect(wd))) or not _llm_configured(False)
     rag = _open(wd, offline, **_llm_options(args))
     stats = rag.delete_documents(args.doc_ids)
     calls, cached = _llm_totals(stats.get("llm", {}))

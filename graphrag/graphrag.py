@@ -27,7 +27,6 @@ from graphrag.progress import Progress
 from graphrag.query_param import QueryParam
 from graphrag.scheduling import BackgroundWork, StageTimer
 from graphrag.schema import ChunkExtraction, ChunkRecord
-from graphrag.storage.files import MANIFEST_NAME, TMP_MARKER, commit_transaction, recover_pending_commit, wait_for_commit
 from graphrag.stores import Stores, open_stores
 from graphrag.windows import ANSWER_TOKENS, ModelWindows
 
@@ -88,8 +87,8 @@ class GraphRAG:
             logger.info("Created working dir %s", wd)
         self.embedding_func: EmbeddingFunc = limited(self.config.embedding_func or local_embedding(),
                                                      self.config.embedding_func_max_async)
-        self._recover_if_possible()
         self.stores: Stores = open_stores(self.config, self.embedding_func)
+        self._recover_if_possible()
         self._tokenizer: Any = None
         self._llms: Any = None
         from graphrag.llm import UsageCounter
@@ -102,16 +101,14 @@ class GraphRAG:
     def _recover_if_possible(self) -> None:
         """Finish a commit a killed writer left (or drop its temp files), if no writer is active;
         else wait for it."""
-        wd = self.config.working_dir
-        if not os.path.exists(os.path.join(wd, MANIFEST_NAME)) and not any(
-                TMP_MARKER in name for name in os.listdir(wd)):
+        if not self.stores.needs_recovery():
             return
-        lock = try_lock(wd)
+        lock = try_lock(self.config.working_dir)
         if lock is None:
-            wait_for_commit(wd)
+            self.stores.wait_for_commit()
             return
         try:
-            recover_pending_commit(wd)
+            self.stores.recover()
         finally:
             lock.release()
 
@@ -166,12 +163,12 @@ class GraphRAG:
         """
         wd = self.config.working_dir
         async with writer_lock(wd, self.config.lock_timeout):
-            recover_pending_commit(wd)
+            self.stores.recover()
             await self.stores.index_start(None if every_store else ["full_docs", "index_meta"])
             try:
                 # Open for the whole write, so stores finished early can be written ahead
                 # (``Stores.write_ahead``); nothing becomes visible before the end.
-                with commit_transaction(wd):
+                with self.stores.transaction():
                     yield
                     await self._update_index_meta()
                     await self.stores.index_done()

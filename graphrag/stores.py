@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Generic, Optional, TypeVar
+import contextlib
+from typing import Any, Callable, Generic, Iterator, Optional, TypeVar
 
 from graphrag.config import GraphRAGConfig
 from graphrag.embedding import EmbeddingFunc
@@ -15,7 +16,7 @@ from graphrag.storage import (
     NetworkXStorage,
     StorageNameSpace,
 )
-from graphrag.storage.files import SingleFileStore, wait_for_commit
+from graphrag.storage import files
 
 S = TypeVar("S")
 StoreOpener = Callable[[], Optional[StorageNameSpace]]
@@ -54,18 +55,20 @@ class Stores:
     chunk_extractions = _OpenedOnFirstUse[BaseKVStorage]()
     llm_response_cache = _OpenedOnFirstUse[Optional[BaseKVStorage]]()
 
-    def __init__(self, openers: dict[str, StoreOpener], working_dir: Optional[str] = None) -> None:
+    def __init__(self, openers: dict[str, StoreOpener], working_dir: Optional[str] = None,
+                 describe_vectors: Optional[Callable[[str], Optional[dict[str, int]]]] = None) -> None:
         self._openers = openers
         self._working_dir = working_dir
+        self._describe_vectors = describe_vectors
         self._opened: dict[str, Optional[StorageNameSpace]] = {}
 
     def open(self, name: str) -> Any:
         if name not in self._opened:
             if self._working_dir is not None:
-                wait_for_commit(self._working_dir)
+                files.wait_for_commit(self._working_dir)
             store = self._openers[name]()
             for earlier in self._opened.values():
-                if isinstance(earlier, SingleFileStore):
+                if earlier is not None:
                     earlier.reload_if_changed()
             self._opened[name] = store
         return self._opened[name]
@@ -95,38 +98,70 @@ class Stores:
         write will not change them (stores of other kinds are written at the commit)."""
         for name in names:
             store = self._opened.get(name)
-            if isinstance(store, SingleFileStore):
+            if store is not None:
                 await store.write_ahead()
 
     async def query_done(self) -> None:
         await asyncio.gather(*(s.query_done_callback() for s in self.all()))
 
+    def stored_vectors(self, name: str) -> Optional[dict[str, int]]:
+        """``{"vectors", "dim"}`` of vector store ``name`` (``"entities"``, ``"chunks"``) as stored,
+        without an embedding model or loading the vectors; None if it holds nothing."""
+        return self._describe_vectors(name) if self._describe_vectors is not None else None
 
-def open_stores(config: GraphRAGConfig, embedding_func: EmbeddingFunc) -> Stores:
+    # The commit: the file stores' writes inside it become visible together at its end
+    # (see storage/files.py). Everything here needs a working dir.
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Make every store file written inside the block (``index_done``, ``write_ahead``)
+        visible together at its end, or none of them if it raises."""
+        with files.commit_transaction(self._dir()):
+            yield
+
+    def commit_pending(self) -> bool:
+        """A commit is being applied, or was interrupted and is waiting to be finished."""
+        return files.commit_pending(self._dir())
+
+    def needs_recovery(self) -> bool:
+        """A killed writer left an interrupted commit or temporary files behind."""
+        return files.needs_recovery(self._dir())
+
+    def recover(self) -> bool:
+        """Finish an interrupted commit, drop orphaned temporary files (writer lock held).
+        True when a commit was rolled forward."""
+        return files.recover_pending_commit(self._dir())
+
+    def wait_for_commit(self) -> None:
+        """Wait until a commit in flight is applied (readers take no lock)."""
+        files.wait_for_commit(self._dir())
+
+    def _dir(self) -> str:
+        if self._working_dir is None:
+            raise ValueError("these stores have no working dir")
+        return self._working_dir
+
+
+def open_stores(config: GraphRAGConfig, embedding_func: Optional[EmbeddingFunc]) -> Stores:
     """The stores of ``config.working_dir``, none read yet; a vector file built with another
-    embedding model is refused now (from its head), not at the first query."""
-    kv_cls = config.key_string_value_json_storage_cls or JsonKVStorage
-    vector_cls = config.vector_db_storage_cls or NanoVectorDBStorage
-    graph_cls = config.graph_storage_cls or NetworkXStorage
+    embedding model is refused now (from its head), not at the first query. Without an
+    embedding function (inspecting a working dir) the vector stores stay closed."""
+    kv_cls: type[BaseKVStorage] = config.key_string_value_json_storage_cls or JsonKVStorage
+    vector_cls: type[BaseVectorStorage] = config.vector_db_storage_cls or NanoVectorDBStorage
+    graph_cls: type[BaseGraphStorage] = config.graph_storage_cls or NetworkXStorage
 
-    def kv(namespace: str, read_by_record: bool = False) -> StoreOpener:
-        # Queries fetch a few reports and chunks by id; those stores keep a lookup index.
-        if read_by_record and kv_cls is JsonKVStorage:
-            return lambda: JsonKVStorage(namespace=namespace, global_config=config, lookup=True)
-        return lambda: kv_cls(namespace=namespace, global_config=config)
+    def kv(namespace: str, **usage: bool) -> StoreOpener:
+        return lambda: kv_cls(namespace=namespace, global_config=config, **kv_cls.options_for(**usage))
 
     def vectors(namespace: str, enabled: bool, meta_fields: set[str]) -> StoreOpener:
-        if enabled and vector_cls is NanoVectorDBStorage:
-            NanoVectorDBStorage.check_file(config.working_dir, namespace, embedding_func.embedding_dim)
+        if not enabled or embedding_func is None:
+            return lambda: None
+        vector_cls.check_compatible(config, namespace, embedding_func.embedding_dim)
         return lambda: vector_cls(namespace=namespace, global_config=config, embedding_func=embedding_func,
-                                  meta_fields=meta_fields) if enabled else None
+                                  meta_fields=meta_fields)
 
     def llm_cache() -> Optional[BaseKVStorage]:
-        if not config.enable_llm_cache:
-            return None
-        if kv_cls is JsonKVStorage:
-            return JsonKVStorage("llm_response_cache", config, journal=True)
-        return kv_cls(namespace="llm_response_cache", global_config=config)
+        return kv("llm_response_cache", durable_upserts=True)() if config.enable_llm_cache else None
 
     return Stores({
         "full_docs": kv("full_docs"),
@@ -140,4 +175,4 @@ def open_stores(config: GraphRAGConfig, embedding_func: EmbeddingFunc) -> Stores
         "index_meta": kv("index_meta"),
         "chunk_extractions": kv("chunk_extractions"),
         "llm_response_cache": llm_cache,
-    }, working_dir=config.working_dir)
+    }, working_dir=config.working_dir, describe_vectors=lambda name: vector_cls.describe_stored(config, name))

@@ -1,14 +1,40 @@
-"""The three storage interfaces and their shared namespace lifecycle.
+"""The three storage contracts (KV, vector, graph) every backend implements.
 
-The engine drives every store the same way: ``index_start_callback`` before an
-insert (reload what another process committed), ``index_done_callback`` to persist,
-``query_done_callback`` after a query.
+Each lists every method the engine calls. The abstract ones are those nano-graphrag's
+base classes have, so a storage class written for nano-graphrag still works; every
+other method has a default built on them (a batch read loops the single read, a count
+lists the keys...), which a backend overrides where it can do better, or raises
+``NotImplementedError`` where no default can exist (the engine then cannot use that
+feature with that class, e.g. deleting documents from a store that cannot delete).
+
+The lifecycle and the transaction the engine expects of every store
+--------------------------------------------------------------------
+A write (insert, delete, recluster) runs under the working dir's writer lock:
+
+1. ``index_start_callback()``: bring the store up to what the last commit holds
+   (another process may have committed since this instance read it).
+2. Reads and writes through the methods below. Nothing written may become visible
+   to other readers yet.
+3. ``index_done_callback()``: persist. The engine calls it on every store of the
+   write, inside one commit (``Stores.transaction()``); the file stores' files
+   appear together at its end, or not at all.
+
+If the write fails anywhere before the commit completes, the engine abandons the
+store instances (never calling ``index_done_callback``) and opens new ones; those
+must see the previous commit, whatever the abandoned instances had written. A store
+that writes through (a database) therefore keeps its writes in a transaction it
+commits in ``index_done_callback``. ``write_ahead()`` may persist early, but only
+into the commit in progress.
+
+Queries take no lock: ``query_done_callback()`` runs after each; a store may persist
+what a query cached (the LLM response cache), never anything of an index.
 """
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Generic, Optional, TypeVar, Union
+from typing import Any, Generic, Mapping, Optional, TypeVar, Union
 
 from graphrag.config import GraphRAGConfig
 from graphrag.schema import CommunitySchema
@@ -17,7 +43,7 @@ T = TypeVar("T")
 
 
 @dataclass
-class StorageNameSpace:
+class StorageNameSpace(ABC):
     namespace: str
     global_config: GraphRAGConfig
 
@@ -28,39 +54,71 @@ class StorageNameSpace:
     def path_for(self, filename: str) -> str:
         return os.path.join(self.working_dir, filename)
 
+    @classmethod
+    def options_for(cls, *, read_by_record: bool = False, durable_upserts: bool = False) -> dict[str, Any]:
+        """Constructor keywords that suit a store used this way; ``{}`` where the class has none.
+
+        ``read_by_record``: queries read a few records by id (reports, chunks), so opening
+        the store should not read all of it. ``durable_upserts``: each upsert must survive
+        a killed process before the commit (the LLM response cache: answers paid for).
+        """
+        return {}
+
     async def index_start_callback(self) -> None:
-        """Called before an insert, with the writer lock held."""
+        """Called before a write, with the writer lock held: reload what another process committed."""
 
     async def index_done_callback(self) -> None:
-        """Called after an insert: persist."""
+        """Called at the end of a write, inside the commit: persist."""
 
     async def query_done_callback(self) -> None:
         """Called after every query."""
 
+    async def write_ahead(self) -> None:
+        """Persist now, into the commit in progress, what the rest of the write will not change
+        (so the commit has less left to do); a later change is persisted at the commit."""
+
+    def reload_if_changed(self) -> bool:
+        """Re-read the store if another process committed since it was read; True if it did.
+        A store that reads its backend live (a database) has nothing to do."""
+        return False
+
 
 @dataclass
 class BaseKVStorage(StorageNameSpace, Generic[T]):
+    @abstractmethod
     async def all_keys(self) -> list[str]:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     async def get_by_id(self, id: str) -> Optional[T]:
-        raise NotImplementedError
+        ...
+
+    @abstractmethod
+    async def upsert(self, data: dict[str, T]) -> None:
+        """Insert or replace whole records."""
 
     async def get_by_ids(self, ids: list[str], fields: Optional[set[str]] = None) -> list[Optional[T]]:
-        raise NotImplementedError
+        """Records in the order of ``ids`` (None where absent), cut to ``fields`` if given."""
+        records = [await self.get_by_id(i) for i in ids]
+        if fields is None:
+            return records
+        return [{k: v for k, v in r.items() if k in fields} if r is not None else None  # type: ignore[union-attr,misc]
+                for r in records]
 
     async def filter_keys(self, keys: list[str]) -> set[str]:
         """The keys not stored yet."""
-        raise NotImplementedError
+        return {k for k, r in zip(keys, await self.get_by_ids(keys)) if r is None}
 
-    async def upsert(self, data: dict[str, T]) -> None:
-        raise NotImplementedError
+    async def count(self) -> int:
+        return len(await self.all_keys())
 
     async def delete(self, ids: list[str]) -> None:
-        raise NotImplementedError
+        """Remove these records; unknown ids are ignored."""
+        raise NotImplementedError(f"{type(self).__name__} cannot delete records")
 
     async def drop(self) -> None:
-        raise NotImplementedError
+        """Remove every record."""
+        await self.delete(await self.all_keys())
 
 
 @dataclass
@@ -68,39 +126,82 @@ class BaseVectorStorage(StorageNameSpace):
     embedding_func: Any = None
     meta_fields: set[str] = field(default_factory=set)
 
+    @abstractmethod
     async def query(self, query: str, top_k: int) -> list[dict[str, Any]]:
-        raise NotImplementedError
+        """The ``top_k`` records nearest ``query``, nearest first: each its ``meta_fields``,
+        ``id`` and ``distance`` (a similarity: larger is nearer)."""
 
+    @abstractmethod
     async def upsert(self, data: dict[str, dict[str, Any]]) -> None:
         """Embed each record's ``content`` and store it with its ``meta_fields``."""
-        raise NotImplementedError
 
     async def delete(self, ids: list[str]) -> None:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} cannot delete vectors")
+
+    async def get_ids(self) -> set[str]:
+        """Every stored id (the integrity checks compare them with the graph and KV stores)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list its ids")
+
+    async def count(self) -> int:
+        return len(await self.get_ids())
+
+    async def drop(self) -> None:
+        await self.delete(list(await self.get_ids()))
+
+    @classmethod
+    def check_compatible(cls, global_config: GraphRAGConfig, namespace: str, embedding_dim: int) -> None:
+        """Refuse, before the store is opened, one built with another embedding model."""
+
+    @classmethod
+    def describe_stored(cls, global_config: GraphRAGConfig, namespace: str) -> Optional[dict[str, int]]:
+        """``{"vectors": count, "dim": dimension}`` of what is stored, read without an embedding
+        function or loading the vectors (``graphrag stats``); None if nothing was ever stored
+        or the class cannot tell."""
+        return None
 
 
 @dataclass
 class BaseGraphStorage(StorageNameSpace):
+    """An undirected graph of named nodes and edges, each with a dict of scalar attributes.
+
+    ``upsert_*`` merge: the given attributes replace those of the same name, the others
+    stay (community memberships survive a node's update). An edge is found from either end.
+    """
+
+    @abstractmethod
     async def has_node(self, node_id: str) -> bool:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     async def has_edge(self, source_node_id: str, target_node_id: str) -> bool:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     async def node_degree(self, node_id: str) -> int:
-        raise NotImplementedError
+        """Edges at the node (0 for an unknown node)."""
+
+    @abstractmethod
+    async def get_node(self, node_id: str) -> Union[dict, None]:
+        ...
+
+    @abstractmethod
+    async def get_edge(self, source_node_id: str, target_node_id: str) -> Union[dict, None]:
+        ...
+
+    @abstractmethod
+    async def get_node_edges(self, source_node_id: str) -> Union[list[tuple[str, str]], None]:
+        """``(node, neighbour)`` per edge at the node; None for an unknown node."""
+
+    @abstractmethod
+    async def upsert_node(self, node_id: str, node_data: dict[str, Any]) -> None:
+        ...
+
+    @abstractmethod
+    async def upsert_edge(self, source_node_id: str, target_node_id: str, edge_data: dict[str, Any]) -> None:
+        ...
 
     async def edge_degree(self, src_id: str, tgt_id: str) -> int:
-        raise NotImplementedError
-
-    async def get_node(self, node_id: str) -> Union[dict, None]:
-        raise NotImplementedError
-
-    async def get_edge(self, source_node_id: str, target_node_id: str) -> Union[dict, None]:
-        raise NotImplementedError
-
-    async def get_node_edges(self, source_node_id: str) -> Union[list[tuple[str, str]], None]:
-        raise NotImplementedError
+        return await self.node_degree(src_id) + await self.node_degree(tgt_id)
 
     async def get_nodes_batch(self, node_ids: list[str]) -> list[Union[dict, None]]:
         return [await self.get_node(n) for n in node_ids]
@@ -117,20 +218,61 @@ class BaseGraphStorage(StorageNameSpace):
     async def get_nodes_edges_batch(self, node_ids: list[str]) -> list[list[tuple[str, str]]]:
         return [await self.get_node_edges(n) or [] for n in node_ids]
 
-    async def upsert_node(self, node_id: str, node_data: dict[str, Any]) -> None:
-        raise NotImplementedError
-
-    async def upsert_edge(self, source_node_id: str, target_node_id: str, edge_data: dict[str, Any]) -> None:
-        raise NotImplementedError
-
     async def delete_node(self, node_id: str) -> None:
-        raise NotImplementedError
+        """Remove the node and its edges; an unknown node is ignored."""
+        raise NotImplementedError(f"{type(self).__name__} cannot delete nodes")
 
     async def delete_edge(self, source_node_id: str, target_node_id: str) -> None:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} cannot delete edges")
 
-    async def clustering(self, algorithm: str, full: bool = False) -> None:
-        raise NotImplementedError
+    # Whole-graph reads: what clustering, the community schema and ``graphrag stats`` need.
+    # Callers only read what these return.
+
+    async def get_all_nodes(self) -> list[tuple[str, dict]]:
+        raise NotImplementedError(f"{type(self).__name__} cannot list its nodes")
+
+    async def get_all_edges(self) -> list[tuple[str, str, dict]]:
+        """Each edge once, as ``(one end, other end, attributes)``."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list its edges")
+
+    async def get_adjacency(self) -> Mapping[str, Mapping[str, dict]]:
+        """Every node -> {neighbour: edge attributes}, each edge seen from both ends."""
+        adjacency: dict[str, dict[str, dict]] = {node: {} for node, _ in await self.get_all_nodes()}
+        for a, b, data in await self.get_all_edges():
+            adjacency[a][b] = adjacency[b][a] = data
+        return adjacency
+
+    async def count_nodes(self) -> int:
+        return len(await self.get_all_nodes())
+
+    async def count_edges(self) -> int:
+        return len(await self.get_all_edges())
+
+    # Community memberships, written by the clustering operator (operators/clustering.py).
+
+    async def set_node_clusters(self, clusters: dict[str, str]) -> None:
+        """Set the ``clusters`` attribute of each node in ``clusters``; every other node loses its own."""
+        for node, data in await self.get_all_nodes():
+            if node in clusters:
+                await self.upsert_node(node, {"clusters": clusters[node]})
+            elif data.get("clusters"):
+                await self.upsert_node(node, {"clusters": ""})  # upserts merge: "" means none
+
+    async def get_graph_attribute(self, name: str) -> Optional[str]:
+        """An attribute of the graph itself (clustering keeps its split communities there)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no graph attributes")
+
+    async def set_graph_attribute(self, name: str, value: str) -> None:
+        raise NotImplementedError(f"{type(self).__name__} keeps no graph attributes")
+
+    async def clustering(self, algorithm: str = "leiden", full: bool = False) -> None:
+        """Assign communities (see ``graphrag.operators.clustering``). A backend with its own
+        clustering (as nano-graphrag storage classes have) overrides this and ``community_schema``."""
+        from graphrag.operators.clustering import cluster_graph
+
+        await cluster_graph(self, algorithm, full=full)
 
     async def community_schema(self) -> dict[str, CommunitySchema]:
-        raise NotImplementedError
+        from graphrag.operators.clustering import community_schema
+
+        return await community_schema(self)

@@ -178,11 +178,19 @@ def recover_pending_commit(directory: str) -> bool:
     return rolled
 
 
+def commit_pending(directory: str) -> bool:
+    return os.path.exists(os.path.join(directory, MANIFEST_NAME))
+
+
+def needs_recovery(directory: str) -> bool:
+    """A commit or temporary files left by a writer (killed, or still at work)."""
+    return commit_pending(directory) or any(TMP_MARKER in name for name in os.listdir(directory))
+
+
 def wait_for_commit(directory: str, timeout: float = 10.0) -> None:
     """Readers take no lock; they wait for a commit in flight so they see one state."""
-    manifest = os.path.join(directory, MANIFEST_NAME)
     deadline = time.monotonic() + timeout
-    while os.path.exists(manifest) and time.monotonic() < deadline:
+    while commit_pending(directory) and time.monotonic() < deadline:
         time.sleep(0.02)
 
 

@@ -1,18 +1,13 @@
-"""Entity graph kept in ``graph_{namespace}.graphml``, clustered with hierarchical Leiden."""
+"""Entity graph kept in ``graph_{namespace}.graphml``."""
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import os
-from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Iterable, Iterator, Optional, Union
+from typing import Any, BinaryIO, Mapping, Optional, Union
 from xml.etree.ElementTree import ParseError
 
 import networkx as nx
-
-from graphrag.schema import GRAPH_FIELD_SEP, CommunitySchema
 
 from .base import BaseGraphStorage
 from .files import SingleFileStore, StorageFileError, atomic_write_bytes, atomic_write_via
@@ -21,183 +16,6 @@ from .graphml import GraphMLLayout, read_graphml, safe_attrs, write_graphml, xml
 from .lookup_index import ParsedOnDemand
 
 logger = logging.getLogger(__name__)
-
-def leiden_partitions(graph: nx.Graph, max_cluster_size: int, seed: int,
-                      nodes: Optional[Iterable[str]] = None) -> list[dict[str, list[int]]]:
-    """Hierarchical Leiden run on each connected component (of the subgraph ``nodes``
-    induces; default the whole graph) on its own.
-
-    Each component's result depends only on that component, so a change in one part
-    of the graph leaves the communities of the others exactly as they were, and every
-    component (not only the largest) gets communities. Returns, per component, a map
-    node -> [local cluster at level 0, level 1, ...].
-    """
-    from graspologic_native import hierarchical_leiden
-
-    adjacency = graph.adj  # read directly: networkx subgraph views filter every step
-    keep = set(graph) if nodes is None else set(nodes)
-    results = []
-    for component in sorted((sorted(c) for c in _components(adjacency, keep)), key=lambda c: c[0]):
-        if len(component) < 2:
-            continue  # an isolated node has no relation to summarise
-        if len(component) == 2:
-            results.append({n: [0] for n in component})
-            continue
-        edges = sorted((a, b, float(d.get("weight", 1.0) or 1.0))
-                       for a in component for b, d in adjacency[a].items() if a <= b and b in keep)
-        membership: dict[str, list[int]] = defaultdict(list)
-        for entry in sorted(hierarchical_leiden(edges, max_cluster_size=max_cluster_size, seed=seed),
-                            key=lambda e: (e.node, e.level)):
-            membership[entry.node].append(entry.cluster)
-        results.append(dict(membership))
-    return results
-
-
-def _components(adjacency: Any, keep: set[str]) -> Iterator[list[str]]:
-    """Connected components of the subgraph ``keep`` induces."""
-    seen: set[str] = set()
-    for start in keep:
-        if start in seen:
-            continue
-        seen.add(start)
-        group, frontier = [start], [start]
-        while frontier:
-            for neighbour in adjacency[frontier.pop()]:
-                if neighbour in keep and neighbour not in seen:
-                    seen.add(neighbour)
-                    group.append(neighbour)
-                    frontier.append(neighbour)
-        yield group
-
-
-class _CommunityIds:
-    """Hands out community ids: old ones where a community is recognisably the same, else fresh."""
-
-    def __init__(self, old_paths: dict[str, list[int]]) -> None:
-        self.next_id = max((c for p in old_paths.values() for c in p), default=-1) + 1
-        self.taken: set[int] = set()
-
-    def fresh(self) -> int:
-        self.next_id += 1
-        return self.next_id - 1
-
-    def number(self, membership: dict[str, list[int]]) -> dict[str, list[int]]:
-        """Global fresh ids for the local clusters of one ``leiden_partitions`` entry."""
-        ids: dict[tuple[int, int], int] = {}
-        for node in sorted(membership):
-            for level, local in enumerate(membership[node]):
-                if (level, local) not in ids:
-                    ids[(level, local)] = self.fresh()
-        return {n: [ids[(level, local)] for level, local in enumerate(p)] for n, p in membership.items()}
-
-    def match(self, membership: dict[str, list[int]], old_paths: dict[str, list[int]]) -> dict[str, list[int]]:
-        """Give each new community the free old id at its level it overlaps most (Jaccard >= 0.5)."""
-        new_groups: dict[tuple[int, int], set[str]] = defaultdict(set)
-        for node, path in membership.items():
-            for level, local in enumerate(path):
-                new_groups[(level, local)].add(node)
-        old_groups: dict[tuple[int, int], set[str]] = defaultdict(set)
-        for node, path in old_paths.items():
-            for level, cluster in enumerate(path):
-                old_groups[(level, cluster)].add(node)
-        candidates = []
-        for (level, local), members in new_groups.items():
-            for cid in {old_paths[n][level] for n in members if len(old_paths.get(n, ())) > level}:
-                old = old_groups[(level, cid)]
-                jaccard = len(members & old) / len(members | old)
-                if jaccard >= 0.5:
-                    candidates.append((-jaccard, cid, level, local))
-        ids: dict[tuple[int, int], int] = {}
-        for _, cid, level, local in sorted(candidates):
-            if (level, local) not in ids and cid not in self.taken:
-                ids[(level, local)] = cid
-                self.taken.add(cid)
-        for key in sorted(new_groups, key=lambda k: (k[0], min(new_groups[k]))):
-            if key not in ids:
-                ids[key] = self.fresh()
-        return {n: [ids[(level, local)] for level, local in enumerate(p)] for n, p in membership.items()}
-
-
-def _place_incrementally(component: nx.Graph, old_paths: dict[str, list[int]], ids: _CommunityIds,
-                         max_cluster_size: int, seed: int, split_parents: dict[int, int]) -> dict[str, list[int]]:
-    """Keep old paths; give new nodes communities without disturbing the old ones.
-
-    ``split_parents`` maps each community this function split (because it outgrew
-    ``max_cluster_size``) to its size before it grew; it is updated in place so the
-    split is undone once the community is back to that size.
-    """
-    paths = {n: list(p) for n, p in old_paths.items()}
-    unplaced = sorted(n for n in component if n not in paths)
-    for membership in leiden_partitions(component, max_cluster_size, seed, nodes=unplaced):
-        paths.update(ids.number(membership))
-    for node in unplaced:
-        if node in paths:
-            continue
-        weights: dict[tuple[int, ...], float] = defaultdict(float)
-        for neighbour, data in component[node].items():
-            if neighbour in paths:
-                weights[tuple(paths[neighbour])] += float(data.get("weight", 1.0) or 1.0)
-        paths[node] = list(min(weights.items(), key=lambda kv: (-kv[1], kv[0]))[0])
-
-    def groups(source: dict[str, list[int]]) -> dict[tuple[int, ...], set[str]]:
-        out: dict[tuple[int, ...], set[str]] = defaultdict(set)
-        for node, path in source.items():
-            for depth in range(1, len(path) + 1):
-                out[tuple(path[:depth])].add(node)
-        return out
-
-    before = groups(old_paths)
-    members = groups(paths)
-    for prefix in sorted(members, key=lambda p: (len(p), p)):
-        group = members[prefix]
-        has_children = any(len(paths[n]) > len(prefix) for n in group)
-        if has_children and len(group) <= split_parents.get(prefix[-1], -1):
-            for node in group:
-                del paths[node][len(prefix):]
-            del split_parents[prefix[-1]]
-        elif not has_children and len(group) > max_cluster_size and group != before.get(prefix):
-            for membership in leiden_partitions(component, max_cluster_size, seed, nodes=group):
-                if len({p[0] for p in membership.values()}) > 1:
-                    for node, tail in ids.number(membership).items():
-                        paths[node].extend(tail)
-                    split_parents[prefix[-1]] = max(len(before.get(prefix, ())), max_cluster_size)
-    return paths
-
-
-def community_paths(graph: nx.Graph, old_paths: dict[str, list[int]], max_cluster_size: int, seed: int,
-                    exact_below: Optional[int], split_parents: dict[int, int]) -> dict[str, list[int]]:
-    """Community id per level for every node that has an edge.
-
-    Leiden is global: after two nodes join a 5,000-node component, a fresh run
-    reshuffles about 40% of that component's communities, each needing a new report.
-    So components of at least ``exact_below`` nodes that already had communities are
-    updated in place: their nodes keep their communities, new nodes that form groups
-    among themselves get communities of their own (Leiden on those nodes), a lone new
-    node joins the community it is most strongly linked to, and a community that
-    outgrows ``max_cluster_size`` is split, and merged back once it fits again (the ids
-    of such splits are kept in ``split_parents``). Removing what an insert added
-    therefore gives back the communities from before it. Smaller components, and all of
-    them when ``exact_below`` is None, are clustered from scratch, so their communities
-    depend only on the graph; ids are kept where membership overlaps.
-    """
-    ids = _CommunityIds(old_paths)
-    components = sorted((sorted(c) for c in nx.connected_components(graph) if len(c) > 1), key=lambda c: c[0])
-    in_place, from_scratch = [], []
-    for component in components:
-        old = {n: old_paths[n] for n in component if old_paths.get(n)}
-        if exact_below is not None and len(component) >= exact_below and old:
-            in_place.append((component, old))
-            ids.taken.update(c for p in old.values() for c in p)
-        else:
-            from_scratch.append((component, old))
-    paths: dict[str, list[int]] = {}
-    for component, old in in_place:
-        paths.update(_place_incrementally(graph.subgraph(component), old, ids, max_cluster_size, seed,
-                                          split_parents))
-    for component, old in from_scratch:
-        for membership in leiden_partitions(graph, max_cluster_size, seed, nodes=component):
-            paths.update(ids.match(membership, old))
-    return paths
 
 
 @dataclass
@@ -321,92 +139,42 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage):
             self._graph.remove_edge(a, b)
             self._dirty = True
 
-    def _memberships(self) -> dict[str, list[dict[str, int]]]:
-        out = {}
-        for node, data in self._graph.nodes(data=True):
-            raw = data.get("clusters")
-            if raw:
-                try:
-                    out[node] = json.loads(raw)
-                except ValueError:
-                    logger.warning("Ignoring unreadable cluster membership of node %r", node)
-        return out
+    # Read from networkx's backing dicts (``_node``, ``_adj``): its views cost a call per item,
+    # which is most of a whole-graph pass such as clustering.
 
-    async def clustering(self, algorithm: str = "leiden", full: bool = False) -> None:
-        """Assign every node that has an edge to a community at each level.
+    async def get_all_nodes(self) -> list[tuple[str, dict]]:
+        return list(self._graph._node.items())
 
-        Large components are updated in place (see :func:`community_paths`), so one
-        document changes only the communities it touches; ``full=True`` re-runs Leiden
-        over every component from scratch, keeping ids where membership overlaps.
-        """
-        if algorithm != "leiden":
-            raise ValueError(f"unknown graph clustering algorithm {algorithm!r}; only 'leiden' is available")
-        config = self.global_config
-        old_paths = {
-            node: [c["cluster"] for c in sorted(clusters, key=lambda c: c["level"])]
-            for node, clusters in self._memberships().items()
-        }
-        split_parents = {int(k): v for k, v in json.loads(self._graph.graph.get("split_communities", "{}")).items()}
-        # In a worker thread, so that LLM calls in flight (description summaries) are served
-        # meanwhile. They only replace attribute values of existing nodes and edges, which
-        # neither resizes what Leiden iterates over nor changes what it reads.
-        paths = await asyncio.to_thread(
-            community_paths, self._graph, old_paths, config.max_graph_cluster_size, config.graph_cluster_seed,
-            exact_below=None if full else config.exact_clustering_below, split_parents=split_parents)
-        present = {c for p in paths.values() for c in p}
-        self._graph.graph["split_communities"] = json.dumps(
-            {str(k): v for k, v in sorted(split_parents.items()) if k in present})
+    async def get_all_edges(self) -> list[tuple[str, str, dict]]:
+        """In ``graph.edges`` order."""
+        edges, seen = [], set()
+        for a, neighbours in self._graph._adj.items():
+            edges.extend((a, b, data) for b, data in neighbours.items() if b not in seen)
+            seen.add(a)
+        return edges
+
+    async def get_adjacency(self) -> Mapping[str, Mapping[str, dict]]:
+        return self._graph._adj
+
+    async def count_nodes(self) -> int:
+        return self._graph.number_of_nodes()
+
+    async def count_edges(self) -> int:
+        return self._graph.number_of_edges()
+
+    async def set_node_clusters(self, clusters: dict[str, str]) -> None:
         for node in self._graph.nodes:
             self._graph.nodes[node].pop("clusters", None)
-        for node, path in paths.items():
-            self._graph.nodes[node]["clusters"] = json.dumps(
-                [{"level": level, "cluster": cluster} for level, cluster in enumerate(path)]
-            )
+        for node, value in clusters.items():
+            self._graph.nodes[node]["clusters"] = value
         self._dirty = True
-        logger.info("Clustered %d nodes into %d communities (%s)", len(paths),
-                    len({c for p in paths.values() for c in p}), "full" if full else "incremental")
 
-    async def community_schema(self) -> dict[str, CommunitySchema]:
-        results: dict[str, dict[str, Any]] = {}
-        memberships = self._memberships()
-        for node, clusters in memberships.items():
-            data = self._graph.nodes[node]
-            chunk_ids = [c for c in str(data.get("source_id", "")).split(GRAPH_FIELD_SEP) if c]
-            ordered = sorted(clusters, key=lambda c: c["level"])
-            for depth, c in enumerate(ordered):
-                key = str(c["cluster"])
-                entry = results.setdefault(
-                    key,
-                    {"level": c["level"], "title": f"Cluster {key}", "nodes": set(), "edges": set(),
-                     "chunk_ids": set(), "sub_communities": set()},
-                )
-                entry["nodes"].add(node)
-                entry["chunk_ids"].update(chunk_ids)
-                if depth + 1 < len(ordered):
-                    entry["sub_communities"].add(str(ordered[depth + 1]["cluster"]))
-        # One pass over the edges: an edge is internal to each community both ends share.
-        paths = {node: [str(c["cluster"]) for c in sorted(clusters, key=lambda c: c["level"])]
-                 for node, clusters in memberships.items()}
-        for a, b in self._graph.edges():
-            path_a, path_b = paths.get(a), paths.get(b)
-            if path_a and path_b:
-                pair = (a, b) if a <= b else (b, a)
-                for community_a, community_b in zip(path_a, path_b):
-                    if community_a == community_b:
-                        results[community_a]["edges"].add(pair)
-        max_chunks = max((len(e["chunk_ids"]) for e in results.values()), default=1) or 1
-        return {
-            key: CommunitySchema(
-                level=e["level"],
-                title=e["title"],
-                nodes=sorted(e["nodes"]),
-                edges=[list(edge) for edge in sorted(e["edges"])],
-                chunk_ids=sorted(e["chunk_ids"]),
-                occurrence=len(e["chunk_ids"]) / max_chunks,
-                sub_communities=sorted(e["sub_communities"], key=int),
-            )
-            for key, e in results.items()
-        }
+    async def get_graph_attribute(self, name: str) -> Optional[str]:
+        return self._graph.graph.get(name)
+
+    async def set_graph_attribute(self, name: str, value: str) -> None:
+        self._graph.graph[name] = value
+        self._dirty = True
 
     async def drop(self) -> None:
         self._parsed, self._lookup = nx.Graph(), None

@@ -91,6 +91,9 @@ class RecordLookup:
         opened = open_index(index_path, _MAGIC, json_file, _ARRAYS, describes)
         return None if opened is None else cls(opened[2], opened[1])
 
+    def __len__(self) -> int:
+        return len(self._keys)
+
     def get(self, key: str) -> Optional[Any]:
         slot = self._keys.find(key)
         return None if slot is None else self._value(slot)
@@ -131,6 +134,10 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
         self._journal_name = self.path_for(f"kv_store_{self.namespace}.journal.jsonl")
         self._index_name = self._file_name + ".index"
         self._load()
+
+    @classmethod
+    def options_for(cls, *, read_by_record: bool = False, durable_upserts: bool = False) -> dict[str, Any]:
+        return {"journal": durable_upserts, "lookup": read_by_record and not durable_upserts}
 
     def _load(self) -> None:
         self._lookup, self._parsed = None, {}
@@ -245,6 +252,10 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
     async def drop(self) -> None:
         self._parsed, self._lookup = {}, None
         self._dirty = True
+
+    async def count(self) -> int:
+        lookup = self._points()
+        return len(lookup) if lookup is not None else len(self._data)
 
     def __len__(self) -> int:
         return len(self._data)

@@ -10,8 +10,10 @@ from typing import Any, Optional
 
 import numpy as np
 
+from graphrag.config import GraphRAGConfig
+
 from .base import BaseVectorStorage
-from .files import SingleFileStore, StorageFileError, atomic_write_via, file_signature
+from .files import SingleFileStore, StorageFileError, atomic_write_via, file_signature, parse_json_file
 
 logger = logging.getLogger(__name__)
 
@@ -99,12 +101,26 @@ class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
             ) from exc
         self._dirty = False
 
-    @staticmethod
-    def check_file(working_dir: str, namespace: str, embedding_dim: int) -> None:
+    @classmethod
+    def check_compatible(cls, global_config: GraphRAGConfig, namespace: str, embedding_dim: int) -> None:
         """Refuse a file built with another embedding model without loading it (reads its head)."""
-        file_name = os.path.join(working_dir, _file_for(namespace))
+        file_name = os.path.join(global_config.working_dir, _file_for(namespace))
         if file_signature(file_name) is not None:
             _check_dimension(file_name, embedding_dim)
+
+    @classmethod
+    def describe_stored(cls, global_config: GraphRAGConfig, namespace: str) -> Optional[dict[str, int]]:
+        """Parses the file but leaves the vectors encoded (no decoding, no normalising)."""
+        file_name = os.path.join(global_config.working_dir, _file_for(namespace))
+        try:
+            with open(file_name, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return None
+        data = parse_json_file(raw, file_name, f"vector store '{namespace}'")
+        if not isinstance(data, dict):
+            return None
+        return {"vectors": len(data.get("data", [])), "dim": int(data.get("embedding_dim", 0) or 0)}
 
     async def _embed(self, contents: list[str]) -> np.ndarray:
         batches = [contents[i : i + self._max_batch_size] for i in range(0, len(contents), self._max_batch_size)]
@@ -141,12 +157,24 @@ class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
             self._dirty = True
 
     async def get_ids(self) -> set[str]:
-        """Every stored id; the integrity check compares these with the graph and KV stores."""
         return {d["__id__"] for d in self._all_records()}
 
+    async def count(self) -> int:
+        return len(self._client)
+
     def _all_records(self) -> list[dict]:
-        # nano-vectordb has no public "list everything"; its storage dict is the only way.
-        return self._client._NanoVectorDB__storage["data"]
+        """Every stored record (callers only read them). nano-vectordb has no "list all"; its
+        query's ``filter_lambda`` is shown each record, and accepting one keeps the search cheap."""
+        records: list[dict] = []
+
+        def collect(record: dict) -> bool:
+            records.append(record)
+            return len(records) == 1
+
+        if len(self._client):
+            probe = np.ones(self.embedding_func.embedding_dim, dtype=np.float32)
+            self._client.query(query=probe, top_k=1, filter_lambda=collect)
+        return records
 
     def __len__(self) -> int:
         return len(self._client)
