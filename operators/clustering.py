@@ -13,7 +13,7 @@ import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional
 
-from graphrag.schema import GRAPH_FIELD_SEP, CommunitySchema
+from graphrag.schema import GRAPH_FIELD_SEP, CommunitySchema, edge_key
 
 if TYPE_CHECKING:
     from graphrag.storage.base import BaseGraphStorage
@@ -284,7 +284,7 @@ async def community_schema(graph: BaseGraphStorage) -> dict[str, CommunitySchema
     for a, b, _ in await graph.get_all_edges():
         path_a, path_b = paths.get(a), paths.get(b)
         if path_a and path_b:
-            pair = (a, b) if a <= b else (b, a)
+            pair = edge_key(a, b)
             for community_a, community_b in zip(path_a, path_b):
                 if community_a == community_b:
                     results[community_a]["edges"].add(pair)

@@ -29,6 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Optional
 
 from graphrag import prompts
+from graphrag.schema import edge_key
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +158,7 @@ def _extract_records(text: str, types: list[str]) -> tuple[list[str], list[str]]
         present = [n for n in names if n in entities][:5]
         for i, a in enumerate(present):
             for b in present[i + 1:]:
-                pair = (a, b) if a < b else (b, a)
+                pair = edge_key(a, b)
                 relations.setdefault(pair, sent)
     ent_rows = [
         f'("entity"{TUPLE}{n}{TUPLE}{types[_h(n) % len(types)]}{TUPLE}'
