@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import re
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -23,7 +22,7 @@ from graphrag.llm import LLMError
 from graphrag.operators.chunking import doc_id_for
 from graphrag.schema import GRAPH_FIELD_SEP
 from graphrag.storage.files import StorageFileError
-from mock_llm_server import Fault, MockLLMServer, detect_kind, realistic_responder
+from mock_llm_server import Fault, MockLLMServer, detect_kind, realistic_responder, recognise
 
 DATA = Path(__file__).parent / "data" / "pipeline"
 HARBOUR = (DATA / "harbour.txt").read_text(encoding="utf-8")
@@ -143,8 +142,8 @@ def scripted_extraction(doc: str) -> str:
 
 
 def _summary_name(last: str) -> str:
-    m = re.search(r"Entities:\s*(.+)", last)
-    return m.group(1).strip() if m else "?"
+    recognised = recognise(last)
+    return recognised[1]["entity_name"].strip() if recognised else "?"
 
 
 def make_responder(check_answer: str = "NO", extraction: Optional[Callable[[str], str]] = None
@@ -582,8 +581,14 @@ def test_report_failure_rolls_back_and_rerun_reuses_paid_answers(tmp_path: Path)
 
 
 def stored_vectors(store: Any) -> dict[str, list[float]]:
-    matrix = store._client._NanoVectorDB__storage["matrix"]
-    return {d["__id__"]: np.round(matrix[i], 5).tolist() for i, d in enumerate(store._all_records())}
+    """A committed vector file's vectors by id, read as nano-vectordb writes it."""
+    import base64
+    import json
+
+    with open(store.path_for(f"vdb_{store.namespace}.json"), encoding="utf-8") as f:
+        stored = json.load(f)
+    matrix = np.frombuffer(base64.b64decode(stored["matrix"]), dtype=np.float32).reshape(-1, stored["embedding_dim"])
+    return {d["__id__"]: np.round(matrix[i], 5).tolist() for i, d in enumerate(stored["data"])}
 
 
 def test_merging_ahead_of_the_last_extractions_changes_nothing(tmp_path: Path, monkeypatch: Any) -> None:

@@ -38,7 +38,7 @@ from graphrag.operators.tokenizer import get_tokenizer
 from graphrag.query_param import QueryParam
 from graphrag.schema import GRAPH_FIELD_SEP
 from graphrag.stores import Stores, open_stores
-from mock_llm_server import MockLLMServer
+from mock_llm_server import MockLLMServer, prompt_of
 
 SEP = GRAPH_FIELD_SEP
 TOKENIZER = get_tokenizer("gpt-4o")
@@ -477,12 +477,14 @@ def test_global_groups_fit_budget_and_map_once_per_group(big: Stores, llm_server
     assert answer and answer != fail_response()
     assert llm_server.calls_by_kind["global_map"] == len(groups)
     assert llm_server.calls_by_kind["answer"] == 1
-    maps = [r for r in llm_server.chat_requests if "---Data tables---" in r["messages"][0]["content"]]
+    prompts_sent = [(r, prompt_of(r)) for r in llm_server.chat_requests]
+    maps = [r for r, (name, _) in prompts_sent if name == "global_map_rag_points"]
+    assert len(maps) == len(groups)
     assert all(r.get("response_format") == {"type": "json_object"} for r in maps)
     assert all(r["messages"][-1]["content"] == "What are the main themes?" for r in maps)
-    reduce = [r for r in llm_server.chat_requests if "---Analyst Reports---" in r["messages"][0]["content"]]
+    reduce = [data for _, (name, data) in prompts_sent if name == "global_reduce_rag_response"]
     assert len(reduce) == 1
-    report_data = reduce[0]["messages"][0]["content"].split("---Analyst Reports---", 1)[1]
+    report_data = reduce[0]["report_data"]
     assert "----Analyst 0----" in report_data or "----Analyst 1----" in report_data
     assert "Importance Score:" in report_data
 
