@@ -9,8 +9,7 @@ Names are imported on first use, so ``import graphrag`` (and the CLI's start-up)
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from graphrag.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -29,19 +28,12 @@ _EXPORTS = {
     "NanoVectorDBStorage": "graphrag.storage",
     "NetworkXStorage": "graphrag.storage",
     "StorageNameSpace": "graphrag.storage",
+    **{name: "graphrag.errors" for name in (
+        "GraphRAGError", "ConfigurationError", "InvalidInputError", "ContextWindowError", "LLMError",
+        "ContextOverflowError", "NoLLMConfiguredError", "StorageError", "WorkingDirLockedError",
+        "DocumentNotFound", "EntityNotFound")},
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'graphrag' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

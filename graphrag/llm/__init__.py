@@ -11,8 +11,7 @@ Names are imported on first use, like ``graphrag``'s own, so importing this pack
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from graphrag.lazy import lazy_exports
 
 _EXPORTS = {
     "LLMClient": "graphrag.llm.client",
@@ -31,15 +30,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'graphrag.llm' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
