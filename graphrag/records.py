@@ -106,7 +106,7 @@ class CommunityReport:
 
     @classmethod
     def from_stored(cls, community_id: str, record: Mapping[str, Any]) -> "CommunityReport":
-        from graphrag.operators.community_reports import stored_rating
+        from graphrag.operators.report_parsing import stored_rating
 
         report = record.get("report_json") if isinstance(record.get("report_json"), dict) else {}
         return cls(community=Community.from_stored(community_id, record),

@@ -20,7 +20,7 @@ from typing import Any, Optional
 from graphrag.prompts import render as render_prompt
 from graphrag.query_param import QueryParam
 
-from .community_reports import stored_rating
+from .report_parsing import stored_rating
 from .query_context import csv_section, fail_response, pack_csv_section, pack_texts
 from .tokenizer import Tokenizer
 

@@ -22,7 +22,7 @@ from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional
 from graphrag.query_param import QueryParam
 from graphrag.schema import GRAPH_FIELD_SEP, edge_key
 
-from .community_reports import stored_rating
+from .report_parsing import stored_rating
 from .query_context import answer_from_context, pack_csv_section
 from .tokenizer import Tokenizer
 

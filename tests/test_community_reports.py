@@ -17,10 +17,9 @@ from graphrag.operators.community_reports import (
     community_fingerprint,
     community_tables,
     generate_community_reports,
-    parse_report_json,
-    stored_rating,
 )
 from graphrag.operators.extractive_report import build_extractive_report
+from graphrag.operators.report_parsing import parse_report_json, stored_rating
 from graphrag.operators.tokenizer import get_tokenizer
 from graphrag.storage import NetworkXStorage
 

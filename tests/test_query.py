@@ -13,7 +13,7 @@ import pytest
 from graphrag.config import GraphRAGConfig
 from graphrag.embedding import hash_embedding
 from graphrag.llm import LLMClient, UsageCounter, openai_model_func
-from graphrag.operators.community_reports import stored_rating
+from graphrag.operators.report_parsing import stored_rating
 from graphrag.operators.extractive_report import render_report_markdown
 from graphrag.operators.query_context import (
     csv_section,
