@@ -302,3 +302,21 @@ def test_llm_flags_name_the_model_and_fit_its_window(tmp_path: Path) -> None:
         assert answer.stdout.strip()
 
     assert_clean_error(run("query", "x?", "-w", wd, "--context-window", "0"), 2)
+
+
+def test_a_window_too_small_for_the_question_exits_2_with_one_line(
+        indexed: tuple[Path, subprocess.CompletedProcess]) -> None:
+    """The engine's ContextWindowError, raised before any call, is a usage error, not a crash."""
+    wd, _ = indexed
+    proc = run("query", "What did Ada Pennick make?", "--working-dir", str(wd), "--context-only",
+               "--context-window", "300")
+    assert_clean_error(proc, 2)
+    assert "best_model_max_token_size=300" in proc.stderr
+
+
+def test_deleting_an_unknown_document_exits_1_with_one_line(
+        indexed: tuple[Path, subprocess.CompletedProcess]) -> None:
+    wd, _ = indexed
+    proc = run("delete", "doc-not-there", "--working-dir", str(wd))
+    assert_clean_error(proc, 1)
+    assert "doc-not-there" in proc.stderr
