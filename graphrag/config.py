@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Callable, Literal, Optional
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional
 
 from graphrag.errors import ConfigurationError
-from graphrag.llm.model_func import ModelFunc
+
+if TYPE_CHECKING:
+    from graphrag.llm.model_func import ModelFunc
 
 
 def _default_working_dir() -> str:

@@ -16,19 +16,21 @@ import os
 import time
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any, AsyncIterator, Callable, Coroutine, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Optional, TypeVar, Union
 
 from graphrag.config import GraphRAGConfig, check_no_nano_graphrag_only_options
 from graphrag.embedding import EmbeddingFunc, limited, local_embedding
 from graphrag.errors import DocumentNotFound, InvalidInputError
 from graphrag.locking import try_lock, writer_lock
-from graphrag.operators.documents import ChunkPlan, chunk_documents, plan_chunks, prepare_documents, superseded_documents
 from graphrag.progress import Progress
 from graphrag.query_param import QueryParam
 from graphrag.scheduling import BackgroundWork, StageTimer
 from graphrag.schema import ChunkExtraction, ChunkRecord
 from graphrag.stores import Stores, open_stores
 from graphrag.windows import ANSWER_TOKENS, ModelWindows
+
+if TYPE_CHECKING:
+    from graphrag.operators.documents import ChunkPlan
 
 logger = logging.getLogger(__name__)
 
@@ -227,6 +229,8 @@ class GraphRAG:
                       ) -> dict[str, Any]:
         """Index documents; already indexed ones cost nothing. A document whose ``source``
         matches an indexed one with other content replaces it (an update)."""
+        from graphrag.operators.documents import prepare_documents
+
         documents, skipped = prepare_documents(docs, sources)
         self.usage.reset()
         started = time.perf_counter()
@@ -254,6 +258,8 @@ class GraphRAG:
         return stats
 
     async def _superseded_by(self, new_docs: dict[str, dict[str, Any]]) -> list[str]:
+        from graphrag.operators.documents import superseded_documents
+
         if not any(d.get("source") for d in new_docs.values()):
             return []
         keys = await self.stores.full_docs.all_keys()
@@ -392,6 +398,7 @@ class GraphRAG:
                      ) -> tuple[dict[str, dict[str, Any]], ChunkPlan]:
         """The incoming documents with their chunk ids, and what happens to the chunks."""
         from graphrag.operators.chunking import chunk_by_tokens
+        from graphrag.operators.documents import chunk_documents, plan_chunks
 
         full_docs = self.stores.full_docs
         chunks, by_doc = chunk_documents(

@@ -56,11 +56,12 @@ async def _ranked_reports(stores: Any, param: QueryParam) -> list[tuple[str, dic
             level = int(r.get("level", 0))
         except (TypeError, ValueError):
             continue
-        if level > param.level or stored_rating(r) < param.global_min_community_rating:
+        rating = stored_rating(r)
+        if level > param.level or rating < param.global_min_community_rating:
             continue
-        chosen.append((key, r))
-    chosen.sort(key=lambda item: (-_as_float(item[1].get("occurrence")), -stored_rating(item[1]), item[0]))
-    return chosen[: param.global_max_consider_community]
+        chosen.append((-_as_float(r.get("occurrence")), -rating, key, r))
+    chosen.sort(key=lambda item: item[:3])
+    return [(key, r) for _, _, key, r in chosen[: param.global_max_consider_community]]
 
 
 @functools.lru_cache(maxsize=4)

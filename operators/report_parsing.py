@@ -104,7 +104,13 @@ def stored_rating(record: dict) -> float:
     """The rating of a stored report record (reports from other tools too, whose rating
     may still be text)."""
     report = record.get("report_json")
-    return parse_rating(report.get("rating")) if isinstance(report, dict) else 0.0
+    if not isinstance(report, dict):
+        return 0.0
+    rating = report.get("rating")
+    # Ours were parsed when written: a global query reads every report's, so skip the parse.
+    if type(rating) is float and 0.0 <= rating <= 10.0:
+        return rating
+    return parse_rating(rating)
 
 
 def _first(d: dict, keys: tuple[str, ...]) -> str:
