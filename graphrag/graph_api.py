@@ -292,8 +292,10 @@ class KnowledgeGraph:
             if len(chosen) >= max_nodes or depth == 0:
                 truncated = truncated or len(chosen) >= max_nodes
                 break
-            around = await self._walk(seed, depth, "both", None, None, 0.0, per_seed, max_scan)
-            for entity in around:
+            # One more than fits: finding it tells the subgraph was cut short.
+            around = await self._walk(seed, depth, "both", None, None, 0.0, per_seed + 1, max_scan)
+            truncated = truncated or len(around) > per_seed
+            for entity in around[:per_seed]:
                 if len(chosen) >= max_nodes:
                     truncated = True
                     break
