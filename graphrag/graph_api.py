@@ -78,6 +78,17 @@ class KnowledgeGraph:
         self._names: Optional[NameIndex] = None
         self._documents: Optional["DocumentLookup"] = None
 
+    @classmethod
+    def open(cls, working_dir: str) -> "KnowledgeGraph":
+        """Read-only over a working dir's files: no embedding model (so no ``search``), no LLM,
+        no lock, nothing written -- for notebooks and tools inspecting an index."""
+        from graphrag.config import GraphRAGConfig
+        from graphrag.graphrag import _run_sync
+        from graphrag.stores import open_stores
+
+        stores = open_stores(GraphRAGConfig(working_dir=working_dir, always_create_working_dir=False), None)
+        return cls(lambda: stores, lambda: 0, _run_sync)
+
     # ------------------------------------------------------------------ caches
 
     def _fresh(self) -> None:
