@@ -22,6 +22,7 @@ from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional
 from graphrag.query_param import QueryParam
 from graphrag.schema import GRAPH_FIELD_SEP, edge_key
 
+from .positions import cited_content
 from .report_parsing import stored_rating
 from .query_context import answer_from_context, pack_csv_section
 from .tokenizer import Tokenizer
@@ -225,7 +226,7 @@ async def build_local_context(query: str, stores: Any, param: QueryParam, tokeni
         "Reports", REPORT_HEADER, report_groups, read_reports, param.local_max_token_for_community_report, tokenizer)
 
     async def read_chunks(ids: list[str]) -> list[str]:
-        return [r["content"] for r in await stores.text_chunks.get_by_ids(ids) if r is not None and r.get("content")]
+        return [cited_content(r) for r in await stores.text_chunks.get_by_ids(ids) if r is not None and r.get("content")]
 
     sources_text, n_sources = await _pack_while_reading(
         "Sources", SOURCE_HEADER, _doubling_slices(chunk_ids), read_chunks, param.local_max_token_for_text_unit,

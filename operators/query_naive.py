@@ -6,6 +6,7 @@ from typing import Any, Optional
 
 from graphrag.query_param import QueryParam
 
+from .positions import cited_content
 from .query_context import answer_from_context, pack_texts
 from .tokenizer import Tokenizer
 
@@ -27,7 +28,7 @@ async def build_naive_context(query: str, stores: Any, param: QueryParam, tokeni
     if not ids:
         return None
     records = await stores.text_chunks.get_by_ids(ids)
-    texts = [r["content"] for r in records if r is not None and r.get("content")]
+    texts = [cited_content(r) for r in records if r is not None and r.get("content")]
     if len(texts) < len(ids):
         logger.warning("%d matched chunks are missing from text_chunks", len(ids) - len(texts))
     context, kept = pack_texts(texts, CHUNK_SEPARATOR, param.naive_max_token_for_text_unit, tokenizer)
