@@ -284,8 +284,11 @@ class GraphRAG:
                 indexed = await self._stored_sources()
                 replaced = superseded_documents(new_docs, indexed, keep=documents)
                 replaced_sources = {indexed[k] for k in replaced}
-            known_sources = await self._stored_sources([k for k in documents if k not in unknown])
-            moved = moved_documents(documents, known_sources, may_move) if may_move is not None else {}
+            known_sources: dict[str, Optional[str]] = {}
+            moved: dict[str, str] = {}
+            if may_move is not None:
+                known_sources = await self._stored_sources([k for k in documents if k not in unknown])
+                moved = moved_documents(documents, known_sources, may_move)
             if new_docs or replaced or moved:
                 await self.stores.index_start()
             if moved:
@@ -305,10 +308,15 @@ class GraphRAG:
         self.last_insert_stats = stats
         logger.info("Insert done: %s", {k: v for k, v in stats.items() if k != "llm"})
         logger.info("LLM usage by stage: %s", stats["llm"])
-        outcomes = {k: ("moved", d.get("source")) if k in moved else ("unchanged", known_sources.get(k))
-                    if k not in new_docs else ("updated" if d.get("source") in replaced_sources else "new", d.get("source"))
-                    for k, d in documents.items()}
-        return stats, outcomes
+
+        def outcome(doc_id: str, source: Optional[str]) -> tuple[str, Optional[str]]:
+            if doc_id in moved:
+                return "moved", source
+            if doc_id not in new_docs:
+                return "unchanged", known_sources.get(doc_id)
+            return ("updated" if source in replaced_sources else "new"), source
+
+        return stats, {k: outcome(k, d.get("source")) for k, d in documents.items()}
 
     async def _stored_sources(self, doc_ids: Optional[list[str]] = None) -> dict[str, Optional[str]]:
         """``{doc_id: source}`` of the given indexed documents (default: all of them)."""

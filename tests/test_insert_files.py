@@ -137,6 +137,7 @@ def test_a_moved_file_is_recognised_not_extracted_again(tmp_path: Path) -> None:
     moved = rag.insert_files(str(root))
     assert moved.moved == [str(root / "archive" / "lanterns-2024.pdf")] and moved.indexed == []
     assert moved.stats["chunks_inserted"] == 0 and moved.stats["documents_moved"] == 1
+    rag = offline_rag(wd)  # as committed
     sources = {d["source"] for d in rag.list_documents()}
     assert str(root / "archive" / "lanterns-2024.pdf") in sources and str(root / "report.pdf") not in sources
     pdf_chunks = [c for c in chunks_of(rag) if c.pages]
