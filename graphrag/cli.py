@@ -43,7 +43,6 @@ EXIT_CODES: dict[type[BaseException], int] = {
     FileNotFoundError: EXIT_USAGE,
 }
 
-INDEXED_SUFFIXES = (".txt", ".md")
 EMBEDDING_ENV = "GRAPHRAG_EMBEDDING"
 
 EPILOG = """\
@@ -193,82 +192,57 @@ def _llm_totals(usage: dict[str, dict[str, int]]) -> tuple[int, int]:
 # --------------------------------------------------------------------------- index
 
 
-def collect_files(paths: Sequence[str]) -> list[str]:
-    """Files to index, in a deterministic order: named files as given, directories walked
-    recursively (sorted; hidden entries skipped) for ``.txt`` and ``.md`` files."""
-    missing = [p for p in paths if not os.path.exists(p)]
+def cmd_index(args: argparse.Namespace) -> int:
+    missing = [p for p in args.paths if not os.path.exists(p)]
     if missing:
         raise CLIError(f"no such file or directory: {', '.join(missing)}", EXIT_USAGE)
-    out: list[str] = []
-    for path in paths:
-        if not os.path.isdir(path):
-            out.append(path)
-            continue
-        for root, dirs, files in os.walk(path):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            out.extend(os.path.join(root, f) for f in sorted(files)
-                       if not f.startswith(".") and f.lower().endswith(INDEXED_SUFFIXES))
-    return list(dict.fromkeys(out))
-
-
-def read_texts(files: Sequence[str]) -> tuple[list[str], list[str]]:
-    """``(texts, sources)``; a file that is not UTF-8 text is reported and left out."""
-    texts: list[str] = []
-    sources: list[str] = []
-    for path in files:
-        try:
-            with open(path, "r", encoding="utf-8-sig") as f:
-                text = f.read()
-        except UnicodeDecodeError:
-            print(f"skipped {path}: not UTF-8 text", file=sys.stderr)
-            continue
-        except OSError as exc:
-            print(f"skipped {path}: {exc.strerror or exc}", file=sys.stderr)
-            continue
-        if "\x00" in text:
-            print(f"skipped {path}: not UTF-8 text", file=sys.stderr)
-            continue
-        if not text.strip():
-            print(f"skipped {path}: empty", file=sys.stderr)
-            continue
-        texts.append(text)
-        # The absolute path: re-indexing the file from anywhere updates the same document.
-        sources.append(os.path.abspath(path))
-    return texts, sources
-
-
-def cmd_index(args: argparse.Namespace) -> int:
-    files = collect_files(args.paths)
-    if not files:
-        raise CLIError(f"no .txt or .md files found in {', '.join(args.paths)}")
     if not _llm_configured(args.offline):
         raise CLIError(NO_LLM_LINE, EXIT_LLM)
-    texts, sources = read_texts(files)
-    if not texts:
-        raise CLIError("nothing to index: every input file was empty or skipped")
     config = _llm_options(args)
     if args.chunk_size is not None:
         if args.chunk_size < 20:
             raise CLIError("--chunk-size must be at least 20 tokens", EXIT_USAGE)
         config["chunk_token_size"] = args.chunk_size
         config["chunk_overlap_token_size"] = min(100, args.chunk_size // 8)
+    if args.max_file_size is not None and args.max_file_size <= 0:
+        raise CLIError("--max-file-size must be positive", EXIT_USAGE)
+    from graphrag.readers import ReadOptions
+
+    options = ReadOptions(text_field=args.text_field, title_field=args.title_field,
+                          **({"max_file_bytes": int(args.max_file_size * 2**20)} if args.max_file_size else {}))
     started = time.perf_counter()
     rag = _open(args.working_dir, args.offline, create=True, **config)
-    stats = rag.insert(texts, sources=sources)
-    stores = rag.stores
+    report = rag.insert_files(args.paths, include=args.include, exclude=args.exclude, options=options)
+    return _print_index_report(report, rag.stores, time.perf_counter() - started, args.json)
 
+
+def _print_index_report(report: Any, stores: Any, seconds: float, as_json: bool) -> int:
+    """The summary: one line on stdout (or JSON with ``--json``), a line per skipped file on
+    stderr; exit 1 when no file could be read at all."""
     async def holdings() -> tuple[int, ...]:
         return (await stores.full_docs.count(), await stores.text_chunks.count(), await stores.graph.count_nodes(),
                 await stores.graph.count_edges())
 
+    stats = report.stats
+    read_any = report.indexed or report.updated or report.unchanged or report.moved
+    if as_json:
+        print(json.dumps({**report.to_dict(), "seconds": round(seconds, 3)}, indent=2))
+    else:
+        for path, reason in report.skipped.items():
+            print(f"skipped {path}: {reason}", file=sys.stderr)
+    if not read_any:
+        raise CLIError("nothing to index: every input file was empty or skipped")
+    if as_json:
+        return EXIT_OK
     total_docs, total_chunks, nodes, edges = asyncio.run(holdings())
     calls, cached = _llm_totals(stats.get("llm", {}))
+    files = len(report.indexed) + len(report.updated) + len(report.unchanged) + len(report.moved)
     print(
-        f"indexed {len(texts)} file(s): {stats['documents_inserted']} new, "
-        f"{stats['documents_already_indexed']} unchanged, {stats['documents_removed']} replaced; "
+        f"indexed {files} file(s): {len(report.indexed)} new, {len(report.updated)} updated, "
+        f"{len(report.unchanged)} unchanged, {len(report.moved)} moved, {len(report.skipped)} skipped; "
         f"working dir now holds {total_docs} documents, {total_chunks} chunks, {nodes} entities, "
         f"{edges} relations, {stats['communities']} communities; "
-        f"LLM calls: {calls} ({cached} cached); {time.perf_counter() - started:.1f}s"
+        f"LLM calls: {calls} ({cached} cached); {seconds:.1f}s"
     )
     return EXIT_OK
 
@@ -485,10 +459,21 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=help, parents=parents, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    p = add("index", "index .txt/.md files and folders (an edited file replaces its old version)", [common, wd, llm])
+    p = add("index", "index files and folders: PDF, Word .docx, HTML, Markdown, text, JSON/JSONL records "
+            "(an edited file replaces its old version; unchanged files cost nothing)", [common, wd, llm])
     p.add_argument("paths", nargs="+", metavar="PATH", help="files, or folders walked recursively")
     p.add_argument("--offline", action="store_true", help="LLM-free extraction and reports (extraction='nlp')")
     p.add_argument("--chunk-size", type=int, metavar="N", help="chunk size in tokens (default 1200)")
+    p.add_argument("--include", action="append", default=[], metavar="GLOB",
+                   help="only files matching GLOB (repeatable; matched against the path inside the folder "
+                        "and the file name); files of other types matched this way are read as text")
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                   help="leave out files and folders matching GLOB (repeatable)")
+    p.add_argument("--max-file-size", type=float, metavar="MB", help="skip files bigger than this (default 100)")
+    p.add_argument("--text-field", default="text", metavar="NAME", help="JSON/JSONL records: the text field")
+    p.add_argument("--title-field", default="title", metavar="NAME", help="JSON/JSONL records: the title field")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON: files per outcome, "
+                   "skipped files with their reason, insert stats")
     p.set_defaults(func=cmd_index)
 
     p = add("query", "answer a question from the index", [common, wd, llm])

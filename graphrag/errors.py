@@ -83,3 +83,16 @@ class DocumentNotFound(_NotFound):
 class EntityNotFound(_NotFound):
     """An entity name that is in no node; ``suggestions`` holds close matches."""
 
+
+
+# --- reading files (graphrag.readers) ---
+
+
+class MissingExtraError(ConfigurationError):
+    """A file type whose reader needs an optional package that is not installed; the message
+    names the extra that installs it."""
+
+
+class UnreadableFileError(InvalidInputError):
+    """A file that cannot be read as a document (corrupt, encrypted, image-only, binary,
+    empty, too big); a folder insert reports it with this message and goes on."""

@@ -16,7 +16,7 @@ import os
 import time
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Optional, Sequence, TypeVar, Union
 
 from graphrag.config import GraphRAGConfig, check_no_nano_graphrag_only_options
 from graphrag.embedding import EmbeddingFunc, limited, local_embedding
@@ -30,8 +30,10 @@ from graphrag.stores import Stores, open_stores
 from graphrag.windows import ANSWER_TOKENS, ModelWindows
 
 if TYPE_CHECKING:
+    from graphrag.file_insert import FilesReport
     from graphrag.graph_api import KnowledgeGraph
     from graphrag.operators.documents import ChunkPlan
+    from graphrag.readers import ReadOptions
     from graphrag.records import Answer, Retrieval
 
 logger = logging.getLogger(__name__)
@@ -70,6 +72,11 @@ def _run_sync(coro: Coroutine[Any, Any, T], cleanup: Optional[Callable[[], Corou
     coro.close()
     raise RuntimeError("called a sync GraphRAG method inside a running event loop; await the async "
                        "version instead (ainsert, aquery, adelete_documents)")
+
+
+def _without_marks(record: dict[str, Any]) -> dict[str, Any]:
+    """A document record as stored: a reader's marks live on in its chunks' positions."""
+    return {k: v for k, v in record.items() if k != "marks"}
 
 
 def llm_configured(config: GraphRAGConfig) -> bool:
@@ -238,6 +245,38 @@ class GraphRAG:
         from graphrag.operators.documents import prepare_documents
 
         documents, skipped = prepare_documents(docs, sources)
+        stats, _ = await self._insert_prepared(documents, skipped)
+        return stats
+
+    def insert_files(self, paths: Union[str, list[str]], include: Sequence[str] = (), exclude: Sequence[str] = (),
+                     options: Optional["ReadOptions"] = None) -> "FilesReport":
+        return _run_sync(self.ainsert_files(paths, include, exclude, options), self._close_llm_connections)
+
+    async def ainsert_files(self, paths: Union[str, list[str]], include: Sequence[str] = (),
+                            exclude: Sequence[str] = (), options: Optional["ReadOptions"] = None) -> "FilesReport":
+        """Index files and folders (PDF, Word, HTML, Markdown, text, JSON records), keeping
+        where each passage came from. Folders are walked for the ``include`` globs (default:
+        every readable type) minus the ``exclude`` ones; bad files are reported and skipped;
+        an unchanged file costs nothing, an edited one is an update, a moved one keeps its
+        extraction. See ``graphrag/file_insert.py``."""
+        from graphrag.file_insert import FilesReport, read_files
+        from graphrag.operators.documents import prepare_documents
+        from graphrag.readers import ReadOptions
+
+        read = await asyncio.to_thread(read_files, [paths] if isinstance(paths, str) else list(paths),
+                                       include, exclude, options or ReadOptions(), self.config.show_progress)
+        documents, skipped = prepare_documents(read.texts(), read.sources(), read.details())
+        stats, outcomes = await self._insert_prepared(documents, skipped, may_move=read.may_move)
+        return FilesReport.build(read, outcomes, stats)
+
+    async def _insert_prepared(self, documents: dict[str, dict[str, Any]], skipped: int,
+                               may_move: Optional[Callable[[str, str], bool]] = None
+                               ) -> tuple[dict[str, Any], dict[str, tuple[str, Optional[str]]]]:
+        """Insert prepared documents: the stats, and per document its outcome ("new",
+        "updated", "unchanged" or, when ``may_move(doc_id, old_source)`` allows, "moved")
+        with the source the index now records for it."""
+        from graphrag.operators.documents import moved_documents, superseded_documents
+
         self.usage.reset()
         started = time.perf_counter()
         async with self._writing(every_store=False):
@@ -245,9 +284,22 @@ class GraphRAG:
             new_docs = {k: v for k, v in documents.items() if k in unknown}
             if new_docs:
                 self._get_ready_to_extract()
-            replaced = await self._superseded_by(new_docs)
-            if new_docs or replaced:
+            replaced: list[str] = []
+            replaced_sources: set[Optional[str]] = set()
+            if any(d.get("source") for d in new_docs.values()):
+                indexed = await self._stored_sources()
+                replaced = superseded_documents(new_docs, indexed, keep=documents)
+                replaced_sources = {indexed[k] for k in replaced}
+            known_sources: dict[str, Optional[str]] = {}
+            moved: dict[str, str] = {}
+            if may_move is not None:
+                known_sources = await self._stored_sources([k for k in documents if k not in unknown])
+                moved = moved_documents(documents, known_sources, may_move)
+            if new_docs or replaced or moved:
                 await self.stores.index_start()
+            if moved:
+                await self._record_moves({k: documents[k] for k in moved})
+            if new_docs or replaced:
                 summary = await self._apply_changes(new_docs, replaced)
             else:
                 summary = await self._nothing_changed()
@@ -255,22 +307,42 @@ class GraphRAG:
             **summary,
             "documents_skipped_empty": skipped,
             "documents_already_indexed": len(documents) - len(new_docs),
+            "documents_moved": len(moved),
             "seconds": round(time.perf_counter() - started, 3),
             "llm": self.usage.snapshot(),
         }
         self.last_insert_stats = stats
         logger.info("Insert done: %s", {k: v for k, v in stats.items() if k != "llm"})
         logger.info("LLM usage by stage: %s", stats["llm"])
-        return stats
 
-    async def _superseded_by(self, new_docs: dict[str, dict[str, Any]]) -> list[str]:
-        from graphrag.operators.documents import superseded_documents
+        def outcome(doc_id: str, source: Optional[str]) -> tuple[str, Optional[str]]:
+            if doc_id in moved:
+                return "moved", source
+            if doc_id not in new_docs:
+                return "unchanged", known_sources.get(doc_id)
+            return ("updated" if source in replaced_sources else "new"), source
 
-        if not any(d.get("source") for d in new_docs.values()):
-            return []
-        keys = await self.stores.full_docs.all_keys()
+        return stats, {k: outcome(k, d.get("source")) for k, d in documents.items()}
+
+    async def _stored_sources(self, doc_ids: Optional[list[str]] = None) -> dict[str, Optional[str]]:
+        """``{doc_id: source}`` of the given indexed documents (default: all of them)."""
+        keys = await self.stores.full_docs.all_keys() if doc_ids is None else doc_ids
         records = await self.stores.full_docs.get_by_ids(keys, fields={"source"})
-        return superseded_documents(new_docs, {k: r.get("source") for k, r in zip(keys, records) if r})
+        return {k: r.get("source") for k, r in zip(keys, records) if r}
+
+    async def _record_moves(self, moved: dict[str, dict[str, Any]]) -> None:
+        """Indexed documents found under a new source: their records and their chunks'
+        positions follow it; nothing is extracted again."""
+        from graphrag.operators.positions import locate_chunks
+
+        stores = self.stores
+        ids = list(moved)
+        stored = dict(zip(ids, await stores.full_docs.get_by_ids(ids)))
+        chunk_ids = sorted({c for r in stored.values() if r for c in r.get("chunk_ids", [])})
+        chunks = {c: r for c, r in zip(chunk_ids, await stores.text_chunks.get_by_ids(chunk_ids))
+                  if r and r.get("full_doc_id") in moved}
+        await stores.text_chunks.upsert(locate_chunks(chunks, moved))  # type: ignore[arg-type]
+        await stores.full_docs.upsert({k: {**r, **_without_marks(moved[k])} for k, r in stored.items() if r})
 
     # ------------------------------------------------------------------ delete
 
@@ -405,6 +477,7 @@ class GraphRAG:
         """The incoming documents with their chunk ids, and what happens to the chunks."""
         from graphrag.operators.chunking import chunk_by_tokens
         from graphrag.operators.documents import chunk_documents, plan_chunks
+        from graphrag.operators.positions import locate_chunks
 
         full_docs = self.stores.full_docs
         chunks, by_doc = chunk_documents(
@@ -418,8 +491,9 @@ class GraphRAG:
             others = [k for k in await full_docs.all_keys() if k not in set(removed_doc_ids)]
             staying = {k: (r or {}).get("chunk_ids", [])
                        for k, r in zip(others, await full_docs.get_by_ids(others, fields={"chunk_ids"}))}
+        chunks = locate_chunks(chunks, new_docs)
         unknown = await self.stores.text_chunks.filter_keys(list(chunks))
-        docs_to_store = {k: {**v, "chunk_ids": by_doc[k]} for k, v in new_docs.items()}
+        docs_to_store = {k: {**_without_marks(v), "chunk_ids": by_doc[k]} for k, v in new_docs.items()}
         return docs_to_store, plan_chunks(chunks, unknown, leaving, staying)
 
     async def _recorded_extractions(self, chunk_ids: list[str], also: Optional[dict[str, ChunkExtraction]] = None
@@ -469,7 +543,7 @@ class GraphRAG:
         reassigned = {c: {**r, "full_doc_id": plan.reassigned[c]}
                       for c, r in zip(shared, await stores.text_chunks.get_by_ids(shared))
                       if r and r.get("full_doc_id") in leaving}
-        await stores.text_chunks.upsert({**reassigned, **plan.new_chunks})
+        await stores.text_chunks.upsert({**reassigned, **plan.refreshed, **plan.new_chunks})
         await stores.full_docs.upsert(docs)
 
     async def _extract(self, chunks: dict[str, ChunkRecord],

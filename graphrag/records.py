@@ -44,11 +44,12 @@ class Document:
     source: Optional[str] = None
     chunk_ids: tuple[str, ...] = ()
     chars: int = 0
+    title: Optional[str] = None  # documents read from files (``insert_files``) have one
 
     @classmethod
     def from_stored(cls, doc_id: str, record: Mapping[str, Any]) -> "Document":
         return cls(id=doc_id, source=record.get("source"), chunk_ids=tuple(record.get("chunk_ids", ())),
-                   chars=len(record.get("content", "")))
+                   chars=len(record.get("content", "")), title=record.get("title"))
 
 
 @dataclass(frozen=True)
@@ -60,11 +61,26 @@ class Chunk:
     tokens: int = 0
     documents: tuple[Document, ...] = ()  # the document it belongs to (id and source)
     score: Optional[float] = None  # retrieval: vector similarity (naive) or links to the entities (local)
+    # Where the chunk came from, for chunks of documents read from files (else empty):
+    # the file's path or URL, its title, the first and last page, the headings spanned.
+    source: Optional[str] = None
+    title: Optional[str] = None
+    pages: tuple[int, ...] = ()
+    headings: tuple[str, ...] = ()
 
     @classmethod
     def from_stored(cls, chunk_id: str, record: Mapping[str, Any]) -> "Chunk":
         return cls(id=chunk_id, content=record.get("content", ""), doc_id=record.get("full_doc_id", ""),
-                   order=int(record.get("chunk_order_index", 0)), tokens=int(record.get("tokens", 0)))
+                   order=int(record.get("chunk_order_index", 0)), tokens=int(record.get("tokens", 0)),
+                   source=record.get("source"), title=record.get("title"),
+                   pages=tuple(record.get("pages") or ()), headings=tuple(record.get("headings") or ()))
+
+    @property
+    def citation(self) -> Optional[str]:
+        """"report.pdf p. 12-13", "handbook.docx, section Safety"; None without a source."""
+        from graphrag.operators.positions import citation
+
+        return citation({"source": self.source, "pages": self.pages, "headings": self.headings})
 
 
 @dataclass(frozen=True)

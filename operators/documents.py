@@ -17,9 +17,13 @@ from .chunking import doc_id_for
 logger = logging.getLogger(__name__)
 
 
-def prepare_documents(docs: Union[str, Iterable[str]], sources: Optional[Iterable[Optional[str]]] = None
+def prepare_documents(docs: Union[str, Iterable[str]], sources: Optional[Iterable[Optional[str]]] = None,
+                      details: Optional[Iterable[Mapping[str, Any]]] = None
                       ) -> tuple[dict[str, dict[str, Any]], int]:
-    """Validate and normalise input before anything is touched: ``({doc_id: record}, skipped)``."""
+    """Validate and normalise input before anything is touched: ``({doc_id: record}, skipped)``.
+
+    ``details`` (one per document) come from a file reader: its ``title`` and ``marks``
+    (``[offset, page, heading]`` lists into the text, see ``operators/positions.py``)."""
     if isinstance(docs, (str, bytes)):
         docs = [docs]  # type: ignore[list-item]
     if docs is None:
@@ -33,9 +37,10 @@ def prepare_documents(docs: Union[str, Iterable[str]], sources: Optional[Iterabl
             raise TypeError(f"document {i} is bytes; decode it to str first (e.g. data.decode('utf-8'))")
         if not isinstance(doc, str):
             raise TypeError(f"document {i} is {type(doc).__name__}, expected str")
+    detail_list = list(details) if details is not None else [{}] * len(items)
     out: dict[str, dict[str, Any]] = {}
     skipped = 0
-    for doc, source in zip(items, source_list):
+    for doc, source, detail in zip(items, source_list, detail_list):
         # Lone surrogates (which UTF-8 cannot store) become "?", control characters go.
         content = strip_control_chars(doc.encode("utf-8", "replace").decode("utf-8")).strip()
         if not content:
@@ -44,6 +49,9 @@ def prepare_documents(docs: Union[str, Iterable[str]], sources: Optional[Iterabl
         record: dict[str, Any] = {"content": content}
         if source:
             record["source"] = str(source)
+        record.update(detail)
+        if content != doc:  # the marks' offsets were into the text before cleaning
+            record.pop("marks", None)
         out.setdefault(doc_id_for(content), record)
     if skipped:
         logger.warning("Skipped %d empty or whitespace-only document(s)", skipped)
@@ -51,10 +59,26 @@ def prepare_documents(docs: Union[str, Iterable[str]], sources: Optional[Iterabl
 
 
 def superseded_documents(new_docs: Mapping[str, Mapping[str, Any]],
-                         indexed_sources: Mapping[str, Optional[str]]) -> list[str]:
-    """Indexed documents that an incoming one with the same ``source`` replaces (an update)."""
+                         indexed_sources: Mapping[str, Optional[str]], keep: Iterable[str] = ()) -> list[str]:
+    """Indexed documents that an incoming one with the same ``source`` replaces (an update);
+    never one in ``keep`` (the whole incoming batch: its content is still there)."""
     sources = {d["source"] for d in new_docs.values() if d.get("source")}
-    return [k for k, source in indexed_sources.items() if source in sources and k not in new_docs]
+    kept = set(keep) | set(new_docs)
+    return [k for k, source in indexed_sources.items() if source in sources and k not in kept]
+
+
+def moved_documents(incoming: Mapping[str, Mapping[str, Any]], indexed_sources: Mapping[str, Optional[str]],
+                    may_move: Callable[[str, str], bool]) -> dict[str, str]:
+    """``{doc_id: new source}`` for indexed documents arriving under another source, when
+    ``may_move(doc_id, old_source)`` says the old one no longer holds them (a moved or
+    renamed file): only their source changes, no extraction runs again. A copy (the old
+    source still holds the content) keeps the first source."""
+    moved: dict[str, str] = {}
+    for doc_id, record in incoming.items():
+        old, new = indexed_sources.get(doc_id), record.get("source")
+        if doc_id in indexed_sources and new and old != new and (not old or may_move(doc_id, old)):
+            moved[doc_id] = new
+    return moved
 
 
 ChunkFunc = Callable[..., dict[str, ChunkRecord]]
@@ -82,6 +106,9 @@ class ChunkPlan:
     new_chunks: dict[str, ChunkRecord] = field(default_factory=dict)
     removed_chunks: set[str] = field(default_factory=set)
     reassigned: dict[str, str] = field(default_factory=dict)  # chunk id -> the document that keeps it
+    # Leaving chunks an incoming document has too (an edited file's unchanged parts): stored
+    # again as that document's, with its order and positions, without being extracted again.
+    refreshed: dict[str, ChunkRecord] = field(default_factory=dict)
 
 
 def plan_chunks(chunks: Mapping[str, ChunkRecord], unknown_chunk_ids: set[str],
@@ -96,8 +123,7 @@ def plan_chunks(chunks: Mapping[str, ChunkRecord], unknown_chunk_ids: set[str],
             if chunk_id in removed:
                 removed.discard(chunk_id)
                 kept_by[chunk_id] = doc_id
-    for chunk_id in removed & set(chunks):  # still used by an incoming document
-        kept_by[chunk_id] = chunks[chunk_id]["full_doc_id"]
+    refreshed = {chunk_id: chunks[chunk_id] for chunk_id in removed & set(chunks)}
     removed -= set(chunks)
     new_chunks = {k: v for k, v in chunks.items() if k in unknown_chunk_ids}
-    return ChunkPlan(new_chunks=new_chunks, removed_chunks=removed, reassigned=kept_by)
+    return ChunkPlan(new_chunks=new_chunks, removed_chunks=removed, reassigned=kept_by, refreshed=refreshed)

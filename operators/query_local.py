@@ -24,6 +24,7 @@ from graphrag.query_param import QueryParam
 from graphrag.records import Chunk, CommunityReport, Entity, Relation, Retrieval
 from graphrag.schema import GRAPH_FIELD_SEP, edge_key
 
+from .positions import cited_content
 from .report_parsing import stored_rating
 from .query_context import answer_from_context, pack_csv_section
 from .tokenizer import Tokenizer
@@ -236,7 +237,7 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
 
     async def read_chunks(ranked: list[tuple[str, int]]) -> list[tuple[Chunk, str]]:
         records = await stores.text_chunks.get_by_ids([i for i, _ in ranked])
-        return [(replace(Chunk.from_stored(i, r), score=float(links)), r["content"])
+        return [(replace(Chunk.from_stored(i, r), score=float(links)), cited_content(r))
                 for (i, links), r in zip(ranked, records) if r is not None and r.get("content")]
 
     sources_text, chunks = await _pack_while_reading(

@@ -8,6 +8,7 @@ from typing import Any, Optional
 from graphrag.query_param import QueryParam
 from graphrag.records import Chunk, Retrieval
 
+from .positions import cited_content
 from .query_context import answer_from_context, pack_texts
 from .tokenizer import Tokenizer
 
@@ -35,11 +36,15 @@ async def retrieve_naive(query: str, stores: Any, param: QueryParam, tokenizer: 
     if not ids:
         return None
     records = await stores.text_chunks.get_by_ids(ids)
-    found = [replace(Chunk.from_stored(i, r), score=similarity[i])
-             for i, r in zip(ids, records) if r is not None and r.get("content")]
+    found, texts = [], []
+    for i, r in zip(ids, records):
+        if r is not None and r.get("content"):
+            found.append(replace(Chunk.from_stored(i, r), score=similarity[i]))
+            texts.append(cited_content(r))
     if len(found) < len(ids):
         logger.warning("%d matched chunks are missing from text_chunks", len(ids) - len(found))
-    texts = [f"[{n}] {c.content}" if cited else c.content for n, c in enumerate(found, 1)]
+    if cited:
+        texts = [f"[{n}] {text}" for n, text in enumerate(texts, 1)]
     context, kept = pack_texts(texts, CHUNK_SEPARATOR, param.naive_max_token_for_text_unit, tokenizer)
     logger.info("Naive context: %d/%d chunks", kept, len(texts))
     if not context:

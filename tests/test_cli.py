@@ -40,7 +40,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "sub" / "bakery.txt").write_text(
         "Mara Voss founded the Voss Bakery in Tellin. Mara Voss later sold the Voss Bakery to Jonah Reed. "
         "Jonah Reed moved the Voss Bakery to Harbour Lane in Tellin.\n", encoding="utf-8")
-    (root / "sub" / "notes.rst").write_text("Not indexed: wrong suffix.\n", encoding="utf-8")
+    (root / "sub" / "notes.xyz").write_text("Not indexed: no reader for this type.\n", encoding="utf-8")
+    (root / "sub" / "blob.txt").write_bytes(b"\x00\x01binary\x00" * 20)
     (root / "latin1.txt").write_bytes("Caf\xe9 Rouge owned by Zo\xe9 Lamarque.".encode("latin-1"))
     return root
 
@@ -65,15 +66,18 @@ def test_help_documents_exit_codes() -> None:
     assert "--offline" in run("index", "--help").stdout
 
 
-def test_index_walks_folders_and_skips_non_utf8(indexed: tuple[Path, subprocess.CompletedProcess],
-                                               corpus: Path) -> None:
+def test_index_walks_folders_decodes_latin1_and_skips_unreadable(
+        indexed: tuple[Path, subprocess.CompletedProcess], corpus: Path) -> None:
     wd, proc = indexed
     assert proc.returncode == 0, proc.stderr
-    assert f"skipped {corpus / 'latin1.txt'}: not UTF-8 text" in proc.stderr
+    assert f"skipped {corpus / 'sub' / 'notes.xyz'}: no reader for .xyz" in proc.stderr
+    assert f"skipped {corpus / 'sub' / 'blob.txt'}: binary file, not text" in proc.stderr
+    assert "latin1.txt" not in proc.stderr  # decoded from Latin-1, not skipped
     assert "Traceback" not in proc.stderr
     summary = proc.stdout.strip().splitlines()
     assert len(summary) == 1
-    assert "2 new" in summary[0] and "entities" in summary[0] and "communities" in summary[0]
+    assert "3 new" in summary[0] and "2 skipped" in summary[0]
+    assert "entities" in summary[0] and "communities" in summary[0]
     assert "LLM calls: 0" in summary[0]
     assert (wd / "graph_chunk_entity_relation.graphml").exists()
 
@@ -83,7 +87,7 @@ def test_docs_lists_sources(indexed: tuple[Path, subprocess.CompletedProcess], c
     proc = run("docs", "--working-dir", str(wd), "--json")
     assert proc.returncode == 0, proc.stderr
     docs = json.loads(proc.stdout)
-    assert sorted(os.path.basename(d["source"]) for d in docs) == ["bakery.txt", "history.md"]
+    assert sorted(os.path.basename(d["source"]) for d in docs) == ["bakery.txt", "history.md", "latin1.txt"]
     assert all(d["chars"] > 0 and d["chunks"] >= 1 for d in docs)
     text = run("docs", "--working-dir", str(wd))
     assert text.returncode == 0 and "bakery.txt" in text.stdout and "chunks" in text.stdout
@@ -111,8 +115,8 @@ def test_stats_text_and_json(indexed: tuple[Path, subprocess.CompletedProcess]) 
     proc = run("stats", "--working-dir", str(wd), "--json")
     assert proc.returncode == 0, proc.stderr
     stats = json.loads(proc.stdout)
-    assert stats["documents"] == 2
-    assert stats["chunks"] >= 2 and stats["entities"] > 5 and stats["relations"] > 5
+    assert stats["documents"] == 3
+    assert stats["chunks"] >= 3 and stats["entities"] > 5 and stats["relations"] > 5
     assert stats["communities"] == sum(stats["communities_per_level"].values()) > 0
     assert stats["llm_cached_responses"] == 0
     assert stats["built_offline"] is True
@@ -146,11 +150,11 @@ def test_reindex_changed_file_is_an_update(tmp_path: Path) -> None:
     doc.write_text("Ivo Brandt runs the Brandt Forge in Ostmark. Ivo Brandt trained Pavel Sorn.\n", encoding="utf-8")
     again = run("index", str(doc), "-w", str(wd), "--offline")
     assert again.returncode == 0, again.stderr
-    assert "1 new" in again.stdout and "1 replaced" in again.stdout
+    assert "0 new, 1 updated" in again.stdout
     docs = json.loads(run("docs", "-w", str(wd), "--json").stdout)
     assert len(docs) == 1 and docs[0]["source"] == str(doc)
     unchanged = run("index", str(doc), "-w", str(wd), "--offline")
-    assert "0 new, 1 unchanged" in unchanged.stdout
+    assert "0 new, 0 updated, 1 unchanged" in unchanged.stdout
 
 
 def test_delete(tmp_path: Path, corpus: Path) -> None:

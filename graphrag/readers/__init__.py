@@ -1,0 +1,65 @@
+"""Readers: a file in, documents out (text, title, and where each passage came from).
+
+Each module in this package is one reader: it declares the ``SUFFIXES`` it reads and a
+``read(path, data, options) -> list[ReadDocument]``, and is found by its suffixes, so a
+new file type is one new module. Readers import their optional packages when they first
+read (``base.require``), so listing them costs nothing.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+from functools import lru_cache
+from typing import Any, Optional
+
+from graphrag.errors import UnreadableFileError
+
+from .base import Mark, ReadDocument, ReadOptions
+
+__all__ = ["Mark", "ReadDocument", "ReadOptions", "read_file", "reader_for", "known_suffixes"]
+
+PLAIN_TEXT = "text"
+
+
+@lru_cache(maxsize=None)
+def _registry() -> dict[str, Any]:
+    readers: dict[str, Any] = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name == "base":
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for suffix in getattr(module, "SUFFIXES", ()):
+            readers[suffix] = module
+    return readers
+
+
+def known_suffixes() -> list[str]:
+    return sorted(_registry())
+
+
+def reader_for(path: str) -> Optional[Any]:
+    """The reader module for ``path``'s suffix (case-insensitive), or None."""
+    return _registry().get(os.path.splitext(path)[1].lower())
+
+
+def read_file(path: str, options: ReadOptions = ReadOptions(), as_text: bool = False) -> list[ReadDocument]:
+    """The documents in ``path``. ``as_text`` reads a file of an unknown type as plain text
+    (one the user named or included on purpose). Raises ``UnreadableFileError`` with the
+    reason, or ``MissingExtraError`` when the reader's package is not installed."""
+    reader = reader_for(path) or (_registry()[".txt"] if as_text else None)
+    if reader is None:
+        raise UnreadableFileError(f"no reader for {os.path.splitext(path)[1] or 'files without a suffix'} "
+                                  f"(readable: {' '.join(known_suffixes())})")
+    size = os.path.getsize(path)
+    if size == 0:
+        raise UnreadableFileError("empty file")
+    if size > options.max_file_bytes:
+        raise UnreadableFileError(f"{size / 2**20:.1f} MiB, over the {options.max_file_bytes / 2**20:.0f} MiB "
+                                  "size limit")
+    with open(path, "rb") as f:
+        data = f.read()
+    documents = [d for d in reader.read(path, data, options) if d.text.strip()]
+    if not documents:
+        raise UnreadableFileError("no text in it")
+    return documents
