@@ -225,3 +225,22 @@ def test_the_connection_string_is_never_logged_shown_or_written(make_rag, postgr
         for name in names:
             with open(os.path.join(root, name), "rb") as fh:
                 assert postgres_uri.encode() not in fh.read()
+
+
+def test_the_cli_indexes_and_answers_on_postgres(tmp_path, postgres_options, monkeypatch, capsys):
+    from graphrag import cli
+
+    for variable in ("GRAPHRAG_KV_STORAGE", "GRAPHRAG_VECTOR_STORAGE", "GRAPHRAG_GRAPH_STORAGE",
+                     "GRAPHRAG_WORKSPACE"):
+        monkeypatch.setenv(variable, "")  # "" is unset to the engine; undone after the test, whatever main sets
+    monkeypatch.setenv("GRAPHRAG_POSTGRES_DSN", postgres_options["dsn"])
+    monkeypatch.setenv("GRAPHRAG_EMBEDDING", "hash")
+    monkeypatch.setattr(cli, "_setup_logging", lambda verbose: None)
+    (tmp_path / "doc.txt").write_text(CORPUS[0], encoding="utf-8")
+    flags = ["-w", str(tmp_path / "wd"), "--kv-storage", "postgres", "--vector-storage", "pgvector",
+             "--graph-storage", "postgres", "--workspace", postgres_options["workspace"]]
+    assert cli.main(["index", str(tmp_path / "doc.txt"), "--offline", *flags]) == 0
+    assert cli.main(["query", "Who founded Tidewater Labs?", "--mode", "local", "--context-only", *flags]) == 0
+    assert "MARIN OKAFOR" in capsys.readouterr().out.upper()
+    assert [f for f in os.listdir(tmp_path / "wd") if not f.startswith(".")] == []
+    assert postgres_options["dsn"] not in capsys.readouterr().err
