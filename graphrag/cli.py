@@ -57,6 +57,10 @@ exit codes:
 
 environment:
   OPENAI_API_KEY, OPENAI_BASE_URL  the LLM endpoint (any OpenAI-compatible server)
+  GRAPHRAG_POSTGRES_DSN            PostgreSQL connection string for the postgres and
+                                   pgvector stores (or libpq's PGHOST, PGUSER, ...)
+  GRAPHRAG_KV_STORAGE, GRAPHRAG_VECTOR_STORAGE, GRAPHRAG_GRAPH_STORAGE, GRAPHRAG_WORKSPACE
+                                   the same as the --*-storage and --workspace flags
   GRAPHRAG_EMBEDDING=hash          use a fast fake embedding (384-dim, no model) instead
                                    of the local all-MiniLM-L6-v2 model; for tests and
                                    benchmarks only, and a working dir must always be
@@ -429,6 +433,30 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --------------------------------------------------------------------------- storage backends
+
+_STORAGE_FLAGS = {"kv_storage": "GRAPHRAG_KV_STORAGE", "vector_storage": "GRAPHRAG_VECTOR_STORAGE",
+                  "graph_storage": "GRAPHRAG_GRAPH_STORAGE", "workspace": "GRAPHRAG_WORKSPACE"}
+
+
+def _add_storage_flags(parser: argparse.ArgumentParser) -> None:
+    from graphrag.backends import backend_names
+
+    group = parser.add_argument_group("storage (default: files in the working dir; connection strings "
+                                      "only from the environment, never a flag: see below)")
+    for kind in ("kv", "vector", "graph"):
+        group.add_argument(f"--{kind}-storage", choices=backend_names(kind), help=f"the {kind} store's backend")
+    group.add_argument("--workspace", metavar="NAME", help="the index's name inside a shared database")
+
+
+def _apply_storage_flags(args: argparse.Namespace) -> None:
+    """The flags become the variables the engine's config reads, so every command sees them."""
+    for option, variable in _STORAGE_FLAGS.items():
+        value = getattr(args, option, None)
+        if value:
+            os.environ[variable] = value
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -438,6 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="log progress (INFO); twice for DEBUG")
     wd = argparse.ArgumentParser(add_help=False)
     wd.add_argument("--working-dir", "-w", required=True, metavar="DIR", help="the working directory")
+    _add_storage_flags(wd)
     llm = argparse.ArgumentParser(add_help=False)
     group = llm.add_argument_group("LLM (any OpenAI-compatible server: see OPENAI_BASE_URL below)")
     group.add_argument("--model", metavar="NAME", help="model for extraction, reports and answers (default gpt-4o)")
@@ -518,6 +547,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     _setup_logging(args.verbose)
+    _apply_storage_flags(args)
     try:
         return args.func(args)
     except CLIError as exc:

@@ -121,6 +121,15 @@ class GraphRAGConfig:
     show_progress: Optional[bool] = None
     addon_params: dict[str, Any] = field(default_factory=dict)
 
+    # Database backends (see graphrag/backends.py): a store chosen by name ("json", "postgres";
+    # "nano", "pgvector", "milvus"; "networkx", "postgres", "neo4j") when its *_storage_cls is
+    # None, and its connection settings (dsn, workspace, uri, user, password...), which are
+    # secrets: left out of the repr, never logged.
+    kv_storage: Optional[str] = None
+    vector_storage: Optional[str] = None
+    graph_storage: Optional[str] = None
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+
     def __post_init__(self) -> None:
         self.working_dir = os.fspath(self.working_dir)
         if self.extraction not in ("llm", "nlp"):

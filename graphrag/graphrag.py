@@ -166,6 +166,7 @@ class GraphRAG:
         if self._llms is not None:
             for client in set(self._llms):
                 await client.aclose()
+        await self.stores.close()  # a database store's pool lives on this event loop
 
     @asynccontextmanager
     async def _writing(self, every_store: bool = True) -> AsyncIterator[None]:
@@ -177,11 +178,12 @@ class GraphRAG:
         wd = self.config.working_dir
         async with writer_lock(wd, self.config.lock_timeout):
             self.stores.recover()
-            await self.stores.index_start(None if every_store else ["full_docs", "index_meta"])
             try:
                 # Open for the whole write, so stores finished early can be written ahead
-                # (``Stores.write_ahead``); nothing becomes visible before the end.
-                with self.stores.transaction():
+                # (``Stores.write_ahead``); nothing becomes visible before the end. A database
+                # store takes its writer lock in ``index_start``, so that is inside too.
+                async with self.stores.transaction():
+                    await self.stores.index_start(None if every_store else ["full_docs", "index_meta"])
                     yield
                     await self._update_index_meta()
                     await self.stores.index_done()

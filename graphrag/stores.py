@@ -3,17 +3,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, Callable, Generic, Iterator, Optional, TypeVar
+from typing import Any, AsyncIterator, Callable, Generic, Optional, TypeVar
 
+from graphrag.backends import storage_class
 from graphrag.config import GraphRAGConfig
 from graphrag.embedding import EmbeddingFunc
 from graphrag.storage import (
     BaseGraphStorage,
     BaseKVStorage,
     BaseVectorStorage,
-    JsonKVStorage,
-    NanoVectorDBStorage,
-    NetworkXStorage,
     StorageNameSpace,
 )
 from graphrag.storage import files
@@ -109,15 +107,28 @@ class Stores:
         without an embedding model or loading the vectors; None if it holds nothing."""
         return self._describe_vectors(name) if self._describe_vectors is not None else None
 
-    # The commit: the file stores' writes inside it become visible together at its end
-    # (see storage/files.py). Everything here needs a working dir.
+    async def close(self) -> None:
+        """Release the open stores' connections (a database's pool on this event loop)."""
+        await asyncio.gather(*(s.close() for s in self.all()))
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Make every store file written inside the block (``index_done``, ``write_ahead``)
-        visible together at its end, or none of them if it raises."""
-        with files.commit_transaction(self._dir()):
-            yield
+    # The commit: the file stores' writes inside it become visible together at its end
+    # (see storage/files.py), and the stores that write through commit their transaction
+    # last inside it. Everything here needs a working dir.
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """Make everything written inside the block (``index_done``, ``write_ahead``, a
+        database's writes) visible together at its end, or none of it if it raises."""
+        try:
+            with files.commit_transaction(self._dir()):
+                yield
+                for store in self.all():
+                    await store.index_commit_callback()
+        except BaseException:
+            for store in self.all():
+                with contextlib.suppress(Exception):
+                    await store.index_abort_callback()
+            raise
 
     def commit_pending(self) -> bool:
         """A commit is being applied, or was interrupted and is waiting to be finished."""
@@ -146,9 +157,9 @@ def open_stores(config: GraphRAGConfig, embedding_func: Optional[EmbeddingFunc])
     """The stores of ``config.working_dir``, none read yet; a vector file built with another
     embedding model is refused now (from its head), not at the first query. Without an
     embedding function (inspecting a working dir) the vector stores stay closed."""
-    kv_cls: type[BaseKVStorage] = config.key_string_value_json_storage_cls or JsonKVStorage
-    vector_cls: type[BaseVectorStorage] = config.vector_db_storage_cls or NanoVectorDBStorage
-    graph_cls: type[BaseGraphStorage] = config.graph_storage_cls or NetworkXStorage
+    kv_cls: type[BaseKVStorage] = storage_class(config, "kv")
+    vector_cls: type[BaseVectorStorage] = storage_class(config, "vector")
+    graph_cls: type[BaseGraphStorage] = storage_class(config, "graph")
 
     def kv(namespace: str, **usage: bool) -> StoreOpener:
         return lambda: kv_cls(namespace=namespace, global_config=config, **kv_cls.options_for(**usage))

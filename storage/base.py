@@ -19,12 +19,16 @@ A write (insert, delete, recluster) runs under the working dir's writer lock:
    write, inside one commit (``Stores.transaction()``); the file stores' files
    appear together at its end, or not at all.
 
-If the write fails anywhere before the commit completes, the engine abandons the
-store instances (never calling ``index_done_callback``) and opens new ones; those
-must see the previous commit, whatever the abandoned instances had written. A store
-that writes through (a database) therefore keeps its writes in a transaction it
-commits in ``index_done_callback``. ``write_ahead()`` may persist early, but only
-into the commit in progress.
+4. ``index_commit_callback()``: the commit ends; every store's writes become visible
+   together. A store that writes through (a database) commits its transaction here;
+   stores sharing one database share that transaction, so the first call commits it.
+
+If the write fails anywhere before the commit completes, the engine calls
+``index_abort_callback()`` (a database rolls back), abandons the store instances and
+opens new ones; those must see the previous commit, whatever the abandoned instances
+had written. ``write_ahead()`` may persist early, but only into the commit in progress.
+A store holding connections releases them in ``close()`` (the end of a synchronous
+call's event loop).
 
 Queries take no lock: ``query_done_callback()`` runs after each; a store may persist
 what a query cached (the LLM response cache), never anything of an index.
@@ -70,8 +74,17 @@ class StorageNameSpace(ABC):
     async def index_done_callback(self) -> None:
         """Called at the end of a write, inside the commit: persist."""
 
+    async def index_commit_callback(self) -> None:
+        """Called once every store of the write is persisted: make the write visible."""
+
+    async def index_abort_callback(self) -> None:
+        """Called when the write failed before its commit completed: discard what it wrote."""
+
     async def query_done_callback(self) -> None:
         """Called after every query."""
+
+    async def close(self) -> None:
+        """Release connections opened on the running event loop (a file store holds none)."""
 
     async def write_ahead(self) -> None:
         """Persist now, into the commit in progress, what the rest of the write will not change

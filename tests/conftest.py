@@ -5,6 +5,7 @@ from typing import Iterator
 
 import pytest
 
+import database_servers
 from mock_llm_server import MockLLMServer
 
 
@@ -40,3 +41,15 @@ def config(tmp_path):
 
     return GraphRAGConfig(working_dir=str(tmp_path))
 
+
+
+@pytest.fixture(scope="session")
+def postgres_uri() -> Iterator[str]:
+    """A real PostgreSQL with pgvector for the whole session (about a second to start)."""
+    yield from database_servers.postgres_server()
+
+
+@pytest.fixture
+def postgres_options(postgres_uri: str) -> dict[str, str]:
+    """``storage_options`` for a workspace of this test's own."""
+    return {"dsn": postgres_uri, "workspace": database_servers.next_workspace()}

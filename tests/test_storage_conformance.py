@@ -8,7 +8,7 @@ was committed (a reopen, as the engine does after a failed write).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import pytest
@@ -24,7 +24,10 @@ from graphrag.storage import (
     NanoVectorDBStorage,
     NetworkXStorage,
 )
-from graphrag.stores import open_stores
+from graphrag.storage.graph_postgres import PostgresGraphStorage
+from graphrag.storage.postgres import PostgresKVStorage
+from graphrag.storage.vector_pgvector import PGVectorStorage
+from graphrag.stores import Stores
 
 Factory = Callable[[GraphRAGConfig, str], Any]
 
@@ -44,6 +47,24 @@ GRAPH_BACKENDS: dict[str, Factory] = {
     "networkx": lambda config, ns: NetworkXStorage(namespace=ns, global_config=config),
 }
 
+# Backends on a database server: the fixture (tests/conftest.py) whose ``storage_options``
+# the config gets, one workspace per test on a server started once per session.
+KV_BACKENDS["postgres"] = lambda config, ns: PostgresKVStorage(namespace=ns, global_config=config)
+KV_BACKENDS["postgres-durable"] = lambda config, ns: PostgresKVStorage(
+    namespace=ns, global_config=config, **PostgresKVStorage.options_for(durable_upserts=True))
+DURABLE_UPSERTS.add("postgres-durable")
+VECTOR_BACKENDS["pgvector"] = lambda config, ns: PGVectorStorage(
+    namespace=ns, global_config=config, embedding_func=hash_embedding(32), meta_fields={"name"})
+GRAPH_BACKENDS["postgres"] = lambda config, ns: PostgresGraphStorage(namespace=ns, global_config=config)
+SERVER_OPTIONS = {"postgres": "postgres_options", "postgres-durable": "postgres_options",
+                  "pgvector": "postgres_options"}
+
+
+def backend_config(request: Any, config: GraphRAGConfig) -> GraphRAGConfig:
+    """``config``, with the settings of the database server the backend under test needs."""
+    fixture = SERVER_OPTIONS.get(request.param)
+    return replace(config, storage_options=request.getfixturevalue(fixture)) if fixture else config
+
 
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
@@ -58,6 +79,8 @@ def config(tmp_path) -> GraphRAGConfig:
 
 @pytest.fixture(params=sorted(KV_BACKENDS))
 def open_kv(request, config) -> Callable[[], BaseKVStorage]:
+    config = backend_config(request, config)
+
     def open_store(namespace: str = "docs") -> BaseKVStorage:
         return KV_BACKENDS[request.param](config, namespace)
 
@@ -67,26 +90,35 @@ def open_kv(request, config) -> Callable[[], BaseKVStorage]:
 
 @pytest.fixture(params=sorted(VECTOR_BACKENDS))
 def open_vectors(request, config) -> Callable[[], BaseVectorStorage]:
+    config = backend_config(request, config)
     return lambda namespace="entities": VECTOR_BACKENDS[request.param](config, namespace)
 
 
 @pytest.fixture(params=sorted(GRAPH_BACKENDS))
 def open_graph(request, config) -> Callable[[], BaseGraphStorage]:
+    config = backend_config(request, config)
     return lambda namespace="chunk_entity_relation": GRAPH_BACKENDS[request.param](config, namespace)
 
 
+def _stores_of(store: Any) -> Stores:
+    stores = Stores({"store": lambda: store}, working_dir=store.working_dir)
+    stores.open("store")
+    return stores
+
+
 async def commit(store: Any) -> None:
-    """One write as the engine runs it: start, then persist inside the commit."""
-    stores = open_stores(store.global_config, None)
-    with stores.transaction():
-        await store.index_done_callback()
+    """One write as the engine runs it: persist inside the commit, which then ends."""
+    stores = _stores_of(store)
+    async with stores.transaction():
+        await stores.index_done()
 
 
 async def failed_commit(store: Any) -> None:
     """A write that fails after the store was persisted, before the commit completed."""
+    stores = _stores_of(store)
     with pytest.raises(RuntimeError):
-        with open_stores(store.global_config, None).transaction():
-            await store.index_done_callback()
+        async with stores.transaction():
+            await stores.index_done()
             raise RuntimeError("the write failed before its commit")
 
 
@@ -224,10 +256,10 @@ def test_vectors_failed_transaction_leaves_previous_state(open_vectors):
     run(main())
 
 
-def test_vectors_describe_stored(open_vectors, config):
+def test_vectors_describe_stored(open_vectors):
     async def main():
         store = open_vectors()
-        cls = type(store)
+        cls, config = type(store), store.global_config
         assert cls.describe_stored(config, store.namespace) is None
         await _seed_vectors(store)
         await commit(store)

@@ -1,0 +1,170 @@
+"""The graph in PostgreSQL: a node table, an edge table (each undirected edge once, its ends
+in sorted order, indexed from both ends for neighbour and degree lookups) and a table of
+graph attributes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+from .base import BaseGraphStorage
+from .postgres import PostgresStore, dumps
+
+
+def _ends(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a <= b else (b, a)
+
+
+@dataclass
+class PostgresGraphStorage(PostgresStore, BaseGraphStorage):
+    def __post_init__(self) -> None:
+        names = {kind: self.db.table(self.namespace, kind) for kind in ("nodes", "edges", "attrs")}
+        self._names = names
+        self._tables = {kind: self.db.identifier(name) for kind, name in names.items()}
+
+    async def _ready(self) -> None:
+        from psycopg import sql
+
+        t = self._tables
+        await self.db.ensure_table(self._names["edges"], [
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} (id text PRIMARY KEY, data jsonb NOT NULL)").format(t["nodes"]),
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} (src text NOT NULL, tgt text NOT NULL, data jsonb NOT NULL, "
+                    "PRIMARY KEY (src, tgt))").format(t["edges"]),
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (tgt)").format(
+                self.db.identifier(self._names["edges"] + "_tgt"), t["edges"]),
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY, value text NOT NULL)").format(t["attrs"]),
+        ])
+
+    def _sql(self, query: str) -> Any:
+        from psycopg import sql
+
+        return sql.SQL(query).format(**self._tables)
+
+    async def _rows(self, query: str, params: tuple = ()) -> list[tuple]:
+        await self._ready()
+        async with self.db.connection() as conn:
+            return await (await conn.execute(self._sql(query), params)).fetchall()
+
+    async def _execute(self, query: str, params: tuple = ()) -> None:
+        await self._ready()
+        async with self._writing() as conn:
+            await conn.execute(self._sql(query), params)
+
+    # ---------------------------------------------------------------- reads
+
+    async def has_node(self, node_id: str) -> bool:
+        return bool(await self._rows("SELECT 1 FROM {nodes} WHERE id = %s", (node_id,)))
+
+    async def has_edge(self, source_node_id: str, target_node_id: str) -> bool:
+        return bool(await self._rows("SELECT 1 FROM {edges} WHERE src = %s AND tgt = %s",
+                                     _ends(source_node_id, target_node_id)))
+
+    async def node_degree(self, node_id: str) -> int:
+        return (await self.node_degrees_batch([node_id]))[0]
+
+    async def node_degrees_batch(self, node_ids: list[str]) -> list[int]:
+        if not node_ids:
+            return []
+        rows = await self._rows(
+            "SELECT id, count(*) FROM (SELECT src AS id FROM {edges} WHERE src = ANY(%s) "
+            "UNION ALL SELECT tgt FROM {edges} WHERE tgt = ANY(%s)) AS ends GROUP BY id", (node_ids, node_ids))
+        degrees = dict(rows)
+        return [degrees.get(n, 0) for n in node_ids]
+
+    async def edge_degrees_batch(self, pairs: list[tuple[str, str]]) -> list[int]:
+        ends = list(dict.fromkeys(n for pair in pairs for n in pair))
+        degrees = dict(zip(ends, await self.node_degrees_batch(ends)))
+        return [degrees[a] + degrees[b] for a, b in pairs]
+
+    async def edge_degree(self, src_id: str, tgt_id: str) -> int:
+        return (await self.edge_degrees_batch([(src_id, tgt_id)]))[0]
+
+    async def get_node(self, node_id: str) -> Union[dict, None]:
+        return (await self.get_nodes_batch([node_id]))[0]
+
+    async def get_nodes_batch(self, node_ids: list[str]) -> list[Union[dict, None]]:
+        if not node_ids:
+            return []
+        found = dict(await self._rows("SELECT id, data FROM {nodes} WHERE id = ANY(%s)", (node_ids,)))
+        return [found.get(n) for n in node_ids]
+
+    async def get_edge(self, source_node_id: str, target_node_id: str) -> Union[dict, None]:
+        return (await self.get_edges_batch([(source_node_id, target_node_id)]))[0]
+
+    async def get_edges_batch(self, pairs: list[tuple[str, str]]) -> list[Union[dict, None]]:
+        if not pairs:
+            return []
+        ends = [_ends(a, b) for a, b in pairs]
+        rows = await self._rows(
+            "SELECT e.src, e.tgt, e.data FROM {edges} e JOIN unnest(%s::text[], %s::text[]) AS p(src, tgt) "
+            "ON e.src = p.src AND e.tgt = p.tgt", ([a for a, _ in ends], [b for _, b in ends]))
+        found = {(a, b): data for a, b, data in rows}
+        return [found.get(e) for e in ends]
+
+    async def get_node_edges(self, source_node_id: str) -> Union[list[tuple[str, str]], None]:
+        if not await self.has_node(source_node_id):
+            return None
+        return (await self.get_nodes_edges_batch([source_node_id]))[0]
+
+    async def get_nodes_edges_batch(self, node_ids: list[str]) -> list[list[tuple[str, str]]]:
+        if not node_ids:
+            return []
+        rows = await self._rows("SELECT src, tgt FROM {edges} WHERE src = ANY(%s) UNION "
+                                "SELECT src, tgt FROM {edges} WHERE tgt = ANY(%s)", (node_ids, node_ids))
+        wanted = set(node_ids)
+        edges: dict[str, list[tuple[str, str]]] = {n: [] for n in wanted}
+        for a, b in rows:
+            if a in wanted:
+                edges[a].append((a, b))
+            if b in wanted and b != a:
+                edges[b].append((b, a))
+        return [edges[n] for n in node_ids]
+
+    async def get_all_nodes(self) -> list[tuple[str, dict]]:
+        return [(n, data) for n, data in await self._rows("SELECT id, data FROM {nodes}")]
+
+    async def get_all_edges(self) -> list[tuple[str, str, dict]]:
+        return [(a, b, data) for a, b, data in await self._rows("SELECT src, tgt, data FROM {edges}")]
+
+    async def count_nodes(self) -> int:
+        return (await self._rows("SELECT count(*) FROM {nodes}"))[0][0]
+
+    async def count_edges(self) -> int:
+        return (await self._rows("SELECT count(*) FROM {edges}"))[0][0]
+
+    async def get_graph_attribute(self, name: str) -> Optional[str]:
+        rows = await self._rows("SELECT value FROM {attrs} WHERE name = %s", (name,))
+        return rows[0][0] if rows else None
+
+    # ---------------------------------------------------------------- writes
+
+    async def upsert_node(self, node_id: str, node_data: dict[str, Any]) -> None:
+        await self._execute("INSERT INTO {nodes} (id, data) VALUES (%s, %s::jsonb) "
+                            "ON CONFLICT (id) DO UPDATE SET data = {nodes}.data || EXCLUDED.data",
+                            (node_id, dumps(node_data)))
+
+    async def upsert_edge(self, source_node_id: str, target_node_id: str, edge_data: dict[str, Any]) -> None:
+        await self._execute("INSERT INTO {edges} (src, tgt, data) VALUES (%s, %s, %s::jsonb) "
+                            "ON CONFLICT (src, tgt) DO UPDATE SET data = {edges}.data || EXCLUDED.data",
+                            (*_ends(source_node_id, target_node_id), dumps(edge_data)))
+
+    async def delete_node(self, node_id: str) -> None:
+        await self._execute("DELETE FROM {edges} WHERE src = %s OR tgt = %s", (node_id, node_id))
+        await self._execute("DELETE FROM {nodes} WHERE id = %s", (node_id,))
+
+    async def delete_edge(self, source_node_id: str, target_node_id: str) -> None:
+        await self._execute("DELETE FROM {edges} WHERE src = %s AND tgt = %s", _ends(source_node_id, target_node_id))
+
+    async def set_node_clusters(self, clusters: dict[str, str]) -> None:
+        """Two statements, however many nodes: set the given memberships, clear the others."""
+        await self._execute(
+            "UPDATE {nodes} n SET data = n.data || jsonb_build_object('clusters', c.clusters) "
+            "FROM unnest(%s::text[], %s::text[]) AS c(id, clusters) WHERE n.id = c.id",
+            (list(clusters), list(clusters.values())))
+        await self._execute(
+            "UPDATE {nodes} SET data = data || '{{\"clusters\": \"\"}}'::jsonb "
+            "WHERE coalesce(data->>'clusters', '') <> '' AND NOT id = ANY(%s)", (list(clusters),))
+
+    async def set_graph_attribute(self, name: str, value: str) -> None:
+        await self._execute("INSERT INTO {attrs} (name, value) VALUES (%s, %s) "
+                            "ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value", (name, value))
+

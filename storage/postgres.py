@@ -1,0 +1,317 @@
+"""PostgreSQL as the storage of a working dir: the connection every PostgreSQL store shares,
+and the KV store (one JSONB table per namespace).
+
+Every store of one ``GraphRAG`` (one config) shares a :class:`PostgresDatabase`: during a
+write they all write into the one transaction it holds, begun at the first
+``index_start_callback`` (or first write) under a transaction-scoped advisory lock on the
+workspace, so writers queue and readers never wait; ``index_commit_callback`` commits it
+and ``index_abort_callback`` rolls it back. A killed writer's connection drops, and the
+server rolls back and releases the lock itself.
+
+Table names are built from the validated workspace and namespace; every value travels
+as a query parameter.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Optional
+
+from graphrag.config import GraphRAGConfig
+from graphrag.errors import ConfigurationError, StorageError, WorkingDirLockedError
+
+from .base import BaseKVStorage
+
+DSN_ENV = "GRAPHRAG_POSTGRES_DSN"
+WORKSPACE_ENV = "GRAPHRAG_WORKSPACE"
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,23}")
+
+
+def require_extra(extra: str, *modules: str) -> None:
+    """Import ``modules`` or say which optional extra installs them."""
+    import importlib
+
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"this storage backend needs the '{extra}' extra: pip install \"filegraphrag[{extra}]\" "
+                f"(could not import {module}: {exc})") from None
+
+
+def validated_name(kind: str, name: str) -> str:
+    """A workspace or namespace usable inside a table name: a letter, then letters, digits or _."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ConfigurationError(f"{kind} {name!r} is not valid: use a letter then up to 23 letters, digits or _")
+    return name.lower()
+
+
+def workspace_of(config: GraphRAGConfig) -> str:
+    return validated_name("workspace", config.storage_options.get("workspace")
+                          or os.environ.get(WORKSPACE_ENV) or "default")
+
+
+class PostgresDatabase:
+    """One database and workspace as the stores of one config see it: a pool per event loop,
+    and during a write the one connection whose transaction every store writes into."""
+
+    def __init__(self, dsn: str, workspace: str, lock_timeout: float) -> None:
+        require_extra("postgres", "psycopg", "psycopg_pool")
+        self._dsn = dsn  # a secret: never logged or put in a message
+        self.workspace = workspace
+        self._lock_timeout_ms = max(1, int(lock_timeout * 1000))
+        self._pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future]" = (
+            weakref.WeakKeyDictionary())
+        self._write: Any = None
+        self._write_started: Optional[asyncio.Future] = None
+        self._ready: set[str] = set()
+
+    def table(self, namespace: str, kind: str) -> str:
+        return f"graphrag_{self.workspace}_{validated_name('namespace', namespace)}_{kind}"
+
+    def identifier(self, name: str) -> Any:
+        from psycopg import sql
+
+        return sql.Identifier(name)
+
+    async def _pool(self) -> Any:
+        loop = asyncio.get_running_loop()
+        opening = self._pools.get(loop)
+        if opening is None:
+            opening = self._pools[loop] = asyncio.ensure_future(self._open_pool())
+        try:
+            return await asyncio.shield(opening)
+        except BaseException:
+            if opening.done():
+                self._pools.pop(loop, None)  # a failed open is not kept
+            raise
+
+    async def _open_pool(self) -> Any:
+        from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+        pool = AsyncConnectionPool(self._dsn, min_size=1, max_size=8, open=False,
+                                   kwargs={"autocommit": True}, timeout=30)
+        try:
+            await pool.open(wait=True, timeout=30)
+        except PoolTimeout:
+            await pool.close()
+            raise StorageError(f"cannot connect to PostgreSQL (workspace {self.workspace!r}); "
+                               f"check {DSN_ENV} or storage_options['dsn']") from None
+        return pool
+
+    async def close(self) -> None:
+        """Close this event loop's pool (a write in progress is rolled back first)."""
+        await self.abort()
+        opening = self._pools.pop(asyncio.get_running_loop(), None)
+        if opening is not None and opening.done() and not opening.exception():
+            await opening.result().close()
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[Any]:
+        """The write's connection during a write (its own writes visible), else a pooled one."""
+        if self._write is not None:
+            yield self._write
+            return
+        async with (await self._pool()).connection() as conn:
+            yield conn
+
+    @contextlib.asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[Any]:
+        """A pooled connection outside the write: what it writes is durable at once."""
+        async with (await self._pool()).connection() as conn:
+            yield conn
+
+    async def writing(self) -> Any:
+        """The write's connection, beginning the write (and taking the writer lock) if needed."""
+        if self._write is None:
+            if self._write_started is None or self._write_started.done() and self._write_started.exception():
+                self._write_started = asyncio.ensure_future(self._begin_write())
+            await asyncio.shield(self._write_started)
+        return self._write
+
+    async def _begin_write(self) -> None:
+        from psycopg import errors
+
+        pool = await self._pool()
+        conn = await pool.getconn()
+        try:
+            await conn.execute("BEGIN")
+            await conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{self._lock_timeout_ms}ms",))
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                               (f"graphrag writer {self.workspace}",))
+            await conn.execute("SELECT set_config('lock_timeout', '0', true)")
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                await conn.execute("ROLLBACK")
+            await pool.putconn(conn)
+            if isinstance(exc, errors.LockNotAvailable):
+                raise WorkingDirLockedError(
+                    f"another process is writing to PostgreSQL workspace {self.workspace!r}; gave up after "
+                    f"{self._lock_timeout_ms / 1000:g}s. Wait for it to finish or raise lock_timeout.") from None
+            raise
+        self._write = conn
+
+    async def commit(self) -> None:
+        await self._end_write("COMMIT")
+
+    async def abort(self) -> None:
+        await self._end_write("ROLLBACK")
+
+    async def _end_write(self, statement: str) -> None:
+        conn, self._write, self._write_started = self._write, None, None
+        if conn is None:
+            return
+        try:
+            await conn.execute(statement)
+        finally:
+            opening = self._pools.get(asyncio.get_running_loop())
+            if opening is not None and opening.done():
+                await opening.result().putconn(conn)
+
+    async def ensure_table(self, name: str, ddl: list[Any]) -> None:
+        """Create a table (and its indexes) on first use, once per process; concurrent
+        creators queue on an advisory lock so ``IF NOT EXISTS`` cannot race."""
+        if name in self._ready:
+            return
+        async with self.autocommit() as conn:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("graphrag ddl",))
+                for statement in ddl:
+                    await conn.execute(statement)
+        self._ready.add(name)
+
+    def sync_query(self, query: Any, params: tuple = ()) -> list[tuple]:
+        """One statement on a short-lived synchronous connection (checks made before a loop runs)."""
+        import psycopg
+
+        with psycopg.connect(self._dsn, autocommit=True) as conn:
+            return conn.execute(query, params).fetchall()
+
+
+_databases: dict[int, PostgresDatabase] = {}
+
+
+def database_for(config: GraphRAGConfig) -> PostgresDatabase:
+    """The database shared by every store opened with this config object."""
+    key = id(config)
+    database = _databases.get(key)
+    if database is None:
+        dsn = config.storage_options.get("dsn") or os.environ.get(DSN_ENV) or ""  # "": libpq's PG* variables
+        database = _databases[key] = PostgresDatabase(dsn, workspace_of(config), config.lock_timeout)
+        weakref.finalize(config, _databases.pop, key, None)
+    return database
+
+
+@dataclass
+class PostgresStore:
+    """What the three PostgreSQL stores share: their database, and taking part in its write."""
+
+    # Upserts bypass the write and are durable at once (the LLM response cache).
+    durable: bool = field(default=False, kw_only=True)
+
+    @property
+    def db(self) -> PostgresDatabase:
+        return database_for(self.global_config)  # type: ignore[attr-defined]
+
+    @contextlib.asynccontextmanager
+    async def _writing(self, upsert: bool = False) -> AsyncIterator[Any]:
+        """Where a write goes: the write's transaction; a durable store's upserts, straight in."""
+        if self.durable and upsert:
+            async with self.db.autocommit() as conn:
+                yield conn
+        else:
+            yield await self.db.writing()
+
+    async def index_start_callback(self) -> None:
+        await self.db.writing()
+
+    async def index_commit_callback(self) -> None:
+        await self.db.commit()
+
+    async def index_abort_callback(self) -> None:
+        await self.db.abort()
+
+    async def close(self) -> None:
+        await self.db.close()
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+@dataclass
+class PostgresKVStorage(PostgresStore, BaseKVStorage):
+    """A namespace as a table of ``id text primary key, value jsonb``."""
+
+    def __post_init__(self) -> None:
+        self._name = self.db.table(self.namespace, "kv")
+        self._table = self.db.identifier(self._name)
+
+    @classmethod
+    def options_for(cls, *, read_by_record: bool = False, durable_upserts: bool = False) -> dict[str, Any]:
+        return {"durable": durable_upserts}
+
+    async def _ready(self) -> None:
+        from psycopg import sql
+
+        await self.db.ensure_table(self._name, [
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} (id text PRIMARY KEY, value jsonb NOT NULL)").format(self._table)])
+
+    async def _rows(self, query: str, params: tuple = ()) -> list[tuple]:
+        from psycopg import sql
+
+        await self._ready()
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(sql.SQL(query).format(table=self._table), params)
+            return await cursor.fetchall()
+
+    async def _execute(self, query: str, params: tuple = (), upsert: bool = False) -> None:
+        from psycopg import sql
+
+        await self._ready()
+        async with self._writing(upsert) as conn:
+            await conn.execute(sql.SQL(query).format(table=self._table), params)
+
+    async def all_keys(self) -> list[str]:
+        return [k for (k,) in await self._rows("SELECT id FROM {table} ORDER BY id")]
+
+    async def get_by_id(self, id: str) -> Optional[Any]:
+        rows = await self._rows("SELECT value FROM {table} WHERE id = %s", (id,))
+        return rows[0][0] if rows else None
+
+    async def get_by_ids(self, ids: list[str], fields: Optional[set[str]] = None) -> list[Optional[Any]]:
+        if not ids:
+            return []
+        found = dict(await self._rows("SELECT id, value FROM {table} WHERE id = ANY(%s)", (list(ids),)))
+        if fields is not None:
+            found = {k: {f: v for f, v in r.items() if f in fields} for k, r in found.items()}
+        return [found.get(i) for i in ids]
+
+    async def filter_keys(self, keys: list[str]) -> set[str]:
+        if not keys:
+            return set()
+        stored = {k for (k,) in await self._rows("SELECT id FROM {table} WHERE id = ANY(%s)", (list(keys),))}
+        return set(keys) - stored
+
+    async def count(self) -> int:
+        return (await self._rows("SELECT count(*) FROM {table}"))[0][0]
+
+    async def upsert(self, data: dict[str, Any]) -> None:
+        if data:
+            await self._execute(
+                "INSERT INTO {table} (id, value) SELECT id, value::jsonb FROM unnest(%s::text[], %s::text[]) "
+                "AS u(id, value) ON CONFLICT (id) DO UPDATE SET value = EXCLUDED.value",
+                (list(data), [dumps(v) for v in data.values()]), upsert=True)
+
+    async def delete(self, ids: list[str]) -> None:
+        if ids:
+            await self._execute("DELETE FROM {table} WHERE id = ANY(%s)", (list(ids),))
+
+    async def drop(self) -> None:
+        await self._execute("DELETE FROM {table}")
