@@ -21,7 +21,7 @@ from graphrag.prompts import render as render_prompt
 from graphrag.query_param import QueryParam
 
 from .report_parsing import stored_rating
-from .query_context import csv_section, fail_response, pack_csv_section, pack_texts
+from .query_context import answer_from_context, csv_section, fail_response, pack_csv_section, pack_texts
 from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -196,6 +196,4 @@ async def global_query(query: str, stores: Any, param: QueryParam, *, llm: Any, 
         report_data = tokenizer.truncate(texts[0], param.global_max_token_for_community_report)
     if not report_data.strip():
         return fail_response()
-    system_prompt = render_prompt("global_reduce_rag_response", report_data=report_data,
-                                  response_type=param.response_type)
-    return await llm(query, stage="query", system_prompt=system_prompt)
+    return await answer_from_context(query, report_data, param, llm, "global_reduce_rag_response", "report_data")
