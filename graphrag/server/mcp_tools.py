@@ -1,0 +1,111 @@
+"""The index as MCP tools an agent can call (the ``mcp`` SDK), over stdio or streamable HTTP.
+
+Each tool says when to use it; results are JSON. A read-only server has no tool that writes.
+Tools share ``GraphService`` with the HTTP API: queries read the last commit, writes are jobs.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from typing import Any, Awaitable, Callable, Literal, Optional
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from graphrag.server.errors import error_body
+from graphrag.server.service import GraphService, query_param
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "A knowledge graph built from the user's documents: entities, their relations, and reports on "
+    "communities of related entities. Use `query` for an answer in prose; `list_documents` to see what "
+    "is indexed. Writing tools queue a background job and return it; the index changes when it finishes.")
+
+
+def _as_tool(work: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """A tool whose failures reach the agent as JSON ``{"error", "message"}`` (never a traceback)."""
+    @functools.wraps(work)
+    async def tool(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await work(*args, **kwargs)
+        except Exception as exc:
+            if not isinstance(exc, ToolError):
+                logger.info("tool %s failed: %s", work.__name__, exc, exc_info=True)
+                raise ToolError(json.dumps(error_body(exc))) from exc
+            raise
+
+    return tool
+
+
+def create_mcp_server(service: GraphService) -> MCPServer:
+    """The tools over ``service``; the caller starts and stops the service (its job worker)."""
+    server = MCPServer("graphrag", instructions=INSTRUCTIONS)
+
+    def tool(description: str) -> Callable[[Callable[..., Awaitable[Any]]], Any]:
+        return lambda fn: server.add_tool(_as_tool(fn), description=description)
+
+    @tool("Answer a question in prose from the knowledge graph. mode='local' for questions about "
+          "specific people, places or things (entities near the question and their relations); "
+          "'global' for themes across the whole collection (community reports); 'naive' for plain "
+          "passage search. only_need_context=true returns the retrieved context instead of an answer.")
+    async def query(question: str, mode: Literal["local", "global", "naive"] = "local",
+                    only_need_context: bool = False, top_k: int = 20,
+                    response_type: str = "Multiple Paragraphs") -> dict[str, Any]:
+        param = query_param({"mode": mode, "only_need_context": only_need_context, "top_k": top_k,
+                             "response_type": response_type})
+        return {"answer": await service.query(question, param)}
+
+    @tool("List the indexed documents: id, source (file name or label), size in characters and chunks. "
+          "Use the id with delete_document.")
+    async def list_documents() -> dict[str, Any]:
+        return {"documents": await service.list_documents()}
+
+    if not service.read_only:
+        @tool("Add a text to the knowledge graph. Indexing runs in the background: the result is the job "
+              "(id, status); the text is searchable once it is done. A text with the same source as an "
+              "indexed document replaces that document.")
+        async def insert_text(text: str, source: Optional[str] = None, wait: bool = False) -> dict[str, Any]:
+            job = service.insert([text], [source])
+            if wait:
+                await service.jobs.wait_for(job.id)
+            return job.to_dict()
+
+        @tool("Delete an indexed document by id (from list_documents), and every fact only it "
+              "contributed. Runs in the background; the result is the job.")
+        async def delete_document(document_id: str, wait: bool = False) -> dict[str, Any]:
+            job = await service.delete(document_id)
+            if wait:
+                await service.jobs.wait_for(job.id)
+            return job.to_dict()
+
+    return server
+
+
+def run_mcp(service: GraphService, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8001,
+            api_key: Optional[str] = None, max_body_bytes: int = 1 << 20) -> None:
+    """Serve over stdio, or streamable HTTP at ``/mcp`` under the HTTP API's binding and key rules."""
+    server = create_mcp_server(service)
+
+    async def run(serving: Callable[[], Awaitable[None]]) -> None:
+        await service.start()
+        try:
+            await serving()
+        finally:
+            await service.stop()
+
+    if transport == "stdio":
+        asyncio.run(run(server.run_stdio_async))
+        return
+    import uvicorn
+
+    from graphrag.server.errors import register_secret
+    from graphrag.server.security import check_binding, secured
+
+    check_binding(host, api_key)
+    if api_key:
+        register_secret(api_key)
+    app = secured(server.streamable_http_app(host=host), api_key, lambda _path: max_body_bytes)
+    asyncio.run(run(uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve))
