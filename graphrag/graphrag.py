@@ -30,7 +30,9 @@ from graphrag.stores import Stores, open_stores
 from graphrag.windows import ANSWER_TOKENS, ModelWindows
 
 if TYPE_CHECKING:
+    from graphrag.graph_api import KnowledgeGraph
     from graphrag.operators.documents import ChunkPlan
+    from graphrag.records import Answer, Retrieval
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +99,8 @@ class GraphRAG:
 
         self.usage = UsageCounter()
         self.last_insert_stats: Optional[dict[str, Any]] = None
+        self._index_version = 0
+        self._knowledge_graph: Optional[KnowledgeGraph] = None
 
     # ------------------------------------------------------------------ plumbing
 
@@ -182,6 +186,8 @@ class GraphRAG:
                     await self._close_llm_connections()
                 self._llms = None  # they held the replaced cache store
                 raise
+            finally:
+                self._index_version += 1  # what the graph API remembered describes the index before
 
     async def _update_index_meta(self) -> None:
         """Cumulative LLM usage, and the document count a query checks without reading the docs."""
@@ -530,6 +536,63 @@ class GraphRAG:
 
     # ------------------------------------------------------------------ query
 
+    @property
+    def knowledge_graph(self) -> KnowledgeGraph:
+        """The graph as an API (entity, neighbors, traverse, paths, subgraph, search,
+        graph_search; see ``graphrag/graph_api.py``). ``self.stores.graph`` is the store it reads."""
+        if self._knowledge_graph is None:
+            from graphrag.graph_api import KnowledgeGraph
+
+            self._knowledge_graph = KnowledgeGraph(lambda: self.stores, lambda: self._index_version, _run_sync)
+        return self._knowledge_graph
+
+    def retrieve(self, query: str, param: QueryParam = QueryParam()) -> Retrieval:
+        return _run_sync(self.aretrieve(query, param))
+
+    async def aretrieve(self, query: str, param: QueryParam = QueryParam()) -> Retrieval:
+        """What ``param.mode`` retrieves for ``query`` as records (chunks, entities, relations,
+        reports, each with its documents); ``.context`` is the ``only_need_context`` string.
+        Nothing found (or nothing indexed): a Retrieval with no records and no context."""
+        from graphrag.operators.retrieval import retrieve
+        from graphrag.records import Retrieval
+
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError("query must be a non-empty string")
+        try:
+            if not await self._has_documents():
+                return Retrieval(question=query, mode=param.mode)
+            found = await retrieve(query, self.stores, self.windows.fit_query(query, param), self.tokenizer)
+            if found is None:
+                return Retrieval(question=query, mode=param.mode)
+            return await self.knowledge_graph.documents.attach(found)
+        finally:
+            await self.stores.query_done()
+
+    def query_result(self, query: str, param: QueryParam = QueryParam()) -> Answer:
+        return _run_sync(self.aquery_result(query, param), self._close_llm_connections)
+
+    async def aquery_result(self, query: str, param: QueryParam = QueryParam()) -> Answer:
+        """The answer as an object citing its sources: ``.text`` cites ``[n]``, ``.references``
+        maps each ``n`` kept to its documents, chunk or report and an excerpt. Without an LLM
+        (or with ``only_need_context``) the text is the numbered context, every source listed."""
+        from graphrag.operators.query_context import fail_response
+        from graphrag.operators.retrieval import all_references, answer_with_references
+        from graphrag.records import Answer
+
+        param = replace(param, with_references=True)
+        retrieval = await self.aretrieve(query, param)
+        if not retrieval.context:
+            empty = not await self._has_documents()
+            return Answer(text=EMPTY_INDEX_MESSAGE.format(working_dir=self.config.working_dir) if empty
+                          else fail_response(), retrieval=retrieval)
+        if param.only_need_context or not llm_configured(self.config):
+            note = "" if param.only_need_context else f"{NO_LLM_NOTE}\n\n"
+            return Answer(text=note + retrieval.context, references=all_references(retrieval), retrieval=retrieval)
+        try:
+            return await answer_with_references(retrieval, param, self.llms[0], self.tokenizer)
+        finally:
+            await self.stores.query_done()  # persists the answer in the LLM cache
+
     def query(self, query: str, param: QueryParam = QueryParam()) -> str:
         return _run_sync(self.aquery(query, param), self._close_llm_connections)
 
@@ -552,6 +615,8 @@ class GraphRAG:
 
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("query must be a non-empty string")
+        if param.with_references:  # the answer, then its reference list
+            return str(await self.aquery_result(query, param))
         if not await self._has_documents():
             await self.stores.query_done()
             return EMPTY_INDEX_MESSAGE.format(working_dir=self.config.working_dir)

@@ -59,6 +59,10 @@ class QueryParam:
         default_factory=lambda: {"response_format": {"type": "json_object"}}
     )
 
+    # Answers with citations: the answer cites its sources as [n] and ``query()`` appends the
+    # reference list (``aquery_result`` returns them as records). Not in nano-graphrag.
+    with_references: bool = False
+
     def __post_init__(self) -> None:
         if self.mode not in QUERY_MODES:
             raise InvalidInputError(f"mode must be one of {', '.join(QUERY_MODES)}; got {self.mode!r}")

@@ -1,5 +1,9 @@
 """Public typed records: what the engine hands to applications.
 
+Graph calls, retrieval and cited answers return these records too; the fields after a
+record's stored ones (``documents``, ``distance``, ``score``, ``via``...) are filled by the
+call that returns them and keep their defaults elsewhere.
+
 Stores keep plain dicts (JSON, GraphML attributes; see :mod:`graphrag.schema`), which is what
 makes working dirs portable and cheap to read. These frozen dataclasses are the typed view of
 those dicts at the API's edge, each built by a ``from_stored`` that tolerates records written
@@ -7,8 +11,9 @@ by earlier versions (missing fields take their defaults).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from graphrag.schema import GRAPH_FIELD_SEP
 
@@ -18,6 +23,19 @@ def split_field(value: Any) -> tuple[str, ...]:
     if not value:
         return ()
     return tuple(part for part in str(value).split(GRAPH_FIELD_SEP) if part)
+
+
+def community_ids(clusters: Any) -> tuple[str, ...]:
+    """Community ids of a node's stored ``clusters`` attribute (JSON ``[{"level", "cluster"}]``),
+    coarsest level first; unreadable memberships are skipped."""
+    if not clusters:
+        return ()
+    try:
+        memberships = json.loads(clusters) if isinstance(clusters, str) else clusters
+        pairs = sorted((int(m["level"]), str(m["cluster"])) for m in memberships)
+    except (ValueError, TypeError, KeyError):
+        return ()
+    return tuple(dict.fromkeys(cluster for _, cluster in pairs))
 
 
 @dataclass(frozen=True)
@@ -40,6 +58,8 @@ class Chunk:
     doc_id: str
     order: int = 0
     tokens: int = 0
+    documents: tuple[Document, ...] = ()  # the document it belongs to (id and source)
+    score: Optional[float] = None  # retrieval: vector similarity (naive) or links to the entities (local)
 
     @classmethod
     def from_stored(cls, chunk_id: str, record: Mapping[str, Any]) -> "Chunk":
@@ -53,12 +73,19 @@ class Entity:
     type: str = "UNKNOWN"
     description: str = ""
     source_chunk_ids: tuple[str, ...] = ()
+    documents: tuple[Document, ...] = ()  # the documents of its source chunks
+    communities: tuple[str, ...] = ()  # ids of the communities it belongs to, coarsest level first
+    degree: Optional[int] = None
+    distance: Optional[int] = None  # graph calls: hops from where the call started
+    via: Optional["Relation"] = None  # traversals: the edge that reached it, walked towards it
+    score: Optional[float] = None  # search: similarity; graph_search: similarity decayed per hop
 
     @classmethod
     def from_stored(cls, name: str, node: Mapping[str, Any]) -> "Entity":
         return cls(name=name, type=str(node.get("entity_type") or "UNKNOWN").strip('"'),
                    description=str(node.get("description") or ""),
-                   source_chunk_ids=split_field(node.get("source_id")))
+                   source_chunk_ids=split_field(node.get("source_id")),
+                   communities=community_ids(node.get("clusters")))
 
 
 @dataclass(frozen=True)
@@ -68,6 +95,7 @@ class Relation:
     description: str = ""
     weight: float = 1.0
     source_chunk_ids: tuple[str, ...] = ()
+    documents: tuple[Document, ...] = ()  # the documents of its source chunks
 
     @classmethod
     def from_stored(cls, source: str, target: str, edge: Mapping[str, Any]) -> "Relation":
@@ -103,6 +131,7 @@ class CommunityReport:
     rating: float = 0.0
     findings: tuple[Mapping[str, str], ...] = ()
     text: str = ""  # the report as the prompts see it (markdown)
+    documents: tuple[Document, ...] = ()  # the documents of the community's chunks
 
     @classmethod
     def from_stored(cls, community_id: str, record: Mapping[str, Any]) -> "CommunityReport":
@@ -113,3 +142,82 @@ class CommunityReport:
                    title=str(report.get("title") or record.get("title") or ""),
                    summary=str(report.get("summary") or ""), rating=stored_rating(record),
                    findings=tuple(report.get("findings") or ()), text=str(record.get("report_string") or ""))
+
+
+@dataclass(frozen=True)
+class Path:
+    """A walk through the graph: ``hops[i]`` goes from ``hops[i].source`` to ``hops[i].target``."""
+
+    hops: tuple[Relation, ...]
+
+    @property
+    def entities(self) -> tuple[str, ...]:
+        return (self.hops[0].source,) + tuple(h.target for h in self.hops) if self.hops else ()
+
+    def __len__(self) -> int:
+        return len(self.hops)
+
+
+@dataclass(frozen=True)
+class Subgraph:
+    """Entities around some seeds, the relations among them and the communities they belong to.
+    ``truncated``: a bound (``max_nodes``, edges scanned) cut it short."""
+
+    entities: tuple[Entity, ...] = ()
+    relations: tuple[Relation, ...] = ()
+    communities: tuple[Community, ...] = ()
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """What a query mode retrieved for a question, in the order the context holds it.
+
+    ``context`` is exactly the string ``only_need_context`` returns; it is rendered from these
+    records by the same packing, so it holds what they hold. A citation ``[n]`` refers to
+    ``chunks[n - 1]`` (local, naive) or ``reports[n - 1]`` (global).
+    """
+
+    question: str
+    mode: str
+    chunks: tuple[Chunk, ...] = ()
+    entities: tuple[Entity, ...] = ()
+    relations: tuple[Relation, ...] = ()
+    reports: tuple[CommunityReport, ...] = ()
+    context: str = ""
+    context_groups: tuple[str, ...] = ()  # global: the report tables, one per map call
+
+    def citable(self) -> Sequence[Any]:
+        """What ``[n]`` refers to: reports in global mode, chunks otherwise."""
+        return self.reports if self.mode == "global" else self.chunks
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One source an answer cites as ``[number]``: a chunk (local, naive; ``chunk_id``) or a
+    community report (global; ``report_id``, with the documents of its chunks)."""
+
+    number: int
+    documents: tuple[Document, ...]
+    excerpt: str
+    chunk_id: Optional[str] = None
+    report_id: Optional[str] = None
+
+    def line(self) -> str:
+        where = ", ".join(d.source or d.id for d in self.documents) or "unknown document"
+        what = f"chunk {self.chunk_id}" if self.chunk_id else f"community report {self.report_id}"
+        return f"[{self.number}] {where} ({what}): {self.excerpt}"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer with the sources it cites; ``str()`` is the answer then its reference list."""
+
+    text: str
+    references: tuple[Reference, ...] = ()
+    retrieval: Optional[Retrieval] = None
+
+    def __str__(self) -> str:
+        if not self.references:
+            return self.text
+        return self.text.rstrip() + "\n\nReferences:\n" + "\n".join(r.line() for r in self.references)

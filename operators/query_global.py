@@ -15,10 +15,11 @@ import functools
 import json
 import logging
 import re
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from graphrag.prompts import render as render_prompt
 from graphrag.query_param import QueryParam
+from graphrag.records import CommunityReport, Retrieval
 
 from .report_parsing import stored_rating
 from .query_context import answer_from_context, csv_section, fail_response, pack_csv_section, pack_texts
@@ -65,39 +66,57 @@ async def _ranked_reports(stores: Any, param: QueryParam) -> list[tuple[str, dic
 
 
 @functools.lru_cache(maxsize=4)
-def _group_reports(reports: tuple[tuple[str, float, float], ...], max_tokens: int, tokenizer: Tokenizer) -> list[str]:
+def _group_reports(reports: tuple[tuple[str, float, float], ...], max_tokens: int, tokenizer: Tokenizer,
+                   first_id: int = 0) -> list[tuple[str, tuple[int, ...]]]:
     """Consecutive reports ``(text, rating, occurrence)`` packed into tables of at most
-    ``max_tokens`` tokens each.
+    ``max_tokens`` tokens each, rows numbered from ``first_id``; each table with the indices
+    (into ``reports``) of the reports it holds. Row numbers run on without gaps over the
+    reports sent, so a row's number always names one report sent.
 
     The tables do not depend on the question, so a process answering several global
     queries over the same reports tokenises them once (the key holds the report texts:
     changed reports miss the cache).
     """
     title = "Reports"
-    rows = [[i, text, rating, occurrence] for i, (text, rating, occurrence) in enumerate(reports)]
-    groups: list[str] = []
+    groups: list[tuple[str, tuple[int, ...]]] = []
     if tokenizer.count(csv_section(title, REPORT_HEADER, [])) >= max_tokens:
         return []
-    start = 0
-    while start < len(rows):
-        # A report too long for a group of its own is cut short, not dropped.
-        text, kept = pack_csv_section(title, REPORT_HEADER, rows[start:], max_tokens, tokenizer, cut_column=1)
+    start, number = 0, first_id
+    while start < len(reports):
+        rows = [[n, text, rating, occurrence]
+                for n, (text, rating, occurrence) in enumerate(reports[start:], number)]
+        # A report too long for a group of its own is cut short; dropped only if not even that fits.
+        text, kept = pack_csv_section(title, REPORT_HEADER, rows, max_tokens, tokenizer, cut_column=1)
         if kept == 0:
             start += 1
             continue
-        groups.append(text)
-        start += kept
+        groups.append((text, tuple(range(start, start + kept))))
+        start, number = start + kept, number + kept
     return groups
+
+
+async def retrieve_global(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer,
+                          cited: bool = False) -> Optional[Retrieval]:
+    """The community reports a global answer maps over, in rank order, and their tables (one
+    per map call); None when no report qualifies. ``cited``: rows numbered from 1, the
+    numbers a cited answer uses."""
+    ranked = await _ranked_reports(stores, param)
+    if not ranked:
+        return None
+    rows = tuple((str(r.get("report_string") or ""), stored_rating(r), _as_float(r.get("occurrence"))) for _, r in ranked)
+    groups = _group_reports(rows, param.global_max_token_for_community_report, tokenizer, 1 if cited else 0)
+    if not groups:
+        return None
+    tables = tuple(table for table, _ in groups)
+    reports = tuple(CommunityReport.from_stored(*ranked[i]) for _, sent in groups for i in sent)
+    return Retrieval(question=query, mode="global", reports=reports, context="\n\n".join(tables),
+                     context_groups=tables)
 
 
 async def build_global_context(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[list[str]]:
     """The report tables, one per map call; None when no community report qualifies."""
-    reports = await _ranked_reports(stores, param)
-    if not reports:
-        return None
-    rows = tuple((str(r.get("report_string") or ""), stored_rating(r), _as_float(r.get("occurrence"))) for _, r in reports)
-    groups = _group_reports(rows, param.global_max_token_for_community_report, tokenizer)
-    return list(groups) or None
+    retrieval = await retrieve_global(query, stores, param, tokenizer)
+    return list(retrieval.context_groups) if retrieval is not None else None
 
 
 def _json_candidates(text: str) -> list[Any]:
@@ -163,16 +182,22 @@ def _score_text(score: float) -> str:
 
 async def global_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Tokenizer) -> str:
     """Answer ``query`` by map-reduce over community reports."""
-    groups = await build_global_context(query, stores, param, tokenizer)
-    if not groups:
+    retrieval = await retrieve_global(query, stores, param, tokenizer)
+    if retrieval is None:
         return fail_response()
     if param.only_need_context:
-        return "\n\n".join(groups)
+        return retrieval.context
+    return await map_reduce(query, retrieval.context_groups, param, llm, tokenizer)
 
+
+async def map_reduce(query: str, groups: Sequence[str], param: QueryParam, llm: Any, tokenizer: Tokenizer,
+                     map_template: str = "global_map_rag_points",
+                     reduce_template: str = "global_reduce_rag_response") -> str:
+    """One map call per report table, then one reduce call over the points scored above 0."""
     kwargs = dict(param.global_special_community_map_llm_kwargs)
 
     async def map_group(table: str) -> list[dict[str, Any]]:
-        system_prompt = render_prompt("global_map_rag_points", context_data=table)
+        system_prompt = render_prompt(map_template, context_data=table)
         answer = await llm(query, stage="query", system_prompt=system_prompt, **kwargs)
         points = parse_points(answer)
         if not points:
@@ -196,4 +221,4 @@ async def global_query(query: str, stores: Any, param: QueryParam, *, llm: Any, 
         report_data = tokenizer.truncate(texts[0], param.global_max_token_for_community_report)
     if not report_data.strip():
         return fail_response()
-    return await answer_from_context(query, report_data, param, llm, "global_reduce_rag_response", "report_data")
+    return await answer_from_context(query, report_data, param, llm, reduce_template, "report_data")

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional
+from dataclasses import replace
+from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional, TypeVar
 
 from graphrag.query_param import QueryParam
+from graphrag.records import Chunk, CommunityReport, Entity, Relation, Retrieval
 from graphrag.schema import GRAPH_FIELD_SEP, edge_key
 
 from .report_parsing import stored_rating
@@ -27,6 +29,8 @@ from .query_context import answer_from_context, pack_csv_section
 from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
+R = TypeVar("R")
 
 ENTITY_HEADER = ["id", "entity", "type", "description", "rank"]
 RELATION_HEADER = ["id", "source", "target", "description", "weight", "rank"]
@@ -68,11 +72,12 @@ def _weight(edge: dict) -> float:
 async def _find_entities(query: str, stores: Any, param: QueryParam) -> list[dict]:
     """Retrieved entities in similarity order: ``{entity_name, data, rank}``."""
     hits = await stores.entities_vdb.query(query, top_k=param.top_k)
-    names: list[str] = []
+    similarity: dict[str, Optional[float]] = {}
     for hit in hits:
         name = hit.get("entity_name")
-        if name and name not in names:
-            names.append(name)
+        if name and name not in similarity:
+            similarity[name] = hit.get("distance")
+    names = list(similarity)
     if not names:
         return []
     nodes = await stores.graph.get_nodes_batch(names)
@@ -81,7 +86,7 @@ async def _find_entities(query: str, stores: Any, param: QueryParam) -> list[dic
     if missing:
         logger.warning("%d retrieved entities are missing from the graph; the index may need repair", missing)
     degrees = await stores.graph.node_degrees_batch([n for n, _ in found])
-    return [{"entity_name": n, "data": d, "rank": deg} for (n, d), deg in zip(found, degrees)]
+    return [{"entity_name": n, "data": d, "rank": deg, "score": similarity[n]} for (n, d), deg in zip(found, degrees)]
 
 
 def _report_groups(entities: list[dict], param: QueryParam) -> list[list[str]]:
@@ -123,12 +128,12 @@ async def _related_relations(
 
 async def _related_chunks(
     entities: list[dict], node_edges: list[list[tuple[str, str]]], stores: Any
-) -> list[str]:
-    """Ids of the entities' source chunks, most linked first.
+) -> list[tuple[str, int]]:
+    """``(chunk id, links)`` of the entities' source chunks, most linked first.
 
-    A chunk's score is the number of distinct relations between two retrieved entities
-    whose source ids include it, where one endpoint lists the chunk; ties go to the chunk
-    of the better-ranked entity.
+    A chunk's links are the distinct relations between two retrieved entities whose source
+    ids include it, where one endpoint lists the chunk; ties go to the chunk of the
+    better-ranked entity.
     """
     retrieved = {e["entity_name"] for e in entities}
     inner_pairs: list[tuple[str, str]] = []
@@ -153,38 +158,43 @@ async def _related_chunks(
             order.setdefault(chunk_id, index)
             hits = linked.setdefault(chunk_id, set())
             hits.update(key for key in inner if chunk_id in edge_chunks[key])
-    return sorted(order, key=lambda chunk_id: (-len(linked[chunk_id]), order[chunk_id]))
+    ranked = sorted(order, key=lambda chunk_id: (-len(linked[chunk_id]), order[chunk_id]))
+    return [(chunk_id, len(linked[chunk_id])) for chunk_id in ranked]
 
 
-async def _pack_while_reading(title: str, header: list[str], batches: Iterable[list[str]],
-                              read: Callable[[list[str]], Awaitable[list[str]]], budget: int,
-                              tokenizer: Tokenizer) -> tuple[str, int]:
-    """A section of ``[i, text]`` rows, reading the batches of ids in rank order only until it is full.
+async def _pack_while_reading(title: str, header: list[str], batches: Iterable[list[T]],
+                              read: Callable[[list[T]], Awaitable[list[tuple[R, str]]]], budget: int,
+                              tokenizer: Tokenizer, first_id: int = 0) -> tuple[str, list[R]]:
+    """A section of ``[i, text]`` rows (``i`` from ``first_id``), reading the batches in rank
+    order only until it is full; returns the section and the items its rows came from.
 
     Packing keeps the longest prefix of rows that fits, so once it keeps fewer rows than
     were read, what comes after cannot change it: a hub entity's hundreds of chunks and
     communities are not all read for the few that fit.
     """
-    texts: list[str] = []
+    items: list[tuple[R, str]] = []
     text, kept = "", 0
-    for ids in batches:
-        texts += await read(ids)
-        text, kept = pack_csv_section(title, header, [[i, t] for i, t in enumerate(texts)], budget, tokenizer,
-                                      cut_column=1)
-        if kept < len(texts):
+    for batch in batches:
+        items += await read(batch)
+        text, kept = pack_csv_section(title, header, [[first_id + i, t] for i, (_, t) in enumerate(items)], budget,
+                                      tokenizer, cut_column=1)
+        if kept < len(items):
             break
-    return text, kept
+    return text, [item for item, _ in items[:kept]]
 
 
-def _doubling_slices(ids: list[str], first: int = 8) -> Iterator[list[str]]:
+def _doubling_slices(ids: list[T], first: int = 8) -> Iterator[list[T]]:
     start, size = 0, first
     while start < len(ids):
         yield ids[start:start + size]
         start, size = start + size, size * 2
 
 
-async def build_local_context(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[str]:
-    """The data tables a local answer is grounded in, or None when no entity matches."""
+async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer,
+                         cited: bool = False) -> Optional[Retrieval]:
+    """The entities nearest the question and what surrounds them, as packed into the local
+    context; None when no entity matches. ``cited``: the Sources rows are numbered from 1,
+    the numbers a cited answer uses."""
     if stores.entities_vdb is None:
         return None
     entities = await _find_entities(query, stores, param)
@@ -216,27 +226,40 @@ async def build_local_context(query: str, stores: Any, param: QueryParam, tokeni
     if single:
         report_groups = report_groups[:1]
 
-    async def read_reports(ids: list[str]) -> list[str]:
-        found = [r for r in await stores.community_reports.get_by_ids(ids) if r is not None]
-        found.sort(key=lambda r: -stored_rating(r))  # within a group of equal counts, best rated first
-        return [r.get("report_string", "") for r in found][:1 if single else None]
+    async def read_reports(ids: list[str]) -> list[tuple[CommunityReport, str]]:
+        found = [(i, r) for i, r in zip(ids, await stores.community_reports.get_by_ids(ids)) if r is not None]
+        found.sort(key=lambda item: -stored_rating(item[1]))  # within a group of equal counts, best rated first
+        return [(CommunityReport.from_stored(i, r), r.get("report_string", "")) for i, r in found][:1 if single else None]
 
-    reports_text, n_reports = await _pack_while_reading(
+    reports_text, reports = await _pack_while_reading(
         "Reports", REPORT_HEADER, report_groups, read_reports, param.local_max_token_for_community_report, tokenizer)
 
-    async def read_chunks(ids: list[str]) -> list[str]:
-        return [r["content"] for r in await stores.text_chunks.get_by_ids(ids) if r is not None and r.get("content")]
+    async def read_chunks(ranked: list[tuple[str, int]]) -> list[tuple[Chunk, str]]:
+        records = await stores.text_chunks.get_by_ids([i for i, _ in ranked])
+        return [(replace(Chunk.from_stored(i, r), score=float(links)), r["content"])
+                for (i, links), r in zip(ranked, records) if r is not None and r.get("content")]
 
-    sources_text, n_sources = await _pack_while_reading(
+    sources_text, chunks = await _pack_while_reading(
         "Sources", SOURCE_HEADER, _doubling_slices(chunk_ids), read_chunks, param.local_max_token_for_text_unit,
-        tokenizer)
+        tokenizer, first_id=1 if cited else 0)
     logger.info(
         "Local context: %d/%d entities, %d/%d relations, %d/%d communities, %d/%d chunks",
-        n_entities, len(entity_rows), n_relations, len(relation_rows), n_reports,
-        sum(len(g) for g in report_groups), n_sources, len(chunk_ids),
+        n_entities, len(entity_rows), n_relations, len(relation_rows), len(reports),
+        sum(len(g) for g in report_groups), len(chunks), len(chunk_ids),
     )
     sections = [s for s in (reports_text, entities_text, relations_text, sources_text) if s]
-    return "\n\n".join(sections)
+    return Retrieval(
+        question=query, mode="local", chunks=tuple(chunks), reports=tuple(reports), context="\n\n".join(sections),
+        entities=tuple(replace(Entity.from_stored(e["entity_name"], e["data"]), degree=e["rank"], score=e["score"])
+                       for e in entities[:n_entities]),
+        relations=tuple(Relation.from_stored(*r["src_tgt"], r["data"]) for r in relations[:n_relations]),
+    )
+
+
+async def build_local_context(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[str]:
+    """The data tables a local answer is grounded in, or None when no entity matches."""
+    retrieval = await retrieve_local(query, stores, param, tokenizer)
+    return retrieval.context if retrieval is not None else None
 
 
 async def local_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Tokenizer) -> str:

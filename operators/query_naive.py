@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any, Optional
 
 from graphrag.query_param import QueryParam
+from graphrag.records import Chunk, Retrieval
 
 from .query_context import answer_from_context, pack_texts
 from .tokenizer import Tokenizer
@@ -15,24 +17,40 @@ CHUNK_SEPARATOR = "\n--New Chunk--\n"
 NAIVE_NEEDS_CHUNKS = "Naive queries need the chunk vector store: build the index with enable_naive_rag=True."
 
 
-async def build_naive_context(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[str]:
+async def retrieve_naive(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer,
+                         cited: bool = False) -> Optional[Retrieval]:
     """The best-matching chunks, most similar first, within ``naive_max_token_for_text_unit``.
 
-    None when there is no chunk store or nothing matches.
+    None when there is no chunk store or nothing matches. ``cited``: each chunk is preceded
+    by its number, ``[1]`` first, the numbers a cited answer uses.
     """
     if stores.chunks_vdb is None:
         return None
     hits = await stores.chunks_vdb.query(query, top_k=param.top_k)
-    ids = list(dict.fromkeys(h["id"] for h in hits if h.get("id")))
+    similarity: dict[str, Any] = {}
+    for hit in hits:
+        if hit.get("id") and hit["id"] not in similarity:
+            similarity[hit["id"]] = hit.get("distance")
+    ids = list(similarity)
     if not ids:
         return None
     records = await stores.text_chunks.get_by_ids(ids)
-    texts = [r["content"] for r in records if r is not None and r.get("content")]
-    if len(texts) < len(ids):
-        logger.warning("%d matched chunks are missing from text_chunks", len(ids) - len(texts))
+    found = [replace(Chunk.from_stored(i, r), score=similarity[i])
+             for i, r in zip(ids, records) if r is not None and r.get("content")]
+    if len(found) < len(ids):
+        logger.warning("%d matched chunks are missing from text_chunks", len(ids) - len(found))
+    texts = [f"[{n}] {c.content}" if cited else c.content for n, c in enumerate(found, 1)]
     context, kept = pack_texts(texts, CHUNK_SEPARATOR, param.naive_max_token_for_text_unit, tokenizer)
     logger.info("Naive context: %d/%d chunks", kept, len(texts))
-    return context or None
+    if not context:
+        return None
+    return Retrieval(question=query, mode="naive", chunks=tuple(found[:kept]), context=context)
+
+
+async def build_naive_context(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[str]:
+    """The naive context string (see :func:`retrieve_naive`)."""
+    retrieval = await retrieve_naive(query, stores, param, tokenizer)
+    return retrieval.context if retrieval is not None else None
 
 
 async def naive_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Tokenizer) -> str:

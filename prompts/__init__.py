@@ -40,6 +40,11 @@ TEMPLATE_NAMES: tuple[str, ...] = (
     "global_reduce_rag_response",
     "naive_rag_response",
     "fail_response",
+    # Answers with citations (QueryParam.with_references)
+    "local_rag_response_cited",
+    "naive_rag_response_cited",
+    "global_map_rag_points_cited",
+    "global_reduce_rag_response_cited",
 )
 
 # The kind of answer each prompt asks a model for, as a stand-in model (the tests' mock
@@ -56,6 +61,10 @@ PROMPT_KINDS: dict[str, str] = {
     "local_rag_response": "answer",
     "global_reduce_rag_response": "answer",
     "naive_rag_response": "answer",
+    "local_rag_response_cited": "cited_answer",
+    "naive_rag_response_cited": "cited_answer",
+    "global_map_rag_points_cited": "cited_global_map",
+    "global_reduce_rag_response_cited": "cited_answer",
 }
 
 _DELIMITERS: dict[str, str] = {

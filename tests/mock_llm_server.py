@@ -336,6 +336,40 @@ def _respond_answer(context: str, last: str) -> str:
     )
 
 
+def _citable_numbers(data: str) -> list[int]:
+    """The numbers a cited prompt's data offers: ``[n]`` markers (numbered chunks, analyst
+    points) and the id column of its Sources and Reports tables."""
+    found = [int(n) for n in re.findall(r"\[(\d+)\]", data)]
+    section, in_table = "", False
+    for line in data.splitlines():
+        title = re.fullmatch(r"-----(\w+)-----", line.strip())
+        if title:
+            section = title.group(1)
+        elif line.startswith("```"):
+            in_table = line.startswith("```csv")
+        elif in_table and section in ("Sources", "Reports") and (row := re.match(r"(\d+),", line)):
+            found.append(int(row.group(1)))
+    return list(dict.fromkeys(found))
+
+
+def _respond_cited_answer(data: str, last: str) -> str:
+    """An answer citing up to six of the numbers its data offers, one sentence each."""
+    numbers = _citable_numbers(data)[:6]
+    answer = _respond_answer(data, last)
+    if not numbers:
+        return answer
+    return answer + " " + " ".join(f"This is stated in source [{n}]." for n in numbers)
+
+
+def _respond_cited_global_map(data: str) -> str:
+    points = json.loads(_respond_global_map(data))["points"]
+    numbers = _citable_numbers(data)
+    for i, point in enumerate(points):
+        if numbers and point["score"] > 0:
+            point["description"] += f" [{numbers[min(i, len(numbers) - 1)]}]"
+    return json.dumps({"points": points})
+
+
 def realistic_responder(req: dict) -> str:
     """Deterministic fake model: plausible output for each prompt kind of the pipeline."""
     system, last = _messages(req)
@@ -356,6 +390,10 @@ def realistic_responder(req: dict) -> str:
         return _respond_report(data["input_text"])
     if kind == "global_map":
         return _respond_global_map(data["context_data"])
+    if kind == "cited_global_map":
+        return _respond_cited_global_map(data["context_data"])
+    if kind == "cited_answer":
+        return _respond_cited_answer("\n".join(v for f, v in data.items() if f != "response_type"), last)
     # The answer prompts: quote the data they were filled with, not the template's own text.
     return _respond_answer("\n".join(data.values()), last)
 

@@ -243,6 +243,10 @@ MARKERS = {
     "global_reduce_rag_response": "---Analyst Reports---",
     "naive_rag_response": "---Text chunks---",
     "fail_response": "Sorry",
+    "local_rag_response_cited": "by their id in square brackets",
+    "naive_rag_response_cited": "---Numbered text chunks---",
+    "global_map_rag_points_cited": '"points"',
+    "global_reduce_rag_response_cited": "---Analyst points---",
 }
 
 
@@ -255,7 +259,8 @@ def test_prompt_templates_render(name: str) -> None:
     assert MARKERS[name] in rendered
     for f in fields:
         assert f"<<{f}>>" in rendered or f in ("tuple_delimiter", "record_delimiter", "completion_delimiter")
-    assert "{" not in rendered.replace("{{", "") or name in ("community_report", "global_map_rag_points")
+    assert "{" not in rendered.replace("{{", "") or name in ("community_report", "global_map_rag_points",
+                                                                  "global_map_rag_points_cited")
 
 
 def test_prompt_placeholders_and_endings() -> None:

@@ -46,7 +46,7 @@ def request(name: str, prompt: str) -> dict:
     """A chat request as the engine sends prompt ``name``: the query prompts as the system
     prompt before the question, gleaning turns after the extraction turn, others alone."""
     kind = prompts.PROMPT_KINDS[name]
-    if kind in ("global_map", "answer"):
+    if kind in ("global_map", "answer", "cited_global_map", "cited_answer"):
         messages = [{"role": "system", "content": prompt}, {"role": "user", "content": QUESTION}]
     elif kind.startswith("gleaning"):
         extraction = prompts.render("entity_extraction", **sample("entity_extraction"))
@@ -130,7 +130,8 @@ def test_indexing_and_every_query_mode_with_every_template_reworded(
         "Marta Lindqvist sells cloth to the Norrvik Market every week. The Norrvik Market is run by Jonas Berg.",
         "Jonas Berg and Marta Lindqvist founded the Norrvik Weavers Circle, which meets in the Harbour Weaving Guild.",
     ])
-    answers = [rag.query(QUESTION, QueryParam(mode=mode)) for mode in ("local", "global", "naive")]
+    answers = [rag.query(QUESTION, QueryParam(mode=mode, with_references=cited))
+               for mode in ("local", "global", "naive") for cited in (False, True)]
 
     found: Counter[Optional[str]] = Counter()
     for req in llm_server.chat_requests:

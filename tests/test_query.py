@@ -342,16 +342,16 @@ def test_sections_read_in_rank_order_only_until_full(budget: int) -> None:
     ids = [str(i) for i in range(len(texts))]
     read: list[str] = []
 
-    async def fetch(batch: list[str]) -> list[str]:
+    async def fetch(batch: list[str]) -> list[tuple[str, str]]:
         read.extend(batch)
-        return [texts[int(i)] for i in batch if int(i) % 7]  # some records are missing
+        return [(i, texts[int(i)]) for i in batch if int(i) % 7]  # some records are missing
 
     got = asyncio.run(_pack_while_reading("Sources", SOURCE_HEADER, _doubling_slices(ids), fetch, budget,
                                           TOKENIZER))
-    present = [t for i, t in enumerate(texts) if i % 7]
-    expected = pack_csv_section("Sources", SOURCE_HEADER, [[i, t] for i, t in enumerate(present)], budget,
+    present = [(i, t) for i, t in zip(ids, texts) if int(i) % 7]
+    expected = pack_csv_section("Sources", SOURCE_HEADER, [[n, t] for n, (_, t) in enumerate(present)], budget,
                                 TOKENIZER, cut_column=1)
-    assert got == expected
+    assert got == (expected[0], [i for i, _ in present[:expected[1]]])  # the section, and the items it holds
     assert read == ids[:len(read)]  # in rank order, never skipping one
     if expected[1] < 20:
         assert len(read) < len(ids)  # stopped early

@@ -1,0 +1,155 @@
+"""Structured retrieval and answers that cite their sources.
+
+Each query mode's ``retrieve_<mode>`` returns a :class:`~graphrag.records.Retrieval`: the
+records its context holds, and the context string rendered from them by the same packing
+(what ``only_need_context`` returns). Adding a mode is one entry in ``RETRIEVERS`` (and, if
+it can cite, one in ``CITED_PROMPTS``).
+
+A cited answer numbers what the context holds (chunks, or reports in global mode) from 1,
+asks the model to cite those numbers as ``[n]``, and keeps only citations of numbers it
+actually sent: an invented number is removed from the text, never shown as a reference.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any, Awaitable, Callable, Iterable, Optional
+
+from graphrag.errors import InvalidInputError
+from graphrag.prompts import render as render_prompt
+from graphrag.query_param import QueryParam
+from graphrag.records import Answer, Chunk, CommunityReport, Document, Reference, Retrieval
+
+from .query_context import fail_response
+from .query_global import map_reduce, retrieve_global
+from .query_local import retrieve_local
+from .query_naive import retrieve_naive
+from .tokenizer import Tokenizer
+
+Retriever = Callable[..., Awaitable[Optional[Retrieval]]]
+
+# mode -> async (question, stores, param, tokenizer, cited=False) -> Retrieval | None
+RETRIEVERS: dict[str, Retriever] = {
+    "local": retrieve_local,
+    "global": retrieve_global,
+    "naive": retrieve_naive,
+}
+# mode -> the prompts of its cited answer (global: map then reduce)
+CITED_PROMPTS: dict[str, tuple[str, ...]] = {
+    "local": ("local_rag_response_cited",),
+    "naive": ("naive_rag_response_cited",),
+    "global": ("global_map_rag_points_cited", "global_reduce_rag_response_cited"),
+}
+_CONTEXT_FIELD = {"local_rag_response_cited": "context_data", "naive_rag_response_cited": "content_data"}
+EXCERPT_CHARS = 160
+# A citation, with the blanks before it (dropped with a citation that keeps no number).
+_CITATION = re.compile(r"([ \t]*)\[(\d+(?:\s*,\s*\d+)*)\]")
+
+
+def cited_prompts(mode: str) -> tuple[str, ...]:
+    if mode not in CITED_PROMPTS:
+        raise InvalidInputError(f"{mode} queries cannot cite their sources (with_references) yet")
+    return CITED_PROMPTS[mode]
+
+
+async def retrieve(question: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[Retrieval]:
+    """``param.mode``'s retrieval; numbered for citations when ``param.with_references``."""
+    if param.with_references:
+        cited_prompts(param.mode)
+    return await RETRIEVERS[param.mode](question, stores, param, tokenizer, cited=param.with_references)
+
+
+class DocumentLookup:
+    """Which document (id and ``source``) each chunk came from, remembered once read: graph
+    calls ask about the same chunks again and again. Build a new one when the index changes."""
+
+    def __init__(self, stores: Any) -> None:
+        self._stores = stores
+        self._of_chunk: dict[str, Optional[Document]] = {}
+
+    async def of_chunks(self, chunk_ids: Iterable[str]) -> dict[str, Document]:
+        wanted = list(dict.fromkeys(c for c in chunk_ids if c not in self._of_chunk))
+        if wanted:
+            chunks = await self._stores.text_chunks.get_by_ids(wanted, fields={"full_doc_id"})
+            doc_of = {c: r.get("full_doc_id") for c, r in zip(wanted, chunks) if r and r.get("full_doc_id")}
+            doc_ids = list(dict.fromkeys(doc_of.values()))
+            docs = await self._stores.full_docs.get_by_ids(doc_ids, fields={"source"})
+            by_id = {d: Document(id=d, source=r.get("source")) for d, r in zip(doc_ids, docs) if r is not None}
+            for c in wanted:
+                self._of_chunk[c] = by_id.get(doc_of.get(c, ""))
+        return {c: d for c in chunk_ids if (d := self._of_chunk.get(c)) is not None}
+
+    async def documents(self, chunk_ids: Iterable[str]) -> tuple[Document, ...]:
+        """The distinct documents of ``chunk_ids``, in their order."""
+        chunk_ids = list(chunk_ids)
+        found = await self.of_chunks(chunk_ids)
+        return tuple({found[c].id: found[c] for c in chunk_ids if c in found}.values())
+
+    async def attach(self, retrieval: Retrieval) -> Retrieval:
+        """``retrieval`` with every record's ``documents`` filled in."""
+        async def docs(ids: Iterable[str]) -> tuple[Document, ...]:
+            return await self.documents(ids)
+
+        return replace(
+            retrieval,
+            chunks=tuple([replace(c, documents=await docs([c.id])) for c in retrieval.chunks]),
+            entities=tuple([replace(e, documents=await docs(e.source_chunk_ids)) for e in retrieval.entities]),
+            relations=tuple([replace(r, documents=await docs(r.source_chunk_ids)) for r in retrieval.relations]),
+            reports=tuple([replace(r, documents=await docs(r.community.chunk_ids)) for r in retrieval.reports]),
+        )
+
+
+async def answer_with_references(retrieval: Optional[Retrieval], param: QueryParam, llm: Any,
+                                 tokenizer: Tokenizer) -> Answer:
+    """Ask the model for an answer citing ``retrieval``'s numbered sources (documents already
+    attached); keep the citations that name a source sent."""
+    if retrieval is None:
+        return Answer(text=fail_response())
+    templates = cited_prompts(param.mode)
+    if param.mode == "global":
+        text = await map_reduce(retrieval.question, retrieval.context_groups, param, llm, tokenizer, *templates)
+    else:
+        template = templates[0]
+        system_prompt = render_prompt(template, **{_CONTEXT_FIELD[template]: retrieval.context},
+                                      response_type=param.response_type)
+        text = await llm(retrieval.question, stage="query", system_prompt=system_prompt)
+    return keep_valid_citations(text, retrieval)
+
+
+def references_of(retrieval: Retrieval, numbers: Iterable[int]) -> tuple[Reference, ...]:
+    sources = retrieval.citable()
+    return tuple(_reference(n, sources[n - 1]) for n in sorted(set(numbers)) if 1 <= n <= len(sources))
+
+
+def all_references(retrieval: Optional[Retrieval]) -> tuple[Reference, ...]:
+    """Every source the context numbers (an answer without a model cites them all)."""
+    return references_of(retrieval, range(1, len(retrieval.citable()) + 1)) if retrieval is not None else ()
+
+
+def keep_valid_citations(text: str, retrieval: Retrieval) -> Answer:
+    """``text`` with citations of numbers the context does not hold removed, and the
+    references of the ones it keeps."""
+    valid = range(1, len(retrieval.citable()) + 1)
+    cited: list[int] = []
+
+    def keep(match: re.Match) -> str:
+        numbers = [int(n) for n in re.split(r"\s*,\s*", match.group(2))]
+        kept = [n for n in numbers if n in valid]
+        cited.extend(kept)
+        return match.group(1) + "".join(f"[{n}]" for n in kept) if kept else ""
+
+    return Answer(text=_CITATION.sub(keep, text), references=references_of(retrieval, cited), retrieval=retrieval)
+
+
+def _excerpt(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[:EXCERPT_CHARS].rsplit(" ", 1)[0] + "..."
+
+
+def _reference(number: int, source: Any) -> Reference:
+    if isinstance(source, Chunk):
+        return Reference(number=number, documents=source.documents, excerpt=_excerpt(source.content),
+                         chunk_id=source.id)
+    report: CommunityReport = source
+    return Reference(number=number, documents=report.documents,
+                     excerpt=_excerpt(report.title or report.summary or report.text), report_id=report.community.id)
