@@ -464,12 +464,16 @@ def _serving(args: argparse.Namespace) -> tuple[Any, Optional[str]]:
     from graphrag.server.security import API_KEY_ENV
     from graphrag.server.service import GraphService
 
+    from graphrag.server.security import check_binding
+
+    api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    check_binding(args.host, api_key)  # before any model loads: a refusal is immediate
     wd = args.working_dir
     offline = args.offline or (os.path.isdir(wd) and asyncio.run(_built_offline(_inspect(wd))))
     config = GraphRAGConfig(working_dir=wd, extraction="nlp" if offline else "llm",
                             embedding_func=_embedding_func(), **_llm_options(args))
     read_only = getattr(args, "read_only", False)
-    return GraphService(config, read_only=read_only), args.api_key or os.environ.get(API_KEY_ENV) or None
+    return GraphService(config, read_only=read_only), api_key
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ import json
 import logging
 from dataclasses import MISSING, fields
 from importlib import resources
-from typing import Any, AsyncIterator, Optional, get_type_hints
+from typing import Any, AsyncIterator, Awaitable, Literal, Optional, get_type_hints
 
 from fastapi import FastAPI, File, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
@@ -57,6 +57,12 @@ class DocumentsRequest(BaseModel):
     source: Optional[str] = None
     texts: list[str] = []
     sources: Optional[list[Optional[str]]] = None
+
+
+class SubgraphRequest(BaseModel):
+    names: list[str] = Field(min_length=1)
+    depth: int = 1
+    max_nodes: int = 200
 
 
 def _decoded(name: str, raw: bytes) -> str:
@@ -151,6 +157,8 @@ def create_app(service: GraphService) -> FastAPI:
     async def query(body: QueryRequest) -> Any:  # type: ignore[valid-type]
         param = query_param(body.model_dump(exclude={"question", "stream"}))
         if not body.stream:
+            if param.with_references:
+                return await service.answer(body.question, param)
             return {"answer": await service.query(body.question, param)}
         pieces = service.query_stream(body.question, param)
 
@@ -166,7 +174,54 @@ def create_app(service: GraphService) -> FastAPI:
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
 
+    @app.post("/retrieve", summary="What a mode retrieves for a question, as records with their sources")
+    async def retrieve(body: QueryRequest) -> dict[str, Any]:  # type: ignore[valid-type]
+        return await service.retrieve(body.question, query_param(body.model_dump(exclude={"question", "stream"})))
+
+    @app.get("/chunks/{chunk_id}", summary="A chunk (a cited passage): its text and document")
+    async def chunk(chunk_id: str) -> dict[str, Any]:
+        return await _found(service.record("text_chunks", chunk_id), f"no chunk {chunk_id}")
+
+    @app.get("/reports/{report_id}", summary="A community report (cited by global answers)")
+    async def report(report_id: str) -> dict[str, Any]:
+        return await _found(service.record("community_reports", report_id), f"no community report {report_id}")
+
+    @app.get("/graph/entity/{name:path}", summary="An entity by name (any case); 404 with close matches")
+    async def entity(name: str) -> dict[str, Any]:
+        return await service.graph("entity", name)
+
+    @app.get("/graph/neighbors/{name:path}", summary="Entities within depth hops, nearest and heaviest first")
+    async def neighbors(name: str, depth: int = 1, direction: Literal["both", "out", "in"] = "both",
+                        relation: Optional[str] = None, entity_type: Optional[str] = None,
+                        min_weight: float = 0.0, limit: int = 50) -> list[dict[str, Any]]:
+        return await service.graph("neighbors", name, depth=depth, direction=direction, relation=relation,
+                                   entity_type=entity_type, min_weight=min_weight, limit=limit)
+
+    @app.get("/graph/paths", summary="Shortest paths between two entities")
+    async def paths(source: str, target: str, max_depth: int = 4, k: int = 3) -> list[dict[str, Any]]:
+        return await service.graph("paths", source, target, max_depth=max_depth, k=k)
+
+    @app.post("/graph/subgraph", summary="Entities around some seeds, the relations among them, their communities")
+    async def subgraph(body: SubgraphRequest) -> dict[str, Any]:
+        return await service.graph("subgraph", body.names, depth=body.depth, max_nodes=body.max_nodes)
+
+    @app.get("/graph/search", summary="Entities whose descriptions are nearest the text")
+    async def search(q: str, top_k: int = 10) -> list[dict[str, Any]]:
+        return await service.graph("search", q, top_k=top_k)
+
+    @app.get("/graph/graph_search", summary="Vector hits expanded through the graph, scored by hops")
+    async def graph_search(q: str, top_k: int = 10, depth: int = 1, decay: float = 0.5,
+                           limit: int = 50) -> list[dict[str, Any]]:
+        return await service.graph("graph_search", q, top_k=top_k, depth=depth, decay=decay, limit=limit)
+
     return app
+
+
+async def _found(lookup: Awaitable[Optional[dict[str, Any]]], missing: str) -> dict[str, Any]:
+    found = await lookup
+    if found is None:
+        raise HTTPException(404, missing)
+    return found
 
 
 def build_app(service: GraphService, api_key: Optional[str] = None, max_body_bytes: int = MAX_BODY_BYTES,

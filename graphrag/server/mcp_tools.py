@@ -21,8 +21,9 @@ logger = logging.getLogger(__name__)
 
 INSTRUCTIONS = (
     "A knowledge graph built from the user's documents: entities, their relations, and reports on "
-    "communities of related entities. Use `query` for an answer in prose; `list_documents` to see what "
-    "is indexed. Writing tools queue a background job and return it; the index changes when it finishes.")
+    "communities of related entities. Use `query` for an answer in prose, `retrieve` for the evidence, "
+    "`search_entities` to find entity names, then `neighbors`, `find_paths` and `subgraph` to explore "
+    "around them; `list_documents` to see what is indexed. Writing tools queue a background job and return it; the index changes when it finishes.")
 
 
 def _as_tool(work: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -57,6 +58,39 @@ def create_mcp_server(service: GraphService) -> MCPServer:
         param = query_param({"mode": mode, "only_need_context": only_need_context, "top_k": top_k,
                              "response_type": response_type})
         return {"answer": await service.query(question, param)}
+
+    @tool("Retrieve, without writing an answer, what a query mode finds for a question: the passages "
+          "(chunks), entities, relations and community reports, each with the documents it came from. "
+          "Use it to read the evidence yourself or to cite sources.")
+    async def retrieve(question: str, mode: Literal["local", "global", "naive"] = "local",
+                       top_k: int = 20) -> dict[str, Any]:
+        found = await service.retrieve(question, query_param({"mode": mode, "top_k": top_k}))
+        found.pop("context_groups", None)  # global: the context again, split per map call
+        return found
+
+    @tool("Find entities (people, organisations, places, events, ...) whose descriptions match a text, "
+          "most similar first. Use it to find the exact entity names the graph tools take.")
+    async def search_entities(text: str, top_k: int = 10) -> dict[str, Any]:
+        return {"entities": await service.graph("search", text, top_k=top_k)}
+
+    @tool("The entities related to one entity, within `depth` hops, nearest and most strongly related "
+          "first, each with the relation that reached it. Optional filters: a word the relation's "
+          "description holds, the neighbour's type, direction 'out' or 'in'.")
+    async def neighbors(entity: str, depth: int = 1, relation: Optional[str] = None,
+                        entity_type: Optional[str] = None, direction: Literal["both", "out", "in"] = "both",
+                        limit: int = 50) -> dict[str, Any]:
+        return {"neighbors": await service.graph("neighbors", entity, depth=depth, relation=relation,
+                                                 entity_type=entity_type, direction=direction, limit=limit)}
+
+    @tool("How two entities are connected: up to k shortest paths between them (each a chain of "
+          "relations), at most max_depth hops long.")
+    async def find_paths(source: str, target: str, max_depth: int = 4, k: int = 3) -> dict[str, Any]:
+        return {"paths": await service.graph("paths", source, target, max_depth=max_depth, k=k)}
+
+    @tool("The neighbourhood of one or more entities as a small graph: the entities within `depth` hops, "
+          "every relation among them, and the communities (with their report titles) they belong to.")
+    async def subgraph(entities: list[str], depth: int = 1, max_nodes: int = 50) -> dict[str, Any]:
+        return await service.graph("subgraph", entities, depth=depth, max_nodes=max_nodes)
 
     @tool("List the indexed documents: id, source (file name or label), size in characters and chunks. "
           "Use the id with delete_document.")

@@ -14,13 +14,14 @@ import contextlib
 import logging
 import os
 import time
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from typing import Any, AsyncIterator, Optional
 
 from graphrag.config import GraphRAGConfig
 from graphrag.errors import DocumentNotFound, InvalidInputError
 from graphrag.graphrag import GraphRAG
 from graphrag.query_param import QueryParam
+from graphrag.records import Path
 from graphrag.server.jobs import Job, JobQueue
 
 logger = logging.getLogger(__name__)
@@ -36,6 +37,20 @@ def query_param(options: dict[str, Any]) -> QueryParam:
     if unknown:
         raise InvalidInputError(f"unknown query option(s): {', '.join(unknown)}")
     return QueryParam(**options)
+
+
+def as_json(value: Any) -> Any:
+    """The engine's records (``graphrag/records.py``) as plain JSON values; a path also lists
+    the entities it goes through."""
+    if isinstance(value, Path):
+        return {"entities": list(value.entities), "hops": as_json(value.hops)}
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: as_json(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [as_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: as_json(v) for k, v in value.items()}
+    return value
 
 
 class _Reader:
@@ -98,6 +113,27 @@ class GraphService:
         async with self.reading() as rag:
             async for piece in rag.aquery_stream(question, param):
                 yield piece
+
+    async def answer(self, question: str, param: QueryParam) -> dict[str, Any]:
+        """The answer citing ``[n]``, with the reference each ``n`` stands for."""
+        async with self.reading() as rag:
+            answer = await rag.aquery_result(question, param)
+        return {"answer": answer.text, "references": as_json(answer.references)}
+
+    async def retrieve(self, question: str, param: QueryParam) -> dict[str, Any]:
+        async with self.reading() as rag:
+            return as_json(await rag.aretrieve(question, param))
+
+    async def graph(self, call: str, *args: Any, **options: Any) -> Any:
+        """``rag.knowledge_graph.a<call>(...)`` on the reader, as JSON (see ``graphrag/graph_api.py``)."""
+        async with self.reading() as rag:
+            return as_json(await getattr(rag.knowledge_graph, f"a{call}")(*args, **options))
+
+    async def record(self, store: str, record_id: str) -> Optional[dict[str, Any]]:
+        """A chunk (``text_chunks``) or community report (``community_reports``) as stored."""
+        async with self.reading() as rag:
+            found = await getattr(rag.stores, store).get_by_id(record_id)
+        return None if found is None else {"id": record_id, **found}
 
     async def list_documents(self) -> list[dict[str, Any]]:
         async with self.reading() as rag:
