@@ -282,7 +282,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 
     if not args.question.strip():
         raise CLIError("the question is empty", EXIT_USAGE)
-    param_kwargs: dict[str, Any] = {"mode": args.mode, "only_need_context": args.context_only}
+    param_kwargs: dict[str, Any] = {"mode": args.mode, "only_need_context": args.context_only,
+                                    "with_references": args.references}
     if args.top_k is not None:
         param_kwargs["top_k"] = args.top_k
     if args.response_type:
@@ -544,6 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context-only", action="store_true", help="print the retrieved context; no LLM call")
     p.add_argument("--top-k", type=int, metavar="K", help="entities (local) or chunks (naive) retrieved")
     p.add_argument("--response-type", metavar="TEXT", help="e.g. 'Single Paragraph' (default: Multiple Paragraphs)")
+    p.add_argument("--references", action="store_true", help="cite sources as [n] and list them after the answer")
     p.set_defaults(func=cmd_query)
 
     p = add("stats", "counts and sizes of a working dir (loads no model)", [common, wd])
@@ -570,6 +572,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--read-only", action="store_true", help="no tool that inserts or deletes")
     _add_serving_options(p, 8001)
     p.set_defaults(func=cmd_mcp)
+
+    from graphrag.cli_graph import add_commands  # graph, retrieve, export
+
+    add_commands(add, common, wd)
     return parser
 
 

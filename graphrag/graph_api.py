@@ -78,6 +78,17 @@ class KnowledgeGraph:
         self._names: Optional[NameIndex] = None
         self._documents: Optional["DocumentLookup"] = None
 
+    @classmethod
+    def open(cls, working_dir: str) -> "KnowledgeGraph":
+        """Read-only over a working dir's files: no embedding model (so no ``search``), no LLM,
+        no lock, nothing written -- for notebooks and tools inspecting an index."""
+        from graphrag.config import GraphRAGConfig
+        from graphrag.graphrag import _run_sync
+        from graphrag.stores import open_stores
+
+        stores = open_stores(GraphRAGConfig(working_dir=working_dir, always_create_working_dir=False), None)
+        return cls(lambda: stores, lambda: 0, _run_sync)
+
     # ------------------------------------------------------------------ caches
 
     def _fresh(self) -> None:
@@ -130,6 +141,11 @@ class KnowledgeGraph:
             out.append(replace(entity, degree=degree, documents=await self.documents.documents(entity.source_chunk_ids),
                                **extra))
         return out
+
+    async def _communities(self, entities: Sequence[Entity]) -> tuple[Community, ...]:
+        ids = list(dict.fromkeys(c for e in entities for c in e.communities))
+        records = await self._stores().community_reports.get_by_ids(ids) if ids else []
+        return tuple(Community.from_stored(c, r) for c, r in zip(ids, records) if r is not None)
 
     async def _relation(self, a: str, b: str, data: dict) -> Relation:
         relation = Relation.from_stored(a, b, data)
@@ -314,11 +330,25 @@ class KnowledgeGraph:
         keys = list(pairs)
         relations = [await self._relation(x, y, data)
                      for (x, y), data in zip(keys, await self._graph.get_edges_batch(keys)) if data is not None]
-        community_ids = list(dict.fromkeys(c for e in entities for c in e.communities))
-        reports = await self._stores().community_reports.get_by_ids(community_ids) if community_ids else []
-        communities = [Community.from_stored(c, r) for c, r in zip(community_ids, reports) if r is not None]
-        return Subgraph(entities=tuple(entities), relations=tuple(relations), communities=tuple(communities),
-                        truncated=truncated)
+        return Subgraph(entities=tuple(entities), relations=tuple(relations),
+                        communities=await self._communities(entities), truncated=truncated)
+
+    async def awhole(self, max_nodes: Optional[int] = None) -> Subgraph:
+        """The whole graph (for export), or its ``max_nodes`` best-connected entities and the
+        relations among them."""
+        graph = self._graph
+        nodes = await graph.get_all_nodes()
+        truncated = max_nodes is not None and len(nodes) > max_nodes
+        if truncated:
+            degrees = await graph.node_degrees_batch([n for n, _ in nodes])
+            ranked = sorted(zip(nodes, degrees), key=lambda item: (-item[1], item[0][0]))
+            nodes = [node for node, _ in ranked[:max_nodes]]
+        members = {name for name, _ in nodes}
+        entities = await self._entities([name for name, _ in nodes])
+        relations = [await self._relation(a, b, data) for a, b, data in await graph.get_all_edges()
+                     if a in members and b in members]
+        return Subgraph(entities=tuple(entities), relations=tuple(relations),
+                        communities=await self._communities(entities), truncated=truncated)
 
     async def asearch(self, text: str, top_k: int = 10) -> list[Entity]:
         """Entities whose description vectors are nearest ``text``; ``score`` is the similarity."""
@@ -367,6 +397,9 @@ class KnowledgeGraph:
 
     def subgraph(self, names: Sequence[str], **options: Any) -> Subgraph:
         return self._run_sync(self.asubgraph(names, **options))
+
+    def whole(self, max_nodes: Optional[int] = None) -> Subgraph:
+        return self._run_sync(self.awhole(max_nodes))
 
     def search(self, text: str, top_k: int = 10) -> list[Entity]:
         return self._run_sync(self.asearch(text, top_k))

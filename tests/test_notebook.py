@@ -43,4 +43,7 @@ def test_explore_notebook_runs_read_only(tmp_path: Path, monkeypatch: pytest.Mon
     assert any("text/markdown" in o.get("data", {}) for o in outputs)
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert images and len(images[0]["data"]["image/png"]) > 1000
+    pages = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    assert any('id="graph-data"' in "".join(page) and "ADA PENNICK" in "".join(page) for page in pages)
+    assert "around ADA PENNICK" in text
     assert _snapshot(wd) == before  # nothing written

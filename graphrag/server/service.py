@@ -78,6 +78,8 @@ class GraphService:
         self._disk_state = self._store_files_state()
         self._checked_at = time.monotonic()
         self._refreshing: Optional[asyncio.Task] = None
+        self._refresh_lock = asyncio.Lock()
+        self._closing: set[asyncio.Task] = set()
 
     async def start(self) -> None:
         self.jobs.start()
@@ -165,23 +167,28 @@ class GraphService:
 
     async def refresh(self) -> None:
         """Open a reader over the commit now on disk, warm it, and swap it in."""
-        self._disk_state = self._store_files_state()
-        old = self._reader
-        opened = old.rag.stores.opened()
+        async with self._refresh_lock:
+            self._disk_state = self._store_files_state()
+            opened = self._reader.rag.stores.opened()
 
-        def open_fresh() -> GraphRAG:
-            # Off the loop (it may wait for another process's commit to finish): the stores
-            # the old reader had read are read now, so the first query after the swap finds
-            # them loaded. The fresh instance is not shared until the swap.
-            rag = GraphRAG(self.config)
-            for name in opened:
-                rag.stores.open(name)
-            return rag
+            def open_fresh() -> GraphRAG:
+                # Off the loop (it may wait for another process's commit to finish): the stores
+                # the old reader had read are read now, so the first query after the swap finds
+                # them loaded. The fresh instance is not shared until the swap.
+                rag = GraphRAG(self.config)
+                for name in opened:
+                    rag.stores.open(name)
+                return rag
 
-        self._reader = _Reader(await asyncio.to_thread(open_fresh))
-        old.retired = True
-        await old.close_if_done()
-        logger.info("Serving the new commit (stores read ahead: %s)", ", ".join(opened) or "none")
+            fresh = _Reader(await asyncio.to_thread(open_fresh))
+            # Nothing awaited from the swap to the return: a job is "done" once it returns, and
+            # no query may still start on the old reader then.
+            old, self._reader = self._reader, fresh
+            old.retired = True
+            if old.running == 0:  # else the last query on it closes it
+                self._closing.add(task := asyncio.create_task(old.close_if_done()))
+                task.add_done_callback(self._closing.discard)
+            logger.info("Serving the new commit (stores read ahead: %s)", ", ".join(opened) or "none")
 
     def _notice_other_writers(self) -> None:
         """Start a refresh when another process committed (checked at most once a second)."""
