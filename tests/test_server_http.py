@@ -50,7 +50,8 @@ def test_health_docs_and_openapi(api: httpx.Client) -> None:
     schema = api.get("/openapi.json").json()
     for path in ("/documents", "/documents/files", "/documents/{doc_id}", "/jobs", "/jobs/{job_id}", "/query",
                  "/retrieve", "/graph/entity/{name}", "/graph/neighbors/{name}", "/graph/paths",
-                 "/graph/subgraph", "/graph/search", "/graph/graph_search", "/health"):
+                 "/graph/subgraph", "/graph/search", "/graph/graph_search", "/graph/view", "/chunks/{chunk_id}",
+                 "/reports/{report_id}", "/health"):
         assert path in schema["paths"], path
     # Every QueryParam field is an option of POST /query, with its default.
     query_fields = schema["components"]["schemas"]["QueryRequest"]["properties"]
@@ -61,7 +62,7 @@ def test_health_docs_and_openapi(api: httpx.Client) -> None:
 def test_the_page_and_its_assets_are_served_offline(api: httpx.Client) -> None:
     page = api.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
-    for asset in ("/static/app.js", "/static/graph.js", "/static/style.css"):
+    for asset in ("/static/app.js", "/static/style.css"):
         assert asset in page.text
         assert api.get(asset).status_code == 200
     assert "http://" not in page.text and "https://" not in page.text  # no CDN
@@ -140,6 +141,12 @@ def test_graph_endpoints(api: httpx.Client) -> None:
 
     sub = api.post("/graph/subgraph", json={"names": ["Kestrel Harbor"], "depth": 1}).json()
     assert "KESTREL HARBOR" in {e["name"] for e in sub["entities"]} and sub["relations"]
+
+    drawn = api.get("/graph/view", params={"names": ["Kestrel Harbor", "Pellham"], "depth": 1})
+    assert drawn.status_code == 200 and drawn.headers["content-type"].startswith("text/html")
+    for name in ("KESTREL HARBOR", "NORLAND", "BRIGHTWATER INSTRUMENTS", "PELLHAM"):
+        assert f'"name": "{name}"' in drawn.text  # the export renderer's embedded nodes
+    assert api.get("/graph/view").status_code == 422  # names are required
 
     hits = api.get("/graph/search", params={"q": "Brightwater Instruments compasses", "top_k": 3}).json()
     assert 1 <= len(hits) <= 3 and all(h["score"] is not None for h in hits)

@@ -12,9 +12,9 @@ from dataclasses import MISSING, fields
 from importlib import resources
 from typing import Any, AsyncIterator, Awaitable, Literal, Optional, get_type_hints
 
-from fastapi import FastAPI, File, Request, UploadFile
+from fastapi import FastAPI, File, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field, create_model
 from starlette.exceptions import HTTPException
@@ -204,6 +204,11 @@ def create_app(service: GraphService) -> FastAPI:
     @app.post("/graph/subgraph", summary="Entities around some seeds, the relations among them, their communities")
     async def subgraph(body: SubgraphRequest) -> dict[str, Any]:
         return await service.graph("subgraph", body.names, depth=body.depth, max_nodes=body.max_nodes)
+
+    @app.get("/graph/view", response_class=HTMLResponse,
+             summary="The subgraph around some entities drawn as a page (the HTML export's renderer)")
+    async def view(names: list[str] = Query(min_length=1), depth: int = 1, max_nodes: int = 60) -> HTMLResponse:
+        return HTMLResponse(await service.drawing(names, depth=depth, max_nodes=max_nodes))
 
     @app.get("/graph/search", summary="Entities whose descriptions are nearest the text")
     async def search(q: str, top_k: int = 10) -> list[dict[str, Any]]:

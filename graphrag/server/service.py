@@ -131,6 +131,15 @@ class GraphService:
         async with self.reading() as rag:
             return as_json(await getattr(rag.knowledge_graph, f"a{call}")(*args, **options))
 
+    async def drawing(self, names: list[str], depth: int = 1, max_nodes: int = 60) -> str:
+        """The subgraph around ``names`` as the self-contained page ``graphrag export --format html``
+        writes (its layout runs off the loop)."""
+        from graphrag.export import to_html
+
+        async with self.reading() as rag:
+            sub = await rag.knowledge_graph.asubgraph(names, depth=depth, max_nodes=max_nodes)
+        return await asyncio.to_thread(to_html, sub, f"Around {', '.join(names)}")
+
     async def record(self, store: str, record_id: str) -> Optional[dict[str, Any]]:
         """A chunk (``text_chunks``) or community report (``community_reports``) as stored."""
         async with self.reading() as rag:

@@ -111,7 +111,9 @@ $("ask-form").addEventListener("submit", async event => {
 
 // ---------------------------------------------------------------- explore
 
-const graph = new GraphView($("graph"), expand);
+// The neighbourhood is drawn by the same renderer as `graphrag export --format html`
+// (GET /graph/view); clicking a node adds it to the seeds and draws again.
+let seeds = [];
 
 function showEntity(entity) {
   const info = $("entity-info");
@@ -121,20 +123,26 @@ function showEntity(entity) {
   if (sources) info.append(element("p", `from: ${sources}`, "muted"));
 }
 
+function drawNeighbourhood() {
+  const query = seeds.map(s => `names=${encodeURIComponent(s)}`).join("&");
+  $("graph").src = `/graph/view?${query}&depth=1&max_nodes=60`;
+}
+
+$("graph").addEventListener("load", () => {
+  const drawing = $("graph").contentDocument;
+  if (!drawing) return;
+  for (const node of drawing.querySelectorAll(".node")) {
+    node.style.cursor = "pointer";
+    node.addEventListener("click", () => expand(node.dataset.name));
+  }
+});
+
 async function expand(name) {
   try {
-    const [entity, neighbors] = await Promise.all([
-      api(`/graph/entity/${encodeURIComponent(name)}`),
-      api(`/graph/neighbors/${encodeURIComponent(name)}?depth=1&limit=25`),
-    ]);
-    graph.addNode(entity);
-    for (const n of neighbors) {
-      graph.addNode(n, entity.name);
-      if (n.via) graph.addEdge(n.via);
-    }
-    graph.layout();
-    graph.draw(entity.name);
+    const entity = await api(`/graph/entity/${encodeURIComponent(name)}`);
+    if (!seeds.includes(entity.name)) seeds.push(entity.name);
     showEntity(entity);
+    drawNeighbourhood();
   } catch (err) {
     $("entity-info").textContent = err.message;
   }
@@ -144,7 +152,7 @@ $("explore-form").addEventListener("submit", async event => {
   event.preventDefault();
   const text = $("entity").value.trim();
   $("matches").replaceChildren();
-  graph.clear();
+  seeds = [];
   try {
     await api(`/graph/entity/${encodeURIComponent(text)}`);
     await expand(text);
@@ -155,7 +163,7 @@ $("explore-form").addEventListener("submit", async event => {
     for (const entity of found) {
       const button = element("button", entity.name, "match");
       button.type = "button";
-      button.addEventListener("click", () => { graph.clear(); expand(entity.name); });
+      button.addEventListener("click", () => { seeds = []; expand(entity.name); });
       $("matches").append(button);
     }
   }
