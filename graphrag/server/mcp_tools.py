@@ -12,7 +12,7 @@ import logging
 from typing import Any, Awaitable, Callable, Literal, Optional
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
 
 from graphrag.server.errors import error_body
 from graphrag.server.service import GraphService, query_param
@@ -27,16 +27,16 @@ INSTRUCTIONS = (
 
 
 def _as_tool(work: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """A tool whose failures reach the agent as JSON ``{"error", "message"}`` (never a traceback)."""
+    """A tool whose failures reach the agent as an error result holding JSON ``{"error",
+    "message"}`` (never a traceback)."""
     @functools.wraps(work)
     async def tool(*args: Any, **kwargs: Any) -> Any:
         try:
             return await work(*args, **kwargs)
         except Exception as exc:
-            if not isinstance(exc, ToolError):
-                logger.info("tool %s failed: %s", work.__name__, exc, exc_info=True)
-                raise ToolError(json.dumps(error_body(exc))) from exc
-            raise
+            logger.info("tool %s failed: %s", work.__name__, exc, exc_info=True)
+            return CallToolResult(content=[TextContent(type="text", text=json.dumps(error_body(exc)))],
+                                  is_error=True)
 
     return tool
 
