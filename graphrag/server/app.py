@@ -16,7 +16,7 @@ from fastapi import FastAPI, File, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 from starlette.exceptions import HTTPException
 
 from graphrag.errors import GraphRAGError, InvalidInputError
@@ -36,13 +36,15 @@ STATIC = resources.files("graphrag.server") / "static"
 
 def _query_request_model() -> type[BaseModel]:
     """The body of POST /query: the question, ``stream``, and every ``QueryParam`` field with
-    its type and default (a field added to ``QueryParam`` appears here by itself)."""
+    its type and default (a field added to ``QueryParam`` appears here by itself); a misspelt
+    option is refused rather than ignored."""
     hints = get_type_hints(QueryParam)
     options: dict[str, Any] = {}
     for f in fields(QueryParam):
         default = Field(default_factory=f.default_factory) if f.default is MISSING else f.default
         options[f.name] = (hints[f.name], default)
-    return create_model("QueryRequest", question=(str, Field(min_length=1)),
+    return create_model("QueryRequest", __config__=ConfigDict(extra="forbid"),
+                        question=(str, Field(min_length=1)),
                         stream=(bool, Field(False, description="answer as server-sent events")), **options)
 
 

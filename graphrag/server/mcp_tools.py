@@ -23,7 +23,8 @@ INSTRUCTIONS = (
     "A knowledge graph built from the user's documents: entities, their relations, and reports on "
     "communities of related entities. Use `query` for an answer in prose, `retrieve` for the evidence, "
     "`search_entities` to find entity names, then `neighbors`, `find_paths` and `subgraph` to explore "
-    "around them; `list_documents` to see what is indexed. Writing tools queue a background job and return it; the index changes when it finishes.")
+    "around them; `list_documents` to see what is indexed. Writing tools queue a background job and "
+    "return it (wait=true returns it finished); the index changes when it finishes.")
 
 
 def _as_tool(work: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
