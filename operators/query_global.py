@@ -95,16 +95,22 @@ def _group_reports(reports: tuple[tuple[str, float, float], ...], max_tokens: in
     return groups
 
 
+async def _report_tables(stores: Any, param: QueryParam, tokenizer: Tokenizer, first_id: int
+                         ) -> tuple[list[tuple[str, dict]], list[tuple[str, tuple[int, ...]]]]:
+    """The ranked reports and the tables they are packed into (see ``_group_reports``)."""
+    ranked = await _ranked_reports(stores, param)
+    if not ranked:
+        return [], []
+    rows = tuple((str(r.get("report_string") or ""), stored_rating(r), _as_float(r.get("occurrence"))) for _, r in ranked)
+    return ranked, _group_reports(rows, param.global_max_token_for_community_report, tokenizer, first_id)
+
+
 async def retrieve_global(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer,
                           cited: bool = False) -> Optional[Retrieval]:
     """The community reports a global answer maps over, in rank order, and their tables (one
     per map call); None when no report qualifies. ``cited``: rows numbered from 1, the
     numbers a cited answer uses."""
-    ranked = await _ranked_reports(stores, param)
-    if not ranked:
-        return None
-    rows = tuple((str(r.get("report_string") or ""), stored_rating(r), _as_float(r.get("occurrence"))) for _, r in ranked)
-    groups = _group_reports(rows, param.global_max_token_for_community_report, tokenizer, 1 if cited else 0)
+    ranked, groups = await _report_tables(stores, param, tokenizer, 1 if cited else 0)
     if not groups:
         return None
     tables = tuple(table for table, _ in groups)
@@ -114,9 +120,10 @@ async def retrieve_global(query: str, stores: Any, param: QueryParam, tokenizer:
 
 
 async def build_global_context(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[list[str]]:
-    """The report tables, one per map call; None when no community report qualifies."""
-    retrieval = await retrieve_global(query, stores, param, tokenizer)
-    return list(retrieval.context_groups) if retrieval is not None else None
+    """The report tables, one per map call; None when no community report qualifies. (The
+    tables alone: a plain query does not pay for a record per report.)"""
+    _, groups = await _report_tables(stores, param, tokenizer, 0)
+    return [table for table, _ in groups] or None
 
 
 def _json_candidates(text: str) -> list[Any]:
@@ -182,12 +189,12 @@ def _score_text(score: float) -> str:
 
 async def global_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Tokenizer) -> str:
     """Answer ``query`` by map-reduce over community reports."""
-    retrieval = await retrieve_global(query, stores, param, tokenizer)
-    if retrieval is None:
+    groups = await build_global_context(query, stores, param, tokenizer)
+    if not groups:
         return fail_response()
     if param.only_need_context:
-        return retrieval.context
-    return await map_reduce(query, retrieval.context_groups, param, llm, tokenizer)
+        return "\n\n".join(groups)
+    return await map_reduce(query, groups, param, llm, tokenizer)
 
 
 async def map_reduce(query: str, groups: Sequence[str], param: QueryParam, llm: Any, tokenizer: Tokenizer,
