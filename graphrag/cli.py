@@ -457,6 +457,51 @@ def _apply_storage_flags(args: argparse.Namespace) -> None:
             os.environ[variable] = value
 
 
+# --------------------------------------------------------------------------- serve / mcp
+
+
+def _serving(args: argparse.Namespace) -> tuple[Any, Optional[str]]:
+    """The service over ``--working-dir`` (created if missing), and the API key if one is set.
+    Inserts are LLM-free with --offline, or when the index was built so."""
+    from graphrag.config import GraphRAGConfig
+    from graphrag.server.security import API_KEY_ENV, check_binding
+    from graphrag.server.service import GraphService
+
+    api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    check_binding(args.host, api_key)  # before any model loads: a refusal is immediate
+    wd = args.working_dir
+    offline = args.offline or (os.path.isdir(wd) and asyncio.run(_built_offline(_inspect(wd))))
+    config = GraphRAGConfig(working_dir=wd, extraction="nlp" if offline else "llm",
+                            embedding_func=_embedding_func(), **_llm_options(args))
+    read_only = getattr(args, "read_only", False)
+    return GraphService(config, read_only=read_only), api_key
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from graphrag.server.app import serve
+
+    service, api_key = _serving(args)
+    print(f"serving {args.working_dir} on http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr)
+    serve(service, host=args.host, port=args.port, api_key=api_key)
+    return EXIT_OK
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from graphrag.server.mcp_tools import run_mcp
+
+    service, api_key = _serving(args)
+    run_mcp(service, transport=args.transport, host=args.host, port=args.port, api_key=api_key)
+    return EXIT_OK
+
+
+def _add_serving_options(p: argparse.ArgumentParser, port: int) -> None:
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; any other needs an API key)")
+    p.add_argument("--port", type=int, default=port, help=f"port (default {port})")
+    p.add_argument("--api-key", metavar="KEY", help="key every request must carry (default: $GRAPHRAG_API_KEY)")
+    p.add_argument("--offline", action="store_true", help="LLM-free inserts (extraction='nlp')")
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -528,6 +573,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offline", action="store_true",
                    help="rebuild touched entities without the LLM (automatic for offline indexes)")
     p.set_defaults(func=cmd_delete)
+
+    p = add("serve", "serve the index over HTTP: an API (OpenAPI at /docs) and a web page at /",
+            [common, wd, llm])
+    _add_serving_options(p, 8000)
+    p.set_defaults(func=cmd_serve)
+
+    p = add("mcp", "serve the index to agents as MCP tools (stdio, or streamable HTTP at /mcp)", [common, wd, llm])
+    p.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default stdio")
+    p.add_argument("--read-only", action="store_true", help="no tool that inserts or deletes")
+    _add_serving_options(p, 8001)
+    p.set_defaults(func=cmd_mcp)
 
     from graphrag.cli_graph import add_commands  # graph, retrieve, export
 

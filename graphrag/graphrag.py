@@ -673,6 +673,18 @@ class GraphRAG:
         return _run_sync(self.aquery(query, param), self._close_llm_connections)
 
     async def aquery(self, query: str, param: QueryParam = QueryParam()) -> str:
+        return await self._query(query, param)
+
+    async def aquery_stream(self, query: str, param: QueryParam = QueryParam()) -> AsyncIterator[str]:
+        """The answer in pieces as the model writes them; a cached answer, a context
+        (``only_need_context``, no LLM) or a canned reply comes as one piece."""
+        from graphrag.streaming import stream_answer
+
+        async for piece in stream_answer(self._query, query, param):
+            yield piece
+
+    async def _query(self, query: str, param: QueryParam, wrap_llm: Optional[Callable[[Any], Any]] = None) -> str:
+        """``wrap_llm``: wraps the best model's client for this query (streaming does)."""
         from graphrag.operators.query_global import global_query
         from graphrag.operators.query_local import local_query
         from graphrag.operators.query_naive import naive_query
@@ -691,6 +703,8 @@ class GraphRAG:
         try:
             param = self.windows.fit_query(query, param)
             llm = None if param.only_need_context else self.llms[0]
+            if llm is not None and wrap_llm is not None:
+                llm = wrap_llm(llm)
             answer = await runner(query, self.stores, param, llm=llm, tokenizer=self.tokenizer)
         finally:
             await self.stores.query_done()

@@ -74,6 +74,10 @@ class Stores:
     def is_open(self, name: str) -> bool:
         return self._opened.get(name) is not None
 
+    def opened(self) -> list[str]:
+        """The names of the stores read so far."""
+        return [name for name, store in self._opened.items() if store is not None]
+
     def all(self) -> list[StorageNameSpace]:
         """Every store opened so far (one never opened has nothing to reload or save)."""
         return [s for s in self._opened.values() if s is not None]

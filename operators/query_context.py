@@ -60,7 +60,10 @@ async def answer_from_context(query: str, context: Optional[str], param: Any, ll
     if param.only_need_context:
         return context
     system_prompt = render_prompt(template, **{context_field: context}, response_type=param.response_type)
-    return await llm(query, stage="query", system_prompt=system_prompt)
+    # A caller streaming the answer (graphrag/streaming.py) hands an llm whose ``final_answer``
+    # streams this call, and only this one: a global query's map calls are not the answer.
+    answer = getattr(llm, "final_answer", llm)
+    return await answer(query, stage="query", system_prompt=system_prompt)
 
 
 def _cell(value: Any) -> str:

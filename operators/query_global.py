@@ -22,7 +22,7 @@ from graphrag.query_param import QueryParam
 from graphrag.records import CommunityReport, Retrieval
 
 from .report_parsing import stored_rating
-from .query_context import csv_section, fail_response, pack_csv_section, pack_texts
+from .query_context import answer_from_context, csv_section, fail_response, pack_csv_section, pack_texts
 from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -228,5 +228,4 @@ async def map_reduce(query: str, groups: Sequence[str], param: QueryParam, llm: 
         report_data = tokenizer.truncate(texts[0], param.global_max_token_for_community_report)
     if not report_data.strip():
         return fail_response()
-    system_prompt = render_prompt(reduce_template, report_data=report_data, response_type=param.response_type)
-    return await llm(query, stage="query", system_prompt=system_prompt)
+    return await answer_from_context(query, report_data, param, llm, reduce_template, "report_data")

@@ -1,9 +1,9 @@
 """A local, deterministic OpenAI-compatible server for tests and offline benchmarks.
 
-It speaks just enough of the API (chat completions, embeddings, models) for the real
-``openai`` client, answers every prompt kind of this project with plausible model-like
-output, and can inject faults (429/500, connection resets, delays, empty answers) so the
-client's retry logic is exercised over real HTTP.
+It speaks just enough of the API (chat completions, streamed with ``stream=true`` or not,
+embeddings, models) for the real ``openai`` client, answers every prompt kind of this
+project with plausible model-like output, and can inject faults (429/500, connection
+resets, delays, empty answers) so the client's retry logic is exercised over real HTTP.
 
 Test support, not part of the installed package: tests import it as ``mock_llm_server``
 (pytest puts ``tests/`` on ``sys.path``); run it by path, e.g.
@@ -540,8 +540,11 @@ class MockLLMServer:
         port: int = 0,
         embedding_dim: int = 64,
         context_window: Optional[int] = None,
+        stream_chunk_delay: float = 0.0,
     ) -> None:
         self.responder: Responder = responder or realistic_responder
+        # Seconds between the pieces of a streamed answer (``stream=true``).
+        self.stream_chunk_delay = stream_chunk_delay
         self.latency = latency
         # Longer prompts get the 400 a real server sends (None: no limit).
         self.context_window = context_window
@@ -663,9 +666,11 @@ class MockLLMServer:
                     logger.exception("mock responder failed")
                     h._send_json(500, {"error": {"message": f"responder failed: {exc}", "type": "server_error"}})
                     return
-            body = self._completion(req, content)
             self._wait_until(arrived + self.latency)
-            h._send_json(200, body)
+            if req.get("stream"):
+                self._stream_completion(h, req, content)
+            else:
+                h._send_json(200, self._completion(req, content))
         finally:
             with self._lock:
                 self._in_flight -= 1
@@ -708,6 +713,36 @@ class MockLLMServer:
             }],
             "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c},
         }
+
+    def _stream_completion(self, h: _Handler, req: dict, content: str) -> None:
+        """``stream=true``: the answer as server-sent ``chat.completion.chunk`` events, a few
+        words each, ``stream_chunk_delay`` seconds apart, then ``[DONE]``."""
+        words = re.findall(r"\S+\s*|\s+", content) or [""]
+        pieces = ["".join(words[i:i + 3]) for i in range(0, len(words), 3)]
+        chunk_id = f"chatcmpl-mock-{_h(content + str(time.time_ns())):x}"
+
+        def event(delta: dict, finish: Optional[str] = None) -> bytes:
+            chunk = {"id": chunk_id, "object": "chat.completion.chunk", "created": int(time.time()),
+                     "model": req.get("model", "mock"),
+                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            return f"data: {json.dumps(chunk)}\n\n".encode("utf-8")
+
+        try:
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream")
+            h.send_header("Connection", "close")  # no length: the stream ends with the connection
+            h.end_headers()
+            h.wfile.write(event({"role": "assistant", "content": ""}))
+            for i, piece in enumerate(pieces):
+                if i and self.stream_chunk_delay:
+                    time.sleep(self.stream_chunk_delay)
+                h.wfile.write(event({"content": piece}))
+                h.wfile.flush()
+            h.wfile.write(event({}, "stop") + b"data: [DONE]\n\n")
+            h.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        h.close_connection = True
 
     def _embeddings(self, h: _Handler, req: dict) -> None:
         with self._lock:

@@ -92,6 +92,10 @@ class LLMClient:
             n = self._token_counts[text] = self.count_tokens(text)
         return n
 
+    def _prompt_tokens(self, prompt: str, system_prompt: Optional[str], history: list[dict]) -> int:
+        tokens = self._count(prompt) + (self._count(system_prompt) if system_prompt else 0)
+        return tokens + sum(self._count(str(m.get("content", ""))) for m in history)
+
     def cache_key(
         self,
         prompt: str,
@@ -182,8 +186,7 @@ class LLMClient:
         # Prefer the server's own counts; count with the engine's tokenizer otherwise.
         prompt_tokens = getattr(answer, "prompt_tokens", None)
         if prompt_tokens is None:
-            prompt_tokens = self._count(prompt) + (self._count(system_prompt) if system_prompt else 0)
-            prompt_tokens += sum(self._count(str(m.get("content", ""))) for m in history)
+            prompt_tokens = self._prompt_tokens(prompt, system_prompt, history)
         completion_tokens = getattr(answer, "completion_tokens", None)
         if completion_tokens is None:
             completion_tokens = self._count(answer)
@@ -194,6 +197,65 @@ class LLMClient:
         if key is not None and answer.strip():
             await self.cache.upsert({key: {"return": answer, "model": self.model_id}})
         return answer
+
+
+    async def stream(
+        self,
+        prompt: str,
+        *,
+        stage: str,
+        system_prompt: Optional[str] = None,
+        history_messages: Optional[list[dict]] = None,
+        use_cache: bool = True,
+        priority: int = 0,
+        **kwargs: Any,
+    ) -> AsyncIterator[str]:
+        """The answer in pieces as the model writes them (a model func with a ``stream``
+        attribute, e.g. :func:`openai_model_func`); a cached answer, or a func that cannot
+        stream, comes as one piece. A call that fails before its first piece is retried like
+        any call; once text went out, a failure is final."""
+        for k in ENGINE_KWARGS:
+            kwargs.pop(k, None)
+        history = list(history_messages or [])
+        key: Optional[str] = None
+        if use_cache and self.cache is not None:
+            key = self.cache_key(prompt, system_prompt, history, **kwargs)
+            hit = await self.cache.get_by_id(key)
+            if hit is not None and hit.get("return"):
+                self.usage.record(stage, cached=1)
+                yield hit["return"]
+                return
+        streamer = getattr(self.func, "stream", None)
+        if streamer is None:
+            yield await self(prompt, stage=stage, system_prompt=system_prompt, history_messages=history,
+                             use_cache=False, priority=priority, **kwargs)
+            return
+        pieces: list[str] = []
+        try:
+            async with self._slot(priority):
+                self.usage.record(stage, calls=1)
+                async for piece in streamer(prompt, system_prompt=system_prompt, history_messages=list(history),
+                                            **kwargs):
+                    if piece:
+                        pieces.append(piece)
+                        yield piece
+        except Exception as exc:
+            self.usage.record(stage, failures=1)
+            if isinstance(exc, NoLLMConfiguredError):
+                exc.stage = stage
+                raise
+            if pieces or not is_retryable(exc):
+                raise final_error(stage, exc, 1) from exc
+            logger.info("llm %s stage=%s stream failed before its first piece (%s); answering in one piece",
+                        self.model_id, stage, exc)
+            yield await self(prompt, stage=stage, system_prompt=system_prompt, history_messages=history,
+                             use_cache=use_cache, priority=priority, **kwargs)
+            return
+        answer = "".join(pieces)
+        self.usage.record(stage, prompt_tokens=self._prompt_tokens(prompt, system_prompt, history),
+                          completion_tokens=self._count(answer))
+        if key is not None and answer.strip():
+            await self.cache.upsert({key: {"return": answer, "model": self.model_id}})
 
 
 def build_llm_clients(

@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 import threading
-from typing import Any, Optional
+from typing import Any, AsyncIterator, Optional
 
 from graphrag.aio import PerLoopBuiltInThread
 from graphrag.errors import NoLLMConfiguredError
@@ -121,6 +121,19 @@ def openai_clients(base_url: Optional[str] = None, api_key: Optional[str] = None
     return PerLoopBuiltInThread(_make_client)
 
 
+def _chat_request(model: str, prompt: str, system_prompt: Optional[str], history_messages: Optional[list[dict]],
+                  kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The chat request's JSON body, and its per-request options, for one call."""
+    messages: list[dict] = []
+    if system_prompt:
+        messages.append({"role": "system", "content": system_prompt})
+    messages.extend(history_messages or [])
+    messages.append({"role": "user", "content": prompt})
+    kwargs = {k: v for k, v in kwargs.items() if k not in ENGINE_KWARGS}
+    options = {option: kwargs.pop(arg) for arg, option in _REQUEST_OPTIONS.items() if arg in kwargs}
+    return {"model": model, "messages": messages, **kwargs}, options
+
+
 def openai_model_func(
     model: str,
     *,
@@ -143,22 +156,34 @@ def openai_model_func(
         **kwargs: Any,
     ) -> str:
         client = await clients.aget()
-        messages: list[dict] = []
-        if system_prompt:
-            messages.append({"role": "system", "content": system_prompt})
-        messages.extend(history_messages or [])
-        messages.append({"role": "user", "content": prompt})
-        for k in ENGINE_KWARGS:
-            kwargs.pop(k, None)
-        options = {option: kwargs.pop(arg) for arg, option in _REQUEST_OPTIONS.items() if arg in kwargs}
+        body, options = _chat_request(model, prompt, system_prompt, history_messages, kwargs)
         # The low-level post skips the SDK's per-call typed transform of the request and
         # model construction of the reply: about a third of its CPU cost per call.
-        resp = await client.post("/chat/completions", body={"model": model, "messages": messages, **kwargs},
-                                 cast_to=object, options=options)
+        resp = await client.post("/chat/completions", body=body, cast_to=object, options=options)
         choices = resp.get("choices") or [] if isinstance(resp, dict) else []
         content = ((choices[0].get("message") or {}).get("content") or "") if choices else ""
         usage = resp.get("usage") or {} if isinstance(resp, dict) else {}
         return Completion(content, usage.get("prompt_tokens"), usage.get("completion_tokens"))
+
+    async def stream(
+        prompt: str,
+        system_prompt: Optional[str] = None,
+        history_messages: Optional[list[dict]] = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[str]:
+        """The answer's text as the server streams it (server-sent events)."""
+        import openai
+
+        client = await clients.aget()
+        body, options = _chat_request(model, prompt, system_prompt, history_messages, kwargs)
+        chunks = await client.post("/chat/completions", body={**body, "stream": True}, cast_to=object,
+                                   options=options, stream=True, stream_cls=openai.AsyncStream[object])
+        async with chunks:
+            async for chunk in chunks:
+                choices = chunk.get("choices") or [] if isinstance(chunk, dict) else []
+                text = ((choices[0].get("delta") or {}).get("content") or "") if choices else ""
+                if text:
+                    yield text
 
     async def aclose() -> None:
         client = await clients.apop()
@@ -168,6 +193,7 @@ def openai_model_func(
     model_func.__name__ = model
     model_func.__qualname__ = f"openai_model_func({model})"
     model_func.aclose = aclose  # type: ignore[attr-defined]
+    model_func.stream = stream  # type: ignore[attr-defined]
     model_func.warm_up = clients.warm_up  # type: ignore[attr-defined]
     return model_func
 

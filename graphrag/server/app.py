@@ -1,0 +1,249 @@
+"""The HTTP API (FastAPI): documents in as background jobs, questions answered (streamed as
+server-sent events if asked), the web page at ``/``; OpenAPI at ``/docs``.
+
+``build_app`` gives the ASGI app behind the key check and size limits (``security.py``);
+``serve`` runs it on uvicorn.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import MISSING, fields
+from importlib import resources
+from typing import Any, AsyncIterator, Awaitable, Literal, Optional, get_type_hints
+
+from fastapi import FastAPI, File, Query, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field, create_model
+from starlette.exceptions import HTTPException
+
+from graphrag.errors import GraphRAGError, InvalidInputError
+from graphrag.query_param import QueryParam
+from graphrag.server.errors import error_body, http_status, register_secret
+from graphrag.server.security import ASGIApp, check_binding, secured
+from graphrag.server.service import GraphService, query_param
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1 << 20  # a JSON request: a question, or text to index
+MAX_UPLOAD_BYTES = 32 << 20  # files sent to POST /documents/files, all together
+UPLOAD_PATH = "/documents/files"
+
+STATIC = resources.files("graphrag.server") / "static"
+
+
+def _query_request_model() -> type[BaseModel]:
+    """The body of POST /query: the question, ``stream``, and every ``QueryParam`` field with
+    its type and default (a field added to ``QueryParam`` appears here by itself); a misspelt
+    option is refused rather than ignored."""
+    hints = get_type_hints(QueryParam)
+    options: dict[str, Any] = {}
+    for f in fields(QueryParam):
+        default = Field(default_factory=f.default_factory) if f.default is MISSING else f.default
+        options[f.name] = (hints[f.name], default)
+    return create_model("QueryRequest", __config__=ConfigDict(extra="forbid"),
+                        question=(str, Field(min_length=1)),
+                        stream=(bool, Field(False, description="answer as server-sent events")), **options)
+
+
+QueryRequest = _query_request_model()
+
+
+class DocumentsRequest(BaseModel):
+    """Text to index: one ``text`` (with its ``source``) or several ``texts`` (``sources``).
+    A known source with new text replaces that document's old version."""
+
+    text: Optional[str] = None
+    source: Optional[str] = None
+    texts: list[str] = []
+    sources: Optional[list[Optional[str]]] = None
+
+
+class SubgraphRequest(BaseModel):
+    names: list[str] = Field(min_length=1)
+    depth: int = 1
+    max_nodes: int = 200
+
+
+def _decoded(name: str, raw: bytes) -> str:
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"{name} is not UTF-8 text") from None
+    if "\x00" in text:
+        raise InvalidInputError(f"{name} is not UTF-8 text")
+    return text
+
+
+def _sse(event: Optional[str], data: dict[str, Any]) -> str:
+    return (f"event: {event}\n" if event else "") + f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def create_app(service: GraphService) -> FastAPI:
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await service.start()
+        try:
+            yield
+        finally:
+            await service.stop()
+
+    app = FastAPI(title="graphrag", summary="Query and grow a GraphRAG index", lifespan=lifespan)
+
+    @app.exception_handler(GraphRAGError)
+    async def engine_error(_: Request, exc: GraphRAGError) -> JSONResponse:
+        return JSONResponse(error_body(exc), status_code=http_status(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors())
+        return JSONResponse({"error": "InvalidInputError", "message": problems}, status_code=422)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse({"error": "HTTPError", "message": str(exc.detail)}, status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def internal_error(_: Request, exc: Exception) -> JSONResponse:
+        logger.error("request failed", exc_info=exc)
+        return JSONResponse(error_body(exc), status_code=500)
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(str(STATIC / "index.html"))
+
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+
+    @app.get("/health", summary="Liveness and what the server holds")
+    async def health() -> dict[str, Any]:
+        jobs = service.jobs.all()
+        return {"status": "ok", "read_only": service.read_only, "documents": await service.document_count(),
+                "jobs": {status: sum(j.status == status for j in jobs) for status in ("queued", "running")}}
+
+    @app.get("/documents", summary="The indexed documents: id, source, chars, chunks")
+    async def list_documents() -> list[dict[str, Any]]:
+        return await service.list_documents()
+
+    @app.post("/documents", status_code=202, summary="Index text in the background; returns the job")
+    async def insert_text(body: DocumentsRequest) -> dict[str, Any]:
+        texts = ([body.text] if body.text is not None else []) + body.texts
+        sources = ([body.source] if body.text is not None else []) + (body.sources or [None] * len(body.texts))
+        if not texts or len(sources) != len(texts):
+            raise InvalidInputError("send `text` (and `source`), or `texts` (and as many `sources`)")
+        return service.insert(texts, sources).to_dict()
+
+    @app.post(UPLOAD_PATH, status_code=202, summary="Index uploaded UTF-8 text files in the background")
+    async def insert_files(files: list[UploadFile] = File(...)) -> dict[str, Any]:
+        texts = [_decoded(f.filename or "a file", await f.read()) for f in files]
+        return service.insert(texts, [f.filename for f in files]).to_dict()
+
+    @app.delete("/documents/{doc_id}", status_code=202,
+                summary="Delete a document, and what only it contributed, in the background")
+    async def delete_document(doc_id: str) -> dict[str, Any]:
+        return (await service.delete(doc_id)).to_dict()
+
+    @app.get("/jobs", summary="Every job kept, oldest first")
+    async def list_jobs() -> list[dict[str, Any]]:
+        return [j.to_dict() for j in service.jobs.all()]
+
+    @app.get("/jobs/{job_id}", summary="A job: status, progress, and the insert's or delete's stats")
+    async def get_job(job_id: str) -> dict[str, Any]:
+        job = service.jobs.get(job_id)
+        if job is None:
+            raise HTTPException(404, f"no job {job_id}")
+        return job.to_dict()
+
+    @app.post("/query", summary="Answer a question (mode and every QueryParam field; stream=true for SSE)",
+              response_model=None)
+    async def query(body: QueryRequest) -> Any:  # type: ignore[valid-type]
+        param = query_param(body.model_dump(exclude={"question", "stream"}))
+        if not body.stream:
+            if param.with_references:
+                return await service.answer(body.question, param)
+            return {"answer": await service.query(body.question, param)}
+        pieces = service.query_stream(body.question, param)
+
+        async def events() -> AsyncIterator[str]:
+            try:
+                async for piece in pieces:
+                    yield _sse(None, {"text": piece})
+                yield _sse("done", {})
+            except Exception as exc:  # the status line is gone: the error is the last event
+                if not isinstance(exc, GraphRAGError):
+                    logger.error("streamed query failed", exc_info=exc)
+                yield _sse("error", error_body(exc))
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+    @app.post("/retrieve", summary="What a mode retrieves for a question, as records with their sources")
+    async def retrieve(body: QueryRequest) -> dict[str, Any]:  # type: ignore[valid-type]
+        return await service.retrieve(body.question, query_param(body.model_dump(exclude={"question", "stream"})))
+
+    @app.get("/chunks/{chunk_id}", summary="A chunk (a cited passage): its text and document")
+    async def chunk(chunk_id: str) -> dict[str, Any]:
+        return await _found(service.record("text_chunks", chunk_id), f"no chunk {chunk_id}")
+
+    @app.get("/reports/{report_id}", summary="A community report (cited by global answers)")
+    async def report(report_id: str) -> dict[str, Any]:
+        return await _found(service.record("community_reports", report_id), f"no community report {report_id}")
+
+    @app.get("/graph/entity/{name:path}", summary="An entity by name (any case); 404 with close matches")
+    async def entity(name: str) -> dict[str, Any]:
+        return await service.graph("entity", name)
+
+    @app.get("/graph/neighbors/{name:path}", summary="Entities within depth hops, nearest and heaviest first")
+    async def neighbors(name: str, depth: int = 1, direction: Literal["both", "out", "in"] = "both",
+                        relation: Optional[str] = None, entity_type: Optional[str] = None,
+                        min_weight: float = 0.0, limit: int = 50) -> list[dict[str, Any]]:
+        return await service.graph("neighbors", name, depth=depth, direction=direction, relation=relation,
+                                   entity_type=entity_type, min_weight=min_weight, limit=limit)
+
+    @app.get("/graph/paths", summary="Shortest paths between two entities")
+    async def paths(source: str, target: str, max_depth: int = 4, k: int = 3) -> list[dict[str, Any]]:
+        return await service.graph("paths", source, target, max_depth=max_depth, k=k)
+
+    @app.post("/graph/subgraph", summary="Entities around some seeds, the relations among them, their communities")
+    async def subgraph(body: SubgraphRequest) -> dict[str, Any]:
+        return await service.graph("subgraph", body.names, depth=body.depth, max_nodes=body.max_nodes)
+
+    @app.get("/graph/view", response_class=HTMLResponse,
+             summary="The subgraph around some entities drawn as a page (the HTML export's renderer)")
+    async def view(names: list[str] = Query(min_length=1), depth: int = 1, max_nodes: int = 60) -> HTMLResponse:
+        return HTMLResponse(await service.drawing(names, depth=depth, max_nodes=max_nodes))
+
+    @app.get("/graph/search", summary="Entities whose descriptions are nearest the text")
+    async def search(q: str, top_k: int = 10) -> list[dict[str, Any]]:
+        return await service.graph("search", q, top_k=top_k)
+
+    @app.get("/graph/graph_search", summary="Vector hits expanded through the graph, scored by hops")
+    async def graph_search(q: str, top_k: int = 10, depth: int = 1, decay: float = 0.5,
+                           limit: int = 50) -> list[dict[str, Any]]:
+        return await service.graph("graph_search", q, top_k=top_k, depth=depth, decay=decay, limit=limit)
+
+    return app
+
+
+async def _found(lookup: Awaitable[Optional[dict[str, Any]]], missing: str) -> dict[str, Any]:
+    found = await lookup
+    if found is None:
+        raise HTTPException(404, missing)
+    return found
+
+
+def build_app(service: GraphService, api_key: Optional[str] = None, max_body_bytes: int = MAX_BODY_BYTES,
+              max_upload_bytes: int = MAX_UPLOAD_BYTES) -> ASGIApp:
+    """The API behind the key check and the size limits: uploads may be larger than the rest."""
+    if api_key:
+        register_secret(api_key)
+    return secured(create_app(service), api_key,
+                   lambda path: max_upload_bytes if path == UPLOAD_PATH else max_body_bytes)
+
+
+def serve(service: GraphService, host: str = "127.0.0.1", port: int = 8000, api_key: Optional[str] = None,
+          max_body_bytes: int = MAX_BODY_BYTES, max_upload_bytes: int = MAX_UPLOAD_BYTES) -> None:
+    import uvicorn
+
+    check_binding(host, api_key)
+    app = build_app(service, api_key, max_body_bytes, max_upload_bytes)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -1,0 +1,218 @@
+"""One working dir served to many readers and one writer, for the HTTP API and the MCP server.
+
+Queries never wait for a write. They run on a *reader*, a ``GraphRAG`` over the last commit;
+writes run as jobs (``jobs.py``) on a separate *writer* instance, whose in-memory stores are
+half-applied while it works. Once a write commits, a fresh reader is opened and warmed in
+the background and then swapped in: queries already running finish on the old one, so no
+query ever straddles two commits. Commits by other processes are noticed the same way (the
+working dir's store files are checked at most once a second).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from dataclasses import fields, is_dataclass
+from typing import Any, AsyncIterator, Optional
+
+from graphrag.config import GraphRAGConfig
+from graphrag.errors import DocumentNotFound, InvalidInputError
+from graphrag.graphrag import GraphRAG
+from graphrag.query_param import QueryParam
+from graphrag.records import Path
+from graphrag.server.jobs import Job, JobQueue
+
+logger = logging.getLogger(__name__)
+
+# How often, at most, a query checks whether another process committed.
+DISK_CHECK_SECONDS = 1.0
+
+
+def query_param(options: dict[str, Any]) -> QueryParam:
+    """A ``QueryParam`` from request fields; unknown names are refused, not ignored."""
+    known = {f.name for f in fields(QueryParam)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise InvalidInputError(f"unknown query option(s): {', '.join(unknown)}")
+    return QueryParam(**options)
+
+
+def as_json(value: Any) -> Any:
+    """The engine's records (``graphrag/records.py``) as plain JSON values; a path also lists
+    the entities it goes through."""
+    if isinstance(value, Path):
+        return {"entities": list(value.entities), "hops": as_json(value.hops)}
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: as_json(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [as_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: as_json(v) for k, v in value.items()}
+    return value
+
+
+class _Reader:
+    """A reader instance and the queries running on it (its connections close after the last)."""
+
+    def __init__(self, rag: GraphRAG) -> None:
+        self.rag = rag
+        self.running = 0
+        self.retired = False
+
+    async def close_if_done(self) -> None:
+        if self.retired and self.running == 0:
+            await self.rag._close_llm_connections()  # the sync API's own clean-up, reused
+
+
+class GraphService:
+    """Queries, document listing and write jobs over one working dir."""
+
+    def __init__(self, config: GraphRAGConfig, read_only: bool = False) -> None:
+        self.config = config
+        self.read_only = read_only
+        self._reader = _Reader(GraphRAG(config))
+        self._writer: Optional[GraphRAG] = None if read_only else GraphRAG(config)
+        self.jobs = JobQueue(on_committed=self.refresh)
+        self._disk_state = self._store_files_state()
+        self._checked_at = time.monotonic()
+        self._refreshing: Optional[asyncio.Task] = None
+        self._refresh_lock = asyncio.Lock()
+        self._closing: set[asyncio.Task] = set()
+
+    async def start(self) -> None:
+        self.jobs.start()
+
+    async def stop(self) -> None:
+        await self.jobs.stop()
+        if self._refreshing is not None:
+            self._refreshing.cancel()
+        for rag in (self._reader.rag, self._writer):
+            if rag is not None:
+                with contextlib.suppress(Exception):
+                    await rag._close_llm_connections()
+
+    # ------------------------------------------------------------------ reading
+
+    @contextlib.asynccontextmanager
+    async def reading(self) -> AsyncIterator[GraphRAG]:
+        """The reader over the last commit, for one query's duration."""
+        self._notice_other_writers()
+        reader = self._reader
+        reader.running += 1
+        try:
+            yield reader.rag
+        finally:
+            reader.running -= 1
+            await reader.close_if_done()
+
+    async def query(self, question: str, param: QueryParam) -> str:
+        async with self.reading() as rag:
+            return await rag.aquery(question, param)
+
+    async def query_stream(self, question: str, param: QueryParam) -> AsyncIterator[str]:
+        async with self.reading() as rag:
+            async for piece in rag.aquery_stream(question, param):
+                yield piece
+
+    async def answer(self, question: str, param: QueryParam) -> dict[str, Any]:
+        """The answer citing ``[n]``, with the reference each ``n`` stands for."""
+        async with self.reading() as rag:
+            answer = await rag.aquery_result(question, param)
+        return {"answer": answer.text, "references": as_json(answer.references)}
+
+    async def retrieve(self, question: str, param: QueryParam) -> dict[str, Any]:
+        async with self.reading() as rag:
+            return as_json(await rag.aretrieve(question, param))
+
+    async def graph(self, call: str, *args: Any, **options: Any) -> Any:
+        """``rag.knowledge_graph.a<call>(...)`` on the reader, as JSON (see ``graphrag/graph_api.py``)."""
+        async with self.reading() as rag:
+            return as_json(await getattr(rag.knowledge_graph, f"a{call}")(*args, **options))
+
+    async def drawing(self, names: list[str], depth: int = 1, max_nodes: int = 60) -> str:
+        """The subgraph around ``names`` as the self-contained page ``graphrag export --format html``
+        writes (its layout runs off the loop)."""
+        from graphrag.export import to_html
+
+        async with self.reading() as rag:
+            sub = await rag.knowledge_graph.asubgraph(names, depth=depth, max_nodes=max_nodes)
+        return await asyncio.to_thread(to_html, sub, f"Around {', '.join(names)}")
+
+    async def record(self, store: str, record_id: str) -> Optional[dict[str, Any]]:
+        """A chunk (``text_chunks``) or community report (``community_reports``) as stored."""
+        async with self.reading() as rag:
+            found = await getattr(rag.stores, store).get_by_id(record_id)
+        return None if found is None else {"id": record_id, **found}
+
+    async def list_documents(self) -> list[dict[str, Any]]:
+        async with self.reading() as rag:
+            return await rag.alist_documents()
+
+    async def document_count(self) -> int:
+        return len(await self.list_documents())
+
+    # ------------------------------------------------------------------ writing
+
+    def insert(self, texts: list[str], sources: list[Optional[str]]) -> Job:
+        writer = self._writable()
+        described = ", ".join(s or "text" for s in sources[:3]) + ("..." if len(sources) > 3 else "")
+        return self.jobs.submit("insert", f"insert {len(texts)} document(s): {described}",
+                                lambda: writer.ainsert(texts, sources))
+
+    async def delete(self, doc_id: str) -> Job:
+        writer = self._writable()
+        if doc_id not in {d["id"] for d in await self.list_documents()}:
+            raise DocumentNotFound(f"unknown document id: {doc_id}", missing=[doc_id])
+        return self.jobs.submit("delete", f"delete {doc_id}", lambda: writer.adelete_documents([doc_id]))
+
+    def _writable(self) -> GraphRAG:
+        if self._writer is None:
+            raise InvalidInputError("this server is read-only: it inserts and deletes nothing")
+        return self._writer
+
+    # ------------------------------------------------------------------ a new commit
+
+    async def refresh(self) -> None:
+        """Open a reader over the commit now on disk, warm it, and swap it in."""
+        async with self._refresh_lock:
+            self._disk_state = self._store_files_state()
+            opened = self._reader.rag.stores.opened()
+
+            def open_fresh() -> GraphRAG:
+                # Off the loop (it may wait for another process's commit to finish): the stores
+                # the old reader had read are read now, so the first query after the swap finds
+                # them loaded. The fresh instance is not shared until the swap.
+                rag = GraphRAG(self.config)
+                for name in opened:
+                    rag.stores.open(name)
+                return rag
+
+            fresh = _Reader(await asyncio.to_thread(open_fresh))
+            # Nothing awaited from the swap to the return: a job is "done" once it returns, and
+            # no query may still start on the old reader then.
+            old, self._reader = self._reader, fresh
+            old.retired = True
+            if old.running == 0:  # else the last query on it closes it
+                self._closing.add(task := asyncio.create_task(old.close_if_done()))
+                task.add_done_callback(self._closing.discard)
+            logger.info("Serving the new commit (stores read ahead: %s)", ", ".join(opened) or "none")
+
+    def _notice_other_writers(self) -> None:
+        """Start a refresh when another process committed (checked at most once a second)."""
+        now = time.monotonic()
+        if now - self._checked_at < DISK_CHECK_SECONDS or (self._refreshing and not self._refreshing.done()):
+            return
+        self._checked_at = now
+        if self._store_files_state() != self._disk_state:
+            self._refreshing = asyncio.create_task(self.refresh())
+
+    def _store_files_state(self) -> tuple[tuple[str, int, int], ...]:
+        """(name, size, mtime) of the working dir's files, the LLM answer cache aside (queries
+        add to it; it never changes what an answer is built from)."""
+        wd = self.config.working_dir
+        with contextlib.suppress(FileNotFoundError):
+            return tuple(sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(wd)
+                                if e.is_file() and "llm_response_cache" not in e.name))
+        return ()

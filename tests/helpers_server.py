@@ -1,0 +1,72 @@
+"""Test support for the served engine: a small indexed corpus, and uvicorn running an app on a
+free 127.0.0.1 port in a background thread."""
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from graphrag import GraphRAG, hash_embedding
+from graphrag.config import GraphRAGConfig
+
+# A three-hop chain over three documents: Marguerite Olvane -> Brightwater Instruments ->
+# Kestrel Harbor -> Norland, beside distractors.
+DOCS = {
+    "people.txt": "Marguerite Olvane founded Brightwater Instruments in 1921. Marguerite Olvane was trained as a "
+                  "clockmaker. Tobias Wren founded Ashcombe Mills. Tobias Wren liked to sail.",
+    "companies.txt": "Brightwater Instruments is based in Kestrel Harbor. Brightwater Instruments makes compasses. "
+                     "Ashcombe Mills is based in Pellham. Ashcombe Mills weaves wool.",
+    "places.txt": "Kestrel Harbor is the capital of Norland. Kestrel Harbor has a lighthouse. Pellham is a town "
+                  "in Vastria. Pellham hosts a fair.",
+}
+CHAIN = ["MARGUERITE OLVANE", "BRIGHTWATER INSTRUMENTS", "KESTREL HARBOR", "NORLAND"]
+# The CLI's GRAPHRAG_EMBEDDING=hash has this dimension: an index built here opens there too.
+EMBEDDING_DIM = 384
+
+
+def index_config(wd: Path, **options: Any) -> GraphRAGConfig:
+    return GraphRAGConfig(**{"working_dir": str(wd), "extraction": "nlp",
+                             "embedding_func": hash_embedding(EMBEDDING_DIM), **options})
+
+
+def build_index(wd: Path) -> None:
+    GraphRAG(index_config(wd)).insert(list(DOCS.values()), sources=list(DOCS))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running(app: Any) -> Iterator[str]:
+    """``app`` served by uvicorn on 127.0.0.1; yields its base URL."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning",
+                                           lifespan="on"))
+    thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+def wait_for_job(client: Any, job_id: str, timeout: float = 60.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        job = client.get(f"/jobs/{job_id}").json()
+        if job["status"] in ("done", "failed") or time.monotonic() > deadline:
+            return job
+        time.sleep(0.05)

@@ -1,0 +1,316 @@
+"""The HTTP API, served by uvicorn on a free 127.0.0.1 port and driven with httpx: every endpoint,
+streaming, the API-key and binding rules, size limits, and writes as background jobs that never
+block a query."""
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import fields
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from graphrag.errors import ConfigurationError, LLMError
+from graphrag.query_param import QueryParam
+from graphrag.server.app import build_app
+from graphrag.server.errors import error_body, register_secret
+from graphrag.server.security import check_binding
+from graphrag.server.service import GraphService
+from helpers_server import CHAIN, DOCS, build_index, index_config, running, wait_for_job
+from mock_llm_server import MockLLMServer
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[MockLLMServer]:
+    with MockLLMServer(stream_chunk_delay=0.02) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory, llm: MockLLMServer) -> Iterator[httpx.Client]:
+    """The API over the three-document corpus; answers come from the mock LLM; inserts are LLM-free."""
+    wd = tmp_path_factory.mktemp("served") / "wd"
+    build_index(wd)
+    service = GraphService(index_config(wd, llm_base_url=llm.base_url, llm_api_key="test-key"))
+    with running(build_app(service, max_body_bytes=4096, max_upload_bytes=64 * 1024)) as url:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            yield client
+
+
+def test_health_docs_and_openapi(api: httpx.Client) -> None:
+    health = api.get("/health").json()
+    assert health == {"status": "ok", "read_only": False, "documents": 3, "jobs": {"queued": 0, "running": 0}}
+    assert "swagger" in api.get("/docs").text.lower()
+    schema = api.get("/openapi.json").json()
+    for path in ("/documents", "/documents/files", "/documents/{doc_id}", "/jobs", "/jobs/{job_id}", "/query",
+                 "/retrieve", "/graph/entity/{name}", "/graph/neighbors/{name}", "/graph/paths",
+                 "/graph/subgraph", "/graph/search", "/graph/graph_search", "/graph/view", "/chunks/{chunk_id}",
+                 "/reports/{report_id}", "/health"):
+        assert path in schema["paths"], path
+    # Every QueryParam field is an option of POST /query, with its default.
+    query_fields = schema["components"]["schemas"]["QueryRequest"]["properties"]
+    assert {f.name for f in fields(QueryParam)} | {"question", "stream"} == set(query_fields)
+    assert query_fields["top_k"]["default"] == QueryParam().top_k
+
+
+def test_the_page_and_its_assets_are_served_offline(api: httpx.Client) -> None:
+    page = api.get("/")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    for asset in ("/static/app.js", "/static/style.css"):
+        assert asset in page.text
+        assert api.get(asset).status_code == 200
+    assert "http://" not in page.text and "https://" not in page.text  # no CDN
+
+
+def test_documents_are_listed(api: httpx.Client) -> None:
+    docs = api.get("/documents").json()
+    assert sorted(d["source"] for d in docs if d["source"] in DOCS) == sorted(DOCS)
+    assert all(d["id"].startswith("doc-") and d["chunks"] >= 1 for d in docs)
+
+
+def test_query_answers_with_every_mode_and_options(api: httpx.Client) -> None:
+    for mode in ("local", "global", "naive"):
+        answer = api.post("/query", json={"question": "Who founded Brightwater Instruments?", "mode": mode})
+        assert answer.status_code == 200 and answer.json()["answer"].strip()
+    context = api.post("/query", json={"question": "Who founded Brightwater Instruments?", "mode": "local",
+                                       "only_need_context": True, "top_k": 5}).json()["answer"]
+    assert "MARGUERITE OLVANE" in context and "-----Entities-----" in context
+
+
+def test_query_with_references_cites_passages_that_open(api: httpx.Client) -> None:
+    result = api.post("/query", json={"question": "Where is Brightwater Instruments based?", "mode": "local",
+                                      "with_references": True}).json()
+    assert "[1]" in result["answer"] or "[2]" in result["answer"]
+    assert result["references"]
+    ref = result["references"][0]
+    assert ref["number"] >= 1 and ref["chunk_id"] and ref["documents"][0]["source"] in DOCS
+    chunk = api.get(f"/chunks/{ref['chunk_id']}").json()
+    assert chunk["content"] in DOCS.values()
+    assert api.get("/chunks/chunk-nope").status_code == 404
+
+
+def test_query_streams_server_sent_events(api: httpx.Client, llm: MockLLMServer) -> None:
+    question = {"question": "What does Brightwater Instruments make?", "mode": "naive",
+                "response_type": "One streamed paragraph"}
+    arrivals, texts, events = [], [], []
+    with api.stream("POST", "/query", json={**question, "stream": True}) as response:
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+        event = None
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                events.append(event or "message")
+                if event is None:
+                    texts.append(json.loads(line[6:])["text"])
+                    arrivals.append(time.monotonic())
+                event = None
+    assert events[-1] == "done" and len(texts) > 2
+    assert arrivals[-1] - arrivals[0] > 0.02  # pieces arrived as written, not all at the end
+    assert any(r.get("stream") for r in llm.chat_requests)
+    # The streamed answer was cached whole: asked again, it is the same text in one piece.
+    assert api.post("/query", json=question).json()["answer"] == "".join(texts)
+
+
+def test_retrieve_returns_records_with_their_sources(api: httpx.Client) -> None:
+    found = api.post("/retrieve", json={"question": "Who founded Brightwater Instruments?", "mode": "local"}).json()
+    assert found["mode"] == "local" and found["context"]
+    assert any(e["name"] == "MARGUERITE OLVANE" for e in found["entities"])
+    assert all(c["documents"] and c["documents"][0]["source"] in DOCS for c in found["chunks"])
+
+
+def test_graph_endpoints(api: httpx.Client) -> None:
+    entity = api.get("/graph/entity/brightwater instruments").json()
+    assert entity["name"] == "BRIGHTWATER INSTRUMENTS" and entity["documents"]
+    missing = api.get("/graph/entity/Brightwater Instrument")
+    assert missing.status_code == 404 and missing.json()["error"] == "EntityNotFound"
+    assert "BRIGHTWATER INSTRUMENTS" in missing.json()["suggestions"]
+
+    neighbors = api.get("/graph/neighbors/Kestrel Harbor", params={"depth": 1}).json()
+    assert {"BRIGHTWATER INSTRUMENTS", "NORLAND"} <= {n["name"] for n in neighbors}
+    assert all(n["distance"] == 1 and n["via"]["description"] for n in neighbors)
+
+    paths = api.get("/graph/paths", params={"source": CHAIN[0], "target": CHAIN[-1]}).json()
+    assert paths[0]["entities"] == CHAIN and len(paths[0]["hops"]) == 3
+
+    sub = api.post("/graph/subgraph", json={"names": ["Kestrel Harbor"], "depth": 1}).json()
+    assert "KESTREL HARBOR" in {e["name"] for e in sub["entities"]} and sub["relations"]
+
+    drawn = api.get("/graph/view", params={"names": ["Kestrel Harbor", "Pellham"], "depth": 1})
+    assert drawn.status_code == 200 and drawn.headers["content-type"].startswith("text/html")
+    for name in ("KESTREL HARBOR", "NORLAND", "BRIGHTWATER INSTRUMENTS", "PELLHAM"):
+        assert f'"name": "{name}"' in drawn.text  # the export renderer's embedded nodes
+    assert api.get("/graph/view").status_code == 422  # names are required
+
+    hits = api.get("/graph/search", params={"q": "Brightwater Instruments compasses", "top_k": 3}).json()
+    assert 1 <= len(hits) <= 3 and all(h["score"] is not None for h in hits)
+    assert "BRIGHTWATER INSTRUMENTS" in {h["name"] for h in hits}
+    expanded = api.get("/graph/graph_search", params={"q": "Brightwater Instruments", "top_k": 2}).json()
+    assert len(expanded) > len(hits[:2])  # the hits and entities around them
+
+
+def test_errors_are_json_with_class_and_message_never_a_traceback(api: httpx.Client) -> None:
+    cases = [
+        (api.post("/query", json={"question": "x", "mode": "sideways"}), 422, "InvalidInputError"),
+        (api.post("/query", json={"question": "x", "top_k": -1}), 400, "InvalidInputError"),
+        (api.post("/query", json={"question": "x", "top_kk": 5}), 422, "InvalidInputError"),  # misspelt option
+        (api.post("/query", content=b"{not json", headers={"content-type": "application/json"}), 422,
+         "InvalidInputError"),
+        (api.delete("/documents/doc-unknown"), 404, "DocumentNotFound"),
+        (api.get("/jobs/nope"), 404, "HTTPError"),
+        (api.get("/no/such/path"), 404, "HTTPError"),
+        (api.post("/documents", json={}), 400, "InvalidInputError"),
+    ]
+    for response, status, error in cases:
+        assert response.status_code == status, response.text
+        if error:
+            body = response.json()
+            assert body["error"] == error and body["message"] and "Traceback" not in response.text
+
+
+def test_error_bodies_hide_secrets_and_bugs() -> None:
+    register_secret("sk-served-secret")
+    body = error_body(LLMError("query", RuntimeError("bad key sk-served-secret"), 1))
+    assert "sk-served-secret" not in body["message"] and "***" in body["message"]
+    assert error_body(ZeroDivisionError("internal detail")) == {
+        "error": "InternalError", "message": "internal error (the server's log has the details)"}
+
+
+def test_oversized_bodies_are_refused(api: httpx.Client) -> None:
+    big = api.post("/documents", json={"text": "word " * 2000})
+    assert big.status_code == 413 and big.json()["error"] == "RequestTooLarge"
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        yield b'{"text": "'
+        for _ in range(100):
+            yield b"word " * 20
+        yield b'"}'
+
+    streamed = api.post("/documents", content=chunks(), headers={"content-type": "application/json"})
+    assert streamed.status_code == 413
+    upload = api.post("/documents/files", files={"files": ("big.txt", b"word " * 20000, "text/plain")})
+    assert upload.status_code == 413  # uploads have their own, larger, limit
+    assert api.get("/health").status_code == 200
+
+
+def test_insert_upload_and_delete_run_as_jobs(api: httpx.Client) -> None:
+    job = api.post("/documents", json={"text": "Ilse Varga founded Quillmoor Press in Dunmere.",
+                                       "source": "press.txt"})
+    assert job.status_code == 202 and job.json()["status"] in ("queued", "running")
+    done = wait_for_job(api, job.json()["id"])
+    assert done["status"] == "done" and done["stats"]["documents_inserted"] == 1
+    assert done["started"] <= done["finished"] and done["progress"]["stage"] == "Community reports"
+    assert api.get("/graph/entity/Quillmoor Press").status_code == 200  # visible once done
+
+    upload = api.post("/documents/files", files=[
+        ("files", ("mill.md", "Orrin Hale runs Fenwick Mill in Dunmere.".encode(), "text/markdown"))])
+    assert wait_for_job(api, upload.json()["id"])["status"] == "done"
+    sources = {d["source"]: d["id"] for d in api.get("/documents").json()}
+    assert {"press.txt", "mill.md"} <= set(sources)
+    bad = api.post("/documents/files", files={"files": ("bin.txt", b"\xff\xfe\x00\x01", "text/plain")})
+    assert bad.status_code == 400 and "not UTF-8" in bad.json()["message"]
+
+    for source in ("press.txt", "mill.md"):
+        deleted = api.delete(f"/documents/{sources[source]}")
+        assert deleted.status_code == 202
+        assert wait_for_job(api, deleted.json()["id"])["stats"]["documents_removed"] == 1
+    assert {"press.txt", "mill.md"}.isdisjoint(d["source"] for d in api.get("/documents").json())
+    assert api.get("/graph/entity/Quillmoor Press").status_code == 404
+    jobs = api.get("/jobs").json()
+    assert [j["kind"] for j in jobs][-4:] == ["insert", "insert", "delete", "delete"]
+
+
+def test_two_insert_jobs_run_one_after_the_other(api: httpx.Client) -> None:
+    first = api.post("/documents", json={"texts": ["Petra Lund sails the Gullwing.", "Oskar Brandt repairs nets."],
+                                         "sources": ["a1.txt", "a2.txt"]}).json()
+    second = api.post("/documents", json={"text": "Mira Sol paints the Gullwing.", "source": "a3.txt"}).json()
+    one, two = wait_for_job(api, first["id"]), wait_for_job(api, second["id"])
+    assert one["status"] == two["status"] == "done"
+    assert one["stats"]["documents_inserted"] == 2 and two["stats"]["documents_inserted"] == 1
+    assert one["finished"] <= two["started"]
+    ids = [d["id"] for d in api.get("/documents").json() if d["source"] in ("a1.txt", "a2.txt", "a3.txt")]
+    for doc_id in ids:
+        wait_for_job(api, api.delete(f"/documents/{doc_id}").json()["id"])
+
+
+def test_queries_answer_while_an_insert_runs_and_see_it_once_committed(tmp_path: Path) -> None:
+    """The insert's LLM answers take 0.3 s each; queries meanwhile read the last commit."""
+    wd = tmp_path / "wd"
+    build_index(wd)
+    with MockLLMServer(latency=0.3) as slow_llm:
+        config = index_config(wd, llm_base_url=slow_llm.base_url, llm_api_key="k", extraction="llm")
+        with running(build_app(GraphService(config))) as url, httpx.Client(base_url=url, timeout=60) as client:
+            job = client.post("/documents", json={"text": "Ilse Varga founded Quillmoor Press in Dunmere. "
+                                                          "Quillmoor Press prints maps.", "source": "press.txt"}).json()
+            latencies, during = [], 0
+            while True:
+                started = time.monotonic()
+                answer = client.post("/query", json={"question": "Who founded Quillmoor Press?", "mode": "local",
+                                                     "only_need_context": True})
+                latencies.append(time.monotonic() - started)
+                sources = {d["source"] for d in client.get("/documents").json()}
+                status = client.get(f"/jobs/{job['id']}").json()["status"]  # after: not done -> not committed
+                if status == "done":
+                    break
+                assert answer.status_code == 200 and "QUILLMOOR" not in answer.json()["answer"]
+                assert "press.txt" not in sources
+                during += status == "running"
+            # Answered throughout the insert, typically without waiting for any of its 0.3 s calls.
+            assert during >= 3 and statistics.median(latencies) < 0.1
+            after = client.post("/query", json={"question": "Who founded Quillmoor Press?", "mode": "local",
+                                                "only_need_context": True}).json()["answer"]
+            assert "QUILLMOOR PRESS" in after
+
+
+def test_a_commit_by_another_process_is_seen(tmp_path: Path) -> None:
+    wd = tmp_path / "wd"
+    build_index(wd)
+    with running(build_app(GraphService(index_config(wd)))) as url, httpx.Client(base_url=url) as client:
+        assert len(client.get("/documents").json()) == 3
+        from graphrag import GraphRAG
+
+        threading.Thread(target=lambda: GraphRAG(index_config(wd)).insert("Ilse Varga founded Quillmoor Press.")
+                         ).start()
+        deadline = time.monotonic() + 30
+        while len(client.get("/documents").json()) != 4:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+
+
+def test_api_key_is_required_on_every_request_when_set(tmp_path: Path) -> None:
+    wd = tmp_path / "wd"
+    build_index(wd)
+    with running(build_app(GraphService(index_config(wd)), api_key="s3cret-key")) as url:
+        for path in ("/health", "/", "/documents", "/docs"):
+            refused = httpx.get(url + path)
+            assert refused.status_code == 401 and refused.json()["error"] == "Unauthorized"
+            assert refused.headers["www-authenticate"].startswith("Basic")
+        assert httpx.get(url + "/health", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert httpx.get(url + "/health", headers={"Authorization": "Bearer s3cret-key"}).status_code == 200
+        assert httpx.get(url + "/health", headers={"X-API-Key": "s3cret-key"}).status_code == 200
+        assert httpx.get(url + "/", auth=("anyone", "s3cret-key")).status_code == 200  # a browser's Basic auth
+        posted = httpx.post(url + "/query", json={"question": "Who founded Brightwater Instruments?",
+                                                  "only_need_context": True}, headers={"X-API-Key": "s3cret-key"})
+        assert posted.status_code == 200
+
+
+def test_binding_beyond_loopback_needs_a_key(tmp_path: Path) -> None:
+    check_binding("127.0.0.1", None)
+    check_binding("::1", None)
+    check_binding("localhost", None)
+    check_binding("0.0.0.0", "key")
+    with pytest.raises(ConfigurationError, match="without an API key"):
+        check_binding("0.0.0.0", None)
+    with pytest.raises(ConfigurationError):
+        check_binding("192.168.1.20", "")
+    for command in ("serve", "mcp"):
+        done = subprocess.run([sys.executable, "-m", "graphrag.cli", command, "--working-dir", str(tmp_path),
+                               "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60,
+                              env={"PATH": "/usr/bin:/bin", "GRAPHRAG_EMBEDDING": "hash"})
+        assert done.returncode == 2 and "without an API key" in done.stderr and "Traceback" not in done.stderr

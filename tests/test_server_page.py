@@ -1,0 +1,109 @@
+"""The web page at / in a real browser (headless Chromium through selenium and chromedriver,
+installed by .ci/setup.sh): ask a question and open a citation; open an entity's neighbourhood,
+find its nodes drawn, click one to expand it; upload a file and watch its job finish.
+A screenshot is kept in test-artifacts/ at the repository root."""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as ready
+from selenium.webdriver.support.ui import WebDriverWait
+
+from graphrag.server.app import build_app
+from graphrag.server.service import GraphService
+from helpers_server import build_index, index_config, running
+from mock_llm_server import MockLLMServer
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    profile = tempfile.mkdtemp(prefix="graphrag-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,1600",
+                 f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    wd = tmp_path_factory.mktemp("page") / "wd"
+    build_index(wd)
+    with MockLLMServer() as llm:
+        service = GraphService(index_config(wd, llm_base_url=llm.base_url, llm_api_key="test-key"))
+        with running(build_app(service)) as url:
+            yield url
+
+
+def wait(driver: webdriver.Chrome, seconds: float = 30) -> WebDriverWait:
+    return WebDriverWait(driver, seconds)
+
+
+def test_the_page_asks_explores_and_indexes(browser: webdriver.Chrome, page: str, tmp_path: Path) -> None:
+    browser.get(page)
+    wait(browser).until(lambda d: "3 document(s)" in d.find_element(By.ID, "status").text)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#documents tbody tr")
+    assert {r.find_element(By.CSS_SELECTOR, "td").text for r in rows} == {"people.txt", "companies.txt", "places.txt"}
+
+    # Ask: the answer cites [n]; a citation opens the passage it cites.
+    browser.find_element(By.ID, "question").send_keys("Where is Brightwater Instruments based?")
+    browser.find_element(By.ID, "ask").click()
+    citation = wait(browser).until(ready.element_to_be_clickable((By.CSS_SELECTOR, "#answer a.citation")))
+    assert browser.find_elements(By.CSS_SELECTOR, "#references li")
+    citation.click()
+    wait(browser).until(lambda d: d.find_element(By.ID, "passage").is_displayed())
+    wait(browser).until(lambda d: "Brightwater Instruments" in d.find_element(By.ID, "passage-text").text)
+
+    # Explore: the neighbourhood is drawn (by the HTML export's renderer, in a frame).
+    browser.find_element(By.ID, "entity").send_keys("kestrel harbor")
+    browser.find_element(By.ID, "explore").click()
+    frame = browser.find_element(By.ID, "graph")
+    wait(browser).until(lambda d: "KESTREL HARBOR" in d.find_element(By.ID, "entity-info").text)
+    browser.switch_to.frame(frame)
+    nodes = wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "svg .node") or None)
+    names = {n.get_attribute("data-name") for n in nodes}
+    assert {"KESTREL HARBOR", "NORLAND", "BRIGHTWATER INSTRUMENTS"} <= names
+    assert "MARGUERITE OLVANE" not in names  # two hops away: not drawn yet
+    browser.find_element(By.CSS_SELECTOR, '.node[data-name="BRIGHTWATER INSTRUMENTS"] circle').click()
+    browser.switch_to.default_content()
+    wait(browser).until(lambda d: "BRIGHTWATER INSTRUMENTS" in d.find_element(By.ID, "entity-info").text)
+
+    def expanded(d: webdriver.Chrome) -> bool:
+        d.switch_to.frame(d.find_element(By.ID, "graph"))
+        try:
+            return "MARGUERITE OLVANE" in {n.get_attribute("data-name") for n in d.find_elements(By.CSS_SELECTOR,
+                                                                                                ".node")}
+        finally:
+            d.switch_to.default_content()
+
+    wait(browser).until(expanded)
+
+    # Upload a file; its job finishes and the document is listed.
+    upload = tmp_path / "harbour.md"
+    upload.write_text("Ilse Varga founded Quillmoor Press in Dunmere.", encoding="utf-8")
+    browser.find_element(By.ID, "file").send_keys(str(upload))
+    browser.find_element(By.ID, "upload").click()
+    wait(browser, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, '#jobs li[data-status="done"]'))
+    wait(browser).until(lambda d: "harbour.md" in d.find_element(By.ID, "documents").text)
+    wait(browser).until(lambda d: "4 document(s)" in d.find_element(By.ID, "status").text)
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    browser.execute_script("document.getElementById('explore-section').scrollIntoView()")
+    assert browser.save_screenshot(str(ARTIFACTS / "web_page.png"))

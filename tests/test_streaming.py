@@ -1,0 +1,87 @@
+"""rag.aquery_stream: the answer in pieces as the model writes them (openai's streamed chat
+completions against the mock server's SSE), the final answer only, a cached answer whole."""
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphrag import GraphRAG, QueryParam
+from graphrag.errors import LLMError
+from helpers_server import build_index, index_config
+from mock_llm_server import Fault, MockLLMServer
+
+QUESTION = "Who founded Brightwater Instruments?"
+
+
+async def pieces_of(rag: GraphRAG, param: QueryParam, question: str = QUESTION) -> list[tuple[float, str]]:
+    return [(time.monotonic(), piece) async for piece in rag.aquery_stream(question, param)]
+
+
+@pytest.fixture
+def streaming(tmp_path: Path) -> Any:
+    wd = tmp_path / "wd"
+    build_index(wd)
+    with MockLLMServer(stream_chunk_delay=0.03) as llm:
+        yield GraphRAG(index_config(wd, llm_base_url=llm.base_url, llm_api_key="k")), llm
+
+
+@pytest.mark.parametrize("mode", ["local", "global", "naive"])
+def test_the_final_answer_streams_as_written_then_comes_cached_in_one_piece(streaming: Any, mode: str) -> None:
+    rag, llm = streaming
+    param = QueryParam(mode=mode, response_type=f"streamed for {mode}")
+    got = asyncio.run(pieces_of(rag, param))
+    assert len(got) > 2 and got[-1][0] - got[0][0] > 0.03  # pieces arrived apart
+    streamed = [r for r in llm.chat_requests if r.get("stream")]
+    assert len(streamed) == 1  # the answer only: a global query's map calls are not streamed
+    text = "".join(p for _, p in got)
+    assert asyncio.run(rag.aquery(QUESTION, param)) == text  # cached whole by the stream
+    assert [p for _, p in asyncio.run(pieces_of(rag, param))] == [text]
+    assert len([r for r in llm.chat_requests if r.get("stream")]) == 1
+    assert rag.usage.snapshot()["query"]["cached"] >= 1
+
+
+def test_what_no_model_writes_comes_in_one_piece(streaming: Any, tmp_path: Path) -> None:
+    rag, llm = streaming
+    context = asyncio.run(pieces_of(rag, QueryParam(mode="local", only_need_context=True)))
+    assert len(context) == 1 and "-----Entities-----" in context[0][1]
+    empty = GraphRAG(index_config(tmp_path / "empty", llm_base_url=llm.base_url, llm_api_key="k"))
+    assert [p for _, p in asyncio.run(pieces_of(empty, QueryParam()))][0].startswith("No documents are indexed")
+    assert not llm.chat_requests
+
+
+def test_a_model_func_that_cannot_stream_answers_in_one_piece(tmp_path: Path) -> None:
+    wd = tmp_path / "wd"
+    build_index(wd)
+
+    async def plain_model(prompt: str, system_prompt: Any = None, history_messages: Any = None, **kw: Any) -> str:
+        return "Marguerite Olvane founded it [1]."
+
+    rag = GraphRAG(index_config(wd, best_model_func=plain_model, cheap_model_func=plain_model))
+    assert [p for _, p in asyncio.run(pieces_of(rag, QueryParam(mode="local")))] == [
+        "Marguerite Olvane founded it [1]."]
+
+
+def test_a_stream_failing_before_its_first_piece_is_retried(streaming: Any) -> None:
+    rag, llm = streaming
+    llm.inject(Fault.status(503))
+    text = "".join(p for _, p in asyncio.run(pieces_of(rag, QueryParam(mode="naive"))))
+    assert text.strip() and rag.usage.snapshot()["query"]["failures"] == 1
+    llm.inject(*[Fault.status(400, message="bad request")])
+    with pytest.raises(LLMError):
+        asyncio.run(pieces_of(rag, QueryParam(mode="naive", response_type="another")))
+
+
+def test_a_consumer_that_stops_reading_cancels_the_query(streaming: Any) -> None:
+    rag, _ = streaming
+
+    async def first_piece_only() -> str:
+        stream = rag.aquery_stream(QUESTION, QueryParam(mode="local", response_type="stopped early"))
+        piece = await stream.__anext__()
+        await stream.aclose()
+        return piece
+
+    assert asyncio.run(first_piece_only())
