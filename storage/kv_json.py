@@ -187,7 +187,12 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
     def _append_journal(self, data: dict[str, Any]) -> None:
         if self._journal_fd is None:
             os.makedirs(self.working_dir, exist_ok=True)
-            self._journal_fd = os.open(self._journal_name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._journal_fd = os.open(self._journal_name, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            # A writer killed mid-append leaves a torn last line: end it, or the first entry
+            # appended now would be glued to it and lost at the next replay.
+            size = os.fstat(self._journal_fd).st_size
+            if size and os.pread(self._journal_fd, 1, size - 1) != b"\n":
+                os.write(self._journal_fd, b"\n")
         os.write(self._journal_fd, (json.dumps(data, ensure_ascii=False) + "\n").encode("utf-8"))
 
     def _truncate_journal(self) -> None:

@@ -99,6 +99,18 @@ def _record_index_problems(path: str, records: dict) -> list[str]:
     return [f"{os.path.basename(path)}.index disagrees on {wrong[:5]}"] if wrong else []
 
 
+def _glued_entry(line: bytes) -> bool:
+    start = line.find(b"{", 1)
+    while start != -1:
+        try:
+            if isinstance(json.loads(line[start:]), dict):
+                return True
+        except ValueError:
+            pass
+        start = line.find(b"{", start + 1)
+    return False
+
+
 def check_integrity(working_dir: str, recover: bool = True) -> list[str]:
     problems: list[str] = []
     if recover:
@@ -138,13 +150,14 @@ def check_integrity(working_dir: str, recover: bool = True) -> list[str]:
     if os.path.exists(journal):
         with open(journal, "rb") as f:
             lines = f.read().split(b"\n")
-        # Only the last line may be torn (a kill mid-append); the reader skips it.
+        # A kill mid-append tears a line; the reader skips it. A torn line must hold no whole
+        # entry after its start: that would be a later entry glued to it, lost at replay.
         for i, line in enumerate(lines[:-1]):
             try:
                 json.loads(line)
             except ValueError:
-                if i != len(lines) - 2:
-                    problems.append(f"{JOURNAL_FILE} line {i + 1} does not parse")
+                if _glued_entry(line):
+                    problems.append(f"{JOURNAL_FILE} line {i + 1} has an entry glued to a torn one")
     graph = nx.Graph()
     graph_path = os.path.join(working_dir, GRAPH_FILE)
     if os.path.exists(graph_path):

@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import pytest
+from helpers_integrity import check_integrity
 
 import graphrag.storage.files as files
 from graphrag.config import GraphRAGConfig
@@ -457,6 +458,25 @@ def test_journal_ignores_a_torn_last_line(config, tmp_path):
         assert not journal.exists()
         assert json.loads((tmp_path / "kv_store_cache.json").read_text()) == {
             "h1": {"return": "one"}, "h2": {"return": "two"}}
+
+    run(main())
+
+
+def test_an_entry_appended_after_a_torn_line_survives(config, tmp_path):
+    """A writer resuming after a kill mid-append ends the torn line first: its own first
+    entry must not be glued to the fragment and lost (that answer would be paid again)."""
+    async def main():
+        cache = kv(config, "cache", journal=True)
+        await cache.upsert({"h1": {"return": "one"}})
+        journal = tmp_path / "kv_store_cache.journal.jsonl"
+        with open(journal, "ab") as f:
+            f.write(b'{"h2": {"return": "tw')  # killed mid-write
+        resumed = kv(config, "cache", journal=True)
+        await resumed.upsert({"h3": {"return": "three"}})
+        # killed again before the commit: the next writer replays the journal
+        replayed = kv(config, "cache", journal=True)
+        assert sorted(await replayed.all_keys()) == ["h1", "h3"]
+        assert check_integrity(str(tmp_path), recover=False) == []
 
     run(main())
 
