@@ -38,6 +38,11 @@ def community_ids(clusters: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(cluster for _, cluster in pairs))
 
 
+def _readable(description: Any) -> str:
+    """A description merged from several chunks, one per line (not ``<SEP>``-joined)."""
+    return "\n".join(split_field(description))
+
+
 @dataclass(frozen=True)
 class Document:
     id: str
@@ -99,7 +104,7 @@ class Entity:
     @classmethod
     def from_stored(cls, name: str, node: Mapping[str, Any]) -> "Entity":
         return cls(name=name, type=str(node.get("entity_type") or "UNKNOWN").strip('"'),
-                   description=str(node.get("description") or ""),
+                   description=_readable(node.get("description")),
                    source_chunk_ids=split_field(node.get("source_id")),
                    communities=community_ids(node.get("clusters")))
 
@@ -115,7 +120,7 @@ class Relation:
 
     @classmethod
     def from_stored(cls, source: str, target: str, edge: Mapping[str, Any]) -> "Relation":
-        return cls(source=source, target=target, description=str(edge.get("description") or ""),
+        return cls(source=source, target=target, description=_readable(edge.get("description")),
                    weight=float(edge.get("weight", 1.0) or 0.0), source_chunk_ids=split_field(edge.get("source_id")))
 
 

@@ -24,3 +24,9 @@ def test_a_report_rated_in_words_reads_as_a_number() -> None:
     report = CommunityReport.from_stored("3", record)
     assert report.rating == 8.0 and report.community.id == "3" and report.community.level == 1
     assert CommunityReport.from_stored("4", {"report_json": "not a dict"}).rating == 0.0
+
+
+def test_merged_descriptions_read_one_per_line() -> None:
+    node = {"description": f"a glassblower{GRAPH_FIELD_SEP}founded the Works"}
+    assert Entity.from_stored("ADA", node).description == "a glassblower\nfounded the Works"
+    assert Relation.from_stored("A", "B", {"description": f"x{GRAPH_FIELD_SEP}y"}).description == "x\ny"
