@@ -40,6 +40,10 @@ TEMPLATE_NAMES: tuple[str, ...] = (
     "global_reduce_rag_response",
     "naive_rag_response",
     "fail_response",
+    # Follow-up turns when an answer ignored the format (one each, see extraction.py).
+    "entity_extraction_repair",
+    "community_report_repair",
+    "global_map_repair",
 )
 
 # The kind of answer each prompt asks a model for, as a stand-in model (the tests' mock
@@ -56,6 +60,9 @@ PROMPT_KINDS: dict[str, str] = {
     "local_rag_response": "answer",
     "global_reduce_rag_response": "answer",
     "naive_rag_response": "answer",
+    "entity_extraction_repair": "extraction_repair",
+    "community_report_repair": "report_repair",
+    "global_map_repair": "global_map_repair",
 }
 
 _DELIMITERS: dict[str, str] = {

@@ -243,6 +243,9 @@ MARKERS = {
     "global_reduce_rag_response": "---Analyst Reports---",
     "naive_rag_response": "---Text chunks---",
     "fail_response": "Sorry",
+    "entity_extraction_repair": "did not follow the output format",
+    "community_report_repair": '"rating_explanation"',
+    "global_map_repair": '"points"',
 }
 
 
@@ -255,7 +258,8 @@ def test_prompt_templates_render(name: str) -> None:
     assert MARKERS[name] in rendered
     for f in fields:
         assert f"<<{f}>>" in rendered or f in ("tuple_delimiter", "record_delimiter", "completion_delimiter")
-    assert "{" not in rendered.replace("{{", "") or name in ("community_report", "global_map_rag_points")
+    assert "{" not in rendered.replace("{{", "") or name in (
+        "community_report", "global_map_rag_points", "community_report_repair", "global_map_repair")
 
 
 def test_prompt_placeholders_and_endings() -> None:
