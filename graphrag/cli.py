@@ -284,8 +284,9 @@ def _report_extraction(stats: dict[str, Any]) -> int:
     """The extraction outcome line (when a chunk was not simply extracted) and the exit code:
     ``EXIT_EXTRACTION_FAILED`` when the model gave no chunk of the insert any record."""
     tried = stats.get("chunks_extracted", 0) + stats.get("chunks_empty", 0) + stats.get("chunks_failed", 0)
-    if stats.get("chunks_failed") or stats.get("chunks_waiting") or stats.get("chunks_repaired"):
-        print(f"extraction: {stats['chunks_extracted']} chunk(s) extracted ({stats['chunks_repaired']} after a "
+    if any(stats.get(k) for k in ("chunks_failed", "chunks_waiting", "chunks_repaired", "chunks_retried")):
+        print(f"extraction: {stats['chunks_retried']} failed chunk(s) retried; "
+              f"{stats['chunks_extracted']} chunk(s) extracted ({stats['chunks_repaired']} after a "
               f"repair turn), {stats['chunks_empty']} with nothing to extract, {stats['chunks_failed']} failed "
               f"({stats['chunks_fallback']} extracted without the LLM instead); {stats['chunks_waiting']} "
               "failed chunk(s) wait for a retry by the next `graphrag index`")
