@@ -158,6 +158,13 @@ def test_the_nlp_fallback_gives_a_weak_model_a_graph_that_a_better_model_replace
     assert all(entry["fallback"] for entry in failed_record(tmp_path).values())
     assert_clean(tmp_path)
 
+    # The same weak model again: the cached answers fail alike, the fallback's records are
+    # the same, so the graph is not touched.
+    with MockLLMServer(responder=weak_responder("prose")) as weak:
+        again = make_rag(tmp_path, weak, extraction_fallback="nlp").insert(DOC_B)
+        assert weak.chat_requests == []
+    assert again["chunks_retried"] == again["chunks_fallback"] == chunks and again["entities_changed"] == 0
+
     with MockLLMServer() as good:
         retry = make_rag(tmp_path, good, best_model_name="a-better-model", extraction_fallback="nlp").insert(DOC_B)
     assert retry["chunks_extracted"] == chunks and retry["chunks_waiting"] == 0
