@@ -30,6 +30,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # nothing to index, unknown document id, unusable working dir files
 EXIT_USAGE = 2  # bad arguments or options, a path or working dir that does not exist
 EXIT_LLM = 3  # no LLM configured (without --offline), or an LLM call failed for good
+EXIT_EXTRACTION_FAILED = 4  # the model's answers held no record for any chunk of the insert
 
 # The engine's errors a user can act on, with their exit codes: each is one line on stderr.
 # The most specific class of an error decides; anything not here is a bug and keeps its traceback.
@@ -54,6 +55,10 @@ exit codes:
      the prompts), a path or working dir that does not exist
   3  LLM problem: none configured (set OPENAI_API_KEY / OPENAI_BASE_URL, or use
      --offline), or an LLM call that failed after its retries
+  4  index: extraction failed for every chunk (the model ignored the output
+     format, even after a repair turn); the chunks are kept for a retry by the
+     next `graphrag index`; try a stronger model, --extraction-fallback nlp or
+     --offline
 
 environment:
   OPENAI_API_KEY, OPENAI_BASE_URL  the LLM endpoint (any OpenAI-compatible server)
@@ -203,6 +208,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     if not _llm_configured(args.offline):
         raise CLIError(NO_LLM_LINE, EXIT_LLM)
     config = _llm_options(args)
+    if args.extraction_fallback:
+        config["extraction_fallback"] = args.extraction_fallback
     if args.chunk_size is not None:
         if args.chunk_size < 20:
             raise CLIError("--chunk-size must be at least 20 tokens", EXIT_USAGE)
@@ -248,6 +255,23 @@ def _print_index_report(report: Any, stores: Any, seconds: float, as_json: bool)
         f"{edges} relations, {stats['communities']} communities; "
         f"LLM calls: {calls} ({cached} cached); {seconds:.1f}s"
     )
+    return _report_extraction(stats)
+
+
+def _report_extraction(stats: dict[str, Any]) -> int:
+    """The extraction outcome line (when a chunk was not simply extracted) and the exit code:
+    ``EXIT_EXTRACTION_FAILED`` when the model gave no chunk of the insert any record."""
+    tried = stats.get("chunks_extracted", 0) + stats.get("chunks_empty", 0) + stats.get("chunks_failed", 0)
+    if any(stats.get(k) for k in ("chunks_failed", "chunks_waiting", "chunks_repaired", "chunks_retried")):
+        print(f"extraction: {stats['chunks_retried']} failed chunk(s) retried; "
+              f"{stats['chunks_extracted']} chunk(s) extracted ({stats['chunks_repaired']} after a "
+              f"repair turn), {stats['chunks_empty']} with nothing to extract, {stats['chunks_failed']} failed "
+              f"({stats['chunks_fallback']} extracted without the LLM instead); {stats['chunks_waiting']} "
+              "failed chunk(s) wait for a retry by the next `graphrag index`")
+    for line in stats.get("warnings", []):
+        print(f"warning: {line}")
+    if tried and stats["chunks_failed"] == tried and not stats.get("chunks_fallback"):
+        return EXIT_EXTRACTION_FAILED
     return EXIT_OK
 
 
@@ -310,6 +334,9 @@ async def _collect_stats(stores: Any, working_dir: str) -> dict[str, Any]:
         if isinstance(entry, dict):
             model = str(entry.get("model") or "unknown")
             by_model[model] = by_model.get(model, 0) + 1
+    from graphrag.failed_chunks import read_failed_chunks
+
+    failed = await read_failed_chunks(stores.index_meta)
     usage = await stores.index_meta.get_by_id("llm_usage")
     usage = usage if isinstance(usage, dict) else {}
     usage_total: dict[str, int] = {}
@@ -331,6 +358,9 @@ async def _collect_stats(stores: Any, working_dir: str) -> dict[str, Any]:
         "working_dir": os.path.abspath(working_dir),
         "documents": await stores.full_docs.count(),
         "chunks": await stores.text_chunks.count(),
+        # Chunks whose extraction failed (no record in the model's answers), waiting for a retry.
+        "chunks_failed_extraction": len(failed),
+        "chunks_failed_with_fallback": sum(bool(f.get("fallback")) for f in failed.values()),
         "entities": entities,
         "relations": relations,
         "communities": sum(per_level.values()),
@@ -361,6 +391,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
         f"working dir      {stats['working_dir']}",
         f"documents        {stats['documents']}",
         f"chunks           {stats['chunks']}",
+    ]
+    if stats["chunks_failed_extraction"]:
+        lines.append(f"failed chunks    {stats['chunks_failed_extraction']} wait for a retry by the next "
+                     f"`graphrag index` ({stats['chunks_failed_with_fallback']} extracted without the LLM meanwhile)")
+    lines += [
         f"entities         {stats['entities']}",
         f"relations        {stats['relations']}",
         f"communities      {stats['communities']} ({levels})",
@@ -388,6 +423,9 @@ def list_documents(working_dir: str) -> list[dict[str, Any]]:
 
 
 async def _list_documents(stores: Any) -> list[dict[str, Any]]:
+    from graphrag.failed_chunks import read_failed_chunks
+
+    failed = await read_failed_chunks(stores.index_meta)
     docs = await _records(stores.full_docs)
     per_doc: dict[str, int] = {}
     if any(not isinstance(r.get("chunk_ids"), list) for r in docs.values() if isinstance(r, dict)):
@@ -397,7 +435,8 @@ async def _list_documents(stores: Any) -> list[dict[str, Any]]:
                 per_doc[chunk["full_doc_id"]] = per_doc.get(chunk["full_doc_id"], 0) + 1
     return [
         {"id": k, "source": r.get("source"), "chars": len(r.get("content", "")),
-         "chunks": len(r["chunk_ids"]) if isinstance(r.get("chunk_ids"), list) else per_doc.get(k, 0)}
+         "chunks": len(r["chunk_ids"]) if isinstance(r.get("chunk_ids"), list) else per_doc.get(k, 0),
+         "failed_chunks": sum(c in failed for c in r.get("chunk_ids") or [])}
         for k, r in docs.items() if isinstance(r, dict)
     ]
 
@@ -410,9 +449,12 @@ def cmd_docs(args: argparse.Namespace) -> int:
     if not docs:
         print("no documents indexed")
         return EXIT_OK
-    print(f"{'id':<40}  {'chars':>8}  {'chunks':>6}  source")
+    print(f"{'id':<40}  {'chars':>8}  {'chunks':>6}  {'failed':>6}  source")
     for d in docs:
-        print(f"{d['id']:<40}  {d['chars']:>8}  {d['chunks']:>6}  {d['source'] or '-'}")
+        print(f"{d['id']:<40}  {d['chars']:>8}  {d['chunks']:>6}  {d['failed_chunks']:>6}  {d['source'] or '-'}")
+    waiting = sum(d["failed_chunks"] for d in docs)
+    if waiting:
+        print(f"{waiting} chunk(s) failed extraction and wait for a retry by the next `graphrag index`")
     return EXIT_OK
 
 
@@ -548,6 +590,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title-field", default="title", metavar="NAME", help="JSON/JSONL records: the title field")
     p.add_argument("--json", action="store_true", help="print the summary as JSON: files per outcome, "
                    "skipped files with their reason, insert stats")
+    p.add_argument("--extraction-fallback", choices=("nlp",), default=None,
+                   help="nlp: chunks the model fails on (no record in its answers) get LLM-free extraction; "
+                        "they are still retried by the next index run")
     p.set_defaults(func=cmd_index)
 
     p = add("query", "answer a question from the index", [common, wd, llm])

@@ -129,6 +129,12 @@ class GraphRAGConfig:
     vector_storage: Optional[str] = None
     graph_storage: Optional[str] = None
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    # Weak models (answers that ignore the extraction format). "nlp": chunks the model fails
+    # on, even after the repair turn, get the LLM-free extractor's records (and stay listed
+    # for a retry); None: they get none. An insert warns when more than this share of its
+    # chunks (or of its community reports) fail.
+    extraction_fallback: Optional[Literal["nlp"]] = None
+    extraction_failure_warning_share: float = 0.2
 
     def __post_init__(self) -> None:
         self.working_dir = os.fspath(self.working_dir)
@@ -155,6 +161,11 @@ class GraphRAGConfig:
             )
         if self.entity_extract_max_gleaning < 0:
             raise ConfigurationError("entity_extract_max_gleaning must be >= 0")
+        if self.extraction_fallback not in (None, "nlp"):
+            raise ConfigurationError(f"extraction_fallback must be 'nlp' or None, not {self.extraction_fallback!r}")
+        if not 0 <= self.extraction_failure_warning_share <= 1:
+            raise ConfigurationError("extraction_failure_warning_share must be between 0 and 1, "
+                                     f"got {self.extraction_failure_warning_share!r}")
 
     @classmethod
     def field_names(cls) -> set[str]:

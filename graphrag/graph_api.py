@@ -16,7 +16,6 @@ from __future__ import annotations
 import difflib
 import heapq
 import re
-from collections import deque
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 

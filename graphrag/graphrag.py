@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from graphrag.file_insert import FilesReport
     from graphrag.graph_api import KnowledgeGraph
     from graphrag.operators.documents import ChunkPlan
+    from graphrag.operators.format_failures import FormatFailures
     from graphrag.readers import ReadOptions
     from graphrag.records import Answer, Retrieval
 
@@ -46,6 +47,11 @@ NO_LLM_NOTE = (
 )
 
 EMPTY_INDEX_MESSAGE = "No documents are indexed in {working_dir} yet: insert some before asking questions."
+
+# An insert's extraction outcome counts (see ``failed_chunks.extraction_counts``), none extracted.
+NO_EXTRACTION_COUNTS: dict[str, Any] = {
+    "chunks_retried": 0, "chunks_extracted": 0, "chunks_empty": 0, "chunks_failed": 0, "chunks_repaired": 0,
+    "chunks_fallback": 0, "chunks_waiting": 0, "reports_failed": 0, "warnings": []}
 
 # Stores that only the reports and the LLM cache change after clustering: written ahead
 # while the reports are generated, leaving the commit less to do.
@@ -233,7 +239,7 @@ class GraphRAG:
             communities = len(await self.stores.community_reports.all_keys())
         return {"documents_inserted": 0, "documents_removed": 0, "chunks_inserted": 0, "chunks_removed": 0,
                 "entities_changed": 0, "malformed_records_skipped": 0, "communities": communities,
-                "reports_generated": 0, "stage_seconds": {}}
+                "reports_generated": 0, **NO_EXTRACTION_COUNTS, "stage_seconds": {}}
 
     # ------------------------------------------------------------------ insert
 
@@ -243,7 +249,8 @@ class GraphRAG:
     async def ainsert(self, docs: Union[str, list[str]], sources: Optional[list[Optional[str]]] = None
                       ) -> dict[str, Any]:
         """Index documents; already indexed ones cost nothing. A document whose ``source``
-        matches an indexed one with other content replaces it (an update)."""
+        matches an indexed one with other content replaces it (an update). Chunks whose
+        extraction failed before are extracted again, by every insert until they succeed."""
         from graphrag.operators.documents import prepare_documents
 
         documents, skipped = prepare_documents(docs, sources)
@@ -277,6 +284,7 @@ class GraphRAG:
         """Insert prepared documents: the stats, and per document its outcome ("new",
         "updated", "unchanged" or, when ``may_move(doc_id, old_source)`` allows, "moved")
         with the source the index now records for it."""
+        from graphrag.failed_chunks import read_failed_chunks
         from graphrag.operators.documents import moved_documents, superseded_documents
 
         self.usage.reset()
@@ -284,7 +292,8 @@ class GraphRAG:
         async with self._writing(every_store=False):
             unknown = await self.stores.full_docs.filter_keys(list(documents))
             new_docs = {k: v for k, v in documents.items() if k in unknown}
-            if new_docs:
+            failed = await read_failed_chunks(self.stores.index_meta)
+            if new_docs or failed:
                 self._get_ready_to_extract()
             replaced: list[str] = []
             replaced_sources: set[Optional[str]] = set()
@@ -297,12 +306,12 @@ class GraphRAG:
             if may_move is not None:
                 known_sources = await self._stored_sources([k for k in documents if k not in unknown])
                 moved = moved_documents(documents, known_sources, may_move)
-            if new_docs or replaced or moved:
+            if new_docs or replaced or moved or failed:
                 await self.stores.index_start()
             if moved:
                 await self._record_moves({k: documents[k] for k in moved})
-            if new_docs or replaced:
-                summary = await self._apply_changes(new_docs, replaced)
+            if new_docs or replaced or failed:
+                summary = await self._apply_changes(new_docs, replaced, retry_failed=True)
             else:
                 summary = await self._nothing_changed()
         stats = {
@@ -376,8 +385,9 @@ class GraphRAG:
         self.usage.reset()
         async with self._writing():
             await self.stores.graph.clustering(self.config.graph_cluster_algorithm, full=True)
-            communities, generated = await self._report()
-        return {"communities": communities, "reports_generated": generated, "llm": self.usage.snapshot()}
+            communities, generated, failures = await self._report()
+        return {"communities": communities, "reports_generated": generated, "reports_failed": failures.failed,
+                "llm": self.usage.snapshot()}
 
     async def alist_documents(self) -> list[dict[str, Any]]:
         keys = await self.stores.full_docs.all_keys()
@@ -393,21 +403,34 @@ class GraphRAG:
 
     # ------------------------------------------------------------------ the pipeline
 
-    async def _apply_changes(self, new_docs: dict[str, dict[str, Any]], removed_doc_ids: list[str]
-                             ) -> dict[str, Any]:
+    async def _apply_changes(self, new_docs: dict[str, dict[str, Any]], removed_doc_ids: list[str],
+                             retry_failed: bool = False) -> dict[str, Any]:
         """Add ``new_docs`` and take out ``removed_doc_ids`` (an update does both), inside the
-        caller's write. What runs beside what is decided here and only here."""
+        caller's write; with ``retry_failed``, extract the chunks that failed before again.
+        What runs beside what is decided here and only here."""
+        from graphrag.failed_chunks import extraction_counts, failed_after, read_failed_chunks
         from graphrag.operators.graph_update import MergeAhead, finish_graph_update, store_entity_vectors
 
         stores, timer = self.stores, StageTimer()
         with timer.stage("chunk"):
             docs_to_store, plan = await self._chunk(new_docs, removed_doc_ids)
         removed_extractions = await self._recorded_extractions(sorted(plan.removed_chunks))
+        failed_before = await read_failed_chunks(stores.index_meta)
+        retried = await self._chunks_to_retry(failed_before, plan) if retry_failed else {}
+        # A retried chunk's record is replaced; one that comes out the same changes nothing.
+        earlier = await self._recorded_extractions(sorted(retried))
+
+        def unchanged(chunk_id: str, extraction: ChunkExtraction) -> bool:
+            before = earlier.get(chunk_id, {"entities": [], "relations": []})
+            return (chunk_id in retried and extraction["entities"] == before["entities"]
+                    and extraction["relations"] == before["relations"])
+
+        to_extract = {**plan.new_chunks, **retried}
         # Chunk vectors need only the chunk text: they are embedded while the LLM extracts,
         # from its first answer on; until then the CPU goes to what the first requests wait
         # for (chunking, the LLM client's build).
         first_extracted = asyncio.Event()
-        if self.config.extraction != "llm" or not plan.new_chunks:
+        if self.config.extraction != "llm" or not to_extract:
             first_extracted.set()
 
         async with BackgroundWork(timer) as background:
@@ -421,17 +444,21 @@ class GraphRAG:
                 return background.start(work, stage="merge_ahead")
 
             merge = MergeAhead(
-                self._rebuild_pass(lambda ids: self._recorded_extractions(ids, also=merge.extracted)),
-                removed=removed_extractions, expected=len(plan.new_chunks),
+                self._rebuild_pass(lambda ids: self._recorded_extractions(ids, also=merge.extracted), earlier),
+                removed=removed_extractions, expected=len(to_extract),
                 tail=max(1, self.config.best_model_max_async // 4), start=merge_ahead)
 
             def extracted(chunk_id: str, extraction: ChunkExtraction) -> None:
                 first_extracted.set()
-                merge.on_extracted(chunk_id, extraction)
+                if not unchanged(chunk_id, extraction):
+                    merge.on_extracted(chunk_id, extraction)
 
             with timer.stage("extract"):
-                extractions = await self._extract(plan.new_chunks, extracted)
+                outcomes = await self._extract(to_extract, extracted)
             first_extracted.set()
+            extractions = {k: v for k, v in outcomes.items() if not unchanged(k, v)}
+            counts, warning = extraction_counts(outcomes, self.config.extraction_failure_warning_share)
+            failed = failed_after(failed_before, outcomes, plan.removed_chunks)
 
             with timer.stage("merge"):
                 changes = finish_graph_update(
@@ -442,14 +469,14 @@ class GraphRAG:
                     # than half the model's window costs compute (quadratic in length) for little gain.
                     vector_tokens=max(self.embedding_func.max_token_size // 2, 32),
                     start=background.start)
-            await self._record(docs_to_store, removed_doc_ids, plan, extractions)
+            await self._record(docs_to_store, removed_doc_ids, plan, extractions, (failed_before, failed))
 
             # Entity vectors wait for the summaries; nothing below needs them, so they are
             # embedded beside clustering and reports. Clustering needs only the structure.
             entity_vectors = background.start(store_entity_vectors(stores.entities_vdb, changes),
                                               after=(chunk_vectors,), stage="embed")
             communities = len(await stores.community_reports.all_keys())
-            reports_generated = 0
+            reports_generated, report_failures = 0, None
             if changes.entities_changed:
                 with timer.stage("cluster"):
                     await stores.graph.clustering(self.config.graph_cluster_algorithm)
@@ -458,7 +485,7 @@ class GraphRAG:
                                  finish_on_error=True)
                 with timer.stage("report"):
                     # Communities containing a description still being summarised wait for it.
-                    communities, reports_generated = await self._report(schema, changes)
+                    communities, reports_generated, report_failures = await self._report(schema, changes)
             else:
                 logger.info("No entity or relation changed; community reports kept as they are")
 
@@ -468,9 +495,14 @@ class GraphRAG:
             "chunks_inserted": len(plan.new_chunks),
             "chunks_removed": len(plan.removed_chunks),
             "entities_changed": changes.entities_changed,
-            "malformed_records_skipped": sum(e.get("malformed", 0) for e in extractions.values()),
+            "malformed_records_skipped": sum(e.get("malformed", 0) for e in outcomes.values()),
             "communities": communities,
             "reports_generated": reports_generated,
+            "chunks_retried": len(retried),
+            **counts,
+            "chunks_waiting": len(failed),
+            "reports_failed": report_failures.failed if report_failures else 0,
+            "warnings": [w for w in (warning, report_failures and report_failures.warned) if w],
             "stage_seconds": timer.rounded(),
         }
 
@@ -498,6 +530,11 @@ class GraphRAG:
         docs_to_store = {k: {**_without_marks(v), "chunk_ids": by_doc[k]} for k, v in new_docs.items()}
         return docs_to_store, plan_chunks(chunks, unknown, leaving, staying)
 
+    async def _chunks_to_retry(self, failed: dict[str, Any], plan: ChunkPlan) -> dict[str, ChunkRecord]:
+        """The stored chunks of ``failed`` that this write keeps (not those it removes)."""
+        ids = sorted(c for c in failed if c not in plan.removed_chunks and c not in plan.new_chunks)
+        return {k: v for k, v in zip(ids, await self.stores.text_chunks.get_by_ids(ids)) if v}
+
     async def _recorded_extractions(self, chunk_ids: list[str], also: Optional[dict[str, ChunkExtraction]] = None
                                     ) -> dict[str, ChunkExtraction]:
         """What extraction found in ``chunk_ids`` (those it has a record of): this write's
@@ -507,8 +544,10 @@ class GraphRAG:
         found = {k: v for k, v in zip(to_read, await self.stores.chunk_extractions.get_by_ids(to_read)) if v}
         return {**{c: also[c] for c in chunk_ids if c in also}, **found}
 
-    def _rebuild_pass(self, read: Callable[[list[str]], Any]) -> Callable[..., Any]:
-        """One merge pass: rebuild, in the graph, what the changed extractions touch."""
+    def _rebuild_pass(self, read: Callable[[list[str]], Any],
+                      replaced: Optional[dict[str, ChunkExtraction]] = None) -> Callable[..., Any]:
+        """One merge pass: rebuild, in the graph, what the changed extractions touch
+        (``replaced``: the earlier records of chunks extracted again)."""
         from graphrag.operators.graph_update import rebuild_graph
 
         summary_input_tokens = self.windows.summary_input_tokens() if self.config.extraction == "llm" else None
@@ -521,14 +560,19 @@ class GraphRAG:
             return await rebuild_graph(changed, removed_chunks, graph=self.stores.graph, read_extractions=read_list,
                                        tokenizer=self.tokenizer,
                                        summary_max_tokens=self.config.entity_summary_to_max_tokens,
-                                       summary_input_tokens=summary_input_tokens)
+                                       summary_input_tokens=summary_input_tokens, replaced=replaced)
 
         return rebuild
 
     async def _record(self, docs: dict[str, dict[str, Any]], removed_doc_ids: list[str], plan: ChunkPlan,
-                      extractions: dict[str, ChunkExtraction]) -> None:
-        """Every document, chunk and extraction record the write adds or removes, in one place."""
+                      extractions: dict[str, ChunkExtraction], failed: tuple[dict[str, Any], dict[str, Any]]
+                      ) -> None:
+        """Every document, chunk and extraction record the write adds or removes, and the
+        failed chunks (before, after) kept for a retry, in one place."""
+        from graphrag.failed_chunks import write_failed_chunks
+
         stores = self.stores
+        await write_failed_chunks(stores.index_meta, failed[1], before=failed[0])
         removed = sorted(plan.removed_chunks)
         if removed:
             await stores.text_chunks.delete(removed)
@@ -571,9 +615,14 @@ class GraphRAG:
         try:
             # Gleaning turns stop while the conversation still leaves ANSWER_TOKENS in the window.
             limit = ConversationLimit(self.config.best_model_max_token_size - ANSWER_TOKENS, self.tokenizer)
+            fallback = None
+            if self.config.extraction_fallback == "nlp":
+                from graphrag.operators.nlp_extraction import extract_chunk_nlp
+
+                fallback = extract_chunk_nlp
             return await extract_chunks(chunks, llm=best, entity_types=self.config.entity_types,
                                         max_gleaning=self.config.entity_extract_max_gleaning, on_done=done,
-                                        limit=limit)
+                                        limit=limit, fallback=fallback)
         finally:
             progress.close()
 
@@ -582,9 +631,11 @@ class GraphRAG:
             await self.stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
 
     async def _report(self, schema: Optional[dict[str, Any]] = None,
-                      in_flight: Optional[Any] = None) -> tuple[int, int]:
-        """One report per community; unchanged communities keep theirs without an LLM call."""
+                      in_flight: Optional[Any] = None) -> tuple[int, int, FormatFailures]:
+        """One report per community; unchanged communities keep theirs without an LLM call.
+        Also returns the tally of answers that held no readable report."""
         from graphrag.operators.community_reports import generate_community_reports
+        from graphrag.operators.format_failures import FormatFailures
 
         stores = self.stores
         if schema is None:
@@ -594,21 +645,24 @@ class GraphRAG:
         extractive = self.config.extraction == "nlp"
         max_tokens = self.config.community_report_max_token_size if extractive else self.windows.report_data_tokens()
         progress = Progress(len(schema), "Community reports", self.config.show_progress)
+        failures = FormatFailures("community reports")
         try:
             records, generated = await generate_community_reports(
                 schema, graph=stores.graph, llm=None if extractive else self.llms[0], tokenizer=self.tokenizer,
                 max_tokens=max_tokens, existing=existing,
                 llm_kwargs=self.config.special_community_report_llm_kwargs, extractive=extractive,
-                on_progress=progress.update, in_flight=in_flight,
+                on_progress=progress.update, in_flight=in_flight, failures=failures,
             )
         finally:
             progress.close()
+        failures.log(logger, "Extractive reports stand in for them until their community changes; "
+                     "a stronger model writes the JSON.", self.config.extraction_failure_warning_share)
         stale = [k for k in existing if k not in records]
         await stores.community_reports.delete(stale)
         await stores.community_reports.upsert(records)
         logger.info("Communities: %d (%d reports generated, %d reused, %d removed)",
                     len(records), generated, len(records) - generated, len(stale))
-        return len(records), generated
+        return len(records), generated, failures
 
     # ------------------------------------------------------------------ query
 

@@ -24,6 +24,7 @@ from graphrag.prompts import render
 from graphrag.schema import GRAPH_FIELD_SEP, CommunitySchema
 
 from .extractive_report import build_extractive_report, community_pairs, edge_data, render_report_markdown
+from .format_failures import FormatFailures
 from .report_parsing import parse_report_json
 from .tokenizer import Tokenizer, fits
 
@@ -352,6 +353,7 @@ async def generate_community_reports(
     extractive: bool = False,
     on_progress: Optional[Callable[[int], None]] = None,
     in_flight: Optional[SummariesInFlight] = None,
+    failures: Optional[FormatFailures] = None,
 ) -> tuple[dict[str, dict], int]:
     """Report every community; returns ({id: record}, number of reports made fresh).
 
@@ -362,6 +364,8 @@ async def generate_community_reports(
     (reused ones together, then 1 per new report). With ``in_flight``, a community that
     contains an element still being summarised (or a sub-community that does) is read and
     reported only once the summaries have settled; the others start at once.
+    An answer with no readable report gets one repair turn; ``failures`` counts them, and
+    a community still without one gets an extractive report.
     """
     existing = existing or {}
     kwargs = dict(DEFAULT_REPORT_LLM_KWARGS if llm_kwargs is None else llm_kwargs)
@@ -399,13 +403,18 @@ async def generate_community_reports(
         priority = -int(community.get("level", 0) or 0)
         answer = await llm(prompt, stage="report", priority=priority, **kwargs)
         report = parse_report_json(answer)
+        repaired = False
         if report is None:
-            logger.info("Community %s: unparseable report, asking again without the cache", cid)
-            answer = await llm(prompt, stage="report", use_cache=False, priority=priority, **kwargs)
-            report = parse_report_json(answer)
+            logger.info("Community %s: no readable report, showing the model the format again", cid)
+            history = [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
+            repair = await llm(render("community_report_repair"), stage="report_repair", history_messages=history,
+                               priority=priority, **kwargs)
+            report = parse_report_json(repair)
+            repaired = report is not None
+        if failures is not None:
+            failures.record(failed=report is None, repaired=repaired, answer=answer)
         if report is None:
-            logger.warning("Community %s: the LLM gave no usable report twice; using an extractive one. "
-                           "Answer began: %r", cid, (answer or "")[:200])
+            logger.info("Community %s: no usable report after the repair turn; using an extractive one", cid)
             finished(cid, extractive_record(community, fp, SOURCE_FALLBACK))
         else:
             finished(cid, _record(community, report, fp, SOURCE_LLM))

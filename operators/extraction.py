@@ -3,6 +3,9 @@
 Real model output is messy (code fences, prose, lost delimiters, odd quoting), so the
 parser locates records by their ``entity``/``relationship`` keyword instead of trusting
 the record delimiter, and skips (and counts) whatever it cannot read rather than raising.
+An answer with no record at all is a format failure, not an empty chunk: the model is
+shown the format once more (the repair turn), and a chunk still failing is reported so
+that the pipeline can keep it for a retry instead of marking it done.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from typing import Any, Awaitable, Callable, Optional, Protocol
 from graphrag.prompts import COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER, render
 from graphrag.schema import ChunkExtraction, ChunkRecord, EntityRecord, RelationRecord, strip_control_chars
 
+from .answer_formats import as_records, is_only_completion, read_other_formats, strip_reasoning
 from .tokenizer import Tokenizer, fits
 
 logger = logging.getLogger(__name__)
@@ -25,6 +29,7 @@ __all__ = [
     "normalize_entity_name",
     "parse_strength",
     "parse_extraction",
+    "read_extraction_answer",
     "extract_chunk",
     "extract_chunks",
 ]
@@ -51,6 +56,9 @@ _WORD_STRENGTH = {
 DEFAULT_STRENGTH = 1.0
 # Tokens a chat template adds around each message (role markers), counted against the window.
 MESSAGE_FRAMING_TOKENS = 8
+# What became of a chunk (the ``status`` of ``extract_chunk``'s result): records read, a
+# well-formed "nothing here" answer, or no readable record even after the repair turn.
+EXTRACTED, EMPTY, FAILED = "extracted", "empty", "failed"
 
 
 def clean_text(value: str) -> str:
@@ -232,46 +240,76 @@ class ConversationLimit:
         return False
 
 
+def read_extraction_answer(answer: str) -> tuple[list[EntityRecord], list[RelationRecord], int, str]:
+    """Entities, relations, skipped records and the status (``EXTRACTED``, ``EMPTY`` or
+    ``FAILED``) of one answer. Reasoning blocks are dropped first; tuple records are read,
+    else the same facts written as JSON or markdown tables."""
+    text = strip_reasoning(answer)
+    entities, relations, malformed = parse_extraction(text)
+    if not entities and not relations:
+        other_entities, other_relations = read_other_formats(text)
+        entities, relations, skipped = as_records(other_entities, other_relations, entity=_entity, relation=_relation)
+        malformed += skipped
+    if entities or relations:
+        return entities, relations, malformed, EXTRACTED
+    status = EMPTY if is_only_completion(text, COMPLETION_DELIMITER, RECORD_DELIMITER) else FAILED
+    return entities, relations, malformed, status
+
+
 async def extract_chunk(
     content: str, *, llm: LLMCall, entity_types: list[str], max_gleaning: int,
     limit: Optional[ConversationLimit] = None,
 ) -> ChunkExtraction:
     """Extract one chunk, then glean up to ``max_gleaning`` more turns in the same conversation,
     while it stays within ``limit``: a long first answer ends gleaning rather than the insert.
+    An answer with no readable record gets one repair turn (the format shown again) first.
 
-    Returns ``{"entities", "relations", "malformed"}``; ``malformed`` is an extra key beyond
-    the ChunkExtraction TypedDict, counting records the parser had to skip.
+    Returns ``{"entities", "relations", "malformed", "status", "repaired"}`` (and ``"answer"``,
+    the first answer, for a failed chunk); the keys beyond the ChunkExtraction TypedDict are
+    never stored. ``malformed`` counts records the parser had to skip.
     """
     prompt = render("entity_extraction", entity_types=", ".join(entity_types), input_text=content)
-    answer = await llm(prompt, stage="extraction")
-    entities, relations, malformed = parse_extraction(answer)
-    history: list[dict] = [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
+    first_answer = await llm(prompt, stage="extraction")
+    entities, relations, malformed, status = read_extraction_answer(first_answer)
+    history: list[dict] = [{"role": "user", "content": prompt}, {"role": "assistant", "content": first_answer}]
 
-
-    async def ask(prompt: str) -> Optional[str]:
+    async def ask(prompt: str, stage: str) -> Optional[str]:
         """The answer to one more turn of the conversation, or None when it is full."""
         if limit is not None and not limit.admits(history, prompt):
             return None
-        return await llm(prompt, stage="gleaning", history_messages=list(history))
+        return await llm(prompt, stage=stage, history_messages=list(history))
 
-    for turn in range(max_gleaning):
+    repaired = False
+    if status == FAILED:
+        repair_prompt = render("entity_extraction_repair")
+        repair = await ask(repair_prompt, "extraction_repair")
+        if repair is not None:
+            history += [{"role": "user", "content": repair_prompt}, {"role": "assistant", "content": repair}]
+            entities, relations, skipped, status = read_extraction_answer(repair)
+            malformed += skipped
+            repaired = status == EXTRACTED
+
+    for turn in range(max_gleaning if status != FAILED else 0):
         continue_prompt = render("entity_continue_extraction")
-        glean = await ask(continue_prompt)
+        glean = await ask(continue_prompt, "gleaning")
         if glean is None:
             break
         history += [{"role": "user", "content": continue_prompt}, {"role": "assistant", "content": glean}]
-        more_e, more_r, more_bad = parse_extraction(glean)
+        more_e, more_r, more_bad, _ = read_extraction_answer(glean)
         entities += more_e
         relations += more_r
         malformed += more_bad
         if turn == max_gleaning - 1:
             break
-        verdict = await ask(render("entity_if_loop_extraction"))
+        verdict = await ask(render("entity_if_loop_extraction"), "gleaning")
         if verdict is None or not _is_yes(verdict):
             break
     if malformed:
         logger.debug("skipped %d malformed extraction records in a chunk", malformed)
-    result: dict[str, Any] = {"entities": entities, "relations": relations, "malformed": malformed}
+    result: dict[str, Any] = {"entities": entities, "relations": relations, "malformed": malformed,
+                              "status": status, "repaired": repaired}
+    if status == FAILED:
+        result["answer"] = first_answer
     return result  # type: ignore[return-value]
 
 
@@ -283,13 +321,22 @@ async def extract_chunks(
     max_gleaning: int,
     on_done: Optional[Callable[[str, ChunkExtraction], None]] = None,
     limit: Optional[ConversationLimit] = None,
+    fallback: Optional[Callable[[str], ChunkExtraction]] = None,
 ) -> dict[str, ChunkExtraction]:
-    """Extract all chunks concurrently (the LLM client bounds concurrency); first error propagates."""
+    """Extract all chunks concurrently (the LLM client bounds concurrency); first error propagates.
+
+    ``fallback(content)`` (e.g. the LLM-free extractor) supplies the records of a chunk the
+    model failed on; the chunk keeps its ``FAILED`` status, with ``"fallback": True``.
+    """
 
     async def one(chunk_id: str, chunk: ChunkRecord) -> tuple[str, ChunkExtraction]:
         result = await extract_chunk(
             chunk["content"], llm=llm, entity_types=entity_types, max_gleaning=max_gleaning, limit=limit
         )
+        if fallback is not None and result.get("status") == FAILED:
+            found = await asyncio.to_thread(fallback, chunk["content"])
+            result = {**result, "entities": found["entities"], "relations": found["relations"],  # type: ignore[typeddict-item]
+                      "fallback": True}
         if on_done is not None:
             on_done(chunk_id, result)
         return chunk_id, result

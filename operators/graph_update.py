@@ -115,10 +115,13 @@ async def rebuild_graph(
     tokenizer: Tokenizer,
     summary_max_tokens: int,
     summary_input_tokens: Optional[int],
+    replaced: Optional[dict[str, ChunkExtraction]] = None,
 ) -> GraphRebuild:
     """Rebuild, in the graph, every entity and relation ``changed_extractions`` mention.
 
     ``changed_extractions`` holds the extractions of new chunks and of ``removed_chunks``;
+    ``replaced`` the earlier records of chunks extracted again (a retried chunk), whose
+    names are rebuilt too, so what only the earlier record named leaves the graph;
     ``read_extractions`` gives the recorded extractions of the other chunks. Descriptions longer than ``summary_max_tokens``
     are left whole and listed in ``long`` with a summary input of at most
     ``summary_input_tokens``; with None (no LLM to summarise) they are cut to that length.
@@ -127,8 +130,12 @@ async def rebuild_graph(
     # merge ahead of the last extraction calls must not hold up their answers.
     added = {k: v for k, v in changed_extractions.items() if k not in removed_chunks}
     removed = {k: v for k, v in changed_extractions.items() if k in removed_chunks}
-    (added_ents, added_rels), (removed_ents, removed_rels) = await asyncio.to_thread(
-        lambda: (group_contributions(added), group_contributions(removed)))
+    # What a re-extracted chunk named before is touched as a removed chunk's names are.
+    earlier_records = {k: v for k, v in (replaced or {}).items() if k in added}
+    (added_ents, added_rels), *gone = await asyncio.to_thread(
+        lambda: [group_contributions(found) for found in (added, removed, earlier_records)])
+    removed_ents = {n for ents, _ in gone for n in ents}
+    removed_rels = {k for _, rels in gone for k in rels}
     names = sorted({*added_ents, *removed_ents} | {n for rels in (added_rels, removed_rels) for key in rels for n in key})
     if not names:
         return GraphRebuild()

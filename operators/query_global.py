@@ -21,6 +21,8 @@ from graphrag.prompts import render as render_prompt
 from graphrag.query_param import QueryParam
 from graphrag.records import CommunityReport, Retrieval
 
+from .answer_formats import strip_reasoning
+from .format_failures import FormatFailures
 from .report_parsing import stored_rating
 from .query_context import answer_from_context, csv_section, fail_response, pack_csv_section, pack_texts
 from .tokenizer import Tokenizer
@@ -156,7 +158,7 @@ def parse_points(text: str) -> list[dict[str, Any]]:
     plain strings, and scores written as strings (``"85"``, ``"85/100"``). A point with no
     score counts as 1 (the model found it relevant but forgot to say how much).
     """
-    for value in _json_candidates(text or ""):
+    for value in _json_candidates(strip_reasoning(text or "")):
         items: Any = None
         if isinstance(value, list):
             items = value
@@ -203,15 +205,24 @@ async def map_reduce(query: str, groups: Sequence[str], param: QueryParam, llm: 
     """One map call per report table, then one reduce call over the points scored above 0."""
     kwargs = dict(param.global_special_community_map_llm_kwargs)
 
+    failures = FormatFailures("global map answers")
+
     async def map_group(table: str) -> list[dict[str, Any]]:
         system_prompt = render_prompt(map_template, context_data=table)
         answer = await llm(query, stage="query", system_prompt=system_prompt, **kwargs)
         points = parse_points(answer)
-        if not points:
-            logger.warning("Global map answer held no readable points: %.200r", answer)
+        repaired = False
+        if not points:  # one more turn with the format shown again
+            history = [{"role": "user", "content": query}, {"role": "assistant", "content": answer}]
+            repair = await llm(render_prompt("global_map_repair"), stage="query_repair", system_prompt=system_prompt,
+                               history_messages=history, **kwargs)
+            points = parse_points(repair)
+            repaired = bool(points)
+        failures.record(failed=not points, repaired=repaired, answer=answer)
         return points
 
     results = await asyncio.gather(*(map_group(g) for g in groups))
+    failures.log(logger, "Their reports were left out of the answer; a stronger model follows the JSON format.")
     scored = [
         (analyst, p["score"], p["description"])
         for analyst, points in enumerate(results)

@@ -13,6 +13,8 @@ from typing import Any, Optional
 
 from graphrag.schema import Finding, ReportJSON
 
+from .answer_formats import strip_reasoning
+
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?")
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 _NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)?")
@@ -141,12 +143,12 @@ def _coerce_findings(value: Any) -> list[Finding]:
 def parse_report_json(text: str) -> Optional[ReportJSON]:
     """A normalised report from an LLM answer, or None when it holds no report with a title.
 
-    Copes with code fences, prose around the object, trailing commas, ratings such as
+    Copes with reasoning blocks, code fences, prose around the object, trailing commas, ratings such as
     ``"7.5"`` or ``"8/10"``, and findings given as strings or with ``insight`` keys.
     """
     if not isinstance(text, str) or "{" not in text:
         return None
-    data = _find_object(_FENCE.sub("", text))
+    data = _find_object(_FENCE.sub("", strip_reasoning(text)))
     if data is None:
         return None
     if not data.get("title"):

@@ -45,6 +45,10 @@ TEMPLATE_NAMES: tuple[str, ...] = (
     "naive_rag_response_cited",
     "global_map_rag_points_cited",
     "global_reduce_rag_response_cited",
+    # Follow-up turns when an answer ignored the format (one each, see extraction.py).
+    "entity_extraction_repair",
+    "community_report_repair",
+    "global_map_repair",
 )
 
 # The kind of answer each prompt asks a model for, as a stand-in model (the tests' mock
@@ -65,6 +69,9 @@ PROMPT_KINDS: dict[str, str] = {
     "naive_rag_response_cited": "cited_answer",
     "global_map_rag_points_cited": "cited_global_map",
     "global_reduce_rag_response_cited": "cited_answer",
+    "entity_extraction_repair": "extraction_repair",
+    "community_report_repair": "report_repair",
+    "global_map_repair": "global_map_repair",
 }
 
 _DELIMITERS: dict[str, str] = {

@@ -146,8 +146,10 @@ def _entity_types(data: dict[str, str]) -> list[str]:
     return types or list(DEFAULT_ENTITY_TYPES)
 
 
-def _extract_records(text: str, types: list[str]) -> tuple[list[str], list[str]]:
-    """Entity and relationship records, like a careful model would write them."""
+def _extraction_facts(text: str, types: list[str]
+                      ) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str, int]]]:
+    """(name, type, description) entities and (source, target, description, strength)
+    relations a careful model would find in ``text``, whatever format it writes them in."""
     entities: dict[str, str] = {}
     relations: dict[tuple[str, str], str] = {}
     for sent in _sentences(text):
@@ -160,16 +162,17 @@ def _extract_records(text: str, types: list[str]) -> tuple[list[str], list[str]]
             for b in present[i + 1:]:
                 pair = edge_key(a, b)
                 relations.setdefault(pair, sent)
-    ent_rows = [
-        f'("entity"{TUPLE}{n}{TUPLE}{types[_h(n) % len(types)]}{TUPLE}'
-        f"{_clean(f'{n.title()} is mentioned in the text: {s}')})"
-        for n, s in entities.items()
-    ]
-    rel_rows = [
-        f'("relationship"{TUPLE}{a}{TUPLE}{b}{TUPLE}'
-        f"{_clean(f'{a.title()} and {b.title()} are related: {s}')}{TUPLE}{1 + _h(a + b) % 10})"
-        for (a, b), s in list(relations.items())[:60]
-    ]
+    return ([(n, types[_h(n) % len(types)], _clean(f"{n.title()} is mentioned in the text: {s}"))
+             for n, s in entities.items()],
+            [(a, b, _clean(f"{a.title()} and {b.title()} are related: {s}"), 1 + _h(a + b) % 10)
+             for (a, b), s in list(relations.items())[:60]])
+
+
+def _extract_records(text: str, types: list[str]) -> tuple[list[str], list[str]]:
+    """Entity and relationship records, like a careful model would write them."""
+    entities, relations = _extraction_facts(text, types)
+    ent_rows = [f'("entity"{TUPLE}{n}{TUPLE}{t}{TUPLE}{d})' for n, t, d in entities]
+    rel_rows = [f'("relationship"{TUPLE}{a}{TUPLE}{b}{TUPLE}{d}{TUPLE}{w})' for a, b, d, w in relations]
     return ent_rows, rel_rows
 
 
@@ -193,9 +196,14 @@ def _respond_extraction(data: dict[str, str]) -> str:
 
 def _extraction_data(req: dict) -> dict[str, str]:
     """The extraction prompt's data (chunk text, entity types) from a gleaning conversation."""
+    return _conversation_data(req, "entity_extraction")
+
+
+def _conversation_data(req: dict, name: str) -> dict[str, str]:
+    """The data of the first user turn of a conversation rendered from template ``name``."""
     for m in req.get("messages") or []:
         if m.get("role") == "user":
-            data = template_data("entity_extraction", str(m.get("content") or ""))
+            data = template_data(name, str(m.get("content") or ""))
             if data is not None:
                 return data
     return {}
@@ -394,8 +402,86 @@ def realistic_responder(req: dict) -> str:
         return _respond_cited_global_map(data["context_data"])
     if kind == "cited_answer":
         return _respond_cited_answer("\n".join(v for f, v in data.items() if f != "response_type"), last)
+    # Repair turns: the conversation's first prompt says what to answer again.
+    if kind == "extraction_repair":
+        first = _extraction_data(req)
+        return _respond_extraction(first) if first else COMPLETE
+    if kind == "report_repair":
+        return _respond_report(_conversation_data(req, "community_report").get("input_text", ""))
+    if kind == "global_map_repair":
+        return _respond_global_map((template_data("global_map_rag_points", system) or {}).get("context_data", ""))
     # The answer prompts: quote the data they were filled with, not the template's own text.
     return _respond_answer("\n".join(data.values()), last)
+
+
+# --------------------------------------------------------------------------- weak models
+
+# How small local models answer a prompt whose format they do not follow:
+# "records" (as asked), "prose" (no records at all), "json" (a JSON list of entity and
+# relation objects), "table" (fenced markdown tables), "think" (a <think> block, holding a
+# stray record, before the records), "empty" (an empty answer), "nothing" (only the
+# completion marker: a well-formed answer for a chunk with no entities).
+WEAK_STYLES = ("records", "prose", "json", "table", "think", "empty", "nothing")
+_EXTRACTION_KINDS = ("extraction", "extraction_repair")
+_REPORT_KINDS = ("report", "report_repair", "global_map", "global_map_repair")
+
+
+def _prose(text: str) -> str:
+    first = (_sentences(text) or ["the passage"])[0]
+    return (f"This example is a great example of the creative process behind the text. "
+            f"It tells us that {_clean(first, 160)} Overall, it is a story worth reading.")
+
+
+def _styled_extraction(style: str, data: dict[str, str]) -> str:
+    text = data.get("input_text", "")
+    entities, relations = _extraction_facts(text, _entity_types(data))
+    if style == "prose":
+        return _prose(text)
+    if style == "json":
+        return json.dumps([{"name": n.title(), "type": t, "description": d} for n, t, d in entities]
+                          + [{"source": a.title(), "target": b.title(), "description": d, "strength": w}
+                             for a, b, d, w in relations], indent=1)
+    if style == "table":
+        rows = "\n".join(f"| {n.title()} | {t} | {d.replace('|', '/')} |" for n, t, d in entities)
+        links = "\n".join(f"| {a.title()} | {b.title()} | {d.replace('|', '/')} | {w} |" for a, b, d, w in relations)
+        return (f"Here are the entities:\n\n```markdown\n| Entity | Type | Description |\n|---|---|---|\n{rows}\n```\n\n"
+                f"And the relationships:\n\n| Source | Target | Description | Strength |\n|---|---|---|---|\n{links}\n")
+    if style == "think":
+        return (f'<think>The user wants records like ("entity"{TUPLE}THOUGHT{TUPLE}person{TUPLE}a stray idea). '
+                f"Let me read the text carefully.</think>\n" + _respond_extraction(data))
+    if style == "nothing":
+        return COMPLETE
+    return _respond_extraction(data)
+
+
+def weak_responder(extraction: str = "prose", extraction_repair: Optional[str] = None,
+                   reports: str = "records", reports_repair: Optional[str] = None) -> Responder:
+    """A model that answers extraction (and its repair turn) in the ``extraction`` style
+    (``WEAK_STYLES``; ``extraction_repair`` for the repair turn, default the same), and
+    community reports and global map answers in ``reports`` ("prose", "think", "empty" or
+    "records"; ``reports_repair`` for their repair turns). The rest as ``realistic_responder``."""
+    for style in (extraction, extraction_repair, reports, reports_repair):
+        if style is not None and style not in WEAK_STYLES:
+            raise ValueError(f"unknown weak-model style {style!r}")
+
+    def respond(req: dict) -> str:
+        kind = detect_kind(req)
+        if kind in _EXTRACTION_KINDS:
+            style = extraction_repair if kind == "extraction_repair" and extraction_repair else extraction
+            return "" if style == "empty" else _styled_extraction(style, _extraction_data(req))
+        if kind.startswith("gleaning") and extraction != "records":
+            return COMPLETE if kind == "gleaning_continue" else "NO"
+        if kind in _REPORT_KINDS:
+            style = reports_repair if kind.endswith("_repair") and reports_repair else reports
+            if style == "empty":
+                return ""
+            if style == "prose":
+                return _prose(_messages(req)[1])
+            if style == "think":
+                return "<think>A report needs {braces} and a title.</think>\n" + realistic_responder(req)
+        return realistic_responder(req)
+
+    return respond
 
 
 def fake_embedding(text: str, dim: int) -> list[float]:
@@ -765,13 +851,18 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--latency", type=float, default=0.0, help="seconds every chat request takes, the mock's own work included")
     ap.add_argument("--embedding-dim", type=int, default=64)
     ap.add_argument("--context-window", type=int, default=None, help="refuse longer prompts with a 400, as a real server does")
+    ap.add_argument("--weak-extraction", choices=WEAK_STYLES, default=None,
+                    help="answer extraction prompts like a weak model (see weak_responder)")
+    ap.add_argument("--weak-reports", choices=("records", "prose", "think", "empty"), default="records",
+                    help="with --weak-extraction: how community reports and global map answers come")
     args = ap.parse_args(argv)
     # Many handler threads wake at their deadlines while others compute answers; with the
     # default 5 ms GIL switch interval a woken thread queues behind them and the latency
     # drifts above the configured value.
     sys.setswitchinterval(0.0002)
-    server = MockLLMServer(latency=args.latency, host=args.host, port=args.port, embedding_dim=args.embedding_dim,
-                           context_window=args.context_window)
+    responder = weak_responder(args.weak_extraction, reports=args.weak_reports) if args.weak_extraction else None
+    server = MockLLMServer(responder=responder, latency=args.latency, host=args.host, port=args.port,
+                           embedding_dim=args.embedding_dim, context_window=args.context_window)
     server.start()
     print(f"mock LLM server on {server.base_url}  (OPENAI_BASE_URL={server.base_url} OPENAI_API_KEY=x)", flush=True)
     try:

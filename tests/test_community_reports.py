@@ -10,6 +10,7 @@ import logging
 import networkx as nx
 import pytest
 
+from graphrag import prompts
 from graphrag.config import GraphRAGConfig
 from graphrag.llm import LLMClient, UsageCounter, openai_model_func
 from graphrag.operators.community_reports import (
@@ -19,6 +20,7 @@ from graphrag.operators.community_reports import (
     generate_community_reports,
 )
 from graphrag.operators.extractive_report import build_extractive_report
+from graphrag.operators.format_failures import FormatFailures
 from graphrag.operators.report_parsing import parse_report_json, stored_rating
 from graphrag.operators.tokenizer import get_tokenizer
 from graphrag.storage import NetworkXStorage
@@ -198,16 +200,18 @@ def test_changed_entity_rereports_only_its_communities(tmp_path):
             assert second[cid] == first[cid]
 
 
-def test_unparseable_answer_twice_falls_back_to_extractive(tmp_path, caplog):
+def test_unparseable_answer_twice_falls_back_to_extractive(tmp_path):
     graph, communities = _make_graph(tmp_path)
     llm = FakeLLM(answers=[])  # "no" every time
-    with caplog.at_level(logging.WARNING, logger="graphrag.operators.community_reports"):
-        records, fresh = _run(communities, graph, llm)
+    failures = FormatFailures("community reports")
+    records, fresh = _run(communities, graph, llm, failures=failures)
     assert fresh == len(communities)
     assert len(llm.calls) == 2 * len(communities)
-    retries = [kwargs for _, kwargs in llm.calls if kwargs.get("use_cache") is False]
-    assert len(retries) == len(communities)
-    assert sum("extractive" in r.getMessage() for r in caplog.records) == len(communities)
+    repairs = [kwargs for _, kwargs in llm.calls if kwargs["stage"] == "report_repair"]
+    assert len(repairs) == len(communities)
+    assert all(len(kwargs["history_messages"]) == 2 for kwargs in repairs)  # the report turn, then "no"
+    assert (failures.total, failures.failed, failures.repaired) == (len(communities), len(communities), 0)
+    assert failures.sample == "'no'"
     for rec in records.values():
         assert rec["report_json"]["title"] and rec["report_source"] == "fallback"
 
@@ -218,15 +222,21 @@ def test_unparseable_answer_twice_falls_back_to_extractive(tmp_path, caplog):
     assert all(r["report_source"] == "llm" for r in again.values())
 
 
-def test_retry_without_cache_recovers(tmp_path):
+def test_repair_turn_recovers(tmp_path):
     graph, communities = _make_graph(tmp_path)
     one = {"0": communities["0"]}
     good = json.dumps({"title": "Second try", "summary": "s", "rating": 5, "rating_explanation": "r",
                        "findings": []})
     llm = FakeLLM(answers=["I cannot do that.", good])
-    records, fresh = _run(one, graph, llm)
-    assert fresh == 1 and records["0"]["title"] == "Second try"
-    assert llm.calls[1][1]["use_cache"] is False and "use_cache" not in llm.calls[0][1]
+    failures = FormatFailures("community reports")
+    records, fresh = _run(one, graph, llm, failures=failures)
+    assert fresh == 1 and records["0"]["title"] == "Second try" and records["0"]["report_source"] == "llm"
+    (first_prompt, first), (repair_prompt, repair) = llm.calls
+    assert first["stage"] == "report" and repair["stage"] == "report_repair"
+    assert repair_prompt == prompts.render("community_report_repair")
+    assert repair["history_messages"] == [{"role": "user", "content": first_prompt},
+                                          {"role": "assistant", "content": "I cannot do that."}]
+    assert (failures.failed, failures.repaired) == (0, 1)
 
 
 def test_llm_errors_propagate(tmp_path):

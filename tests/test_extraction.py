@@ -247,6 +247,9 @@ MARKERS = {
     "naive_rag_response_cited": "---Numbered text chunks---",
     "global_map_rag_points_cited": '"points"',
     "global_reduce_rag_response_cited": "---Analyst points---",
+    "entity_extraction_repair": "did not follow the output format",
+    "community_report_repair": '"rating_explanation"',
+    "global_map_repair": '"points"',
 }
 
 
@@ -259,8 +262,9 @@ def test_prompt_templates_render(name: str) -> None:
     assert MARKERS[name] in rendered
     for f in fields:
         assert f"<<{f}>>" in rendered or f in ("tuple_delimiter", "record_delimiter", "completion_delimiter")
-    assert "{" not in rendered.replace("{{", "") or name in ("community_report", "global_map_rag_points",
-                                                                  "global_map_rag_points_cited")
+    assert "{" not in rendered.replace("{{", "") or name in (
+        "community_report", "global_map_rag_points", "global_map_rag_points_cited", "community_report_repair",
+        "global_map_repair")
 
 
 def test_prompt_placeholders_and_endings() -> None:

@@ -95,16 +95,17 @@ def test_retry_after_is_honoured(server: MockLLMServer, tmp_path: Any) -> None:
 
 def test_report_that_is_not_json_gets_a_fallback(tmp_path: Any, reference: dict[str, Any]) -> None:
     def responder(req: dict) -> str:
-        if detect_kind(req) == "report":
+        if detect_kind(req) in ("report", "report_repair"):
             return "Sorry, I can't write JSON today. The community is about Lisbon {maybe"
         return realistic_responder(req)
 
     with MockLLMServer(responder=responder) as server:
         rag = make_rag(tmp_path, server)
         stats = rag.insert(DOC_A)
-        report_calls = server.calls_by_kind["report"]
+        report_calls, server_repairs = server.calls_by_kind["report"], server.calls_by_kind["report_repair"]
     assert stats["communities"] >= 1 and stats["reports_generated"] == stats["communities"]
-    assert report_calls == 2 * stats["communities"]  # asked again once, without the cache
+    assert report_calls == server_repairs == stats["communities"]  # one repair turn each
+    assert stats["reports_failed"] == stats["communities"] and stats["llm"]["report_repair"]["calls"] == report_calls
     assert_clean(tmp_path)
     reports = load_state(str(tmp_path))["community_reports"]
     assert reports and all(r["report_source"] == "fallback" for r in reports.values())

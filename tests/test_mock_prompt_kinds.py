@@ -48,10 +48,18 @@ def request(name: str, prompt: str) -> dict:
     kind = prompts.PROMPT_KINDS[name]
     if kind in ("global_map", "answer", "cited_global_map", "cited_answer"):
         messages = [{"role": "system", "content": prompt}, {"role": "user", "content": QUESTION}]
-    elif kind.startswith("gleaning"):
+    elif kind.startswith("gleaning") or kind == "extraction_repair":
         extraction = prompts.render("entity_extraction", **sample("entity_extraction"))
         messages = [{"role": "user", "content": extraction}, {"role": "assistant", "content": prompts.COMPLETION_DELIMITER},
                     {"role": "user", "content": prompt}]
+    elif kind == "report_repair":  # after a report turn answered in prose
+        report = prompts.render("community_report", **sample("community_report"))
+        messages = [{"role": "user", "content": report}, {"role": "assistant", "content": "A fine community."},
+                    {"role": "user", "content": prompt}]
+    elif kind == "global_map_repair":  # the map prompt stays the system prompt
+        system = prompts.render("global_map_rag_points", **sample("global_map_rag_points"))
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": QUESTION},
+                    {"role": "assistant", "content": "Norrvik, I think."}, {"role": "user", "content": prompt}]
     else:
         messages = [{"role": "user", "content": prompt}]
     return {"model": "gpt-4o", "messages": messages}
@@ -95,6 +103,8 @@ def test_a_reworded_template_is_recognised_and_answered_alike(
 ) -> None:
     data = sample(name)
     answer = realistic_responder(request(name, prompts.render(name, **data)))
+    if name.endswith("_repair"):  # answered from the conversation's first prompt, as that prompt would be
+        assert answer not in ("", prompts.COMPLETION_DELIMITER) and "I don't know" not in answer
     old_lines = [line for fixed, _ in prompts.fixed_text(name) for line in fixed.splitlines()
                  if any(c.isalpha() for c in line)]
 
@@ -137,7 +147,9 @@ def test_indexing_and_every_query_mode_with_every_template_reworded(
     for req in llm_server.chat_requests:
         template = prompt_of(req)
         found[template[0] if template else None] += 1
-    assert set(found) == set(prompts.PROMPT_KINDS)  # every prompt was sent and none went unrecognised
+    # Every prompt was sent and none went unrecognised; repair turns only follow an answer
+    # that ignored the format, which this server never gives.
+    assert set(found) == {name for name in prompts.PROMPT_KINDS if not name.endswith("_repair")}
     assert found["local_rag_response"] == found["naive_rag_response"] == found["global_reduce_rag_response"] == 1
     kinds, llm = llm_server.calls_by_kind, stats["llm"]
     assert kinds["extraction"] == llm["extraction"]["calls"] == stats["chunks_inserted"]
