@@ -285,7 +285,7 @@ def test_cli_exits_4_when_every_chunk_failed_and_a_rerun_retries(tmp_path: Path)
         retried = run_cli(*index, "--model", "a-better-model", server=good)
         stats = json.loads(run_cli("stats", "--working-dir", wd, "--json", server=good).stdout)
     assert retried.returncode == 0, retried.stderr
-    assert "0 new, 1 unchanged" in retried.stdout and "0 failed" in retried.stdout
+    assert "0 new, 0 updated, 1 unchanged" in retried.stdout and "0 failed" in retried.stdout
     assert stats["chunks_failed_extraction"] == 0 and stats["llm_usage_by_stage"]["extraction_repair"]["calls"] > 0
 
 
