@@ -9,7 +9,7 @@ import csv
 import io
 import logging
 from dataclasses import replace
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional, Sequence
 
 from graphrag.prompts import load as load_prompt
 from graphrag.prompts import render as render_prompt
@@ -23,6 +23,8 @@ MODE_PROMPTS: dict[str, tuple[str, ...]] = {
     "naive": ("naive_rag_response",),
     "local": ("local_rag_response",),
     "global": ("global_map_rag_points", "global_reduce_rag_response"),
+    # Hybrid's context has local's tables (entities, relations, sources), so local's prompt reads it.
+    "hybrid": ("local_rag_response",),
 }
 # Every data placeholder of those prompts, for measuring a template's own text.
 EMPTY_PROMPT_DATA: dict[str, str] = {"content_data": "", "context_data": "", "report_data": ""}
@@ -207,3 +209,30 @@ def pack_texts(texts: Sequence[str], separator: str, max_tokens: int, tokenizer:
         len(texts), lambda n: separator.join(texts[:n]), max_tokens, tokenizer, estimate
     )
     return (text, k) if k > 0 else ("", 0)
+
+
+async def pack_while_reading(title: str, header: list[str], batches: Iterable[list[str]],
+                              read: Callable[[list[str]], Awaitable[list[str]]], budget: int,
+                              tokenizer: Tokenizer) -> tuple[str, int]:
+    """A section of ``[i, text]`` rows, reading the batches of ids in rank order only until it is full.
+
+    Packing keeps the longest prefix of rows that fits, so once it keeps fewer rows than
+    were read, what comes after cannot change it: a hub entity's hundreds of chunks and
+    communities are not all read for the few that fit.
+    """
+    texts: list[str] = []
+    text, kept = "", 0
+    for ids in batches:
+        texts += await read(ids)
+        text, kept = pack_csv_section(title, header, [[i, t] for i, t in enumerate(texts)], budget, tokenizer,
+                                      cut_column=1)
+        if kept < len(texts):
+            break
+    return text, kept
+
+
+def doubling_slices(ids: list[str], first: int = 8) -> Iterator[list[str]]:
+    start, size = 0, first
+    while start < len(ids):
+        yield ids[start:start + size]
+        start, size = start + size, size * 2

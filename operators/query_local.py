@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional
+from typing import Any, Optional
 
 from graphrag.query_param import QueryParam
 from graphrag.schema import GRAPH_FIELD_SEP, edge_key
 
 from .report_parsing import stored_rating
-from .query_context import answer_from_context, pack_csv_section
+from .query_context import answer_from_context, doubling_slices, pack_csv_section, pack_while_reading
 from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -156,31 +156,20 @@ async def _related_chunks(
     return sorted(order, key=lambda chunk_id: (-len(linked[chunk_id]), order[chunk_id]))
 
 
-async def _pack_while_reading(title: str, header: list[str], batches: Iterable[list[str]],
-                              read: Callable[[list[str]], Awaitable[list[str]]], budget: int,
-                              tokenizer: Tokenizer) -> tuple[str, int]:
-    """A section of ``[i, text]`` rows, reading the batches of ids in rank order only until it is full.
+async def _sources_by_walk(query: str, entities: list[dict], chunk_ids: list[str], stores: Any,
+                           param: QueryParam) -> list[str]:
+    """The entities' chunks in the order the hybrid walk ranks them, seeded by the retrieved
+    entities as well as the question (chunks it does not reach keep their order, last)."""
+    if stores.chunks_vdb is None:
+        return chunk_ids
+    from .query_hybrid import rank
 
-    Packing keeps the longest prefix of rows that fits, so once it keeps fewer rows than
-    were read, what comes after cannot change it: a hub entity's hundreds of chunks and
-    communities are not all read for the few that fit.
-    """
-    texts: list[str] = []
-    text, kept = "", 0
-    for ids in batches:
-        texts += await read(ids)
-        text, kept = pack_csv_section(title, header, [[i, t] for i, t in enumerate(texts)], budget, tokenizer,
-                                      cut_column=1)
-        if kept < len(texts):
-            break
-    return text, kept
-
-
-def _doubling_slices(ids: list[str], first: int = 8) -> Iterator[list[str]]:
-    start, size = 0, first
-    while start < len(ids):
-        yield ids[start:start + size]
-        start, size = start + size, size * 2
+    ranking = await rank(query, stores, param, extra_entities=[e["entity_name"] for e in entities])
+    if ranking is None:
+        return chunk_ids
+    candidates = set(chunk_ids)
+    ranked = [c for c in ranking.chunk_ids if c in candidates]
+    return ranked + [c for c in chunk_ids if c not in set(ranked)]
 
 
 async def build_local_context(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[str]:
@@ -193,7 +182,8 @@ async def build_local_context(query: str, stores: Any, param: QueryParam, tokeni
     node_edges = await _entity_edges(entities, stores)
     report_groups = _report_groups(entities, param)
     relations = await _related_relations(entities, node_edges, stores)
-    chunk_ids = await _related_chunks(entities, node_edges, stores)
+    chunk_ids = await _sources_by_walk(query, entities, await _related_chunks(entities, node_edges, stores),
+                                       stores, param)
 
     entity_rows = [
         [i, e["entity_name"], e["data"].get("entity_type", "UNKNOWN"), e["data"].get("description", "UNKNOWN"), e["rank"]]
@@ -221,14 +211,14 @@ async def build_local_context(query: str, stores: Any, param: QueryParam, tokeni
         found.sort(key=lambda r: -stored_rating(r))  # within a group of equal counts, best rated first
         return [r.get("report_string", "") for r in found][:1 if single else None]
 
-    reports_text, n_reports = await _pack_while_reading(
+    reports_text, n_reports = await pack_while_reading(
         "Reports", REPORT_HEADER, report_groups, read_reports, param.local_max_token_for_community_report, tokenizer)
 
     async def read_chunks(ids: list[str]) -> list[str]:
         return [r["content"] for r in await stores.text_chunks.get_by_ids(ids) if r is not None and r.get("content")]
 
-    sources_text, n_sources = await _pack_while_reading(
-        "Sources", SOURCE_HEADER, _doubling_slices(chunk_ids), read_chunks, param.local_max_token_for_text_unit,
+    sources_text, n_sources = await pack_while_reading(
+        "Sources", SOURCE_HEADER, doubling_slices(chunk_ids), read_chunks, param.local_max_token_for_text_unit,
         tokenizer)
     logger.info(
         "Local context: %d/%d entities, %d/%d relations, %d/%d communities, %d/%d chunks",
