@@ -166,13 +166,17 @@ async def ask_all(rag: Any, questions: list[Question], modes: Sequence[str], mat
 
     results: dict[str, dict[str, Any]] = {}
     for mode in modes:
-        per_question, seconds = [], []
+        per_question, seconds, cpu_seconds = [], [], []
         for q in questions:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             context = await rag.aquery(q.text, QueryParam(mode=mode, only_need_context=True))
             seconds.append(time.perf_counter() - started)
+            cpu_seconds.append(time.process_time() - cpu)
             per_question.append((ranked_titles(context_passages(mode, context), matcher), q.gold))
-        results[mode] = {**score(per_question), "p50_query_ms": round(1000 * statistics.median(seconds), 1)}
+        # The first query of a mode builds what later ones reuse (the hybrid walk's graph): the
+        # median is the steady state; both wall and CPU time, as the machine may be shared.
+        results[mode] = {**score(per_question), "p50_query_ms": round(1000 * statistics.median(seconds), 1),
+                         "p50_query_cpu_ms": round(1000 * statistics.median(cpu_seconds), 1)}
     return results
 
 
@@ -194,12 +198,12 @@ def evaluate(passages: dict[str, str], questions: list[Question], extraction: st
 
 
 def markdown_table(records: list[dict[str, Any]]) -> str:
-    lines = ["| extraction | mode | Recall@2 | Recall@5 | anywhere in context | p50 query ms |",
+    lines = ["| extraction | mode | Recall@2 | Recall@5 | anywhere in context | p50 query ms (CPU) |",
              "|---|---|---|---|---|---|"]
     for record in records:
         for mode, r in record["modes"].items():
             lines.append(f"| {record['extraction']} | {mode} | {r['recall@2']} | {r['recall@5']} | "
-                         f"{r['anywhere']} | {r['p50_query_ms']} |")
+                         f"{r['anywhere']} | {r['p50_query_ms']} ({r['p50_query_cpu_ms']}) |")
     return "\n".join(lines)
 
 
