@@ -597,8 +597,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("query", "answer a question from the index", [common, wd, llm])
     p.add_argument("question")
-    p.add_argument("--mode", choices=("local", "global", "naive"), default="global",
-                   help="local: entities around the question; global: community reports; naive: chunks")
+    p.add_argument("--mode", choices=("local", "global", "naive", "hybrid"), default="global",
+                   help="local: entities around the question; global: community reports; naive: chunks; "
+                        "hybrid: chunks ranked by a walk over entities and chunks")
     p.add_argument("--context-only", action="store_true", help="print the retrieved context; no LLM call")
     p.add_argument("--top-k", type=int, metavar="K", help="entities (local) or chunks (naive) retrieved")
     p.add_argument("--response-type", metavar="TEXT", help="e.g. 'Single Paragraph' (default: Multiple Paragraphs)")

@@ -740,6 +740,7 @@ class GraphRAG:
     async def _query(self, query: str, param: QueryParam, wrap_llm: Optional[Callable[[Any], Any]] = None) -> str:
         """``wrap_llm``: wraps the best model's client for this query (streaming does)."""
         from graphrag.operators.query_global import global_query
+        from graphrag.operators.query_hybrid import hybrid_query
         from graphrag.operators.query_local import local_query
         from graphrag.operators.query_naive import naive_query
 
@@ -753,7 +754,8 @@ class GraphRAG:
         no_llm = not param.only_need_context and not llm_configured(self.config)
         if no_llm:
             param = replace(param, only_need_context=True)
-        runner = {"local": local_query, "global": global_query, "naive": naive_query}[param.mode]
+        runner = {"local": local_query, "global": global_query, "naive": naive_query,
+                  "hybrid": hybrid_query}[param.mode]
         try:
             param = self.windows.fit_query(query, param)
             llm = None if param.only_need_context else self.llms[0]

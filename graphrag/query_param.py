@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from graphrag.errors import InvalidInputError
 
-QUERY_MODES: tuple[str, ...] = ("local", "global", "naive")
+QUERY_MODES: tuple[str, ...] = ("local", "global", "naive", "hybrid")
 
 # Fields that count tokens or items: none may be negative.
 _NON_NEGATIVE_INT_FIELDS: tuple[str, ...] = (
@@ -30,7 +30,7 @@ class QueryParam:
     best model's window (``best_model_max_token_size``) leaves less room.
     """
 
-    mode: Literal["local", "global", "naive"] = "global"
+    mode: Literal["local", "global", "naive", "hybrid"] = "global"
     # Return the context the answer prompt would carry, making no LLM call at all.
     only_need_context: bool = False
     response_type: str = "Multiple Paragraphs"

@@ -59,6 +59,9 @@ class Stores:
         self._working_dir = working_dir
         self._describe_vectors = describe_vectors
         self._opened: dict[str, Optional[StorageNameSpace]] = {}
+        # Moves on whenever what the stores hold may have changed (a commit, a store read
+        # again): caches built from an index version (the hybrid ranking graph) key on it.
+        self.version = 0
 
     def open(self, name: str) -> Any:
         if name not in self._opened:
@@ -66,8 +69,8 @@ class Stores:
                 files.wait_for_commit(self._working_dir)
             store = self._openers[name]()
             for earlier in self._opened.values():
-                if earlier is not None:
-                    earlier.reload_if_changed()
+                if earlier is not None and earlier.reload_if_changed():
+                    self.version += 1
             self._opened[name] = store
         return self._opened[name]
 
@@ -90,10 +93,12 @@ class Stores:
         for name in self._openers if names is None else names:
             self.open(name)
         await asyncio.gather(*(s.index_start_callback() for s in self.all()))
+        self.version += 1
 
     async def index_done(self) -> None:
         for store in self.all():
             await store.index_done_callback()
+        self.version += 1
 
     async def write_ahead(self, names: list[str]) -> None:
         """Write the named stores' files now, into the commit in progress, when the rest of the

@@ -9,7 +9,7 @@ import csv
 import io
 import logging
 from dataclasses import replace
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional, Sequence, TypeVar
 
 from graphrag.prompts import load as load_prompt
 from graphrag.prompts import render as render_prompt
@@ -18,11 +18,16 @@ from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+R = TypeVar("R")
+
 # The answer prompts each mode sends: their data must fit the best model's window.
 MODE_PROMPTS: dict[str, tuple[str, ...]] = {
     "naive": ("naive_rag_response",),
     "local": ("local_rag_response",),
     "global": ("global_map_rag_points", "global_reduce_rag_response"),
+    # Hybrid's context has local's tables (entities, relations, sources), so local's prompt reads it.
+    "hybrid": ("local_rag_response",),
 }
 # Every data placeholder of those prompts, for measuring a template's own text.
 EMPTY_PROMPT_DATA: dict[str, str] = {"content_data": "", "context_data": "", "report_data": ""}
@@ -210,3 +215,31 @@ def pack_texts(texts: Sequence[str], separator: str, max_tokens: int, tokenizer:
         len(texts), lambda n: separator.join(texts[:n]), max_tokens, tokenizer, estimate
     )
     return (text, k) if k > 0 else ("", 0)
+
+
+async def pack_while_reading(title: str, header: list[str], batches: Iterable[list[T]],
+                             read: Callable[[list[T]], Awaitable[list[tuple[R, str]]]], budget: int,
+                             tokenizer: Tokenizer, first_id: int = 0) -> tuple[str, list[R]]:
+    """A section of ``[i, text]`` rows (``i`` from ``first_id``), reading the batches in rank
+    order only until it is full; returns the section and the items its rows came from.
+
+    Packing keeps the longest prefix of rows that fits, so once it keeps fewer rows than
+    were read, what comes after cannot change it: a hub entity's hundreds of chunks and
+    communities are not all read for the few that fit.
+    """
+    items: list[tuple[R, str]] = []
+    text, kept = "", 0
+    for batch in batches:
+        items += await read(batch)
+        text, kept = pack_csv_section(title, header, [[first_id + i, t] for i, (_, t) in enumerate(items)], budget,
+                                      tokenizer, cut_column=1)
+        if kept < len(items):
+            break
+    return text, [item for item, _ in items[:kept]]
+
+
+def doubling_slices(ids: list[T], first: int = 8) -> Iterator[list[T]]:
+    start, size = 0, first
+    while start < len(ids):
+        yield ids[start:start + size]
+        start, size = start + size, size * 2

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import replace
-from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional, TypeVar
+from typing import Any, Optional
 
 from graphrag.query_param import QueryParam
 from graphrag.records import Chunk, CommunityReport, Entity, Relation, Retrieval
@@ -26,12 +26,10 @@ from graphrag.schema import GRAPH_FIELD_SEP, edge_key
 
 from .positions import cited_content
 from .report_parsing import stored_rating
-from .query_context import answer_from_context, pack_csv_section
+from .query_context import answer_from_context, doubling_slices, pack_csv_section, pack_while_reading
 from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
-R = TypeVar("R")
 
 ENTITY_HEADER = ["id", "entity", "type", "description", "rank"]
 RELATION_HEADER = ["id", "source", "target", "description", "weight", "rank"]
@@ -163,32 +161,22 @@ async def _related_chunks(
     return [(chunk_id, len(linked[chunk_id])) for chunk_id in ranked]
 
 
-async def _pack_while_reading(title: str, header: list[str], batches: Iterable[list[T]],
-                              read: Callable[[list[T]], Awaitable[list[tuple[R, str]]]], budget: int,
-                              tokenizer: Tokenizer, first_id: int = 0) -> tuple[str, list[R]]:
-    """A section of ``[i, text]`` rows (``i`` from ``first_id``), reading the batches in rank
-    order only until it is full; returns the section and the items its rows came from.
+async def _sources_by_walk(query: str, entities: list[dict], ranked: list[tuple[str, int]], stores: Any,
+                           param: QueryParam) -> list[tuple[str, int]]:
+    """The entities' ``(chunk id, links)`` in the order the hybrid walk ranks the chunks, seeded
+    by the retrieved entities as well as the question (chunks it does not reach keep their
+    order, last)."""
+    if stores.chunks_vdb is None:
+        return ranked
+    from .query_hybrid import rank
 
-    Packing keeps the longest prefix of rows that fits, so once it keeps fewer rows than
-    were read, what comes after cannot change it: a hub entity's hundreds of chunks and
-    communities are not all read for the few that fit.
-    """
-    items: list[tuple[R, str]] = []
-    text, kept = "", 0
-    for batch in batches:
-        items += await read(batch)
-        text, kept = pack_csv_section(title, header, [[first_id + i, t] for i, (_, t) in enumerate(items)], budget,
-                                      tokenizer, cut_column=1)
-        if kept < len(items):
-            break
-    return text, [item for item, _ in items[:kept]]
-
-
-def _doubling_slices(ids: list[T], first: int = 8) -> Iterator[list[T]]:
-    start, size = 0, first
-    while start < len(ids):
-        yield ids[start:start + size]
-        start, size = start + size, size * 2
+    ranking = await rank(query, stores, param, extra_entities=[e["entity_name"] for e in entities])
+    if ranking is None:
+        return ranked
+    links = dict(ranked)
+    walked = [c for c in ranking.chunk_ids if c in links]
+    reached = set(walked)
+    return [(c, links[c]) for c in walked] + [(c, n) for c, n in ranked if c not in reached]
 
 
 async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer,
@@ -204,7 +192,8 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
     node_edges = await _entity_edges(entities, stores)
     report_groups = _report_groups(entities, param)
     relations = await _related_relations(entities, node_edges, stores)
-    chunk_ids = await _related_chunks(entities, node_edges, stores)
+    chunk_ids = await _sources_by_walk(query, entities, await _related_chunks(entities, node_edges, stores),
+                                       stores, param)
 
     entity_rows = [
         [i, e["entity_name"], e["data"].get("entity_type", "UNKNOWN"), e["data"].get("description", "UNKNOWN"), e["rank"]]
@@ -232,7 +221,7 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
         found.sort(key=lambda item: -stored_rating(item[1]))  # within a group of equal counts, best rated first
         return [(CommunityReport.from_stored(i, r), r.get("report_string", "")) for i, r in found][:1 if single else None]
 
-    reports_text, reports = await _pack_while_reading(
+    reports_text, reports = await pack_while_reading(
         "Reports", REPORT_HEADER, report_groups, read_reports, param.local_max_token_for_community_report, tokenizer)
 
     async def read_chunks(ranked: list[tuple[str, int]]) -> list[tuple[Chunk, str]]:
@@ -240,8 +229,8 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
         return [(replace(Chunk.from_stored(i, r), score=float(links)), cited_content(r))
                 for (i, links), r in zip(ranked, records) if r is not None and r.get("content")]
 
-    sources_text, chunks = await _pack_while_reading(
-        "Sources", SOURCE_HEADER, _doubling_slices(chunk_ids), read_chunks, param.local_max_token_for_text_unit,
+    sources_text, chunks = await pack_while_reading(
+        "Sources", SOURCE_HEADER, doubling_slices(chunk_ids), read_chunks, param.local_max_token_for_text_unit,
         tokenizer, first_id=1 if cited else 0)
     logger.info(
         "Local context: %d/%d entities, %d/%d relations, %d/%d communities, %d/%d chunks",

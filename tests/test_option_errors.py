@@ -28,7 +28,7 @@ def test_config_errors_are_configuration_errors_and_still_value_errors(options: 
 
 
 @pytest.mark.parametrize("options, named", [
-    ({"mode": "hybrid"}, "mode"),
+    ({"mode": "mixed"}, "mode"),
     ({"top_k": -1}, "top_k"),
     ({"level": "2"}, "level"),
     ({"global_min_community_rating": "high"}, "global_min_community_rating"),

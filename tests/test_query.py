@@ -19,17 +19,17 @@ from graphrag.operators.query_context import (
     csv_section,
     fail_response,
     largest_fitting_prefix,
+    doubling_slices,
     pack_csv_section,
     pack_texts,
+    pack_while_reading,
     rows_to_csv_table,
 )
 from graphrag.operators.query_global import build_global_context, global_query, parse_points
 from graphrag.operators.query_local import (
     SOURCE_HEADER,
     _clusters,
-    _doubling_slices,
     _find_entities,
-    _pack_while_reading,
     build_local_context,
     local_query,
 )
@@ -273,7 +273,7 @@ def test_query_param_defaults() -> None:
 
 
 @pytest.mark.parametrize("field,value", [
-    ("mode", "hybrid"), ("top_k", -1), ("level", -2), ("naive_max_token_for_text_unit", -5),
+    ("mode", "mixed"), ("top_k", -1), ("level", -2), ("naive_max_token_for_text_unit", -5),
     ("local_max_token_for_text_unit", -1), ("local_max_token_for_local_context", -1),
     ("local_max_token_for_community_report", -1), ("global_max_consider_community", -1),
     ("global_max_token_for_community_report", -1), ("top_k", "10"),
@@ -310,8 +310,9 @@ def test_local_context_holds_entity_relations_and_source(tmp_path: Any) -> None:
 
 def test_local_context_is_the_same_through_lookup_indexes(tmp_path: Any) -> None:
     """A process that opens a working dir answers local queries through the lookup indexes
-    of the graph, reports and chunks, never parsing those files whole, with the very
-    context that parsing them gives."""
+    of the reports and chunks, never parsing those files whole, with the very context that
+    parsing them gives. The graph is read whole once: the walk that orders the Sources
+    (``query_hybrid``) needs all of it."""
     stores = asyncio.run(_build(tmp_path, *large_corpus()))
     asyncio.run(stores.index_done())
     questions = ["node 010 amber basalt harbor", "node 123 quartz ridge", "Who is connected to Node 200?"]
@@ -324,7 +325,7 @@ def test_local_context_is_the_same_through_lookup_indexes(tmp_path: Any) -> None
                                                                 fresh.text_chunks)]
 
     through_lookups, used = contexts()
-    assert used == [True, True, True]
+    assert used == [False, True, True]
     for name in ("graph_chunk_entity_relation.graphml", "kv_store_community_reports.json",
                  "kv_store_text_chunks.json"):
         os.remove(tmp_path / f"{name}.index")
@@ -346,7 +347,7 @@ def test_sections_read_in_rank_order_only_until_full(budget: int) -> None:
         read.extend(batch)
         return [(i, texts[int(i)]) for i in batch if int(i) % 7]  # some records are missing
 
-    got = asyncio.run(_pack_while_reading("Sources", SOURCE_HEADER, _doubling_slices(ids), fetch, budget,
+    got = asyncio.run(pack_while_reading("Sources", SOURCE_HEADER, doubling_slices(ids), fetch, budget,
                                           TOKENIZER))
     present = [(i, t) for i, t in zip(ids, texts) if int(i) % 7]
     expected = pack_csv_section("Sources", SOURCE_HEADER, [[n, t] for n, (_, t) in enumerate(present)], budget,

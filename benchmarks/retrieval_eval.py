@@ -1,0 +1,248 @@
+"""Retrieval evaluation: does each query mode's context hold the passages a question needs?
+
+    python benchmarks/retrieval_eval.py --corpus CORPUS --questions QUESTIONS
+        [--extraction nlp,llm] [--modes naive,local,hybrid] [--working-dir DIR] [--limit N]
+
+Indexes the corpus (once per extraction; ``llm`` goes through the mock LLM server of
+``tests/``), asks every question in every mode with ``only_need_context=True``, reads the
+passages of each context in the order they appear (naive: its chunks; local and hybrid:
+their Sources table), matches them to the corpus by their text and reports, per extraction
+and mode, Recall@2, Recall@5 and recall anywhere in the context (percent, averaged over
+questions), with the index time and the p50 query time. Global mode's context holds
+community reports, not passages, so it is not measured here.
+
+Formats read:
+* HotpotQA: corpus ``{title: [sentences]}``; questions carry ``supporting_facts`` ``[[title, i], ...]``.
+* MuSiQue / 2Wiki style: corpus ``[{"title", "text"}]``; questions carry ``paragraphs``
+  ``[{"title", "paragraph_text" or "text", "is_supporting"}]``. Without ``--corpus`` the corpus
+  is every question's paragraphs.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional, Sequence
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODES_WITH_PASSAGES = ("naive", "local", "hybrid")
+NAIVE_CHUNK_SEPARATOR = "\n--New Chunk--\n"  # operators/query_naive.CHUNK_SEPARATOR
+_SOURCES = re.compile(r"-----Sources-----\n```csv\n(.*?)\n```", re.S)
+
+
+@dataclass
+class Question:
+    text: str
+    gold: set[str]  # titles of the supporting passages
+
+
+# --------------------------------------------------------------------------- data
+
+
+def passage_document(title: str, text: str) -> str:
+    """How a passage is indexed: its title on the first line (as benchmarks/bench.py does)."""
+    return f"{title}\n{text}"
+
+
+def _paragraph_text(p: dict) -> str:
+    return p.get("paragraph_text") or p.get("text") or ""
+
+
+def load_qa(corpus_path: Optional[str], questions_path: str) -> tuple[dict[str, str], list[Question]]:
+    """``({title: text}, questions)`` from either supported format."""
+    with open(questions_path, encoding="utf-8") as f:
+        raw_questions = json.load(f)
+    passages: dict[str, str] = {}
+    if corpus_path:
+        with open(corpus_path, encoding="utf-8") as f:
+            corpus = json.load(f)
+        if isinstance(corpus, dict):
+            passages = {t: "".join(s) if isinstance(s, list) else str(s) for t, s in corpus.items()}
+        else:
+            passages = {p["title"]: _paragraph_text(p) for p in corpus}
+    questions = []
+    for q in raw_questions:
+        if "supporting_facts" in q:
+            gold = {title for title, *_ in q["supporting_facts"]}
+        else:
+            gold = {p["title"] for p in q.get("paragraphs", []) if p.get("is_supporting")}
+            if not corpus_path:
+                for p in q.get("paragraphs", []):
+                    passages.setdefault(p["title"], _paragraph_text(p))
+        questions.append(Question(q["question"], gold))
+    return passages, questions
+
+
+# --------------------------------------------------------------------------- reading a context
+
+
+def context_passages(mode: str, context: str) -> list[str]:
+    """The passage texts of a context, in the order they appear."""
+    if mode == "naive":
+        return [t for t in context.split(NAIVE_CHUNK_SEPARATOR) if t.strip()]
+    match = _SOURCES.search(context)
+    if not match:
+        return []
+    rows = list(csv.reader(io.StringIO(match.group(1))))
+    return [row[1] for row in rows[1:] if len(row) > 1]
+
+
+class PassageMatcher:
+    """Finds which corpus passage a context passage is, by its text (a chunk of a longer
+    passage matches the passage that contains it)."""
+
+    def __init__(self, passages: dict[str, str]) -> None:
+        self._documents = {title: passage_document(title, text).strip() for title, text in passages.items()}
+        self._exact = {doc: title for title, doc in self._documents.items()}
+
+    def title(self, text: str) -> Optional[str]:
+        text = text.strip()
+        found = self._exact.get(text)
+        if found is not None:
+            return found
+        probe = text[:200]
+        for title, doc in self._documents.items():
+            if probe and probe in doc:
+                return title
+        return None
+
+
+def ranked_titles(texts: Iterable[str], matcher: PassageMatcher) -> list[str]:
+    """Matched titles in context order, each once."""
+    return list(dict.fromkeys(t for t in (matcher.title(x) for x in texts) if t is not None))
+
+
+def recall(ranked: Sequence[str], gold: set[str], k: Optional[int] = None) -> float:
+    """Share of the gold passages among the first ``k`` ranked ones (all of them if None)."""
+    if not gold:
+        return 0.0
+    top = ranked if k is None else ranked[:k]
+    return len(gold.intersection(top)) / len(gold)
+
+
+def score(per_question: list[tuple[list[str], set[str]]]) -> dict[str, float]:
+    """Recall@2, Recall@5 and recall anywhere, in percent, averaged over questions."""
+    n = max(len(per_question), 1)
+    return {name: round(100 * sum(recall(r, g, k) for r, g in per_question) / n, 1)
+            for name, k in (("recall@2", 2), ("recall@5", 5), ("anywhere", None))}
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _cpu_seconds() -> float:
+    usage = os.times()
+    return usage.user + usage.system
+
+
+def build_index(working_dir: str, documents: list[str], extraction: str, base_url: Optional[str],
+                embedding_func: Any) -> dict[str, Any]:
+    from graphrag import GraphRAG
+
+    options: dict[str, Any] = {"extraction": extraction, "show_progress": False}
+    if base_url:
+        options.update(llm_base_url=base_url, llm_api_key="k", best_model_max_async=16,
+                       cheap_model_max_async=16, llm_max_async_total=16)
+    rag = GraphRAG(working_dir=working_dir, embedding_func=embedding_func, **options)
+    cpu, wall = _cpu_seconds(), time.perf_counter()
+    rag.insert(documents)
+    return {"index_wall_s": round(time.perf_counter() - wall, 1), "index_cpu_s": round(_cpu_seconds() - cpu, 1),
+            "stage_seconds": (rag.last_insert_stats or {}).get("stage_seconds", {})}
+
+
+async def ask_all(rag: Any, questions: list[Question], modes: Sequence[str], matcher: PassageMatcher
+                  ) -> dict[str, dict[str, Any]]:
+    from graphrag import QueryParam
+
+    results: dict[str, dict[str, Any]] = {}
+    for mode in modes:
+        per_question, seconds, cpu_seconds = [], [], []
+        for q in questions:
+            started, cpu = time.perf_counter(), time.process_time()
+            context = await rag.aquery(q.text, QueryParam(mode=mode, only_need_context=True))
+            seconds.append(time.perf_counter() - started)
+            cpu_seconds.append(time.process_time() - cpu)
+            per_question.append((ranked_titles(context_passages(mode, context), matcher), q.gold))
+        # The first query of a mode builds what later ones reuse (the hybrid walk's graph): the
+        # median is the steady state; both wall and CPU time, as the machine may be shared.
+        results[mode] = {**score(per_question), "p50_query_ms": round(1000 * statistics.median(seconds), 1),
+                         "p50_query_cpu_ms": round(1000 * statistics.median(cpu_seconds), 1)}
+    return results
+
+
+def evaluate(passages: dict[str, str], questions: list[Question], extraction: str, modes: Sequence[str],
+             working_dir: str, base_url: Optional[str] = None, embedding_func: Any = None) -> dict[str, Any]:
+    """Index ``passages`` into ``working_dir`` (the bundled model embeds unless
+    ``embedding_func`` is given) and score every mode's contexts."""
+    from graphrag import GraphRAG
+    from graphrag.embedding import local_embedding
+
+    embedding_func = embedding_func or local_embedding()
+    documents = [passage_document(t, x) for t, x in passages.items()]
+    built = build_index(working_dir, documents, extraction, base_url, embedding_func)
+    rag = GraphRAG(working_dir=working_dir, embedding_func=embedding_func, extraction=extraction,
+                   show_progress=False)
+    modes_results = asyncio.run(ask_all(rag, questions, modes, PassageMatcher(passages)))
+    return {"extraction": extraction, "passages": len(passages), "questions": len(questions), **built,
+            "modes": modes_results}
+
+
+def markdown_table(records: list[dict[str, Any]]) -> str:
+    lines = ["| extraction | mode | Recall@2 | Recall@5 | anywhere in context | p50 query ms (CPU) |",
+             "|---|---|---|---|---|---|"]
+    for record in records:
+        for mode, r in record["modes"].items():
+            lines.append(f"| {record['extraction']} | {mode} | {r['recall@2']} | {r['recall@5']} | "
+                         f"{r['anywhere']} | {r['p50_query_ms']} ({r['p50_query_cpu_ms']}) |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus")
+    parser.add_argument("--questions", required=True)
+    parser.add_argument("--extraction", default="nlp", help="comma-separated: nlp, llm (mock server)")
+    parser.add_argument("--modes", default=",".join(MODES_WITH_PASSAGES))
+    parser.add_argument("--working-dir", help="kept after the run (default: a temporary dir per extraction)")
+    parser.add_argument("--limit", type=int, help="first N questions only")
+    args = parser.parse_args()
+
+    passages, questions = load_qa(args.corpus, args.questions)
+    questions = questions[:args.limit] if args.limit else questions
+    modes = [m for m in args.modes.split(",") if m]
+    sys.path.insert(0, HERE)
+    records = []
+    for extraction in [e for e in args.extraction.split(",") if e]:
+        working_dir = (os.path.join(args.working_dir, extraction) if args.working_dir
+                       else tempfile.mkdtemp(prefix=f"retrieval-eval-{extraction}-"))
+        os.makedirs(working_dir, exist_ok=True)
+        server = None
+        try:
+            base_url = None
+            if extraction == "llm":
+                from bench import start_server
+
+                server, base_url = start_server(0.0)
+            records.append(evaluate(passages, questions, extraction, modes, working_dir, base_url))
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait()
+            if not args.working_dir:
+                shutil.rmtree(working_dir, ignore_errors=True)
+        print(json.dumps(records[-1]), flush=True)
+    print(markdown_table(records))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,344 @@
+"""Hybrid queries: passages ranked by a personalized PageRank over entities and chunks.
+
+Vector search finds the passage that reads like the question; a multi-hop question also
+needs the passage that only shares an entity with it. So the walk runs over one graph of
+entities and chunks (an entity is linked to the chunks that mention it and to the entities
+it has relations with) and restarts at
+
+* the entities the question names (found by name: exact, normalised or fuzzy), each weighted by its specificity, ``1 / chunks mentioning it``, so a
+  rare name counts more than a hub like "UNITED STATES"; and
+* the chunks most similar to the question, weighted by their similarity.
+
+Passages rank by their visit probability. The graph's matrices are built once per index
+version (:func:`graph_index`) and reused by every query until the next commit.
+
+The context holds the ranked passages (Sources) and the entities and relations that
+linked them, packed under the local mode's budgets.
+"""
+from __future__ import annotations
+
+import difflib
+import logging
+import re
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
+
+import numpy as np
+
+from graphrag.query_param import QueryParam
+from graphrag.schema import GRAPH_FIELD_SEP
+
+from .extraction import normalize_entity_name
+from .nlp_extraction import _STOPWORDS as STOPWORDS
+from .positions import cited_content
+from .query_context import answer_from_context, doubling_slices, pack_csv_section, pack_while_reading
+from .tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
+
+logger = logging.getLogger(__name__)
+
+ENTITY_HEADER = ["id", "entity", "type", "description", "score"]
+RELATION_HEADER = ["id", "source", "target", "description", "weight"]
+SOURCE_HEADER = ["id", "content"]
+
+HYBRID_NEEDS_VECTORS = "Hybrid queries need the chunk vector store: build the index with enable_naive_rag=True."
+
+# HippoRAG's restart probability: half of each step goes back to the seeds, which keeps the
+# walk within about two hops of what the question names.
+DAMPING = 0.5
+ITERATIONS = 40
+TOLERANCE = 1e-8
+# Share of the restart mass given to the question's entities; the rest goes to the chunks
+# most similar to it, sharpened so the best match leads (a cosine 0.05 lower weighs 1/e).
+# Entities found by vector similarity are left out: on HotpotQA they moved recall by under
+# 2 points either way and cost a second embedding of the question.
+ENTITY_SEED_SHARE = 0.2
+SIMILARITY_TEMPERATURE = 0.05
+MAX_SPAN_WORDS = 6
+FUZZY_CUTOFF = 0.88
+
+_WORD = re.compile(r"[^\W_]+(?:['’.&-][^\W_]+)*")
+_NOT_ALNUM = re.compile(r"[^0-9A-Z]+")
+_POSSESSIVE = re.compile(r"['’]S\b")
+
+
+def _split(value: Any) -> list[str]:
+    return [p for p in str(value or "").split(GRAPH_FIELD_SEP) if p]
+
+
+def loose_name(name: str) -> str:
+    """A second, looser key for matching: the engine's normalised name without punctuation,
+    a leading "THE" or a possessive "S"."""
+    words = _NOT_ALNUM.sub(" ", _POSSESSIVE.sub("", normalize_entity_name(name))).split()
+    if words and words[0] == "THE":
+        words = words[1:]
+    return " ".join(words)
+
+
+@dataclass
+class GraphIndex:
+    """The entity-chunk graph of one index version, as matrices and name lookups."""
+
+    entities: list[str]
+    chunks: list[str]
+    # Row-stochastic transitions, stored transposed so one step is ``transition_t @ p``.
+    transition_t: "csr_matrix"
+    specificity: np.ndarray  # per entity: 1 / number of chunks mentioning it
+    exact: dict[str, list[int]]
+    loose: dict[str, list[int]]
+    loose_names: list[str]
+    by_word: dict[str, list[int]]  # loose-name word -> entities, for fuzzy candidates
+
+    @property
+    def chunk_offset(self) -> int:
+        return len(self.entities)
+
+    def entity_ids(self, names: list[str]) -> list[int]:
+        index = self._entity_position
+        return [index[n] for n in names if n in index]
+
+    def __post_init__(self) -> None:
+        self._entity_position = {n: i for i, n in enumerate(self.entities)}
+        self._chunk_position = {c: i for i, c in enumerate(self.chunks)}
+
+    def chunk_position(self, chunk_id: str) -> Optional[int]:
+        return self._chunk_position.get(chunk_id)
+
+
+def build_graph_index(nodes: list[tuple[str, dict]], edges: list[tuple[str, str, dict]]) -> GraphIndex:
+    """Matrices for the walk: entities first (sorted), then the chunks they mention (sorted),
+    so a build from the same index is the same whatever order the stores list things in.
+    A chunk no entity mentions is not in the graph; a query that finds it by similarity
+    adds it as a node without links (:func:`rank`)."""
+    from scipy.sparse import coo_matrix
+
+    nodes = sorted(nodes, key=lambda n: n[0])
+    entities = [name for name, _ in nodes]
+    chunk_set: set[str] = set()
+    for _, data in nodes:
+        chunk_set.update(_split(data.get("source_id")))
+    chunks = sorted(chunk_set)
+    entity_at = {n: i for i, n in enumerate(entities)}
+    chunk_at = {c: len(entities) + i for i, c in enumerate(chunks)}
+
+    rows: list[int] = []
+    cols: list[int] = []
+    mentions = np.zeros(len(entities), dtype=np.float64)
+    for i, (_, data) in enumerate(nodes):
+        linked = {chunk_at[c] for c in _split(data.get("source_id"))}
+        mentions[i] = len(linked)
+        for j in sorted(linked):
+            rows += [i, j]
+            cols += [j, i]
+    for a, b, _ in edges:
+        if a in entity_at and b in entity_at and a != b:
+            rows += [entity_at[a], entity_at[b]]
+            cols += [entity_at[b], entity_at[a]]
+    size = len(entities) + len(chunks)
+    adjacency = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(size, size)).tocsr()
+    adjacency.data[:] = 1.0  # an entity listed twice for a chunk is still one link
+    out_degree = np.asarray(adjacency.sum(axis=1)).ravel()
+    out_degree[out_degree == 0] = 1.0
+    transition = adjacency.multiply(1.0 / out_degree[:, None]).tocsr()
+
+    exact: dict[str, list[int]] = {}
+    loose: dict[str, list[int]] = {}
+    by_word: dict[str, list[int]] = {}
+    loose_names = [loose_name(name) for name in entities]
+    for i, (name, key) in enumerate(zip(entities, loose_names)):
+        exact.setdefault(normalize_entity_name(name), []).append(i)
+        if key:
+            loose.setdefault(key, []).append(i)
+            for word in set(key.split()):
+                by_word.setdefault(word, []).append(i)
+    return GraphIndex(entities=entities, chunks=chunks, transition_t=transition.T.tocsr(),
+                      specificity=1.0 / np.maximum(mentions, 1.0), exact=exact, loose=loose,
+                      loose_names=loose_names, by_word=by_word)
+
+
+# One index per Stores object, rebuilt when its version moves on (each commit or reload).
+_indexes: "weakref.WeakKeyDictionary[Any, tuple[Any, GraphIndex]]" = weakref.WeakKeyDictionary()
+
+
+async def graph_index(stores: Any) -> GraphIndex:
+    """The walk's matrices for the stores' current index version, built on first use."""
+    version = stores.version
+    cached = _indexes.get(stores)
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    index = build_graph_index(await stores.graph.get_all_nodes(), await stores.graph.get_all_edges())
+    logger.info("Built the hybrid ranking graph: %d entities, %d chunks, %d links", len(index.entities),
+                len(index.chunks), index.transition_t.nnz)
+    _indexes[stores] = (version, index)
+    return index
+
+
+# --------------------------------------------------------------------------- entity linking
+
+
+def question_spans(question: str) -> list[tuple[int, int, str]]:
+    """Every run of up to ``MAX_SPAN_WORDS`` words that neither starts nor ends with a
+    stopword, longest first: the names and noun phrases a question can mention."""
+    words = _WORD.findall(question)
+    spans = []
+    for length in range(min(MAX_SPAN_WORDS, len(words)), 0, -1):
+        for start in range(len(words) - length + 1):
+            first, last = words[start].lower(), words[start + length - 1].lower()
+            if first in STOPWORDS or last in STOPWORDS:
+                continue
+            spans.append((start, start + length, " ".join(words[start:start + length])))
+    return spans
+
+
+def link_entities(question: str, index: GraphIndex) -> dict[int, float]:
+    """Entities the question names, with a match strength in (0, 1]: exact 1, loose 0.9,
+    fuzzy its similarity. Longer spans win: words a match covers are not matched again."""
+    covered: set[int] = set()
+    found: dict[int, float] = {}
+    for start, end, text in question_spans(question):
+        if covered.intersection(range(start, end)):
+            continue
+        hits: dict[int, float] = {i: 1.0 for i in index.exact.get(normalize_entity_name(text), [])}
+        key = loose_name(text)
+        if not hits and key:
+            hits = {i: 0.9 for i in index.loose.get(key, [])}
+        if not hits and len(key) >= 5 and text[:1].isupper():  # fuzzy for names only: it costs most
+            hits = _fuzzy(key, index)
+        if hits:
+            covered.update(range(start, end))
+            for i, strength in hits.items():
+                found[i] = max(found.get(i, 0.0), strength)
+    return found
+
+
+def _fuzzy(key: str, index: GraphIndex) -> dict[int, float]:
+    """Names close in spelling to ``key`` among those sharing one of its words."""
+    candidates: set[int] = set()
+    for word in key.split():
+        candidates.update(index.by_word.get(word, ())[:200])  # a word in hundreds of names is no clue
+    matcher = difflib.SequenceMatcher(b=key, autojunk=False)
+    hits = {}
+    for i in sorted(candidates):
+        matcher.set_seq1(index.loose_names[i])
+        if (matcher.real_quick_ratio() >= FUZZY_CUTOFF and matcher.quick_ratio() >= FUZZY_CUTOFF
+                and matcher.ratio() >= FUZZY_CUTOFF):
+            hits[i] = matcher.ratio()
+    return hits
+
+
+# --------------------------------------------------------------------------- the walk
+
+
+def personalized_pagerank(transition_t: "csr_matrix", restart: np.ndarray) -> np.ndarray:
+    """Visit probabilities of a walk that follows a link with probability ``DAMPING`` and
+    otherwise jumps back to ``restart`` (a distribution). Power iteration: deterministic."""
+    linked = transition_t.shape[0]  # nodes past it (unlinked chunks) have no links
+    scores = restart.copy()
+    for _ in range(ITERATIONS):
+        updated = (1.0 - DAMPING) * restart
+        updated[:linked] += DAMPING * (transition_t @ scores[:linked])
+        # Mass at a node without links (a chunk no entity mentions) goes back to the seeds.
+        updated += (1.0 - updated.sum()) * restart
+        if np.abs(updated - scores).sum() < TOLERANCE:
+            return updated
+        scores = updated
+    return scores
+
+
+@dataclass
+class Ranking:
+    chunk_ids: list[str]  # every reached chunk, best first
+    entity_scores: dict[str, float]  # every reached entity, best first
+
+
+async def rank(question: str, stores: Any, param: QueryParam,
+               extra_entities: Optional[list[str]] = None) -> Optional[Ranking]:
+    """Chunks and entities by personalized PageRank from the entities the question names
+    (plus ``extra_entities``) and the ``top_k`` chunks most similar to it; None when nothing
+    seeds the walk."""
+    index = await graph_index(stores)
+    hits: list[tuple[str, float]] = []
+    if stores.chunks_vdb is not None:
+        hits = [(h["id"], float(h.get("distance", 0.0))) for h in await stores.chunks_vdb.query(question, top_k=param.top_k)]
+    unlinked = sorted({c for c, _ in hits if index.chunk_position(c) is None})
+    chunks = index.chunks + unlinked
+    size = len(index.entities) + len(chunks)
+    entity_seed = np.zeros(size)
+    for i, strength in link_entities(question, index).items():
+        entity_seed[i] = strength * index.specificity[i]
+    for i in index.entity_ids(extra_entities or []):
+        entity_seed[i] = max(entity_seed[i], index.specificity[i])
+    chunk_seed = np.zeros(size)
+    if hits:
+        position = {c: len(index.chunks) + i for i, c in enumerate(unlinked)}
+        best = max(s for _, s in hits)
+        for chunk_id, similarity in hits:
+            at = index.chunk_position(chunk_id)
+            at = position[chunk_id] if at is None else at
+            chunk_seed[index.chunk_offset + at] = np.exp((similarity - best) / SIMILARITY_TEMPERATURE)
+    restart = np.zeros(size)
+    for seed, share in ((entity_seed, ENTITY_SEED_SHARE), (chunk_seed, 1.0 - ENTITY_SEED_SHARE)):
+        if seed.sum() > 0:
+            restart += share * seed / seed.sum()
+    if restart.sum() <= 0:
+        return None
+    restart /= restart.sum()
+    scores = personalized_pagerank(index.transition_t, restart)
+    offset = index.chunk_offset
+    chunk_scores = scores[offset:]
+    order = np.lexsort((np.arange(len(chunk_scores)), -chunk_scores))  # ties: by id
+    chunk_ids = [chunks[j] for j in order if chunk_scores[j] > 0]
+    entity_order = np.lexsort((np.arange(offset), -scores[:offset]))
+    entity_scores = {index.entities[i]: float(scores[i]) for i in entity_order if scores[i] > 0}
+    return Ranking(chunk_ids=chunk_ids, entity_scores=entity_scores)
+
+
+# --------------------------------------------------------------------------- the context
+
+
+async def build_hybrid_context(question: str, stores: Any, param: QueryParam, tokenizer: Tokenizer
+                               ) -> Optional[str]:
+    """Entities (the best-visited, at most ``top_k``), the relations among them, then the
+    ranked passages; None when nothing matches."""
+    ranking = await rank(question, stores, param)
+    if ranking is None or not ranking.chunk_ids:
+        return None
+    names = list(ranking.entity_scores)[:param.top_k]
+    datas = await stores.graph.get_nodes_batch(names)
+    entity_rows = [[i, n, d.get("entity_type", "UNKNOWN"), d.get("description", "UNKNOWN"),
+                    f"{ranking.entity_scores[n]:.4g}"] for i, (n, d) in enumerate(zip(names, datas)) if d]
+    entity_budget = param.local_max_token_for_local_context // 2
+    entities_text, _ = pack_csv_section("Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer,
+                                        cut_column=3)
+    chosen = set(names)
+    pairs = sorted({tuple(sorted(e)) for edges in await stores.graph.get_nodes_edges_batch(names)
+                    for e in edges if e[0] in chosen and e[1] in chosen})
+    relation_rows = [[i, a, b, (d or {}).get("description", "UNKNOWN"), (d or {}).get("weight", 1.0)]
+                     for i, ((a, b), d) in enumerate(zip(pairs, await stores.graph.get_edges_batch(pairs)))]
+    relation_budget = param.local_max_token_for_local_context - tokenizer.count(entities_text)
+    relations_text, _ = pack_csv_section("Relationships", RELATION_HEADER, relation_rows, relation_budget,
+                                         tokenizer, cut_column=3)
+    sources_text = await pack_sources(ranking.chunk_ids, stores, param.local_max_token_for_text_unit, tokenizer)
+    return "\n\n".join(s for s in (entities_text, relations_text, sources_text) if s)
+
+
+async def pack_sources(chunk_ids: list[str], stores: Any, budget: int, tokenizer: Tokenizer) -> str:
+    """The Sources table of ranked chunks, reading chunks only until it is full."""
+    async def read_chunks(ids: list[str]) -> list[tuple[str, str]]:
+        return [(i, cited_content(r)) for i, r in zip(ids, await stores.text_chunks.get_by_ids(ids))
+                if r is not None and r.get("content")]
+
+    text, _ = await pack_while_reading("Sources", SOURCE_HEADER, doubling_slices(chunk_ids), read_chunks, budget,
+                                       tokenizer)
+    return text
+
+
+async def hybrid_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Tokenizer) -> str:
+    """Answer ``query`` from the hybrid context (or return that context when ``only_need_context``)."""
+    if stores.chunks_vdb is None:
+        return HYBRID_NEEDS_VECTORS
+    context = await build_hybrid_context(query, stores, param, tokenizer)
+    return await answer_from_context(query, context, param, llm, "local_rag_response", "context_data")

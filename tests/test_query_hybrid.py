@@ -1,0 +1,139 @@
+"""Hybrid queries: passages ranked by a personalized PageRank over entities and chunks."""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from graphrag import GraphRAG, QueryParam
+from graphrag.embedding import hash_embedding
+from graphrag.operators import query_hybrid
+from graphrag.operators.query_hybrid import build_graph_index, graph_index, link_entities, personalized_pagerank
+
+# The answer needs two hops: the question names Elspeth Marrowind; her passage names Quarvale;
+# the passage about Quarvale (the answer, Tessaly) shares no word with the question, while
+# each distractor shares a few.
+QUESTION = "Which river flows past the town where Elspeth Marrowind was born?"
+BRIDGE = "Elspeth Marrowind was born in Quarvale and wrote poems about its harbour."
+ANSWER = "Tessaly, a slow green stream crossing meadows, curls around Quarvale."
+DISTRACTORS = [
+    "A river flows by the mill, turning its wheel through long wet autumn days and nights.",
+    "That winter the town kept quiet while snow covered roofs, lanes, gardens and orchards.",
+    "Barges carrying grain and timber pass under stone bridges near a river at every dawn.",
+    "Nobody was ever seen near that lighthouse after storms wrecked its lamp and stairs.",
+]
+
+
+def _rag(tmp_path: Path, **options: Any) -> GraphRAG:
+    rag = GraphRAG(working_dir=str(tmp_path), embedding_func=hash_embedding(256), extraction="nlp",
+                   show_progress=False, **options)
+    return rag
+
+
+def _sources(context: str) -> list[str]:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    from retrieval_eval import context_passages
+
+    return [p.strip() for p in context_passages("hybrid", context)]
+
+
+def _naive_passages(context: str) -> list[str]:
+    return [p.strip() for p in context.split("\n--New Chunk--\n")]
+
+
+@pytest.fixture
+def two_hop(tmp_path: Path) -> GraphRAG:
+    rag = _rag(tmp_path)
+    rag.insert([BRIDGE, ANSWER, *DISTRACTORS])
+    return rag
+
+
+def test_the_walk_finds_the_second_hop_that_vector_search_misses(two_hop: GraphRAG) -> None:
+    hybrid = _sources(two_hop.query(QUESTION, QueryParam(mode="hybrid", only_need_context=True)))
+    naive = _naive_passages(two_hop.query(QUESTION, QueryParam(mode="naive", only_need_context=True)))
+    assert ANSWER in hybrid[:2] and BRIDGE in hybrid[:2]
+    assert ANSWER not in naive[:2]
+
+
+def test_the_hybrid_context_holds_the_linking_entities_and_relations(two_hop: GraphRAG) -> None:
+    context = two_hop.query(QUESTION, QueryParam(mode="hybrid", only_need_context=True))
+    entities = context.split("-----Relationships-----")[0]
+    assert "ELSPETH MARROWIND" in entities and "QUARVALE" in entities
+    assert "-----Sources-----" in context
+
+
+def test_same_index_same_question_same_order(two_hop: GraphRAG, tmp_path: Path) -> None:
+    param = QueryParam(mode="hybrid", only_need_context=True)
+    first = two_hop.query(QUESTION, param)
+    assert two_hop.query(QUESTION, param) == first
+    query_hybrid._indexes.clear()  # a rebuilt graph index ranks the same
+    assert two_hop.query(QUESTION, param) == first
+    assert _rag(tmp_path).query(QUESTION, param) == first  # another process, same files
+    local = QueryParam(mode="local", only_need_context=True)
+    assert two_hop.query(QUESTION, local) == _rag(tmp_path).query(QUESTION, local)
+
+
+def test_the_graph_index_is_built_once_per_index_version(two_hop: GraphRAG) -> None:
+    stores = two_hop.stores
+    first = asyncio.run(graph_index(stores))
+    two_hop.query(QUESTION, QueryParam(mode="hybrid", only_need_context=True))
+    assert asyncio.run(graph_index(two_hop.stores)) is first  # queries reuse it
+    two_hop.insert("Tessaly runs into the Brennor estuary below Quarvale.")
+    rebuilt = asyncio.run(graph_index(two_hop.stores))
+    assert rebuilt is not first and "BRENNOR" in " ".join(rebuilt.entities)
+
+
+def test_local_sources_follow_the_walk(two_hop: GraphRAG) -> None:
+    """Local mode keeps its own Sources (the retrieved entities' chunks), ordered by the walk."""
+    local = _sources(two_hop.query(QUESTION, QueryParam(mode="local", only_need_context=True)))
+    walk = _sources(two_hop.query(QUESTION, QueryParam(mode="hybrid", only_need_context=True)))
+    assert local and local == [s for s in walk if s in local]
+
+
+def test_hybrid_needs_chunk_vectors(tmp_path: Path) -> None:
+    rag = _rag(tmp_path, enable_naive_rag=False)
+    rag.insert([BRIDGE, ANSWER])
+    assert rag.query(QUESTION, QueryParam(mode="hybrid", only_need_context=True)) == query_hybrid.HYBRID_NEEDS_VECTORS
+
+
+def _index(*names: str) -> Any:
+    return build_graph_index([(n, {"source_id": f"chunk-{i}"}) for i, n in enumerate(names)], [])
+
+
+def test_question_names_link_exactly_loosely_and_fuzzily() -> None:
+    index = _index("ELSPETH MARROWIND", "THE QUARVALE GUILD", "TESSALY", "RIVER")
+    linked = {index.entities[i]: s for i, s in link_entities(
+        "Did Elspeth Marowind meet the Quarvale Guild's members on the tessaly, a river?", index).items()}
+    assert linked["TESSALY"] == 1.0  # exact after the engine's normalisation (case)
+    assert linked["THE QUARVALE GUILD"] == 0.9  # loose: no article, no possessive
+    assert 0.88 <= linked["ELSPETH MARROWIND"] < 1.0  # fuzzy: a misspelt name
+    assert linked["RIVER"] == 1.0
+
+
+def test_a_longer_name_wins_over_the_names_inside_it() -> None:
+    index = _index("QUARVALE", "QUARVALE HARBOUR")
+    linked = link_entities("Who runs Quarvale Harbour?", index)
+    assert [index.entities[i] for i in linked] == ["QUARVALE HARBOUR"]
+
+
+def test_rare_entities_seed_more_than_hubs() -> None:
+    nodes = [("HUB", {"source_id": "<SEP>".join(f"c{i}" for i in range(10))}), ("RARE", {"source_id": "c0"})]
+    index = build_graph_index(nodes, [("HUB", "RARE", {})])
+    assert index.specificity.tolist() == [0.1, 1.0]
+
+
+def test_personalized_pagerank_is_a_distribution_that_favours_the_seeds() -> None:
+    index = build_graph_index([("A", {"source_id": "c1<SEP>c2"}), ("B", {"source_id": "c2<SEP>c3"})],
+                              [("A", "B", {})])
+    restart = np.zeros(len(index.entities) + len(index.chunks) + 1)  # one unlinked chunk too
+    restart[0] = 1.0
+    scores = personalized_pagerank(index.transition_t, restart)
+    assert scores.sum() == pytest.approx(1.0)
+    assert scores[0] == scores.max() and scores[-1] == 0.0
+    c1, c3 = (index.chunk_offset + index.chunk_position(c) for c in ("c1", "c3"))
+    assert scores[c1] > scores[c3]  # one hop from the seed beats two

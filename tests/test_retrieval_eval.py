@@ -1,0 +1,71 @@
+"""The retrieval evaluation (benchmarks/retrieval_eval.py): its reading of contexts and its metric."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+from retrieval_eval import (  # noqa: E402
+    PassageMatcher,
+    context_passages,
+    evaluate,
+    load_qa,
+    passage_document,
+    ranked_titles,
+    recall,
+    score,
+)
+
+from graphrag.embedding import hash_embedding  # noqa: E402
+from graphrag.operators.query_context import csv_section  # noqa: E402
+
+DATA = Path(__file__).parent / "data" / "retrieval"
+
+
+def test_both_formats_give_passages_and_gold_titles() -> None:
+    passages, questions = load_qa(str(DATA / "corpus.json"), str(DATA / "questions.json"))
+    assert passages["Quarvale"] == "Quarvale sits beside Tessaly, a slow green stream crossing meadows."
+    assert passages["Elspeth Marrowind"] == "Elspeth Marrowind was born in Quarvale. She wrote poems about harbours."
+    assert [q.gold for q in questions] == [{"Elspeth Marrowind", "Quarvale"}, {"Town fair"}]
+    # MuSiQue / 2Wiki style, the corpus taken from the questions' paragraphs
+    passages, questions = load_qa(None, str(DATA / "musique_questions.json"))
+    assert sorted(passages) == ["Elspeth Marrowind", "Old mill", "Quarvale"]
+    assert questions[0].gold == {"Elspeth Marrowind", "Quarvale"}
+
+
+def test_recall_at_k_on_known_rankings() -> None:
+    gold = {"A", "B"}
+    assert recall(["A", "X", "B"], gold, 2) == 0.5
+    assert recall(["A", "X", "B"], gold, 5) == 1.0
+    assert recall(["X"], gold) == 0.0
+    assert score([(["A", "B"], gold), (["X", "Y", "Z", "W", "V", "C"], {"C"})]) == {
+        "recall@2": 50.0, "recall@5": 50.0, "anywhere": 100.0}
+
+
+def test_contexts_are_read_in_order_and_matched_by_text() -> None:
+    passages, _ = load_qa(str(DATA / "corpus.json"), str(DATA / "questions.json"))
+    matcher = PassageMatcher(passages)
+    town, mill = passage_document("Town fair", passages["Town fair"]), passage_document("Old mill", passages["Old mill"])
+    naive = f"{town}\n--New Chunk--\n{mill}"
+    assert ranked_titles(context_passages("naive", naive), matcher) == ["Town fair", "Old mill"]
+    local = "-----Entities-----\n```csv\nid,entity\n0,X\n```\n\n" + csv_section("Sources", ["id", "content"],
+                                                                              [[0, mill], [1, town], [2, mill]])
+    assert ranked_titles(context_passages("local", local), matcher) == ["Old mill", "Town fair"]
+    assert matcher.title("Quarvale sits beside Tessaly") == "Quarvale"  # a chunk of a longer passage
+    assert matcher.title("text from nowhere") is None
+
+
+@pytest.mark.timeout(300)
+def test_the_evaluation_runs_end_to_end_on_a_tiny_corpus(tmp_path: Path) -> None:
+    passages, questions = load_qa(str(DATA / "corpus.json"), str(DATA / "questions.json"))
+    result = evaluate(passages, questions, "nlp", ["naive", "local", "hybrid"], str(tmp_path),
+                      embedding_func=hash_embedding(256))
+    assert result["passages"] == 4 and result["questions"] == 2
+    for mode in ("naive", "local", "hybrid"):
+        r = result["modes"][mode]
+        assert 0 <= r["recall@2"] <= r["recall@5"] <= r["anywhere"] <= 100
+    # Bag-of-words vectors: naive finds the fair's passage and Elspeth's, never Quarvale's
+    # (it shares no word with the question): (1 + 1/2) / 2 questions.
+    assert result["modes"]["naive"]["anywhere"] == 75.0
