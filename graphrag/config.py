@@ -121,6 +121,15 @@ class GraphRAGConfig:
     show_progress: Optional[bool] = None
     addon_params: dict[str, Any] = field(default_factory=dict)
 
+    # Entity resolution: one node per thing whatever names the extractions gave it
+    # (``JACOB MARLEY``, ``MARLEY``, ``MR. MARLEY``). False: names merge only when equal.
+    entity_resolution: bool = True
+    # A pair merges at this score (0..1); higher misses more merges and makes fewer wrong ones.
+    entity_resolution_threshold: float = 0.7
+    # Ask the cheap model about pairs the evidence leaves ambiguous (LLM extraction only;
+    # batched, and cached so a re-insert asks nothing).
+    entity_resolution_llm_check: bool = False
+
     def __post_init__(self) -> None:
         self.working_dir = os.fspath(self.working_dir)
         if self.extraction not in ("llm", "nlp"):
@@ -146,6 +155,8 @@ class GraphRAGConfig:
             )
         if self.entity_extract_max_gleaning < 0:
             raise ConfigurationError("entity_extract_max_gleaning must be >= 0")
+        if not 0 < self.entity_resolution_threshold <= 2:
+            raise ConfigurationError(f"entity_resolution_threshold must be in (0, 2], got {self.entity_resolution_threshold!r}")
 
     @classmethod
     def field_names(cls) -> set[str]:

@@ -311,6 +311,79 @@ class GraphRAG:
     def list_documents(self) -> list[dict[str, Any]]:
         return _run_sync(self.alist_documents(), self._close_llm_connections)
 
+    # ------------------------------------------------------------------ entity resolution
+
+    def merge_entities(self, names: Union[str, list[str]], into: str) -> dict[str, Any]:
+        return _run_sync(self.amerge_entities(names, into), self._close_llm_connections)
+
+    async def amerge_entities(self, names: Union[str, list[str]], into: str) -> dict[str, Any]:
+        """Merge ``names`` into one node named ``into``, for good: the decision is kept
+        apart from the derived ones and holds across later inserts and deletes."""
+        names = [names] if isinstance(names, str) else list(names)
+        return await self._decide_entities(names, lambda manual, keys: manual.merge(keys[:-1], keys[-1]), [*names, into])
+
+    def never_merge(self, a: str, b: str) -> dict[str, Any]:
+        return _run_sync(self.anever_merge(a, b), self._close_llm_connections)
+
+    async def anever_merge(self, a: str, b: str) -> dict[str, Any]:
+        """Keep the entities named ``a`` and ``b`` in different nodes, whatever the evidence."""
+        return await self._decide_entities([a, b], lambda manual, keys: manual.keep_apart(*keys), [a, b])
+
+    async def _decide_entities(self, known: list[str], change: Callable[[Any, list[str]], None],
+                               names: list[str]) -> dict[str, Any]:
+        from graphrag.errors import ConfigurationError, EntityNotFound
+        from graphrag.operators.extraction import normalize_entity_name
+
+        if not self.config.entity_resolution:
+            raise ConfigurationError("entity decisions need entity_resolution=True")
+        keys = [normalize_entity_name(n) for n in names]
+        self.usage.reset()
+        async with self._writing():
+            resolution = self._entity_resolution(set(), dict)
+            state = await resolution.state()
+            indexed = state.names if state else set()
+            missing = [n for n in known if normalize_entity_name(n) not in indexed]
+            if missing:
+                raise EntityNotFound(f"unknown entity name(s): {', '.join(missing)}", missing=missing)
+            manual = await resolution.manual()
+            change(manual, keys)
+            await resolution.save_manual(manual)
+            summary = await self._apply_changes({}, [])
+        return {**summary, "llm": self.usage.snapshot()}
+
+    def canonical_entity(self, name: str) -> Optional[str]:
+        return _run_sync(self.acanonical_entity(name), self._close_llm_connections)
+
+    async def acanonical_entity(self, name: str) -> Optional[str]:
+        """The node an entity name is in (itself, or the node it was merged into); None if
+        no extraction named it."""
+        from graphrag.operators.extraction import normalize_entity_name
+
+        key = normalize_entity_name(name)
+        try:
+            state = await self._entity_resolution(set(), dict).state()
+            if state is not None and key in state.names:
+                return state.aliases.get(key, key)
+            return key if await self.stores.graph.has_node(key) else None
+        finally:
+            await self.stores.query_done()
+
+    def entity_duplicates(self) -> list[dict[str, Any]]:
+        return _run_sync(self.aentity_duplicates(), self._close_llm_connections)
+
+    async def aentity_duplicates(self) -> list[dict[str, Any]]:
+        """Groups of names merged or worth a look, each pair with its evidence (read only)."""
+        from graphrag.operators.resolution_update import ResolutionSettings, duplicate_groups
+
+        resolution = self._entity_resolution(set(), dict)
+        keys = await self.stores.chunk_extractions.all_keys()
+        extractions = {k: v for k, v in zip(keys, await self.stores.chunk_extractions.get_by_ids(keys)) if v}
+        try:
+            return await duplicate_groups(extractions, await resolution.state(), await resolution.manual(),
+                                          ResolutionSettings(threshold=self.config.entity_resolution_threshold))
+        finally:
+            await self.stores.query_done()
+
     # ------------------------------------------------------------------ the pipeline
 
     async def _apply_changes(self, new_docs: dict[str, dict[str, Any]], removed_doc_ids: list[str]
@@ -323,6 +396,9 @@ class GraphRAG:
         with timer.stage("chunk"):
             docs_to_store, plan = await self._chunk(new_docs, removed_doc_ids)
         removed_extractions = await self._recorded_extractions(sorted(plan.removed_chunks))
+        resolution = (self._entity_resolution(plan.removed_chunks, lambda: merge.extracted)
+                      if self.config.entity_resolution else None)
+        aliases = await resolution.aliases() if resolution is not None else None
         # Chunk vectors need only the chunk text: they are embedded while the LLM extracts,
         # from its first answer on; until then the CPU goes to what the first requests wait
         # for (chunking, the LLM client's build).
@@ -341,7 +417,7 @@ class GraphRAG:
                 return background.start(work, stage="merge_ahead")
 
             merge = MergeAhead(
-                self._rebuild_pass(lambda ids: self._recorded_extractions(ids, also=merge.extracted)),
+                self._rebuild_pass(lambda ids: self._recorded_extractions(ids, also=merge.extracted), aliases),
                 removed=removed_extractions, expected=len(plan.new_chunks),
                 tail=max(1, self.config.best_model_max_async // 4), start=merge_ahead)
 
@@ -354,8 +430,15 @@ class GraphRAG:
             first_extracted.set()
 
             with timer.stage("merge"):
+                rebuilt = await merge.finish(extractions)
+            resolved: dict[str, Any] = {}
+            if resolution is not None:
+                with timer.stage("resolve"):
+                    rebuilt, resolved = await self._resolve(resolution, rebuilt, {**removed_extractions, **extractions},
+                                                            merge.extracted)
+            with timer.stage("merge"):
                 changes = finish_graph_update(
-                    await merge.finish(extractions), graph=stores.graph,
+                    rebuilt, graph=stores.graph,
                     summarizer=self.llms[1] if self.config.extraction == "llm" else None,
                     tokenizer=self.tokenizer, summary_max_tokens=self.config.entity_summary_to_max_tokens,
                     # An entity is found by its name and the start of its description; embedding more
@@ -392,6 +475,7 @@ class GraphRAG:
             "communities": communities,
             "reports_generated": reports_generated,
             "stage_seconds": timer.rounded(),
+            **({"entity_resolution": resolved} if resolution is not None else {}),
         }
 
     async def _chunk(self, new_docs: dict[str, dict[str, Any]], removed_doc_ids: list[str]
@@ -425,8 +509,10 @@ class GraphRAG:
         found = {k: v for k, v in zip(to_read, await self.stores.chunk_extractions.get_by_ids(to_read)) if v}
         return {**{c: also[c] for c in chunk_ids if c in also}, **found}
 
-    def _rebuild_pass(self, read: Callable[[list[str]], Any]) -> Callable[..., Any]:
-        """One merge pass: rebuild, in the graph, what the changed extractions touch."""
+    def _rebuild_pass(self, read: Callable[[list[str]], Any], aliases: Optional[dict[str, str]] = None
+                      ) -> Callable[..., Any]:
+        """One merge pass: rebuild, in the graph, what the changed extractions touch (names
+        grouped through ``aliases`` with entity resolution on)."""
         from graphrag.operators.graph_update import rebuild_graph
 
         summary_input_tokens = self.windows.summary_input_tokens() if self.config.extraction == "llm" else None
@@ -435,13 +521,46 @@ class GraphRAG:
             found = await read(ids)
             return [found.get(i) for i in ids]
 
-        async def rebuild(changed: dict[str, ChunkExtraction], removed_chunks: set[str]) -> Any:
+        async def rebuild(changed: dict[str, ChunkExtraction], removed_chunks: set[str],
+                          previous_aliases: Optional[dict[str, str]] = None) -> Any:
             return await rebuild_graph(changed, removed_chunks, graph=self.stores.graph, read_extractions=read_list,
                                        tokenizer=self.tokenizer,
                                        summary_max_tokens=self.config.entity_summary_to_max_tokens,
-                                       summary_input_tokens=summary_input_tokens)
+                                       summary_input_tokens=summary_input_tokens, aliases=aliases,
+                                       previous_aliases=previous_aliases)
 
         return rebuild
+
+    def _entity_resolution(self, removed_chunks: set[str], extracted: Callable[[], dict[str, ChunkExtraction]]
+                           ) -> Any:
+        """The resolution stage over this write's stores; it reads this write's extractions
+        (``extracted()``) before they are recorded."""
+        from graphrag.operators.resolution_update import EntityResolution, ResolutionSettings
+
+        async def read(ids: list[str]) -> list[Optional[ChunkExtraction]]:
+            found = await self._recorded_extractions(ids, also=extracted())
+            return [found.get(i) for i in ids]
+
+        async def all_chunk_ids() -> list[str]:
+            recorded = await self.stores.chunk_extractions.all_keys()
+            return sorted((set(recorded) - removed_chunks) | set(extracted()))
+
+        check = (self.config.entity_resolution_llm_check and self.config.extraction == "llm"
+                 and llm_configured(self.config))
+        return EntityResolution(graph=self.stores.graph, meta=self.stores.index_meta, read_extractions=read,
+                                all_chunk_ids=all_chunk_ids, llm=self.llms[1] if check else None,
+                                settings=ResolutionSettings(threshold=self.config.entity_resolution_threshold))
+
+    async def _resolve(self, resolution: Any, rebuilt: Any, changed: dict[str, ChunkExtraction],
+                       extracted: dict[str, ChunkExtraction]) -> tuple[Any, dict[str, Any]]:
+        """Resolve the names ``changed`` chunks mention; rebuild the nodes whose names moved."""
+        outcome = await resolution.resolve(changed)
+        moved = await resolution.moved_chunks(outcome)
+        if moved:
+            rebuild = self._rebuild_pass(lambda ids: self._recorded_extractions(ids, also=extracted),
+                                         outcome.state.aliases)
+            rebuilt = rebuilt.then(await rebuild(moved, set(), previous_aliases=outcome.previous))
+        return rebuilt, outcome.stats
 
     async def _record(self, docs: dict[str, dict[str, Any]], removed_doc_ids: list[str], plan: ChunkPlan,
                       extractions: dict[str, ChunkExtraction]) -> None:

@@ -53,12 +53,13 @@ class Entity:
     type: str = "UNKNOWN"
     description: str = ""
     source_chunk_ids: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()  # other names entity resolution merged into this one
 
     @classmethod
     def from_stored(cls, name: str, node: Mapping[str, Any]) -> "Entity":
         return cls(name=name, type=str(node.get("entity_type") or "UNKNOWN").strip('"'),
                    description=str(node.get("description") or ""),
-                   source_chunk_ids=split_field(node.get("source_id")))
+                   source_chunk_ids=split_field(node.get("source_id")), aliases=split_field(node.get("aliases")))
 
 
 @dataclass(frozen=True)

@@ -336,6 +336,15 @@ def _respond_answer(context: str, last: str) -> str:
     )
 
 
+def _respond_resolution(pairs: str) -> str:
+    """Same thing when the two names end with the same word; one line per numbered pair."""
+    answers = []
+    for number, first, second in re.findall(r'(?m)^(\d+)\. "([^"]*)"[^\n]*\n\s*vs "([^"]*)"', pairs):
+        same = first.split()[-1:] == second.split()[-1:]
+        answers.append(f"{number}: {'yes' if same else 'no'}")
+    return "\n".join(answers)
+
+
 def realistic_responder(req: dict) -> str:
     """Deterministic fake model: plausible output for each prompt kind of the pipeline."""
     system, last = _messages(req)
@@ -354,6 +363,8 @@ def realistic_responder(req: dict) -> str:
         return _respond_summary(data)
     if kind == "report":
         return _respond_report(data["input_text"])
+    if kind == "resolution":
+        return _respond_resolution(data["pairs"])
     if kind == "global_map":
         return _respond_global_map(data["context_data"])
     # The answer prompts: quote the data they were filled with, not the template's own text.

@@ -243,6 +243,7 @@ MARKERS = {
     "global_reduce_rag_response": "---Analyst Reports---",
     "naive_rag_response": "---Text chunks---",
     "fail_response": "Sorry",
+    "entity_resolution": "-Pairs-",
 }
 
 
@@ -268,6 +269,7 @@ def test_prompt_placeholders_and_endings() -> None:
         "global_reduce_rag_response": {"report_data", "response_type"},
         "naive_rag_response": {"content_data", "response_type"},
         "fail_response": set(),
+        "entity_resolution": {"pairs"},
     }
     for name, fields in expected.items():
         found = {f for _, f, _, _ in string.Formatter().parse(prompts.load(name)) if f}
