@@ -32,6 +32,7 @@ from graphrag.operators.extraction import normalize_entity_name
 from graphrag.schema import ChunkExtraction
 
 __all__ = [
+    "PART_RELATIONS",
     "AliasMap",
     "ManualDecisions",
     "NameIndex",
@@ -58,7 +59,7 @@ _HONORIFICS = {
 }
 # Words that describe rather than name ("Old Fezziwig" is Fezziwig), and words a
 # capitalised span can start with before the name ("Up Scrooge", "Whereat Scrooge").
-_DESCRIPTIVE = frozenset("OLD YOUNG LATE ELDER UP BUT WHEREAT THEN NOW OH AH SO YET MY YOUR".split())
+_DESCRIPTIVE = frozenset("OLD YOUNG LATE ELDER POOR DEAR UP BUT WHEREAT THEN NOW OH AH SO YET MY YOUR".split())
 _CORPORATE = frozenset("INC CORP CORPORATION LTD LLC CO PLC GMBH LIMITED".split())
 # Words that join two names into a third thing ("Scrooge and Marley", "Ghost of Christmas").
 _CONNECTORS = frozenset("AND & OF FOR AT IN ON TO WITH BY FROM DE DU DA DEL VON VAN".split())
@@ -73,9 +74,20 @@ _GENERIC_HEADS = frozenset(
     WAR BATTLE FESTIVAL DAY EVE TIME YEAR REVOLUTION CONFERENCE OLYMPICS ELECTION FEAST AWARD
     AWARDS PRIZE CUP SERIES SEASON LEAGUE CHAMPIONSHIP ALBUM SONG FILM MOVIE SHOW BOOK NOVEL
     GAME GAMES MUSEUM LIBRARY HOSPITAL CENTER CENTRE STADIUM THEATRE THEATER GALLERY DISTRICT
-    REGION EMPIRE DYNASTY ERA AGE LAW ACT TREATY PROJECT LICENSE SYSTEM NETWORK""".split()
+    REGION EMPIRE DYNASTY ERA AGE LAW ACT TREATY PROJECT LICENSE SYSTEM NETWORK MAGAZINE MAGAZINES
+    FILMS RECORDS PUBLICATIONS PUBLISHING STUDIOS PICTURES PRODUCTIONS ENTERTAINMENT INTERNATIONAL
+    AIRLINES AIRWAYS LANGUAGE LANGUAGES SONATA SYMPHONY CONCERTO OPERA FICTION JOURNAL NEWSPAPER
+    RADIO TELEVISION TV CHANNEL RAILWAY CLASS PRESS EDITION TOUR TRILOGY BEGINS RETURNS JANUARY
+    FEBRUARY MARCH APRIL MAY JUNE JULY AUGUST SEPTEMBER OCTOBER NOVEMBER DECEMBER MONDAY TUESDAY
+    WEDNESDAY THURSDAY FRIDAY SATURDAY SUNDAY SCIENCE MATHEMATICS HISTORY""".split()
 )
-_TOKEN = re.compile(r"[^\W_]+(?:'[^\W_]+)*", re.UNICODE)
+# Words that make a place or a thing another one ("West Bengal" is no "Bengal").
+_MODIFIERS = frozenset(
+    """NORTH SOUTH EAST WEST NORTHERN SOUTHERN EASTERN WESTERN CENTRAL UPPER LOWER GREATER NEW
+    HIGH LOW GREAT INNER OUTER MIDDLE GRAND ROYAL NATIONAL""".split()
+)
+_TOKEN = re.compile(r"[^\W_]+(?:['-][^\W_]+)*", re.UNICODE)
+_HYPHEN_BETWEEN_WORDS = re.compile(r"(?<=[^\W\d_]{2})-(?=[^\W\d_]{2})")
 _WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
 _STOPWORDS = frozenset(
     """the and for that with was were his her him she they them their this from had has have
@@ -101,7 +113,9 @@ def name_key(name: str) -> tuple[str, ...]:
     trailing possessive dropped (``SCROOGE'S`` -> ``SCROOGE``), leading articles,
     honorifics and descriptive words dropped, corporate suffixes dropped. A possessive
     inside the name stays (``SCROOGE'S NEPHEW`` is someone else)."""
-    tokens = _TOKEN.findall(normalize_entity_name(name).replace("’", "'").replace("-", " "))
+    # A hyphen between words splits them ("CHRISTMAS-TIME"); one around a particle does not
+    # ("JASHN-E-REKHTA" is one word, not "REKHTA").
+    tokens = _TOKEN.findall(_HYPHEN_BETWEEN_WORDS.sub(" ", normalize_entity_name(name).replace("’", "'")))
     if tokens:
         last = tokens[-1]
         if last.endswith("'S"):
@@ -117,6 +131,9 @@ def name_key(name: str) -> tuple[str, ...]:
             key.append(token)
     if len(key) > 1 and all(len(t) == 1 for t in key[1:]):
         key = ["".join(key)]
+    for size in range(1, len(key) // 2 + 1):  # a span caught twice: "DEMON DICE DEMON DICE"
+        if len(key) % size == 0 and key == key[:size] * (len(key) // size):
+            return tuple(key[:size])
     return tuple(key)
 
 
@@ -141,8 +158,9 @@ def _initial_match(a: str, b: str) -> bool:
 
 
 def _relational(tokens: tuple[str, ...]) -> bool:
-    """A name built from other names: a connector or an inner possessive."""
-    return any(t in _CONNECTORS or t.endswith("'S") for t in tokens)
+    """A name built from other names: a connector, an inner article ("SCROOGE THE
+    BALEFUL") or an inner possessive."""
+    return any(t in _CONNECTORS or t.endswith("'S") for t in tokens) or "THE" in tokens[1:]
 
 
 @lru_cache(maxsize=1 << 17)
@@ -186,14 +204,15 @@ def name_relation(a: str, b: str) -> Optional[str]:
             and all(len(t) == 1 or t in short for t in long[1:-1]) and set(short) <= set(long) | set(short[:1]):
         return "middle_name"
     if set(short) <= set(long):
-        if long[-1] in _GENERIC_HEADS or short[-1] in _GENERIC_HEADS:
+        extra = set(long) - set(short)
+        if long[-1] in _GENERIC_HEADS or short[-1] in _GENERIC_HEADS or extra & _MODIFIERS:
             return "overlap"
         if len(short) == 1 and len(long) <= 3:
             if short[0] == long[-1]:
                 return "surname"
             if short[0] == long[0]:
                 return "first_name"
-        if long[-len(short):] == short:
+        if len(short) > 1 and long[-len(short):] == short:
             return "surname"
         return "overlap"
     if set(short) & set(long):
@@ -349,6 +368,9 @@ _BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6,
 # Relations that, alone, allow two names in one group (the others need an accepted pair).
 _COMPATIBLE = frozenset(_BASE) - {"overlap", "fuzzy", "acronym"}
 _PERSON_PARTS = frozenset({"surname", "first_name"})
+# A one-word name that is part of fuller ones: which fuller names it could stand for is
+# remembered whatever the pair's verdict, so one that could stand for several stays alone.
+PART_RELATIONS = _PERSON_PARTS
 
 
 @dataclass(frozen=True)
@@ -379,13 +401,21 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     corroborated = bool(shared) or description >= 0.2
     score = _BASE[relation] + 0.1 * min(len(shared), 3) + 0.5 * description
     if ta != "UNKNOWN" and tb != "UNKNOWN":
-        score += 0.05 if ta == tb else -0.5
+        # Equal keys are strong evidence: a type disagreement there may be the extractor's.
+        score += 0.05 if ta == tb else (-0.3 if relation == "same_key" else -0.5)
+    person = "PERSON" in (ta, tb) or bool(gender(a) or gender(b))
     if relation in _PERSON_PARTS:
         # Part of a person's name; of anything else ("CHRISTMAS" / "MERRY CHRISTMAS") it is not.
-        if "PERSON" in (ta, tb) or gender(a) or gender(b):
+        if person:
             score += 0.1
         elif {ta, tb} - {"UNKNOWN"}:
             score -= 0.5
+        # With nothing saying it is a person, a part of a name stands for the whole only
+        # where a text used both (a surname after the full name), never a first name alone;
+        # and the descriptions must agree ("Film Victoria" is described apart from
+        # "Victoria"; "Schubert" in the sentences about "Franz Schubert").
+        corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
+                                         and description >= 0.3)
     score = round(score, 4)
     # A part of a name, an acronym or a shared word is one thing only with something else
     # in common; similar spelling or shared words alone never merge without a model.
@@ -454,17 +484,19 @@ class ResolutionState:
     names: set[str] = field(default_factory=set)
     pairs: set[tuple[str, str]] = field(default_factory=set)
     aliases: AliasMap = field(default_factory=dict)
+    # Candidate pairs of a name and a fuller one it is part of (PART_RELATIONS), any verdict.
+    parts: set[tuple[str, str]] = field(default_factory=set)
 
     @classmethod
     def from_stored(cls, record: Optional[Mapping[str, Any]]) -> Optional["ResolutionState"]:
         if not record:
             return None
         return cls(names=set(record.get("names") or []), pairs={tuple(p) for p in record.get("pairs") or []},  # type: ignore[misc]
-                   aliases=dict(record.get("aliases") or {}))
+                   aliases=dict(record.get("aliases") or {}), parts={tuple(p) for p in record.get("parts") or []})  # type: ignore[misc]
 
     def to_stored(self) -> dict[str, Any]:
         return {"names": sorted(self.names), "pairs": sorted(list(p) for p in self.pairs),
-                "aliases": dict(sorted(self.aliases.items()))}
+                "aliases": dict(sorted(self.aliases.items())), "parts": sorted(list(p) for p in self.parts)}
 
 
 def _completeness(name: str) -> tuple:
@@ -474,11 +506,13 @@ def _completeness(name: str) -> tuple:
     return (-len(key), name != " ".join(key), len(name), name)
 
 
-def group_names(names: set[str], pairs: set[tuple[str, str]], manual: ManualDecisions) -> AliasMap:
+def group_names(names: set[str], pairs: set[tuple[str, str]], manual: ManualDecisions,
+                parts: Iterable[tuple[str, str]] = ()) -> AliasMap:
     """The alias map (alias -> canonical, canonical names left out) that accepted ``pairs``
     and ``manual`` decisions give over ``names``.
 
-    A name whose accepted partners cannot all be one thing is ambiguous and stays alone;
+    A name whose accepted partners, or the fuller names it is part of (``parts``, accepted
+    or not), cannot all be one thing is ambiguous and stays alone;
     groups never join names of conflicting gender or a never-merge pair. Manual merges go
     first and name their group; the rest follow in sorted order, so the result does not
     depend on the order the pairs were found in.
@@ -486,7 +520,7 @@ def group_names(names: set[str], pairs: set[tuple[str, str]], manual: ManualDeci
     never = manual.never
     edges = {p for p in pairs if p[0] in names and p[1] in names and p not in never}
     partners: dict[str, set[str]] = {}
-    for a, b in edges:
+    for a, b in [*edges, *((p, q) for p, q in parts if p in names and q in names)]:
         partners.setdefault(a, set()).add(b)
         partners.setdefault(b, set()).add(a)
 

@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable, Optional
 
 from graphrag.operators.extraction import LLMCall
 from graphrag.operators.resolution import (
+    PART_RELATIONS,
     AliasMap,
     ManualDecisions,
     NameIndex,
@@ -150,8 +151,10 @@ class EntityResolution:
         asked, verdicts = await self._settle([d for d in decisions if d.verdict == "ask"], profiles)
         accepted = {(d.a, d.b) for d in decisions if d.verdict == "merge" or verdicts.get((d.a, d.b))}
         pairs = {p for p in state.pairs if p[0] not in touched and p[1] not in touched} | accepted
-        aliases = group_names(names, pairs, manual)
-        new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases)
+        parts = {p for p in state.parts if p[0] not in touched and p[1] not in touched}
+        parts |= {(d.a, d.b) for d in decisions if d.relation in PART_RELATIONS}
+        aliases = group_names(names, pairs, manual, parts)
+        new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases, parts=parts)
         moved = {n for n in set(previous) | set(aliases) if previous.get(n, n) != aliases.get(n, n)}
         await self.meta.upsert({STATE_RECORD: new_state.to_stored()})
         stats = {"names": len(names), "aliases": len(aliases), "pairs_checked": len(decisions),

@@ -30,9 +30,9 @@ from mock_llm_server import MockLLMServer
 GRAPH_FILE = "graph_chunk_entity_relation.graphml"
 
 DOC_JACOB = ("Jacob Marley was the partner of Ebenezer Scrooge at the counting house in Cornhill. "
-             "Jacob Marley kept the books in Cornhill for many years.")
+             "\"Business first,\" said Jacob Marley in Cornhill.")
 DOC_MARLEY = ("On Christmas Eve, the ghost of Marley haunted the counting house in Cornhill. "
-              "Everyone saw that Marley dragged a chain of cash boxes through Cornhill.")
+              "\"Mankind was my business,\" said Marley, dragging a chain of cash boxes through Cornhill.")
 DOC_FEZZIWIG = ("Mr. Fezziwig laughed in the warehouse at Dorset Lane. "
                 "Mrs. Fezziwig danced in the warehouse at Dorset Lane.")
 
@@ -107,10 +107,14 @@ def test_name_relations(a: str, b: str, relation: Any) -> None:
 
 
 def test_a_part_of_a_name_needs_corroboration_and_the_right_kind() -> None:
-    marley, jacob = profile("MARLEY", neighbours=("CORNHILL",)), profile("JACOB MARLEY", neighbours=("CORNHILL",))
-    assert decide_pair(marley, jacob, "surname", threshold=0.7, ask_threshold=0.4).verdict == "merge"
-    alone = decide_pair(profile("MARLEY"), profile("JACOB MARLEY"), "surname", threshold=0.7, ask_threshold=0.4)
-    assert alone.verdict == "ask"
+    def marley(type_: str = "PERSON", neighbours: tuple[str, ...] = ("CORNHILL",)) -> Any:
+        return decide_pair(profile("MARLEY", type_, neighbours), profile("JACOB MARLEY", type_, neighbours), "surname",
+                           threshold=0.7, ask_threshold=0.4)
+
+    assert marley().verdict == "merge"
+    assert marley(neighbours=()).verdict == "ask"  # nothing in common but the word
+    # Without a sign of a person, a surname needs the same text and similar descriptions.
+    assert marley("UNKNOWN").verdict == "ask"
     events = decide_pair(profile("CHRISTMAS", "EVENT", ("SCROOGE",)), profile("MERRY CHRISTMAS", "EVENT", ("SCROOGE",)),
                          "surname", threshold=0.7, ask_threshold=0.4)
     assert events.verdict != "merge"
