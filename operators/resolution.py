@@ -180,6 +180,7 @@ def name_relation(a: str, b: str) -> Optional[str]:
     - ``same_key``: equal keys (``THE CRATCHIT FAMILY`` / ``CRATCHIT FAMILY``);
     - ``initials``: equal but for initials (``J. MARLEY`` / ``JACOB MARLEY``);
     - ``middle_name``: one adds middle names or initials (``JOHN T. DOE`` / ``JOHN DOE``);
+    - ``acronym``: one is the other's initials (``IRS`` / ``INTERNAL REVENUE SERVICE``);
     - ``surname``, ``first_name``: a one-word name that ends or starts a person-like name;
     - ``overlap``: other shared words; ``fuzzy``: similar spelling only.
     """

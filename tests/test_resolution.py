@@ -1,7 +1,6 @@
 """Entity resolution: one thing, one node, exact under change, and in the user's hands."""
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import os
