@@ -99,10 +99,15 @@ def scale(args: argparse.Namespace) -> None:
         docs = hotpotqa_passages(os.path.join(DATA, "hotpotqa", "corpus.json"))
     steps = [int(s) for s in args.steps.split(",")]
     rows = []
+    server = MockLLMServer().start() if args.extractor == "mock" else None
     for resolution in (False, True):
         with tempfile.TemporaryDirectory() as wd:
-            rag = GraphRAG(working_dir=wd, extraction="nlp", embedding_func=hash_embedding(64), show_progress=False,
-                           entity_resolution=resolution)
+            settings: dict[str, Any] = dict(working_dir=wd, extraction="nlp", embedding_func=hash_embedding(64),
+                                            show_progress=False, entity_resolution=resolution)
+            if server is not None:
+                settings.update(extraction="llm", llm_base_url=server.base_url, llm_api_key="k",
+                                entity_resolution_llm_check=args.llm_check)
+            rag = GraphRAG(**settings)
             done = 0
             for step in steps:
                 batch = docs[done:step]
@@ -113,13 +118,17 @@ def scale(args: argparse.Namespace) -> None:
                 with open(os.path.join(wd, "graph_chunk_entity_relation.graphml"), encoding="utf-8") as f:
                     entities = f.read().count("<node ")
                 record = resolution_record(rag) if resolution else {}
-                rows.append({"resolution": resolution, "documents": min(step, len(docs)), "entities": entities,
+                rows.append({"extractor": args.extractor, "resolution": resolution,
+                             "documents": min(step, len(docs)), "entities": entities,
                              "names": len(record.get("names", [])), "aliases": len(record.get("aliases", {})),
                              "insert_seconds": round(wall, 2),
                              "resolve_seconds": stats["stage_seconds"].get("resolve", 0.0),
                              "resolve_share": round(stats["stage_seconds"].get("resolve", 0.0) / wall, 3),
-                             "llm_calls": sum(v.get("calls", 0) for v in stats["llm"].values())})
+                             "llm_calls": sum(v.get("calls", 0) for v in stats["llm"].values()),
+                             "resolution_llm_calls": stats["llm"].get("resolution", {}).get("calls", 0)})
                 print(json.dumps(rows[-1]), flush=True)
+    if server is not None:
+        server.stop()
 
 
 def main() -> None:
@@ -132,6 +141,9 @@ def main() -> None:
     s = sub.add_parser("scale")
     s.add_argument("--corpus", help="a JSON list of passages (default: the HotpotQA passages)")
     s.add_argument("--steps", default="250,500,1000")
+    s.add_argument("--extractor", choices=("nlp", "mock"), default="nlp",
+                   help="the offline extractor, or LLM extraction through the mock server (0 ms latency)")
+    s.add_argument("--llm-check", action="store_true", help="ask the mock model about ambiguous pairs")
     s.set_defaults(func=scale)
     args = ap.parse_args()
     args.func(args)

@@ -434,8 +434,7 @@ class GraphRAG:
             resolved: dict[str, Any] = {}
             if resolution is not None:
                 with timer.stage("resolve"):
-                    rebuilt, resolved = await self._resolve(resolution, rebuilt, {**removed_extractions, **extractions},
-                                                            merge.extracted)
+                    rebuilt, resolved = await self._resolve(resolution, rebuilt, extractions, removed_extractions)
             with timer.stage("merge"):
                 changes = finish_graph_update(
                     rebuilt, graph=stores.graph,
@@ -522,12 +521,12 @@ class GraphRAG:
             return [found.get(i) for i in ids]
 
         async def rebuild(changed: dict[str, ChunkExtraction], removed_chunks: set[str],
-                          previous_aliases: Optional[dict[str, str]] = None) -> Any:
+                          previous_aliases: Optional[dict[str, str]] = None, moved: Optional[set[str]] = None) -> Any:
             return await rebuild_graph(changed, removed_chunks, graph=self.stores.graph, read_extractions=read_list,
                                        tokenizer=self.tokenizer,
                                        summary_max_tokens=self.config.entity_summary_to_max_tokens,
                                        summary_input_tokens=summary_input_tokens, aliases=aliases,
-                                       previous_aliases=previous_aliases)
+                                       previous_aliases=previous_aliases, moved=moved)
 
         return rebuild
 
@@ -551,15 +550,17 @@ class GraphRAG:
                                 all_chunk_ids=all_chunk_ids, llm=self.llms[1] if check else None,
                                 settings=ResolutionSettings(threshold=self.config.entity_resolution_threshold))
 
-    async def _resolve(self, resolution: Any, rebuilt: Any, changed: dict[str, ChunkExtraction],
-                       extracted: dict[str, ChunkExtraction]) -> tuple[Any, dict[str, Any]]:
-        """Resolve the names ``changed`` chunks mention; rebuild the nodes whose names moved."""
-        outcome = await resolution.resolve(changed)
+    async def _resolve(self, resolution: Any, rebuilt: Any, extracted: dict[str, ChunkExtraction],
+                       removed: dict[str, ChunkExtraction]) -> tuple[Any, dict[str, Any]]:
+        """Resolve the names the new and removed chunks mention; rebuild the nodes whose
+        names moved."""
+        outcome = await resolution.resolve(extracted, removed)
         moved = await resolution.moved_chunks(outcome)
         if moved:
             rebuild = self._rebuild_pass(lambda ids: self._recorded_extractions(ids, also=extracted),
                                          outcome.state.aliases)
-            rebuilt = rebuilt.then(await rebuild(moved, set(), previous_aliases=outcome.previous))
+            rebuilt = rebuilt.then(await rebuild(moved, set(), previous_aliases=outcome.previous,
+                                                 moved=None if outcome.unresolved else outcome.moved))
         return rebuilt, outcome.stats
 
     async def _record(self, docs: dict[str, dict[str, Any]], removed_doc_ids: list[str], plan: ChunkPlan,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Coroutine, Optional
 
 from graphrag.operators.chunking import compute_id
-from graphrag.operators.extraction import LLMCall
+from graphrag.operators.extraction import LLMCall, normalize_entity_name
 from graphrag.operators.resolution import AliasMap, raw_names
 from graphrag.operators.merge import (
     GraphElement,
@@ -71,6 +71,13 @@ def entity_vector_id(name: str) -> str:
     return compute_id(name, "ent-")
 
 
+def _about(extraction: ChunkExtraction, names: set[str]) -> ChunkExtraction:
+    """The records of ``extraction`` that name one of ``names``."""
+    return {"entities": [e for e in extraction.get("entities", []) if normalize_entity_name(e["name"]) in names],
+            "relations": [r for r in extraction.get("relations", [])
+                          if normalize_entity_name(r["source"]) in names or normalize_entity_name(r["target"]) in names]}
+
+
 def entity_vector_text(name: str, node: dict[str, Any]) -> str:
     """What an entity's vector embeds: its names (so any alias finds it), then its description."""
     aliases = _split_ids(node.get("aliases"))
@@ -125,6 +132,7 @@ async def rebuild_graph(
     summary_input_tokens: Optional[int],
     aliases: Optional[AliasMap] = None,
     previous_aliases: Optional[AliasMap] = None,
+    moved: Optional[set[str]] = None,
 ) -> GraphRebuild:
     """Rebuild, in the graph, every entity and relation ``changed_extractions`` mention.
 
@@ -135,18 +143,26 @@ async def rebuild_graph(
 
     With entity resolution, names are grouped through ``aliases``, and each node lists the
     other names it was given in its ``aliases`` attribute. ``previous_aliases``: the map the
-    graph was built with, when it differs (the changed chunks' nodes under it are rebuilt too).
+    graph was built with, when it differs; then only the nodes and relations of the ``moved``
+    names (whose node changed), under either map, are rebuilt from the changed chunks.
     """
     # The pure computing runs in worker threads and the graph writes yield now and then: a
     # merge ahead of the last extraction calls must not hold up their answers.
     added = {k: v for k, v in changed_extractions.items() if k not in removed_chunks}
     removed = {k: v for k, v in changed_extractions.items() if k in removed_chunks}
     before = aliases if previous_aliases is None else previous_aliases
-    (added_ents, added_rels), (removed_ents, removed_rels), (left_ents, left_rels) = await asyncio.to_thread(
-        lambda: (group_contributions(added, aliases), group_contributions(removed, before),
-                 group_contributions(added, before) if previous_aliases is not None else ({}, {})))
-    names = sorted({*added_ents, *removed_ents, *left_ents}
-                   | {n for rels in (added_rels, removed_rels, left_rels) for key in rels for n in key})
+    # What the pass touches: everything the changed chunks say, or after a change of the
+    # alias map only what they say about the names that moved.
+    scope = added if moved is None else {c: _about(e, moved) for c, e in added.items()}
+    (added_ents, added_rels), (scope_ents, scope_rels), (removed_ents, removed_rels), (left_ents, left_rels) = \
+        await asyncio.to_thread(lambda: (
+            group_contributions(added, aliases), group_contributions(scope, aliases) if moved else ({}, {}),
+            group_contributions(removed, before),
+            group_contributions(scope, before) if previous_aliases is not None else ({}, {})))
+    if not moved:
+        scope_ents, scope_rels = added_ents, added_rels
+    names = sorted({*scope_ents, *removed_ents, *left_ents}
+                   | {n for rels in (scope_rels, removed_rels, left_rels) for key in rels for n in key})
     if not names:
         return GraphRebuild()
     old_nodes = dict(zip(names, await graph.get_nodes_batch(names)))
@@ -156,7 +172,7 @@ async def rebuild_graph(
     sources = sorted(sources - removed_chunks - set(added))
     earlier = {k: v for k, v in zip(sources, await read_extractions(sources)) if v}
     # Only relations a changed chunk states can change; each has both endpoints in ``names``.
-    edge_keys = sorted({*added_rels, *removed_rels, *left_rels})
+    edge_keys = sorted({*scope_rels, *removed_rels, *left_rels})
 
     def records() -> GraphRebuild:
         entity_contribs, relation_contribs = group_contributions(earlier, aliases)
@@ -185,7 +201,9 @@ async def rebuild_graph(
             {k: relation_contribs[k] for k in edge_keys if k in relation_contribs},
             endpoint_relations=endpoint_relations,
         )
-        nodes = {n: d for n, d in nodes.items() if mentions.get(n)}
+        # (An edge's far end outside ``names`` keeps its node as it is.)
+        touched = set(names)
+        nodes = {n: d for n, d in nodes.items() if mentions.get(n) and n in touched}
         edges = {k: d for k, d in edges.items() if mentions.get(k[0]) and mentions.get(k[1])}
         for name, data in nodes.items():
             data["source_id"] = GRAPH_FIELD_SEP.join(sorted(mentions[name]))

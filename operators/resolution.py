@@ -26,6 +26,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import combinations
 from typing import Any, Iterable, Mapping, Optional
 
 from graphrag.operators.extraction import normalize_entity_name
@@ -100,6 +101,8 @@ _STOPWORDS = frozenset(
 # share a bucket with probability 1-(1-j^ROWS)^BANDS for 3-gram Jaccard j (about 0.5 at
 # j = 0.6): spelling variants meet, unrelated names rarely do.
 _BANDS, _ROWS = 6, 3
+# Shorter names are looked up among the subsets of at most this many of a name's words.
+_MAX_SUBSET_WORDS = 8
 _PRIME = (1 << 31) - 1
 _PERMUTATIONS = [((i * 2654435761 + 97) % _PRIME or 1, (i * 40503 + 13) % _PRIME) for i in range(_BANDS * _ROWS)]
 
@@ -227,57 +230,74 @@ def _signature(name: str) -> list[int]:
 
 
 @lru_cache(maxsize=1 << 17)
-def _blocks(name: str) -> tuple[tuple[Any, ...], ...]:
-    """Every blocking key of ``name``: its key, each key token, each LSH band."""
+def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
+    """The blocking keys ``name`` is indexed under: its key, its set of words, its acronym,
+    each word, the shape of its initials."""
     key = name_key(name)
-    signature = _signature(name)
-    bands = tuple(("lsh", i, *signature[i * _ROWS:(i + 1) * _ROWS]) for i in range(_BANDS))
+    blocks: list[tuple[Any, ...]] = [("key", key), ("words", frozenset(key)), *(("token", t) for t in set(key) if len(t) > 1)]
     acronym = _acronym(key) if len(key) > 1 else (key[0] if key and 2 <= len(key[0]) <= 6 else None)
-    return (("key", key), *(("token", t) for t in set(key) if len(t) > 1), *bands,
-            *((("acronym", acronym),) if acronym else ()))
+    if acronym:
+        blocks.append(("acronym", acronym))
+    if len(key) > 1:  # "J. MARLEY" meets "JACOB MARLEY" by the shape of their initials
+        shape = tuple(t[0] for t in key)
+        blocks.append(("shape", shape))
+        if any(len(t) == 1 for t in key):
+            blocks.append(("shape-with-initial", shape))
+    return tuple(blocks)
+
+
+def _looked_up_blocks(name: str) -> list[tuple[Any, ...]]:
+    """The blocking keys looked up for ``name``: its key, acronym and shape, and every part
+    of its set of words (the shorter names inside it). The fuller names that hold all its
+    words are found from its words' postings (see :meth:`NameIndex.candidates`)."""
+    key = name_key(name)
+    own = [b for b in _indexed_blocks(name) if b[0] in ("key", "words", "acronym")]
+    parts = sorted(set(key))[:_MAX_SUBSET_WORDS]
+    own += [("words", frozenset(c)) for size in range(1, len(parts)) for c in combinations(parts, size)]
+    if len(key) > 1:
+        shape = tuple(t[0] for t in key)
+        own.append(("shape-with-initial", shape))
+        if any(len(t) == 1 for t in key):
+            own.append(("shape", shape))
+    return own
+
+
+@lru_cache(maxsize=1 << 17)
+def _bands(name: str) -> tuple[tuple[Any, ...], ...]:
+    signature = _signature(name)
+    return tuple(("lsh", i, *signature[i * _ROWS:(i + 1) * _ROWS]) for i in range(_BANDS))
 
 
 class NameIndex:
     """Blocking index over every name of the graph: which names are worth comparing with
     a given one. Membership of a pair depends on the two names only, never on what else
-    is indexed, so candidate pairs do not depend on the order documents came in."""
+    is indexed, so candidate pairs do not depend on the order documents came in.
 
-    def __init__(self, names: Iterable[str] = ()) -> None:
+    ``loose``: also every name sharing a word or an LSH bucket (spelling variants, shared
+    words): pairs only a model or a person can settle, so only looked up for them.
+    """
+
+    def __init__(self, names: Iterable[str] = (), loose: bool = False) -> None:
+        self.loose = loose
         self._buckets: dict[tuple[Any, ...], set[str]] = {}
-        self._names: set[str] = set()
         for name in names:
-            self.add(name)
-
-    def add(self, name: str) -> None:
-        if name in self._names:
-            return
-        self._names.add(name)
-        for block in _blocks(name):
-            self._buckets.setdefault(block, set()).add(name)
-
-    def discard(self, name: str) -> None:
-        if name not in self._names:
-            return
-        self._names.discard(name)
-        for block in _blocks(name):
-            bucket = self._buckets.get(block)
-            if bucket is not None:
-                bucket.discard(name)
-                if not bucket:
-                    del self._buckets[block]
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._names
-
-    def __len__(self) -> int:
-        return len(self._names)
+            for block in _indexed_blocks(name) + (_bands(name) if loose else ()):
+                self._buckets.setdefault(block, set()).add(name)
 
     def candidates(self, name: str) -> dict[str, str]:
         """Indexed names that could denote the same thing as ``name``, each with its
         :func:`name_relation`."""
+        empty: set[str] = set()
         seen: set[str] = set()
-        for block in _blocks(name):
-            seen |= self._buckets.get(block, set())
+        for block in _looked_up_blocks(name):
+            seen |= self._buckets.get(block, empty)
+        words = [b for b in _indexed_blocks(name) if b[0] == "token"]
+        postings = sorted((self._buckets.get(b, empty) for b in words), key=len)
+        if postings:  # fuller names holding every word of this one
+            seen |= set.intersection(*postings)
+        if self.loose:
+            for block in [*words, *_bands(name)]:
+                seen |= self._buckets.get(block, empty)
         seen.discard(name)
         found = {}
         for other in seen:

@@ -118,28 +118,33 @@ class EntityResolution:
 
     # ----------------------------------------------------------------- the pass
 
-    async def resolve(self, changed: dict[str, ChunkExtraction]) -> Resolution:
-        """Decide again every pair touching a name ``changed`` chunks mention (new or removed
-        chunks' extractions), regroup, and report which names moved to another node."""
+    async def resolve(self, added: dict[str, ChunkExtraction], removed: dict[str, ChunkExtraction]) -> Resolution:
+        """Decide again every pair touching a name the ``added`` or ``removed`` chunks
+        mention, regroup, and report which names moved to another node."""
         started = time.perf_counter()
         state = await self.state()
         manual = await self.manual()
-        touched = {n for extraction in changed.values() for n in raw_names(extraction)}
-        touched |= set(manual.merges) | {n for pair in manual.never for n in pair}
+        present = {n for extraction in added.values() for n in raw_names(extraction)}
         unresolved: list[str] = []
         if state is None:  # first pass on this working dir: every recorded name
             state = ResolutionState()
             everything = await self.all_chunk_ids()
             for extraction in await self.read_extractions(everything):
                 if extraction:
-                    touched |= raw_names(extraction)
-            unresolved = sorted(set(everything) - set(changed))
+                    present |= raw_names(extraction)
+            unresolved = sorted(set(everything) - set(added))
+        # A name of a removed chunk, or of a manual decision, may be gone: its profile tells.
+        maybe = {n for extraction in removed.values() for n in raw_names(extraction)}
+        maybe = (maybe | set(manual.merges) | {n for pair in manual.never for n in pair}) - present
         previous = dict(state.aliases)
-        profiles = await self._profiles(touched, previous)
-        names = (state.names - touched) | set(profiles)
-        index = NameIndex(names)
+        profiles = await self._profiles(maybe, previous) if maybe else {}
+        touched = present | maybe
+        present |= set(profiles)
+        names = (state.names - touched) | present
+        # Without a model to ask, pairs that only a model could settle are not looked for.
+        index = NameIndex(names, loose=self.llm is not None)
         candidates: dict[tuple[str, str], str] = {}
-        for name in sorted(set(profiles)):
+        for name in sorted(present):
             for other, relation in index.candidates(name).items():
                 candidates[(min(name, other), max(name, other))] = relation
         missing = {n for pair in candidates for n in pair} - set(profiles)
@@ -197,7 +202,9 @@ class EntityResolution:
         nodes = sorted({resolution.previous.get(n, n) for n in resolution.moved})
         chunk_ids = sorted({c for node in await self.graph.get_nodes_batch(nodes) if node
                             for c in _split_ids(node.get("source_id"))} | set(resolution.unresolved))
-        return {c: e for c, e in zip(chunk_ids, await self.read_extractions(chunk_ids)) if e}
+        unresolved = set(resolution.unresolved)
+        return {c: e for c, e in zip(chunk_ids, await self.read_extractions(chunk_ids))
+                if e and (c in unresolved or raw_names(e) & resolution.moved)}
 
 
 async def duplicate_groups(extractions: dict[str, ChunkExtraction], state: Optional[ResolutionState],
@@ -209,7 +216,7 @@ async def duplicate_groups(extractions: dict[str, ChunkExtraction], state: Optio
     def compute() -> list[dict[str, Any]]:
         names = {n for extraction in extractions.values() for n in raw_names(extraction)}
         profiles = name_profiles(extractions, names)
-        index = NameIndex(profiles)
+        index = NameIndex(profiles, loose=True)
         aliases = state.aliases if state else {}
         accepted = state.pairs if state else set()
         decisions: dict[tuple[str, str], PairDecision] = {}
