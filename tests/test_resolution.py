@@ -293,3 +293,43 @@ def test_ambiguous_pairs_go_to_the_cheap_model_once(tmp_path: Any, server: MockL
     assert state_of(rag) == before
     without = llm_rag("off", check=False).insert(TIM_DOCS)
     assert "resolution" not in without["llm"]
+
+
+HARBOUR = [
+    "\"We sail at dawn,\" said Ada Pennick in Saltmere. Ada Pennick commands the Grey Heron from Saltmere Harbour.",
+    "\"The tide is turning,\" said Pennick at Saltmere Harbour. Pennick checked the Grey Heron before dawn.",
+    "\"Lanterns for the quay,\" said Tobias Fenn in Greyhaven. Tobias Fenn trains apprentices at the Lantern Guild.",
+    "\"Twelve years,\" said Fenn at the Lantern Guild in Greyhaven. Mr. Fenn lit the lanterns of Greyhaven.",
+    "\"Mrs. Fenn keeps the books,\" said Mara Quill in Greyhaven. Mrs. Fenn counted lanterns at the Lantern Guild.",
+]
+
+
+def test_any_order_and_any_undo_give_the_fresh_index(tmp_path: Any) -> None:
+    import random
+
+    fresh = make(tmp_path, "fresh")
+    fresh.insert(HARBOUR)
+    expected = state_of(fresh)
+    graph = graph_of(fresh)
+    assert "PENNICK" not in graph and "PENNICK" in graph.nodes["ADA PENNICK"]["aliases"]
+    # Mr. and Mrs. Fenn are two people, so a bare "Fenn" could be either: it stays alone.
+    assert {"FENN", "MRS. FENN"} <= set(graph)
+
+    rng = random.Random(23)
+    for trial in range(4):
+        order = HARBOUR[:]
+        rng.shuffle(order)
+        rag = make(tmp_path, f"trial{trial}")
+        cut = rng.randrange(1, len(order))
+        rag.insert(order[:cut])
+        rag.insert(order[cut:])
+        assert state_of(rag) == expected, order
+        # Insert then delete returns the previous state exactly, whichever document it was.
+        leaving = order[rng.randrange(len(order))]
+        rag.delete_documents(doc_id_for(leaving))
+        without = make(tmp_path, f"without{trial}")
+        without.insert([d for d in HARBOUR if d != leaving])
+        assert state_of(rag) == state_of(without), leaving
+        rag.insert(leaving)
+        assert state_of(rag) == expected
+        assert check_integrity(rag.config.working_dir) == []
