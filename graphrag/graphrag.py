@@ -319,37 +319,18 @@ class GraphRAG:
     async def amerge_entities(self, names: Union[str, list[str]], into: str) -> dict[str, Any]:
         """Merge ``names`` into one node named ``into``, for good: the decision is kept
         apart from the derived ones and holds across later inserts and deletes."""
-        names = [names] if isinstance(names, str) else list(names)
-        return await self._decide_entities(names, lambda manual, keys: manual.merge(keys[:-1], keys[-1]), [*names, into])
+        from graphrag.entity_decisions import merge_entities
+
+        return await merge_entities(self, [names] if isinstance(names, str) else list(names), into)
 
     def never_merge(self, a: str, b: str) -> dict[str, Any]:
         return _run_sync(self.anever_merge(a, b), self._close_llm_connections)
 
     async def anever_merge(self, a: str, b: str) -> dict[str, Any]:
         """Keep the entities named ``a`` and ``b`` in different nodes, whatever the evidence."""
-        return await self._decide_entities([a, b], lambda manual, keys: manual.keep_apart(*keys), [a, b])
+        from graphrag.entity_decisions import never_merge
 
-    async def _decide_entities(self, known: list[str], change: Callable[[Any, list[str]], None],
-                               names: list[str]) -> dict[str, Any]:
-        from graphrag.errors import ConfigurationError, EntityNotFound
-        from graphrag.operators.extraction import normalize_entity_name
-
-        if not self.config.entity_resolution:
-            raise ConfigurationError("entity decisions need entity_resolution=True")
-        keys = [normalize_entity_name(n) for n in names]
-        self.usage.reset()
-        async with self._writing():
-            resolution = self._entity_resolution(set(), dict)
-            state = await resolution.state()
-            indexed = state.names if state else set()
-            missing = [n for n in known if normalize_entity_name(n) not in indexed]
-            if missing:
-                raise EntityNotFound(f"unknown entity name(s): {', '.join(missing)}", missing=missing)
-            manual = await resolution.manual()
-            change(manual, keys)
-            await resolution.save_manual(manual)
-            summary = await self._apply_changes({}, [])
-        return {**summary, "llm": self.usage.snapshot()}
+        return await never_merge(self, a, b)
 
     def canonical_entity(self, name: str) -> Optional[str]:
         return _run_sync(self.acanonical_entity(name), self._close_llm_connections)
@@ -357,32 +338,18 @@ class GraphRAG:
     async def acanonical_entity(self, name: str) -> Optional[str]:
         """The node an entity name is in (itself, or the node it was merged into); None if
         no extraction named it."""
-        from graphrag.operators.extraction import normalize_entity_name
+        from graphrag.entity_decisions import canonical_entity
 
-        key = normalize_entity_name(name)
-        try:
-            state = await self._entity_resolution(set(), dict).state()
-            if state is not None and key in state.names:
-                return state.aliases.get(key, key)
-            return key if await self.stores.graph.has_node(key) else None
-        finally:
-            await self.stores.query_done()
+        return await canonical_entity(self, name)
 
     def entity_duplicates(self) -> list[dict[str, Any]]:
         return _run_sync(self.aentity_duplicates(), self._close_llm_connections)
 
     async def aentity_duplicates(self) -> list[dict[str, Any]]:
         """Groups of names merged or worth a look, each pair with its evidence (read only)."""
-        from graphrag.operators.resolution_update import ResolutionSettings, duplicate_groups
+        from graphrag.entity_decisions import entity_duplicates
 
-        resolution = self._entity_resolution(set(), dict)
-        keys = await self.stores.chunk_extractions.all_keys()
-        extractions = {k: v for k, v in zip(keys, await self.stores.chunk_extractions.get_by_ids(keys)) if v}
-        try:
-            return await duplicate_groups(extractions, await resolution.state(), await resolution.manual(),
-                                          ResolutionSettings(threshold=self.config.entity_resolution_threshold))
-        finally:
-            await self.stores.query_done()
+        return await entity_duplicates(self)
 
     # ------------------------------------------------------------------ the pipeline
 
