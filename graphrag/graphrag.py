@@ -515,6 +515,7 @@ class GraphRAG:
                  and llm_configured(self.config))
         return EntityResolution(graph=self.stores.graph, meta=self.stores.index_meta, read_extractions=read,
                                 all_chunk_ids=all_chunk_ids, llm=self.llms[1] if check else None,
+                                cache_key=os.path.abspath(self.config.working_dir),
                                 settings=ResolutionSettings(threshold=self.config.entity_resolution_threshold))
 
     async def _resolve(self, resolution: Any, rebuilt: Any, extracted: dict[str, ChunkExtraction],

@@ -279,10 +279,24 @@ class NameIndex:
 
     def __init__(self, names: Iterable[str] = (), loose: bool = False) -> None:
         self.loose = loose
+        self.names: set[str] = set()
         self._buckets: dict[tuple[Any, ...], set[str]] = {}
-        for name in names:
-            for block in _indexed_blocks(name) + (_bands(name) if loose else ()):
+        self.update(names, ())
+
+    def update(self, added: Iterable[str], removed: Iterable[str]) -> None:
+        for name in removed:
+            self.names.discard(name)
+            for block in self._blocks_of(name):
+                bucket = self._buckets.get(block)
+                if bucket is not None:
+                    bucket.discard(name)
+        for name in added:
+            self.names.add(name)
+            for block in self._blocks_of(name):
                 self._buckets.setdefault(block, set()).add(name)
+
+    def _blocks_of(self, name: str) -> tuple[tuple[Any, ...], ...]:
+        return _indexed_blocks(name) + (_bands(name) if self.loose else ())
 
     def candidates(self, name: str) -> dict[str, str]:
         """Indexed names that could denote the same thing as ``name``, each with its

@@ -43,6 +43,10 @@ VERDICTS_RECORD = "entity_resolution_verdicts"
 
 ExtractionReader = Callable[[list[str]], Awaitable[list[Optional[ChunkExtraction]]]]
 
+# The blocking index of each working dir's names, kept between the writes of this process:
+# rebuilt only when the names it holds are not the recorded ones (another process wrote).
+_INDEXES: dict[str, NameIndex] = {}
+
 
 @dataclass(frozen=True)
 class ResolutionSettings:
@@ -82,13 +86,14 @@ class EntityResolution:
 
     def __init__(self, *, graph: Any, meta: Any, read_extractions: ExtractionReader,
                  all_chunk_ids: Callable[[], Awaitable[list[str]]], settings: ResolutionSettings,
-                 llm: Optional[LLMCall] = None) -> None:
+                 llm: Optional[LLMCall] = None, cache_key: Optional[str] = None) -> None:
         self.graph = graph
         self.meta = meta
         self.read_extractions = read_extractions
         self.all_chunk_ids = all_chunk_ids
         self.settings = settings
         self.llm = llm
+        self.cache_key = cache_key  # names the working dir whose blocking index may be kept
 
     async def state(self) -> Optional[ResolutionState]:
         return ResolutionState.from_stored(await self.meta.get_by_id(STATE_RECORD))
@@ -102,6 +107,19 @@ class EntityResolution:
 
     async def save_manual(self, manual: ManualDecisions) -> None:
         await self.meta.upsert({MANUAL_RECORD: manual.to_stored()})
+
+    def _index(self, before: set[str], names: set[str]) -> NameIndex:
+        """The blocking index over ``names``: the one this process kept from the last write
+        to these stores brought up to date, or a new one. Without a model to ask, pairs
+        that only a model could settle are not looked for."""
+        loose = self.llm is not None
+        kept = _INDEXES.get(self.cache_key) if self.cache_key else None
+        if kept is None or kept.loose != loose or kept.names != before:
+            kept = NameIndex(before, loose=loose)
+        kept.update(names - before, before - names)
+        if self.cache_key:
+            _INDEXES[self.cache_key] = kept
+        return kept
 
     # ----------------------------------------------------------------- profiles
 
@@ -141,8 +159,7 @@ class EntityResolution:
         touched = present | maybe
         present |= set(profiles)
         names = (state.names - touched) | present
-        # Without a model to ask, pairs that only a model could settle are not looked for.
-        index = NameIndex(names, loose=self.llm is not None)
+        index = self._index(state.names, names)
         candidates: dict[tuple[str, str], str] = {}
         for name in sorted(present):
             for other, relation in index.candidates(name).items():
