@@ -478,8 +478,7 @@ def cmd_entities(args: argparse.Namespace) -> int:
             nodes: dict[str, list[str]] = {}
             for name, node in group["node"].items():
                 nodes.setdefault(node, []).append(name)
-            print(" | ".join(f"{node} <= {', '.join(n for n in names if n != node) or '-'}"
-                             for node, names in sorted(nodes.items())))
+            print(" | ".join(_with_aliases(node, [n for n in names if n != node]) for node, names in sorted(nodes.items())))
             for p in group["pairs"]:
                 print(f"    {p['verdict']:<9} {p['score']:.2f}  {p['a']} ~ {p['b']}  ({p['relation']}; types "
                       f"{'/'.join(p['types'])}; {p['shared_neighbour_count']} shared neighbours; "
@@ -488,12 +487,12 @@ def cmd_entities(args: argparse.Namespace) -> int:
             print("no candidate duplicates")
         return EXIT_OK
     merged = asyncio.run(_merged_entities(_inspect(wd)))
-    if args.json:
-        print(json.dumps(merged, indent=2))
-    for name, aliases in merged.items():
-        if not args.json:
-            print(f"{name} <= {', '.join(aliases)}")
+    print(json.dumps(merged, indent=2) if args.json else "\n".join(_with_aliases(n, a) for n, a in merged.items()))
     return EXIT_OK
+
+
+def _with_aliases(name: str, aliases: list[str]) -> str:
+    return f"{name} <= {', '.join(aliases)}" if aliases else name
 
 
 async def _merged_entities(stores: Any) -> dict[str, list[str]]:
