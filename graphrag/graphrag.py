@@ -366,6 +366,10 @@ class GraphRAG:
         resolution = (self._entity_resolution(plan.removed_chunks, lambda: merge.extracted)
                       if self.config.entity_resolution else None)
         aliases = await resolution.aliases() if resolution is not None else None
+        if resolution is None and stores.index_meta is not None:
+            from graphrag.operators.resolution_update import forget_derived_state
+
+            await forget_derived_state(stores.index_meta)
         # Chunk vectors need only the chunk text: they are embedded while the LLM extracts,
         # from its first answer on; until then the CPU goes to what the first requests wait
         # for (chunking, the LLM client's build).

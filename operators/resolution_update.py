@@ -79,6 +79,13 @@ def _pair_line(index: int, pa: NameProfile, pb: NameProfile) -> str:
     return f"{index}. {side(pa)}\n   vs {side(pb)}"
 
 
+async def forget_derived_state(meta: Any) -> None:
+    """A write without resolution leaves the derived record stale: drop it, so that turning
+    resolution on again resolves the whole working dir afresh (manual decisions stay)."""
+    if await meta.get_by_id(STATE_RECORD) is not None:
+        await meta.delete([STATE_RECORD])
+
+
 class EntityResolution:
     """Runs resolution over the stores' contracts: ``graph`` (nodes by canonical name),
     ``meta`` (the three records above) and ``read_extractions`` (recorded extractions,

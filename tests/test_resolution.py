@@ -219,6 +219,16 @@ def test_turning_it_on_resolves_an_existing_index(tmp_path: Any) -> None:
     assert state_of(rag) == state_of(fresh)
 
 
+def test_turned_off_then_on_again_resolves_afresh(tmp_path: Any) -> None:
+    make(tmp_path, "wd").insert([DOC_JACOB, DOC_FEZZIWIG])
+    make(tmp_path, "wd", entity_resolution=False).insert(DOC_MARLEY)
+    rag = make(tmp_path, "wd")
+    rag.insert("Cornhill is a street in the City of London.")
+    fresh = make(tmp_path, "fresh")
+    fresh.insert([DOC_JACOB, DOC_MARLEY, DOC_FEZZIWIG, "Cornhill is a street in the City of London."])
+    assert state_of(rag) == state_of(fresh)
+
+
 def test_manual_decisions_survive_inserts_and_deletes(tmp_path: Any) -> None:
     rag = make(tmp_path)
     rag.insert([DOC_JACOB, DOC_MARLEY, DOC_FEZZIWIG])
