@@ -124,7 +124,8 @@ class GraphRAGConfig:
     # Entity resolution: one node per thing whatever names the extractions gave it
     # (``JACOB MARLEY``, ``MARLEY``, ``MR. MARLEY``). False: names merge only when equal.
     entity_resolution: bool = True
-    # A pair merges at this score (0..1); higher misses more merges and makes fewer wrong ones.
+    # A pair merges at this evidence score (name relation plus evidence, up to ~1.6); higher
+    # misses more merges and makes fewer wrong ones.
     entity_resolution_threshold: float = 0.7
     # Ask the cheap model about pairs the evidence leaves ambiguous (LLM extraction only;
     # batched, and cached so a re-insert asks nothing).
