@@ -544,6 +544,54 @@ def _add_serving_options(p: argparse.ArgumentParser, port: int) -> None:
     p.add_argument("--offline", action="store_true", help="LLM-free inserts (extraction='nlp')")
 
 
+def cmd_entities(args: argparse.Namespace) -> int:
+    """Entity resolution for a person: what was merged, what might be, and corrections."""
+    wd = _existing_working_dir(args.working_dir)
+    if args.merge or args.never:
+        if bool(args.merge) != bool(args.into):
+            raise CLIError("--merge NAME... needs --into NAME (and --into needs --merge)", EXIT_USAGE)
+        offline = args.offline or asyncio.run(_built_offline(_inspect(wd))) or not _llm_configured(False)
+        rag = _open(wd, offline, **_llm_options(args))
+        if args.merge:
+            rag.merge_entities(args.merge, into=args.into)
+            print(f"merged {', '.join(args.merge)} into {args.into} (kept across later inserts and deletes)")
+        if args.never:
+            rag.never_merge(*args.never)
+            print(f"{args.never[0]} and {args.never[1]} will never be merged")
+        return EXIT_OK
+    if args.duplicates:
+        groups = _open(wd, offline=True).entity_duplicates()
+        if args.json:
+            print(json.dumps(groups, indent=2))
+            return EXIT_OK
+        for group in groups:
+            nodes: dict[str, list[str]] = {}
+            for name, node in group["node"].items():
+                nodes.setdefault(node, []).append(name)
+            print(" | ".join(_with_aliases(node, [n for n in names if n != node]) for node, names in sorted(nodes.items())))
+            for p in group["pairs"]:
+                print(f"    {p['verdict']:<9} {p['score']:.2f}  {p['a']} ~ {p['b']}  ({p['relation']}; types "
+                      f"{'/'.join(p['types'])}; {p['shared_neighbour_count']} shared neighbours; "
+                      f"description similarity {p['description_similarity']})")
+        if not groups:
+            print("no candidate duplicates")
+        return EXIT_OK
+    merged = asyncio.run(_merged_entities(_inspect(wd)))
+    print(json.dumps(merged, indent=2) if args.json else "\n".join(_with_aliases(n, a) for n, a in merged.items()))
+    return EXIT_OK
+
+
+def _with_aliases(name: str, aliases: list[str]) -> str:
+    return f"{name} <= {', '.join(aliases)}" if aliases else name
+
+
+async def _merged_entities(stores: Any) -> dict[str, list[str]]:
+    from graphrag.records import split_field
+
+    nodes = await stores.graph.get_all_nodes()
+    return {name: list(split_field(data.get("aliases"))) for name, data in sorted(nodes) if data.get("aliases")}
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -634,6 +682,17 @@ def build_parser() -> argparse.ArgumentParser:
     from graphrag.cli_graph import add_commands  # graph, retrieve, export
 
     add_commands(add, common, wd)
+
+
+    p = add("entities", "merged entities and their other names; --duplicates to review candidates", [common, wd, llm])
+    p.add_argument("--duplicates", action="store_true", help="candidate groups of one thing under several names, "
+                   "with the evidence for and against each pair")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--merge", nargs="+", metavar="NAME", help="merge these entities (with --into), for good")
+    p.add_argument("--into", metavar="NAME", help="the name the merged entity keeps")
+    p.add_argument("--never", nargs=2, metavar=("NAME", "NAME"), help="never merge these two entities")
+    p.add_argument("--offline", action="store_true", help="rebuild touched entities without the LLM")
+    p.set_defaults(func=cmd_entities)
     return parser
 
 

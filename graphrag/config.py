@@ -135,6 +135,15 @@ class GraphRAGConfig:
     # chunks (or of its community reports) fail.
     extraction_fallback: Optional[Literal["nlp"]] = None
     extraction_failure_warning_share: float = 0.2
+    # Entity resolution: one node per thing whatever names the extractions gave it
+    # (``JACOB MARLEY``, ``MARLEY``, ``MR. MARLEY``). False: names merge only when equal.
+    entity_resolution: bool = True
+    # A pair merges at this evidence score (name relation plus evidence, up to ~1.6); higher
+    # misses more merges and makes fewer wrong ones.
+    entity_resolution_threshold: float = 0.7
+    # Ask the cheap model about pairs the evidence leaves ambiguous (LLM extraction only;
+    # batched, and cached so a re-insert asks nothing).
+    entity_resolution_llm_check: bool = False
 
     def __post_init__(self) -> None:
         self.working_dir = os.fspath(self.working_dir)
@@ -166,6 +175,8 @@ class GraphRAGConfig:
         if not 0 <= self.extraction_failure_warning_share <= 1:
             raise ConfigurationError("extraction_failure_warning_share must be between 0 and 1, "
                                      f"got {self.extraction_failure_warning_share!r}")
+        if not 0 < self.entity_resolution_threshold <= 2:
+            raise ConfigurationError(f"entity_resolution_threshold must be in (0, 2], got {self.entity_resolution_threshold!r}")
 
     @classmethod
     def field_names(cls) -> set[str]:

@@ -401,6 +401,46 @@ class GraphRAG:
     def list_documents(self) -> list[dict[str, Any]]:
         return _run_sync(self.alist_documents(), self._close_llm_connections)
 
+    # ------------------------------------------------------------------ entity resolution
+
+    def merge_entities(self, names: Union[str, list[str]], into: str) -> dict[str, Any]:
+        return _run_sync(self.amerge_entities(names, into), self._close_llm_connections)
+
+    async def amerge_entities(self, names: Union[str, list[str]], into: str) -> dict[str, Any]:
+        """Merge ``names`` into one node named ``into``, for good: the decision is kept
+        apart from the derived ones and holds across later inserts and deletes."""
+        from graphrag.entity_decisions import merge_entities
+
+        return await merge_entities(self, [names] if isinstance(names, str) else list(names), into)
+
+    def never_merge(self, a: str, b: str) -> dict[str, Any]:
+        return _run_sync(self.anever_merge(a, b), self._close_llm_connections)
+
+    async def anever_merge(self, a: str, b: str) -> dict[str, Any]:
+        """Keep the entities named ``a`` and ``b`` in different nodes, whatever the evidence."""
+        from graphrag.entity_decisions import never_merge
+
+        return await never_merge(self, a, b)
+
+    def canonical_entity(self, name: str) -> Optional[str]:
+        return _run_sync(self.acanonical_entity(name), self._close_llm_connections)
+
+    async def acanonical_entity(self, name: str) -> Optional[str]:
+        """The node an entity name is in (itself, or the node it was merged into); None if
+        no extraction named it."""
+        from graphrag.entity_decisions import canonical_entity
+
+        return await canonical_entity(self, name)
+
+    def entity_duplicates(self) -> list[dict[str, Any]]:
+        return _run_sync(self.aentity_duplicates(), self._close_llm_connections)
+
+    async def aentity_duplicates(self) -> list[dict[str, Any]]:
+        """Groups of names merged or worth a look, each pair with its evidence (read only)."""
+        from graphrag.entity_decisions import entity_duplicates
+
+        return await entity_duplicates(self)
+
     # ------------------------------------------------------------------ the pipeline
 
     async def _apply_changes(self, new_docs: dict[str, dict[str, Any]], removed_doc_ids: list[str],
@@ -426,6 +466,14 @@ class GraphRAG:
                     and extraction["relations"] == before["relations"])
 
         to_extract = {**plan.new_chunks, **retried}
+
+        resolution = (self._entity_resolution(plan.removed_chunks, lambda: merge.extracted)
+                      if self.config.entity_resolution else None)
+        aliases = await resolution.aliases() if resolution is not None else None
+        if resolution is None and stores.index_meta is not None:
+            from graphrag.operators.resolution_update import forget_derived_state
+
+            await forget_derived_state(stores.index_meta)
         # Chunk vectors need only the chunk text: they are embedded while the LLM extracts,
         # from its first answer on; until then the CPU goes to what the first requests wait
         # for (chunking, the LLM client's build).
@@ -444,7 +492,8 @@ class GraphRAG:
                 return background.start(work, stage="merge_ahead")
 
             merge = MergeAhead(
-                self._rebuild_pass(lambda ids: self._recorded_extractions(ids, also=merge.extracted), earlier),
+                self._rebuild_pass(lambda ids: self._recorded_extractions(ids, also=merge.extracted), earlier,
+                                   aliases),
                 removed=removed_extractions, expected=len(to_extract),
                 tail=max(1, self.config.best_model_max_async // 4), start=merge_ahead)
 
@@ -461,8 +510,14 @@ class GraphRAG:
             failed = failed_after(failed_before, outcomes, plan.removed_chunks)
 
             with timer.stage("merge"):
+                rebuilt = await merge.finish(extractions)
+            resolved: dict[str, Any] = {}
+            if resolution is not None:
+                with timer.stage("resolve"):
+                    rebuilt, resolved = await self._resolve(resolution, rebuilt, extractions, removed_extractions)
+            with timer.stage("merge"):
                 changes = finish_graph_update(
-                    await merge.finish(extractions), graph=stores.graph,
+                    rebuilt, graph=stores.graph,
                     summarizer=self.llms[1] if self.config.extraction == "llm" else None,
                     tokenizer=self.tokenizer, summary_max_tokens=self.config.entity_summary_to_max_tokens,
                     # An entity is found by its name and the start of its description; embedding more
@@ -504,6 +559,7 @@ class GraphRAG:
             "reports_failed": report_failures.failed if report_failures else 0,
             "warnings": [w for w in (warning, report_failures and report_failures.warned) if w],
             "stage_seconds": timer.rounded(),
+            **({"entity_resolution": resolved} if resolution is not None else {}),
         }
 
     async def _chunk(self, new_docs: dict[str, dict[str, Any]], removed_doc_ids: list[str]
@@ -544,10 +600,11 @@ class GraphRAG:
         found = {k: v for k, v in zip(to_read, await self.stores.chunk_extractions.get_by_ids(to_read)) if v}
         return {**{c: also[c] for c in chunk_ids if c in also}, **found}
 
-    def _rebuild_pass(self, read: Callable[[list[str]], Any],
-                      replaced: Optional[dict[str, ChunkExtraction]] = None) -> Callable[..., Any]:
+    def _rebuild_pass(self, read: Callable[[list[str]], Any], replaced: Optional[dict[str, ChunkExtraction]] = None,
+                      aliases: Optional[dict[str, str]] = None) -> Callable[..., Any]:
         """One merge pass: rebuild, in the graph, what the changed extractions touch
-        (``replaced``: the earlier records of chunks extracted again)."""
+        (``replaced``: the earlier records of chunks extracted again; names grouped through
+        ``aliases`` with entity resolution on)."""
         from graphrag.operators.graph_update import rebuild_graph
 
         summary_input_tokens = self.windows.summary_input_tokens() if self.config.extraction == "llm" else None
@@ -556,13 +613,49 @@ class GraphRAG:
             found = await read(ids)
             return [found.get(i) for i in ids]
 
-        async def rebuild(changed: dict[str, ChunkExtraction], removed_chunks: set[str]) -> Any:
+        async def rebuild(changed: dict[str, ChunkExtraction], removed_chunks: set[str],
+                          previous_aliases: Optional[dict[str, str]] = None, moved: Optional[set[str]] = None) -> Any:
             return await rebuild_graph(changed, removed_chunks, graph=self.stores.graph, read_extractions=read_list,
                                        tokenizer=self.tokenizer,
                                        summary_max_tokens=self.config.entity_summary_to_max_tokens,
-                                       summary_input_tokens=summary_input_tokens, replaced=replaced)
+                                       summary_input_tokens=summary_input_tokens, replaced=replaced,
+                                       aliases=aliases, previous_aliases=previous_aliases, moved=moved)
 
         return rebuild
+
+    def _entity_resolution(self, removed_chunks: set[str], extracted: Callable[[], dict[str, ChunkExtraction]]
+                           ) -> Any:
+        """The resolution stage over this write's stores; it reads this write's extractions
+        (``extracted()``) before they are recorded."""
+        from graphrag.operators.resolution_update import EntityResolution, ResolutionSettings
+
+        async def read(ids: list[str]) -> list[Optional[ChunkExtraction]]:
+            found = await self._recorded_extractions(ids, also=extracted())
+            return [found.get(i) for i in ids]
+
+        async def all_chunk_ids() -> list[str]:
+            recorded = await self.stores.chunk_extractions.all_keys()
+            return sorted((set(recorded) - removed_chunks) | set(extracted()))
+
+        check = (self.config.entity_resolution_llm_check and self.config.extraction == "llm"
+                 and llm_configured(self.config))
+        return EntityResolution(graph=self.stores.graph, meta=self.stores.index_meta, read_extractions=read,
+                                all_chunk_ids=all_chunk_ids, llm=self.llms[1] if check else None,
+                                cache_key=os.path.abspath(self.config.working_dir),
+                                settings=ResolutionSettings(threshold=self.config.entity_resolution_threshold))
+
+    async def _resolve(self, resolution: Any, rebuilt: Any, extracted: dict[str, ChunkExtraction],
+                       removed: dict[str, ChunkExtraction]) -> tuple[Any, dict[str, Any]]:
+        """Resolve the names the new and removed chunks mention; rebuild the nodes whose
+        names moved."""
+        outcome = await resolution.resolve(extracted, removed)
+        moved = await resolution.moved_chunks(outcome)
+        if moved:
+            rebuild = self._rebuild_pass(lambda ids: self._recorded_extractions(ids, also=extracted),
+                                         outcome.state.aliases)
+            rebuilt = rebuilt.then(await rebuild(moved, set(), previous_aliases=outcome.previous,
+                                                 moved=None if outcome.unresolved else outcome.moved))
+        return rebuilt, outcome.stats
 
     async def _record(self, docs: dict[str, dict[str, Any]], removed_doc_ids: list[str], plan: ChunkPlan,
                       extractions: dict[str, ChunkExtraction], failed: tuple[dict[str, Any], dict[str, Any]]

@@ -100,13 +100,14 @@ class Entity:
     distance: Optional[int] = None  # graph calls: hops from where the call started
     via: Optional["Relation"] = None  # traversals: the edge that reached it, walked towards it
     score: Optional[float] = None  # search: similarity; graph_search: similarity decayed per hop
+    aliases: tuple[str, ...] = ()  # other names entity resolution merged into this one
 
     @classmethod
     def from_stored(cls, name: str, node: Mapping[str, Any]) -> "Entity":
         return cls(name=name, type=str(node.get("entity_type") or "UNKNOWN").strip('"'),
                    description=_readable(node.get("description")),
                    source_chunk_ids=split_field(node.get("source_id")),
-                   communities=community_ids(node.get("clusters")))
+                   communities=community_ids(node.get("clusters")), aliases=split_field(node.get("aliases")))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Coroutine, Optional
 
 from graphrag.operators.chunking import compute_id
-from graphrag.operators.extraction import LLMCall
+from graphrag.operators.extraction import LLMCall, normalize_entity_name
+from graphrag.operators.resolution import AliasMap, raw_names
 from graphrag.operators.merge import (
     GraphElement,
     build_graph_records,
@@ -70,6 +71,20 @@ def entity_vector_id(name: str) -> str:
     return compute_id(name, "ent-")
 
 
+def _about(extraction: ChunkExtraction, names: set[str]) -> ChunkExtraction:
+    """The records of ``extraction`` that name one of ``names``."""
+    return {"entities": [e for e in extraction.get("entities", []) if normalize_entity_name(e["name"]) in names],
+            "relations": [r for r in extraction.get("relations", [])
+                          if normalize_entity_name(r["source"]) in names or normalize_entity_name(r["target"]) in names]}
+
+
+def entity_vector_text(name: str, node: dict[str, Any]) -> str:
+    """What an entity's vector embeds: its names (so any alias finds it), then its description."""
+    aliases = _split_ids(node.get("aliases"))
+    label = f"{name} ({', '.join(aliases)})" if aliases else name
+    return f"{label} {node.get('description')}"
+
+
 def _split_ids(value: Any) -> list[str]:
     return [v for v in str(value or "").split(GRAPH_FIELD_SEP) if v]
 
@@ -84,7 +99,7 @@ class GraphRebuild:
     edges: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     # Long descriptions to summarise, each with its summary input.
     long: dict[GraphElement, str] = field(default_factory=dict)
-    # Descriptions as committed before the insert (None: a new node), to skip unchanged vectors.
+    # Vector texts as committed before the insert (None: a new node), to skip unchanged vectors.
     committed: dict[str, Optional[str]] = field(default_factory=dict)
     deleted: set[str] = field(default_factory=set)
     deleted_edges: set[tuple[str, str]] = field(default_factory=set)
@@ -116,6 +131,9 @@ async def rebuild_graph(
     summary_max_tokens: int,
     summary_input_tokens: Optional[int],
     replaced: Optional[dict[str, ChunkExtraction]] = None,
+    aliases: Optional[AliasMap] = None,
+    previous_aliases: Optional[AliasMap] = None,
+    moved: Optional[set[str]] = None,
 ) -> GraphRebuild:
     """Rebuild, in the graph, every entity and relation ``changed_extractions`` mention.
 
@@ -125,18 +143,31 @@ async def rebuild_graph(
     ``read_extractions`` gives the recorded extractions of the other chunks. Descriptions longer than ``summary_max_tokens``
     are left whole and listed in ``long`` with a summary input of at most
     ``summary_input_tokens``; with None (no LLM to summarise) they are cut to that length.
+
+    With entity resolution, names are grouped through ``aliases``, and each node lists the
+    other names it was given in its ``aliases`` attribute. ``previous_aliases``: the map the
+    graph was built with, when it differs; then only the nodes and relations of the ``moved``
+    names (whose node changed), under either map, are rebuilt from the changed chunks.
     """
     # The pure computing runs in worker threads and the graph writes yield now and then: a
     # merge ahead of the last extraction calls must not hold up their answers.
     added = {k: v for k, v in changed_extractions.items() if k not in removed_chunks}
     removed = {k: v for k, v in changed_extractions.items() if k in removed_chunks}
+    before = aliases if previous_aliases is None else previous_aliases
     # What a re-extracted chunk named before is touched as a removed chunk's names are.
-    earlier_records = {k: v for k, v in (replaced or {}).items() if k in added}
-    (added_ents, added_rels), *gone = await asyncio.to_thread(
-        lambda: [group_contributions(found) for found in (added, removed, earlier_records)])
-    removed_ents = {n for ents, _ in gone for n in ents}
-    removed_rels = {k for _, rels in gone for k in rels}
-    names = sorted({*added_ents, *removed_ents} | {n for rels in (added_rels, removed_rels) for key in rels for n in key})
+    gone = {**removed, **{k: v for k, v in (replaced or {}).items() if k in added}}
+    # What the pass touches: everything the changed chunks say, or after a change of the
+    # alias map only what they say about the names that moved.
+    scope = added if moved is None else {c: _about(e, moved) for c, e in added.items()}
+    (added_ents, added_rels), (scope_ents, scope_rels), (removed_ents, removed_rels), (left_ents, left_rels) = \
+        await asyncio.to_thread(lambda: (
+            group_contributions(added, aliases), group_contributions(scope, aliases) if moved else ({}, {}),
+            group_contributions(gone, before),
+            group_contributions(scope, before) if previous_aliases is not None else ({}, {})))
+    if not moved:
+        scope_ents, scope_rels = added_ents, added_rels
+    names = sorted({*scope_ents, *removed_ents, *left_ents}
+                   | {n for rels in (scope_rels, removed_rels, left_rels) for key in rels for n in key})
     if not names:
         return GraphRebuild()
     old_nodes = dict(zip(names, await graph.get_nodes_batch(names)))
@@ -146,10 +177,10 @@ async def rebuild_graph(
     sources = sorted(sources - removed_chunks - set(added))
     earlier = {k: v for k, v in zip(sources, await read_extractions(sources)) if v}
     # Only relations a changed chunk states can change; each has both endpoints in ``names``.
-    edge_keys = sorted({*added_rels, *removed_rels})
+    edge_keys = sorted({*scope_rels, *removed_rels, *left_rels})
 
     def records() -> GraphRebuild:
-        entity_contribs, relation_contribs = group_contributions(earlier)
+        entity_contribs, relation_contribs = group_contributions(earlier, aliases)
         for name, contribs in added_ents.items():
             entity_contribs.setdefault(name, []).extend(contribs)
         for key, contribs in added_rels.items():
@@ -162,17 +193,30 @@ async def rebuild_graph(
             for end in key:
                 mentions[end].update(c for c, _ in contribs)
                 endpoint_relations[end].extend(contribs)
+        members: dict[str, set[str]] = defaultdict(set)
+        if aliases is not None:
+            # Every chunk naming any of a node's names is its source, even where a relation
+            # between two of them became a loop; profiles are read through that.
+            for chunk_id, extraction in [*earlier.items(), *added.items()]:
+                for raw in raw_names(extraction):
+                    members[aliases.get(raw, raw)].add(raw)
+                    mentions[aliases.get(raw, raw)].add(chunk_id)
         nodes, edges = build_graph_records(
             {n: entity_contribs[n] for n in names if n in entity_contribs},
             {k: relation_contribs[k] for k in edge_keys if k in relation_contribs},
             endpoint_relations=endpoint_relations,
         )
-        nodes = {n: d for n, d in nodes.items() if mentions.get(n)}
+        # (An edge's far end outside ``names`` keeps its node as it is.)
+        touched = set(names)
+        nodes = {n: d for n, d in nodes.items() if mentions.get(n) and n in touched}
         edges = {k: d for k, d in edges.items() if mentions.get(k[0]) and mentions.get(k[1])}
         for name, data in nodes.items():
             data["source_id"] = GRAPH_FIELD_SEP.join(sorted(mentions[name]))
+            if aliases is not None:
+                # Written even when empty: an upsert keeps the attributes it is not given.
+                data["aliases"] = GRAPH_FIELD_SEP.join(sorted(members[name] - {name}))
         rebuilt = GraphRebuild(nodes=nodes, edges=edges, committed={
-            n: old.get("description") if old else None for n, old in old_nodes.items()})
+            n: entity_vector_text(n, old) if old else None for n, old in old_nodes.items()})
         if summary_input_tokens is not None:
             rebuilt.long = long_descriptions(nodes, edges, tokenizer=tokenizer, max_tokens=summary_max_tokens,
                                              input_tokens=summary_input_tokens)
@@ -218,10 +262,10 @@ def finish_graph_update(
     changes = GraphChanges(vectors_to_delete=[entity_vector_id(n) for n in sorted(rebuilt.deleted)])
 
     def vector_for(name: str) -> None:
-        description = nodes[name]["description"]
-        if rebuilt.committed.get(name) != description:
+        text = entity_vector_text(name, nodes[name])
+        if rebuilt.committed.get(name) != text:
             changes.vectors_to_upsert[entity_vector_id(name)] = {
-                "content": tokenizer.truncate(f"{name} {description}", vector_tokens),
+                "content": tokenizer.truncate(text, vector_tokens),
                 "entity_name": name,
             }
 

@@ -148,18 +148,22 @@ async def summarize_description(
 
 
 def group_contributions(
-    extractions: dict[str, ChunkExtraction],
+    extractions: dict[str, ChunkExtraction], aliases: Optional[dict[str, str]] = None,
 ) -> tuple[EntityContribs, RelationContribs]:
-    """Group every chunk's records by normalised entity name and by undirected edge key."""
+    """Group every chunk's records by normalised entity name and by undirected edge key;
+    a name in ``aliases`` (entity resolution) counts as the name it maps to."""
     entities: EntityContribs = {}
     relations: RelationContribs = {}
+    aliases = aliases or {}
     for chunk_id, extraction in extractions.items():
         for ent in extraction.get("entities", []):
             name = normalize_entity_name(ent["name"])
+            name = aliases.get(name, name)
             if name:
                 entities.setdefault(name, []).append((chunk_id, {**ent, "name": name}))
         for rel in extraction.get("relations", []):
             src, tgt = normalize_entity_name(rel["source"]), normalize_entity_name(rel["target"])
+            src, tgt = aliases.get(src, src), aliases.get(tgt, tgt)
             if not src or not tgt or src == tgt:
                 continue
             key = edge_key(src, tgt)

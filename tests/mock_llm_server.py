@@ -376,6 +376,13 @@ def _respond_cited_global_map(data: str) -> str:
         if numbers and point["score"] > 0:
             point["description"] += f" [{numbers[min(i, len(numbers) - 1)]}]"
     return json.dumps({"points": points})
+def _respond_resolution(pairs: str) -> str:
+    """Same thing when the two names end with the same word; one line per numbered pair."""
+    answers = []
+    for number, first, second in re.findall(r'(?m)^(\d+)\. "([^"]*)"[^\n]*\n\s*vs "([^"]*)"', pairs):
+        same = first.split()[-1:] == second.split()[-1:]
+        answers.append(f"{number}: {'yes' if same else 'no'}")
+    return "\n".join(answers)
 
 
 def realistic_responder(req: dict) -> str:
@@ -396,6 +403,8 @@ def realistic_responder(req: dict) -> str:
         return _respond_summary(data)
     if kind == "report":
         return _respond_report(data["input_text"])
+    if kind == "resolution":
+        return _respond_resolution(data["pairs"])
     if kind == "global_map":
         return _respond_global_map(data["context_data"])
     if kind == "cited_global_map":

@@ -250,6 +250,7 @@ MARKERS = {
     "entity_extraction_repair": "did not follow the output format",
     "community_report_repair": '"rating_explanation"',
     "global_map_repair": '"points"',
+    "entity_resolution": "-Pairs-",
 }
 
 
@@ -277,6 +278,7 @@ def test_prompt_placeholders_and_endings() -> None:
         "global_reduce_rag_response": {"report_data", "response_type"},
         "naive_rag_response": {"content_data", "response_type"},
         "fail_response": set(),
+        "entity_resolution": {"pairs"},
     }
     for name, fields in expected.items():
         found = {f for _, f, _, _ in string.Formatter().parse(prompts.load(name)) if f}

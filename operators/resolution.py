@@ -1,0 +1,613 @@
+"""Entity resolution: one thing, one node, whatever names the extractions gave it.
+
+Extractors name one thing several ways (``JACOB MARLEY``, ``MARLEY``, ``MR. MARLEY``). This
+stage finds such names and maps each alias to one canonical name; the merge then groups
+contributions through that map (``merge.group_contributions``), so the graph stays a pure
+function of the recorded extractions plus the user's manual decisions:
+
+- **candidates** come from blocking, never from all pairs: a normalised key (case,
+  punctuation, leading articles, honorifics and descriptive words, possessives, corporate
+  suffixes), key tokens shared or contained, and character 3-gram MinHash/LSH buckets;
+- **a pair's decision** is a function of the two names' profiles only (types, neighbours,
+  description words, all read from the extractions), plus an optional cached model verdict
+  for ambiguous pairs; so after a change only pairs touching a changed name are decided
+  again, and the accepted pairs are those a fresh index would accept;
+- **groups** are formed from all accepted pairs at once, in a fixed order, conservatively:
+  a short name whose partners disagree (``CRATCHIT`` with ``BOB`` and ``MRS. CRATCHIT``) is
+  left alone, and names of conflicting gender or a never-merge rule never share a group.
+
+Nothing here touches a store: the caller hands in profiles and gets back pairs and maps.
+"""
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import combinations
+from typing import Any, Iterable, Mapping, Optional
+
+from graphrag.operators.extraction import normalize_entity_name
+from graphrag.schema import ChunkExtraction
+
+__all__ = [
+    "PART_RELATIONS",
+    "AliasMap",
+    "ManualDecisions",
+    "NameIndex",
+    "NameProfile",
+    "PairDecision",
+    "ResolutionState",
+    "decide_pair",
+    "gender",
+    "group_names",
+    "name_key",
+    "name_profiles",
+    "name_relation",
+    "parse_verdicts",
+    "raw_names",
+]
+
+AliasMap = dict[str, str]
+
+_ARTICLES = frozenset("THE A AN".split())
+_HONORIFICS = {
+    **dict.fromkeys("MR MISTER SIR LORD MASTER KING PRINCE DUKE UNCLE".split(), "M"),
+    **dict.fromkeys("MRS MS MISS LADY MADAM MADAME DAME QUEEN PRINCESS DUCHESS AUNT".split(), "F"),
+    **dict.fromkeys("DR PROF PROFESSOR REV REVEREND CAPT CAPTAIN ST SAINT".split(), None),
+}
+# Words that describe rather than name ("Old Fezziwig" is Fezziwig), and words a
+# capitalised span can start with before the name ("Up Scrooge", "Whereat Scrooge").
+_DESCRIPTIVE = frozenset("OLD YOUNG LATE ELDER POOR DEAR UP BUT WHEREAT THEN NOW OH AH SO YET MY YOUR".split())
+_CORPORATE = frozenset("INC CORP CORPORATION LTD LLC CO PLC GMBH LIMITED".split())
+# Words that join two names into a third thing ("Scrooge and Marley", "Ghost of Christmas").
+_CONNECTORS = frozenset("AND & OF FOR AT IN ON TO WITH BY FROM DE DU DA DEL VON VAN".split())
+# Heads that make a name a different kind of thing than its other words ("United States
+# Army" is no "United States"; "Christmas Day" no "Christmas").
+_GENERIC_HEADS = frozenset(
+    """ARMY NAVY COMPANY BANK UNIVERSITY COLLEGE SCHOOL ACADEMY CHURCH SOCIETY CLUB ASSOCIATION
+    INSTITUTE COMMITTEE COUNCIL PARTY MINISTRY DEPARTMENT AGENCY FOUNDATION GROUP PRESS UNION
+    COURT PARLIAMENT CONGRESS SENATE TEAM BAND FAMILY STREET ROAD LANE AVENUE SQUARE CITY TOWN
+    VILLAGE RIVER LAKE MOUNTAIN MOUNT ISLAND ISLANDS COUNTY HALL HOUSE PARK BRIDGE CASTLE VALLEY
+    SEA OCEAN BAY KINGDOM EMPIRE REPUBLIC PROVINCE STATE STATES FOREST HILL STATION AIRPORT
+    WAR BATTLE FESTIVAL DAY EVE TIME YEAR REVOLUTION CONFERENCE OLYMPICS ELECTION FEAST AWARD
+    AWARDS PRIZE CUP SERIES SEASON LEAGUE CHAMPIONSHIP ALBUM SONG FILM MOVIE SHOW BOOK NOVEL
+    GAME GAMES MUSEUM LIBRARY HOSPITAL CENTER CENTRE STADIUM THEATRE THEATER GALLERY DISTRICT
+    REGION EMPIRE DYNASTY ERA AGE LAW ACT TREATY PROJECT LICENSE SYSTEM NETWORK MAGAZINE MAGAZINES
+    FILMS RECORDS PUBLICATIONS PUBLISHING STUDIOS PICTURES PRODUCTIONS ENTERTAINMENT INTERNATIONAL
+    AIRLINES AIRWAYS LANGUAGE LANGUAGES SONATA SYMPHONY CONCERTO OPERA FICTION JOURNAL NEWSPAPER
+    RADIO TELEVISION TV CHANNEL RAILWAY CLASS PRESS EDITION TOUR TRILOGY BEGINS RETURNS JANUARY
+    FEBRUARY MARCH APRIL MAY JUNE JULY AUGUST SEPTEMBER OCTOBER NOVEMBER DECEMBER MONDAY TUESDAY
+    WEDNESDAY THURSDAY FRIDAY SATURDAY SUNDAY SCIENCE MATHEMATICS HISTORY""".split()
+)
+# Words that make a place or a thing another one ("West Bengal" is no "Bengal").
+_MODIFIERS = frozenset(
+    """NORTH SOUTH EAST WEST NORTHERN SOUTHERN EASTERN WESTERN CENTRAL UPPER LOWER GREATER NEW
+    HIGH LOW GREAT INNER OUTER MIDDLE GRAND ROYAL NATIONAL""".split()
+)
+_TOKEN = re.compile(r"[^\W_]+(?:['-][^\W_]+)*", re.UNICODE)
+_HYPHEN_BETWEEN_WORDS = re.compile(r"(?<=[^\W\d_]{2})-(?=[^\W\d_]{2})")
+_WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
+_STOPWORDS = frozenset(
+    """the and for that with was were his her him she they them their this from had has have
+    are not but its into who which what when where been being also there than then said says
+    one all any over out about after before more most other some such only very upon would
+    could should will shall can may might mentioned text related is""".split()
+)
+
+# MinHash over character 3-grams: BANDS x ROWS signature, bucketed per band. Two names
+# share a bucket with probability 1-(1-j^ROWS)^BANDS for 3-gram Jaccard j (about 0.5 at
+# j = 0.6): spelling variants meet, unrelated names rarely do.
+_BANDS, _ROWS = 6, 3
+# Shorter names are looked up among the subsets of at most this many of a name's words.
+_MAX_SUBSET_WORDS = 8
+_PRIME = (1 << 31) - 1
+_PERMUTATIONS = [((i * 2654435761 + 97) % _PRIME or 1, (i * 40503 + 13) % _PRIME) for i in range(_BANDS * _ROWS)]
+
+
+# --------------------------------------------------------------------------- names
+
+
+@lru_cache(maxsize=1 << 17)
+def name_key(name: str) -> tuple[str, ...]:
+    """The tokens that identify ``name``: upper case, punctuation and hyphens gone, a
+    trailing possessive dropped (``SCROOGE'S`` -> ``SCROOGE``), leading articles,
+    honorifics and descriptive words dropped, corporate suffixes dropped. A possessive
+    inside the name stays (``SCROOGE'S NEPHEW`` is someone else)."""
+    # A hyphen between words splits them ("CHRISTMAS-TIME"); one around a particle does not
+    # ("JASHN-E-REKHTA" is one word, not "REKHTA").
+    tokens = _TOKEN.findall(_HYPHEN_BETWEEN_WORDS.sub(" ", normalize_entity_name(name).replace("’", "'")))
+    if tokens:
+        last = tokens[-1]
+        if last.endswith("'S"):
+            tokens[-1] = last[:-2]
+    while len(tokens) > 1 and (tokens[0] in _ARTICLES or tokens[0] in _HONORIFICS or tokens[0] in _DESCRIPTIVE):
+        tokens.pop(0)
+    while len(tokens) > 1 and tokens[-1] in _CORPORATE:
+        tokens.pop()
+    # A stutter or a repeated word ("SCRO-O-O-OGE", "SCROOGE SCROOGE") names nothing new.
+    key: list[str] = []
+    for token in tokens:
+        if token and (not key or key[-1] != token):
+            key.append(token)
+    if len(key) > 1 and all(len(t) == 1 for t in key[1:]):
+        key = ["".join(key)]
+    for size in range(1, len(key) // 2 + 1):  # a span caught twice: "DEMON DICE DEMON DICE"
+        if len(key) % size == 0 and key == key[:size] * (len(key) // size):
+            return tuple(key[:size])
+    return tuple(key)
+
+
+def _acronym(key: tuple[str, ...]) -> Optional[str]:
+    """``IRS`` for ``INTERNAL REVENUE SERVICE`` (connector words skipped)."""
+    letters = [t[0] for t in key if t not in _CONNECTORS]
+    return "".join(letters) if len(letters) >= 2 else None
+
+
+@lru_cache(maxsize=1 << 17)
+def gender(name: str) -> Optional[str]:
+    """"M" or "F" when an honorific says so (``MRS. CRATCHIT``), else None."""
+    for token in _TOKEN.findall(normalize_entity_name(name)):
+        if token in _ARTICLES or token in _DESCRIPTIVE:
+            continue
+        return _HONORIFICS.get(token)
+    return None
+
+
+def _initial_match(a: str, b: str) -> bool:
+    return a == b or (len(a) == 1 and b.startswith(a)) or (len(b) == 1 and a.startswith(b))
+
+
+def _relational(tokens: tuple[str, ...]) -> bool:
+    """A name built from other names: a connector, an inner article ("SCROOGE THE
+    BALEFUL") or an inner possessive."""
+    return any(t in _CONNECTORS or t.endswith("'S") for t in tokens) or "THE" in tokens[1:]
+
+
+@lru_cache(maxsize=1 << 17)
+def _grams(name: str) -> frozenset[str]:
+    text = f" {' '.join(name_key(name))} "
+    return frozenset(text[i:i + 3] for i in range(max(1, len(text) - 2)))
+
+
+def _gram_similarity(a: str, b: str) -> float:
+    ga, gb = _grams(a), _grams(b)
+    return len(ga & gb) / len(ga | gb) if ga and gb else 0.0
+
+
+def name_relation(a: str, b: str) -> Optional[str]:
+    """How two names could denote one thing, from the names alone (None: they cannot):
+
+    - ``same_key``: equal keys (``THE CRATCHIT FAMILY`` / ``CRATCHIT FAMILY``);
+    - ``initials``: equal but for initials (``J. MARLEY`` / ``JACOB MARLEY``);
+    - ``middle_name``: one adds middle names or initials (``JOHN T. DOE`` / ``JOHN DOE``);
+    - ``acronym``: one is the other's initials (``IRS`` / ``INTERNAL REVENUE SERVICE``);
+    - ``surname``, ``first_name``: a one-word name that ends or starts a person-like name;
+    - ``overlap``: other shared words; ``fuzzy``: similar spelling only.
+    """
+    if a == b:
+        return "same_key"
+    ga, gb = gender(a), gender(b)
+    if ga and gb and ga != gb:
+        return None
+    ka, kb = name_key(a), name_key(b)
+    if not ka or not kb:
+        return None
+    if ka == kb:
+        return "same_key"
+    short, long = (ka, kb) if (len(ka), ka) <= (len(kb), kb) else (kb, ka)
+    if len(short) == 1 and len(long) >= 2 and short[0] == _acronym(long):
+        return "acronym"
+    if len(short) == len(long) and all(_initial_match(x, y) for x, y in zip(short, long)):
+        return "initials"
+    if _relational(long) and not _relational(short):
+        return "overlap" if set(short) & set(long) else None
+    if len(short) >= 2 and _initial_match(short[0], long[0]) and _initial_match(short[-1], long[-1]) \
+            and all(len(t) == 1 or t in short for t in long[1:-1]) and set(short) <= set(long) | set(short[:1]):
+        return "middle_name"
+    if set(short) <= set(long):
+        extra = set(long) - set(short)
+        if long[-1] in _GENERIC_HEADS or short[-1] in _GENERIC_HEADS or extra & _MODIFIERS:
+            return "overlap"
+        if len(short) == 1 and len(long) <= 3:
+            if short[0] == long[-1]:
+                return "surname"
+            if short[0] == long[0]:
+                return "first_name"
+        if len(short) > 1 and long[-len(short):] == short:
+            return "surname"
+        return "overlap"
+    if set(short) & set(long):
+        return "overlap"
+    return "fuzzy" if _gram_similarity(a, b) >= 0.5 else None
+
+
+def _signature(name: str) -> list[int]:
+    hashes = [zlib.crc32(g.encode("utf-8")) for g in _grams(name)]
+    return [min((x * h + y) % _PRIME for h in hashes) for x, y in _PERMUTATIONS]
+
+
+@lru_cache(maxsize=1 << 17)
+def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
+    """The blocking keys ``name`` is indexed under: its key, its set of words, its acronym,
+    each word, the shape of its initials."""
+    key = name_key(name)
+    blocks: list[tuple[Any, ...]] = [("key", key), ("words", frozenset(key)), *(("token", t) for t in set(key) if len(t) > 1)]
+    acronym = _acronym(key) if len(key) > 1 else (key[0] if key and 2 <= len(key[0]) <= 6 else None)
+    if acronym:
+        blocks.append(("acronym", acronym))
+    if len(key) > 1:  # "J. MARLEY" meets "JACOB MARLEY" by the shape of their initials
+        shape = tuple(t[0] for t in key)
+        blocks.append(("shape", shape))
+        if any(len(t) == 1 for t in key):
+            blocks.append(("shape-with-initial", shape))
+    return tuple(blocks)
+
+
+def _looked_up_blocks(name: str) -> list[tuple[Any, ...]]:
+    """The blocking keys looked up for ``name``: its key, acronym and shape, and every part
+    of its set of words (the shorter names inside it). The fuller names that hold all its
+    words are found from its words' postings (see :meth:`NameIndex.candidates`)."""
+    key = name_key(name)
+    own = [b for b in _indexed_blocks(name) if b[0] in ("key", "words", "acronym")]
+    parts = sorted(set(key))[:_MAX_SUBSET_WORDS]
+    own += [("words", frozenset(c)) for size in range(1, len(parts)) for c in combinations(parts, size)]
+    if len(key) > 1:
+        shape = tuple(t[0] for t in key)
+        own.append(("shape-with-initial", shape))
+        if any(len(t) == 1 for t in key):
+            own.append(("shape", shape))
+    return own
+
+
+@lru_cache(maxsize=1 << 17)
+def _bands(name: str) -> tuple[tuple[Any, ...], ...]:
+    signature = _signature(name)
+    return tuple(("lsh", i, *signature[i * _ROWS:(i + 1) * _ROWS]) for i in range(_BANDS))
+
+
+class NameIndex:
+    """Blocking index over every name of the graph: which names are worth comparing with
+    a given one. Membership of a pair depends on the two names only, never on what else
+    is indexed, so candidate pairs do not depend on the order documents came in.
+
+    ``loose``: also every name sharing a word or an LSH bucket (spelling variants, shared
+    words): pairs only a model or a person can settle, so only looked up for them.
+    """
+
+    def __init__(self, names: Iterable[str] = (), loose: bool = False) -> None:
+        self.loose = loose
+        self.names: set[str] = set()
+        self._buckets: dict[tuple[Any, ...], set[str]] = {}
+        self.update(names, ())
+
+    def update(self, added: Iterable[str], removed: Iterable[str]) -> None:
+        for name in removed:
+            self.names.discard(name)
+            for block in self._blocks_of(name):
+                bucket = self._buckets.get(block)
+                if bucket is not None:
+                    bucket.discard(name)
+        for name in added:
+            self.names.add(name)
+            for block in self._blocks_of(name):
+                self._buckets.setdefault(block, set()).add(name)
+
+    def _blocks_of(self, name: str) -> tuple[tuple[Any, ...], ...]:
+        return _indexed_blocks(name) + (_bands(name) if self.loose else ())
+
+    def candidates(self, name: str) -> dict[str, str]:
+        """Indexed names that could denote the same thing as ``name``, each with its
+        :func:`name_relation`."""
+        empty: set[str] = set()
+        seen: set[str] = set()
+        for block in _looked_up_blocks(name):
+            seen |= self._buckets.get(block, empty)
+        words = [b for b in _indexed_blocks(name) if b[0] == "token"]
+        postings = sorted((self._buckets.get(b, empty) for b in words), key=len)
+        if postings:  # fuller names holding every word of this one
+            seen |= set.intersection(*postings)
+        if self.loose:
+            for block in [*words, *_bands(name)]:
+                seen |= self._buckets.get(block, empty)
+        seen.discard(name)
+        found = {}
+        for other in seen:
+            relation = name_relation(name, other)
+            if relation is not None:
+                found[other] = relation
+        return found
+
+
+# --------------------------------------------------------------------------- evidence
+
+
+@dataclass
+class NameProfile:
+    """What the extractions say about one name (before resolution)."""
+
+    name: str
+    types: Counter = field(default_factory=Counter)
+    words: Counter = field(default_factory=Counter)
+    neighbours: set[str] = field(default_factory=set)
+    chunks: set[str] = field(default_factory=set)
+    descriptions: dict[str, str] = field(default_factory=dict)  # by chunk id
+
+    @property
+    def sample(self) -> str:
+        """One description (the first chunk's), shown to a model or a person."""
+        return self.descriptions[min(self.descriptions)] if self.descriptions else ""
+
+    @property
+    def type(self) -> str:
+        known = {t: n for t, n in self.types.items() if t and t != "UNKNOWN"}
+        return min(known, key=lambda t: (-known[t], t)) if known else "UNKNOWN"
+
+
+def raw_names(extraction: ChunkExtraction) -> set[str]:
+    """Every normalised name a chunk's extraction mentions (entities and relation ends)."""
+    names = {normalize_entity_name(e["name"]) for e in extraction.get("entities", [])}
+    for rel in extraction.get("relations", []):
+        names.add(normalize_entity_name(rel["source"]))
+        names.add(normalize_entity_name(rel["target"]))
+    names.discard("")
+    return names
+
+
+def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -> dict[str, NameProfile]:
+    """Profiles of ``names`` from ``extractions`` (which must hold every chunk mentioning
+    them); a name no extraction mentions gets no profile."""
+    profiles: dict[str, NameProfile] = {}
+
+    def profile(name: str) -> NameProfile:
+        found = profiles.get(name)
+        if found is None:
+            found = profiles[name] = NameProfile(name)
+        return found
+
+    for chunk_id, extraction in extractions.items():
+        for ent in extraction.get("entities", []):
+            name = normalize_entity_name(ent["name"])
+            if name in names:
+                p = profile(name)
+                p.types[str(ent.get("type") or "UNKNOWN").upper()] += 1
+                p.words.update(w for w in _WORD.findall(str(ent.get("description", "")).lower())
+                               if w not in _STOPWORDS)
+                p.chunks.add(chunk_id)
+                if ent.get("description"):
+                    p.descriptions.setdefault(chunk_id, str(ent["description"]))
+        for rel in extraction.get("relations", []):
+            src, tgt = normalize_entity_name(rel["source"]), normalize_entity_name(rel["target"])
+            for end, other in ((src, tgt), (tgt, src)):
+                if end in names and other and other != end:
+                    p = profile(end)
+                    p.neighbours.add(other)
+                    p.chunks.add(chunk_id)
+    for p in profiles.values():
+        for own in p.name.lower().split():
+            p.words.pop(own, None)  # a description naming its entity says nothing about a match
+    return profiles
+
+
+def _cosine(a: Counter, b: Counter) -> float:
+    if not a or not b:
+        return 0.0
+    dot = sum(v * b.get(k, 0) for k, v in a.items())
+    return dot / math.sqrt(sum(v * v for v in a.values()) * sum(v * v for v in b.values()))
+
+
+_BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6, "first_name": 0.55,
+         "acronym": 0.55, "overlap": 0.2, "fuzzy": 0.2}
+# Relations that, alone, allow two names in one group (the others need an accepted pair).
+_COMPATIBLE = frozenset(_BASE) - {"overlap", "fuzzy", "acronym"}
+_PERSON_PARTS = frozenset({"surname", "first_name"})
+# A one-word name that is part of fuller ones: which fuller names it could stand for is
+# remembered whatever the pair's verdict, so one that could stand for several stays alone.
+PART_RELATIONS = _PERSON_PARTS
+
+
+@dataclass(frozen=True)
+class PairDecision:
+    """One candidate pair, its score and why: ``merge``, ``ask`` (a model may settle it)
+    or ``distinct``."""
+
+    a: str
+    b: str
+    relation: str
+    score: float
+    verdict: str
+    evidence: dict[str, Any]
+
+
+def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: float,
+                ask_threshold: float) -> PairDecision:
+    """Score a candidate pair from the name relation and the evidence of both profiles.
+
+    Types that disagree (both known) count heavily against; shared neighbours, similar
+    descriptions and agreeing person cues count for. ``threshold`` is where a merge starts;
+    pairs between ``ask_threshold`` and it, from a weaker name relation, are ambiguous.
+    """
+    a, b = sorted((pa.name, pb.name))
+    ta, tb = pa.type, pb.type
+    shared = sorted((pa.neighbours & pb.neighbours) - {pa.name, pb.name})
+    description = _cosine(pa.words, pb.words)
+    corroborated = bool(shared) or description >= 0.2
+    score = _BASE[relation] + 0.1 * min(len(shared), 3) + 0.5 * description
+    if ta != "UNKNOWN" and tb != "UNKNOWN":
+        # Equal keys are strong evidence: a type disagreement there may be the extractor's.
+        score += 0.05 if ta == tb else (-0.3 if relation == "same_key" else -0.5)
+    person = "PERSON" in (ta, tb) or bool(gender(a) or gender(b))
+    if relation in _PERSON_PARTS:
+        # Part of a person's name; of anything else ("CHRISTMAS" / "MERRY CHRISTMAS") it is not.
+        if person:
+            score += 0.1
+        elif {ta, tb} - {"UNKNOWN"}:
+            score -= 0.5
+        # With nothing saying it is a person, a part of a name stands for the whole only
+        # where a text used both (a surname after the full name), never a first name alone;
+        # and the descriptions must agree ("Film Victoria" is described apart from
+        # "Victoria"; "Schubert" in the sentences about "Franz Schubert").
+        corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
+                                         and description >= 0.3)
+    score = round(score, 4)
+    # A part of a name, an acronym or a shared word is one thing only with something else
+    # in common; similar spelling or shared words alone never merge without a model.
+    if score >= threshold and relation not in ("overlap", "fuzzy") and (corroborated or relation in _COMPATIBLE - _PERSON_PARTS):
+        verdict = "merge"
+    elif score >= ask_threshold and relation not in ("initials", "middle_name"):
+        verdict = "ask"
+    else:
+        verdict = "distinct"
+    evidence = {"relation": relation, "types": [ta, tb] if a == pa.name else [tb, ta],
+                "shared_neighbours": shared[:5], "shared_neighbour_count": len(shared),
+                "description_similarity": round(description, 3)}
+    return PairDecision(a, b, relation, score, verdict, evidence)
+
+
+def parse_verdicts(answer: str, count: int) -> dict[int, bool]:
+    """Read ``<n>: yes|no`` lines of a model's answer to the resolution prompt."""
+    found: dict[int, bool] = {}
+    for match in re.finditer(r"(?m)^\W*(\d+)\W+(yes|no|same|different)\b", answer, re.IGNORECASE):
+        index = int(match.group(1))
+        if 1 <= index <= count:
+            found.setdefault(index, match.group(2).lower() in ("yes", "same"))
+    return found
+
+
+# --------------------------------------------------------------------------- groups
+
+
+@dataclass
+class ManualDecisions:
+    """The user's decisions, kept apart from the derived ones so they survive any change:
+    ``merges`` maps a name to the name it must be merged into; ``never`` holds pairs that
+    must not share a node."""
+
+    merges: dict[str, str] = field(default_factory=dict)
+    never: set[tuple[str, str]] = field(default_factory=set)
+
+    @classmethod
+    def from_stored(cls, record: Optional[Mapping[str, Any]]) -> "ManualDecisions":
+        record = record or {}
+        return cls(merges=dict(record.get("merges") or {}),
+                   never={tuple(sorted(p)) for p in record.get("never") or [] if len(p) == 2})  # type: ignore[misc]
+
+    def to_stored(self) -> dict[str, Any]:
+        return {"merges": dict(sorted(self.merges.items())), "never": sorted(list(p) for p in self.never)}
+
+    def merge(self, names: Iterable[str], into: str) -> None:
+        for name in names:
+            if name != into:
+                self.merges[name] = into
+                self.never.discard(tuple(sorted((name, into))))  # type: ignore[arg-type]
+
+    def keep_apart(self, a: str, b: str) -> None:
+        self.never.add(tuple(sorted((a, b))))  # type: ignore[arg-type]
+        for x, y in ((a, b), (b, a)):
+            if self.merges.get(x) == y:
+                del self.merges[x]
+
+
+@dataclass
+class ResolutionState:
+    """Derived resolution state of a working dir: every name the extractions mention, the
+    candidate pairs accepted, and the alias map they give. A pure function of the recorded
+    extractions, the manual decisions and the cached model verdicts."""
+
+    names: set[str] = field(default_factory=set)
+    pairs: set[tuple[str, str]] = field(default_factory=set)
+    aliases: AliasMap = field(default_factory=dict)
+    # Candidate pairs of a name and a fuller one it is part of (PART_RELATIONS), any verdict.
+    parts: set[tuple[str, str]] = field(default_factory=set)
+
+    @classmethod
+    def from_stored(cls, record: Optional[Mapping[str, Any]]) -> Optional["ResolutionState"]:
+        if not record:
+            return None
+        return cls(names=set(record.get("names") or []), pairs={tuple(p) for p in record.get("pairs") or []},  # type: ignore[misc]
+                   aliases=dict(record.get("aliases") or {}), parts={tuple(p) for p in record.get("parts") or []})  # type: ignore[misc]
+
+    def to_stored(self) -> dict[str, Any]:
+        return {"names": sorted(self.names), "pairs": sorted(list(p) for p in self.pairs),
+                "aliases": dict(sorted(self.aliases.items())), "parts": sorted(list(p) for p in self.parts)}
+
+
+def _completeness(name: str) -> tuple:
+    """Sort key of the name a group keeps: most identifying words, then a plain name (no
+    honorific or article around it), then the shortest, then alphabetical."""
+    key = name_key(name)
+    return (-len(key), name != " ".join(key), len(name), name)
+
+
+def group_names(names: set[str], pairs: set[tuple[str, str]], manual: ManualDecisions,
+                parts: Iterable[tuple[str, str]] = ()) -> AliasMap:
+    """The alias map (alias -> canonical, canonical names left out) that accepted ``pairs``
+    and ``manual`` decisions give over ``names``.
+
+    A name whose accepted partners, or the fuller names it is part of (``parts``, accepted
+    or not), cannot all be one thing is ambiguous and stays alone;
+    groups never join names of conflicting gender or a never-merge pair. Manual merges go
+    first and name their group; the rest follow in sorted order, so the result does not
+    depend on the order the pairs were found in.
+    """
+    never = manual.never
+    edges = {p for p in pairs if p[0] in names and p[1] in names and p not in never}
+    partners: dict[str, set[str]] = {}
+    for a, b in [*edges, *((p, q) for p, q in parts if p in names and q in names)]:
+        partners.setdefault(a, set()).add(b)
+        partners.setdefault(b, set()).add(a)
+
+    def compatible(x: str, y: str) -> bool:
+        return (min(x, y), max(x, y)) in edges or name_relation(x, y) in _COMPATIBLE
+
+    def ambiguous(name: str) -> bool:
+        """Fuller names ``name`` could be part of, that cannot be one thing (``CRATCHIT``:
+        ``BOB CRATCHIT``, ``MARTHA CRATCHIT``)."""
+        size = len(name_key(name))
+        fuller = sorted(p for p in partners.get(name, ()) if len(name_key(p)) >= size)
+        return any(not compatible(p, q) for i, p in enumerate(fuller) for q in fuller[i + 1:])
+
+    unsure = {n for n in partners if ambiguous(n)}
+    parent: dict[str, str] = {}
+    members: dict[str, list[str]] = {}
+
+    def find(x: str) -> str:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    def union(x: str, y: str, forced: bool) -> None:
+        rx, ry = find(x), find(y)
+        if rx == ry:
+            return
+        left, right = members.get(rx, [rx]), members.get(ry, [ry])
+        for p in left:
+            for q in right:
+                if (min(p, q), max(p, q)) in never:
+                    return
+                # One-word names are parts of the fuller ones (JACOB, MARLEY: JACOB MARLEY);
+                # fuller names must fit each other (BOB CRATCHIT is no MARTHA CRATCHIT).
+                fuller = len(name_key(p)) > 1 and len(name_key(q)) > 1
+                if not forced and ((fuller and not compatible(p, q)) or gender(p) and gender(q) and gender(p) != gender(q)):
+                    return
+        parent[ry] = rx
+        members[rx] = left + right
+        members.pop(ry, None)
+
+    targets = set()
+    for name, into in sorted(manual.merges.items()):
+        if name in names:
+            union(into, name, forced=True)
+            targets.add(into)
+    for a, b in sorted(edges):
+        if a not in unsure and b not in unsure:
+            union(a, b, forced=False)
+    aliases: AliasMap = {}
+    for group in members.values():
+        chosen = min(group, key=lambda n: (n not in targets, _completeness(n)))
+        for name in group:
+            if name != chosen and name in names:
+                aliases[name] = chosen
+    return aliases

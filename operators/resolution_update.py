@@ -1,0 +1,281 @@
+"""Resolution stage, store side: after a merge, decide again what the changed names are,
+and rebuild the nodes whose alias map changed.
+
+State lives in three records of a KV store (the working dir's ``index_meta``):
+``entity_resolution`` (derived: every name, the accepted pairs, the alias map; a pure
+function of the recorded extractions, the manual decisions and the verdicts),
+``entity_resolution_manual`` (the user's merges and never-merge rules, never derived) and
+``entity_resolution_verdicts`` (a model's answers per pair, a cache like the LLM cache:
+a re-insert asks nothing again).
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Optional
+
+from graphrag.operators.extraction import LLMCall
+from graphrag.operators.resolution import (
+    PART_RELATIONS,
+    AliasMap,
+    ManualDecisions,
+    NameIndex,
+    NameProfile,
+    PairDecision,
+    ResolutionState,
+    decide_pair,
+    group_names,
+    name_profiles,
+    parse_verdicts,
+    raw_names,
+)
+from graphrag.prompts import render
+from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
+
+logger = logging.getLogger(__name__)
+
+STATE_RECORD = "entity_resolution"
+MANUAL_RECORD = "entity_resolution_manual"
+VERDICTS_RECORD = "entity_resolution_verdicts"
+
+ExtractionReader = Callable[[list[str]], Awaitable[list[Optional[ChunkExtraction]]]]
+
+# The blocking index of each working dir's names, kept between the writes of this process:
+# rebuilt only when the names it holds are not the recorded ones (another process wrote).
+_INDEXES: dict[str, NameIndex] = {}
+
+
+@dataclass(frozen=True)
+class ResolutionSettings:
+    threshold: float = 0.7
+    ask_threshold: float = 0.4
+    # Pairs per model prompt when ambiguous pairs are checked.
+    batch_size: int = 20
+
+
+@dataclass
+class Resolution:
+    """The outcome of one resolution pass."""
+
+    state: ResolutionState
+    previous: AliasMap
+    moved: set[str] = field(default_factory=set)
+    # Chunks recorded before resolution was on: their nodes are rebuilt with it.
+    unresolved: list[str] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def _split_ids(value: Any) -> list[str]:
+    return [v for v in str(value or "").split(GRAPH_FIELD_SEP) if v]
+
+
+def _pair_line(index: int, pa: NameProfile, pb: NameProfile) -> str:
+    def side(p: NameProfile) -> str:
+        return f'"{p.name}" ({p.type}): {" ".join(p.sample.split())[:300]}'
+
+    return f"{index}. {side(pa)}\n   vs {side(pb)}"
+
+
+async def forget_derived_state(meta: Any) -> None:
+    """A write without resolution leaves the derived record stale: drop it, so that turning
+    resolution on again resolves the whole working dir afresh (manual decisions stay)."""
+    if await meta.get_by_id(STATE_RECORD) is not None:
+        await meta.delete([STATE_RECORD])
+
+
+class EntityResolution:
+    """Runs resolution over the stores' contracts: ``graph`` (nodes by canonical name),
+    ``meta`` (the three records above) and ``read_extractions`` (recorded extractions,
+    this write's included)."""
+
+    def __init__(self, *, graph: Any, meta: Any, read_extractions: ExtractionReader,
+                 all_chunk_ids: Callable[[], Awaitable[list[str]]], settings: ResolutionSettings,
+                 llm: Optional[LLMCall] = None, cache_key: Optional[str] = None) -> None:
+        self.graph = graph
+        self.meta = meta
+        self.read_extractions = read_extractions
+        self.all_chunk_ids = all_chunk_ids
+        self.settings = settings
+        self.llm = llm
+        self.cache_key = cache_key  # names the working dir whose blocking index may be kept
+
+    async def state(self) -> Optional[ResolutionState]:
+        return ResolutionState.from_stored(await self.meta.get_by_id(STATE_RECORD))
+
+    async def aliases(self) -> AliasMap:
+        state = await self.state()
+        return dict(state.aliases) if state else {}
+
+    async def manual(self) -> ManualDecisions:
+        return ManualDecisions.from_stored(await self.meta.get_by_id(MANUAL_RECORD))
+
+    async def save_manual(self, manual: ManualDecisions) -> None:
+        await self.meta.upsert({MANUAL_RECORD: manual.to_stored()})
+
+    def _index(self, before: set[str], names: set[str]) -> NameIndex:
+        """The blocking index over ``names``: the one this process kept from the last write
+        to these stores brought up to date, or a new one. Without a model to ask, pairs
+        that only a model could settle are not looked for."""
+        loose = self.llm is not None
+        kept = _INDEXES.get(self.cache_key) if self.cache_key else None
+        if kept is None or kept.loose != loose or kept.names != before:
+            kept = NameIndex(before, loose=loose)
+        kept.update(names - before, before - names)
+        if self.cache_key:
+            _INDEXES[self.cache_key] = kept
+        return kept
+
+    # ----------------------------------------------------------------- profiles
+
+    async def _profiles(self, names: set[str], aliases: AliasMap,
+                        extra: Optional[dict[str, ChunkExtraction]] = None) -> dict[str, NameProfile]:
+        """Profiles of ``names`` from every chunk of their current nodes (the graph is
+        grouped by ``aliases`` at this point)."""
+        nodes = sorted({aliases.get(n, n) for n in names})
+        chunk_ids = sorted({c for node in await self.graph.get_nodes_batch(nodes) if node
+                            for c in _split_ids(node.get("source_id"))})
+        found = {c: e for c, e in zip(chunk_ids, await self.read_extractions(chunk_ids)) if e}
+        found.update(extra or {})
+        return await asyncio.to_thread(name_profiles, found, names)
+
+    # ----------------------------------------------------------------- the pass
+
+    async def resolve(self, added: dict[str, ChunkExtraction], removed: dict[str, ChunkExtraction]) -> Resolution:
+        """Decide again every pair touching a name the ``added`` or ``removed`` chunks
+        mention, regroup, and report which names moved to another node."""
+        started = time.perf_counter()
+        state = await self.state()
+        manual = await self.manual()
+        present = {n for extraction in added.values() for n in raw_names(extraction)}
+        unresolved: list[str] = []
+        if state is None:  # first pass on this working dir: every recorded name
+            state = ResolutionState()
+            everything = await self.all_chunk_ids()
+            for extraction in await self.read_extractions(everything):
+                if extraction:
+                    present |= raw_names(extraction)
+            unresolved = sorted(set(everything) - set(added))
+        # A name of a removed chunk, or of a manual decision, may be gone: its profile tells.
+        maybe = {n for extraction in removed.values() for n in raw_names(extraction)}
+        maybe = (maybe | set(manual.merges) | {n for pair in manual.never for n in pair}) - present
+        previous = dict(state.aliases)
+        profiles = await self._profiles(maybe, previous) if maybe else {}
+        touched = present | maybe
+        present |= set(profiles)
+        names = (state.names - touched) | present
+        index = self._index(state.names, names)
+        candidates: dict[tuple[str, str], str] = {}
+        for name in sorted(present):
+            for other, relation in index.candidates(name).items():
+                candidates[(min(name, other), max(name, other))] = relation
+        missing = {n for pair in candidates for n in pair} - set(profiles)
+        if missing:
+            profiles.update(await self._profiles(missing, previous))
+        decisions = [decide_pair(profiles[a], profiles[b], relation, threshold=self.settings.threshold,
+                                 ask_threshold=self.settings.ask_threshold)
+                     for (a, b), relation in sorted(candidates.items()) if a in profiles and b in profiles]
+        asked, verdicts = await self._settle([d for d in decisions if d.verdict == "ask"], profiles)
+        accepted = {(d.a, d.b) for d in decisions if d.verdict == "merge" or verdicts.get((d.a, d.b))}
+        pairs = {p for p in state.pairs if p[0] not in touched and p[1] not in touched} | accepted
+        parts = {p for p in state.parts if p[0] not in touched and p[1] not in touched}
+        parts |= {(d.a, d.b) for d in decisions if d.relation in PART_RELATIONS}
+        aliases = group_names(names, pairs, manual, parts)
+        new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases, parts=parts)
+        moved = {n for n in set(previous) | set(aliases) if previous.get(n, n) != aliases.get(n, n)}
+        await self.meta.upsert({STATE_RECORD: new_state.to_stored()})
+        stats = {"names": len(names), "aliases": len(aliases), "pairs_checked": len(decisions),
+                 "pairs_asked": asked, "names_moved": len(moved),
+                 "seconds": round(time.perf_counter() - started, 3)}
+        logger.info("Entity resolution: %s", stats)
+        return Resolution(state=new_state, previous=previous, moved=moved, stats=stats, unresolved=unresolved)
+
+    async def _settle(self, ambiguous: list[PairDecision], profiles: dict[str, NameProfile]
+                      ) -> tuple[int, dict[tuple[str, str], bool]]:
+        """The model's verdict on each ambiguous pair, cached per pair as shown to it; no
+        model, no verdict (an ambiguous pair stays apart)."""
+        if self.llm is None or not ambiguous:
+            return 0, {}
+        cache = dict(await self.meta.get_by_id(VERDICTS_RECORD) or {})
+        lines = {(d.a, d.b): _pair_line(0, profiles[d.a], profiles[d.b]) for d in ambiguous}
+        keys = {pair: hashlib.sha256(line.encode("utf-8")).hexdigest()[:24] for pair, line in lines.items()}
+        verdicts = {pair: bool(cache[key]) for pair, key in keys.items() if key in cache}
+        to_ask = [pair for pair in lines if pair not in verdicts]
+        size = self.settings.batch_size
+
+        async def ask(batch: list[tuple[str, str]]) -> None:
+            listing = "\n".join(_pair_line(i + 1, profiles[a], profiles[b]) for i, (a, b) in enumerate(batch))
+            answer = await self.llm(render("entity_resolution", pairs=listing), stage="resolution")  # type: ignore[misc]
+            found = parse_verdicts(answer, len(batch))
+            for i, pair in enumerate(batch):
+                verdicts[pair] = found.get(i + 1, False)
+                cache[keys[pair]] = verdicts[pair]
+
+        await asyncio.gather(*(ask(to_ask[i:i + size]) for i in range(0, len(to_ask), size)))
+        if to_ask:
+            await self.meta.upsert({VERDICTS_RECORD: cache})
+        return len(to_ask), verdicts
+
+    async def moved_chunks(self, resolution: Resolution) -> dict[str, ChunkExtraction]:
+        """The extractions of every chunk mentioning a name that moved: regrouped, they
+        rebuild both the node a name left and the node it joined."""
+        if not resolution.moved and not resolution.unresolved:
+            return {}
+        nodes = sorted({resolution.previous.get(n, n) for n in resolution.moved})
+        chunk_ids = sorted({c for node in await self.graph.get_nodes_batch(nodes) if node
+                            for c in _split_ids(node.get("source_id"))} | set(resolution.unresolved))
+        unresolved = set(resolution.unresolved)
+        return {c: e for c, e in zip(chunk_ids, await self.read_extractions(chunk_ids))
+                if e and (c in unresolved or raw_names(e) & resolution.moved)}
+
+
+async def duplicate_groups(extractions: dict[str, ChunkExtraction], state: Optional[ResolutionState],
+                           manual: ManualDecisions, settings: ResolutionSettings) -> list[dict[str, Any]]:
+    """Every group of names the engine merged or found worth a look, for a person to review:
+    each with its names, the node each is in now, and every candidate pair's evidence
+    (a read of all extractions; computes nothing it stores)."""
+
+    def compute() -> list[dict[str, Any]]:
+        names = {n for extraction in extractions.values() for n in raw_names(extraction)}
+        profiles = name_profiles(extractions, names)
+        index = NameIndex(profiles, loose=True)
+        aliases = state.aliases if state else {}
+        accepted = state.pairs if state else set()
+        decisions: dict[tuple[str, str], PairDecision] = {}
+        for name in sorted(profiles):
+            for other, relation in index.candidates(name).items():
+                pair = (min(name, other), max(name, other))
+                if pair not in decisions:
+                    decisions[pair] = decide_pair(profiles[pair[0]], profiles[pair[1]], relation,
+                                                  threshold=settings.threshold, ask_threshold=settings.ask_threshold)
+        shown = [d for d in decisions.values()
+                 if d.verdict != "distinct" or aliases.get(d.a, d.a) == aliases.get(d.b, d.b)]
+        parent: dict[str, str] = {}
+
+        def find(x: str) -> str:
+            while parent.get(x, x) != x:
+                x = parent[x]
+            return x
+
+        for d in shown:
+            parent[find(d.b)] = find(d.a)
+        for alias, canonical in aliases.items():
+            parent[find(alias)] = find(canonical)
+        groups: dict[str, set[str]] = {}
+        for name in list(parent):
+            groups.setdefault(find(name), set()).add(name)
+        report = []
+        for members in groups.values():
+            pairs = sorted((d for d in shown if d.a in members), key=lambda d: (-d.score, d.a, d.b))
+            report.append({
+                "names": sorted(members),
+                "node": {n: aliases.get(n, n) for n in sorted(members)},
+                "pairs": [{"a": d.a, "b": d.b, "relation": d.relation, "score": d.score,
+                           "verdict": "accepted" if (d.a, d.b) in accepted else d.verdict,
+                           "never": (d.a, d.b) in manual.never, **d.evidence} for d in pairs],
+            })
+        return sorted(report, key=lambda g: (-len(g["names"]), g["names"]))
+
+    return await asyncio.to_thread(compute)
