@@ -492,8 +492,8 @@ class GraphRAG:
                 return background.start(work, stage="merge_ahead")
 
             merge = MergeAhead(
-                self._rebuild_pass(lambda ids: self._recorded_extractions(ids, also=merge.extracted), earlier,
-                                   aliases),
+                self._rebuild_pass(lambda ids: self._recorded_extractions(ids, also=merge.extracted),
+                                   replaced=earlier, aliases=aliases),
                 removed=removed_extractions, expected=len(to_extract),
                 tail=max(1, self.config.best_model_max_async // 4), start=merge_ahead)
 
@@ -652,7 +652,7 @@ class GraphRAG:
         moved = await resolution.moved_chunks(outcome)
         if moved:
             rebuild = self._rebuild_pass(lambda ids: self._recorded_extractions(ids, also=extracted),
-                                         outcome.state.aliases)
+                                         aliases=outcome.state.aliases)
             rebuilt = rebuilt.then(await rebuild(moved, set(), previous_aliases=outcome.previous,
                                                  moved=None if outcome.unresolved else outcome.moved))
         return rebuilt, outcome.stats
