@@ -605,7 +605,8 @@ class GraphRAG:
             progress.close()
         stale = [k for k in existing if k not in records]
         await stores.community_reports.delete(stale)
-        await stores.community_reports.upsert(records)
+        # Only what changed is written (a database store would otherwise rewrite every report).
+        await stores.community_reports.upsert({k: v for k, v in records.items() if existing.get(k) != v})
         logger.info("Communities: %d (%d reports generated, %d reused, %d removed)",
                     len(records), generated, len(records) - generated, len(stale))
         return len(records), generated
