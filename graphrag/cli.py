@@ -24,6 +24,7 @@ from graphrag.errors import (
     LLMError,
     NoLLMConfiguredError,
     StorageError,
+    StoreUnavailableError,
 )
 
 EXIT_OK = 0
@@ -36,6 +37,7 @@ EXIT_LLM = 3  # no LLM configured (without --offline), or an LLM call failed for
 EXIT_CODES: dict[type[BaseException], int] = {
     LLMError: EXIT_LLM,
     StorageError: EXIT_FAILED,  # unreadable store files, another writer holding the lock
+    StoreUnavailableError: EXIT_FAILED,  # a store's server down: a write refused, nothing written
     DocumentNotFound: EXIT_FAILED,
     EntityNotFound: EXIT_FAILED,
     ConfigurationError: EXIT_USAGE,  # a context window too small included

@@ -674,6 +674,7 @@ class GraphRAG:
         return _run_sync(self.aquery(query, param), self._close_llm_connections)
 
     async def aquery(self, query: str, param: QueryParam = QueryParam()) -> str:
+        from graphrag import degraded
         from graphrag.operators.query_global import global_query
         from graphrag.operators.query_local import local_query
         from graphrag.operators.query_naive import naive_query
@@ -688,11 +689,12 @@ class GraphRAG:
         no_llm = not param.only_need_context and not llm_configured(self.config)
         if no_llm:
             param = replace(param, only_need_context=True)
-        runner = {"local": local_query, "global": global_query, "naive": naive_query}[param.mode]
+        runners = {"local": local_query, "global": global_query, "naive": naive_query}
         try:
             param = self.windows.fit_query(query, param)
             llm = None if param.only_need_context else self.llms[0]
-            answer = await runner(query, self.stores, param, llm=llm, tokenizer=self.tokenizer)
+            # A graph or vector store that is down: answered from the others, with a warning.
+            answer = await degraded.answer(runners, query, self.stores, param, llm=llm, tokenizer=self.tokenizer)
         finally:
             await self.stores.query_done()
         return f"{NO_LLM_NOTE}\n\n{answer}" if no_llm else answer
