@@ -30,8 +30,8 @@ _EXPORTS = {
     "StorageNameSpace": "graphrag.storage",
     **{name: "graphrag.errors" for name in (
         "GraphRAGError", "ConfigurationError", "InvalidInputError", "ContextWindowError", "LLMError",
-        "ContextOverflowError", "NoLLMConfiguredError", "StorageError", "WorkingDirLockedError",
-        "DocumentNotFound", "EntityNotFound")},
+        "ContextOverflowError", "NoLLMConfiguredError", "StorageError", "StoreUnavailableError",
+        "WorkingDirLockedError", "DocumentNotFound", "EntityNotFound")},
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])

@@ -24,6 +24,7 @@ from graphrag.errors import (
     LLMError,
     NoLLMConfiguredError,
     StorageError,
+    StoreUnavailableError,
 )
 
 EXIT_OK = 0
@@ -37,6 +38,7 @@ EXIT_EXTRACTION_FAILED = 4  # the model's answers held no record for any chunk o
 EXIT_CODES: dict[type[BaseException], int] = {
     LLMError: EXIT_LLM,
     StorageError: EXIT_FAILED,  # unreadable store files, another writer holding the lock
+    StoreUnavailableError: EXIT_FAILED,  # a store's server down: a write refused, nothing written
     DocumentNotFound: EXIT_FAILED,
     EntityNotFound: EXIT_FAILED,
     ConfigurationError: EXIT_USAGE,  # a context window too small included

@@ -60,6 +60,15 @@ class StorageError(GraphRAGError):
     """A store that cannot be read, written or reached."""
 
 
+class StoreUnavailableError(StorageError, ConnectionError):
+    """A store's server cannot be reached. ``store`` says which kind: "kv", "vector" or "graph".
+    A query answers from the stores still up (with a warning); a write refuses, unwritten."""
+
+    def __init__(self, message: str, *, store: str) -> None:
+        super().__init__(message)
+        self.store = store
+
+
 class WorkingDirLockedError(StorageError, TimeoutError):
     """Another process held the working dir's writer lock for longer than ``lock_timeout``."""
 

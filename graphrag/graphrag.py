@@ -752,7 +752,8 @@ class GraphRAG:
                      "a stronger model writes the JSON.", self.config.extraction_failure_warning_share)
         stale = [k for k in existing if k not in records]
         await stores.community_reports.delete(stale)
-        await stores.community_reports.upsert(records)
+        # Only what changed is written (a database store would otherwise rewrite every report).
+        await stores.community_reports.upsert({k: v for k, v in records.items() if existing.get(k) != v})
         logger.info("Communities: %d (%d reports generated, %d reused, %d removed)",
                     len(records), generated, len(records) - generated, len(stale))
         return len(records), generated, failures
@@ -832,6 +833,7 @@ class GraphRAG:
 
     async def _query(self, query: str, param: QueryParam, wrap_llm: Optional[Callable[[Any], Any]] = None) -> str:
         """``wrap_llm``: wraps the best model's client for this query (streaming does)."""
+        from graphrag import degraded
         from graphrag.operators.query_global import global_query
         from graphrag.operators.query_hybrid import hybrid_query
         from graphrag.operators.query_local import local_query
@@ -847,14 +849,14 @@ class GraphRAG:
         no_llm = not param.only_need_context and not llm_configured(self.config)
         if no_llm:
             param = replace(param, only_need_context=True)
-        runner = {"local": local_query, "global": global_query, "naive": naive_query,
-                  "hybrid": hybrid_query}[param.mode]
+        runners = {"local": local_query, "global": global_query, "naive": naive_query, "hybrid": hybrid_query}
         try:
             param = self.windows.fit_query(query, param)
             llm = None if param.only_need_context else self.llms[0]
             if llm is not None and wrap_llm is not None:
                 llm = wrap_llm(llm)
-            answer = await runner(query, self.stores, param, llm=llm, tokenizer=self.tokenizer)
+            # A graph or vector store that is down: answered from the others, with a warning.
+            answer = await degraded.answer(runners, query, self.stores, param, llm=llm, tokenizer=self.tokenizer)
         finally:
             await self.stores.query_done()
         return f"{NO_LLM_NOTE}\n\n{answer}" if no_llm else answer

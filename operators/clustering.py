@@ -1,6 +1,6 @@
 """Community detection over any graph store: incremental hierarchical Leiden and the community schema.
 
-Works through the graph contract only (``get_all_nodes``, ``get_all_edges``, ``get_adjacency``,
+Works through the graph contract only (``get_nodes_attributes``, ``get_edges_attributes``, ``get_adjacency``,
 ``set_node_clusters``, graph attributes), so every backend gets the same communities.
 A node's memberships live in its ``clusters`` attribute, as nano-graphrag keeps them:
 JSON ``[{"level": 0, "cluster": 7}, {"level": 1, "cluster": 12}, ...]``.
@@ -232,7 +232,7 @@ async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full
     config = graph.global_config
     old_paths = {
         node: [c["cluster"] for c in sorted(clusters, key=lambda c: c["level"])]
-        for node, clusters in _memberships(await graph.get_all_nodes()).items()
+        for node, clusters in _memberships(await graph.get_nodes_attributes(("clusters",))).items()
     }
     split_parents = {int(k): v for k, v in json.loads(await graph.get_graph_attribute(SPLIT_ATTRIBUTE) or "{}").items()}
     adjacency = await graph.get_adjacency()
@@ -259,7 +259,7 @@ async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full
 async def community_schema(graph: BaseGraphStorage) -> dict[str, CommunitySchema]:
     """Each community's level, nodes, internal edges, source chunks and sub-communities."""
     results: dict[str, dict[str, Any]] = {}
-    nodes = await graph.get_all_nodes()
+    nodes = await graph.get_nodes_attributes(("clusters", "source_id"))
     memberships = _memberships(nodes)
     for node, data in nodes:
         clusters = memberships.get(node)
@@ -281,7 +281,7 @@ async def community_schema(graph: BaseGraphStorage) -> dict[str, CommunitySchema
     # One pass over the edges: an edge is internal to each community both ends share.
     paths = {node: [str(c["cluster"]) for c in sorted(clusters, key=lambda c: c["level"])]
              for node, clusters in memberships.items()}
-    for a, b, _ in await graph.get_all_edges():
+    for a, b, _ in await graph.get_edges_attributes(()):
         path_a, path_b = paths.get(a), paths.get(b)
         if path_a and path_b:
             pair = edge_key(a, b)

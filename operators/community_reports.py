@@ -318,6 +318,10 @@ class SummariesInFlight(Protocol):
     async def settled(self) -> None: ...
 
 
+# Communities whose graph data is read together in the report stage.
+_LOAD_BATCH = 256
+
+
 class _GraphData:
     """Node and edge data for fingerprints and contexts, read from the graph as communities
     need it: the first reports go out while later communities' data is still unread."""
@@ -327,14 +331,17 @@ class _GraphData:
         self.nodes: dict[str, dict] = {}
         self.edges: dict[tuple[str, str], dict] = {}
 
-    async def load(self, community: CommunitySchema) -> None:
-        names = [n for n in dict.fromkeys(map(str, community.get("nodes") or [])) if n not in self.nodes]
+    async def load(self, *communities: CommunitySchema) -> None:
+        """Read what ``communities`` need and is not read yet: three batch reads for all of them
+        (a database store pays a round trip per read, not per community)."""
+        names = [n for n in dict.fromkeys(str(n) for c in communities for n in c.get("nodes") or [])
+                 if n not in self.nodes]
         if names:
             data = await self.graph.get_nodes_batch(names)
             degrees = await self.graph.node_degrees_batch(names)
             for name, d, degree in zip(names, data, degrees):
                 self.nodes[name] = {**(d or {}), "degree": int(degree or 0)}
-        pairs = [p for p in community_pairs(community) if p not in self.edges]
+        pairs = [p for p in dict.fromkeys(p for c in communities for p in community_pairs(c)) if p not in self.edges]
         if pairs:
             for (a, b), d in zip(pairs, await self.graph.get_edges_batch(pairs)):
                 rank = self.nodes.get(a, {}).get("degree", 0) + self.nodes.get(b, {}).get("degree", 0)
@@ -443,7 +450,6 @@ async def generate_community_reports(
     async def start(cid: str) -> None:
         nonlocal reused
         community = communities[cid]
-        await graph_data.load(community)
         fp = community_fingerprint(community, nodes, edges, digests)
         old = existing.get(cid)
         if not _reusable(old, fp, extractive):
@@ -476,19 +482,25 @@ async def generate_community_reports(
     todo: list[tuple[str, str]] = []
     reused = 0
     digests: dict[tuple, str] = {}
+    async def start_all(cids: list[str]) -> None:
+        # Read a batch's graph data at once, then start its communities: the first calls go
+        # out while later batches are still unread.
+        for i in range(0, len(cids), _LOAD_BATCH):
+            batch = cids[i : i + _LOAD_BATCH]
+            await graph_data.load(*(communities[c] for c in batch))
+            for cid in batch:
+                await start(cid)
+
     try:
         for cid in ordered:
             if summarising and touches_summaries(cid):
                 deferred.add(cid)
-            else:
-                await start(cid)
+        await start_all([c for c in ordered if c not in deferred])
         if deferred:
             assert in_flight is not None
             logger.info("Community reports: %d wait for summaries in flight", len(deferred))
             await in_flight.settled()
-            for cid in ordered:
-                if cid in deferred:
-                    await start(cid)
+            await start_all([c for c in ordered if c in deferred])
         if reused and on_progress:
             on_progress(reused)
         logger.info("Community reports: %d reused, %d to generate", reused, len(todo) + len(pending))

@@ -248,9 +248,18 @@ class BaseGraphStorage(StorageNameSpace):
         """Each edge once, as ``(one end, other end, attributes)``."""
         raise NotImplementedError(f"{type(self).__name__} cannot list its edges")
 
+    async def get_nodes_attributes(self, names: tuple[str, ...]) -> list[tuple[str, dict]]:
+        """Every node with only the attributes ``names`` it has: what clustering and the community
+        schema read of each node, without its description (a database sends less)."""
+        return [(node, {k: data[k] for k in names if k in data}) for node, data in await self.get_all_nodes()]
+
+    async def get_edges_attributes(self, names: tuple[str, ...]) -> list[tuple[str, str, dict]]:
+        """``get_all_edges`` with only the attributes ``names`` each edge has."""
+        return [(a, b, {k: data[k] for k in names if k in data}) for a, b, data in await self.get_all_edges()]
+
     async def get_adjacency(self) -> Mapping[str, Mapping[str, dict]]:
         """Every node -> {neighbour: edge attributes}, each edge seen from both ends."""
-        adjacency: dict[str, dict[str, dict]] = {node: {} for node, _ in await self.get_all_nodes()}
+        adjacency: dict[str, dict[str, dict]] = {node: {} for node, _ in await self.get_nodes_attributes(())}
         for a, b, data in await self.get_all_edges():
             adjacency[a][b] = adjacency[b][a] = data
         return adjacency

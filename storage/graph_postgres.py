@@ -16,10 +16,11 @@ def _ends(a: str, b: str) -> tuple[str, str]:
 
 @dataclass
 class PostgresGraphStorage(PostgresStore, BaseGraphStorage):
+    store_kind = "graph"
+
     def __post_init__(self) -> None:
-        names = {kind: self.db.table(self.namespace, kind) for kind in ("nodes", "edges", "attrs")}
-        self._names = names
-        self._tables = {kind: self.db.identifier(name) for kind, name in names.items()}
+        self._names = {kind: self.db.table(self.namespace, kind) for kind in ("nodes", "edges", "attrs")}
+        self._use_tables(**self._names)
 
     async def _ready(self) -> None:
         from psycopg import sql
@@ -33,21 +34,6 @@ class PostgresGraphStorage(PostgresStore, BaseGraphStorage):
                 self.db.identifier(self._names["edges"] + "_tgt"), t["edges"]),
             sql.SQL("CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY, value text NOT NULL)").format(t["attrs"]),
         ])
-
-    def _sql(self, query: str) -> Any:
-        from psycopg import sql
-
-        return sql.SQL(query).format(**self._tables)
-
-    async def _rows(self, query: str, params: tuple = ()) -> list[tuple]:
-        await self._ready()
-        async with self.db.connection() as conn:
-            return await (await conn.execute(self._sql(query), params)).fetchall()
-
-    async def _execute(self, query: str, params: tuple = ()) -> None:
-        await self._ready()
-        async with self._writing() as conn:
-            await conn.execute(self._sql(query), params)
 
     # ---------------------------------------------------------------- reads
 
@@ -124,6 +110,16 @@ class PostgresGraphStorage(PostgresStore, BaseGraphStorage):
 
     async def get_all_edges(self) -> list[tuple[str, str, dict]]:
         return [(a, b, data) for a, b, data in await self._rows("SELECT src, tgt, data FROM {edges}")]
+
+    async def get_nodes_attributes(self, names: tuple[str, ...]) -> list[tuple[str, dict]]:
+        rows = await self._rows("SELECT id, array(SELECT data->n FROM unnest(%s::text[]) AS n) FROM {nodes}",
+                                (list(names),))
+        return [(node, {k: v for k, v in zip(names, values) if v is not None}) for node, values in rows]
+
+    async def get_edges_attributes(self, names: tuple[str, ...]) -> list[tuple[str, str, dict]]:
+        rows = await self._rows("SELECT src, tgt, array(SELECT data->n FROM unnest(%s::text[]) AS n) FROM {edges}",
+                                (list(names),))
+        return [(a, b, {k: v for k, v in zip(names, values) if v is not None}) for a, b, values in rows]
 
     async def count_nodes(self) -> int:
         return (await self._rows("SELECT count(*) FROM {nodes}"))[0][0]

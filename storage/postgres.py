@@ -20,10 +20,10 @@ import os
 import re
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Optional
+from typing import Any, AsyncIterator, ClassVar, Optional
 
 from graphrag.config import GraphRAGConfig
-from graphrag.errors import ConfigurationError, StorageError, WorkingDirLockedError
+from graphrag.errors import ConfigurationError, StoreUnavailableError, WorkingDirLockedError
 
 from .base import BaseKVStorage
 
@@ -61,10 +61,12 @@ class PostgresDatabase:
     """One database and workspace as the stores of one config see it: a pool per event loop,
     and during a write the one connection whose transaction every store writes into."""
 
-    def __init__(self, dsn: str, workspace: str, lock_timeout: float) -> None:
+    def __init__(self, dsn: str, workspace: str, lock_timeout: float, connect_timeout: float = 10.0) -> None:
         require_extra("postgres", "psycopg", "psycopg_pool")
         self._dsn = dsn  # a secret: never logged or put in a message
         self.workspace = workspace
+        # How long a server that does not answer is waited for before it counts as down.
+        self._connect_timeout = max(1.0, float(connect_timeout))
         self._lock_timeout_ms = max(1, int(lock_timeout * 1000))
         self._pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future]" = (
             weakref.WeakKeyDictionary())
@@ -93,17 +95,23 @@ class PostgresDatabase:
             raise
 
     async def _open_pool(self) -> Any:
-        from psycopg_pool import AsyncConnectionPool, PoolTimeout
+        from psycopg_pool import AsyncConnectionPool
 
-        pool = AsyncConnectionPool(self._dsn, min_size=1, max_size=8, open=False,
-                                   kwargs={"autocommit": True}, timeout=30)
+        timeout = self._connect_timeout
+        pool = AsyncConnectionPool(self._dsn, min_size=1, max_size=8, open=False, timeout=timeout,
+                                   kwargs={"autocommit": True, "connect_timeout": int(timeout)})
         try:
-            await pool.open(wait=True, timeout=30)
-        except PoolTimeout:
+            await pool.open(wait=True, timeout=timeout)
+        except BaseException:
             await pool.close()
-            raise StorageError(f"cannot connect to PostgreSQL (workspace {self.workspace!r}); "
-                               f"check {DSN_ENV} or storage_options['dsn']") from None
+            raise
         return pool
+
+    def unreachable(self, store: str) -> StoreUnavailableError:
+        """The error for a server that cannot be reached (it names no host: the DSN is a secret)."""
+        return StoreUnavailableError(
+            f"cannot reach PostgreSQL for the {store} store (workspace {self.workspace!r}): check that the server "
+            f"runs and {DSN_ENV} or storage_options['dsn']", store=store)
 
     async def close(self) -> None:
         """Close this event loop's pool (a write in progress is rolled back first)."""
@@ -157,6 +165,10 @@ class PostgresDatabase:
             raise
         self._write = conn
 
+    @property
+    def writing_now(self) -> bool:
+        return self._write is not None
+
     async def commit(self) -> None:
         await self._end_write("COMMIT")
 
@@ -169,6 +181,9 @@ class PostgresDatabase:
             return
         try:
             await conn.execute(statement)
+        except Exception:
+            if statement == "COMMIT" or not conn.broken:
+                raise  # a lost connection's transaction is rolled back by the server already
         finally:
             opening = self._pools.get(asyncio.get_running_loop())
             if opening is not None and opening.done():
@@ -190,8 +205,11 @@ class PostgresDatabase:
         """One statement on a short-lived synchronous connection (checks made before a loop runs)."""
         import psycopg
 
-        with psycopg.connect(self._dsn, autocommit=True) as conn:
-            return conn.execute(query, params).fetchall()
+        try:
+            with psycopg.connect(self._dsn, autocommit=True, connect_timeout=int(self._connect_timeout)) as conn:
+                return conn.execute(query, params).fetchall()
+        except psycopg.OperationalError:
+            raise self.unreachable("vector") from None
 
 
 _databases: dict[int, PostgresDatabase] = {}
@@ -203,7 +221,8 @@ def database_for(config: GraphRAGConfig) -> PostgresDatabase:
     database = _databases.get(key)
     if database is None:
         dsn = config.storage_options.get("dsn") or os.environ.get(DSN_ENV) or ""  # "": libpq's PG* variables
-        database = _databases[key] = PostgresDatabase(dsn, workspace_of(config), config.lock_timeout)
+        database = _databases[key] = PostgresDatabase(dsn, workspace_of(config), config.lock_timeout,
+                                                      config.storage_options.get("connect_timeout", 10.0))
         weakref.finalize(config, _databases.pop, key, None)
     return database
 
@@ -214,10 +233,52 @@ class PostgresStore:
 
     # Upserts bypass the write and are durable at once (the LLM response cache).
     durable: bool = field(default=False, kw_only=True)
+    store_kind: ClassVar[str] = "kv"  # what StoreUnavailableError.store says
 
     @property
     def db(self) -> PostgresDatabase:
         return database_for(self.global_config)  # type: ignore[attr-defined]
+
+    def _use_tables(self, **tables: str) -> None:
+        """The table names ``{name}`` placeholders in this store's statements stand for."""
+        self._tables = {key: self.db.identifier(name) for key, name in tables.items()}
+        self._statements: dict[str, str] = {}
+
+    def _sql(self, query: str) -> str:
+        """``query`` with its table names filled in, composed once per store (composing costs
+        more than a small query's round trip)."""
+        statement = self._statements.get(query)
+        if statement is None:
+            from psycopg import sql
+
+            statement = self._statements[query] = sql.SQL(query).format(**self._tables).as_string(None)
+        return statement
+
+    async def _ready(self) -> None:
+        """Create the store's tables if this process has not yet."""
+
+    @contextlib.asynccontextmanager
+    async def _reaching(self) -> AsyncIterator[None]:
+        """A lost or refused connection becomes :class:`StoreUnavailableError` naming this store."""
+        from psycopg import OperationalError
+        from psycopg_pool import PoolTimeout
+
+        try:
+            yield
+        except (OperationalError, PoolTimeout, StoreUnavailableError):
+            raise self.db.unreachable(self.store_kind) from None
+
+    async def _rows(self, query: str, params: tuple = ()) -> list[tuple]:
+        async with self._reaching():
+            await self._ready()
+            async with self.db.connection() as conn:
+                return await (await conn.execute(self._sql(query), params)).fetchall()  # type: ignore[arg-type]
+
+    async def _execute(self, query: str, params: tuple = (), upsert: bool = False) -> None:
+        async with self._reaching():
+            await self._ready()
+            async with self._writing(upsert) as conn:
+                await conn.execute(self._sql(query), params)
 
     @contextlib.asynccontextmanager
     async def _writing(self, upsert: bool = False) -> AsyncIterator[Any]:
@@ -229,10 +290,12 @@ class PostgresStore:
             yield await self.db.writing()
 
     async def index_start_callback(self) -> None:
-        await self.db.writing()
+        async with self._reaching():
+            await self.db.writing()
 
     async def index_commit_callback(self) -> None:
-        await self.db.commit()
+        async with self._reaching():
+            await self.db.commit()
 
     async def index_abort_callback(self) -> None:
         await self.db.abort()
@@ -247,36 +310,51 @@ def dumps(value: Any) -> str:
 
 @dataclass
 class PostgresKVStorage(PostgresStore, BaseKVStorage):
-    """A namespace as a table of ``id text primary key, value jsonb``."""
+    """A namespace as a table of ``id text primary key, value jsonb``.
+
+    A ``cached`` store (one queries read by record: reports, chunks) keeps the records it
+    read, valid while the table's version, bumped in every write's transaction, stays the
+    same: a global query reads every report, and decoding them again each time would cost
+    more than the rest of the query.
+    """
+
+    cached: bool = field(default=False, kw_only=True)
 
     def __post_init__(self) -> None:
         self._name = self.db.table(self.namespace, "kv")
-        self._table = self.db.identifier(self._name)
+        self._use_tables(table=self._name, versions=f"graphrag_{self.db.workspace}_versions")
+        self._cache: dict[str, Any] = {}
+        self._cache_version: Optional[int] = None
 
     @classmethod
     def options_for(cls, *, read_by_record: bool = False, durable_upserts: bool = False) -> dict[str, Any]:
-        return {"durable": durable_upserts}
+        return {"durable": durable_upserts, "cached": read_by_record and not durable_upserts}
 
     async def _ready(self) -> None:
         from psycopg import sql
 
         await self.db.ensure_table(self._name, [
-            sql.SQL("CREATE TABLE IF NOT EXISTS {} (id text PRIMARY KEY, value jsonb NOT NULL)").format(self._table)])
-
-    async def _rows(self, query: str, params: tuple = ()) -> list[tuple]:
-        from psycopg import sql
-
-        await self._ready()
-        async with self.db.connection() as conn:
-            cursor = await conn.execute(sql.SQL(query).format(table=self._table), params)
-            return await cursor.fetchall()
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} (id text PRIMARY KEY, value jsonb NOT NULL)").format(
+                self._tables["table"]),
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY, version bigint NOT NULL)").format(
+                self._tables["versions"])])
 
     async def _execute(self, query: str, params: tuple = (), upsert: bool = False) -> None:
-        from psycopg import sql
+        await super()._execute(query, params, upsert)
+        if self.cached:
+            await super()._execute("INSERT INTO {versions} (name, version) VALUES (%s, 1) ON CONFLICT (name) "
+                                   "DO UPDATE SET version = {versions}.version + 1", (self._name,))
 
-        await self._ready()
-        async with self._writing(upsert) as conn:
-            await conn.execute(sql.SQL(query).format(table=self._table), params)
+    async def _cache_valid(self) -> bool:
+        """Whether the records kept may be served: not during a write (it sees its own
+        changes), and only while the table is at the version they were read at."""
+        if not self.cached or self.db.writing_now:
+            return False
+        rows = await self._rows("SELECT version FROM {versions} WHERE name = %s", (self._name,))
+        version = rows[0][0] if rows else 0
+        if version != self._cache_version:
+            self._cache, self._cache_version = {}, version
+        return True
 
     async def all_keys(self) -> list[str]:
         return [k for (k,) in await self._rows("SELECT id FROM {table} ORDER BY id")]
@@ -288,7 +366,14 @@ class PostgresKVStorage(PostgresStore, BaseKVStorage):
     async def get_by_ids(self, ids: list[str], fields: Optional[set[str]] = None) -> list[Optional[Any]]:
         if not ids:
             return []
-        found = dict(await self._rows("SELECT id, value FROM {table} WHERE id = ANY(%s)", (list(ids),)))
+        if await self._cache_valid():
+            missing = [i for i in ids if i not in self._cache]
+            if missing:
+                self._cache.update(dict.fromkeys(missing))
+                self._cache.update(await self._rows("SELECT id, value FROM {table} WHERE id = ANY(%s)", (missing,)))
+            found = {i: self._cache[i] for i in ids if self._cache[i] is not None}
+        else:
+            found = dict(await self._rows("SELECT id, value FROM {table} WHERE id = ANY(%s)", (list(ids),)))
         if fields is not None:
             found = {k: {f: v for f, v in r.items() if f in fields} for k, r in found.items()}
         return [found.get(i) for i in ids]

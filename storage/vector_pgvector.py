@@ -8,6 +8,7 @@ from typing import Any, Optional
 import numpy as np
 
 from graphrag.config import GraphRAGConfig
+from graphrag.errors import StoreUnavailableError
 
 from .base import BaseVectorStorage
 from .postgres import PostgresStore, database_for, dumps
@@ -21,11 +22,13 @@ def _literal(vector: np.ndarray) -> str:
 
 @dataclass
 class PGVectorStorage(PostgresStore, BaseVectorStorage):
+    store_kind = "vector"
+
     def __post_init__(self) -> None:
         if self.embedding_func is None:
             raise ValueError(f"vector store '{self.namespace}' needs an embedding function")
         self._name = self.db.table(self.namespace, "vectors")
-        self._table = self.db.identifier(self._name)
+        self._use_tables(table=self._name)
         self._threshold = self.global_config.vector_db_storage_cls_kwargs.get(
             "query_better_than_threshold", self.global_config.query_better_than_threshold)
         self._batch = self.global_config.embedding_batch_num
@@ -37,25 +40,10 @@ class PGVectorStorage(PostgresStore, BaseVectorStorage):
         await self.db.ensure_table(self._name, [
             sql.SQL("CREATE EXTENSION IF NOT EXISTS vector"),
             sql.SQL("CREATE TABLE IF NOT EXISTS {} (id text PRIMARY KEY, meta jsonb NOT NULL, "
-                    "embedding vector({}) NOT NULL)").format(self._table, sql.Literal(dim)),
+                    "embedding vector({}) NOT NULL)").format(self._tables["table"], sql.Literal(dim)),
             sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)").format(
-                self.db.identifier(self._name + "_hnsw"), self._table),
+                self.db.identifier(self._name + "_hnsw"), self._tables["table"]),
         ])
-
-    async def _rows(self, query: str, params: tuple = ()) -> list[tuple]:
-        from psycopg import sql
-
-        await self._ready()
-        async with self.db.connection() as conn:
-            cursor = await conn.execute(sql.SQL(query).format(table=self._table), params)
-            return await cursor.fetchall()
-
-    async def _execute(self, query: str, params: tuple = ()) -> None:
-        from psycopg import sql
-
-        await self._ready()
-        async with self._writing() as conn:
-            await conn.execute(sql.SQL(query).format(table=self._table), params)
 
     async def _embed(self, contents: list[str]) -> np.ndarray:
         batches = [contents[i : i + self._batch] for i in range(0, len(contents), self._batch)]
@@ -77,15 +65,17 @@ class PGVectorStorage(PostgresStore, BaseVectorStorage):
         if top_k <= 0:
             return []
         vector = _literal((await self._embed([query]))[0])
-        from psycopg import sql
+        async with self._reaching():
+            return await self._nearest(vector, top_k)
 
+    async def _nearest(self, vector: str, top_k: int) -> list[dict[str, Any]]:
         await self._ready()
         async with self.db.connection() as conn:
             # The HNSW search keeps ef_search candidates: at least top_k of them (1000 at most).
             await conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(min(max(40, top_k), 1000)),))
-            cursor = await conn.execute(sql.SQL(
-                "SELECT id, meta, 1 - (embedding <=> %s::vector) FROM {} ORDER BY embedding <=> %s::vector LIMIT %s"
-            ).format(self._table), (vector, vector, top_k))
+            cursor = await conn.execute(self._sql(  # type: ignore[arg-type]
+                "SELECT id, meta, 1 - (embedding <=> %s::vector) FROM {table} ORDER BY embedding <=> %s::vector "
+                "LIMIT %s"), (vector, vector, top_k))
             rows = await cursor.fetchall()
         return [{**meta, "id": id, "distance": float(similarity)}
                 for id, meta, similarity in rows if similarity >= self._threshold]
@@ -119,8 +109,13 @@ class PGVectorStorage(PostgresStore, BaseVectorStorage):
     def check_compatible(cls, global_config: GraphRAGConfig, namespace: str, embedding_dim: int) -> None:
         db = database_for(global_config)
         name = db.table(namespace, "vectors")
-        stored = db.sync_query(
-            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'embedding'", (name,))
+        try:
+            stored = db.sync_query(
+                "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'embedding'",
+                (name,))
+        except StoreUnavailableError:
+            return  # checked when the server is back; until then queries answer without vectors
+
         if stored and stored[0][0] > 0 and stored[0][0] != embedding_dim:
             raise EmbeddingDimensionError(
                 f"PostgreSQL table {name!r} holds {stored[0][0]}-dimensional vectors but the configured embedding "

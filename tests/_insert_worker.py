@@ -11,7 +11,8 @@ child's pid on stdout. The child writes its stats to ``JOB["stats_path"]`` (or a
 
 JOB.json: {"working_dir": ..., "docs": [...], "url": LLM base URL or null,
 "extraction": "llm"|"nlp", "lock_timeout": seconds, "max_async": int, "marker": path or null,
-"slow_replace": seconds, "stats_path": path, "error_path": path}.
+"slow_replace": seconds, "stats_path": path, "error_path": path, "storage": {...} or absent}.
+``storage``: GraphRAG keywords choosing the backends (kv_storage=..., storage_options=...).
 
 ``marker``: lines are appended to this file so the parent can time a kill: ``ready`` when the
 insert is about to start, ``replace NAME`` right before each ``os.replace`` onto NAME (with
@@ -72,6 +73,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         extraction=job.get("extraction", "llm"),
         lock_timeout=float(job.get("lock_timeout", 60)),
         show_progress=False,
+        **job.get("storage", {}),
     )
     if job.get("url"):
         max_async = int(job.get("max_async", 4))

