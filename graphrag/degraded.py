@@ -62,10 +62,11 @@ class _WithReplaced:
 
 def _fallback(mode: str, down: str, stores: Any) -> Optional[tuple[str, Any, str]]:
     """(mode, stores, how) to answer with while the ``down`` store is unreachable; None if none."""
-    if down == "graph" and mode == "local" and stores.chunks_vdb is not None:
+    if down == "graph" and mode in ("local", "hybrid") and stores.chunks_vdb is not None:
         return "naive", stores, "in naive mode from the text chunks"
-    if down == "vector" and mode in ("local", "naive"):
-        return "local", _WithReplaced(stores, entities_vdb=EntitiesByName(stores.graph)), (
+    if down == "vector" and mode in ("local", "naive", "hybrid"):
+        # No chunk vectors either: local keeps its Sources in graph order (no walk).
+        return "local", _WithReplaced(stores, entities_vdb=EntitiesByName(stores.graph), chunks_vdb=None), (
             "from the graph, through the entity names in the question")
     return None
 
