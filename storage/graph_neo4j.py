@@ -18,9 +18,12 @@ The Cypher used is what Neo4j and FalkorDB both accept (no ``shortestPath``, no
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import os
-import weakref
+import re
+import threading
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Union
 
@@ -34,7 +37,11 @@ logger = logging.getLogger(__name__)
 
 URI_ENV, USER_ENV, PASSWORD_ENV, DATABASE_ENV = (
     "GRAPHRAG_NEO4J_URI", "GRAPHRAG_NEO4J_USER", "GRAPHRAG_NEO4J_PASSWORD", "GRAPHRAG_NEO4J_DATABASE")
-BATCH = 1000  # rows per UNWIND statement
+# Bytes of rows per UNWIND statement. FalkorDB's Bolt listener (4.16) crashes on a message
+# over about 4 KB, so statements stay under that and longer strings are sent in pieces.
+MESSAGE_BUDGET = 3000
+PIECE = 480  # characters of a long string per statement (at most 4 bytes each in UTF-8)
+_PROPERTY_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MISSING: Any = object()
 
 Pair = tuple[str, str]
@@ -44,9 +51,47 @@ def _ends(a: str, b: str) -> Pair:
     return (a, b) if a <= b else (b, a)
 
 
-def _batches(rows: list, size: int = BATCH) -> Iterable[list]:
-    for i in range(0, len(rows), size):
-        yield rows[i : i + size]
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+
+
+def _batches(rows: list) -> Iterable[list]:
+    """``rows`` in consecutive batches of at most ``MESSAGE_BUDGET`` bytes (a larger row alone)."""
+    batch: list = []
+    size = 0
+    for row in rows:
+        row_size = _size(row)
+        if batch and size + row_size > MESSAGE_BUDGET:
+            yield batch
+            batch, size = [], 0
+        batch.append(row)
+        size += row_size
+    if batch:
+        yield batch
+
+
+def _escaped(value: Any) -> Any:
+    """Strings as FalkorDB's Bolt listener needs them to arrive intact (see ``_escapes_strings``)."""
+    if isinstance(value, str):
+        return value.replace("\\", "\\\\").replace("'", "\\'")
+    if isinstance(value, dict):
+        return {k: _escaped(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_escaped(v) for v in value]
+    return value
+
+
+def _split_long_strings(data: dict) -> tuple[dict, list[tuple[str, str]]]:
+    """``data`` with each long string cut to its first piece, and the (key, piece) appends that
+    rebuild them (keys must be plain identifiers: they are written into the statement)."""
+    head, rest = dict(data), []
+    for key, value in data.items():
+        if isinstance(value, str) and len(value) > PIECE:
+            if not _PROPERTY_KEY.fullmatch(key):
+                raise StorageError(f"attribute name {key!r} cannot hold a value this long in the graph store")
+            head[key] = value[:PIECE]
+            rest += [(key, value[i : i + PIECE]) for i in range(PIECE, len(value), PIECE)]
+    return head, rest
 
 
 class PendingGraph:
@@ -122,45 +167,67 @@ class PendingGraph:
 
 
 class _Connection:
-    """The driver of one config on each event loop (the async driver belongs to its loop)."""
+    """One driver per server, user and database for the whole process, as the driver is meant
+    to be used: its pool keeps connections open across calls and event loops (the synchronous
+    driver, run off the loop, belongs to none). It also spares FalkorDB's Bolt listener
+    (4.16) the closed connections after which it crashes."""
 
     def __init__(self, uri: str, auth: Optional[tuple[str, str]], database: Optional[str]) -> None:
         require_extra("neo4j", "neo4j")
-        self.uri, self._auth, self.database = uri, auth, database  # auth is a secret: never logged
-        self._drivers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = weakref.WeakKeyDictionary()
+        from neo4j import GraphDatabase
+
+        self.database = database
+        self.driver = GraphDatabase.driver(uri, auth=auth)  # auth is a secret: never logged
         self.indexed: set[str] = set()
+        self._escape: Optional[bool] = None
+        self._probe_lock = threading.Lock()
 
-    def driver(self) -> Any:
-        loop = asyncio.get_running_loop()
-        driver = self._drivers.get(loop)
-        if driver is None:
-            from neo4j import AsyncGraphDatabase
+    def _escapes_strings(self) -> bool:
+        """Whether string parameters must be escaped: FalkorDB's Bolt listener (4.16) splices them
+        into a quoted literal unescaped (``'`` breaks the statement, ``\\b`` becomes a backspace),
+        and it reports itself as Neo4j, so a probe tells: does a parameter come back as sent?"""
+        with self._probe_lock:
+            if self._escape is None:
+                probe = "a\\'b"
+                with self.driver.session(database=self.database) as session:
+                    self._escape = session.run("RETURN $probe", {"probe": probe}).single()[0] != probe
+            return self._escape
 
-            driver = self._drivers[loop] = AsyncGraphDatabase.driver(self.uri, auth=self._auth)
-        return driver
+    def run(self, statements: list[tuple[str, dict]], write: bool = False) -> list[list[Any]]:
+        """Run statements in one session (one transaction if ``write``); the last one's rows."""
+        from neo4j.exceptions import ServiceUnavailable
 
-    async def close(self) -> None:
-        driver = self._drivers.pop(asyncio.get_running_loop(), None)
-        if driver is not None:
-            await driver.close()
+        try:
+            if self._escapes_strings():
+                statements = [(query, _escaped(params)) for query, params in statements]
+            with self.driver.session(database=self.database) as session:
+                if not write:
+                    return [session.run(query, params).values() for query, params in statements][-1]
+                with session.begin_transaction() as tx:
+                    for query, params in statements:
+                        tx.run(query, params).consume()
+                    tx.commit()
+                return []
+        except ServiceUnavailable:
+            raise StorageError(f"cannot reach the graph database; check {URI_ENV} or "
+                               "storage_options['neo4j_uri']") from None
 
 
-_connections: dict[int, _Connection] = {}
+_connections: dict[tuple, _Connection] = {}
+_connections_lock = threading.Lock()
 
 
 def connection_for(config: GraphRAGConfig) -> _Connection:
-    key = id(config)
-    connection = _connections.get(key)
-    if connection is None:
-        options = config.storage_options
-        user = options.get("neo4j_user") or os.environ.get(USER_ENV)
-        password = options.get("neo4j_password") or os.environ.get(PASSWORD_ENV) or ""
-        connection = _connections[key] = _Connection(
-            options.get("neo4j_uri") or os.environ.get(URI_ENV) or "bolt://localhost:7687",
-            (user, password) if user else None,
-            options.get("neo4j_database") or os.environ.get(DATABASE_ENV) or None)
-        weakref.finalize(config, _connections.pop, key, None)
-    return connection
+    options = config.storage_options
+    user = options.get("neo4j_user") or os.environ.get(USER_ENV)
+    password = options.get("neo4j_password") or os.environ.get(PASSWORD_ENV) or ""
+    uri = options.get("neo4j_uri") or os.environ.get(URI_ENV) or "bolt://localhost:7687"
+    database = options.get("neo4j_database") or os.environ.get(DATABASE_ENV) or None
+    key = (uri, user, hashlib.sha256(password.encode()).hexdigest(), database)
+    with _connections_lock:
+        if key not in _connections:
+            _connections[key] = _Connection(uri, (user, password) if user else None, database)
+        return _connections[key]
 
 
 @dataclass
@@ -179,16 +246,14 @@ class Neo4jGraphStorage(BaseGraphStorage):
         return query.replace("$N", f"`{self._node_label}`").replace("$A", f"`{self._attribute_label}`")
 
     async def _run(self, query: str, **params: Any) -> list[list[Any]]:
-        from neo4j.exceptions import ServiceUnavailable
-
+        """Rows of one read; a statement over ``$rows`` runs once per batch of them."""
         await self._ensure_indexes()
-        try:
-            async with self._connection.driver().session(database=self._connection.database) as session:
-                result = await session.run(self._cypher(query), params)
-                return await result.values()
-        except ServiceUnavailable:
-            raise StorageError(f"cannot reach the graph database (workspace label {self._node_label!r}); "
-                               f"check {URI_ENV} or storage_options['neo4j_uri']") from None
+        if "rows" not in params:
+            return await asyncio.to_thread(self._connection.run, [(self._cypher(query), params)])
+        found: list[list[Any]] = []
+        for batch in _batches(params.pop("rows")):
+            found += await asyncio.to_thread(self._connection.run, [(self._cypher(query), {**params, "rows": batch})])
+        return found
 
     async def _ensure_indexes(self) -> None:
         """An index on entity names and attribute names, created once per process. Neo4j takes
@@ -203,8 +268,7 @@ class Neo4jGraphStorage(BaseGraphStorage):
                               f"CREATE INDEX FOR (n:`{label}`) ON (n.{key})",
                               f"CREATE INDEX ON :`{label}`({key})"):
                 try:
-                    async with self._connection.driver().session(database=self._connection.database) as session:
-                        await (await session.run(statement)).consume()
+                    await asyncio.to_thread(self._connection.run, [(statement, {})])
                     break
                 except Neo4jError:
                     continue  # another dialect, or the index exists already
@@ -212,20 +276,20 @@ class Neo4jGraphStorage(BaseGraphStorage):
     # ---------------------------------------------------------------- stored reads
 
     async def _stored_nodes(self, ids: list[str]) -> dict[str, dict]:
-        rows = await self._run("UNWIND $ids AS id MATCH (n:$N {_id: id}) RETURN id, properties(n)", ids=ids)
+        rows = await self._run("UNWIND $rows AS id MATCH (n:$N {_id: id}) RETURN id, properties(n)", rows=ids)
         return {id: _attributes(props) for id, props in rows}
 
     async def _stored_neighbours(self, ids: list[str]) -> dict[str, set[str]]:
-        rows = await self._run("UNWIND $ids AS id MATCH (n:$N {_id: id})-[:RELATED]-(m:$N) RETURN id, m._id",
-                               ids=ids)
+        rows = await self._run("UNWIND $rows AS id MATCH (n:$N {_id: id})-[:RELATED]-(m:$N) RETURN id, m._id",
+                               rows=ids)
         found: dict[str, set[str]] = {n: set() for n in ids}
         for node, other in rows:
             found[node].add(other)
         return found
 
     async def _stored_edges(self, pairs: list[Pair]) -> dict[Pair, dict]:
-        rows = await self._run("UNWIND $pairs AS p MATCH (a:$N {_id: p[0]})-[r:RELATED]->(b:$N {_id: p[1]}) "
-                               "RETURN a._id, b._id, properties(r)", pairs=[list(p) for p in pairs])
+        rows = await self._run("UNWIND $rows AS p MATCH (a:$N {_id: p[0]})-[r:RELATED]->(b:$N {_id: p[1]}) "
+                               "RETURN a._id, b._id, properties(r)", rows=[list(p) for p in pairs])
         return {(a, b): props for a, b, props in rows}
 
     # ---------------------------------------------------------------- reads (through the write)
@@ -276,8 +340,8 @@ class Neo4jGraphStorage(BaseGraphStorage):
             return []
         if self._pending:
             return [len(edges) for edges in await self.get_nodes_edges_batch(node_ids)]
-        rows = await self._run("UNWIND $ids AS id MATCH (n:$N {_id: id})-[r:RELATED]-() RETURN id, count(r)",
-                               ids=list(dict.fromkeys(node_ids)))
+        rows = await self._run("UNWIND $rows AS id MATCH (n:$N {_id: id})-[r:RELATED]-() RETURN id, count(r)",
+                               rows=list(dict.fromkeys(node_ids)))
         degrees = dict(rows)
         return [degrees.get(n, 0) for n in node_ids]
 
@@ -340,30 +404,37 @@ class Neo4jGraphStorage(BaseGraphStorage):
             return
         gone = [list(p) for p, entry in pending.edges.items()
                 if (entry is None or entry[0]) and p[0] not in pending.wiped and p[1] not in pending.wiped]
-        nodes = [{"id": n, "data": entry[1]} for n, entry in pending.nodes.items() if entry is not None]
-        edges = [{"a": a, "b": b, "data": entry[1]} for (a, b), entry in pending.edges.items() if entry is not None]
+        appends: list[tuple[str, dict]] = []  # the rest of long strings, after their first piece
+
+        def cut(data: dict, match: str, **where: str) -> dict:
+            head, rest = _split_long_strings(data)
+            appends.extend((f"{match} SET x.`{key}` = x.`{key}` + $piece", {**where, "piece": piece})
+                           for key, piece in rest)
+            return head
+
+        nodes = [{"id": n, "data": cut(entry[1], "MATCH (x:$N {_id: $id})", id=n)}
+                 for n, entry in pending.nodes.items() if entry is not None]
+        edges = [{"a": a, "b": b, "data": cut(entry[1], "MATCH (:$N {_id: $a})-[x:RELATED]->(:$N {_id: $b})", a=a, b=b)}
+                 for (a, b), entry in pending.edges.items() if entry is not None]
+        attributes = [{"name": name, "value": cut({"value": value}, "MATCH (x:$A {name: $name})", name=name)["value"]}
+                      for name, value in pending.attributes.items()]
         statements = [
             ("UNWIND $rows AS id MATCH (n:$N {_id: id}) DETACH DELETE n", sorted(pending.wiped)),
             ("UNWIND $rows AS p MATCH (:$N {_id: p[0]})-[r:RELATED]->(:$N {_id: p[1]}) DELETE r", gone),
             ("UNWIND $rows AS row MERGE (n:$N {_id: row.id}) SET n += row.data", nodes),
             ("UNWIND $rows AS row MATCH (a:$N {_id: row.a}) MATCH (b:$N {_id: row.b}) "
              "MERGE (a)-[r:RELATED]->(b) SET r += row.data", edges),
-            ("UNWIND $rows AS row MERGE (g:$A {name: row.name}) SET g.value = row.value",
-             [{"name": k, "value": v} for k, v in pending.attributes.items()]),
+            ("UNWIND $rows AS row MERGE (g:$A {name: row.name}) SET g.value = row.value", attributes),
         ]
         await self._ensure_indexes()
-        async with self._connection.driver().session(database=self._connection.database) as session:
-            async with await session.begin_transaction() as tx:
-                for statement, rows in statements:
-                    for batch in _batches(rows):
-                        await (await tx.run(self._cypher(statement), rows=batch)).consume()
-                await tx.commit()
+        await asyncio.to_thread(self._connection.run, [
+            *((self._cypher(statement), {"rows": batch}) for statement, rows in statements for batch in _batches(rows)),
+            *((self._cypher(statement), params) for statement, params in appends),
+        ], True)
 
     async def index_abort_callback(self) -> None:
         self._pending = PendingGraph()
 
-    async def close(self) -> None:
-        await self._connection.close()
 
 
 def _attributes(properties: dict) -> dict:
