@@ -40,7 +40,7 @@ URI_ENV, USER_ENV, PASSWORD_ENV, DATABASE_ENV = (
 # Bytes of rows per UNWIND statement. FalkorDB's Bolt listener (4.16) crashes on a message
 # over about 4 KB, so statements stay under that and longer strings are sent in pieces.
 MESSAGE_BUDGET = 3000
-PIECE = 480  # characters of a long string per statement (at most 4 bytes each in UTF-8)
+PIECE = 240  # characters of a long string per statement (at most 12 bytes each as \\u escapes)
 _PROPERTY_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MISSING: Any = object()
 
@@ -52,7 +52,7 @@ def _ends(a: str, b: str) -> Pair:
 
 
 def _size(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    return len(json.dumps(value))  # as ASCII escapes: the larger of the two forms sent
 
 
 def _batches(rows: list) -> Iterable[list]:
@@ -70,15 +70,25 @@ def _batches(rows: list) -> Iterable[list]:
         yield batch
 
 
-def _escaped(value: Any) -> Any:
-    """Strings as FalkorDB's Bolt listener needs them to arrive intact (see ``_escapes_strings``)."""
+def _mapped(value: Any, strings: Any) -> Any:
     if isinstance(value, str):
-        return value.replace("\\", "\\\\").replace("'", "\\'")
+        return strings(value)
     if isinstance(value, dict):
-        return {k: _escaped(v) for k, v in value.items()}
+        return {k: _mapped(v, strings) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_escaped(v) for v in value]
+        return [_mapped(v, strings) for v in value]
     return value
+
+
+def _escaped(value: Any) -> Any:
+    """Strings as FalkorDB's Bolt listener needs them (see ``_escapes_strings``): stored as ASCII
+    (``\\u`` escapes, per character, so pieces of a string concatenate to the whole), then
+    escaped for the quoted literal the listener splices them into."""
+    return _mapped(value, lambda s: json.dumps(s)[1:-1].replace("\\", "\\\\").replace("'", "\\'"))
+
+
+def _unescaped(value: Any) -> Any:
+    return _mapped(value, lambda s: json.loads(f'"{s}"'))
 
 
 def _split_long_strings(data: dict) -> tuple[dict, list[tuple[str, str]]]:
@@ -183,9 +193,10 @@ class _Connection:
         self._probe_lock = threading.Lock()
 
     def _escapes_strings(self) -> bool:
-        """Whether string parameters must be escaped: FalkorDB's Bolt listener (4.16) splices them
-        into a quoted literal unescaped (``'`` breaks the statement, ``\\b`` becomes a backspace),
-        and it reports itself as Neo4j, so a probe tells: does a parameter come back as sent?"""
+        """Whether strings must be escaped: FalkorDB's Bolt listener (4.16) splices string parameters
+        into a quoted literal unescaped (``'`` breaks the statement, ``\\b`` becomes a backspace)
+        and garbles long non-ASCII strings it returns. It reports itself as Neo4j, so a probe
+        tells: does a parameter come back as sent?"""
         with self._probe_lock:
             if self._escape is None:
                 probe = "a\\'b"
@@ -198,11 +209,13 @@ class _Connection:
         from neo4j.exceptions import ServiceUnavailable
 
         try:
-            if self._escapes_strings():
+            escape = self._escapes_strings()
+            if escape:
                 statements = [(query, _escaped(params)) for query, params in statements]
             with self.driver.session(database=self.database) as session:
                 if not write:
-                    return [session.run(query, params).values() for query, params in statements][-1]
+                    rows = [session.run(query, params).values() for query, params in statements][-1]
+                    return _unescaped(rows) if escape else rows
                 with session.begin_transaction() as tx:
                     for query, params in statements:
                         tx.run(query, params).consume()

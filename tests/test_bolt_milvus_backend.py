@@ -168,7 +168,7 @@ def test_the_knowledge_graph_api_reads_the_bolt_graph(make_rag):
 
 def test_workspaces_are_apart_values_arrive_intact_and_names_are_validated(tmp_path, neo4j_options):
     hostile = "x'}) DETACH DELETE n // \\b \\' é🌍"
-    long_text = "".join(f"{i} words, 'quoted' and \\ more; " for i in range(600))  # ~20 KB
+    long_text = "".join(f"{i} words, 'quoted' and \\ more, മലയാളം 🌍; " for i in range(600))  # ~30 KB
     options = {**neo4j_options, "milvus_uri": str(tmp_path / "m.db")}
     first = GraphRAGConfig(working_dir=str(tmp_path / "a"), **BOLT_MILVUS, storage_options=options)
     other = GraphRAGConfig(working_dir=str(tmp_path / "b"), **BOLT_MILVUS,
