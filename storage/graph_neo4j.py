@@ -407,6 +407,13 @@ class Neo4jGraphStorage(BaseGraphStorage):
     async def delete_edge(self, source_node_id: str, target_node_id: str) -> None:
         self._pending.delete_edge(_ends(source_node_id, target_node_id))
 
+    async def set_node_clusters(self, clusters: dict[str, str]) -> None:
+        """Only the memberships that change are written (a re-clustering mostly keeps them)."""
+        for node, data in await self.get_all_nodes():
+            wanted = clusters.get(node, "")
+            if (data.get("clusters") or "") != wanted:
+                await self.upsert_node(node, {"clusters": wanted})
+
     async def set_graph_attribute(self, name: str, value: str) -> None:
         self._pending.attributes[name] = value
 
