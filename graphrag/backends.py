@@ -22,10 +22,12 @@ _BACKENDS: dict[str, dict[str, tuple[str, Optional[str], tuple[str, ...]]]] = {
     "vector": {
         "nano": ("graphrag.storage.vector_nano:NanoVectorDBStorage", None, ()),
         "pgvector": ("graphrag.storage.vector_pgvector:PGVectorStorage", "postgres", ("psycopg", "psycopg_pool")),
+        "milvus": ("graphrag.storage.vector_milvus:MilvusVectorStorage", "milvus", ("pymilvus",)),
     },
     "graph": {
         "networkx": ("graphrag.storage.graph_networkx:NetworkXStorage", None, ()),
         "postgres": ("graphrag.storage.graph_postgres:PostgresGraphStorage", "postgres", ("psycopg", "psycopg_pool")),
+        "neo4j": ("graphrag.storage.graph_neo4j:Neo4jGraphStorage", "neo4j", ("neo4j",)),
     },
 }
 ENV_VARS = {"kv": "GRAPHRAG_KV_STORAGE", "vector": "GRAPHRAG_VECTOR_STORAGE", "graph": "GRAPHRAG_GRAPH_STORAGE"}

@@ -66,6 +66,11 @@ environment:
   OPENAI_API_KEY, OPENAI_BASE_URL  the LLM endpoint (any OpenAI-compatible server)
   GRAPHRAG_POSTGRES_DSN            PostgreSQL connection string for the postgres and
                                    pgvector stores (or libpq's PGHOST, PGUSER, ...)
+  GRAPHRAG_NEO4J_URI, GRAPHRAG_NEO4J_USER, GRAPHRAG_NEO4J_PASSWORD, GRAPHRAG_NEO4J_DATABASE
+                                   the Bolt server of the neo4j graph store
+  GRAPHRAG_MILVUS_URI, GRAPHRAG_MILVUS_TOKEN
+                                   Milvus for the milvus vector store (default: Milvus
+                                   Lite on milvus.db in the working dir)
   GRAPHRAG_KV_STORAGE, GRAPHRAG_VECTOR_STORAGE, GRAPHRAG_GRAPH_STORAGE, GRAPHRAG_WORKSPACE
                                    the same as the --*-storage and --workspace flags
   GRAPHRAG_EMBEDDING=hash          use a fast fake embedding (384-dim, no model) instead

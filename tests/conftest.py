@@ -53,3 +53,21 @@ def postgres_uri() -> Iterator[str]:
 def postgres_options(postgres_uri: str) -> dict[str, str]:
     """``storage_options`` for a workspace of this test's own."""
     return {"dsn": postgres_uri, "workspace": database_servers.next_workspace()}
+
+
+@pytest.fixture(scope="session")
+def falkordb_uri() -> Iterator[str]:
+    """A real FalkorDB, reached over Bolt by the ``neo4j`` driver, for the whole session."""
+    yield from database_servers.falkordb_server()
+
+
+@pytest.fixture
+def neo4j_options(falkordb_uri: str) -> dict[str, str]:
+    """``storage_options`` for the Bolt graph store in a workspace of this test's own."""
+    return {"neo4j_uri": falkordb_uri, "workspace": database_servers.next_workspace()}
+
+
+@pytest.fixture
+def milvus_options(tmp_path) -> dict[str, str]:
+    """``storage_options`` for the Milvus store: Milvus Lite on a file of this test's own."""
+    return {"milvus_uri": str(tmp_path / "milvus.db"), "workspace": database_servers.next_workspace()}

@@ -24,8 +24,10 @@ from graphrag.storage import (
     NanoVectorDBStorage,
     NetworkXStorage,
 )
+from graphrag.storage.graph_neo4j import Neo4jGraphStorage
 from graphrag.storage.graph_postgres import PostgresGraphStorage
 from graphrag.storage.postgres import PostgresKVStorage
+from graphrag.storage.vector_milvus import MilvusVectorStorage
 from graphrag.storage.vector_pgvector import PGVectorStorage
 from graphrag.stores import Stores
 
@@ -56,8 +58,11 @@ DURABLE_UPSERTS.add("postgres-durable")
 VECTOR_BACKENDS["pgvector"] = lambda config, ns: PGVectorStorage(
     namespace=ns, global_config=config, embedding_func=hash_embedding(32), meta_fields={"name"})
 GRAPH_BACKENDS["postgres"] = lambda config, ns: PostgresGraphStorage(namespace=ns, global_config=config)
+GRAPH_BACKENDS["neo4j"] = lambda config, ns: Neo4jGraphStorage(namespace=ns, global_config=config)
+VECTOR_BACKENDS["milvus"] = lambda config, ns: MilvusVectorStorage(
+    namespace=ns, global_config=config, embedding_func=hash_embedding(32), meta_fields={"name"})
 SERVER_OPTIONS = {"postgres": "postgres_options", "postgres-durable": "postgres_options",
-                  "pgvector": "postgres_options"}
+                  "pgvector": "postgres_options", "neo4j": "neo4j_options", "milvus": "milvus_options"}
 
 
 def backend_config(request: Any, config: GraphRAGConfig) -> GraphRAGConfig:

@@ -1,0 +1,242 @@
+"""Vectors in Milvus through ``pymilvus``: the same client code serves Milvus Lite (a local
+file, the default: ``milvus.db`` in the working dir), a Milvus server and a cluster
+(``storage_options["milvus_uri"]`` or ``GRAPHRAG_MILVUS_URI``, with ``milvus_token`` /
+``GRAPHRAG_MILVUS_TOKEN``, e.g. ``"user:password"``).
+
+One collection per workspace and namespace (``graphrag_<workspace>_<namespace>``), cosine
+metric, strong consistency. Its primary key is a hash of the record id, so the filter
+expressions pymilvus builds from primary keys never hold a caller's text; the id itself
+is a field of its own.
+
+Milvus has no transactions. A write is kept in memory (its embeddings computed at the
+upsert), every read answers through it (a query ranks the pending vectors beside the
+stored hits), and ``index_commit_callback`` applies it; an abort drops it. Milvus Lite
+serves one process at a time: share an index between processes through a server.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import weakref
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from graphrag.config import GraphRAGConfig
+from graphrag.errors import StorageError
+
+from .base import BaseVectorStorage
+from .postgres import require_extra, validated_name, workspace_of
+from .vector_nano import EmbeddingDimensionError
+
+URI_ENV, TOKEN_ENV = "GRAPHRAG_MILVUS_URI", "GRAPHRAG_MILVUS_TOKEN"
+BATCH = 1000  # rows per insert, delete or iterator page
+MAX_LIMIT = 16384  # Milvus's largest search limit
+
+
+def _primary_key(id: str) -> str:
+    return hashlib.sha1(id.encode("utf-8")).hexdigest()
+
+
+def _normalised(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return vectors / np.where(norms == 0, 1, norms)
+
+
+_clients: dict[int, Any] = {}
+
+
+def client_for(config: GraphRAGConfig) -> Any:
+    """The Milvus client of this config, opened once, closed when the config goes away (a sync
+    client belongs to no event loop, so queries do not pay for reopening Milvus Lite)."""
+    key = id(config)
+    client = _clients.get(key)
+    if client is None:
+        require_extra("milvus", "pymilvus")
+        from pymilvus import MilvusClient
+        from pymilvus.exceptions import MilvusException
+
+        options = config.storage_options
+        uri = options.get("milvus_uri") or os.environ.get(URI_ENV) or os.path.join(config.working_dir, "milvus.db")
+        if "://" not in uri:  # Milvus Lite: a local file
+            require_extra("milvus", "milvus_lite")
+        try:
+            client = MilvusClient(uri=uri, token=options.get("milvus_token") or os.environ.get(TOKEN_ENV) or "")
+        except MilvusException:
+            raise StorageError(f"cannot open Milvus (workspace {workspace_of(config)!r}); check {URI_ENV} or "
+                               "storage_options['milvus_uri'] (a Milvus Lite file serves one process)") from None
+        _clients[key] = client
+        weakref.finalize(config, _close, key)
+    return client
+
+
+def _close(key: int) -> None:
+    client = _clients.pop(key, None)
+    if client is not None:
+        client.close()
+
+
+def collection_name(config: GraphRAGConfig, namespace: str) -> str:
+    return f"graphrag_{workspace_of(config)}_{validated_name('namespace', namespace)}"
+
+
+def _stored_dimension(client: Any, name: str) -> Optional[int]:
+    if not client.has_collection(name):
+        return None
+    fields = client.describe_collection(name)["fields"]
+    return int(next(f["params"]["dim"] for f in fields if f["name"] == "vector"))
+
+
+@dataclass
+class MilvusVectorStorage(BaseVectorStorage):
+    def __post_init__(self) -> None:
+        if self.embedding_func is None:
+            raise ValueError(f"vector store '{self.namespace}' needs an embedding function")
+        self._client = client_for(self.global_config)
+        self._name = collection_name(self.global_config, self.namespace)
+        self._threshold = self.global_config.vector_db_storage_cls_kwargs.get(
+            "query_better_than_threshold", self.global_config.query_better_than_threshold)
+        self._batch = self.global_config.embedding_batch_num
+        self._ready = False
+        self._reset_pending()
+
+    def _reset_pending(self) -> None:
+        self._upserts: dict[str, tuple[np.ndarray, dict]] = {}  # id -> (unit vector, meta fields)
+        self._deleted: set[str] = set()
+        self._dropped = False  # everything stored counts as deleted
+
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """A client call off the event loop (the client is synchronous)."""
+        return await asyncio.to_thread(getattr(self._client, method), *args, **kwargs)
+
+    async def _exists(self) -> bool:
+        if not self._ready:
+            self._ready = await self._call("has_collection", self._name)
+            if self._ready:
+                await self._call("load_collection", self._name)
+        return self._ready
+
+    async def _create(self) -> None:
+        if await self._exists():
+            return
+        from pymilvus import DataType, MilvusClient
+
+        schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("pk", DataType.VARCHAR, is_primary=True, max_length=64)
+        schema.add_field("key", DataType.VARCHAR, max_length=65535)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=int(self.embedding_func.embedding_dim))
+        schema.add_field("meta", DataType.JSON)
+        index = MilvusClient.prepare_index_params()
+        index.add_index(field_name="vector", index_type="AUTOINDEX", metric_type="COSINE")
+        await self._call("create_collection", self._name, schema=schema, index_params=index,
+                         consistency_level="Strong")
+        self._ready = True
+
+    async def _embed(self, contents: list[str]) -> np.ndarray:
+        batches = [contents[i : i + self._batch] for i in range(0, len(contents), self._batch)]
+        arrays = await asyncio.gather(*(self.embedding_func(b) for b in batches))
+        return np.concatenate([np.asarray(a, dtype=np.float32).reshape(len(b), -1) for a, b in zip(arrays, batches)])
+
+    async def _stored_ids(self) -> set[str]:
+        if self._dropped or not await self._exists():
+            return set()
+        iterator = await self._call("query_iterator", self._name, batch_size=BATCH, filter="",
+                                    output_fields=["key"])
+        ids: set[str] = set()
+        while page := await asyncio.to_thread(iterator.next):
+            ids.update(row["key"] for row in page)
+        iterator.close()
+        return ids
+
+    # ---------------------------------------------------------------- reads (through the write)
+
+    async def query(self, query: str, top_k: int) -> list[dict[str, Any]]:
+        if top_k <= 0:
+            return []
+        vector = (await self._embed([query]))[0]
+        hits: list[dict[str, Any]] = []
+        touched = self._deleted | set(self._upserts)
+        if not self._dropped and await self._exists():
+            found = await self._call("search", self._name, data=[vector.tolist()],
+                                     limit=min(top_k + len(touched), MAX_LIMIT), output_fields=["key", "meta"],
+                                     search_params={"metric_type": "COSINE"})
+            hits = [{**hit["entity"]["meta"], "id": hit["entity"]["key"], "distance": float(hit["distance"])}
+                    for hit in found[0] if hit["entity"]["key"] not in touched]
+        if self._upserts:
+            ids = list(self._upserts)
+            similarities = np.stack([self._upserts[i][0] for i in ids]) @ _normalised(vector)
+            hits += [{**self._upserts[i][1], "id": i, "distance": float(s)} for i, s in zip(ids, similarities)]
+        hits.sort(key=lambda h: h["distance"], reverse=True)
+        return [h for h in hits[:top_k] if h["distance"] >= self._threshold]
+
+    async def get_ids(self) -> set[str]:
+        return (await self._stored_ids() - self._deleted) | set(self._upserts)
+
+    async def count(self) -> int:
+        if self._upserts or self._deleted or self._dropped:
+            return len(await self.get_ids())
+        if not await self._exists():
+            return 0
+        return int((await self._call("query", self._name, filter="", output_fields=["count(*)"]))[0]["count(*)"])
+
+    # ---------------------------------------------------------------- writes (kept until the commit)
+
+    async def upsert(self, data: dict[str, dict[str, Any]]) -> None:
+        if not data:
+            return
+        vectors = _normalised(await self._embed([v["content"] for v in data.values()]))
+        for (id, record), vector in zip(data.items(), vectors):
+            self._upserts[id] = (vector, {f: record[f] for f in self.meta_fields if f in record})
+            self._deleted.discard(id)
+
+    async def delete(self, ids: list[str]) -> None:
+        for id in ids:
+            self._upserts.pop(id, None)
+            self._deleted.add(id)
+
+    async def drop(self) -> None:
+        self._reset_pending()
+        self._dropped = True
+
+    async def index_commit_callback(self) -> None:
+        upserts, deleted, dropped = self._upserts, self._deleted, self._dropped
+        self._reset_pending()
+        if dropped and await self._exists():
+            await self._call("drop_collection", self._name)
+            self._ready = False
+        if deleted and await self._exists():
+            keys = [_primary_key(i) for i in deleted]
+            for i in range(0, len(keys), BATCH):
+                await self._call("delete", self._name, ids=keys[i : i + BATCH])
+        if upserts:
+            await self._create()
+            rows = [{"pk": _primary_key(id), "key": id, "vector": vector.tolist(), "meta": meta}
+                    for id, (vector, meta) in upserts.items()]
+            for i in range(0, len(rows), BATCH):
+                await self._call("upsert", self._name, rows[i : i + BATCH])
+
+    async def index_abort_callback(self) -> None:
+        self._reset_pending()
+
+    # ---------------------------------------------------------------- before opening
+
+    @classmethod
+    def describe_stored(cls, global_config: GraphRAGConfig, namespace: str) -> Optional[dict[str, int]]:
+        client, name = client_for(global_config), collection_name(global_config, namespace)
+        dim = _stored_dimension(client, name)
+        if dim is None:
+            return None
+        count = int(client.query(name, filter="", output_fields=["count(*)"])[0]["count(*)"])
+        return {"vectors": count, "dim": dim} if count else None
+
+    @classmethod
+    def check_compatible(cls, global_config: GraphRAGConfig, namespace: str, embedding_dim: int) -> None:
+        name = collection_name(global_config, namespace)
+        stored = _stored_dimension(client_for(global_config), name)
+        if stored is not None and stored != embedding_dim:
+            raise EmbeddingDimensionError(
+                f"Milvus collection {name!r} holds {stored}-dimensional vectors but the configured embedding "
+                f"function produces {embedding_dim}-dimensional ones; use the model it was built with, or another "
+                "workspace")
