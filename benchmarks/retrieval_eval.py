@@ -207,6 +207,12 @@ def markdown_table(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _local_embedding(long_texts: str) -> Any:
+    from graphrag.embedding import local_embedding
+
+    return local_embedding(long_texts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus")
@@ -215,6 +221,8 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES_WITH_PASSAGES))
     parser.add_argument("--working-dir", help="kept after the run (default: a temporary dir per extraction)")
     parser.add_argument("--limit", type=int, help="first N questions only")
+    parser.add_argument("--long-texts", choices=["pooled", "truncated"],
+                        help="local_embedding(long_texts=...) for chunks; default: the engine's default")
     args = parser.parse_args()
 
     passages, questions = load_qa(args.corpus, args.questions)
@@ -233,7 +241,8 @@ def main() -> None:
                 from bench import start_server
 
                 server, base_url = start_server(0.0)
-            records.append(evaluate(passages, questions, extraction, modes, working_dir, base_url))
+            records.append(evaluate(passages, questions, extraction, modes, working_dir, base_url,
+                                    _local_embedding(args.long_texts) if args.long_texts else None))
         finally:
             if server is not None:
                 server.terminate()

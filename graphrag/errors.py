@@ -31,6 +31,10 @@ class EmbeddingFuncError(ConfigurationError, TypeError):
     and ``max_token_size``. Also a ``TypeError``, which it was before."""
 
 
+class EmbeddingSchemeError(ConfigurationError):
+    """The index's chunk vectors were embedded with the other ``local_embedding(long_texts=...)``."""
+
+
 class LLMError(GraphRAGError, RuntimeError):
     """An LLM call that failed for good; names the pipeline stage so users know what broke."""
 

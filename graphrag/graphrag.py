@@ -19,7 +19,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Optional, Sequence, TypeVar, Union
 
 from graphrag.config import GraphRAGConfig, check_no_nano_graphrag_only_options
-from graphrag.embedding import EmbeddingFunc, limited, local_embedding
+from graphrag.embedding import EmbeddingFunc, follows_index, limited, local_embedding
+from graphrag.embedding_scheme import check_scheme, record_scheme, recorded_scheme
 from graphrag.errors import DocumentNotFound, InvalidInputError
 from graphrag.locking import try_lock, writer_lock
 from graphrag.progress import Progress
@@ -184,6 +185,7 @@ class GraphRAG:
         wd = self.config.working_dir
         async with writer_lock(wd, self.config.lock_timeout):
             self.stores.recover()
+            await self._settle_embedding_scheme()
             try:
                 # Open for the whole write, so stores finished early can be written ahead
                 # (``Stores.write_ahead``); nothing becomes visible before the end. A database
@@ -204,6 +206,15 @@ class GraphRAG:
             finally:
                 self._index_version += 1  # what the graph API remembered describes the index before
 
+    async def _settle_embedding_scheme(self) -> None:
+        """Index with the long-text embedding scheme the index was built with (or refuse an
+        explicit other one), so chunk vectors of one index stay comparable."""
+        recorded = await recorded_scheme(self.stores.index_meta, await self._has_documents())
+        scheme = check_scheme(recorded, self.embedding_func.long_texts, follows_index(self.config.embedding_func))
+        if scheme != self.embedding_func.long_texts:
+            self.embedding_func = limited(local_embedding(scheme), self.config.embedding_func_max_async)
+            self.stores = open_stores(self.config, self.embedding_func)
+
     async def _update_index_meta(self) -> None:
         """Cumulative LLM usage, and the document count a query checks without reading the docs."""
         meta = self.stores.index_meta
@@ -222,6 +233,8 @@ class GraphRAG:
             counts["communities"] = len(await self.stores.community_reports.all_keys())
         if usage or counts != before:  # a no-op insert writes nothing
             await meta.upsert({"llm_usage": totals, "counts": counts})
+        if counts["documents"]:
+            await record_scheme(meta, self.embedding_func.long_texts)
 
     async def _recorded_count(self, what: str) -> Optional[int]:
         meta = self.stores.index_meta

@@ -18,9 +18,10 @@ def test_import_does_not_load_torch():
     assert out.stdout.strip() == "False"
 
 
-def test_local_model_embeds_offline_and_warns_once_on_long_text(caplog, monkeypatch):
+def test_local_model_embeds_offline_and_truncated_warns_once_on_long_text(caplog, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    embed = local_embedding()
+    monkeypatch.setattr("graphrag.embedding._local", {})  # a model that has not warned yet
+    embed = local_embedding("truncated")
     assert (embed.embedding_dim, embed.max_token_size) == (384, 256)
     texts = ["Scrooge is a miserly old man.", "Ebenezer Scrooge hoards his money.", "The tide came in at dawn."]
     with caplog.at_level(logging.WARNING, logger="graphrag.embedding"):
