@@ -114,6 +114,22 @@ class LLMClient:
         canon = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
         return xxhash.xxh128_hexdigest(canon.encode("utf-8"))
 
+    async def _look_up(self, stage: str, use_cache: bool, prompt: str, system_prompt: Optional[str],
+                       history: list[dict], kwargs: dict[str, Any]) -> tuple[Optional[str], Optional[str]]:
+        """``(cache key, cached answer)``; the key is None for a call the cache does not keep.
+        Drops the engine's own keywords from ``kwargs`` (they never reach the model)."""
+        for k in ENGINE_KWARGS:
+            kwargs.pop(k, None)
+        if not use_cache or self.cache is None:
+            return None, None
+        key = self.cache_key(prompt, system_prompt, history, **kwargs)
+        hit = await self.cache.get_by_id(key)
+        if hit is not None and hit.get("return"):
+            self.usage.record(stage, cached=1)
+            logger.debug("llm %s stage=%s cache hit %s", self.model_id, stage, key)
+            return key, hit["return"]
+        return key, None
+
     def _backoff(self, attempt: int, exc: Optional[BaseException]) -> float:
         return backoff_seconds(attempt, exc, self.backoff_base, self.backoff_max)
 
@@ -129,17 +145,10 @@ class LLMClient:
         **kwargs: Any,
     ) -> str:
         """``priority``: lower goes first when calls wait for a concurrency slot."""
-        for k in ENGINE_KWARGS:
-            kwargs.pop(k, None)
         history = list(history_messages or [])
-        key: Optional[str] = None
-        if use_cache and self.cache is not None:
-            key = self.cache_key(prompt, system_prompt, history, **kwargs)
-            hit = await self.cache.get_by_id(key)
-            if hit is not None and hit.get("return"):
-                self.usage.record(stage, cached=1)
-                logger.debug("llm %s stage=%s cache hit %s", self.model_id, stage, key)
-                return hit["return"]
+        key, cached = await self._look_up(stage, use_cache, prompt, system_prompt, history, kwargs)
+        if cached is not None:
+            return cached
 
         attempt = 0  # failed attempts so far (errors)
         empties = 0
@@ -198,7 +207,6 @@ class LLMClient:
             await self.cache.upsert({key: {"return": answer, "model": self.model_id}})
         return answer
 
-
     async def stream(
         self,
         prompt: str,
@@ -214,17 +222,11 @@ class LLMClient:
         attribute, e.g. :func:`openai_model_func`); a cached answer, or a func that cannot
         stream, comes as one piece. A call that fails before its first piece is retried like
         any call; once text went out, a failure is final."""
-        for k in ENGINE_KWARGS:
-            kwargs.pop(k, None)
         history = list(history_messages or [])
-        key: Optional[str] = None
-        if use_cache and self.cache is not None:
-            key = self.cache_key(prompt, system_prompt, history, **kwargs)
-            hit = await self.cache.get_by_id(key)
-            if hit is not None and hit.get("return"):
-                self.usage.record(stage, cached=1)
-                yield hit["return"]
-                return
+        key, cached = await self._look_up(stage, use_cache, prompt, system_prompt, history, kwargs)
+        if cached is not None:
+            yield cached
+            return
         streamer = getattr(self.func, "stream", None)
         if streamer is None:
             yield await self(prompt, stage=stage, system_prompt=system_prompt, history_messages=history,
