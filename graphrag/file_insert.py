@@ -21,6 +21,11 @@ from graphrag.readers import ReadDocument, ReadOptions, read_file
 logger = logging.getLogger(__name__)
 
 
+def details_of(documents: Sequence[ReadDocument]) -> list[dict[str, Any]]:
+    """What ``prepare_documents`` keeps of each read document beside its text and source."""
+    return [{"title": d.title, "marks": [[m.offset, m.page, m.heading] for m in d.marks]} for d in documents]
+
+
 def _matches(rel_path: str, patterns: Sequence[str]) -> bool:
     """A glob matches a path relative to the walked folder, or a file or folder name."""
     name = rel_path.rsplit("/", 1)[-1]
@@ -72,8 +77,7 @@ class ReadFiles:
         return [d.source for d in self.all_documents()]
 
     def details(self) -> list[dict[str, Any]]:
-        return [{"title": d.title, "marks": [[m.offset, m.page, m.heading] for m in d.marks]}
-                for d in self.all_documents()]
+        return details_of(self.all_documents())
 
     def may_move(self, doc_id: str, old_source: str) -> bool:
         """Whether an indexed document's old source no longer holds it: the file is gone, or

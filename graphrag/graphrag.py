@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from graphrag.graph_api import KnowledgeGraph
     from graphrag.operators.documents import ChunkPlan
     from graphrag.operators.format_failures import FormatFailures
-    from graphrag.readers import ReadOptions
+    from graphrag.readers import ReadDocument, ReadOptions
     from graphrag.records import Answer, Retrieval
 
 logger = logging.getLogger(__name__)
@@ -290,6 +290,20 @@ class GraphRAG:
         documents, skipped = prepare_documents(read.texts(), read.sources(), read.details())
         stats, outcomes = await self._insert_prepared(documents, skipped, may_move=read.may_move)
         return FilesReport.build(read, outcomes, stats)
+
+    def insert_read(self, documents: list["ReadDocument"]) -> dict[str, Any]:
+        return _run_sync(self.ainsert_read(documents), self._close_llm_connections)
+
+    async def ainsert_read(self, documents: list["ReadDocument"]) -> dict[str, Any]:
+        """Index documents a reader produced from bytes (uploads: ``readers.read_data``),
+        keeping their titles, pages and headings."""
+        from graphrag.file_insert import details_of
+        from graphrag.operators.documents import prepare_documents
+
+        prepared, skipped = prepare_documents([d.text for d in documents], [d.source for d in documents],
+                                              details_of(documents))
+        stats, _ = await self._insert_prepared(prepared, skipped)
+        return stats
 
     async def _insert_prepared(self, documents: dict[str, dict[str, Any]], skipped: int,
                                may_move: Optional[Callable[[str, str], bool]] = None

@@ -17,7 +17,7 @@ from graphrag.errors import UnreadableFileError
 
 from .base import Mark, ReadDocument, ReadOptions
 
-__all__ = ["Mark", "ReadDocument", "ReadOptions", "read_file", "reader_for", "known_suffixes"]
+__all__ = ["Mark", "ReadDocument", "ReadOptions", "read_data", "read_file", "reader_for", "known_suffixes"]
 
 PLAIN_TEXT = "text"
 
@@ -47,19 +47,39 @@ def read_file(path: str, options: ReadOptions = ReadOptions(), as_text: bool = F
     """The documents in ``path``. ``as_text`` reads a file of an unknown type as plain text
     (one the user named or included on purpose). Raises ``UnreadableFileError`` with the
     reason, or ``MissingExtraError`` when the reader's package is not installed."""
-    reader = reader_for(path) or (_registry()[".txt"] if as_text else None)
+    reader = _reader(path, as_text)
+    _check_size(os.path.getsize(path), options)  # before reading a stray 200 MB file
+    with open(path, "rb") as f:
+        data = f.read()
+    return _documents(reader, path, data, options)
+
+
+def read_data(name: str, data: bytes, options: ReadOptions = ReadOptions()) -> list[ReadDocument]:
+    """The documents in ``data``, read as a file called ``name`` (an upload; its source is
+    ``name``). A name with no reader's suffix is read as text."""
+    reader = _reader(name, as_text=True)
+    _check_size(len(data), options)
+    return _documents(reader, name, data, options)
+
+
+def _reader(name: str, as_text: bool) -> Any:
+    reader = reader_for(name) or (_registry()[".txt"] if as_text else None)
     if reader is None:
-        raise UnreadableFileError(f"no reader for {os.path.splitext(path)[1] or 'files without a suffix'} "
+        raise UnreadableFileError(f"no reader for {os.path.splitext(name)[1] or 'files without a suffix'} "
                                   f"(readable: {' '.join(known_suffixes())})")
-    size = os.path.getsize(path)
+    return reader
+
+
+def _check_size(size: int, options: ReadOptions) -> None:
     if size == 0:
         raise UnreadableFileError("empty file")
     if size > options.max_file_bytes:
         raise UnreadableFileError(f"{size / 2**20:.1f} MiB, over the {options.max_file_bytes / 2**20:.0f} MiB "
                                   "size limit")
-    with open(path, "rb") as f:
-        data = f.read()
-    documents = [d for d in reader.read(path, data, options) if d.text.strip()]
+
+
+def _documents(reader: Any, name: str, data: bytes, options: ReadOptions) -> list[ReadDocument]:
+    documents = [d for d in reader.read(name, data, options) if d.text.strip()]
     if not documents:
         raise UnreadableFileError("no text in it")
     return documents

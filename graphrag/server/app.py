@@ -6,8 +6,10 @@ server-sent events if asked), the web page at ``/``; OpenAPI at ``/docs``.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import os
 from dataclasses import MISSING, fields
 from importlib import resources
 from typing import Any, AsyncIterator, Awaitable, Literal, Optional, get_type_hints
@@ -19,8 +21,9 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from starlette.exceptions import HTTPException
 
-from graphrag.errors import GraphRAGError, InvalidInputError
+from graphrag.errors import GraphRAGError, InvalidInputError, UnreadableFileError
 from graphrag.query_param import QueryParam
+from graphrag.readers import read_data
 from graphrag.server.errors import error_body, http_status, register_secret
 from graphrag.server.security import ASGIApp, check_binding, secured
 from graphrag.server.service import GraphService, query_param
@@ -65,16 +68,6 @@ class SubgraphRequest(BaseModel):
     names: list[str] = Field(min_length=1)
     depth: int = 1
     max_nodes: int = 200
-
-
-def _decoded(name: str, raw: bytes) -> str:
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InvalidInputError(f"{name} is not UTF-8 text") from None
-    if "\x00" in text:
-        raise InvalidInputError(f"{name} is not UTF-8 text")
-    return text
 
 
 def _sse(event: Optional[str], data: dict[str, Any]) -> str:
@@ -133,10 +126,17 @@ def create_app(service: GraphService) -> FastAPI:
             raise InvalidInputError("send `text` (and `source`), or `texts` (and as many `sources`)")
         return service.insert(texts, sources).to_dict()
 
-    @app.post(UPLOAD_PATH, status_code=202, summary="Index uploaded UTF-8 text files in the background")
+    @app.post(UPLOAD_PATH, status_code=202,
+              summary="Index uploaded files (PDF, Word, HTML, Markdown, text, JSON records) in the background")
     async def insert_files(files: list[UploadFile] = File(...)) -> dict[str, Any]:
-        texts = [_decoded(f.filename or "a file", await f.read()) for f in files]
-        return service.insert(texts, [f.filename for f in files]).to_dict()
+        documents = []
+        for upload in files:
+            name = os.path.basename(upload.filename or "upload.txt")
+            try:
+                documents += await asyncio.to_thread(read_data, name, await upload.read())
+            except UnreadableFileError as exc:  # a 400 naming the file, like any invalid input
+                raise InvalidInputError(f"{name}: {exc}") from None
+        return service.insert_read(documents).to_dict()
 
     @app.delete("/documents/{doc_id}", status_code=202,
                 summary="Delete a document, and what only it contributed, in the background")

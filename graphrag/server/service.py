@@ -161,6 +161,14 @@ class GraphService:
         return self.jobs.submit("insert", f"insert {len(texts)} document(s): {described}",
                                 lambda: writer.ainsert(texts, sources))
 
+    def insert_read(self, documents: list[Any]) -> Job:
+        """Documents a reader made of uploaded files (``readers.read_data``)."""
+        writer = self._writable()
+        names = [d.source for d in documents]
+        described = ", ".join(names[:3]) + ("..." if len(names) > 3 else "")
+        return self.jobs.submit("insert", f"insert {len(documents)} document(s): {described}",
+                                lambda: writer.ainsert_read(documents))
+
     async def delete(self, doc_id: str) -> Job:
         writer = self._writable()
         if doc_id not in {d["id"] for d in await self.list_documents()}:
