@@ -358,14 +358,6 @@ class Neo4jGraphStorage(BaseGraphStorage):
         degrees = dict(rows)
         return [degrees.get(n, 0) for n in node_ids]
 
-    async def edge_degrees_batch(self, pairs: list[tuple[str, str]]) -> list[int]:
-        ends = list(dict.fromkeys(n for pair in pairs for n in pair))
-        degrees = dict(zip(ends, await self.node_degrees_batch(ends)))
-        return [degrees[a] + degrees[b] for a, b in pairs]
-
-    async def edge_degree(self, src_id: str, tgt_id: str) -> int:
-        return (await self.edge_degrees_batch([(src_id, tgt_id)]))[0]
-
     async def get_all_nodes(self) -> list[tuple[str, dict]]:
         stored = {id: _attributes(props) for id, props in await self._run("MATCH (n:$N) RETURN n._id, properties(n)")}
         names = list(stored) + [n for n in self._pending.nodes if n not in stored]

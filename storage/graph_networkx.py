@@ -98,9 +98,6 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage):
             return lookup.degree(node_id)
         return self._graph.degree(node_id) if self._graph.has_node(node_id) else 0
 
-    async def edge_degree(self, src_id: str, tgt_id: str) -> int:
-        return await self.node_degree(src_id) + await self.node_degree(tgt_id)
-
     async def get_node(self, node_id: str) -> Union[dict, None]:
         node_id, lookup = xml_safe(node_id), self._points()
         return lookup.node(node_id) if lookup is not None else self._graph.nodes.get(node_id)

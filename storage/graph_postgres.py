@@ -56,14 +56,6 @@ class PostgresGraphStorage(PostgresStore, BaseGraphStorage):
         degrees = dict(rows)
         return [degrees.get(n, 0) for n in node_ids]
 
-    async def edge_degrees_batch(self, pairs: list[tuple[str, str]]) -> list[int]:
-        ends = list(dict.fromkeys(n for pair in pairs for n in pair))
-        degrees = dict(zip(ends, await self.node_degrees_batch(ends)))
-        return [degrees[a] + degrees[b] for a, b in pairs]
-
-    async def edge_degree(self, src_id: str, tgt_id: str) -> int:
-        return (await self.edge_degrees_batch([(src_id, tgt_id)]))[0]
-
     async def get_node(self, node_id: str) -> Union[dict, None]:
         return (await self.get_nodes_batch([node_id]))[0]
 
