@@ -26,6 +26,14 @@ def llm_server() -> Iterator[MockLLMServer]:
         server.stop()
 
 
+@pytest.fixture(scope="module")
+def server() -> Iterator[MockLLMServer]:
+    """A plain mock LLM server shared by a module's tests; a module that needs another
+    responder defines its own ``server``."""
+    with MockLLMServer() as srv:
+        yield srv
+
+
 @pytest.fixture
 def openai_env(llm_server: MockLLMServer, monkeypatch: pytest.MonkeyPatch) -> MockLLMServer:
     """Point the openai client (via its env vars) at the mock server."""

@@ -23,20 +23,10 @@ from graphrag.query_param import QUERY_MODES
 from graphrag.storage.graph_neo4j import Neo4jGraphStorage
 from graphrag.storage.vector_milvus import MilvusVectorStorage
 import database_servers
-from mock_llm_server import MockLLMServer
 from test_graph_api import CHAIN, DOCS
 from test_incremental import CORPUS, DOC_E
 
 BOLT_MILVUS = {"vector_storage": "milvus", "graph_storage": "neo4j"}
-
-
-@pytest.fixture(scope="module")
-def server():
-    srv = MockLLMServer().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ import database_servers
 from database_servers import DEAD_DSN, PrivatePostgres
 from mock_llm_server import MockLLMServer
 from test_incremental import CORPUS, DOC_E
-from test_postgres_backend import server  # noqa: F401  (a fixture)
 
 GRAPH_DOWN = "[Degraded: the graph store is unreachable; answered in naive mode from the text chunks.]"
 VECTORS_DOWN = "[Degraded: the vector store is unreachable; answered from the graph, through the entity names"

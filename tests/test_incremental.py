@@ -18,7 +18,6 @@ from filelock import FileLock
 from graphrag import GraphRAG, hash_embedding
 from graphrag.errors import WorkingDirLockedError
 from graphrag.schema import GRAPH_FIELD_SEP
-from mock_llm_server import MockLLMServer
 
 # A small made-up corpus. Marin Okafor, Crestfield University, Port Halden and
 # Priya Sandoval appear in several documents, so those entities have several sources;
@@ -54,15 +53,6 @@ MODES = ["llm", "nlp", "llm-summaries"]
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-@pytest.fixture(scope="module")
-def server():
-    srv = MockLLMServer().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from graphrag import GraphRAG, hash_embedding
 from graphrag.file_insert import walk
@@ -190,15 +189,6 @@ def test_plain_inserts_keep_the_old_chunk_and_context_format(tmp_path: Path) -> 
     assert chunk.source is None and chunk.citation is None
     context = rag.query("Tidewater Market", QueryParam(mode="naive", only_need_context=True))
     assert context == "Bram Ostrow sold lanterns at the Tidewater Market."
-
-
-@pytest.fixture(scope="module")
-def server():
-    srv = MockLLMServer().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 def test_with_an_llm_reindexing_makes_no_call_and_an_edit_extracts_only_its_chunks(

@@ -20,19 +20,9 @@ from graphrag.config import GraphRAGConfig
 from graphrag.errors import ConfigurationError, WorkingDirLockedError
 from graphrag.storage.postgres import database_for
 import database_servers
-from mock_llm_server import MockLLMServer
 from test_incremental import CORPUS, DOC_E
 
 ALL_POSTGRES = {"kv_storage": "postgres", "vector_storage": "pgvector", "graph_storage": "postgres"}
-
-
-@pytest.fixture(scope="module")
-def server():
-    srv = MockLLMServer().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture

@@ -278,12 +278,6 @@ TIM_DOCS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def server():
-    with MockLLMServer() as srv:
-        yield srv
-
-
 def test_ambiguous_pairs_go_to_the_cheap_model_once(tmp_path: Any, server: MockLLMServer) -> None:
     def llm_rag(name: str, check: bool = True) -> GraphRAG:
         return make(tmp_path, name, extraction="llm", llm_base_url=server.base_url, llm_api_key="k",
