@@ -11,7 +11,13 @@ import pytest
 from graphrag import GraphRAG, QueryParam
 from graphrag.embedding import hash_embedding
 from graphrag.operators import query_hybrid
-from graphrag.operators.query_hybrid import build_graph_index, graph_index, link_entities, personalized_pagerank
+from graphrag.operators.query_hybrid import (
+    build_graph_index,
+    fuse,
+    graph_index,
+    link_entities,
+    personalized_pagerank,
+)
 
 # The answer needs two hops: the question names Elspeth Marrowind; her passage names Quarvale;
 # the passage about Quarvale (the answer, Tessaly) shares no word with the question, while
@@ -137,3 +143,13 @@ def test_personalized_pagerank_is_a_distribution_that_favours_the_seeds() -> Non
     assert scores[0] == scores.max() and scores[-1] == 0.0
     c1, c3 = (index.chunk_offset + index.chunk_position(c) for c in ("c1", "c3"))
     assert scores[c1] > scores[c3]  # one hop from the seed beats two
+
+
+def test_fusion_ranks_what_both_orders_rank_well_first() -> None:
+    walk = ["bridge", "seed", "hub"]
+    dense = ["seed", "look-alike", "bridge"]
+    # seed: 1/61 + 1/60; bridge: 1/60 + 1/62; look-alike: 1/61 (dense only); hub: 1/62 (walk only)
+    assert fuse([walk, dense]) == ["seed", "bridge", "look-alike", "hub"]
+    assert fuse([walk, dense], k=1) == ["seed", "bridge", "look-alike", "hub"]
+    assert fuse([["a", "b"], ["b", "a"]]) == ["a", "b"]  # a tie keeps the first ranking's order
+    assert fuse([["a"], []]) == ["a"] and fuse([[], []]) == []
