@@ -12,12 +12,12 @@ it has relations with) and restarts, half and half, at
 * the chunk most similar to the question.
 
 The walk ranks chunks by visit probability per link (a walk visits a well-linked node
-often whatever the seeds), i.e. what is connected to the question; the vector search ranks
-what reads like it. Neither alone beats the other on multi-hop questions (the walk's second hop sits below
-passages that merely resemble the question if those are seeded too, and lacks them if they
-are not), so passages rank by reciprocal-rank fusion of the two orders. The graph's matrices
-are built once per index version (:func:`graph_index`) and reused by every query until the
-next commit.
+often whatever the seeds): what is connected to the question. The vector search ranks what
+reads like it. Neither alone does better on multi-hop questions (seeded with every similar
+chunk, the walk keeps its second hop below them; seeded with one, it misses them), so
+passages rank by reciprocal-rank fusion of the two orders. The graph's matrices are built
+once per index version (:func:`graph_index`) and reused by every query until the next
+commit.
 
 The context holds the ranked passages (Sources) and the entities and relations that
 linked them, packed under the local mode's budgets.
@@ -299,7 +299,7 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
     scores = personalized_pagerank(index.transition_t, restart)
     offset = index.chunk_offset
     # A walk visits a node in proportion to its links as well as to its closeness to the
-    # seeds: per link, a chunk naming forty entities is not forty times as relevant.
+    # seeds: per link, a chunk naming many entities is not that many times as relevant.
     degree = np.concatenate([index.degree[offset:], np.ones(len(unlinked))])
     chunk_scores = scores[offset:] / degree
     order = np.lexsort((np.arange(len(chunk_scores)), -chunk_scores))  # ties: by id
