@@ -2,6 +2,7 @@
 
     python benchmarks/retrieval_eval.py --corpus CORPUS --questions QUESTIONS
         [--extraction nlp,llm] [--modes naive,local,hybrid] [--working-dir DIR] [--limit N]
+        [--reuse-index] [--split dev|test|all]
 
 Indexes the corpus (once per extraction; ``llm`` goes through the mock LLM server of
 ``tests/``), asks every question in every mode with ``only_need_context=True``, reads the
@@ -10,6 +11,10 @@ their Sources table), matches them to the corpus by their text and reports, per 
 and mode, Recall@2, Recall@5 and recall anywhere in the context (percent, averaged over
 questions), with the index time and the p50 query time. Global mode's context holds
 community reports, not passages, so it is not measured here.
+
+``--reuse-index`` asks the questions of an index a previous run kept in ``--working-dir``
+(no indexing). ``--split`` scores the even-numbered questions (``dev``, the ones to tune
+on), the odd-numbered ones (``test``, held out) or ``all``; the default prints all three.
 
 Formats read:
 * HotpotQA: corpus ``{title: [sentences]}``; questions carry ``supporting_facts`` ``[[title, i], ...]``.
@@ -44,6 +49,14 @@ _SOURCES = re.compile(r"-----Sources-----\n```csv\n(.*?)\n```", re.S)
 class Question:
     text: str
     gold: set[str]  # titles of the supporting passages
+
+
+SPLITS = ("dev", "test", "all")
+
+
+def in_split(position: int, split: str) -> bool:
+    """Even-numbered questions are ``dev`` (tune on them), odd-numbered ones ``test``."""
+    return split == "all" or (position % 2 == 0) == (split == "dev")
 
 
 # --------------------------------------------------------------------------- data
@@ -160,13 +173,15 @@ def build_index(working_dir: str, documents: list[str], extraction: str, base_ur
             "stage_seconds": (rag.last_insert_stats or {}).get("stage_seconds", {})}
 
 
-async def ask_all(rag: Any, questions: list[Question], modes: Sequence[str], matcher: PassageMatcher
-                  ) -> dict[str, dict[str, Any]]:
+async def ask_all(rag: Any, questions: list[Question], modes: Sequence[str], matcher: PassageMatcher,
+                  splits: Sequence[str] = ("all",)) -> dict[str, dict[str, Any]]:
+    """Per mode: the scores of each split (``{split: {"recall@2": ...}}``) and the p50 times."""
     from graphrag import QueryParam
 
     results: dict[str, dict[str, Any]] = {}
     for mode in modes:
-        per_question, seconds, cpu_seconds = [], [], []
+        per_question: list[tuple[list[str], set[str]]] = []
+        seconds, cpu_seconds = [], []
         for q in questions:
             started, cpu = time.perf_counter(), time.process_time()
             context = await rag.aquery(q.text, QueryParam(mode=mode, only_need_context=True))
@@ -175,35 +190,43 @@ async def ask_all(rag: Any, questions: list[Question], modes: Sequence[str], mat
             per_question.append((ranked_titles(context_passages(mode, context), matcher), q.gold))
         # The first query of a mode builds what later ones reuse (the hybrid walk's graph): the
         # median is the steady state; both wall and CPU time, as the machine may be shared.
-        results[mode] = {**score(per_question), "p50_query_ms": round(1000 * statistics.median(seconds), 1),
+        results[mode] = {**{split: score([r for i, r in enumerate(per_question) if in_split(i, split)])
+                            for split in splits},
+                         "p50_query_ms": round(1000 * statistics.median(seconds), 1),
                          "p50_query_cpu_ms": round(1000 * statistics.median(cpu_seconds), 1)}
     return results
 
 
 def evaluate(passages: dict[str, str], questions: list[Question], extraction: str, modes: Sequence[str],
-             working_dir: str, base_url: Optional[str] = None, embedding_func: Any = None) -> dict[str, Any]:
+             working_dir: str, base_url: Optional[str] = None, embedding_func: Any = None,
+             reuse_index: bool = False, splits: Sequence[str] = ("all",)) -> dict[str, Any]:
     """Index ``passages`` into ``working_dir`` (the bundled model embeds unless
-    ``embedding_func`` is given) and score every mode's contexts."""
+    ``embedding_func`` is given; ``reuse_index``: the index already there) and score every
+    mode's contexts on each of ``splits``."""
     from graphrag import GraphRAG
     from graphrag.embedding import local_embedding
 
     embedding_func = embedding_func or local_embedding()
-    documents = [passage_document(t, x) for t, x in passages.items()]
-    built = build_index(working_dir, documents, extraction, base_url, embedding_func)
+    built: dict[str, Any] = {"reused_index": True}
+    if not reuse_index:
+        documents = [passage_document(t, x) for t, x in passages.items()]
+        built = build_index(working_dir, documents, extraction, base_url, embedding_func)
     rag = GraphRAG(working_dir=working_dir, embedding_func=embedding_func, extraction=extraction,
                    show_progress=False)
-    modes_results = asyncio.run(ask_all(rag, questions, modes, PassageMatcher(passages)))
+    modes_results = asyncio.run(ask_all(rag, questions, modes, PassageMatcher(passages), splits))
     return {"extraction": extraction, "passages": len(passages), "questions": len(questions), **built,
             "modes": modes_results}
 
 
 def markdown_table(records: list[dict[str, Any]]) -> str:
-    lines = ["| extraction | mode | Recall@2 | Recall@5 | anywhere in context | p50 query ms (CPU) |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| extraction | mode | split | Recall@2 | Recall@5 | anywhere in context | p50 query ms (CPU) |",
+             "|---|---|---|---|---|---|---|"]
     for record in records:
         for mode, r in record["modes"].items():
-            lines.append(f"| {record['extraction']} | {mode} | {r['recall@2']} | {r['recall@5']} | "
-                         f"{r['anywhere']} | {r['p50_query_ms']} ({r['p50_query_cpu_ms']}) |")
+            for split in (s for s in SPLITS if s in r):
+                lines.append(f"| {record['extraction']} | {mode} | {split} | {r[split]['recall@2']} | "
+                             f"{r[split]['recall@5']} | {r[split]['anywhere']} | {r['p50_query_ms']} "
+                             f"({r['p50_query_cpu_ms']}) |")
     return "\n".join(lines)
 
 
@@ -223,7 +246,13 @@ def main() -> None:
     parser.add_argument("--limit", type=int, help="first N questions only")
     parser.add_argument("--long-texts", choices=["pooled", "truncated"],
                         help="local_embedding(long_texts=...) for chunks; default: the engine's default")
+    parser.add_argument("--reuse-index", action="store_true",
+                        help="query the index a previous run kept in --working-dir instead of indexing")
+    parser.add_argument("--split", choices=SPLITS,
+                        help="even-numbered questions (dev), odd-numbered (test) or all; default: all three")
     args = parser.parse_args()
+    if args.reuse_index and not args.working_dir:
+        parser.error("--reuse-index needs --working-dir")
 
     passages, questions = load_qa(args.corpus, args.questions)
     questions = questions[:args.limit] if args.limit else questions
@@ -237,12 +266,13 @@ def main() -> None:
         server = None
         try:
             base_url = None
-            if extraction == "llm":
+            if extraction == "llm" and not args.reuse_index:
                 from bench import start_server
 
                 server, base_url = start_server(0.0)
             records.append(evaluate(passages, questions, extraction, modes, working_dir, base_url,
-                                    _local_embedding(args.long_texts) if args.long_texts else None))
+                                    _local_embedding(args.long_texts) if args.long_texts else None,
+                                    args.reuse_index, [args.split] if args.split else SPLITS))
         finally:
             if server is not None:
                 server.terminate()

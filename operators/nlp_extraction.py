@@ -46,6 +46,11 @@ _HONORIFIC_DOT = r"(?:Mr|Mrs|Ms|Dr|St|Mt|Prof|Rev|Capt|Messrs|Mme|Mlle|Sr|Jr)\."
 _LETTER = re.compile(r"[^\W\d_]")
 _CJK_NAME = re.compile(r"[「『《]([^」』》。，！？、\s]{1,12})[」』》]")
 _WS = re.compile(r"\s+")
+# A paragraph's first line, when more lines follow it: a heading if short and in title case.
+_FIRST_LINE = re.compile(r"\A[ \t]*([^\n]+?)[ \t]*\n(?=\s*\S)")
+_PARENTHESISED = re.compile(r"\([^()\n]*\)")
+_LINE_WORD = re.compile(r"[^\W_][^\s]*")
+_MAX_HEADING_WORDS = _MAX_SPAN_WORDS
 _OPENERS = "\"“‘'([:;_—"
 
 _ABBREVIATIONS = frozenset(
@@ -117,9 +122,31 @@ def clean_input(text: str) -> str:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Paragraphs, then sentence enders; abbreviations ("Mr.") and initials ("J.") do not split."""
-    sentences: list[str] = []
+    """Paragraphs, then sentence enders; abbreviations ("Mr.") and initials ("J.") do not split.
+    A heading line opening a paragraph is a sentence of its own."""
+    return [sentence for sentence, _ in _sentences(text)]
+
+
+def _heading(line: str) -> bool:
+    """A title, not the first line of wrapped prose: short, no sentence end, and every word
+    capitalised but function words (a parenthesised part like "(film)" aside)."""
+    if line[-1] in ".!?,-" or ":" in line or ";" in line:
+        return False
+    words = _LINE_WORD.findall(_PARENTHESISED.sub(" ", line))
+    if not words or len(words) > _MAX_HEADING_WORDS:
+        return False
+    return any(w[0].isupper() for w in words) and all(
+        not w[0].islower() or w.lower() in _STOPWORDS or w.lower() in _CONNECTORS for w in words)
+
+
+def _sentences(text: str) -> list[tuple[str, bool]]:
+    """``(sentence, is_heading)`` pairs, in order."""
+    sentences: list[tuple[str, bool]] = []
     for para in _PARAGRAPH.split(text):
+        first = _FIRST_LINE.match(para)
+        if first and _heading(first.group(1)):
+            sentences.append((first.group(1), True))
+            para = para[first.end():]
         start = 0
         for m in _SENT_END.finditer(para):
             nxt = _NEXT_CHAR.match(para, m.end())
@@ -132,11 +159,11 @@ def split_sentences(text: str) -> list[str]:
                     continue
             piece = para[start : m.end()].strip()
             if piece:
-                sentences.append(piece)
+                sentences.append((piece, False))
             start = m.end()
         piece = para[start:].strip()
         if piece:
-            sentences.append(piece)
+            sentences.append((piece, False))
     return sentences
 
 
@@ -255,8 +282,11 @@ _TYPE_PRIORITY = ("PERSON", "ORGANIZATION", "GEO", "EVENT")
 def extract_chunk_nlp(content: str, *, max_description_tokens: Optional[int] = None) -> ChunkExtraction:
     """Entities from proper-noun spans, relations from same-sentence co-occurrence."""
     max_chars = max(16, (max_description_tokens or DEFAULT_DESCRIPTION_TOKENS) * _CHARS_PER_TOKEN)
-    sentences = split_sentences(clean_input(content or ""))
-    tokenized = [_tokenize(s) for s in sentences]
+    split = _sentences(clean_input(content or ""))
+    sentences = [sentence for sentence, _ in split]
+    # A heading's words are names even where they open the line ("Wangliang" as a title).
+    tokenized = [[t._replace(initial=False) for t in _tokenize(s)] if heading else _tokenize(s)
+                 for s, heading in split]
     mid_caps = {t.text for toks in tokenized for t in toks if not t.initial and t.text[:1].isupper()}
 
     mentions: Counter[str] = Counter()

@@ -1,16 +1,23 @@
-"""Hybrid queries: passages ranked by a personalized PageRank over entities and chunks.
+"""Hybrid queries: passages ranked by a personalized PageRank over entities and chunks,
+fused with the plain vector ranking.
 
 Vector search finds the passage that reads like the question; a multi-hop question also
 needs the passage that only shares an entity with it. So the walk runs over one graph of
 entities and chunks (an entity is linked to the chunks that mention it and to the entities
-it has relations with) and restarts at
+it has relations with) and restarts, half and half, at
 
-* the entities the question names (found by name: exact, normalised or fuzzy), each weighted by its specificity, ``1 / chunks mentioning it``, so a
-  rare name counts more than a hub like "UNITED STATES"; and
-* the chunks most similar to the question, weighted by their similarity.
+* the entities the question names (found by name: exact, normalised or fuzzy), each weighted
+  by its specificity, ``1 / chunks mentioning it``, so a rare name counts more than a hub like
+  "UNITED STATES"; and
+* the chunk most similar to the question.
 
-Passages rank by their visit probability. The graph's matrices are built once per index
-version (:func:`graph_index`) and reused by every query until the next commit.
+The walk ranks chunks by visit probability per link (a walk visits a well-linked node
+often whatever the seeds): what is connected to the question. The vector search ranks what
+reads like it. Neither alone does better on multi-hop questions (seeded with every similar
+chunk, the walk keeps its second hop below them; seeded with one, it misses them), so
+passages rank by reciprocal-rank fusion of the two orders. The graph's matrices are built
+once per index version (:func:`graph_index`) and reused by every query until the next
+commit.
 
 The context holds the ranked passages (Sources) and the entities and relations that
 linked them, packed under the local mode's budgets.
@@ -51,12 +58,14 @@ HYBRID_NEEDS_VECTORS = "Hybrid queries need the chunk vector store: build the in
 DAMPING = 0.5
 ITERATIONS = 40
 TOLERANCE = 1e-8
-# Share of the restart mass given to the question's entities; the rest goes to the chunks
-# most similar to it, sharpened so the best match leads (a cosine 0.05 lower weighs 1/e).
+# Share of the restart mass given to the question's entities; the rest goes to the chunk
+# most similar to the question (the rest of the vector ranking enters through the fusion).
 # Entities found by vector similarity are left out: on HotpotQA they moved recall by under
 # 2 points either way and cost a second embedding of the question.
-ENTITY_SEED_SHARE = 0.2
-SIMILARITY_TEMPERATURE = 0.05
+ENTITY_SEED_SHARE = 0.5
+# Reciprocal-rank fusion's constant (Cormack et al., 2009): a passage scores
+# 1 / (RRF_K + rank) in each order it is in; 60 is the usual value, not tuned here.
+RRF_K = 60
 MAX_SPAN_WORDS = 6
 FUZZY_CUTOFF = 0.88
 
@@ -87,6 +96,7 @@ class GraphIndex:
     # Row-stochastic transitions, stored transposed so one step is ``transition_t @ p``.
     transition_t: "csr_matrix"
     specificity: np.ndarray  # per entity: 1 / number of chunks mentioning it
+    degree: np.ndarray  # per node: its links (at least 1)
     exact: dict[str, list[int]]
     loose: dict[str, list[int]]
     loose_names: list[str]
@@ -96,12 +106,7 @@ class GraphIndex:
     def chunk_offset(self) -> int:
         return len(self.entities)
 
-    def entity_ids(self, names: list[str]) -> list[int]:
-        index = self._entity_position
-        return [index[n] for n in names if n in index]
-
     def __post_init__(self) -> None:
-        self._entity_position = {n: i for i, n in enumerate(self.entities)}
         self._chunk_position = {c: i for i, c in enumerate(self.chunks)}
 
     def chunk_position(self, chunk_id: str) -> Optional[int]:
@@ -155,8 +160,8 @@ def build_graph_index(nodes: list[tuple[str, dict]], edges: list[tuple[str, str,
             for word in set(key.split()):
                 by_word.setdefault(word, []).append(i)
     return GraphIndex(entities=entities, chunks=chunks, transition_t=transition.T.tocsr(),
-                      specificity=1.0 / np.maximum(mentions, 1.0), exact=exact, loose=loose,
-                      loose_names=loose_names, by_word=by_word)
+                      specificity=1.0 / np.maximum(mentions, 1.0), degree=out_degree, exact=exact,
+                      loose=loose, loose_names=loose_names, by_word=by_word)
 
 
 # One index per Stores object, rebuilt when its version moves on (each commit or reload).
@@ -250,35 +255,40 @@ def personalized_pagerank(transition_t: "csr_matrix", restart: np.ndarray) -> np
 
 @dataclass
 class Ranking:
-    chunk_ids: list[str]  # every reached chunk, best first
+    chunk_ids: list[str]  # every chunk the walk reached or the vector search found, best first
     entity_scores: dict[str, float]  # every reached entity, best first
 
 
-async def rank(question: str, stores: Any, param: QueryParam,
-               extra_entities: Optional[list[str]] = None) -> Optional[Ranking]:
-    """Chunks and entities by personalized PageRank from the entities the question names
-    (plus ``extra_entities``) and the ``top_k`` chunks most similar to it; None when nothing
-    seeds the walk."""
+def fuse(rankings: list[list[str]], k: int = RRF_K) -> list[str]:
+    """Reciprocal-rank fusion: every id scores ``1 / (k + rank)`` in each ranking it is in
+    (rank from 0); best first, ties in the order of first appearance across the rankings."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for position, item in enumerate(ranking):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + position)
+    first_seen = {item: i for i, item in enumerate(dict.fromkeys(i for r in rankings for i in r))}
+    return sorted(scores, key=lambda item: (-scores[item], first_seen[item]))
+
+
+async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Ranking]:
+    """Chunks by the fusion of the ``top_k`` chunks most similar to the question with the
+    personalized PageRank from the entities the question names and the most similar chunk;
+    entities by the walk. None when nothing seeds the walk."""
     index = await graph_index(stores)
-    hits: list[tuple[str, float]] = []
+    dense: list[str] = []
     if stores.chunks_vdb is not None:
-        hits = [(h["id"], float(h.get("distance", 0.0))) for h in await stores.chunks_vdb.query(question, top_k=param.top_k)]
-    unlinked = sorted({c for c, _ in hits if index.chunk_position(c) is None})
+        dense = [h["id"] for h in await stores.chunks_vdb.query(question, top_k=param.top_k)]
+    unlinked = sorted({c for c in dense if index.chunk_position(c) is None})
     chunks = index.chunks + unlinked
     size = len(index.entities) + len(chunks)
     entity_seed = np.zeros(size)
     for i, strength in link_entities(question, index).items():
         entity_seed[i] = strength * index.specificity[i]
-    for i in index.entity_ids(extra_entities or []):
-        entity_seed[i] = max(entity_seed[i], index.specificity[i])
     chunk_seed = np.zeros(size)
-    if hits:
-        position = {c: len(index.chunks) + i for i, c in enumerate(unlinked)}
-        best = max(s for _, s in hits)
-        for chunk_id, similarity in hits:
-            at = index.chunk_position(chunk_id)
-            at = position[chunk_id] if at is None else at
-            chunk_seed[index.chunk_offset + at] = np.exp((similarity - best) / SIMILARITY_TEMPERATURE)
+    if dense:
+        at = index.chunk_position(dense[0])
+        at = len(index.chunks) + unlinked.index(dense[0]) if at is None else at
+        chunk_seed[index.chunk_offset + at] = 1.0
     restart = np.zeros(size)
     for seed, share in ((entity_seed, ENTITY_SEED_SHARE), (chunk_seed, 1.0 - ENTITY_SEED_SHARE)):
         if seed.sum() > 0:
@@ -288,12 +298,15 @@ async def rank(question: str, stores: Any, param: QueryParam,
     restart /= restart.sum()
     scores = personalized_pagerank(index.transition_t, restart)
     offset = index.chunk_offset
-    chunk_scores = scores[offset:]
+    # A walk visits a node in proportion to its links as well as to its closeness to the
+    # seeds: per link, a chunk naming many entities is not that many times as relevant.
+    degree = np.concatenate([index.degree[offset:], np.ones(len(unlinked))])
+    chunk_scores = scores[offset:] / degree
     order = np.lexsort((np.arange(len(chunk_scores)), -chunk_scores))  # ties: by id
-    chunk_ids = [chunks[j] for j in order if chunk_scores[j] > 0]
+    walked = [chunks[j] for j in order if chunk_scores[j] > 0]
     entity_order = np.lexsort((np.arange(offset), -scores[:offset]))
     entity_scores = {index.entities[i]: float(scores[i]) for i in entity_order if scores[i] > 0}
-    return Ranking(chunk_ids=chunk_ids, entity_scores=entity_scores)
+    return Ranking(chunk_ids=fuse([walked, dense]), entity_scores=entity_scores)
 
 
 # --------------------------------------------------------------------------- the context

@@ -161,16 +161,16 @@ async def _related_chunks(
     return [(chunk_id, len(linked[chunk_id])) for chunk_id in ranked]
 
 
-async def _sources_by_walk(query: str, entities: list[dict], ranked: list[tuple[str, int]], stores: Any,
-                           param: QueryParam) -> list[tuple[str, int]]:
-    """The entities' ``(chunk id, links)`` in the order the hybrid walk ranks the chunks, seeded
-    by the retrieved entities as well as the question (chunks it does not reach keep their
-    order, last)."""
+async def _sources_by_walk(query: str, ranked: list[tuple[str, int]], stores: Any, param: QueryParam
+                           ) -> list[tuple[str, int]]:
+    """The entities' ``(chunk id, links)`` in the hybrid mode's order for the question (chunks
+    it does not rank keep their order, last). Seeding the walk with the retrieved entities too
+    was measured worse: they are found by vector similarity and pull it off the question."""
     if stores.chunks_vdb is None:
         return ranked
     from .query_hybrid import rank
 
-    ranking = await rank(query, stores, param, extra_entities=[e["entity_name"] for e in entities])
+    ranking = await rank(query, stores, param)
     if ranking is None:
         return ranked
     links = dict(ranked)
@@ -192,8 +192,7 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
     node_edges = await _entity_edges(entities, stores)
     report_groups = _report_groups(entities, param)
     relations = await _related_relations(entities, node_edges, stores)
-    chunk_ids = await _sources_by_walk(query, entities, await _related_chunks(entities, node_edges, stores),
-                                       stores, param)
+    chunk_ids = await _sources_by_walk(query, await _related_chunks(entities, node_edges, stores), stores, param)
 
     entity_rows = [
         [i, e["entity_name"], e["data"].get("entity_type", "UNKNOWN"), e["data"].get("description", "UNKNOWN"), e["rank"]]

@@ -127,3 +127,27 @@ def test_first_name_opening_a_sentence_stays_with_the_surname():
     )["entities"]}
     assert {"ADA PENNICK", "TOBIAS WREN", "FEZZIWIG", "SCROOGE"} <= names
     assert not names & {"PENNICK", "WREN", "OLD FEZZIWIG", "WHEN SCROOGE", "WHEN"}
+
+
+def test_a_title_line_is_a_name_of_its_own():
+    """A passage indexed as "title\\ntext": the title is a name even as one word opening the
+    text, and it does not run into the name that starts the next line."""
+    names = _names(extract_chunk_nlp("Wangliang\nWangliang is a spirit in Chinese folklore."))
+    assert "WANGLIANG" in names and "WANGLIANG WANGLIANG" not in names
+    names = _names(extract_chunk_nlp("Maximum Overdrive\nMaximum Overdrive is a film written by Stephen King."))
+    assert {"MAXIMUM OVERDRIVE", "STEPHEN KING"} <= names and "MAXIMUM OVERDRIVE MAXIMUM OVERDRIVE" not in names
+    names = _names(extract_chunk_nlp("Lilu (mythology)\nA lilu is a demon. It haunts deserts."))
+    assert "LILU" in names
+    names = _names(extract_chunk_nlp("Laie, Hawaii\nLaie is a town on Oahu."))
+    assert {"LAIE", "HAWAII", "OAHU"} <= names and "HAWAII LAIE" not in names
+    assert split_sentences("The Hukilau Song\nJack Owens wrote it.") == ["The Hukilau Song", "Jack Owens wrote it."]
+
+
+def test_wrapped_prose_lines_are_not_headings():
+    """Only a short title-case first line is a heading: a wrapped sentence stays one
+    sentence and its opening word stays a sentence start."""
+    text = "Bah and humbug were all Scrooge\nwould say to his nephew that day.\n\nDemon algorithm\nIt samples states."
+    assert split_sentences(text) == ["Bah and humbug were all Scrooge\nwould say to his nephew that day.",
+                                     "Demon algorithm\nIt samples states."]
+    names = _names(extract_chunk_nlp(text))
+    assert "SCROOGE" in names and not names & {"BAH", "DEMON"}

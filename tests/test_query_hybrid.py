@@ -11,7 +11,13 @@ import pytest
 from graphrag import GraphRAG, QueryParam
 from graphrag.embedding import hash_embedding
 from graphrag.operators import query_hybrid
-from graphrag.operators.query_hybrid import build_graph_index, graph_index, link_entities, personalized_pagerank
+from graphrag.operators.query_hybrid import (
+    build_graph_index,
+    fuse,
+    graph_index,
+    link_entities,
+    personalized_pagerank,
+)
 
 # The answer needs two hops: the question names Elspeth Marrowind; her passage names Quarvale;
 # the passage about Quarvale (the answer, Tessaly) shares no word with the question, while
@@ -137,3 +143,65 @@ def test_personalized_pagerank_is_a_distribution_that_favours_the_seeds() -> Non
     assert scores[0] == scores.max() and scores[-1] == 0.0
     c1, c3 = (index.chunk_offset + index.chunk_position(c) for c in ("c1", "c3"))
     assert scores[c1] > scores[c3]  # one hop from the seed beats two
+
+
+def test_fusion_ranks_what_both_orders_rank_well_first() -> None:
+    walk = ["bridge", "seed", "hub"]
+    dense = ["seed", "look-alike", "bridge"]
+    # seed: 1/61 + 1/60; bridge: 1/60 + 1/62; look-alike: 1/61 (dense only); hub: 1/62 (walk only)
+    assert fuse([walk, dense]) == ["seed", "bridge", "look-alike", "hub"]
+    assert fuse([walk, dense], k=1) == ["seed", "bridge", "look-alike", "hub"]
+    assert fuse([["a", "b"], ["b", "a"]]) == ["a", "b"]  # a tie keeps the first ranking's order
+    assert fuse([["a"], []]) == ["a"] and fuse([[], []]) == []
+
+
+class _Graph:
+    def __init__(self, nodes: list, edges: list) -> None:
+        self.nodes, self.edges = nodes, edges
+
+    async def get_all_nodes(self) -> list:
+        return self.nodes
+
+    async def get_all_edges(self) -> list:
+        return self.edges
+
+
+class _Vectors:
+    def __init__(self, order: list[str]) -> None:
+        self.order = order
+
+    async def query(self, question: str, top_k: int) -> list[dict]:
+        return [{"id": c, "distance": 1.0 - i / 10} for i, c in enumerate(self.order[:top_k])]
+
+
+class _Stores:
+    version = 1
+
+    def __init__(self, nodes: list, edges: list, dense: list[str]) -> None:
+        self.graph, self.chunks_vdb = _Graph(nodes, edges), _Vectors(dense)
+
+
+def test_the_walk_counts_visits_per_link_so_a_crowded_chunk_does_not_win_by_its_size() -> None:
+    """Both chunks name the question's entity; the "list" chunk also names twelve others that
+    send the walk back to it, so it is visited more, but per link the chunk about the entity
+    ranks first."""
+    others = [(f"OTHER {i}", {"source_id": "list"}) for i in range(12)]
+    nodes = [("QUARVALE", {"source_id": "about<SEP>list"}), ("TESSALY", {"source_id": "about"}), *others]
+    index = build_graph_index(nodes, [])
+    restart = np.zeros(len(index.entities) + len(index.chunks))
+    restart[index.entities.index("QUARVALE")] = 1.0
+    visits = personalized_pagerank(index.transition_t, restart)
+    about, crowded = (index.chunk_offset + index.chunk_position(c) for c in ("about", "list"))
+    assert visits[crowded] > visits[about]
+    ranking = asyncio.run(query_hybrid.rank("Where is Quarvale?", _Stores(nodes, [], dense=[]), QueryParam()))
+    assert ranking is not None and ranking.chunk_ids == ["about", "list"]
+
+
+def test_the_most_similar_chunk_and_the_walk_are_fused() -> None:
+    """The chunk most like the question seeds the walk; a chunk one shared name away from it
+    (the second hop) ranks above a look-alike the walk never reaches."""
+    nodes = [("ELSPETH", {"source_id": "bridge"}), ("QUARVALE", {"source_id": "bridge<SEP>answer"}),
+             ("TESSALY", {"source_id": "answer"}), ("MILL", {"source_id": "look-alike"})]
+    stores = _Stores(nodes, [], dense=["bridge", "look-alike", "other", "answer"])
+    ranking = asyncio.run(query_hybrid.rank("which river flows past her town?", stores, QueryParam(top_k=4)))
+    assert ranking is not None and ranking.chunk_ids[:3] == ["bridge", "answer", "look-alike"]

@@ -8,11 +8,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 from retrieval_eval import (  # noqa: E402
+    SPLITS,
     PassageMatcher,
     context_passages,
     evaluate,
     load_qa,
     passage_document,
+    in_split,
     ranked_titles,
     recall,
     score,
@@ -61,11 +63,26 @@ def test_contexts_are_read_in_order_and_matched_by_text() -> None:
 def test_the_evaluation_runs_end_to_end_on_a_tiny_corpus(tmp_path: Path) -> None:
     passages, questions = load_qa(str(DATA / "corpus.json"), str(DATA / "questions.json"))
     result = evaluate(passages, questions, "nlp", ["naive", "local", "hybrid"], str(tmp_path),
-                      embedding_func=hash_embedding(256))
+                      embedding_func=hash_embedding(256), splits=SPLITS)
     assert result["passages"] == 4 and result["questions"] == 2
     for mode in ("naive", "local", "hybrid"):
-        r = result["modes"][mode]
-        assert 0 <= r["recall@2"] <= r["recall@5"] <= r["anywhere"] <= 100
+        for split in SPLITS:
+            r = result["modes"][mode][split]
+            assert 0 <= r["recall@2"] <= r["recall@5"] <= r["anywhere"] <= 100
     # Bag-of-words vectors: naive finds the fair's passage and Elspeth's, never Quarvale's
-    # (it shares no word with the question): (1 + 1/2) / 2 questions.
-    assert result["modes"]["naive"]["anywhere"] == 75.0
+    # (it shares no word with the question): (1 + 1/2) / 2 questions; dev is the first
+    # question (Elspeth's), test the second (the fair's).
+    naive = result["modes"]["naive"]
+    assert (naive["all"]["anywhere"], naive["dev"]["anywhere"], naive["test"]["anywhere"]) == (75.0, 50.0, 100.0)
+    # The same index asked again without indexing gives the same scores.
+    again = evaluate(passages, questions, "nlp", ["naive", "local", "hybrid"], str(tmp_path),
+                     embedding_func=hash_embedding(256), reuse_index=True, splits=SPLITS)
+    assert again["reused_index"] is True and "index_wall_s" not in again
+    for mode in ("naive", "local", "hybrid"):
+        assert {s: again["modes"][mode][s] for s in SPLITS} == {s: result["modes"][mode][s] for s in SPLITS}
+
+
+def test_splits_are_even_and_odd_question_numbers() -> None:
+    assert [i for i in range(6) if in_split(i, "dev")] == [0, 2, 4]
+    assert [i for i in range(6) if in_split(i, "test")] == [1, 3, 5]
+    assert [i for i in range(6) if in_split(i, "all")] == list(range(6))
