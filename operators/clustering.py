@@ -1,7 +1,7 @@
 """Community detection over any graph store: incremental hierarchical Leiden and the community schema.
 
 Works through the graph contract only (``get_nodes_attributes``, ``get_edges_attributes``, ``get_adjacency``,
-``set_node_clusters``, graph attributes), so every backend gets the same communities.
+``update_node_clusters``, graph attributes), so every backend gets the same communities.
 A node's memberships live in its ``clusters`` attribute, as nano-graphrag keeps them:
 JSON ``[{"level": 0, "cluster": 7}, {"level": 1, "cluster": 12}, ...]``.
 """
@@ -230,9 +230,10 @@ async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full
     if algorithm != "leiden":
         raise ValueError(f"unknown graph clustering algorithm {algorithm!r}; only 'leiden' is available")
     config = graph.global_config
+    stored = await graph.get_nodes_attributes(("clusters",))
     old_paths = {
         node: [c["cluster"] for c in sorted(clusters, key=lambda c: c["level"])]
-        for node, clusters in _memberships(await graph.get_nodes_attributes(("clusters",))).items()
+        for node, clusters in _memberships(stored).items()
     }
     split_parents = {int(k): v for k, v in json.loads(await graph.get_graph_attribute(SPLIT_ATTRIBUTE) or "{}").items()}
     adjacency = await graph.get_adjacency()
@@ -249,9 +250,11 @@ async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full
     present = {c for p in paths.values() for c in p}
     await graph.set_graph_attribute(SPLIT_ATTRIBUTE, json.dumps(
         {str(k): v for k, v in sorted(split_parents.items()) if k in present}))
-    await graph.set_node_clusters({
-        node: json.dumps([{"level": level, "cluster": cluster} for level, cluster in enumerate(path)])
-        for node, path in paths.items()})
+    clusters = {node: json.dumps([{"level": level, "cluster": cluster} for level, cluster in enumerate(path)])
+                for node, path in paths.items()}
+    # Most memberships come out as they were: a database rewrites only the others.
+    changed = [node for node, data in stored if (data.get("clusters") or "") != clusters.get(node, "")]
+    await graph.update_node_clusters(clusters, changed)
     logger.info("Clustered %d nodes into %d communities (%s)", len(paths), len(present),
                 "full" if full else "incremental")
 

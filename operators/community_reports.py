@@ -361,6 +361,7 @@ async def generate_community_reports(
     on_progress: Optional[Callable[[int], None]] = None,
     in_flight: Optional[SummariesInFlight] = None,
     failures: Optional[FormatFailures] = None,
+    touched: Optional[Collection[str]] = None,
 ) -> tuple[dict[str, dict], int]:
     """Report every community; returns ({id: record}, number of reports made fresh).
 
@@ -373,6 +374,10 @@ async def generate_community_reports(
     reported only once the summaries have settled; the others start at once.
     An answer with no readable report gets one repair turn; ``failures`` counts them, and
     a community still without one gets an extractive report.
+
+    ``touched``: the nodes whose data or edges changed since ``existing`` was reported (None:
+    unknown). A community with none of them, the same members, internal relations and level
+    as its record, has that record's fingerprint still: it is not read or fingerprinted again.
     """
     existing = existing or {}
     kwargs = dict(DEFAULT_REPORT_LLM_KWARGS if llm_kwargs is None else llm_kwargs)
@@ -447,11 +452,22 @@ async def generate_community_reports(
         async with preparing:
             await one(cid, fp, tables)
 
+    def unchanged(cid: str, touched: set[str]) -> bool:
+        """Whether ``cid``'s fingerprint is still its record's (see ``touched``)."""
+        old, community = existing.get(cid), communities[cid]
+        return (isinstance(old, dict) and bool(old.get("fingerprint"))
+                and _reusable(old, old["fingerprint"], extractive)
+                and all(old.get(k) == community.get(k) for k in ("level", "nodes", "edges"))
+                and touched.isdisjoint(map(str, community.get("nodes") or [])))
+
+    touched_nodes = set(touched or ())
+    known = set() if touched is None else {c for c in communities if unchanged(c, touched_nodes)}
+
     async def start(cid: str) -> None:
         nonlocal reused
         community = communities[cid]
-        fp = community_fingerprint(community, nodes, edges, digests)
         old = existing.get(cid)
+        fp = old["fingerprint"] if cid in known else community_fingerprint(community, nodes, edges, digests)
         if not _reusable(old, fp, extractive):
             old = by_fingerprint.get(fp)
         if _reusable(old, fp, extractive):
@@ -487,7 +503,7 @@ async def generate_community_reports(
         # out while later batches are still unread.
         for i in range(0, len(cids), _LOAD_BATCH):
             batch = cids[i : i + _LOAD_BATCH]
-            await graph_data.load(*(communities[c] for c in batch))
+            await graph_data.load(*(communities[c] for c in batch if c not in known))
             for cid in batch:
                 await start(cid)
 

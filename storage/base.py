@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Generic, Mapping, Optional, TypeVar, Union
+from typing import Any, Collection, Generic, Mapping, Optional, TypeVar, Union
 
 from graphrag.config import GraphRAGConfig
 from graphrag.schema import CommunitySchema
@@ -282,6 +282,11 @@ class BaseGraphStorage(StorageNameSpace):
                 await self.upsert_node(node, {"clusters": clusters[node]})
             elif data.get("clusters"):
                 await self.upsert_node(node, {"clusters": ""})  # upserts merge: "" means none
+
+    async def update_node_clusters(self, clusters: dict[str, str], changed: Collection[str]) -> None:
+        """``set_node_clusters(clusters)``, told which nodes' stored memberships differ from
+        ``clusters`` (a node absent from it has none): a database writes only those."""
+        await self.set_node_clusters(clusters)
 
     async def get_graph_attribute(self, name: str) -> Optional[str]:
         """An attribute of the graph itself (clustering keeps its split communities there)."""

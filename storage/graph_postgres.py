@@ -4,7 +4,7 @@ graph attributes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Collection, Optional, Union
 
 from .base import BaseGraphStorage
 from .postgres import PostgresStore, dumps
@@ -151,6 +151,15 @@ class PostgresGraphStorage(PostgresStore, BaseGraphStorage):
         await self._execute(
             "UPDATE {nodes} SET data = data || '{{\"clusters\": \"\"}}'::jsonb "
             "WHERE coalesce(data->>'clusters', '') <> '' AND NOT id = ANY(%s)", (list(clusters),))
+
+    async def update_node_clusters(self, clusters: dict[str, str], changed: Collection[str]) -> None:
+        """One statement for the changed nodes only: rewriting every row (descriptions and all)
+        cost more than the whole clustering."""
+        if changed:
+            await self._execute(
+                "UPDATE {nodes} n SET data = n.data || jsonb_build_object('clusters', c.clusters) "
+                "FROM unnest(%s::text[], %s::text[]) AS c(id, clusters) WHERE n.id = c.id",
+                (list(changed), [clusters.get(n, "") for n in changed]))
 
     async def set_graph_attribute(self, name: str, value: str) -> None:
         await self._execute("INSERT INTO {attrs} (name, value) VALUES (%s, %s) "
