@@ -561,7 +561,7 @@ class GraphRAG:
             reports_generated, report_failures = 0, None
             if changes.entities_changed:
                 with timer.stage("cluster"):
-                    await stores.graph.clustering(self.config.graph_cluster_algorithm)
+                    await stores.graph.update_clustering(rebuilt.touched, self.config.graph_cluster_algorithm)
                     schema = await stores.graph.community_schema()
                 background.start(stores.write_ahead(_WRITTEN_BEFORE_REPORTS), after=(entity_vectors,),
                                  finish_on_error=True)

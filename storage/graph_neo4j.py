@@ -25,7 +25,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any, Collection, Iterable, Optional, Union
+from typing import Any, Iterable, Optional, Union
 
 from graphrag.config import GraphRAGConfig
 from graphrag.errors import StorageError
@@ -406,9 +406,9 @@ class Neo4jGraphStorage(BaseGraphStorage):
             if (data.get("clusters") or "") != wanted:
                 await self.upsert_node(node, {"clusters": wanted})
 
-    async def update_node_clusters(self, clusters: dict[str, str], changed: Collection[str]) -> None:
-        for node in changed:
-            await self.upsert_node(node, {"clusters": clusters.get(node, "")})
+    async def update_node_clusters(self, changes: dict[str, str]) -> None:
+        for node, value in changes.items():
+            await self.upsert_node(node, {"clusters": value})
 
     async def set_graph_attribute(self, name: str, value: str) -> None:
         self._pending.attributes[name] = value

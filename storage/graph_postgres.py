@@ -4,10 +4,24 @@ graph attributes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Collection, Optional, Union
+from typing import Any, Optional, Union
 
 from .base import BaseGraphStorage
 from .postgres import PostgresStore, dumps
+
+
+# Immutable (they read only their argument), as an index expression must be. A regular
+# expression rather than a JSON parse: an unreadable value must not fail a write; callers
+# parse what they find, as they would have read it whole.
+_CLUSTER_REGEX = r"""'"cluster":\s*(\d{1,18})\M'"""
+_CLUSTER_FUNCTIONS = [
+    "CREATE OR REPLACE FUNCTION graphrag_cluster_ids(clusters text) RETURNS bigint[] "
+    "LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURNS NULL ON NULL INPUT AS $$ SELECT coalesce(array_agg(m[1]::bigint), "
+    f"'{{}}') FROM regexp_matches(clusters, {_CLUSTER_REGEX}, 'g') AS m $$",
+    "CREATE OR REPLACE FUNCTION graphrag_max_cluster(clusters text) RETURNS bigint "
+    "LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURNS NULL ON NULL INPUT AS $$ SELECT max(m[1]::bigint) "
+    f"FROM regexp_matches(clusters, {_CLUSTER_REGEX}, 'g') AS m $$",
+]
 
 
 def _ends(a: str, b: str) -> tuple[str, str]:
@@ -33,6 +47,13 @@ class PostgresGraphStorage(PostgresStore, BaseGraphStorage):
             sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (tgt)").format(
                 self.db.identifier(self._names["edges"] + "_tgt"), t["edges"]),
             sql.SQL("CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY, value text NOT NULL)").format(t["attrs"]),
+            # The community ids a node's memberships name (the JSON text nano-graphrag keeps), so
+            # that an incremental clustering finds a community's members and the highest id by index.
+            *(sql.SQL(statement) for statement in _CLUSTER_FUNCTIONS),
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (graphrag_cluster_ids(data->>'clusters'))").format(
+                self.db.identifier(self._names["nodes"] + "_clusters"), t["nodes"]),
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (graphrag_max_cluster(data->>'clusters'))").format(
+                self.db.identifier(self._names["nodes"] + "_max_cluster"), t["nodes"]),
         ])
 
     # ---------------------------------------------------------------- reads
@@ -113,6 +134,33 @@ class PostgresGraphStorage(PostgresStore, BaseGraphStorage):
                                 (list(names),))
         return [(a, b, {k: v for k, v in zip(names, values) if v is not None}) for a, b, values in rows]
 
+    async def get_nodes_attributes_of(self, node_ids: list[str], names: tuple[str, ...]) -> list[tuple[str, dict]]:
+        if not node_ids:
+            return []
+        rows = await self._rows("SELECT id, array(SELECT data->n FROM unnest(%s::text[]) AS n) FROM {nodes} "
+                                "WHERE id = ANY(%s)", (list(names), list(node_ids)))
+        return [(node, {k: v for k, v in zip(names, values) if v is not None}) for node, values in rows]
+
+    async def get_edges_at(self, node_ids: list[str], names: tuple[str, ...]) -> list[tuple[str, str, dict]]:
+        if not node_ids:
+            return []
+        rows = await self._rows(
+            "SELECT src, tgt, array(SELECT data->n FROM unnest(%s::text[]) AS n) FROM {edges} "
+            "WHERE src = ANY(%s) OR tgt = ANY(%s)", (list(names), list(node_ids), list(node_ids)))
+        return [(a, b, {k: v for k, v in zip(names, values) if v is not None}) for a, b, values in rows]
+
+    async def nodes_in_clusters(self, cluster_ids: list[int]) -> list[tuple[str, dict]]:
+        if not cluster_ids:
+            return []
+        rows = await self._rows("SELECT id, data->'clusters' FROM {nodes} "
+                                "WHERE graphrag_cluster_ids(data->>'clusters') && %s::bigint[]", (list(cluster_ids),))
+        return [(node, {"clusters": clusters}) for node, clusters in rows]
+
+    async def node_with_highest_cluster(self) -> Optional[list[tuple[str, dict]]]:
+        rows = await self._rows("SELECT id, data->'clusters' FROM {nodes} WHERE graphrag_max_cluster(data->>'clusters') "
+                                "IS NOT NULL ORDER BY graphrag_max_cluster(data->>'clusters') DESC LIMIT 1")
+        return [(node, {"clusters": clusters}) for node, clusters in rows]
+
     async def count_nodes(self) -> int:
         return (await self._rows("SELECT count(*) FROM {nodes}"))[0][0]
 
@@ -152,14 +200,14 @@ class PostgresGraphStorage(PostgresStore, BaseGraphStorage):
             "UPDATE {nodes} SET data = data || '{{\"clusters\": \"\"}}'::jsonb "
             "WHERE coalesce(data->>'clusters', '') <> '' AND NOT id = ANY(%s)", (list(clusters),))
 
-    async def update_node_clusters(self, clusters: dict[str, str], changed: Collection[str]) -> None:
-        """One statement for the changed nodes only: rewriting every row (descriptions and all)
-        cost more than the whole clustering."""
-        if changed:
+    async def update_node_clusters(self, changes: dict[str, str]) -> None:
+        """One statement for these nodes only: rewriting every row (descriptions and all) cost
+        more than the whole clustering."""
+        if changes:
             await self._execute(
                 "UPDATE {nodes} n SET data = n.data || jsonb_build_object('clusters', c.clusters) "
                 "FROM unnest(%s::text[], %s::text[]) AS c(id, clusters) WHERE n.id = c.id",
-                (list(changed), [clusters.get(n, "") for n in changed]))
+                (list(changes), list(changes.values())))
 
     async def set_graph_attribute(self, name: str, value: str) -> None:
         await self._execute("INSERT INTO {attrs} (name, value) VALUES (%s, %s) "

@@ -8,17 +8,19 @@ must be identical, on files and on PostgreSQL (which writes only the memberships
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from typing import Any
 
 import pytest
 
 from graphrag import GraphRAG, hash_embedding
-from graphrag.operators import community_reports
+from graphrag.operators import clustering_nearby, community_reports
 from graphrag.operators.chunking import doc_id_for
 from graphrag.operators.graph_update import GraphRebuild
 
 fingerprint = community_reports.community_fingerprint
+paths_near = clustering_nearby.paths_near
 
 PEOPLE = ["Marin Okafor", "Jonas Velt", "Oriel Banks", "Priya Sandoval", "Teo Marsh", "Nadia Farrow",
           "Ilse Brandt", "Kofi Mensah", "Lena Duarte", "Ravi Kumar", "Sofia Lind", "Abel Quint"]
@@ -68,6 +70,7 @@ def test_touched_only_equals_everything_read(mode, backend, seed, tmp_path, serv
 
     restricted, everything = make("restricted"), make("everything")
     fingerprinted = {False: 0, True: 0}
+    outcomes: list[bool] = []  # per restricted clustering: did it settle without the whole graph?
 
     def apply(step) -> None:
         for rag, withheld in ((restricted, False), (everything, True)):
@@ -79,7 +82,13 @@ def test_touched_only_equals_everything_read(mode, backend, seed, tmp_path, serv
                     fingerprinted[withheld] += 1
                     return fingerprint(*args, **kwargs)
 
+                async def near(*args, **kwargs):
+                    changes = await paths_near(*args, **kwargs)
+                    outcomes.append(changes is not None)
+                    return changes
+
                 patch.setattr(community_reports, "community_fingerprint", counted)
+                patch.setattr(clustering_nearby, "paths_near", near)
                 step(rag)
 
     rng = random.Random(seed)
@@ -100,5 +109,105 @@ def test_touched_only_equals_everything_read(mode, backend, seed, tmp_path, serv
         memberships, reports = _state(restricted)
         assert any(memberships.values()) and reports
         assert (memberships, reports) == _state(everything)
-    # The restricted run did skip communities (else this test would compare a path with itself).
+    # The restricted run did skip communities and the whole graph (else this test would
+    # compare a path with itself).
     assert 0 < fingerprinted[False] < fingerprinted[True]
+    assert sum(outcomes) >= len(outcomes) // 2, outcomes
+
+
+# ---------------------------------------------------------------- the graph stores alone
+
+
+def _graph_stores(kind: str, tmp_path, request) -> list:
+    """Two graph stores of one config (on PostgreSQL, one workspace and one write)."""
+    from graphrag.config import GraphRAGConfig
+    from graphrag.storage import NetworkXStorage
+    from graphrag.storage.graph_postgres import PostgresGraphStorage
+
+    settings: dict[str, Any] = dict(working_dir=str(tmp_path), exact_clustering_below=8, max_graph_cluster_size=4)
+    if kind == "postgres":
+        config = GraphRAGConfig(**settings, storage_options=request.getfixturevalue("postgres_options"))
+        return [PostgresGraphStorage(namespace=ns, global_config=config) for ns in ("near", "whole")]
+    config = GraphRAGConfig(**settings)
+    return [NetworkXStorage(ns, config) for ns in ("near", "whole")]
+
+
+@pytest.mark.parametrize("kind", ["networkx", "postgres"])
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_clustering_near_touched_nodes_equals_whole_graph(kind, seed, tmp_path, request):
+    """Random edits (new nodes hanging off a large component, edges joining components, nodes
+    and edges deleted); after each, clustering told the touched nodes and clustering that reads
+    everything give the same memberships and split communities."""
+    from graphrag.operators.clustering import SPLIT_ATTRIBUTE, cluster_graph
+
+    rng = random.Random(seed)
+    near, whole = _graph_stores(kind, tmp_path, request)
+    settled = 0
+
+    async def both(method: str, *args) -> None:
+        for store in (near, whole):
+            await getattr(store, method)(*args)
+
+    async def edge(a: str, b: str) -> None:
+        for node in (a, b):
+            await both("upsert_node", node, {"entity_type": "thing"})
+        await both("upsert_edge", a, b, {"weight": float(rng.choice([1, 1, 2, 3])), "description": "x"})
+
+    async def state(store) -> tuple:
+        nodes = await store.get_nodes_attributes(("clusters",))
+        return {n: d.get("clusters") or "" for n, d in nodes}, await store.get_graph_attribute(SPLIT_ATTRIBUTE)
+
+    async def go() -> None:
+        nonlocal settled
+        # A large component (caves joined in a ring) and a few small ones.
+        for cave in range(8):
+            members = [f"c{cave}_{i}" for i in range(5)]
+            for i, a in enumerate(members):
+                for b in members[i + 1:]:
+                    await edge(a, b)
+            await edge(members[0], f"c{(cave + 1) % 8}_1")
+        for small in range(4):
+            await edge(f"s{small}_a", f"s{small}_b")
+            await edge(f"s{small}_b", f"s{small}_c")
+        await both("clustering", "leiden")
+        for step in range(30):
+            names = sorted(n for n, _ in await whole.get_nodes_attributes(()))
+            touched: set[str] = set()
+            for _ in range(rng.randint(1, 3)):
+                roll = rng.random()
+                if roll < 0.45:  # a new node (or a few, linked) joins an existing one
+                    new = [f"n{step}_{i}" for i in range(rng.choice([1, 1, 2, 3]))]
+                    anchor = rng.choice(names)
+                    for node in new:
+                        await edge(node, anchor if rng.random() < 0.7 else new[0])
+                        touched |= {node, anchor, new[0]}
+                    for a, b in zip(new, new[1:]):
+                        await edge(a, b)
+                elif roll < 0.65:
+                    a, b = rng.sample(names, 2)
+                    await edge(a, b)
+                    touched |= {a, b}
+                elif roll < 0.85:
+                    node = rng.choice(names)
+                    touched |= {node} | {b for _, b in await whole.get_node_edges(node) or []}
+                    await both("delete_node", node)
+                else:
+                    a = rng.choice(names)
+                    ends = await whole.get_node_edges(a) or []
+                    if ends:
+                        b = rng.choice(ends)[1]
+                        await both("delete_edge", a, b)
+                        touched |= {a, b}
+            await cluster_graph(whole, "leiden")
+            changes = await clustering_nearby.paths_near(
+                near, set(touched), {int(k): v for k, v in json.loads(
+                    await near.get_graph_attribute(SPLIT_ATTRIBUTE) or "{}").items()},
+                max_cluster_size=4, seed=near.global_config.graph_cluster_seed, exact_below=8)
+            settled += changes is not None
+            await cluster_graph(near, "leiden", touched=touched)
+            assert await state(near) == await state(whole), f"step {step}"
+        await near.index_abort_callback()
+        await near.close()
+
+    asyncio.run(go())
+    assert settled >= 15  # most edits were settled around the touched nodes
