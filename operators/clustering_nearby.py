@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
     from graphrag.storage.base import BaseGraphStorage
 
 logger = logging.getLogger(__name__)
+
+# A community id in a node's stored memberships text (JSON written by the clustering operator).
+_CLUSTER_ID = re.compile(r'"cluster":\s*(\d+)')
 
 
 class _Unsure(Exception):
@@ -133,10 +137,12 @@ async def _paths_near(graph: BaseGraphStorage, touched: set[str], split_parents:
         raise _Unsure("several large components touched")
 
     top = await graph.node_with_highest_cluster()
-    if top is None:  # the store cannot tell: every membership
-        top = [(n, d) for n, d in await graph.get_nodes_attributes(("clusters",)) if d.get("clusters")]
+    if top is None:  # the store cannot tell: every membership, by the ids their text names
+        named = [(max(map(int, found)), n, d) for n, d in await graph.get_nodes_attributes(("clusters",))
+                 if (found := _CLUSTER_ID.findall(d.get("clusters") or ""))]
+        top = [max(named, key=lambda t: t[0])[1:]] if named else []
     highest = [max(p) for n, d in top if (p := membership_path(n, d.get("clusters") or ""))]
-    if len(highest) < len(top):
+    if len(highest) < len(top):  # the whole-graph update would skip it, and maybe find a lower id
         raise _Unsure("an unreadable membership")
     ids = _CommunityIds(max(highest, default=-1) + 1)
 
@@ -162,7 +168,7 @@ async def _paths_near(graph: BaseGraphStorage, touched: set[str], split_parents:
         if set(held) & set(split_parents):
             raise _Unsure("a split community in a component clustered afresh")
         inside = set(component)
-        for node, data in await graph.nodes_in_clusters(held):
+        for node, data in _holding(await graph.nodes_in_clusters(held), held):
             if node not in inside and set(membership_path(node, data.get("clusters") or "") or ()) & set(held):
                 raise _Unsure("a community reaching beyond its component")
         for membership in leiden_partitions(near.adjacency, max_cluster_size, seed, nodes=component):
@@ -208,7 +214,7 @@ async def _place_in_large(near: _Neighbourhood, region: set[str], ids: _Communit
     prefixes = sorted({tuple(paths[n]) for n in unplaced}, key=lambda p: (len(p), p))
     joined = sorted({p[-1] for p in prefixes if p[-1] < fresh_from})
     if joined:
-        found = await near.graph.nodes_in_clusters(joined)
+        found = _holding(await near.graph.nodes_in_clusters(joined), joined)
         for node, data in found:
             if node not in near.raw:
                 near.found.add(node)
@@ -231,6 +237,13 @@ async def _place_in_large(near: _Neighbourhood, region: set[str], ids: _Communit
                     changed[node] = paths[node]
                 split_parents[prefix[-1]] = max(len(before), max_cluster_size)
     return changed
+
+
+def _holding(found: list[tuple[str, dict]], ids: list[int]) -> list[tuple[str, dict]]:
+    """The nodes of ``found`` whose memberships text names one of ``ids`` (a store may return
+    more; this spares parsing those)."""
+    wanted = {str(i) for i in ids}
+    return [(n, d) for n, d in found if wanted.intersection(_CLUSTER_ID.findall(d.get("clusters") or ""))]
 
 
 def _check_inside(near: _Neighbourhood, region: set[str], nodes: list[str]) -> None:

@@ -509,7 +509,7 @@ async def generate_community_reports(
 
     try:
         for cid in ordered:
-            if summarising and touches_summaries(cid):
+            if summarising and cid not in known and touches_summaries(cid):  # known: no touched node
                 deferred.add(cid)
         await start_all([c for c in ordered if c not in deferred])
         if deferred:
