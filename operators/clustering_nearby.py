@@ -162,15 +162,20 @@ async def _paths_near(graph: BaseGraphStorage, touched: set[str], split_parents:
         old = {n: near.paths[n] for n in component if n in near.paths}
         ids.taken.update(c for p in old.values() for c in p)
         paths.update(_place_incrementally(near.adjacency, component, old, ids, max_cluster_size, seed, split_parents))
+    # A component clustered afresh must hold its communities alone (one read for all of them).
+    held: dict[int, int] = {}  # community id -> index of the component holding it
+    for index, component in enumerate(from_scratch):
+        held.update(dict.fromkeys((c for n in component for c in near.paths.get(n, ())), index))
+    if set(held) & set(split_parents):
+        raise _Unsure("a split community in a component clustered afresh")
+    if held:
+        inside = {n: i for i, component in enumerate(from_scratch) for n in component}
+        for node, data in _holding(await graph.nodes_in_clusters(sorted(held)), sorted(held)):
+            for c in membership_path(node, data.get("clusters") or "") or ():
+                if c in held and inside.get(node) != held[c]:
+                    raise _Unsure("a community reaching beyond its component")
     for component in from_scratch:
         old = {n: near.paths[n] for n in component if n in near.paths}
-        held = sorted({c for p in old.values() for c in p})
-        if set(held) & set(split_parents):
-            raise _Unsure("a split community in a component clustered afresh")
-        inside = set(component)
-        for node, data in _holding(await graph.nodes_in_clusters(held), held):
-            if node not in inside and set(membership_path(node, data.get("clusters") or "") or ()) & set(held):
-                raise _Unsure("a community reaching beyond its component")
         for membership in leiden_partitions(near.adjacency, max_cluster_size, seed, nodes=component):
             paths.update(ids.match(membership, old))
 
