@@ -5,8 +5,8 @@ wanted and always from that same state, the insert of one small document naming 
 corpus already has (``insert``): wall time, this process's CPU and, on PostgreSQL, the server's
 CPU (its processes' CPU times). Mock LLM at 0 ms, ``hash_embedding(384)``.
 
-    python benchmarks/one_document.py build --dir /tmp/s21i/hotpot-pg --backend postgres [--corpus PATH] [--limit N]
-    python benchmarks/one_document.py insert --dir /tmp/s21i/hotpot-pg [--runs 3]
+    python benchmarks/one_document.py build --dir /tmp/s21i/hotpot-pg --backend postgres [--corpus PATH] [--limit N] [--batch N]
+    python benchmarks/one_document.py insert --dir /tmp/s21i/hotpot-pg [--runs 3] [--stages]
 
 ``build`` also records insert wall time, query p50 per mode and open-to-first-answer (in
 ``DIR/build.json``). ``insert`` opens a copy of the built state (the working dir copied; on
@@ -97,9 +97,17 @@ def settings(backend: str, working_dir: str, llm_url: str, dsn: Optional[str]) -
     return common
 
 
+def _documents(path: str, limit: Optional[int]) -> list[str]:
+    """HotpotQA's ``{title: sentences}``, or the JSON list of passages make_corpus.py writes."""
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    if isinstance(data, dict):
+        return load_corpus(path, limit)[0]
+    return data[: limit or None]
+
+
 def build(args: argparse.Namespace) -> dict[str, Any]:
-    docs, _ = load_corpus(args.corpus, args.limit) if args.corpus.endswith("corpus.json") else (
-        json.load(open(args.corpus, encoding="utf-8"))[: args.limit or None], None)
+    docs = _documents(args.corpus, args.limit)
     os.makedirs(args.dir, exist_ok=False)
     server, pg = MockLLMServer().start(), None
     try:
