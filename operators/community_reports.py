@@ -462,6 +462,14 @@ async def generate_community_reports(
 
     touched_nodes = set(touched or ())
     known = set() if touched is None else {c for c in communities if unchanged(c, touched_nodes)}
+    if known:
+        # The stored fingerprints must be of this version's making (else every report is redone,
+        # as the version bump intends): the smallest unchanged community is fingerprinted to see.
+        probe = min(known, key=lambda c: (len(communities[c].get("nodes") or []), c))
+        await graph_data.load(communities[probe])
+        if community_fingerprint(communities[probe], nodes, edges) != existing[probe]["fingerprint"]:
+            logger.info("Stored report fingerprints are of another version: every community is fingerprinted")
+            known = set()
 
     async def start(cid: str) -> None:
         nonlocal reused

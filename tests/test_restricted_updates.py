@@ -211,3 +211,27 @@ def test_clustering_near_touched_nodes_equals_whole_graph(kind, seed, tmp_path, 
 
     asyncio.run(go())
     assert settled >= 15  # most edits were settled around the touched nodes
+
+
+# Names no other document has: its insert leaves every other community untouched.
+ELSEWHERE = "Wren Halloway met Quill Ostrander at Vesper Moor. Quill Ostrander painted Vesper Moor."
+
+
+def test_fingerprints_of_another_version_are_all_redone(tmp_path, monkeypatch):
+    """After a fingerprint version bump every stored fingerprint is stale: an insert redoes
+    every community, with the touched nodes known or not."""
+    docs = _documents(7, 5)
+    rags = {}
+    for name in ("restricted", "everything"):
+        rags[name] = GraphRAG(working_dir=str(tmp_path / name), embedding_func=hash_embedding(64), extraction="nlp",
+                              show_progress=False)
+        rags[name].insert(docs)
+    before = {r["fingerprint"] for r in _state(rags["restricted"])[1].values()}
+    monkeypatch.setattr(community_reports, "_FINGERPRINT_VERSION", community_reports._FINGERPRINT_VERSION + 1)
+    with monkeypatch.context() as patch:
+        patch.setattr(GraphRebuild, "touched", property(lambda self: None))
+        rags["everything"].insert(ELSEWHERE)
+    rags["restricted"].insert(ELSEWHERE)
+    memberships, reports = _state(rags["restricted"])
+    assert (memberships, reports) == _state(rags["everything"])
+    assert not before & {r["fingerprint"] for r in reports.values()}  # none of the old version is left
