@@ -26,6 +26,10 @@ Adjacency = Mapping[str, Mapping[str, dict[str, Any]]]
 # Graph attribute: communities the incremental update split, and their size before (see _place_incrementally).
 SPLIT_ATTRIBUTE = "split_communities"
 
+# A write touching more nodes than this (a large insert) is clustered over the whole graph
+# directly: reading around that many nodes costs more than one pass over everything.
+NEAR_AT_MOST = 1000
+
 
 def _weight(data: dict[str, Any]) -> float:
     return float(data.get("weight", 1.0) or 1.0)
@@ -242,7 +246,7 @@ async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full
         raise ValueError(f"unknown graph clustering algorithm {algorithm!r}; only 'leiden' is available")
     config = graph.global_config
     split_parents = {int(k): v for k, v in json.loads(await graph.get_graph_attribute(SPLIT_ATTRIBUTE) or "{}").items()}
-    if touched is not None and not full:
+    if touched is not None and not full and len(touched) <= NEAR_AT_MOST:
         from .clustering_nearby import paths_near
 
         splits = dict(split_parents)
