@@ -561,13 +561,14 @@ class GraphRAG:
             reports_generated, report_failures = 0, None
             if changes.entities_changed:
                 with timer.stage("cluster"):
-                    await stores.graph.clustering(self.config.graph_cluster_algorithm)
+                    await stores.graph.update_clustering(rebuilt.touched, self.config.graph_cluster_algorithm)
                     schema = await stores.graph.community_schema()
                 background.start(stores.write_ahead(_WRITTEN_BEFORE_REPORTS), after=(entity_vectors,),
                                  finish_on_error=True)
                 with timer.stage("report"):
                     # Communities containing a description still being summarised wait for it.
-                    communities, reports_generated, report_failures = await self._report(schema, changes)
+                    communities, reports_generated, report_failures = await self._report(
+                        schema, changes, touched=rebuilt.touched)
             else:
                 logger.info("No entity or relation changed; community reports kept as they are")
 
@@ -750,10 +751,11 @@ class GraphRAG:
         if self.stores.chunks_vdb is not None and new_chunks:
             await self.stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
 
-    async def _report(self, schema: Optional[dict[str, Any]] = None,
-                      in_flight: Optional[Any] = None) -> tuple[int, int, FormatFailures]:
+    async def _report(self, schema: Optional[dict[str, Any]] = None, in_flight: Optional[Any] = None,
+                      touched: Optional[set[str]] = None) -> tuple[int, int, FormatFailures]:
         """One report per community; unchanged communities keep theirs without an LLM call.
-        Also returns the tally of answers that held no readable report."""
+        Also returns the tally of answers that held no readable report. ``touched``: the nodes
+        this write changed (their communities alone are read again)."""
         from graphrag.operators.community_reports import generate_community_reports
         from graphrag.operators.format_failures import FormatFailures
 
@@ -771,7 +773,7 @@ class GraphRAG:
                 schema, graph=stores.graph, llm=None if extractive else self.llms[0], tokenizer=self.tokenizer,
                 max_tokens=max_tokens, existing=existing,
                 llm_kwargs=self.config.special_community_report_llm_kwargs, extractive=extractive,
-                on_progress=progress.update, in_flight=in_flight, failures=failures,
+                on_progress=progress.update, in_flight=in_flight, failures=failures, touched=touched,
             )
         finally:
             progress.close()

@@ -1,7 +1,7 @@
 """Community detection over any graph store: incremental hierarchical Leiden and the community schema.
 
 Works through the graph contract only (``get_nodes_attributes``, ``get_edges_attributes``, ``get_adjacency``,
-``set_node_clusters``, graph attributes), so every backend gets the same communities.
+``update_node_clusters``, graph attributes), so every backend gets the same communities.
 A node's memberships live in its ``clusters`` attribute, as nano-graphrag keeps them:
 JSON ``[{"level": 0, "cluster": 7}, {"level": 1, "cluster": 12}, ...]``.
 """
@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Iterator, Mapping, Optional
 
 from graphrag.schema import GRAPH_FIELD_SEP, CommunitySchema, edge_key
 
@@ -25,6 +25,10 @@ Adjacency = Mapping[str, Mapping[str, dict[str, Any]]]
 
 # Graph attribute: communities the incremental update split, and their size before (see _place_incrementally).
 SPLIT_ATTRIBUTE = "split_communities"
+
+# A write touching more nodes than this (a large insert) is clustered over the whole graph
+# directly: reading around that many nodes costs more than one pass over everything.
+NEAR_AT_MOST = 1000
 
 
 def _weight(data: dict[str, Any]) -> float:
@@ -80,8 +84,8 @@ def _components(adjacency: Adjacency, keep: set[str]) -> Iterator[list[str]]:
 class _CommunityIds:
     """Hands out community ids: old ones where a community is recognisably the same, else fresh."""
 
-    def __init__(self, old_paths: dict[str, list[int]]) -> None:
-        self.next_id = max((c for p in old_paths.values() for c in p), default=-1) + 1
+    def __init__(self, next_id: int) -> None:
+        self.next_id = next_id  # above every id in use
         self.taken: set[int] = set()
 
     def fresh(self) -> int:
@@ -188,7 +192,7 @@ def community_paths(adjacency: Adjacency, old_paths: dict[str, list[int]], max_c
     them when ``exact_below`` is None, are clustered from scratch, so their communities
     depend only on the graph; ids are kept where membership overlaps.
     """
-    ids = _CommunityIds(old_paths)
+    ids = _CommunityIds(max((c for p in old_paths.values() for c in p), default=-1) + 1)
     components = sorted((sorted(c) for c in _components(adjacency, set(adjacency)) if len(c) > 1),
                         key=lambda c: c[0])
     in_place, from_scratch = [], []
@@ -208,6 +212,13 @@ def community_paths(adjacency: Adjacency, old_paths: dict[str, list[int]], max_c
     return paths
 
 
+def membership_path(node: str, raw: str) -> Optional[list[int]]:
+    """A node's stored ``clusters`` text as its community id per level (None if it has none,
+    or an unreadable one)."""
+    clusters = _memberships([(node, {"clusters": raw})]).get(node)
+    return [c["cluster"] for c in sorted(clusters, key=lambda c: c["level"])] if clusters else None
+
+
 def _memberships(nodes: list[tuple[str, dict]]) -> dict[str, list[dict[str, int]]]:
     out = {}
     for node, data in nodes:
@@ -220,21 +231,40 @@ def _memberships(nodes: list[tuple[str, dict]]) -> dict[str, list[dict[str, int]
     return out
 
 
-async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full: bool = False) -> None:
+async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full: bool = False,
+                        touched: Optional[Collection[str]] = None) -> None:
     """Assign every node that has an edge to a community at each level.
 
     Large components are updated in place (see :func:`community_paths`), so one
     document changes only the communities it touches; ``full=True`` re-runs Leiden
     over every component from scratch, keeping ids where membership overlaps.
+    ``touched``: the nodes a write changed (with the edges at them), when only those did;
+    then only the graph around them is read (``operators/clustering_nearby.py``), for the
+    same memberships.
     """
     if algorithm != "leiden":
         raise ValueError(f"unknown graph clustering algorithm {algorithm!r}; only 'leiden' is available")
     config = graph.global_config
+    split_parents = {int(k): v for k, v in json.loads(await graph.get_graph_attribute(SPLIT_ATTRIBUTE) or "{}").items()}
+    if touched is not None and not full and len(touched) <= NEAR_AT_MOST:
+        from .clustering_nearby import paths_near
+
+        splits = dict(split_parents)
+        changes = await paths_near(graph, set(touched), splits, max_cluster_size=config.max_graph_cluster_size,
+                                   seed=config.graph_cluster_seed, exact_below=config.exact_clustering_below)
+        if changes is not None:
+            # Every community named here still has members: only a deletion could take one
+            # away, and paths_near leaves those with split communities to the whole graph.
+            await graph.set_graph_attribute(SPLIT_ATTRIBUTE, json.dumps(
+                {str(k): v for k, v in sorted(splits.items())}))
+            await graph.update_node_clusters(changes)
+            logger.info("Clustered around %d touched nodes: %d memberships changed", len(touched), len(changes))
+            return
+    stored = await graph.get_nodes_attributes(("clusters",))
     old_paths = {
         node: [c["cluster"] for c in sorted(clusters, key=lambda c: c["level"])]
-        for node, clusters in _memberships(await graph.get_nodes_attributes(("clusters",))).items()
+        for node, clusters in _memberships(stored).items()
     }
-    split_parents = {int(k): v for k, v in json.loads(await graph.get_graph_attribute(SPLIT_ATTRIBUTE) or "{}").items()}
     adjacency = await graph.get_adjacency()
 
     def run() -> dict[str, list[int]]:
@@ -249,9 +279,11 @@ async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full
     present = {c for p in paths.values() for c in p}
     await graph.set_graph_attribute(SPLIT_ATTRIBUTE, json.dumps(
         {str(k): v for k, v in sorted(split_parents.items()) if k in present}))
-    await graph.set_node_clusters({
-        node: json.dumps([{"level": level, "cluster": cluster} for level, cluster in enumerate(path)])
-        for node, path in paths.items()})
+    clusters = {node: json.dumps([{"level": level, "cluster": cluster} for level, cluster in enumerate(path)])
+                for node, path in paths.items()}
+    # Most memberships come out as they were: a database rewrites only the others.
+    await graph.update_node_clusters({node: clusters.get(node, "") for node, data in stored
+                                      if (data.get("clusters") or "") != clusters.get(node, "")})
     logger.info("Clustered %d nodes into %d communities (%s)", len(paths), len(present),
                 "full" if full else "incremental")
 

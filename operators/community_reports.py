@@ -361,6 +361,7 @@ async def generate_community_reports(
     on_progress: Optional[Callable[[int], None]] = None,
     in_flight: Optional[SummariesInFlight] = None,
     failures: Optional[FormatFailures] = None,
+    touched: Optional[Collection[str]] = None,
 ) -> tuple[dict[str, dict], int]:
     """Report every community; returns ({id: record}, number of reports made fresh).
 
@@ -373,6 +374,10 @@ async def generate_community_reports(
     reported only once the summaries have settled; the others start at once.
     An answer with no readable report gets one repair turn; ``failures`` counts them, and
     a community still without one gets an extractive report.
+
+    ``touched``: the nodes whose data or edges changed since ``existing`` was reported (None:
+    unknown). A community with none of them, the same members, internal relations and level
+    as its record, has that record's fingerprint still: it is not read or fingerprinted again.
     """
     existing = existing or {}
     kwargs = dict(DEFAULT_REPORT_LLM_KWARGS if llm_kwargs is None else llm_kwargs)
@@ -447,11 +452,30 @@ async def generate_community_reports(
         async with preparing:
             await one(cid, fp, tables)
 
+    def unchanged(cid: str, touched: set[str]) -> bool:
+        """Whether ``cid``'s fingerprint is still its record's (see ``touched``)."""
+        old, community = existing.get(cid), communities[cid]
+        return (isinstance(old, dict) and bool(old.get("fingerprint"))
+                and _reusable(old, old["fingerprint"], extractive)
+                and all(old.get(k) == community.get(k) for k in ("level", "nodes", "edges"))
+                and touched.isdisjoint(map(str, community.get("nodes") or [])))
+
+    touched_nodes = set(touched or ())
+    known = set() if touched is None else {c for c in communities if unchanged(c, touched_nodes)}
+    if known:
+        # The stored fingerprints must be of this version's making (else every report is redone,
+        # as the version bump intends): the smallest unchanged community is fingerprinted to see.
+        probe = min(known, key=lambda c: (len(communities[c].get("nodes") or []), c))
+        await graph_data.load(communities[probe])
+        if community_fingerprint(communities[probe], nodes, edges) != existing[probe]["fingerprint"]:
+            logger.info("Stored report fingerprints are of another version: every community is fingerprinted")
+            known = set()
+
     async def start(cid: str) -> None:
         nonlocal reused
         community = communities[cid]
-        fp = community_fingerprint(community, nodes, edges, digests)
         old = existing.get(cid)
+        fp = old["fingerprint"] if cid in known else community_fingerprint(community, nodes, edges, digests)
         if not _reusable(old, fp, extractive):
             old = by_fingerprint.get(fp)
         if _reusable(old, fp, extractive):
@@ -487,13 +511,13 @@ async def generate_community_reports(
         # out while later batches are still unread.
         for i in range(0, len(cids), _LOAD_BATCH):
             batch = cids[i : i + _LOAD_BATCH]
-            await graph_data.load(*(communities[c] for c in batch))
+            await graph_data.load(*(communities[c] for c in batch if c not in known))
             for cid in batch:
                 await start(cid)
 
     try:
         for cid in ordered:
-            if summarising and touches_summaries(cid):
+            if summarising and cid not in known and touches_summaries(cid):  # known: no touched node
                 deferred.add(cid)
         await start_all([c for c in ordered if c not in deferred])
         if deferred:

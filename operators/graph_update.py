@@ -104,6 +104,11 @@ class GraphRebuild:
     deleted: set[str] = field(default_factory=set)
     deleted_edges: set[tuple[str, str]] = field(default_factory=set)
 
+    @property
+    def touched(self) -> set[str]:
+        """Every node written or deleted, and both ends of every edge written or deleted."""
+        return {*self.nodes, *self.deleted, *(n for key in [*self.edges, *self.deleted_edges] for n in key)}
+
     def then(self, later: "GraphRebuild") -> "GraphRebuild":
         """This batch followed by ``later``, which rebuilt everything it touched from all
         the extractions, so its records (and deletions) win."""

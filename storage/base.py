@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Generic, Mapping, Optional, TypeVar, Union
+from typing import Any, Collection, Generic, Mapping, Optional, TypeVar, Union
 
 from graphrag.config import GraphRAGConfig
 from graphrag.schema import CommunitySchema
@@ -267,6 +267,33 @@ class BaseGraphStorage(StorageNameSpace):
             adjacency[a][b] = adjacency[b][a] = data
         return adjacency
 
+    # Reads around the nodes a write touched: what an incremental clustering needs instead of
+    # the whole graph (``graphrag.operators.clustering``). A database answers each from an index.
+
+    async def get_nodes_attributes_of(self, node_ids: list[str], names: tuple[str, ...]) -> list[tuple[str, dict]]:
+        """``get_nodes_attributes`` for these nodes only (unknown ones are left out)."""
+        return [(node, {k: data[k] for k in names if k in data})
+                for node, data in zip(node_ids, await self.get_nodes_batch(node_ids)) if data is not None]
+
+    async def get_edges_at(self, node_ids: list[str], names: tuple[str, ...]) -> list[tuple[str, str, dict]]:
+        """Every edge at one of these nodes, once, with only the attributes ``names`` it has."""
+        pairs = list(dict.fromkeys(tuple(sorted(e)) for edges in await self.get_nodes_edges_batch(node_ids)
+                                   for e in edges))
+        return [(a, b, {k: data[k] for k in names if k in data})
+                for (a, b), data in zip(pairs, await self.get_edges_batch(pairs)) if data is not None]
+
+    async def nodes_in_clusters(self, cluster_ids: list[int]) -> list[tuple[str, dict]]:
+        """The nodes whose ``clusters`` attribute names one of these communities, with that
+        attribute. May return more nodes (this default returns every node with memberships):
+        callers read the memberships themselves."""
+        return [(node, data) for node, data in await self.get_nodes_attributes(("clusters",)) if data.get("clusters")]
+
+    async def node_with_highest_cluster(self) -> Optional[list[tuple[str, dict]]]:
+        """``[(node, {"clusters": ...})]`` for a node whose memberships name the highest community
+        id (``[]`` if no node has any); None when the store cannot tell without reading every
+        node's memberships, as this default."""
+        return None
+
     async def count_nodes(self) -> int:
         return len(await self.get_all_nodes())
 
@@ -283,6 +310,15 @@ class BaseGraphStorage(StorageNameSpace):
             elif data.get("clusters"):
                 await self.upsert_node(node, {"clusters": ""})  # upserts merge: "" means none
 
+    async def update_node_clusters(self, changes: dict[str, str]) -> None:
+        """Set the ``clusters`` attribute of just these nodes ("": none); every other node keeps
+        its own. A database writes only these; this default rewrites them all through
+        ``set_node_clusters``, as a whole clustering does."""
+        clusters = {node: data["clusters"] for node, data in await self.get_nodes_attributes(("clusters",))
+                    if data.get("clusters")}
+        clusters.update(changes)
+        await self.set_node_clusters({node: value for node, value in clusters.items() if value})
+
     async def get_graph_attribute(self, name: str) -> Optional[str]:
         """An attribute of the graph itself (clustering keeps its split communities there)."""
         raise NotImplementedError(f"{type(self).__name__} keeps no graph attributes")
@@ -296,6 +332,17 @@ class BaseGraphStorage(StorageNameSpace):
         from graphrag.operators.clustering import cluster_graph
 
         await cluster_graph(self, algorithm, full=full)
+
+    async def update_clustering(self, touched: Optional[Collection[str]], algorithm: str = "leiden") -> None:
+        """``clustering(algorithm)`` after a write that changed only the nodes ``touched`` and the
+        edges at them (None: unknown): the default clustering then reads only the graph around
+        them. A backend with its own ``clustering`` has that called."""
+        if getattr(self.clustering, "__func__", None) is not BaseGraphStorage.clustering:
+            await self.clustering(algorithm)
+            return
+        from graphrag.operators.clustering import cluster_graph
+
+        await cluster_graph(self, algorithm, touched=touched)
 
     async def community_schema(self) -> dict[str, CommunitySchema]:
         from graphrag.operators.clustering import community_schema

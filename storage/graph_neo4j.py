@@ -406,6 +406,10 @@ class Neo4jGraphStorage(BaseGraphStorage):
             if (data.get("clusters") or "") != wanted:
                 await self.upsert_node(node, {"clusters": wanted})
 
+    async def update_node_clusters(self, changes: dict[str, str]) -> None:
+        for node, value in changes.items():
+            await self.upsert_node(node, {"clusters": value})
+
     async def set_graph_attribute(self, name: str, value: str) -> None:
         self._pending.attributes[name] = value
 

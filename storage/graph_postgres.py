@@ -10,6 +10,24 @@ from .base import BaseGraphStorage
 from .postgres import PostgresStore, dumps
 
 
+# Immutable (they read only their argument), as an index expression must be. A regular
+# expression rather than a JSON parse: an unreadable value must not fail a write; callers
+# parse what they find, as they would have read it whole.
+_CLUSTER_REGEX = r"""'"cluster":\s*(\d{1,18})\M'"""
+_CLUSTER_FUNCTIONS = [
+    "CREATE OR REPLACE FUNCTION graphrag_cluster_ids(clusters text) RETURNS bigint[] "
+    "LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURNS NULL ON NULL INPUT AS $$ SELECT coalesce(array_agg(m[1]::bigint), "
+    f"'{{}}') FROM regexp_matches(clusters, {_CLUSTER_REGEX}, 'g') AS m $$",
+    "CREATE OR REPLACE FUNCTION graphrag_max_cluster(clusters text) RETURNS bigint "
+    "LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURNS NULL ON NULL INPUT AS $$ SELECT max(m[1]::bigint) "
+    f"FROM regexp_matches(clusters, {_CLUSTER_REGEX}, 'g') AS m $$",
+]
+
+
+# The attributes named by the first parameter that the row's data has, as one object (or NULL).
+_PICK = "(SELECT jsonb_object_agg(n, data->n) FROM unnest(%s::text[]) AS n WHERE data ? n)"
+
+
 def _ends(a: str, b: str) -> tuple[str, str]:
     return (a, b) if a <= b else (b, a)
 
@@ -21,19 +39,32 @@ class PostgresGraphStorage(PostgresStore, BaseGraphStorage):
     def __post_init__(self) -> None:
         self._names = {kind: self.db.table(self.namespace, kind) for kind in ("nodes", "edges", "attrs")}
         self._use_tables(**self._names)
+        self._ddl: Optional[list[Any]] = None
 
     async def _ready(self) -> None:
+        if self._ddl is None:  # composed once: this runs before every statement
+            self._ddl = self._tables_ddl()
+        await self.db.ensure_table(self._names["edges"], self._ddl)
+
+    def _tables_ddl(self) -> list[Any]:
         from psycopg import sql
 
         t = self._tables
-        await self.db.ensure_table(self._names["edges"], [
+        return [
             sql.SQL("CREATE TABLE IF NOT EXISTS {} (id text PRIMARY KEY, data jsonb NOT NULL)").format(t["nodes"]),
             sql.SQL("CREATE TABLE IF NOT EXISTS {} (src text NOT NULL, tgt text NOT NULL, data jsonb NOT NULL, "
                     "PRIMARY KEY (src, tgt))").format(t["edges"]),
             sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (tgt)").format(
                 self.db.identifier(self._names["edges"] + "_tgt"), t["edges"]),
             sql.SQL("CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY, value text NOT NULL)").format(t["attrs"]),
-        ])
+            # The community ids a node's memberships name (the JSON text nano-graphrag keeps), so
+            # that an incremental clustering finds a community's members and the highest id by index.
+            *(sql.SQL(statement) for statement in _CLUSTER_FUNCTIONS),
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (graphrag_cluster_ids(data->>'clusters'))").format(
+                self.db.identifier(self._names["nodes"] + "_clusters"), t["nodes"]),
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (graphrag_max_cluster(data->>'clusters'))").format(
+                self.db.identifier(self._names["nodes"] + "_max_cluster"), t["nodes"]),
+        ]
 
     # ---------------------------------------------------------------- reads
 
@@ -103,15 +134,45 @@ class PostgresGraphStorage(PostgresStore, BaseGraphStorage):
     async def get_all_edges(self) -> list[tuple[str, str, dict]]:
         return [(a, b, data) for a, b, data in await self._rows("SELECT src, tgt, data FROM {edges}")]
 
+    # One JSON object per row with just the attributes asked for (decoding is most of a
+    # whole-graph read's cost); none at all when no attribute is asked for.
+
     async def get_nodes_attributes(self, names: tuple[str, ...]) -> list[tuple[str, dict]]:
-        rows = await self._rows("SELECT id, array(SELECT data->n FROM unnest(%s::text[]) AS n) FROM {nodes}",
-                                (list(names),))
-        return [(node, {k: v for k, v in zip(names, values) if v is not None}) for node, values in rows]
+        if not names:
+            return [(node, {}) for (node,) in await self._rows("SELECT id FROM {nodes}")]
+        rows = await self._rows(f"SELECT id, {_PICK} FROM {{nodes}}", (list(names),))
+        return [(node, picked or {}) for node, picked in rows]
 
     async def get_edges_attributes(self, names: tuple[str, ...]) -> list[tuple[str, str, dict]]:
-        rows = await self._rows("SELECT src, tgt, array(SELECT data->n FROM unnest(%s::text[]) AS n) FROM {edges}",
-                                (list(names),))
-        return [(a, b, {k: v for k, v in zip(names, values) if v is not None}) for a, b, values in rows]
+        if not names:
+            return [(a, b, {}) for a, b in await self._rows("SELECT src, tgt FROM {edges}")]
+        rows = await self._rows(f"SELECT src, tgt, {_PICK} FROM {{edges}}", (list(names),))
+        return [(a, b, picked or {}) for a, b, picked in rows]
+
+    async def get_nodes_attributes_of(self, node_ids: list[str], names: tuple[str, ...]) -> list[tuple[str, dict]]:
+        if not node_ids:
+            return []
+        rows = await self._rows(f"SELECT id, {_PICK} FROM {{nodes}} WHERE id = ANY(%s)", (list(names), list(node_ids)))
+        return [(node, picked or {}) for node, picked in rows]
+
+    async def get_edges_at(self, node_ids: list[str], names: tuple[str, ...]) -> list[tuple[str, str, dict]]:
+        if not node_ids:
+            return []
+        rows = await self._rows(f"SELECT src, tgt, {_PICK} FROM {{edges}} WHERE src = ANY(%s) OR tgt = ANY(%s)",
+                                (list(names), list(node_ids), list(node_ids)))
+        return [(a, b, picked or {}) for a, b, picked in rows]
+
+    async def nodes_in_clusters(self, cluster_ids: list[int]) -> list[tuple[str, dict]]:
+        if not cluster_ids:
+            return []
+        rows = await self._rows("SELECT id, data->'clusters' FROM {nodes} "
+                                "WHERE graphrag_cluster_ids(data->>'clusters') && %s::bigint[]", (list(cluster_ids),))
+        return [(node, {"clusters": clusters}) for node, clusters in rows]
+
+    async def node_with_highest_cluster(self) -> Optional[list[tuple[str, dict]]]:
+        rows = await self._rows("SELECT id, data->'clusters' FROM {nodes} WHERE graphrag_max_cluster(data->>'clusters') "
+                                "IS NOT NULL ORDER BY graphrag_max_cluster(data->>'clusters') DESC LIMIT 1")
+        return [(node, {"clusters": clusters}) for node, clusters in rows]
 
     async def count_nodes(self) -> int:
         return (await self._rows("SELECT count(*) FROM {nodes}"))[0][0]
@@ -151,6 +212,15 @@ class PostgresGraphStorage(PostgresStore, BaseGraphStorage):
         await self._execute(
             "UPDATE {nodes} SET data = data || '{{\"clusters\": \"\"}}'::jsonb "
             "WHERE coalesce(data->>'clusters', '') <> '' AND NOT id = ANY(%s)", (list(clusters),))
+
+    async def update_node_clusters(self, changes: dict[str, str]) -> None:
+        """One statement for these nodes only: rewriting every row (descriptions and all) cost
+        more than the whole clustering."""
+        if changes:
+            await self._execute(
+                "UPDATE {nodes} n SET data = n.data || jsonb_build_object('clusters', c.clusters) "
+                "FROM unnest(%s::text[], %s::text[]) AS c(id, clusters) WHERE n.id = c.id",
+                (list(changes), list(changes.values())))
 
     async def set_graph_attribute(self, name: str, value: str) -> None:
         await self._execute("INSERT INTO {attrs} (name, value) VALUES (%s, %s) "

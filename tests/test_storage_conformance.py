@@ -8,6 +8,7 @@ was committed (a reopen, as the engine does after a failed write).
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -377,6 +378,34 @@ def test_graph_attributes_and_node_clusters(open_graph):
         again = open_graph()
         assert await again.get_graph_attribute("note") == '{"a": 1}'
         assert (await again.get_node("B"))["clusters"] == '[{"level": 0, "cluster": 1}]'
+    run(main())
+
+
+def test_graph_reads_around_nodes_and_membership_updates(open_graph):
+    """What an incremental clustering reads (the nodes and edges around some nodes, the members
+    of some communities, the highest community id) and writes (some nodes' memberships)."""
+    async def main():
+        graph = open_graph()
+        await _seed_graph(graph)
+        assert await graph.node_with_highest_cluster() in (None, [])
+        assert sorted(await graph.get_nodes_attributes_of(["D", "Z", "A"], ("source_id", "weight"))) == [
+            ("A", {"source_id": "c-A"}), ("D", {"source_id": "c-D"})]
+        edges = await graph.get_edges_at(["C", "Z", "D"], ("weight",))
+        assert sorted(tuple(sorted((a, b))) + (d["weight"],) for a, b, d in edges) == [
+            ("A", "C", 1.0), ("B", "C", 1.0), ("C", "D", 1.0), ("D", "É 🌍", 3.0)]
+        paths = {"A": [0, 2], "B": [0, 3], "C": [1, 4], "D": [1, 4]}
+        await graph.update_node_clusters({n: json.dumps([{"level": i, "cluster": c} for i, c in enumerate(p)])
+                                          for n, p in paths.items()})
+        await graph.update_node_clusters({"B": "", "A": json.dumps([{"level": 0, "cluster": 0}])})
+        stored = {n: d.get("clusters") or "" for n, d in await graph.get_nodes_attributes(("clusters",))}
+        assert {n: [c["cluster"] for c in json.loads(v)] for n, v in stored.items() if v} == {
+            "A": [0], "C": [1, 4], "D": [1, 4]}
+        found = {n for n, _ in await graph.nodes_in_clusters([4])}
+        assert {"C", "D"} <= found and "LONE" not in found  # a superset may come, never a non-member
+        assert {n for n, _ in await graph.nodes_in_clusters([2, 3])} <= {"A", "C", "D"}
+        top = await graph.node_with_highest_cluster()
+        assert top is None or [n for n, _ in top] in (["C"], ["D"])
+
     run(main())
 
 
