@@ -25,6 +25,9 @@ Adjacency = Mapping[str, Mapping[str, dict[str, Any]]]
 
 # Graph attribute: communities the incremental update split, and their size before (see _place_incrementally).
 SPLIT_ATTRIBUTE = "split_communities"
+# Graph attribute: the settings the stored memberships were made with. Reading only around the
+# touched nodes keeps every other component as stored, which is right only under the same settings.
+SETTINGS_ATTRIBUTE = "clustering_settings"
 
 # A write touching more nodes than this (a large insert) is clustered over the whole graph
 # directly: reading around that many nodes costs more than one pass over everything.
@@ -246,7 +249,9 @@ async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full
         raise ValueError(f"unknown graph clustering algorithm {algorithm!r}; only 'leiden' is available")
     config = graph.global_config
     split_parents = {int(k): v for k, v in json.loads(await graph.get_graph_attribute(SPLIT_ATTRIBUTE) or "{}").items()}
-    if touched is not None and not full and len(touched) <= NEAR_AT_MOST:
+    settings = json.dumps([config.max_graph_cluster_size, config.graph_cluster_seed, config.exact_clustering_below])
+    same_settings = await graph.get_graph_attribute(SETTINGS_ATTRIBUTE) == settings
+    if touched is not None and not full and len(touched) <= NEAR_AT_MOST and same_settings:
         from .clustering_nearby import paths_near
 
         splits = dict(split_parents)
@@ -279,6 +284,8 @@ async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full
     present = {c for p in paths.values() for c in p}
     await graph.set_graph_attribute(SPLIT_ATTRIBUTE, json.dumps(
         {str(k): v for k, v in sorted(split_parents.items()) if k in present}))
+    if not same_settings:
+        await graph.set_graph_attribute(SETTINGS_ATTRIBUTE, settings)
     clusters = {node: json.dumps([{"level": level, "cluster": cluster} for level, cluster in enumerate(path)])
                 for node, path in paths.items()}
     # Most memberships come out as they were: a database rewrites only the others.

@@ -235,3 +235,26 @@ def test_fingerprints_of_another_version_are_all_redone(tmp_path, monkeypatch):
     memberships, reports = _state(rags["restricted"])
     assert (memberships, reports) == _state(rags["everything"])
     assert not before & {r["fingerprint"] for r in reports.values()}  # none of the old version is left
+
+
+def test_changed_clustering_settings_recluster_what_was_not_touched(tmp_path, monkeypatch):
+    """Memberships made under other settings are not kept because a write did not touch them:
+    the first write under new settings gives what reading the whole graph gives."""
+    docs = _documents(3, 8)
+
+    def open_index(name: str, **settings: Any) -> GraphRAG:
+        return GraphRAG(working_dir=str(tmp_path / name), embedding_func=hash_embedding(64), extraction="nlp",
+                        show_progress=False, **settings)
+
+    for name in ("restricted", "everything"):
+        open_index(name, exact_clustering_below=6, max_graph_cluster_size=4).insert(docs)
+    before = _state(open_index("restricted"))[0]
+    changed = dict(exact_clustering_below=100, graph_cluster_seed=12345)
+    with monkeypatch.context() as patch:
+        patch.setattr(GraphRebuild, "touched", property(lambda self: None))
+        open_index("everything", **changed).insert(ELSEWHERE)
+    open_index("restricted", **changed).insert(ELSEWHERE)
+    memberships, reports = _state(open_index("restricted"))
+    assert (memberships, reports) == _state(open_index("everything"))
+    untouched = {n for n in before if n in memberships and before[n] and memberships[n] != before[n]}
+    assert untouched  # the new settings did move nodes the write left alone
