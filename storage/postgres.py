@@ -324,6 +324,7 @@ class PostgresKVStorage(PostgresStore, BaseKVStorage):
         self._name = self.db.table(self.namespace, "kv")
         self._use_tables(table=self._name, versions=f"graphrag_{self.db.workspace}_versions")
         self._cache: dict[str, Any] = {}
+        self._keys: Optional[list[str]] = None  # every id, in order, at the cached version
         self._cache_version: Optional[int] = None
 
     @classmethod
@@ -345,19 +346,44 @@ class PostgresKVStorage(PostgresStore, BaseKVStorage):
             await super()._execute("INSERT INTO {versions} (name, version) VALUES (%s, 1) ON CONFLICT (name) "
                                    "DO UPDATE SET version = {versions}.version + 1", (self._name,))
 
-    async def _cache_valid(self) -> bool:
-        """Whether the records kept may be served: not during a write (it sees its own
-        changes), and only while the table is at the version they were read at."""
-        if not self.cached or self.db.writing_now:
-            return False
-        rows = await self._rows("SELECT version FROM {versions} WHERE name = %s", (self._name,))
-        version = rows[0][0] if rows else 0
-        if version != self._cache_version:
-            self._cache, self._cache_version = {}, version
-        return True
+    _KEYS = "SELECT id FROM {table} ORDER BY id"
+
+    async def _version_and_rows(self, query: Optional[str], params: tuple = ()) -> tuple[int, list[tuple]]:
+        """The table's version and then ``query``'s rows, sent together in one round trip (a
+        pipeline): the rows are at least as new as the version, never older."""
+        async with self._reaching():
+            await self._ready()
+            async with self.db.connection() as conn:
+                async with conn.pipeline():
+                    version = await conn.execute(self._sql("SELECT version FROM {versions} WHERE name = %s"),
+                                                 (self._name,))
+                    rows = await conn.execute(self._sql(query), params) if query else None  # type: ignore[arg-type]
+                found = await version.fetchall()
+                return (found[0][0] if found else 0), (await rows.fetchall() if rows is not None else [])
+
+    def _serving_cache(self) -> bool:
+        """Whether kept records may be served: a cached store, not during a write (it sees its own changes)."""
+        return self.cached and not self.db.writing_now
+
+    def _at_version(self, version: int) -> bool:
+        """Drop what was kept if the table moved on since; True if it had not."""
+        if version == self._cache_version:
+            return True
+        self._cache, self._keys, self._cache_version = {}, None, version
+        return False
 
     async def all_keys(self) -> list[str]:
-        return [k for (k,) in await self._rows("SELECT id FROM {table} ORDER BY id")]
+        if not self._serving_cache():
+            return [k for (k,) in await self._rows(self._KEYS)]
+        # Kept with the records while the version holds: a global query lists every report.
+        kept = self._keys is not None
+        version, rows = await self._version_and_rows(None if kept else self._KEYS)
+        if self._at_version(version) and kept:
+            return list(self._keys)  # type: ignore[arg-type]
+        if kept:  # moved on: the keys were not read with the version
+            rows = await self._rows(self._KEYS)
+        self._keys = [k for (k,) in rows]
+        return list(self._keys)
 
     async def get_by_id(self, id: str) -> Optional[Any]:
         rows = await self._rows("SELECT value FROM {table} WHERE id = %s", (id,))
@@ -366,11 +392,16 @@ class PostgresKVStorage(PostgresStore, BaseKVStorage):
     async def get_by_ids(self, ids: list[str], fields: Optional[set[str]] = None) -> list[Optional[Any]]:
         if not ids:
             return []
-        if await self._cache_valid():
-            missing = [i for i in ids if i not in self._cache]
-            if missing:
-                self._cache.update(dict.fromkeys(missing))
-                self._cache.update(await self._rows("SELECT id, value FROM {table} WHERE id = ANY(%s)", (missing,)))
+        if self._serving_cache():
+            # Those not kept are read with the version, in one round trip; all again if it moved on.
+            missing = [i for i in dict.fromkeys(ids) if i not in self._cache]
+            version, rows = await self._version_and_rows(
+                "SELECT id, value FROM {table} WHERE id = ANY(%s)" if missing else None, (missing,))
+            if not self._at_version(version):
+                missing = list(dict.fromkeys(ids))
+                rows = await self._rows("SELECT id, value FROM {table} WHERE id = ANY(%s)", (missing,))
+            self._cache.update(dict.fromkeys(missing))
+            self._cache.update(rows)
             found = {i: self._cache[i] for i in ids if self._cache[i] is not None}
         else:
             found = dict(await self._rows("SELECT id, value FROM {table} WHERE id = ANY(%s)", (list(ids),)))

@@ -176,9 +176,11 @@ def test_records_kept_by_a_reader_follow_another_writers_commits(tmp_path, postg
             else:
                 await writer.delete(["r"])
             assert await reader.get_by_ids(["r", "none"]) == [previous, None]  # not committed yet
+            assert await reader.all_keys() == (["r"] if previous else [])
             await writer.index_commit_callback()
             previous = {"v": value} if value else None
             assert await reader.get_by_ids(["r", "none"]) == [previous, None]
+            assert await reader.all_keys() == (["r"] if previous else [])  # kept keys follow the commit too
             # The writer, during its own write, reads its own changes, not what it kept.
             await writer.index_start_callback()
             await writer.upsert({"r": {"v": 99}})
