@@ -73,6 +73,10 @@ class PostgresDatabase:
         self._write: Any = None
         self._write_started: Optional[asyncio.Future] = None
         self._ready: set[str] = set()
+        # Idle connections of a closed event loop's pool, taken up by the next loop's pool: each
+        # synchronous call runs on a loop of its own, and connecting anew cost ~5-10 ms a query.
+        self._parked: list[Any] = []
+        weakref.finalize(self, _finish, self._parked)
 
     def table(self, namespace: str, kind: str) -> str:
         return f"graphrag_{self.workspace}_{validated_name('namespace', namespace)}_{kind}"
@@ -95,10 +99,21 @@ class PostgresDatabase:
             raise
 
     async def _open_pool(self) -> Any:
+        from psycopg import AsyncConnection
         from psycopg_pool import AsyncConnectionPool
+
+        adopt = self._adopt
+
+        class Connection(AsyncConnection):
+            """A parked connection if one is still good, else a new one."""
+
+            @classmethod
+            async def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
+                return adopt() or await super().connect(conninfo, **kwargs)
 
         timeout = self._connect_timeout
         pool = AsyncConnectionPool(self._dsn, min_size=1, max_size=8, open=False, timeout=timeout,
+                                   connection_class=Connection,
                                    kwargs={"autocommit": True, "connect_timeout": int(timeout)})
         try:
             await pool.open(wait=True, timeout=timeout)
@@ -114,11 +129,35 @@ class PostgresDatabase:
             f"runs and {DSN_ENV} or storage_options['dsn']", store=store)
 
     async def close(self) -> None:
-        """Close this event loop's pool (a write in progress is rolled back first)."""
+        """Close this event loop's pool (a write in progress is rolled back first), parking its
+        idle connections for the next loop's."""
         await self.abort()
         opening = self._pools.pop(asyncio.get_running_loop(), None)
         if opening is not None and opening.done() and not opening.exception():
-            await opening.result().close()
+            pool = opening.result()
+            while pool.get_stats().get("pool_available", 0) > 0 and len(self._parked) < 8:
+                self._parked.append(await pool.getconn())  # taken out: closing the pool leaves it open
+            await pool.close()
+
+    def _adopt(self) -> Any:
+        """A parked connection that is idle and whose server has not gone (its socket has nothing
+        to read: a server that closed it would have sent EOF), ready for the running loop."""
+        import select
+
+        from psycopg.pq import TransactionStatus
+
+        while self._parked:
+            conn = self._parked.pop()
+            try:
+                usable = (not conn.closed and conn.pgconn.transaction_status == TransactionStatus.IDLE
+                          and not select.select([conn.pgconn.socket], [], [], 0)[0])
+            except Exception:
+                usable = False
+            if usable:
+                conn.lock = asyncio.Lock()  # the previous loop may own the old one
+                return conn
+            conn.pgconn.finish()
+        return None
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[Any]:
@@ -212,7 +251,25 @@ class PostgresDatabase:
             raise self.unreachable("vector") from None
 
 
+def _finish(connections: list[Any]) -> None:
+    """Close parked connections (no event loop needed: libpq closes the socket)."""
+    while connections:
+        connections.pop().pgconn.finish()
+
+
 _databases: dict[int, PostgresDatabase] = {}
+# A forked child shares its parent's sockets: it must neither use nor close the parent's parked
+# connections (closing one sends the server a goodbye on the parent's session), so it keeps them.
+_inherited: list[Any] = []
+
+
+def _forget_parked_in_child() -> None:
+    for database in _databases.values():
+        _inherited.extend(database._parked)
+        database._parked.clear()
+
+
+os.register_at_fork(after_in_child=_forget_parked_in_child)
 
 
 def database_for(config: GraphRAGConfig) -> PostgresDatabase:

@@ -271,3 +271,29 @@ def test_the_cli_indexes_and_answers_on_postgres(tmp_path, postgres_options, mon
     assert "MARIN OKAFOR" in capsys.readouterr().out.upper()
     assert [f for f in os.listdir(tmp_path / "wd") if not f.startswith(".")] == []
     assert postgres_options["dsn"] not in capsys.readouterr().err
+
+
+def test_a_synchronous_call_takes_up_the_previous_ones_connection_unless_the_server_dropped_it(
+        tmp_path, postgres_options):
+    """Each synchronous call runs on an event loop of its own; the connection its pool opened is
+    parked when the loop closes and used by the next call's, but not once the server closed it."""
+    import time
+
+    import psycopg
+
+    config = GraphRAGConfig(working_dir=str(tmp_path), storage_options=postgres_options, **ALL_POSTGRES)
+    store = storage_class(config, "kv")(namespace="docs", global_config=config)
+
+    async def backend_pid() -> int:
+        try:
+            return (await store._rows("SELECT pg_backend_pid()"))[0][0]
+        finally:
+            await store.close()
+
+    first = asyncio.run(backend_pid())
+    assert asyncio.run(backend_pid()) == first  # no new connection
+    with psycopg.connect(postgres_options["dsn"], autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (first,))
+    time.sleep(0.2)  # the server's goodbye reaches the parked socket
+    second = asyncio.run(backend_pid())
+    assert second != first and asyncio.run(backend_pid()) == second
