@@ -149,6 +149,12 @@ class PendingGraph:
 
     def delete_edge(self, pair: Pair) -> None:
         self.edges[pair] = None
+        for node in pair:
+            self.edges_at.setdefault(node, set()).add(pair)
+
+    def keeps_edges_at(self, node: str) -> bool:
+        """Whether the node's stored edges are all it has: no edge at it changed, no node deleted."""
+        return not self.wiped and node not in self.edges_at
 
     def node(self, node: str, stored: Optional[dict]) -> Optional[dict]:
         entry = self.nodes.get(node, _MISSING)
@@ -393,11 +399,13 @@ class Neo4jGraphStorage(BaseGraphStorage):
     async def node_degrees_batch(self, node_ids: list[str]) -> list[int]:
         if not node_ids:
             return []
-        if self._pending:
-            return [len(edges) for edges in await self.get_nodes_edges_batch(node_ids)]
-        rows = await self._run("UNWIND $rows AS id MATCH (n:$N {_id: id})-[r:RELATED]-() RETURN id, count(r)",
-                               rows=list(dict.fromkeys(node_ids)))
-        degrees = dict(rows)
+        unique = list(dict.fromkeys(node_ids))
+        # Counted by the server, except where the write changed edges (their lists are merged).
+        counted = [n for n in unique if self._pending.keeps_edges_at(n)]
+        degrees = dict(await self._run("UNWIND $rows AS id MATCH (n:$N {_id: id})-[r:RELATED]-() RETURN id, count(r)",
+                                       rows=counted))
+        changed = [n for n in unique if not self._pending.keeps_edges_at(n)]
+        degrees.update((n, len(edges)) for n, edges in zip(changed, await self.get_nodes_edges_batch(changed)))
         return [degrees.get(n, 0) for n in node_ids]
 
     async def get_all_nodes(self) -> list[tuple[str, dict]]:
@@ -458,7 +466,7 @@ class Neo4jGraphStorage(BaseGraphStorage):
 
     async def set_node_clusters(self, clusters: dict[str, str]) -> None:
         """Only the memberships that change are written (a re-clustering mostly keeps them)."""
-        for node, data in await self.get_all_nodes():
+        for node, data in await self.get_nodes_attributes(("clusters",)):
             wanted = clusters.get(node, "")
             if (data.get("clusters") or "") != wanted:
                 await self.upsert_node(node, {"clusters": wanted})
