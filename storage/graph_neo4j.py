@@ -88,7 +88,8 @@ def _escaped(value: Any) -> Any:
 
 
 def _unescaped(value: Any) -> Any:
-    return _mapped(value, lambda s: json.loads(f'"{s}"'))
+    # Stored strings are JSON string bodies: one without a backslash is its own value (most are).
+    return _mapped(value, lambda s: json.loads(f'"{s}"') if "\\" in s else s)
 
 
 def _split_long_strings(data: dict) -> tuple[dict, list[tuple[str, str]]]:

@@ -450,13 +450,17 @@ class PostgresKVStorage(PostgresStore, BaseKVStorage):
         if not ids:
             return []
         if self._serving_cache():
-            # Those not kept are read with the version, in one round trip; all again if it moved on.
+            # Those not kept are read with the version, in one round trip; if it moved on, the
+            # ones that were kept are read again.
             missing = [i for i in dict.fromkeys(ids) if i not in self._cache]
             version, rows = await self._version_and_rows(
                 "SELECT id, value FROM {table} WHERE id = ANY(%s)" if missing else None, (missing,))
             if not self._at_version(version):
-                missing = list(dict.fromkeys(ids))
-                rows = await self._rows("SELECT id, value FROM {table} WHERE id = ANY(%s)", (missing,))
+                read = set(missing)
+                stale = [i for i in dict.fromkeys(ids) if i not in read]
+                if stale:
+                    rows += await self._rows("SELECT id, value FROM {table} WHERE id = ANY(%s)", (stale,))
+                    missing += stale
             self._cache.update(dict.fromkeys(missing))
             self._cache.update(rows)
             found = {i: self._cache[i] for i in ids if self._cache[i] is not None}
