@@ -225,7 +225,7 @@ class _Connection:
                     rows = []
                     for query, params in statements:
                         result = session.run(query, params)
-                        if escape:
+                        if escape:  # FalkorDB's listener, the one that needs it
                             _acknowledge_at_once(session)
                         rows += result.values()
                     return _unescaped(rows) if escape else rows

@@ -382,6 +382,7 @@ class PostgresKVStorage(PostgresStore, BaseKVStorage):
         self._use_tables(table=self._name, versions=f"graphrag_{self.db.workspace}_versions")
         self._cache: dict[str, Any] = {}
         self._keys: Optional[list[str]] = None  # every id, in order, at the cached version
+        self._joining: Optional[tuple[asyncio.AbstractEventLoop, set[str], asyncio.Future]] = None
         self._cache_version: Optional[int] = None
 
     @classmethod
@@ -443,8 +444,21 @@ class PostgresKVStorage(PostgresStore, BaseKVStorage):
         return list(self._keys)
 
     async def get_by_id(self, id: str) -> Optional[Any]:
-        rows = await self._rows("SELECT value FROM {table} WHERE id = %s", (id,))
-        return rows[0][0] if rows else None
+        """Reads asked for together (a global query's map calls each look up the LLM cache) share
+        one statement: the first starts a read that waits one turn of the event loop for the rest."""
+        loop = asyncio.get_running_loop()
+        if self._joining is None or self._joining[0] is not loop or self._joining[2].done():
+            ids: set[str] = set()
+            self._joining = (loop, ids, asyncio.ensure_future(self._read_joined(ids)))
+        _, ids, read = self._joining
+        ids.add(id)
+        return (await asyncio.shield(read)).get(id)
+
+    async def _read_joined(self, ids: set[str]) -> dict[str, Any]:
+        await asyncio.sleep(0)  # the other reads asked for in this turn join
+        if self._joining is not None and self._joining[1] is ids:
+            self._joining = None
+        return dict(await self._rows("SELECT id, value FROM {table} WHERE id = ANY(%s)", (list(ids),)))
 
     async def get_by_ids(self, ids: list[str], fields: Optional[set[str]] = None) -> list[Optional[Any]]:
         if not ids:

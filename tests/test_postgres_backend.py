@@ -297,3 +297,30 @@ def test_a_synchronous_call_takes_up_the_previous_ones_connection_unless_the_ser
     time.sleep(0.2)  # the server's goodbye reaches the parked socket
     second = asyncio.run(backend_pid())
     assert second != first and asyncio.run(backend_pid()) == second
+
+
+def test_reads_by_id_asked_for_together_share_one_statement(tmp_path, postgres_options):
+    """Concurrent ``get_by_id`` calls (a global query's map calls looking up the LLM cache) answer as
+    single reads would, with one statement between them; a later call reads anew."""
+    config = GraphRAGConfig(working_dir=str(tmp_path), storage_options=postgres_options, **ALL_POSTGRES)
+    store = storage_class(config, "kv")(namespace="cache", global_config=config,
+                                        **storage_class(config, "kv").options_for(durable_upserts=True))
+
+    async def main():
+        await store.upsert({f"k{i}": {"v": i} for i in range(5)})  # durable: written at once
+        statements = []
+        rows = store._rows
+
+        async def counted(query: str, params: tuple = ()) -> list[tuple]:
+            statements.append(query)
+            return await rows(query, params)
+
+        store._rows = counted
+        wanted = ["k3", "none", "k0", "k3"]
+        assert await asyncio.gather(*(store.get_by_id(k) for k in wanted)) == [{"v": 3}, None, {"v": 0}, {"v": 3}]
+        assert len(statements) == 1
+        await store.upsert({"k0": {"v": 10}})
+        assert await store.get_by_id("k0") == {"v": 10} and len(statements) == 2
+        await store.close()
+
+    run(main())
