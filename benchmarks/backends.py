@@ -2,9 +2,10 @@
 PostgreSQL (KV + pgvector + graph) and on files + a Bolt graph (FalkorDB) + Milvus Lite
 vectors, with the mock LLM server at 0 ms.
 
-Per backend: insert wall time, query p50 per mode, open-to-first-answer (a new GraphRAG
-on the built index answering one local question), and one new small document inserted
-into the full index.
+Per backend: insert wall time, query p50 per mode (wall, and this process's CPU), the
+database servers' CPU per query, open-to-first-answer (a new GraphRAG on the built index
+answering one local question), and one new small document inserted into the full index
+(wall, CPU, servers' CPU).
 
     python benchmarks/backends.py [--corpus PATH] [--limit N] [--queries N] [--only NAME ...]
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -34,24 +36,70 @@ QUESTIONS = ["Who designed the artwork of Demon Dice?", "Which magazine was foun
              "What city hosted the tournament?", "Who directed the film?", "Where was the band formed?"]
 
 
-def measure(name: str, settings: dict[str, Any], docs: list[str], queries: int) -> dict[str, Any]:
+def _cpu_seconds(pid: int, children: bool = False) -> float:
+    """CPU seconds of a process (``children``: with those of its exited children)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    ticks = sum(int(f) for f in fields[11:15 if children else 13])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu(roots: list[int]) -> float:
+    """CPU seconds of the database servers so far: each root process (with its exited children)
+    and its live children (PostgreSQL's backends)."""
+    total = 0.0
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                parent = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+                if parent in roots:
+                    total += _cpu_seconds(int(pid))
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile
+    return total + sum(_cpu_seconds(root, children=True) for root in roots)
+
+
+def server_roots(dsn: str) -> list[int]:
+    """The PostgreSQL postmaster (a backend's parent) and the FalkorDB redis-server (our child)."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    roots = [int(open(f"/proc/{backend}/stat").read().rsplit(")", 1)[1].split()[1])]
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if (open(f"/proc/{pid}/comm").read().startswith("redis-server")
+                        and int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1]) == os.getpid()):
+                    roots.append(int(pid))
+            except OSError:
+                continue
+    return roots
+
+
+def measure(name: str, settings: dict[str, Any], docs: list[str], queries: int, roots: list[int]) -> dict[str, Any]:
     started = time.perf_counter()
     rag = GraphRAG(**settings)
     rag.insert(docs)
     result: dict[str, Any] = {"backend": name, "insert_s": round(time.perf_counter() - started, 2)}
     for mode in ("local", "global", "naive"):
-        times = []
+        times, cpu = [], []
+        server = server_cpu(roots)
         for i in range(queries):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             rag.query(QUESTIONS[i % len(QUESTIONS)], QueryParam(mode=mode))
             times.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
         result[f"{mode}_p50_ms"] = round(statistics.median(times) * 1000, 1)
+        result[f"{mode}_cpu_p50_ms"] = round(statistics.median(cpu) * 1000, 1)
+        result[f"{mode}_server_cpu_ms"] = round((server_cpu(roots) - server) / queries * 1000, 1)  # mean
     t = time.perf_counter()
     GraphRAG(**settings).query(QUESTIONS[0], QueryParam(mode="local"))
     result["open_to_first_answer_s"] = round(time.perf_counter() - t, 2)
-    t = time.perf_counter()
+    t, c, server = time.perf_counter(), time.process_time(), server_cpu(roots)
     rag.insert(NEW_DOCUMENT)
     result["one_new_document_s"] = round(time.perf_counter() - t, 2)
+    result["one_new_document_cpu_s"] = round(time.process_time() - c, 2)
+    result["one_new_document_server_cpu_s"] = round(server_cpu(roots) - server, 2)
     return result
 
 
@@ -69,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     dsn = next(postgres)
     falkordb = database_servers.falkordb_server()
     bolt_uri = next(falkordb)
+    roots = server_roots(dsn)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             common = dict(embedding_func=hash_embedding(384), show_progress=False,
@@ -85,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             for i, (key, (label, options)) in enumerate(combos.items()):
                 if args.only and key not in args.only:
                     continue
-                result = measure(label, {**common, **options, "working_dir": f"{tmp}/{i}"}, docs, args.queries)
+                result = measure(label, {**common, **options, "working_dir": f"{tmp}/{i}"}, docs, args.queries,
+                                 roots)
                 print(json.dumps({"documents": len(docs), **result}), flush=True)
     finally:
         server.stop()

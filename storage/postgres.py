@@ -73,6 +73,10 @@ class PostgresDatabase:
         self._write: Any = None
         self._write_started: Optional[asyncio.Future] = None
         self._ready: set[str] = set()
+        # Idle connections of a closed event loop's pool, taken up by the next loop's pool: each
+        # synchronous call runs on a loop of its own, and connecting anew cost ~5-10 ms a query.
+        self._parked: list[Any] = []
+        weakref.finalize(self, _finish, self._parked)
 
     def table(self, namespace: str, kind: str) -> str:
         return f"graphrag_{self.workspace}_{validated_name('namespace', namespace)}_{kind}"
@@ -95,10 +99,21 @@ class PostgresDatabase:
             raise
 
     async def _open_pool(self) -> Any:
+        from psycopg import AsyncConnection
         from psycopg_pool import AsyncConnectionPool
+
+        adopt = self._adopt
+
+        class Connection(AsyncConnection):
+            """A parked connection if one is still good, else a new one."""
+
+            @classmethod
+            async def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
+                return adopt() or await super().connect(conninfo, **kwargs)
 
         timeout = self._connect_timeout
         pool = AsyncConnectionPool(self._dsn, min_size=1, max_size=8, open=False, timeout=timeout,
+                                   connection_class=Connection,
                                    kwargs={"autocommit": True, "connect_timeout": int(timeout)})
         try:
             await pool.open(wait=True, timeout=timeout)
@@ -114,11 +129,35 @@ class PostgresDatabase:
             f"runs and {DSN_ENV} or storage_options['dsn']", store=store)
 
     async def close(self) -> None:
-        """Close this event loop's pool (a write in progress is rolled back first)."""
+        """Close this event loop's pool (a write in progress is rolled back first), parking its
+        idle connections for the next loop's."""
         await self.abort()
         opening = self._pools.pop(asyncio.get_running_loop(), None)
         if opening is not None and opening.done() and not opening.exception():
-            await opening.result().close()
+            pool = opening.result()
+            while pool.get_stats().get("pool_available", 0) > 0 and len(self._parked) < 8:
+                self._parked.append(await pool.getconn())  # taken out: closing the pool leaves it open
+            await pool.close()
+
+    def _adopt(self) -> Any:
+        """A parked connection that is idle and whose server has not gone (its socket has nothing
+        to read: a server that closed it would have sent EOF), ready for the running loop."""
+        import select
+
+        from psycopg.pq import TransactionStatus
+
+        while self._parked:
+            conn = self._parked.pop()
+            try:
+                usable = (not conn.closed and conn.pgconn.transaction_status == TransactionStatus.IDLE
+                          and not select.select([conn.pgconn.socket], [], [], 0)[0])
+            except Exception:
+                usable = False
+            if usable:
+                conn.lock = asyncio.Lock()  # the previous loop may own the old one
+                return conn
+            conn.pgconn.finish()
+        return None
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[Any]:
@@ -212,7 +251,25 @@ class PostgresDatabase:
             raise self.unreachable("vector") from None
 
 
+def _finish(connections: list[Any]) -> None:
+    """Close parked connections (no event loop needed: libpq closes the socket)."""
+    while connections:
+        connections.pop().pgconn.finish()
+
+
 _databases: dict[int, PostgresDatabase] = {}
+# A forked child shares its parent's sockets: it must neither use nor close the parent's parked
+# connections (closing one sends the server a goodbye on the parent's session), so it keeps them.
+_inherited: list[Any] = []
+
+
+def _forget_parked_in_child() -> None:
+    for database in _databases.values():
+        _inherited.extend(database._parked)
+        database._parked.clear()
+
+
+os.register_at_fork(after_in_child=_forget_parked_in_child)
 
 
 def database_for(config: GraphRAGConfig) -> PostgresDatabase:
@@ -324,6 +381,8 @@ class PostgresKVStorage(PostgresStore, BaseKVStorage):
         self._name = self.db.table(self.namespace, "kv")
         self._use_tables(table=self._name, versions=f"graphrag_{self.db.workspace}_versions")
         self._cache: dict[str, Any] = {}
+        self._keys: Optional[list[str]] = None  # every id, in order, at the cached version
+        self._joining: Optional[tuple[asyncio.AbstractEventLoop, set[str], asyncio.Future]] = None
         self._cache_version: Optional[int] = None
 
     @classmethod
@@ -345,32 +404,79 @@ class PostgresKVStorage(PostgresStore, BaseKVStorage):
             await super()._execute("INSERT INTO {versions} (name, version) VALUES (%s, 1) ON CONFLICT (name) "
                                    "DO UPDATE SET version = {versions}.version + 1", (self._name,))
 
-    async def _cache_valid(self) -> bool:
-        """Whether the records kept may be served: not during a write (it sees its own
-        changes), and only while the table is at the version they were read at."""
-        if not self.cached or self.db.writing_now:
-            return False
-        rows = await self._rows("SELECT version FROM {versions} WHERE name = %s", (self._name,))
-        version = rows[0][0] if rows else 0
-        if version != self._cache_version:
-            self._cache, self._cache_version = {}, version
-        return True
+    _KEYS = "SELECT id FROM {table} ORDER BY id"
+
+    async def _version_and_rows(self, query: Optional[str], params: tuple = ()) -> tuple[int, list[tuple]]:
+        """The table's version and then ``query``'s rows, sent together in one round trip (a
+        pipeline): the rows are at least as new as the version, never older."""
+        async with self._reaching():
+            await self._ready()
+            async with self.db.connection() as conn:
+                async with conn.pipeline():
+                    version = await conn.execute(self._sql("SELECT version FROM {versions} WHERE name = %s"),
+                                                 (self._name,))
+                    rows = await conn.execute(self._sql(query), params) if query else None  # type: ignore[arg-type]
+                found = await version.fetchall()
+                return (found[0][0] if found else 0), (await rows.fetchall() if rows is not None else [])
+
+    def _serving_cache(self) -> bool:
+        """Whether kept records may be served: a cached store, not during a write (it sees its own changes)."""
+        return self.cached and not self.db.writing_now
+
+    def _at_version(self, version: int) -> bool:
+        """Drop what was kept if the table moved on since; True if it had not."""
+        if version == self._cache_version:
+            return True
+        self._cache, self._keys, self._cache_version = {}, None, version
+        return False
 
     async def all_keys(self) -> list[str]:
-        return [k for (k,) in await self._rows("SELECT id FROM {table} ORDER BY id")]
+        if not self._serving_cache():
+            return [k for (k,) in await self._rows(self._KEYS)]
+        # Kept with the records while the version holds: a global query lists every report.
+        kept = self._keys is not None
+        version, rows = await self._version_and_rows(None if kept else self._KEYS)
+        if self._at_version(version) and kept:
+            return list(self._keys)  # type: ignore[arg-type]
+        if kept:  # moved on: the keys were not read with the version
+            rows = await self._rows(self._KEYS)
+        self._keys = [k for (k,) in rows]
+        return list(self._keys)
 
     async def get_by_id(self, id: str) -> Optional[Any]:
-        rows = await self._rows("SELECT value FROM {table} WHERE id = %s", (id,))
-        return rows[0][0] if rows else None
+        """Reads asked for together (a global query's map calls each look up the LLM cache) share
+        one statement: the first starts a read that waits one turn of the event loop for the rest."""
+        loop = asyncio.get_running_loop()
+        if self._joining is None or self._joining[0] is not loop or self._joining[2].done():
+            ids: set[str] = set()
+            self._joining = (loop, ids, asyncio.ensure_future(self._read_joined(ids)))
+        _, ids, read = self._joining
+        ids.add(id)
+        return (await asyncio.shield(read)).get(id)
+
+    async def _read_joined(self, ids: set[str]) -> dict[str, Any]:
+        await asyncio.sleep(0)  # the other reads asked for in this turn join
+        if self._joining is not None and self._joining[1] is ids:
+            self._joining = None
+        return dict(await self._rows("SELECT id, value FROM {table} WHERE id = ANY(%s)", (list(ids),)))
 
     async def get_by_ids(self, ids: list[str], fields: Optional[set[str]] = None) -> list[Optional[Any]]:
         if not ids:
             return []
-        if await self._cache_valid():
-            missing = [i for i in ids if i not in self._cache]
-            if missing:
-                self._cache.update(dict.fromkeys(missing))
-                self._cache.update(await self._rows("SELECT id, value FROM {table} WHERE id = ANY(%s)", (missing,)))
+        if self._serving_cache():
+            # Those not kept are read with the version, in one round trip; if it moved on, the
+            # ones that were kept are read again.
+            missing = [i for i in dict.fromkeys(ids) if i not in self._cache]
+            version, rows = await self._version_and_rows(
+                "SELECT id, value FROM {table} WHERE id = ANY(%s)" if missing else None, (missing,))
+            if not self._at_version(version):
+                read = set(missing)
+                stale = [i for i in dict.fromkeys(ids) if i not in read]
+                if stale:
+                    rows += await self._rows("SELECT id, value FROM {table} WHERE id = ANY(%s)", (stale,))
+                    missing += stale
+            self._cache.update(dict.fromkeys(missing))
+            self._cache.update(rows)
             found = {i: self._cache[i] for i in ids if self._cache[i] is not None}
         else:
             found = dict(await self._rows("SELECT id, value FROM {table} WHERE id = ANY(%s)", (list(ids),)))

@@ -72,10 +72,12 @@ class PGVectorStorage(PostgresStore, BaseVectorStorage):
         await self._ready()
         async with self.db.connection() as conn:
             # The HNSW search keeps ef_search candidates: at least top_k of them (1000 at most).
-            await conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(min(max(40, top_k), 1000)),))
-            cursor = await conn.execute(self._sql(  # type: ignore[arg-type]
-                "SELECT id, meta, 1 - (embedding <=> %s::vector) FROM {table} ORDER BY embedding <=> %s::vector "
-                "LIMIT %s"), (vector, vector, top_k))
+            # Both statements go in one round trip (a pipeline).
+            async with conn.pipeline():
+                await conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(min(max(40, top_k), 1000)),))
+                cursor = await conn.execute(self._sql(  # type: ignore[arg-type]
+                    "SELECT id, meta, 1 - (embedding <=> %s::vector) FROM {table} ORDER BY embedding <=> %s::vector "
+                    "LIMIT %s"), (vector, vector, top_k))
             rows = await cursor.fetchall()
         return [{**meta, "id": id, "distance": float(similarity)}
                 for id, meta, similarity in rows if similarity >= self._threshold]

@@ -220,3 +220,36 @@ def test_backend_names_and_missing_extras(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pymilvus", None)
     with pytest.raises(ConfigurationError, match=r'vector_storage=.milvus. needs the .milvus. extra'):
         GraphRAG(working_dir=str(tmp_path), vector_storage="milvus", embedding_func=hash_embedding(8))
+
+
+def test_graph_reads_spanning_several_messages_equal_single_reads(neo4j_options, tmp_path):
+    """Batched reads cut into several statements (FalkorDB's message cap) answer as one read would,
+    before and after the commit, and with deletes pending (degrees then merge the write)."""
+    config = GraphRAGConfig(working_dir=str(tmp_path), graph_storage="neo4j", storage_options=neo4j_options)
+    names = [f"NODE {i:03d} {'X' * 40}" for i in range(150)]
+    pairs = [(names[i], names[(i * 7 + 1) % 150]) for i in range(150)]
+
+    async def main():
+        graph = Neo4jGraphStorage(namespace="g", global_config=config)
+        for name in names:
+            await graph.upsert_node(name, {"description": name.lower(), "source_id": "c1"})
+        for a, b in pairs:
+            await graph.upsert_edge(a, b, {"weight": 1.0, "description": f"{a} - {b}"})
+        for step in ("pending", "committed", "deletes pending"):
+            if step == "deletes pending":
+                await graph.delete_edge(*pairs[0])
+                await graph.delete_node(names[5])
+            assert await graph.get_nodes_batch(names) == [await graph.get_node(n) for n in names]
+            assert await graph.get_edges_batch(pairs) == [await graph.get_edge(a, b) for a, b in pairs]
+            edges = await graph.get_nodes_edges_batch(names)
+            assert [sorted(e) for e in edges] == [sorted(await graph.get_node_edges(n) or []) for n in names]
+            assert await graph.node_degrees_batch(names) == [len(e) for e in edges]
+            if step == "deletes pending":
+                assert edges[5] == [] and pairs[0] not in [tuple(sorted(e)) for e in edges[0]]
+            assert dict(await graph.get_nodes_attributes(("source_id",))) == \
+                {n: {"source_id": "c1"} for n in names if n != names[5] or step != "deletes pending"}
+            if step == "pending":
+                await graph.index_commit_callback()
+        await graph.index_abort_callback()
+
+    asyncio.run(main())

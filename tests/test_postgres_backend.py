@@ -176,9 +176,11 @@ def test_records_kept_by_a_reader_follow_another_writers_commits(tmp_path, postg
             else:
                 await writer.delete(["r"])
             assert await reader.get_by_ids(["r", "none"]) == [previous, None]  # not committed yet
+            assert await reader.all_keys() == (["r"] if previous else [])
             await writer.index_commit_callback()
             previous = {"v": value} if value else None
             assert await reader.get_by_ids(["r", "none"]) == [previous, None]
+            assert await reader.all_keys() == (["r"] if previous else [])  # kept keys follow the commit too
             # The writer, during its own write, reads its own changes, not what it kept.
             await writer.index_start_callback()
             await writer.upsert({"r": {"v": 99}})
@@ -269,3 +271,56 @@ def test_the_cli_indexes_and_answers_on_postgres(tmp_path, postgres_options, mon
     assert "MARIN OKAFOR" in capsys.readouterr().out.upper()
     assert [f for f in os.listdir(tmp_path / "wd") if not f.startswith(".")] == []
     assert postgres_options["dsn"] not in capsys.readouterr().err
+
+
+def test_a_synchronous_call_takes_up_the_previous_ones_connection_unless_the_server_dropped_it(
+        tmp_path, postgres_options):
+    """Each synchronous call runs on an event loop of its own; the connection its pool opened is
+    parked when the loop closes and used by the next call's, but not once the server closed it."""
+    import time
+
+    import psycopg
+
+    config = GraphRAGConfig(working_dir=str(tmp_path), storage_options=postgres_options, **ALL_POSTGRES)
+    store = storage_class(config, "kv")(namespace="docs", global_config=config)
+
+    async def backend_pid() -> int:
+        try:
+            return (await store._rows("SELECT pg_backend_pid()"))[0][0]
+        finally:
+            await store.close()
+
+    first = asyncio.run(backend_pid())
+    assert asyncio.run(backend_pid()) == first  # no new connection
+    with psycopg.connect(postgres_options["dsn"], autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (first,))
+    time.sleep(0.2)  # the server's goodbye reaches the parked socket
+    second = asyncio.run(backend_pid())
+    assert second != first and asyncio.run(backend_pid()) == second
+
+
+def test_reads_by_id_asked_for_together_share_one_statement(tmp_path, postgres_options):
+    """Concurrent ``get_by_id`` calls (a global query's map calls looking up the LLM cache) answer as
+    single reads would, with one statement between them; a later call reads anew."""
+    config = GraphRAGConfig(working_dir=str(tmp_path), storage_options=postgres_options, **ALL_POSTGRES)
+    store = storage_class(config, "kv")(namespace="cache", global_config=config,
+                                        **storage_class(config, "kv").options_for(durable_upserts=True))
+
+    async def main():
+        await store.upsert({f"k{i}": {"v": i} for i in range(5)})  # durable: written at once
+        statements = []
+        rows = store._rows
+
+        async def counted(query: str, params: tuple = ()) -> list[tuple]:
+            statements.append(query)
+            return await rows(query, params)
+
+        store._rows = counted
+        wanted = ["k3", "none", "k0", "k3"]
+        assert await asyncio.gather(*(store.get_by_id(k) for k in wanted)) == [{"v": 3}, None, {"v": 0}, {"v": 3}]
+        assert len(statements) == 1
+        await store.upsert({"k0": {"v": 10}})
+        assert await store.get_by_id("k0") == {"v": 10} and len(statements) == 2
+        await store.close()
+
+    run(main())
