@@ -72,7 +72,7 @@ def pairwise(names: list[str], predicted: dict[str, str], groups: list[list[str]
     return {"names": len(present), "true_pairs": len(same), "merged_pairs": len(merged), "correct": len(hits),
             "precision": round(len(hits) / len(merged), 3) if merged else 1.0,
             "recall": round(len(hits) / len(same), 3) if same else 1.0,
-            "wrong": sorted(merged - same)[:40], "missed": sorted(same - merged)[:80]}
+            "wrong": sorted(merged - same)[:int(os.environ.get("RES_SHOW", 40))], "missed": sorted(same - merged)[:int(os.environ.get("RES_SHOW", 80))]}
 
 
 def quality(args: argparse.Namespace) -> None:

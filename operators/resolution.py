@@ -33,7 +33,6 @@ from graphrag.operators.extraction import normalize_entity_name
 from graphrag.schema import ChunkExtraction
 
 __all__ = [
-    "PART_RELATIONS",
     "AliasMap",
     "ManualDecisions",
     "NameIndex",
@@ -60,7 +59,10 @@ _HONORIFICS = {
 }
 # Words that describe rather than name ("Old Fezziwig" is Fezziwig), and words a
 # capitalised span can start with before the name ("Up Scrooge", "Whereat Scrooge").
-_DESCRIPTIVE = frozenset("OLD YOUNG LATE ELDER POOR DEAR UP BUT WHEREAT THEN NOW OH AH SO YET MY YOUR".split())
+_DESCRIPTIVE = frozenset(
+    """OLD YOUNG LATE ELDER POOR DEAR UP BUT WHEREAT THEN NOW OH AH SO YET MY YOUR PERHAPS BESIDES OVERALL
+    HOWEVER MEANWHILE INDEED ALTHOUGH THOUGH WHILE WHEN THUS HENCE MOREOVER FURTHERMORE NEVERTHELESS
+    OTHERWISE CERTAINLY SURELY AFTERWARDS ALAS WHEREUPON""".split())
 _CORPORATE = frozenset("INC CORP CORPORATION LTD LLC CO PLC GMBH LIMITED".split())
 # Words that join two names into a third thing ("Scrooge and Marley", "Ghost of Christmas").
 _CONNECTORS = frozenset("AND & OF FOR AT IN ON TO WITH BY FROM DE DU DA DEL VON VAN".split())
@@ -89,6 +91,8 @@ _MODIFIERS = frozenset(
 )
 _TOKEN = re.compile(r"[^\W_]+(?:['-][^\W_]+)*", re.UNICODE)
 _HYPHEN_BETWEEN_WORDS = re.compile(r"(?<=[^\W\d_]{2})-(?=[^\W\d_]{2})")
+_DASH = re.compile(r"--+|[—–]")
+_STUTTER = re.compile(r"([^\W\d_])\1{2,}")
 _WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
 _STOPWORDS = frozenset(
     """the and for that with was were his her him she they them their this from had has have
@@ -110,33 +114,51 @@ _PERMUTATIONS = [((i * 2654435761 + 97) % _PRIME or 1, (i * 40503 + 13) % _PRIME
 # --------------------------------------------------------------------------- names
 
 
-@lru_cache(maxsize=1 << 17)
 def name_key(name: str) -> tuple[str, ...]:
     """The tokens that identify ``name``: upper case, punctuation and hyphens gone, a
     trailing possessive dropped (``SCROOGE'S`` -> ``SCROOGE``), leading articles,
     honorifics and descriptive words dropped, corporate suffixes dropped. A possessive
     inside the name stays (``SCROOGE'S NEPHEW`` is someone else)."""
+    return _key(name, True)
+
+
+def _surface_variants(a: str, b: str) -> bool:
+    """Two names that differ only in spelling: case, punctuation, a possessive, an article
+    (``BOB CRATCHIT'S`` / ``BOB CRATCHIT``), not a title or a descriptive word."""
+    return _key(a, False) == _key(b, False)
+
+
+@lru_cache(maxsize=1 << 17)
+def _key(name: str, drop_titles: bool) -> tuple[str, ...]:
     # A hyphen between words splits them ("CHRISTMAS-TIME"); one around a particle does not
     # ("JASHN-E-REKHTA" is one word, not "REKHTA").
-    tokens = _TOKEN.findall(_HYPHEN_BETWEEN_WORDS.sub(" ", normalize_entity_name(name).replace("’", "'")))
+    text = normalize_entity_name(name).replace("’", "'")
+    # A dash breaks the sentence: a span across it ("EVE--OLD SCROOGE") names what follows.
+    text = next((part for part in reversed(_DASH.split(text)) if part.strip()), text)
+    tokens = _TOKEN.findall(_HYPHEN_BETWEEN_WORDS.sub(" ", text))
     if tokens:
         last = tokens[-1]
         if last.endswith("'S"):
             tokens[-1] = last[:-2]
-    while len(tokens) > 1 and (tokens[0] in _ARTICLES or tokens[0] in _HONORIFICS or tokens[0] in _DESCRIPTIVE):
+    while len(tokens) > 1 and (tokens[0] in _ARTICLES or drop_titles and (tokens[0] in _HONORIFICS
+                                                                         or tokens[0] in _DESCRIPTIVE)):
         tokens.pop(0)
     while len(tokens) > 1 and tokens[-1] in _CORPORATE:
         tokens.pop()
     # A stutter or a repeated word ("SCRO-O-O-OGE", "SCROOGE SCROOGE") names nothing new.
     key: list[str] = []
     for token in tokens:
+        if "-" in token:  # what the hyphens left joined: a stutter, "SCRO-O-O-OGE" is SCROOGE
+            token = _STUTTER.sub(r"\1\1", token.replace("-", ""))
         if token and (not key or key[-1] != token):
             key.append(token)
     if len(key) > 1 and all(len(t) == 1 for t in key[1:]):
         key = ["".join(key)]
-    for size in range(1, len(key) // 2 + 1):  # a span caught twice: "DEMON DICE DEMON DICE"
-        if len(key) % size == 0 and key == key[:size] * (len(key) // size):
-            return tuple(key[:size])
+    # A span caught twice: "DEMON DICE DEMON DICE", "EXIES THE EXIES".
+    for span in (key, [t for t in key if t not in _ARTICLES]):
+        for size in range(1, len(span) // 2 + 1):
+            if len(span) % size == 0 and span == span[:size] * (len(span) // size):
+                return tuple(span[:size])
     return tuple(key)
 
 
@@ -193,7 +215,7 @@ def name_relation(a: str, b: str) -> Optional[str]:
     if ga and gb and ga != gb:
         return None
     ka, kb = name_key(a), name_key(b)
-    if not ka or not kb:
+    if not ka or not kb or ka == (ka[0][:1],) or kb == (kb[0][:1],):  # a lone letter names nothing
         return None
     if ka == kb:
         return "same_key"
@@ -400,12 +422,12 @@ def _cosine(a: Counter, b: Counter) -> float:
 
 _BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6, "first_name": 0.55,
          "acronym": 0.55, "overlap": 0.2, "fuzzy": 0.2}
+# Names that differ only in spelling start higher than a title apart; a type disagreement
+# weighs against equal keys without vetoing them; a chunk in common counts for a pair.
+_SURFACE, _KEY_TYPE_CONFLICT, _SAME_CHUNK = 0.9, -0.2, 0.1
 # Relations that, alone, allow two names in one group (the others need an accepted pair).
 _COMPATIBLE = frozenset(_BASE) - {"overlap", "fuzzy", "acronym"}
 _PERSON_PARTS = frozenset({"surname", "first_name"})
-# A one-word name that is part of fuller ones: which fuller names it could stand for is
-# remembered whatever the pair's verdict, so one that could stand for several stays alone.
-PART_RELATIONS = _PERSON_PARTS
 
 
 @dataclass(frozen=True)
@@ -419,6 +441,10 @@ class PairDecision:
     score: float
     verdict: str
     evidence: dict[str, Any]
+    # A one-word name that is part of a fuller one (a surname, a first name): which fuller
+    # names it could stand for is remembered whatever the verdict, so one that could stand
+    # for several stays alone (CRATCHIT: BOB CRATCHIT, MARTHA CRATCHIT).
+    part: bool = False
 
 
 def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: float,
@@ -433,11 +459,25 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     ta, tb = pa.type, pb.type
     shared = sorted((pa.neighbours & pb.neighbours) - {pa.name, pb.name})
     description = _cosine(pa.words, pb.words)
+    # One text using both names: a short form after the full one is the same thing; two
+    # full names sharing a word ("BOB CRATCHIT", "TIM CRATCHIT") are two things named apart.
+    same_chunk = bool(pa.chunks & pb.chunks) and relation not in ("overlap", "fuzzy")
     corroborated = bool(shared) or description >= 0.2
-    score = _BASE[relation] + 0.1 * min(len(shared), 3) + 0.5 * description
-    if ta != "UNKNOWN" and tb != "UNKNOWN":
+    surface = relation == "same_key" and _surface_variants(a, b)
+    score = (_SURFACE if surface else _BASE[relation]) + 0.1 * min(len(shared), 3) + 0.5 * description \
+        + _SAME_CHUNK * same_chunk
+    typed = ta != "UNKNOWN" and tb != "UNKNOWN"
+    if typed:
         # Equal keys are strong evidence: a type disagreement there may be the extractor's.
-        score += 0.05 if ta == tb else (-0.3 if relation == "same_key" else -0.5)
+        score += 0.05 if ta == tb else (_KEY_TYPE_CONFLICT if relation == "same_key" else -0.5)
+    if relation == "same_key" and typed and ta != tb:
+        # Equal keys and types that disagree (the company "APPLE", the fruit "THE APPLE";
+        # "MR. INDIA", a film, and "INDIA"): one thing only with a text, a neighbour or a
+        # description in common.
+        corroborated = corroborated or same_chunk
+        relation_ok = corroborated
+    else:
+        relation_ok = True
     person = "PERSON" in (ta, tb) or bool(gender(a) or gender(b))
     if relation in _PERSON_PARTS:
         # Part of a person's name; of anything else ("CHRISTMAS" / "MERRY CHRISTMAS") it is not.
@@ -454,7 +494,8 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     score = round(score, 4)
     # A part of a name, an acronym or a shared word is one thing only with something else
     # in common; similar spelling or shared words alone never merge without a model.
-    if score >= threshold and relation not in ("overlap", "fuzzy") and (corroborated or relation in _COMPATIBLE - _PERSON_PARTS):
+    if score >= threshold and relation not in ("overlap", "fuzzy") and relation_ok \
+            and (corroborated or relation in _COMPATIBLE - _PERSON_PARTS):
         verdict = "merge"
     elif score >= ask_threshold and relation not in ("initials", "middle_name"):
         verdict = "ask"
@@ -462,8 +503,8 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         verdict = "distinct"
     evidence = {"relation": relation, "types": [ta, tb] if a == pa.name else [tb, ta],
                 "shared_neighbours": shared[:5], "shared_neighbour_count": len(shared),
-                "description_similarity": round(description, 3)}
-    return PairDecision(a, b, relation, score, verdict, evidence)
+                "description_similarity": round(description, 3), "same_chunk": same_chunk}
+    return PairDecision(a, b, relation, score, verdict, evidence, part=relation in _PERSON_PARTS)
 
 
 def parse_verdicts(answer: str, count: int) -> dict[int, bool]:
@@ -519,7 +560,7 @@ class ResolutionState:
     names: set[str] = field(default_factory=set)
     pairs: set[tuple[str, str]] = field(default_factory=set)
     aliases: AliasMap = field(default_factory=dict)
-    # Candidate pairs of a name and a fuller one it is part of (PART_RELATIONS), any verdict.
+    # Candidate pairs of a name and a fuller one it is part of (``PairDecision.part``).
     parts: set[tuple[str, str]] = field(default_factory=set)
 
     @classmethod

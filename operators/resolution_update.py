@@ -19,7 +19,6 @@ from typing import Any, Awaitable, Callable, Optional
 
 from graphrag.operators.extraction import LLMCall
 from graphrag.operators.resolution import (
-    PART_RELATIONS,
     AliasMap,
     ManualDecisions,
     NameIndex,
@@ -181,7 +180,7 @@ class EntityResolution:
         accepted = {(d.a, d.b) for d in decisions if d.verdict == "merge" or verdicts.get((d.a, d.b))}
         pairs = {p for p in state.pairs if p[0] not in touched and p[1] not in touched} | accepted
         parts = {p for p in state.parts if p[0] not in touched and p[1] not in touched}
-        parts |= {(d.a, d.b) for d in decisions if d.relation in PART_RELATIONS}
+        parts |= {(d.a, d.b) for d in decisions if d.part}
         aliases = group_names(names, pairs, manual, parts)
         new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases, parts=parts)
         moved = {n for n in set(previous) | set(aliases) if previous.get(n, n) != aliases.get(n, n)}
