@@ -445,6 +445,8 @@ class PairDecision:
     # names it could stand for is remembered whatever the verdict, so one that could stand
     # for several stays alone (CRATCHIT: BOB CRATCHIT, MARTHA CRATCHIT).
     part: bool = False
+    # Not merged on its own, but merged if either name's group holds a titled name.
+    if_person: bool = False
 
 
 def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: float,
@@ -489,8 +491,14 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # where a text used both (a surname after the full name), never a first name alone;
         # and the descriptions must agree ("Film Victoria" is described apart from
         # "Victoria"; "Schubert" in the sentences about "Franz Schubert").
+        # Untyped names that would merge as parts of a person's name: they do when their
+        # group turns out to be a person (a titled name in it: "MR. EBENEZER SCROOGE").
+        if_person = (not person and ta == tb == "UNKNOWN" and corroborated
+                     and round(score + 0.1, 4) >= threshold)
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
                                          and description >= 0.3)
+    else:
+        if_person = False
     score = round(score, 4)
     # A part of a name, an acronym or a shared word is one thing only with something else
     # in common; similar spelling or shared words alone never merge without a model.
@@ -504,7 +512,8 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     evidence = {"relation": relation, "types": [ta, tb] if a == pa.name else [tb, ta],
                 "shared_neighbours": shared[:5], "shared_neighbour_count": len(shared),
                 "description_similarity": round(description, 3), "same_chunk": same_chunk}
-    return PairDecision(a, b, relation, score, verdict, evidence, part=relation in _PERSON_PARTS)
+    return PairDecision(a, b, relation, score, verdict, evidence, part=relation in _PERSON_PARTS,
+                        if_person=if_person and verdict != "merge")
 
 
 def parse_verdicts(answer: str, count: int) -> dict[int, bool]:
@@ -562,17 +571,24 @@ class ResolutionState:
     aliases: AliasMap = field(default_factory=dict)
     # Candidate pairs of a name and a fuller one it is part of (``PairDecision.part``).
     parts: set[tuple[str, str]] = field(default_factory=set)
+    # Pairs accepted if their group is a person (``PairDecision.if_person``).
+    person_pairs: set[tuple[str, str]] = field(default_factory=set)
 
     @classmethod
     def from_stored(cls, record: Optional[Mapping[str, Any]]) -> Optional["ResolutionState"]:
         if not record:
             return None
-        return cls(names=set(record.get("names") or []), pairs={tuple(p) for p in record.get("pairs") or []},  # type: ignore[misc]
-                   aliases=dict(record.get("aliases") or {}), parts={tuple(p) for p in record.get("parts") or []})  # type: ignore[misc]
+
+        def pairs(key: str) -> set[tuple[str, str]]:
+            return {tuple(p) for p in record.get(key) or []}  # type: ignore[misc]
+
+        return cls(names=set(record.get("names") or []), pairs=pairs("pairs"), aliases=dict(record.get("aliases") or {}),
+                   parts=pairs("parts"), person_pairs=pairs("person_pairs"))
 
     def to_stored(self) -> dict[str, Any]:
         return {"names": sorted(self.names), "pairs": sorted(list(p) for p in self.pairs),
-                "aliases": dict(sorted(self.aliases.items())), "parts": sorted(list(p) for p in self.parts)}
+                "aliases": dict(sorted(self.aliases.items())), "parts": sorted(list(p) for p in self.parts),
+                "person_pairs": sorted(list(p) for p in self.person_pairs)}
 
 
 def _completeness(name: str) -> tuple:
@@ -582,8 +598,13 @@ def _completeness(name: str) -> tuple:
     return (-len(key), name != " ".join(key), len(name), name)
 
 
+def _titled(name: str) -> bool:
+    tokens = [t for t in _TOKEN.findall(normalize_entity_name(name)) if t not in _ARTICLES and t not in _DESCRIPTIVE]
+    return len(tokens) > 1 and tokens[0] in _HONORIFICS
+
+
 def group_names(names: set[str], pairs: set[tuple[str, str]], manual: ManualDecisions,
-                parts: Iterable[tuple[str, str]] = ()) -> AliasMap:
+                parts: Iterable[tuple[str, str]] = (), person_pairs: Iterable[tuple[str, str]] = ()) -> AliasMap:
     """The alias map (alias -> canonical, canonical names left out) that accepted ``pairs``
     and ``manual`` decisions give over ``names``.
 
@@ -645,6 +666,16 @@ def group_names(names: set[str], pairs: set[tuple[str, str]], manual: ManualDeci
     for a, b in sorted(edges):
         if a not in unsure and b not in unsure:
             union(a, b, forced=False)
+    waiting = sorted(p for p in person_pairs if p[0] in names and p[1] in names and p not in never
+                     and p[0] not in unsure and p[1] not in unsure)
+    while waiting:  # until no group becomes a person
+        left = [(a, b) for a, b in waiting
+                if not any(_titled(n) for r in {find(a), find(b)} for n in members.get(r, [r]))]
+        for a, b in sorted(set(waiting) - set(left)):
+            union(a, b, forced=False)
+        if len(left) == len(waiting):
+            break
+        waiting = left
     aliases: AliasMap = {}
     for group in members.values():
         chosen = min(group, key=lambda n: (n not in targets, _completeness(n)))

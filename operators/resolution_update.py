@@ -181,8 +181,10 @@ class EntityResolution:
         pairs = {p for p in state.pairs if p[0] not in touched and p[1] not in touched} | accepted
         parts = {p for p in state.parts if p[0] not in touched and p[1] not in touched}
         parts |= {(d.a, d.b) for d in decisions if d.part}
-        aliases = group_names(names, pairs, manual, parts)
-        new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases, parts=parts)
+        person_pairs = {p for p in state.person_pairs if p[0] not in touched and p[1] not in touched}
+        person_pairs |= {(d.a, d.b) for d in decisions if d.if_person}
+        aliases = group_names(names, pairs, manual, parts, person_pairs)
+        new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases, parts=parts, person_pairs=person_pairs)
         moved = {n for n in set(previous) | set(aliases) if previous.get(n, n) != aliases.get(n, n)}
         await self.meta.upsert({STATE_RECORD: new_state.to_stored()})
         stats = {"names": len(names), "aliases": len(aliases), "pairs_checked": len(decisions),
