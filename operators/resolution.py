@@ -25,7 +25,7 @@ import re
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from itertools import combinations
 from typing import Any, Iterable, Mapping, Optional
 
@@ -290,13 +290,18 @@ def _bands(name: str) -> tuple[tuple[Any, ...], ...]:
     return tuple(("lsh", i, *signature[i * _ROWS:(i + 1) * _ROWS]) for i in range(_BANDS))
 
 
+# Relations only a model or a person can settle: a shared word, a similar spelling.
+_UNSETTLED = frozenset({"overlap", "fuzzy"})
+
+
 class NameIndex:
     """Blocking index over every name of the graph: which names are worth comparing with
     a given one. Membership of a pair depends on the two names only, never on what else
     is indexed, so candidate pairs do not depend on the order documents came in.
 
     ``loose``: also every name sharing a word or an LSH bucket (spelling variants, shared
-    words): pairs only a model or a person can settle, so only looked up for them.
+    words), and the pairs whose names only share words or spelling (``_UNSETTLED``): pairs
+    only a model or a person can settle, so only looked up for them.
     """
 
     def __init__(self, names: Iterable[str] = (), loose: bool = False) -> None:
@@ -338,7 +343,7 @@ class NameIndex:
         found = {}
         for other in seen:
             relation = name_relation(name, other)
-            if relation is not None:
+            if relation is not None and (self.loose or relation not in _UNSETTLED):
                 found[other] = relation
         return found
 
@@ -362,10 +367,14 @@ class NameProfile:
         """One description (the first chunk's), shown to a model or a person."""
         return self.descriptions[min(self.descriptions)] if self.descriptions else ""
 
-    @property
+    @cached_property
     def type(self) -> str:
         known = {t: n for t, n in self.types.items() if t and t != "UNKNOWN"}
         return min(known, key=lambda t: (-known[t], t)) if known else "UNKNOWN"
+
+    @cached_property
+    def norm(self) -> float:
+        return math.sqrt(sum(v * v for v in self.words.values()))
 
 
 def raw_names(extraction: ChunkExtraction) -> set[str]:
@@ -413,11 +422,12 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
     return profiles
 
 
-def _cosine(a: Counter, b: Counter) -> float:
-    if not a or not b:
+def _cosine(pa: NameProfile, pb: NameProfile) -> float:
+    """Cosine of the two profiles' description words."""
+    if not pa.words or not pb.words:
         return 0.0
-    dot = sum(v * b.get(k, 0) for k, v in a.items())
-    return dot / math.sqrt(sum(v * v for v in a.values()) * sum(v * v for v in b.values()))
+    small, large = sorted((pa.words, pb.words), key=len)
+    return sum(v * large.get(k, 0) for k, v in small.items()) / (pa.norm * pb.norm)
 
 
 _BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6, "first_name": 0.55,
@@ -460,7 +470,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     a, b = sorted((pa.name, pb.name))
     ta, tb = pa.type, pb.type
     shared = sorted((pa.neighbours & pb.neighbours) - {pa.name, pb.name})
-    description = _cosine(pa.words, pb.words)
+    description = _cosine(pa, pb)
     # One text using both names: a short form after the full one is the same thing; two
     # full names sharing a word ("BOB CRATCHIT", "TIM CRATCHIT") are two things named apart.
     same_chunk = bool(pa.chunks & pb.chunks) and relation not in ("overlap", "fuzzy")
