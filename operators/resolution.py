@@ -27,9 +27,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from itertools import combinations
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Union
 
-from graphrag.operators.extraction import normalize_entity_name
+from graphrag.operators.extraction import normalize_entity_name as _normalize
 from graphrag.schema import ChunkExtraction
 
 __all__ = [
@@ -50,6 +50,9 @@ __all__ = [
 ]
 
 AliasMap = dict[str, str]
+
+# Profiles read the same names chunk after chunk: each is normalised once.
+_normal = lru_cache(maxsize=1 << 17)(_normalize)
 
 _ARTICLES = frozenset("THE A AN".split())
 _HONORIFICS = {
@@ -132,7 +135,7 @@ def _surface_variants(a: str, b: str) -> bool:
 def _key(name: str, drop_titles: bool) -> tuple[str, ...]:
     # A hyphen between words splits them ("CHRISTMAS-TIME"); one around a particle does not
     # ("JASHN-E-REKHTA" is one word, not "REKHTA").
-    text = normalize_entity_name(name).replace("’", "'")
+    text = _normal(name).replace("’", "'")
     # A dash breaks the sentence: a span across it ("EVE--OLD SCROOGE") names what follows.
     text = next((part for part in reversed(_DASH.split(text)) if part.strip()), text)
     tokens = _TOKEN.findall(_HYPHEN_BETWEEN_WORDS.sub(" ", text))
@@ -171,7 +174,7 @@ def _acronym(key: tuple[str, ...]) -> Optional[str]:
 @lru_cache(maxsize=1 << 17)
 def gender(name: str) -> Optional[str]:
     """"M" or "F" when an honorific says so (``MRS. CRATCHIT``), else None."""
-    for token in _TOKEN.findall(normalize_entity_name(name)):
+    for token in _TOKEN.findall(_normal(name)):
         if token in _ARTICLES or token in _DESCRIPTIVE:
             continue
         return _HONORIFICS.get(token)
@@ -256,10 +259,15 @@ def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
     """The blocking keys ``name`` is indexed under: its key, its set of words, its acronym,
     each word, the shape of its initials."""
     key = name_key(name)
-    blocks: list[tuple[Any, ...]] = [("key", key), ("words", frozenset(key)), *(("token", t) for t in set(key) if len(t) > 1)]
-    acronym = _acronym(key) if len(key) > 1 else (key[0] if key and 2 <= len(key[0]) <= 6 else None)
-    if acronym:
-        blocks.append(("acronym", acronym))
+    blocks: list[tuple[Any, ...]] = [("key", key), ("words", tuple(sorted(set(key)))),
+                                     *(("token", t) for t in sorted(set(key)) if len(t) > 1)]
+    # An acronym meets the names it could stand for (not other names with the same initials).
+    if len(key) > 1 and (acronym := _acronym(key)):
+        blocks.append(("expands", acronym))
+    elif len(key) == 1 and 2 <= len(key[0]) <= 6:
+        blocks.append(("acronym", key[0]))
+    if 2 <= len(key) <= 3:  # where a one-word name may be its first name or its surname
+        blocks += [("first", key[0]), ("last", key[-1])]
     if len(key) > 1:  # "J. MARLEY" meets "JACOB MARLEY" by the shape of their initials
         shape = tuple(t[0] for t in key)
         blocks.append(("shape", shape))
@@ -273,9 +281,10 @@ def _looked_up_blocks(name: str) -> list[tuple[Any, ...]]:
     of its set of words (the shorter names inside it). The fuller names that hold all its
     words are found from its words' postings (see :meth:`NameIndex.candidates`)."""
     key = name_key(name)
-    own = [b for b in _indexed_blocks(name) if b[0] in ("key", "words", "acronym")]
+    flipped = {"acronym": "expands", "expands": "acronym"}
+    own = [(flipped.get(b[0], b[0]), *b[1:]) for b in _indexed_blocks(name) if b[0] in ("key", "words", *flipped)]
     parts = sorted(set(key))[:_MAX_SUBSET_WORDS]
-    own += [("words", frozenset(c)) for size in range(1, len(parts)) for c in combinations(parts, size)]
+    own += [("words", c) for size in range(1, len(parts)) for c in combinations(parts, size)]
     if len(key) > 1:
         shape = tuple(t[0] for t in key)
         own.append(("shape-with-initial", shape))
@@ -307,20 +316,37 @@ class NameIndex:
     def __init__(self, names: Iterable[str] = (), loose: bool = False) -> None:
         self.loose = loose
         self.names: set[str] = set()
-        self._buckets: dict[tuple[Any, ...], set[str]] = {}
+        # Most blocks hold one name: kept as the bare string, a set only from the second on
+        # (tens of thousands of small sets would weigh on every garbage collection).
+        self._buckets: dict[tuple[Any, ...], Union[str, set[str]]] = {}
         self.update(names, ())
 
     def update(self, added: Iterable[str], removed: Iterable[str]) -> None:
+        buckets = self._buckets
         for name in removed:
             self.names.discard(name)
             for block in self._blocks_of(name):
-                bucket = self._buckets.get(block)
-                if bucket is not None:
+                bucket = buckets.get(block)
+                if bucket == name:
+                    del buckets[block]
+                elif isinstance(bucket, set):
                     bucket.discard(name)
+                    if len(bucket) == 1:
+                        buckets[block] = next(iter(bucket))
         for name in added:
             self.names.add(name)
             for block in self._blocks_of(name):
-                self._buckets.setdefault(block, set()).add(name)
+                bucket = buckets.get(block)
+                if bucket is None:
+                    buckets[block] = name
+                elif isinstance(bucket, set):
+                    bucket.add(name)
+                elif bucket != name:
+                    buckets[block] = {bucket, name}
+
+    def _bucket(self, block: tuple[Any, ...]) -> set[str]:
+        found = self._buckets.get(block)
+        return {found} if isinstance(found, str) else found or set()
 
     def _blocks_of(self, name: str) -> tuple[tuple[Any, ...], ...]:
         return _indexed_blocks(name) + (_bands(name) if self.loose else ())
@@ -328,17 +354,22 @@ class NameIndex:
     def candidates(self, name: str) -> dict[str, str]:
         """Indexed names that could denote the same thing as ``name``, each with its
         :func:`name_relation`."""
-        empty: set[str] = set()
         seen: set[str] = set()
         for block in _looked_up_blocks(name):
-            seen |= self._buckets.get(block, empty)
+            seen |= self._bucket(block)
         words = [b for b in _indexed_blocks(name) if b[0] == "token"]
-        postings = sorted((self._buckets.get(b, empty) for b in words), key=len)
-        if postings:  # fuller names holding every word of this one
-            seen |= set.intersection(*postings)
+        if len(words) == 1 and not self.loose:
+            # A one-word name is settled only as the first or last word of a name of two or
+            # three (a first name, a surname): those, not every name with the word in it.
+            for end in ("first", "last"):
+                seen |= self._bucket((end, words[0][1]))
+        else:
+            postings = sorted((self._bucket(b) for b in words), key=len)
+            if postings:  # fuller names holding every word of this one
+                seen |= set.intersection(*postings)
         if self.loose:
             for block in [*words, *_bands(name)]:
-                seen |= self._buckets.get(block, empty)
+                seen |= self._bucket(block)
         seen.discard(name)
         found = {}
         for other in seen:
@@ -379,10 +410,10 @@ class NameProfile:
 
 def raw_names(extraction: ChunkExtraction) -> set[str]:
     """Every normalised name a chunk's extraction mentions (entities and relation ends)."""
-    names = {normalize_entity_name(e["name"]) for e in extraction.get("entities", [])}
+    names = {_normal(e["name"]) for e in extraction.get("entities", [])}
     for rel in extraction.get("relations", []):
-        names.add(normalize_entity_name(rel["source"]))
-        names.add(normalize_entity_name(rel["target"]))
+        names.add(_normal(rel["source"]))
+        names.add(_normal(rel["target"]))
     names.discard("")
     return names
 
@@ -400,7 +431,7 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
 
     for chunk_id, extraction in extractions.items():
         for ent in extraction.get("entities", []):
-            name = normalize_entity_name(ent["name"])
+            name = _normal(ent["name"])
             if name in names:
                 p = profile(name)
                 p.types[str(ent.get("type") or "UNKNOWN").upper()] += 1
@@ -410,7 +441,7 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
                 if ent.get("description"):
                     p.descriptions.setdefault(chunk_id, str(ent["description"]))
         for rel in extraction.get("relations", []):
-            src, tgt = normalize_entity_name(rel["source"]), normalize_entity_name(rel["target"])
+            src, tgt = _normal(rel["source"]), _normal(rel["target"])
             for end, other in ((src, tgt), (tgt, src)):
                 if end in names and other and other != end:
                     p = profile(end)
@@ -609,7 +640,7 @@ def _completeness(name: str) -> tuple:
 
 
 def _titled(name: str) -> bool:
-    tokens = [t for t in _TOKEN.findall(normalize_entity_name(name)) if t not in _ARTICLES and t not in _DESCRIPTIVE]
+    tokens = [t for t in _TOKEN.findall(_normal(name)) if t not in _ARTICLES and t not in _DESCRIPTIVE]
     return len(tokens) > 1 and tokens[0] in _HONORIFICS
 
 
