@@ -38,6 +38,7 @@ __all__ = [
     "NameIndex",
     "NameProfile",
     "PairDecision",
+    "UNSETTLED_RELATIONS",
     "ResolutionState",
     "decide_pair",
     "gender",
@@ -47,6 +48,7 @@ __all__ = [
     "name_relation",
     "parse_verdicts",
     "raw_names",
+    "similar_pairs",
 ]
 
 AliasMap = dict[str, str]
@@ -276,7 +278,8 @@ def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
     return tuple(blocks)
 
 
-def _looked_up_blocks(name: str) -> list[tuple[Any, ...]]:
+@lru_cache(maxsize=1 << 16)
+def _looked_up_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
     """The blocking keys looked up for ``name``: its key, acronym and shape, and every part
     of its set of words (the shorter names inside it). The fuller names that hold all its
     words are found from its words' postings (see :meth:`NameIndex.candidates`)."""
@@ -290,7 +293,7 @@ def _looked_up_blocks(name: str) -> list[tuple[Any, ...]]:
         own.append(("shape-with-initial", shape))
         if any(len(t) == 1 for t in key):
             own.append(("shape", shape))
-    return own
+    return tuple(own)
 
 
 @lru_cache(maxsize=1 << 17)
@@ -299,8 +302,9 @@ def _bands(name: str) -> tuple[tuple[Any, ...], ...]:
     return tuple(("lsh", i, *signature[i * _ROWS:(i + 1) * _ROWS]) for i in range(_BANDS))
 
 
-# Relations only a model or a person can settle: a shared word, a similar spelling.
-_UNSETTLED = frozenset({"overlap", "fuzzy"})
+# Relations only a model or a person can settle: a shared word, a similar spelling, or
+# (``similar``, from embedding blocking) nothing in the names but what they describe.
+UNSETTLED_RELATIONS = frozenset({"overlap", "fuzzy", "similar"})
 
 
 class NameIndex:
@@ -309,7 +313,7 @@ class NameIndex:
     is indexed, so candidate pairs do not depend on the order documents came in.
 
     ``loose``: also every name sharing a word or an LSH bucket (spelling variants, shared
-    words), and the pairs whose names only share words or spelling (``_UNSETTLED``): pairs
+    words), and the pairs whose names only share words or spelling (``UNSETTLED_RELATIONS``): pairs
     only a model or a person can settle, so only looked up for them.
     """
 
@@ -374,9 +378,31 @@ class NameIndex:
         found = {}
         for other in seen:
             relation = name_relation(name, other)
-            if relation is not None and (self.loose or relation not in _UNSETTLED):
+            if relation is not None and (self.loose or relation not in UNSETTLED_RELATIONS):
                 found[other] = relation
         return found
+
+
+def similar_pairs(vectors: Mapping[str, Any], names: Iterable[str], threshold: float) -> set[tuple[str, str]]:
+    """Pairs of one of ``names`` and any name of ``vectors`` (unit vectors of name plus
+    description) whose cosine reaches ``threshold``: a predicate on the pair's own vectors,
+    so the pairs found do not depend on what else is indexed."""
+    import numpy as np
+
+    every = sorted(vectors)
+    wanted = sorted(n for n in set(names) if n in vectors)
+    if not every or not wanted:
+        return set()
+    matrix = np.stack([vectors[n] for n in every])
+    found: set[tuple[str, str]] = set()
+    for start in range(0, len(wanted), 256):
+        batch = wanted[start:start + 256]
+        scores = np.stack([vectors[n] for n in batch]) @ matrix.T
+        for row, col in zip(*np.nonzero(scores >= threshold)):
+            a, b = batch[row], every[col]
+            if a != b:
+                found.add((min(a, b), max(a, b)))
+    return found
 
 
 # --------------------------------------------------------------------------- evidence
@@ -462,12 +488,12 @@ def _cosine(pa: NameProfile, pb: NameProfile) -> float:
 
 
 _BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6, "first_name": 0.55,
-         "acronym": 0.55, "overlap": 0.2, "fuzzy": 0.2}
+         "acronym": 0.55, "overlap": 0.2, "fuzzy": 0.2, "similar": 0.2}
 # Names that differ only in spelling start higher than a title apart; a type disagreement
 # weighs against equal keys without vetoing them; a chunk in common counts for a pair.
 _SURFACE, _KEY_TYPE_CONFLICT, _SAME_CHUNK = 0.9, -0.2, 0.1
 # Relations that, alone, allow two names in one group (the others need an accepted pair).
-_COMPATIBLE = frozenset(_BASE) - {"overlap", "fuzzy", "acronym"}
+_COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym"}
 _PERSON_PARTS = frozenset({"surname", "first_name"})
 
 
@@ -504,7 +530,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     description = _cosine(pa, pb)
     # One text using both names: a short form after the full one is the same thing; two
     # full names sharing a word ("BOB CRATCHIT", "TIM CRATCHIT") are two things named apart.
-    same_chunk = bool(pa.chunks & pb.chunks) and relation not in ("overlap", "fuzzy")
+    same_chunk = bool(pa.chunks & pb.chunks) and relation not in UNSETTLED_RELATIONS
     corroborated = bool(shared) or description >= 0.2
     surface = relation == "same_key" and _surface_variants(a, b)
     score = (_SURFACE if surface else _BASE[relation]) + 0.1 * min(len(shared), 3) + 0.5 * description \
@@ -543,7 +569,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     score = round(score, 4)
     # A part of a name, an acronym or a shared word is one thing only with something else
     # in common; similar spelling or shared words alone never merge without a model.
-    if score >= threshold and relation not in ("overlap", "fuzzy") and relation_ok \
+    if score >= threshold and relation not in UNSETTLED_RELATIONS and relation_ok \
             and (corroborated or relation in _COMPATIBLE - _PERSON_PARTS):
         verdict = "merge"
     elif score >= ask_threshold and relation not in ("initials", "middle_name"):

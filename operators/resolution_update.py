@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable, Optional
 
 from graphrag.operators.extraction import LLMCall
 from graphrag.operators.resolution import (
+    UNSETTLED_RELATIONS,
     AliasMap,
     ManualDecisions,
     NameIndex,
@@ -28,8 +29,10 @@ from graphrag.operators.resolution import (
     decide_pair,
     group_names,
     name_profiles,
+    name_relation,
     parse_verdicts,
     raw_names,
+    similar_pairs,
 )
 from graphrag.prompts import render
 from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
@@ -45,6 +48,11 @@ ExtractionReader = Callable[[list[str]], Awaitable[list[Optional[ChunkExtraction
 # The blocking index of each working dir's names, kept between the writes of this process:
 # rebuilt only when the names it holds are not the recorded ones (another process wrote).
 _INDEXES: dict[str, NameIndex] = {}
+# With embedding blocking, each working dir's name vectors, by name: (the text embedded, its
+# unit vector). A name's text is its name and sample description, read from its own
+# extractions, so a vector is stale only when the name was touched.
+_VECTORS: dict[str, dict[str, tuple[str, Any]]] = {}
+EmbedFunc = Callable[[list[str]], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,9 @@ class ResolutionSettings:
     ask_threshold: float = 0.4
     # Pairs per model prompt when ambiguous pairs are checked.
     batch_size: int = 20
+    # With embedding blocking: the cosine of name-plus-description vectors that makes a pair
+    # a candidate (one only a model or a person settles unless the names are related).
+    embedding_threshold: float = 0.9
 
 
 @dataclass
@@ -92,7 +103,8 @@ class EntityResolution:
 
     def __init__(self, *, graph: Any, meta: Any, read_extractions: ExtractionReader,
                  all_chunk_ids: Callable[[], Awaitable[list[str]]], settings: ResolutionSettings,
-                 llm: Optional[LLMCall] = None, cache_key: Optional[str] = None) -> None:
+                 llm: Optional[LLMCall] = None, cache_key: Optional[str] = None,
+                 embed: Optional[EmbedFunc] = None) -> None:
         self.graph = graph
         self.meta = meta
         self.read_extractions = read_extractions
@@ -100,6 +112,7 @@ class EntityResolution:
         self.settings = settings
         self.llm = llm
         self.cache_key = cache_key  # names the working dir whose blocking index may be kept
+        self.embed = embed  # embedding blocking on: the embedding function
 
     async def state(self) -> Optional[ResolutionState]:
         return ResolutionState.from_stored(await self.meta.get_by_id(STATE_RECORD))
@@ -170,6 +183,12 @@ class EntityResolution:
         for name in sorted(present):
             for other, relation in index.candidates(name).items():
                 candidates[(min(name, other), max(name, other))] = relation
+        if self.embed is not None:
+            similar = await self._similar(present, touched, names, profiles, previous)
+            for pair in sorted(similar - set(candidates)):
+                relation = name_relation(*pair) or "similar"
+                if self.llm is not None or relation not in UNSETTLED_RELATIONS:
+                    candidates[pair] = relation
         missing = {n for pair in candidates for n in pair} - set(profiles)
         if missing:
             profiles.update(await self._profiles(missing, previous))
@@ -192,6 +211,29 @@ class EntityResolution:
                  "seconds": round(time.perf_counter() - started, 3)}
         logger.info("Entity resolution: %s", stats)
         return Resolution(state=new_state, previous=previous, moved=moved, stats=stats, unresolved=unresolved)
+
+    async def _similar(self, present: set[str], touched: set[str], names: set[str],
+                       profiles: dict[str, NameProfile], aliases: AliasMap) -> set[tuple[str, str]]:
+        """Embedding blocking: pairs of a present name and any name whose vectors of name plus
+        sample description are close. Vectors of touched names are computed again; the others
+        are kept from earlier writes of this process (all computed on a first use)."""
+        kept = _VECTORS.get(self.cache_key or "") if self.cache_key else None
+        vectors = {n: v for n, v in (kept or {}).items() if n in names and n not in touched}
+        need = sorted(names - set(vectors))
+        if need:
+            unknown = set(need) - set(profiles)
+            found = {**profiles, **(await self._profiles(unknown, aliases) if unknown else {})}
+            texts = {n: f"{n}: {' '.join(found[n].sample.split())[:300]}" if n in found else n for n in need}
+            order = sorted(texts)
+            batches = [order[i:i + 256] for i in range(0, len(order), 256)]
+            rows = await asyncio.gather(*(self.embed([texts[n] for n in b]) for b in batches))  # type: ignore[misc]
+            for name, row in zip(order, (r for batch in rows for r in batch)):
+                norm = float((row * row).sum()) ** 0.5 or 1.0
+                vectors[name] = (texts[name], row / norm)
+        if self.cache_key:
+            _VECTORS[self.cache_key] = vectors
+        return await asyncio.to_thread(similar_pairs, {n: v for n, (_, v) in vectors.items()}, present,
+                                       self.settings.embedding_threshold)
 
     async def _settle(self, ambiguous: list[PairDecision], profiles: dict[str, NameProfile]
                       ) -> tuple[int, dict[tuple[str, str], bool]]:
