@@ -52,6 +52,11 @@ def embedding(name: str) -> Any:
     return hash_embedding(64) if name == "hash" else local_embedding()
 
 
+def embedding_blocking(args: argparse.Namespace) -> dict[str, Any]:
+    """The setting only when asked for, so this script also runs against versions without it."""
+    return {} if args.embedding is None else {"entity_resolution_embedding_threshold": args.embedding}
+
+
 def build(docs: list[str], extractor: str, working_dir: str, server: Any = None, embedder: str = "hash",
           **config: Any) -> tuple[GraphRAG, dict]:
     settings: dict[str, Any] = dict(working_dir=working_dir, extraction="nlp", embedding_func=embedding(embedder),
@@ -90,8 +95,7 @@ def quality(args: argparse.Namespace) -> None:
             with tempfile.TemporaryDirectory() as wd:
                 started = time.process_time()
                 rag, stats = build(corpus(label["corpus"]), label["extractor"], wd, server, args.embedder,
-                                   entity_resolution_llm_check=args.llm_check,
-                                   entity_resolution_embedding_threshold=args.embedding)
+                                   entity_resolution_llm_check=args.llm_check, **embedding_blocking(args))
                 cpu = round(time.process_time() - started, 2)
                 record = resolution_record(rag)
             if args.names:
@@ -138,7 +142,7 @@ def scale(args: argparse.Namespace) -> None:
         with tempfile.TemporaryDirectory() as wd:
             settings: dict[str, Any] = dict(working_dir=wd, extraction="nlp", embedding_func=embedding(args.embedder),
                                             show_progress=False, entity_resolution=resolution,
-                                            entity_resolution_embedding_threshold=args.embedding)
+                                            **embedding_blocking(args))
             if server is not None:
                 settings.update(extraction="llm", llm_base_url=server.base_url, llm_api_key="k",
                                 entity_resolution_llm_check=args.llm_check)
