@@ -48,10 +48,13 @@ ExtractionReader = Callable[[list[str]], Awaitable[list[Optional[ChunkExtraction
 # The blocking index of each working dir's names, kept between the writes of this process:
 # rebuilt only when the names it holds are not the recorded ones (another process wrote).
 _INDEXES: dict[str, NameIndex] = {}
-# With embedding blocking, each working dir's name vectors, by name: (the text embedded, its
-# unit vector). A name's text is its name and sample description, read from its own
-# extractions, so a vector is stale only when the name was touched.
-_VECTORS: dict[str, dict[str, tuple[str, Any]]] = {}
+# With embedding blocking, each working dir's name vectors, by name (the text embedded, its
+# unit vector), with the derived record they were computed for. A name's text is its name
+# and sample description, read from its own extractions, so a vector is stale only when the
+# name was touched; all are dropped when the recorded state is not the one they were left
+# with (a failed write, another process's write). Not seen: another process's write that
+# re-describes names without changing the record; those vectors wait for the next touch.
+_VECTORS: dict[str, tuple[dict[str, Any], dict[str, tuple[str, Any]]]] = {}
 EmbedFunc = Callable[[list[str]], Awaitable[Any]]
 
 
@@ -159,7 +162,8 @@ class EntityResolution:
         """Decide again every pair touching a name the ``added`` or ``removed`` chunks
         mention, regroup, and report which names moved to another node."""
         started = time.perf_counter()
-        state = await self.state()
+        recorded = await self.meta.get_by_id(STATE_RECORD)
+        state = ResolutionState.from_stored(recorded)
         manual = await self.manual()
         present = {n for extraction in added.values() for n in raw_names(extraction)}
         unresolved: list[str] = []
@@ -184,7 +188,7 @@ class EntityResolution:
             for other, relation in index.candidates(name).items():
                 candidates[(min(name, other), max(name, other))] = relation
         if self.embed is not None:
-            similar = await self._similar(present, touched, names, profiles, previous)
+            similar = await self._similar(present, touched, names, profiles, previous, recorded)
             for pair in sorted(similar - set(candidates)):
                 relation = name_relation(*pair) or "similar"
                 if self.llm is not None or relation not in UNSETTLED_RELATIONS:
@@ -205,20 +209,25 @@ class EntityResolution:
         aliases = group_names(names, pairs, manual, parts, person_pairs)
         new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases, parts=parts, person_pairs=person_pairs)
         moved = {n for n in set(previous) | set(aliases) if previous.get(n, n) != aliases.get(n, n)}
-        await self.meta.upsert({STATE_RECORD: new_state.to_stored()})
+        stored = new_state.to_stored()
+        await self.meta.upsert({STATE_RECORD: stored})
+        if self.embed is not None and self.cache_key:
+            _VECTORS[self.cache_key] = (stored, _VECTORS[self.cache_key][1])
         stats = {"names": len(names), "aliases": len(aliases), "pairs_checked": len(decisions),
                  "pairs_asked": asked, "names_moved": len(moved),
                  "seconds": round(time.perf_counter() - started, 3)}
         logger.info("Entity resolution: %s", stats)
         return Resolution(state=new_state, previous=previous, moved=moved, stats=stats, unresolved=unresolved)
 
-    async def _similar(self, present: set[str], touched: set[str], names: set[str],
-                       profiles: dict[str, NameProfile], aliases: AliasMap) -> set[tuple[str, str]]:
+    async def _similar(self, present: set[str], touched: set[str], names: set[str], profiles: dict[str, NameProfile],
+                       aliases: AliasMap, recorded: Optional[dict[str, Any]]) -> set[tuple[str, str]]:
         """Embedding blocking: pairs of a present name and any name whose vectors of name plus
         sample description are close. Vectors of touched names are computed again; the others
-        are kept from earlier writes of this process (all computed on a first use)."""
-        kept = _VECTORS.get(self.cache_key or "") if self.cache_key else None
-        vectors = {n: v for n, v in (kept or {}).items() if n in names and n not in touched}
+        are kept from this process's last write if the record is still the one it left."""
+        kept_record, kept = _VECTORS.get(self.cache_key or "", (None, {}))
+        if kept_record != recorded:
+            kept = {}
+        vectors = {n: v for n, v in kept.items() if n in names and n not in touched}
         need = sorted(names - set(vectors))
         if need:
             unknown = set(need) - set(profiles)
@@ -231,7 +240,7 @@ class EntityResolution:
                 norm = float((row * row).sum()) ** 0.5 or 1.0
                 vectors[name] = (texts[name], row / norm)
         if self.cache_key:
-            _VECTORS[self.cache_key] = vectors
+            _VECTORS[self.cache_key] = (None, vectors)  # the record they belong to is set once written
         return await asyncio.to_thread(similar_pairs, {n: v for n, (_, v) in vectors.items()}, present,
                                        self.settings.embedding_threshold)
 
