@@ -7,14 +7,16 @@ function of the recorded extractions plus the user's manual decisions:
 
 - **candidates** come from blocking, never from all pairs: a normalised key (case,
   punctuation, leading articles, honorifics and descriptive words, possessives, corporate
-  suffixes), key tokens shared or contained, and character 3-gram MinHash/LSH buckets;
+  suffixes), key tokens shared or contained, character 3-gram MinHash/LSH buckets, and
+  optionally the cosine of name-plus-description vectors (:func:`similar_pairs`);
 - **a pair's decision** is a function of the two names' profiles only (types, neighbours,
   description words, all read from the extractions), plus an optional cached model verdict
   for ambiguous pairs; so after a change only pairs touching a changed name are decided
   again, and the accepted pairs are those a fresh index would accept;
 - **groups** are formed from all accepted pairs at once, in a fixed order, conservatively:
   a short name whose partners disagree (``CRATCHIT`` with ``BOB`` and ``MRS. CRATCHIT``) is
-  left alone, and names of conflicting gender or a never-merge rule never share a group.
+  left alone, and names of conflicting gender or a never-merge rule never share a group; an
+  untyped part of a name (``EBENEZER``) joins its fuller name when that group holds a title.
 
 Nothing here touches a store: the caller hands in profiles and gets back pairs and maps.
 """
@@ -666,6 +668,7 @@ def _completeness(name: str) -> tuple:
 
 
 def _titled(name: str) -> bool:
+    """A title before a name (``MR. EBENEZER SCROOGE``): the name is a person's."""
     tokens = [t for t in _TOKEN.findall(_normal(name)) if t not in _ARTICLES and t not in _DESCRIPTIVE]
     return len(tokens) > 1 and tokens[0] in _HONORIFICS
 
