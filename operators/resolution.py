@@ -40,6 +40,7 @@ __all__ = [
     "NameIndex",
     "NameProfile",
     "PairDecision",
+    "RULES",
     "UNSETTLED_RELATIONS",
     "ResolutionState",
     "decide_pair",
@@ -629,6 +630,11 @@ class ManualDecisions:
                 del self.merges[x]
 
 
+# The version of the rules the derived record was decided by: a record of other rules is
+# decided again in full by the next write (its decisions would not be a fresh index's).
+RULES = 2
+
+
 @dataclass
 class ResolutionState:
     """Derived resolution state of a working dir: every name the extractions mention, the
@@ -657,7 +663,7 @@ class ResolutionState:
     def to_stored(self) -> dict[str, Any]:
         return {"names": sorted(self.names), "pairs": sorted(list(p) for p in self.pairs),
                 "aliases": dict(sorted(self.aliases.items())), "parts": sorted(list(p) for p in self.parts),
-                "person_pairs": sorted(list(p) for p in self.person_pairs)}
+                "person_pairs": sorted(list(p) for p in self.person_pairs), "rules": RULES}
 
 
 def _completeness(name: str) -> tuple:

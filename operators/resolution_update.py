@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable, Optional
 
 from graphrag.operators.extraction import LLMCall
 from graphrag.operators.resolution import (
+    RULES,
     UNSETTLED_RELATIONS,
     AliasMap,
     ManualDecisions,
@@ -167,8 +168,10 @@ class EntityResolution:
         manual = await self.manual()
         present = {n for extraction in added.values() for n in raw_names(extraction)}
         unresolved: list[str] = []
-        if state is None:  # first pass on this working dir: every recorded name
-            state = ResolutionState()
+        if state is None or recorded.get("rules") != RULES:  # type: ignore[union-attr]
+            # First pass on this working dir, or a record of other rules: every recorded name,
+            # from the nodes as they are (grouped by the old map).
+            state = ResolutionState(aliases=state.aliases if state else {})
             everything = await self.all_chunk_ids()
             for extraction in await self.read_extractions(everything):
                 if extraction:

@@ -230,6 +230,27 @@ def test_insertion_order_does_not_change_the_result(tmp_path: Any) -> None:
         assert state_of(rag) == expected, order
 
 
+def test_a_record_of_older_rules_is_decided_again_in_full(tmp_path: Any) -> None:
+    together = make(tmp_path, "together")
+    together.insert(HARBOUR)
+    expected = state_of(together)
+    rag = make(tmp_path, "upgraded")
+    rag.insert(HARBOUR[:3])
+    # As an earlier version left it: no rules mark, and a merge today's rules do not make.
+    path = os.path.join(rag.config.working_dir, "kv_store_index_meta.json")
+    with open(path, encoding="utf-8") as fh:
+        meta = json.load(fh)
+    record = meta["entity_resolution"]
+    del record["rules"]
+    record["pairs"] = [["GREY HERON", "SALTMERE"]]
+    record["aliases"] = {**record["aliases"], "GREY HERON": "SALTMERE"}
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(meta, fh)
+    assert make(tmp_path, "upgraded").canonical_entity("Grey Heron") == "SALTMERE"  # read as it is
+    make(tmp_path, "upgraded").insert(HARBOUR[3:])
+    assert state_of(make(tmp_path, "upgraded")) == expected
+
+
 def test_turned_off_names_merge_only_when_equal(tmp_path: Any) -> None:
     rag = make(tmp_path, entity_resolution=False)
     stats = rag.insert([DOC_JACOB, DOC_MARLEY])
