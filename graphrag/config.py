@@ -144,6 +144,9 @@ class GraphRAGConfig:
     # Ask the cheap model about pairs the evidence leaves ambiguous (LLM extraction only;
     # batched, and cached so a re-insert asks nothing).
     entity_resolution_llm_check: bool = False
+    # Embedding blocking: also compare names whose embedded name-plus-description vectors are
+    # this close (cosine; None: off). Costs an embedding per name; see benchmarks/README.md.
+    entity_resolution_embedding_threshold: Optional[float] = None
 
     def __post_init__(self) -> None:
         self.working_dir = os.fspath(self.working_dir)
@@ -177,6 +180,9 @@ class GraphRAGConfig:
                                      f"got {self.extraction_failure_warning_share!r}")
         if not 0 < self.entity_resolution_threshold <= 2:
             raise ConfigurationError(f"entity_resolution_threshold must be in (0, 2], got {self.entity_resolution_threshold!r}")
+        similar = self.entity_resolution_embedding_threshold
+        if similar is not None and not 0 < similar <= 1:
+            raise ConfigurationError(f"entity_resolution_embedding_threshold must be in (0, 1] or None, got {similar!r}")
 
     @classmethod
     def field_names(cls) -> set[str]:

@@ -667,10 +667,13 @@ class GraphRAG:
 
         check = (self.config.entity_resolution_llm_check and self.config.extraction == "llm"
                  and llm_configured(self.config))
+        similar = self.config.entity_resolution_embedding_threshold
         return EntityResolution(graph=self.stores.graph, meta=self.stores.index_meta, read_extractions=read,
                                 all_chunk_ids=all_chunk_ids, llm=self.llms[1] if check else None,
                                 cache_key=os.path.abspath(self.config.working_dir),
-                                settings=ResolutionSettings(threshold=self.config.entity_resolution_threshold))
+                                embed=self.embedding_func if similar is not None else None,
+                                settings=ResolutionSettings(threshold=self.config.entity_resolution_threshold,
+                                                            embedding_threshold=similar or 0.0))
 
     async def _resolve(self, resolution: Any, rebuilt: Any, extracted: dict[str, ChunkExtraction],
                        removed: dict[str, ChunkExtraction]) -> tuple[Any, dict[str, Any]]:

@@ -173,6 +173,8 @@ async def rebuild_graph(
         scope_ents, scope_rels = added_ents, added_rels
     names = sorted({*scope_ents, *removed_ents, *left_ents}
                    | {n for rels in (scope_rels, removed_rels, left_rels) for key in rels for n in key})
+    if moved:  # the far end of a re-pointed relation keeps its node: only the moved names' nodes change
+        names = sorted(set(names) & {m.get(n, n) for n in moved for m in (aliases or {}, before or {})})
     if not names:
         return GraphRebuild()
     old_nodes = dict(zip(names, await graph.get_nodes_batch(names)))

@@ -7,14 +7,16 @@ function of the recorded extractions plus the user's manual decisions:
 
 - **candidates** come from blocking, never from all pairs: a normalised key (case,
   punctuation, leading articles, honorifics and descriptive words, possessives, corporate
-  suffixes), key tokens shared or contained, and character 3-gram MinHash/LSH buckets;
+  suffixes), key tokens shared or contained, character 3-gram MinHash/LSH buckets, and
+  optionally the cosine of name-plus-description vectors (:func:`similar_pairs`);
 - **a pair's decision** is a function of the two names' profiles only (types, neighbours,
   description words, all read from the extractions), plus an optional cached model verdict
   for ambiguous pairs; so after a change only pairs touching a changed name are decided
   again, and the accepted pairs are those a fresh index would accept;
 - **groups** are formed from all accepted pairs at once, in a fixed order, conservatively:
   a short name whose partners disagree (``CRATCHIT`` with ``BOB`` and ``MRS. CRATCHIT``) is
-  left alone, and names of conflicting gender or a never-merge rule never share a group.
+  left alone, and names of conflicting gender or a never-merge rule never share a group; an
+  untyped part of a name (``EBENEZER``) joins its fuller name when that group holds a title.
 
 Nothing here touches a store: the caller hands in profiles and gets back pairs and maps.
 """
@@ -25,20 +27,21 @@ import re
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from itertools import combinations
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Union
 
-from graphrag.operators.extraction import normalize_entity_name
+from graphrag.operators.extraction import normalize_entity_name as _normalize
 from graphrag.schema import ChunkExtraction
 
 __all__ = [
-    "PART_RELATIONS",
     "AliasMap",
     "ManualDecisions",
     "NameIndex",
     "NameProfile",
     "PairDecision",
+    "RULES",
+    "UNSETTLED_RELATIONS",
     "ResolutionState",
     "decide_pair",
     "gender",
@@ -48,9 +51,13 @@ __all__ = [
     "name_relation",
     "parse_verdicts",
     "raw_names",
+    "similar_pairs",
 ]
 
 AliasMap = dict[str, str]
+
+# Profiles read the same names chunk after chunk: each is normalised once.
+_normal = lru_cache(maxsize=1 << 17)(_normalize)
 
 _ARTICLES = frozenset("THE A AN".split())
 _HONORIFICS = {
@@ -60,7 +67,10 @@ _HONORIFICS = {
 }
 # Words that describe rather than name ("Old Fezziwig" is Fezziwig), and words a
 # capitalised span can start with before the name ("Up Scrooge", "Whereat Scrooge").
-_DESCRIPTIVE = frozenset("OLD YOUNG LATE ELDER POOR DEAR UP BUT WHEREAT THEN NOW OH AH SO YET MY YOUR".split())
+_DESCRIPTIVE = frozenset(
+    """OLD YOUNG LATE ELDER POOR DEAR UP BUT WHEREAT THEN NOW OH AH SO YET MY YOUR PERHAPS HOWEVER
+    MEANWHILE INDEED ALTHOUGH THOUGH WHILE WHEN THUS HENCE MOREOVER FURTHERMORE NEVERTHELESS OTHERWISE
+    CERTAINLY SURELY AFTERWARDS ALAS WHEREUPON""".split())
 _CORPORATE = frozenset("INC CORP CORPORATION LTD LLC CO PLC GMBH LIMITED".split())
 # Words that join two names into a third thing ("Scrooge and Marley", "Ghost of Christmas").
 _CONNECTORS = frozenset("AND & OF FOR AT IN ON TO WITH BY FROM DE DU DA DEL VON VAN".split())
@@ -89,6 +99,8 @@ _MODIFIERS = frozenset(
 )
 _TOKEN = re.compile(r"[^\W_]+(?:['-][^\W_]+)*", re.UNICODE)
 _HYPHEN_BETWEEN_WORDS = re.compile(r"(?<=[^\W\d_]{2})-(?=[^\W\d_]{2})")
+_DASH = re.compile(r"--+|[—–]")
+_STUTTER = re.compile(r"([^\W\d_])\1{2,}")
 _WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
 _STOPWORDS = frozenset(
     """the and for that with was were his her him she they them their this from had has have
@@ -110,33 +122,51 @@ _PERMUTATIONS = [((i * 2654435761 + 97) % _PRIME or 1, (i * 40503 + 13) % _PRIME
 # --------------------------------------------------------------------------- names
 
 
-@lru_cache(maxsize=1 << 17)
 def name_key(name: str) -> tuple[str, ...]:
     """The tokens that identify ``name``: upper case, punctuation and hyphens gone, a
     trailing possessive dropped (``SCROOGE'S`` -> ``SCROOGE``), leading articles,
     honorifics and descriptive words dropped, corporate suffixes dropped. A possessive
     inside the name stays (``SCROOGE'S NEPHEW`` is someone else)."""
+    return _key(name, True)
+
+
+def _surface_variants(a: str, b: str) -> bool:
+    """Two names that differ only in spelling: case, punctuation, a possessive, an article
+    (``BOB CRATCHIT'S`` / ``BOB CRATCHIT``), not a title or a descriptive word."""
+    return _key(a, False) == _key(b, False)
+
+
+@lru_cache(maxsize=1 << 17)
+def _key(name: str, drop_titles: bool) -> tuple[str, ...]:
     # A hyphen between words splits them ("CHRISTMAS-TIME"); one around a particle does not
     # ("JASHN-E-REKHTA" is one word, not "REKHTA").
-    tokens = _TOKEN.findall(_HYPHEN_BETWEEN_WORDS.sub(" ", normalize_entity_name(name).replace("’", "'")))
+    text = _normal(name).replace("’", "'")
+    # A dash breaks the sentence: a span across it ("EVE--OLD SCROOGE") names what follows.
+    text = next((part for part in reversed(_DASH.split(text)) if part.strip()), text)
+    tokens = _TOKEN.findall(_HYPHEN_BETWEEN_WORDS.sub(" ", text))
     if tokens:
         last = tokens[-1]
         if last.endswith("'S"):
             tokens[-1] = last[:-2]
-    while len(tokens) > 1 and (tokens[0] in _ARTICLES or tokens[0] in _HONORIFICS or tokens[0] in _DESCRIPTIVE):
+    while len(tokens) > 1 and (tokens[0] in _ARTICLES or drop_titles and (tokens[0] in _HONORIFICS
+                                                                         or tokens[0] in _DESCRIPTIVE)):
         tokens.pop(0)
     while len(tokens) > 1 and tokens[-1] in _CORPORATE:
         tokens.pop()
     # A stutter or a repeated word ("SCRO-O-O-OGE", "SCROOGE SCROOGE") names nothing new.
     key: list[str] = []
     for token in tokens:
+        if "-" in token:  # what the hyphens left joined: a stutter, "SCRO-O-O-OGE" is SCROOGE
+            token = _STUTTER.sub(r"\1\1", token.replace("-", ""))
         if token and (not key or key[-1] != token):
             key.append(token)
     if len(key) > 1 and all(len(t) == 1 for t in key[1:]):
         key = ["".join(key)]
-    for size in range(1, len(key) // 2 + 1):  # a span caught twice: "DEMON DICE DEMON DICE"
-        if len(key) % size == 0 and key == key[:size] * (len(key) // size):
-            return tuple(key[:size])
+    # A span caught twice: "DEMON DICE DEMON DICE", "EXIES THE EXIES".
+    for span in (key, [t for t in key if t not in _ARTICLES]):
+        for size in range(1, len(span) // 2 + 1):
+            if len(span) % size == 0 and span == span[:size] * (len(span) // size):
+                return tuple(span[:size])
     return tuple(key)
 
 
@@ -149,7 +179,7 @@ def _acronym(key: tuple[str, ...]) -> Optional[str]:
 @lru_cache(maxsize=1 << 17)
 def gender(name: str) -> Optional[str]:
     """"M" or "F" when an honorific says so (``MRS. CRATCHIT``), else None."""
-    for token in _TOKEN.findall(normalize_entity_name(name)):
+    for token in _TOKEN.findall(_normal(name)):
         if token in _ARTICLES or token in _DESCRIPTIVE:
             continue
         return _HONORIFICS.get(token)
@@ -193,7 +223,7 @@ def name_relation(a: str, b: str) -> Optional[str]:
     if ga and gb and ga != gb:
         return None
     ka, kb = name_key(a), name_key(b)
-    if not ka or not kb:
+    if not ka or not kb or ka == (ka[0][:1],) or kb == (kb[0][:1],):  # a lone letter names nothing
         return None
     if ka == kb:
         return "same_key"
@@ -234,10 +264,15 @@ def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
     """The blocking keys ``name`` is indexed under: its key, its set of words, its acronym,
     each word, the shape of its initials."""
     key = name_key(name)
-    blocks: list[tuple[Any, ...]] = [("key", key), ("words", frozenset(key)), *(("token", t) for t in set(key) if len(t) > 1)]
-    acronym = _acronym(key) if len(key) > 1 else (key[0] if key and 2 <= len(key[0]) <= 6 else None)
-    if acronym:
-        blocks.append(("acronym", acronym))
+    blocks: list[tuple[Any, ...]] = [("key", key), ("words", tuple(sorted(set(key)))),
+                                     *(("token", t) for t in sorted(set(key)) if len(t) > 1)]
+    # An acronym meets the names it could stand for (not other names with the same initials).
+    if len(key) > 1 and (acronym := _acronym(key)):
+        blocks.append(("expands", acronym))
+    elif len(key) == 1 and 2 <= len(key[0]) <= 6:
+        blocks.append(("acronym", key[0]))
+    if 2 <= len(key) <= 3:  # where a one-word name may be its first name or its surname
+        blocks += [("first", key[0]), ("last", key[-1])]
     if len(key) > 1:  # "J. MARLEY" meets "JACOB MARLEY" by the shape of their initials
         shape = tuple(t[0] for t in key)
         blocks.append(("shape", shape))
@@ -246,20 +281,22 @@ def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
     return tuple(blocks)
 
 
-def _looked_up_blocks(name: str) -> list[tuple[Any, ...]]:
+@lru_cache(maxsize=1 << 16)
+def _looked_up_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
     """The blocking keys looked up for ``name``: its key, acronym and shape, and every part
     of its set of words (the shorter names inside it). The fuller names that hold all its
     words are found from its words' postings (see :meth:`NameIndex.candidates`)."""
     key = name_key(name)
-    own = [b for b in _indexed_blocks(name) if b[0] in ("key", "words", "acronym")]
+    flipped = {"acronym": "expands", "expands": "acronym"}
+    own = [(flipped.get(b[0], b[0]), *b[1:]) for b in _indexed_blocks(name) if b[0] in ("key", "words", *flipped)]
     parts = sorted(set(key))[:_MAX_SUBSET_WORDS]
-    own += [("words", frozenset(c)) for size in range(1, len(parts)) for c in combinations(parts, size)]
+    own += [("words", c) for size in range(1, len(parts)) for c in combinations(parts, size)]
     if len(key) > 1:
         shape = tuple(t[0] for t in key)
         own.append(("shape-with-initial", shape))
         if any(len(t) == 1 for t in key):
             own.append(("shape", shape))
-    return own
+    return tuple(own)
 
 
 @lru_cache(maxsize=1 << 17)
@@ -268,32 +305,55 @@ def _bands(name: str) -> tuple[tuple[Any, ...], ...]:
     return tuple(("lsh", i, *signature[i * _ROWS:(i + 1) * _ROWS]) for i in range(_BANDS))
 
 
+# Relations only a model or a person can settle: a shared word, a similar spelling, or
+# (``similar``, from embedding blocking) nothing in the names but what they describe.
+UNSETTLED_RELATIONS = frozenset({"overlap", "fuzzy", "similar"})
+
+
 class NameIndex:
     """Blocking index over every name of the graph: which names are worth comparing with
     a given one. Membership of a pair depends on the two names only, never on what else
     is indexed, so candidate pairs do not depend on the order documents came in.
 
     ``loose``: also every name sharing a word or an LSH bucket (spelling variants, shared
-    words): pairs only a model or a person can settle, so only looked up for them.
+    words), and the pairs whose names only share words or spelling (``UNSETTLED_RELATIONS``): pairs
+    only a model or a person can settle, so only looked up for them.
     """
 
     def __init__(self, names: Iterable[str] = (), loose: bool = False) -> None:
         self.loose = loose
         self.names: set[str] = set()
-        self._buckets: dict[tuple[Any, ...], set[str]] = {}
+        # Most blocks hold one name: kept as the bare string, a set only from the second on
+        # (tens of thousands of small sets would weigh on every garbage collection).
+        self._buckets: dict[tuple[Any, ...], Union[str, set[str]]] = {}
         self.update(names, ())
 
     def update(self, added: Iterable[str], removed: Iterable[str]) -> None:
+        buckets = self._buckets
         for name in removed:
             self.names.discard(name)
             for block in self._blocks_of(name):
-                bucket = self._buckets.get(block)
-                if bucket is not None:
+                bucket = buckets.get(block)
+                if bucket == name:
+                    del buckets[block]
+                elif isinstance(bucket, set):
                     bucket.discard(name)
+                    if len(bucket) == 1:
+                        buckets[block] = next(iter(bucket))
         for name in added:
             self.names.add(name)
             for block in self._blocks_of(name):
-                self._buckets.setdefault(block, set()).add(name)
+                bucket = buckets.get(block)
+                if bucket is None:
+                    buckets[block] = name
+                elif isinstance(bucket, set):
+                    bucket.add(name)
+                elif bucket != name:
+                    buckets[block] = {bucket, name}
+
+    def _bucket(self, block: tuple[Any, ...]) -> set[str]:
+        found = self._buckets.get(block)
+        return {found} if isinstance(found, str) else found or set()
 
     def _blocks_of(self, name: str) -> tuple[tuple[Any, ...], ...]:
         return _indexed_blocks(name) + (_bands(name) if self.loose else ())
@@ -301,24 +361,51 @@ class NameIndex:
     def candidates(self, name: str) -> dict[str, str]:
         """Indexed names that could denote the same thing as ``name``, each with its
         :func:`name_relation`."""
-        empty: set[str] = set()
         seen: set[str] = set()
         for block in _looked_up_blocks(name):
-            seen |= self._buckets.get(block, empty)
+            seen |= self._bucket(block)
         words = [b for b in _indexed_blocks(name) if b[0] == "token"]
-        postings = sorted((self._buckets.get(b, empty) for b in words), key=len)
-        if postings:  # fuller names holding every word of this one
-            seen |= set.intersection(*postings)
+        if len(words) == 1 and not self.loose:
+            # A one-word name is settled only as the first or last word of a name of two or
+            # three (a first name, a surname): those, not every name with the word in it.
+            for end in ("first", "last"):
+                seen |= self._bucket((end, words[0][1]))
+        else:
+            postings = sorted((self._bucket(b) for b in words), key=len)
+            if postings:  # fuller names holding every word of this one
+                seen |= set.intersection(*postings)
         if self.loose:
             for block in [*words, *_bands(name)]:
-                seen |= self._buckets.get(block, empty)
+                seen |= self._bucket(block)
         seen.discard(name)
         found = {}
         for other in seen:
             relation = name_relation(name, other)
-            if relation is not None:
+            if relation is not None and (self.loose or relation not in UNSETTLED_RELATIONS):
                 found[other] = relation
         return found
+
+
+def similar_pairs(vectors: Mapping[str, Any], names: Iterable[str], threshold: float) -> set[tuple[str, str]]:
+    """Pairs of one of ``names`` and any name of ``vectors`` (unit vectors of name plus
+    description) whose cosine reaches ``threshold``: a predicate on the pair's own vectors,
+    so the pairs found do not depend on what else is indexed."""
+    import numpy as np
+
+    every = sorted(vectors)
+    wanted = sorted(n for n in set(names) if n in vectors)
+    if not every or not wanted:
+        return set()
+    matrix = np.stack([vectors[n] for n in every])
+    found: set[tuple[str, str]] = set()
+    for start in range(0, len(wanted), 256):
+        batch = wanted[start:start + 256]
+        scores = np.stack([vectors[n] for n in batch]) @ matrix.T
+        for row, col in zip(*np.nonzero(scores >= threshold)):
+            a, b = batch[row], every[col]
+            if a != b:
+                found.add((min(a, b), max(a, b)))
+    return found
 
 
 # --------------------------------------------------------------------------- evidence
@@ -340,18 +427,22 @@ class NameProfile:
         """One description (the first chunk's), shown to a model or a person."""
         return self.descriptions[min(self.descriptions)] if self.descriptions else ""
 
-    @property
+    @cached_property
     def type(self) -> str:
         known = {t: n for t, n in self.types.items() if t and t != "UNKNOWN"}
         return min(known, key=lambda t: (-known[t], t)) if known else "UNKNOWN"
 
+    @cached_property
+    def norm(self) -> float:
+        return math.sqrt(sum(v * v for v in self.words.values()))
+
 
 def raw_names(extraction: ChunkExtraction) -> set[str]:
     """Every normalised name a chunk's extraction mentions (entities and relation ends)."""
-    names = {normalize_entity_name(e["name"]) for e in extraction.get("entities", [])}
+    names = {_normal(e["name"]) for e in extraction.get("entities", [])}
     for rel in extraction.get("relations", []):
-        names.add(normalize_entity_name(rel["source"]))
-        names.add(normalize_entity_name(rel["target"]))
+        names.add(_normal(rel["source"]))
+        names.add(_normal(rel["target"]))
     names.discard("")
     return names
 
@@ -369,7 +460,7 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
 
     for chunk_id, extraction in extractions.items():
         for ent in extraction.get("entities", []):
-            name = normalize_entity_name(ent["name"])
+            name = _normal(ent["name"])
             if name in names:
                 p = profile(name)
                 p.types[str(ent.get("type") or "UNKNOWN").upper()] += 1
@@ -379,7 +470,7 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
                 if ent.get("description"):
                     p.descriptions.setdefault(chunk_id, str(ent["description"]))
         for rel in extraction.get("relations", []):
-            src, tgt = normalize_entity_name(rel["source"]), normalize_entity_name(rel["target"])
+            src, tgt = _normal(rel["source"]), _normal(rel["target"])
             for end, other in ((src, tgt), (tgt, src)):
                 if end in names and other and other != end:
                     p = profile(end)
@@ -391,21 +482,22 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
     return profiles
 
 
-def _cosine(a: Counter, b: Counter) -> float:
-    if not a or not b:
+def _cosine(pa: NameProfile, pb: NameProfile) -> float:
+    """Cosine of the two profiles' description words."""
+    if not pa.words or not pb.words:
         return 0.0
-    dot = sum(v * b.get(k, 0) for k, v in a.items())
-    return dot / math.sqrt(sum(v * v for v in a.values()) * sum(v * v for v in b.values()))
+    small, large = sorted((pa.words, pb.words), key=len)
+    return sum(v * large.get(k, 0) for k, v in small.items()) / (pa.norm * pb.norm)
 
 
 _BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6, "first_name": 0.55,
-         "acronym": 0.55, "overlap": 0.2, "fuzzy": 0.2}
+         "acronym": 0.55, "overlap": 0.2, "fuzzy": 0.2, "similar": 0.2}
+# Names that differ only in spelling start higher than a title apart; a type disagreement
+# weighs against equal keys without vetoing them; a chunk in common counts for a pair.
+_SURFACE, _KEY_TYPE_CONFLICT, _SAME_CHUNK = 0.9, -0.2, 0.1
 # Relations that, alone, allow two names in one group (the others need an accepted pair).
-_COMPATIBLE = frozenset(_BASE) - {"overlap", "fuzzy", "acronym"}
+_COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym"}
 _PERSON_PARTS = frozenset({"surname", "first_name"})
-# A one-word name that is part of fuller ones: which fuller names it could stand for is
-# remembered whatever the pair's verdict, so one that could stand for several stays alone.
-PART_RELATIONS = _PERSON_PARTS
 
 
 @dataclass(frozen=True)
@@ -419,6 +511,12 @@ class PairDecision:
     score: float
     verdict: str
     evidence: dict[str, Any]
+    # A one-word name that is part of a fuller one (a surname, a first name): which fuller
+    # names it could stand for is remembered whatever the verdict, so one that could stand
+    # for several stays alone (CRATCHIT: BOB CRATCHIT, MARTHA CRATCHIT).
+    part: bool = False
+    # Not merged on its own, but merged if either name's group holds a titled name.
+    if_person: bool = False
 
 
 def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: float,
@@ -432,12 +530,26 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     a, b = sorted((pa.name, pb.name))
     ta, tb = pa.type, pb.type
     shared = sorted((pa.neighbours & pb.neighbours) - {pa.name, pb.name})
-    description = _cosine(pa.words, pb.words)
+    description = _cosine(pa, pb)
+    # One text using both names: a short form after the full one is the same thing; two
+    # full names sharing a word ("BOB CRATCHIT", "TIM CRATCHIT") are two things named apart.
+    same_chunk = bool(pa.chunks & pb.chunks) and relation not in UNSETTLED_RELATIONS
     corroborated = bool(shared) or description >= 0.2
-    score = _BASE[relation] + 0.1 * min(len(shared), 3) + 0.5 * description
-    if ta != "UNKNOWN" and tb != "UNKNOWN":
+    surface = relation == "same_key" and _surface_variants(a, b)
+    score = (_SURFACE if surface else _BASE[relation]) + 0.1 * min(len(shared), 3) + 0.5 * description \
+        + _SAME_CHUNK * same_chunk
+    typed = ta != "UNKNOWN" and tb != "UNKNOWN"
+    if typed:
         # Equal keys are strong evidence: a type disagreement there may be the extractor's.
-        score += 0.05 if ta == tb else (-0.3 if relation == "same_key" else -0.5)
+        score += 0.05 if ta == tb else (_KEY_TYPE_CONFLICT if relation == "same_key" else -0.5)
+    if relation == "same_key" and typed and ta != tb:
+        # Equal keys and types that disagree (the company "APPLE", the fruit "THE APPLE";
+        # "MR. INDIA", a film, and "INDIA"): one thing only with a text, a neighbour or a
+        # description in common.
+        corroborated = corroborated or same_chunk
+        relation_ok = corroborated
+    else:
+        relation_ok = True
     person = "PERSON" in (ta, tb) or bool(gender(a) or gender(b))
     if relation in _PERSON_PARTS:
         # Part of a person's name; of anything else ("CHRISTMAS" / "MERRY CHRISTMAS") it is not.
@@ -449,12 +561,19 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # where a text used both (a surname after the full name), never a first name alone;
         # and the descriptions must agree ("Film Victoria" is described apart from
         # "Victoria"; "Schubert" in the sentences about "Franz Schubert").
+        # Untyped names that would merge as parts of a person's name: they do when their
+        # group turns out to be a person (a titled name in it: "MR. EBENEZER SCROOGE").
+        if_person = (not person and ta == tb == "UNKNOWN" and corroborated
+                     and round(score + 0.1, 4) >= threshold)
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
                                          and description >= 0.3)
+    else:
+        if_person = False
     score = round(score, 4)
     # A part of a name, an acronym or a shared word is one thing only with something else
     # in common; similar spelling or shared words alone never merge without a model.
-    if score >= threshold and relation not in ("overlap", "fuzzy") and (corroborated or relation in _COMPATIBLE - _PERSON_PARTS):
+    if score >= threshold and relation not in UNSETTLED_RELATIONS and relation_ok \
+            and (corroborated or relation in _COMPATIBLE - _PERSON_PARTS):
         verdict = "merge"
     elif score >= ask_threshold and relation not in ("initials", "middle_name"):
         verdict = "ask"
@@ -462,8 +581,9 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         verdict = "distinct"
     evidence = {"relation": relation, "types": [ta, tb] if a == pa.name else [tb, ta],
                 "shared_neighbours": shared[:5], "shared_neighbour_count": len(shared),
-                "description_similarity": round(description, 3)}
-    return PairDecision(a, b, relation, score, verdict, evidence)
+                "description_similarity": round(description, 3), "same_chunk": same_chunk}
+    return PairDecision(a, b, relation, score, verdict, evidence, part=relation in _PERSON_PARTS,
+                        if_person=if_person and verdict != "merge")
 
 
 def parse_verdicts(answer: str, count: int) -> dict[int, bool]:
@@ -510,6 +630,11 @@ class ManualDecisions:
                 del self.merges[x]
 
 
+# The version of the rules the derived record was decided by: a record of other rules is
+# decided again in full by the next write (its decisions would not be a fresh index's).
+RULES = 2
+
+
 @dataclass
 class ResolutionState:
     """Derived resolution state of a working dir: every name the extractions mention, the
@@ -519,19 +644,26 @@ class ResolutionState:
     names: set[str] = field(default_factory=set)
     pairs: set[tuple[str, str]] = field(default_factory=set)
     aliases: AliasMap = field(default_factory=dict)
-    # Candidate pairs of a name and a fuller one it is part of (PART_RELATIONS), any verdict.
+    # Candidate pairs of a name and a fuller one it is part of (``PairDecision.part``).
     parts: set[tuple[str, str]] = field(default_factory=set)
+    # Pairs accepted if their group is a person (``PairDecision.if_person``).
+    person_pairs: set[tuple[str, str]] = field(default_factory=set)
 
     @classmethod
     def from_stored(cls, record: Optional[Mapping[str, Any]]) -> Optional["ResolutionState"]:
         if not record:
             return None
-        return cls(names=set(record.get("names") or []), pairs={tuple(p) for p in record.get("pairs") or []},  # type: ignore[misc]
-                   aliases=dict(record.get("aliases") or {}), parts={tuple(p) for p in record.get("parts") or []})  # type: ignore[misc]
+
+        def pairs(key: str) -> set[tuple[str, str]]:
+            return {tuple(p) for p in record.get(key) or []}  # type: ignore[misc]
+
+        return cls(names=set(record.get("names") or []), pairs=pairs("pairs"), aliases=dict(record.get("aliases") or {}),
+                   parts=pairs("parts"), person_pairs=pairs("person_pairs"))
 
     def to_stored(self) -> dict[str, Any]:
         return {"names": sorted(self.names), "pairs": sorted(list(p) for p in self.pairs),
-                "aliases": dict(sorted(self.aliases.items())), "parts": sorted(list(p) for p in self.parts)}
+                "aliases": dict(sorted(self.aliases.items())), "parts": sorted(list(p) for p in self.parts),
+                "person_pairs": sorted(list(p) for p in self.person_pairs), "rules": RULES}
 
 
 def _completeness(name: str) -> tuple:
@@ -541,8 +673,14 @@ def _completeness(name: str) -> tuple:
     return (-len(key), name != " ".join(key), len(name), name)
 
 
+def _titled(name: str) -> bool:
+    """A title before a name (``MR. EBENEZER SCROOGE``): the name is a person's."""
+    tokens = [t for t in _TOKEN.findall(_normal(name)) if t not in _ARTICLES and t not in _DESCRIPTIVE]
+    return len(tokens) > 1 and tokens[0] in _HONORIFICS
+
+
 def group_names(names: set[str], pairs: set[tuple[str, str]], manual: ManualDecisions,
-                parts: Iterable[tuple[str, str]] = ()) -> AliasMap:
+                parts: Iterable[tuple[str, str]] = (), person_pairs: Iterable[tuple[str, str]] = ()) -> AliasMap:
     """The alias map (alias -> canonical, canonical names left out) that accepted ``pairs``
     and ``manual`` decisions give over ``names``.
 
@@ -604,6 +742,16 @@ def group_names(names: set[str], pairs: set[tuple[str, str]], manual: ManualDeci
     for a, b in sorted(edges):
         if a not in unsure and b not in unsure:
             union(a, b, forced=False)
+    waiting = sorted(p for p in person_pairs if p[0] in names and p[1] in names and p not in never
+                     and p[0] not in unsure and p[1] not in unsure)
+    while waiting:  # until no group becomes a person
+        left = [(a, b) for a, b in waiting
+                if not any(_titled(n) for r in {find(a), find(b)} for n in members.get(r, [r]))]
+        for a, b in sorted(set(waiting) - set(left)):
+            union(a, b, forced=False)
+        if len(left) == len(waiting):
+            break
+        waiting = left
     aliases: AliasMap = {}
     for group in members.values():
         chosen = min(group, key=lambda n: (n not in targets, _completeness(n)))

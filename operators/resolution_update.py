@@ -19,7 +19,8 @@ from typing import Any, Awaitable, Callable, Optional
 
 from graphrag.operators.extraction import LLMCall
 from graphrag.operators.resolution import (
-    PART_RELATIONS,
+    RULES,
+    UNSETTLED_RELATIONS,
     AliasMap,
     ManualDecisions,
     NameIndex,
@@ -29,8 +30,10 @@ from graphrag.operators.resolution import (
     decide_pair,
     group_names,
     name_profiles,
+    name_relation,
     parse_verdicts,
     raw_names,
+    similar_pairs,
 )
 from graphrag.prompts import render
 from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
@@ -46,6 +49,14 @@ ExtractionReader = Callable[[list[str]], Awaitable[list[Optional[ChunkExtraction
 # The blocking index of each working dir's names, kept between the writes of this process:
 # rebuilt only when the names it holds are not the recorded ones (another process wrote).
 _INDEXES: dict[str, NameIndex] = {}
+# With embedding blocking, each working dir's name vectors, by name (the text embedded, its
+# unit vector), with the derived record they were computed for. A name's text is its name
+# and sample description, read from its own extractions, so a vector is stale only when the
+# name was touched; all are dropped when the recorded state is not the one they were left
+# with (a failed write, another process's write). Not seen: another process's write that
+# re-describes names without changing the record; those vectors wait for the next touch.
+_VECTORS: dict[str, tuple[dict[str, Any], dict[str, tuple[str, Any]]]] = {}
+EmbedFunc = Callable[[list[str]], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
@@ -54,6 +65,9 @@ class ResolutionSettings:
     ask_threshold: float = 0.4
     # Pairs per model prompt when ambiguous pairs are checked.
     batch_size: int = 20
+    # With embedding blocking: the cosine of name-plus-description vectors that makes a pair
+    # a candidate (one only a model or a person settles unless the names are related).
+    embedding_threshold: float = 0.9
 
 
 @dataclass
@@ -93,7 +107,8 @@ class EntityResolution:
 
     def __init__(self, *, graph: Any, meta: Any, read_extractions: ExtractionReader,
                  all_chunk_ids: Callable[[], Awaitable[list[str]]], settings: ResolutionSettings,
-                 llm: Optional[LLMCall] = None, cache_key: Optional[str] = None) -> None:
+                 llm: Optional[LLMCall] = None, cache_key: Optional[str] = None,
+                 embed: Optional[EmbedFunc] = None) -> None:
         self.graph = graph
         self.meta = meta
         self.read_extractions = read_extractions
@@ -101,6 +116,7 @@ class EntityResolution:
         self.settings = settings
         self.llm = llm
         self.cache_key = cache_key  # names the working dir whose blocking index may be kept
+        self.embed = embed  # embedding blocking on: the embedding function
 
     async def state(self) -> Optional[ResolutionState]:
         return ResolutionState.from_stored(await self.meta.get_by_id(STATE_RECORD))
@@ -147,12 +163,15 @@ class EntityResolution:
         """Decide again every pair touching a name the ``added`` or ``removed`` chunks
         mention, regroup, and report which names moved to another node."""
         started = time.perf_counter()
-        state = await self.state()
+        recorded = await self.meta.get_by_id(STATE_RECORD)
+        state = ResolutionState.from_stored(recorded)
         manual = await self.manual()
         present = {n for extraction in added.values() for n in raw_names(extraction)}
         unresolved: list[str] = []
-        if state is None:  # first pass on this working dir: every recorded name
-            state = ResolutionState()
+        if state is None or recorded.get("rules") != RULES:  # type: ignore[union-attr]
+            # First pass on this working dir, or a record of other rules: every recorded name,
+            # from the nodes as they are (grouped by the old map).
+            state = ResolutionState(aliases=state.aliases if state else {})
             everything = await self.all_chunk_ids()
             for extraction in await self.read_extractions(everything):
                 if extraction:
@@ -171,6 +190,12 @@ class EntityResolution:
         for name in sorted(present):
             for other, relation in index.candidates(name).items():
                 candidates[(min(name, other), max(name, other))] = relation
+        if self.embed is not None:
+            similar = await self._similar(present, touched, names, profiles, previous, recorded)
+            for pair in sorted(similar - set(candidates)):
+                relation = name_relation(*pair) or "similar"
+                if self.llm is not None or relation not in UNSETTLED_RELATIONS:
+                    candidates[pair] = relation
         missing = {n for pair in candidates for n in pair} - set(profiles)
         if missing:
             profiles.update(await self._profiles(missing, previous))
@@ -181,16 +206,46 @@ class EntityResolution:
         accepted = {(d.a, d.b) for d in decisions if d.verdict == "merge" or verdicts.get((d.a, d.b))}
         pairs = {p for p in state.pairs if p[0] not in touched and p[1] not in touched} | accepted
         parts = {p for p in state.parts if p[0] not in touched and p[1] not in touched}
-        parts |= {(d.a, d.b) for d in decisions if d.relation in PART_RELATIONS}
-        aliases = group_names(names, pairs, manual, parts)
-        new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases, parts=parts)
+        parts |= {(d.a, d.b) for d in decisions if d.part}
+        person_pairs = {p for p in state.person_pairs if p[0] not in touched and p[1] not in touched}
+        person_pairs |= {(d.a, d.b) for d in decisions if d.if_person}
+        aliases = group_names(names, pairs, manual, parts, person_pairs)
+        new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases, parts=parts, person_pairs=person_pairs)
         moved = {n for n in set(previous) | set(aliases) if previous.get(n, n) != aliases.get(n, n)}
-        await self.meta.upsert({STATE_RECORD: new_state.to_stored()})
+        stored = new_state.to_stored()
+        await self.meta.upsert({STATE_RECORD: stored})
+        if self.embed is not None and self.cache_key:
+            _VECTORS[self.cache_key] = (stored, _VECTORS[self.cache_key][1])
         stats = {"names": len(names), "aliases": len(aliases), "pairs_checked": len(decisions),
                  "pairs_asked": asked, "names_moved": len(moved),
                  "seconds": round(time.perf_counter() - started, 3)}
         logger.info("Entity resolution: %s", stats)
         return Resolution(state=new_state, previous=previous, moved=moved, stats=stats, unresolved=unresolved)
+
+    async def _similar(self, present: set[str], touched: set[str], names: set[str], profiles: dict[str, NameProfile],
+                       aliases: AliasMap, recorded: Optional[dict[str, Any]]) -> set[tuple[str, str]]:
+        """Embedding blocking: pairs of a present name and any name whose vectors of name plus
+        sample description are close. Vectors of touched names are computed again; the others
+        are kept from this process's last write if the record is still the one it left."""
+        kept_record, kept = _VECTORS.get(self.cache_key or "", (None, {}))
+        if kept_record != recorded:
+            kept = {}
+        vectors = {n: v for n, v in kept.items() if n in names and n not in touched}
+        need = sorted(names - set(vectors))
+        if need:
+            unknown = set(need) - set(profiles)
+            found = {**profiles, **(await self._profiles(unknown, aliases) if unknown else {})}
+            texts = {n: f"{n}: {' '.join(found[n].sample.split())[:300]}" if n in found else n for n in need}
+            order = sorted(texts)
+            batches = [order[i:i + 256] for i in range(0, len(order), 256)]
+            rows = await asyncio.gather(*(self.embed([texts[n] for n in b]) for b in batches))  # type: ignore[misc]
+            for name, row in zip(order, (r for batch in rows for r in batch)):
+                norm = float((row * row).sum()) ** 0.5 or 1.0
+                vectors[name] = (texts[name], row / norm)
+        if self.cache_key:
+            _VECTORS[self.cache_key] = (None, vectors)  # the record they belong to is set once written
+        return await asyncio.to_thread(similar_pairs, {n: v for n, (_, v) in vectors.items()}, present,
+                                       self.settings.embedding_threshold)
 
     async def _settle(self, ambiguous: list[PairDecision], profiles: dict[str, NameProfile]
                       ) -> tuple[int, dict[tuple[str, str], bool]]:

@@ -21,6 +21,7 @@ from graphrag.operators.resolution import (
     name_key,
     name_relation,
     parse_verdicts,
+    similar_pairs,
 )
 from graphrag.records import Entity
 from helpers_integrity import check_integrity
@@ -79,6 +80,11 @@ def test_keys_drop_articles_honorifics_possessives_and_stutters() -> None:
     assert name_key("SCROOGE'S NEPHEW") == ("SCROOGE'S", "NEPHEW")
     assert name_key("Scrooge Scrooge") == ("SCROOGE",)
     assert name_key("Acme Corp.") == ("ACME",)
+    assert name_key("SCRO-O-O-O-OGE") == ("SCROOGE",)  # a stutter in speech
+    assert name_key("EVE--OLD SCROOGE") == ("SCROOGE",)  # a span across a dash names what follows
+    assert name_key("Perhaps Scrooge") == ("SCROOGE",)  # a sentence adverb caught with the name
+    assert name_key("EXIES THE EXIES") == ("EXIES",)  # a span caught twice
+    assert name_key("JASHN-E-REKHTA") == name_key("JASHN-E-REKHTA JASHN-E-REKHTA") == ("JASHNEREKHTA",)
 
 
 @pytest.mark.parametrize("a, b, relation", [
@@ -99,6 +105,7 @@ def test_keys_drop_articles_honorifics_possessives_and_stutters() -> None:
     ("BOB CRATCHIT", "MRS. CRATCHIT", "surname"),
     ("SCROOGE", "SCROGE", "fuzzy"),
     ("APPLE", "ORCHARD", None),
+    ("I--I", "THOUGH I", None),  # a lone letter names nothing
 ])
 def test_name_relations(a: str, b: str, relation: Any) -> None:
     assert name_relation(a, b) == relation
@@ -123,6 +130,32 @@ def test_a_part_of_a_name_needs_corroboration_and_the_right_kind() -> None:
     shared = decide_pair(profile("TINY TIM", neighbours=("BOB", "MARTHA")), profile("TIM CRATCHIT", neighbours=("BOB", "MARTHA")),
                          "overlap", threshold=0.7, ask_threshold=0.4)
     assert shared.verdict == "ask"  # a shared word alone never merges without a model
+    # Equal keys, types that disagree: evidence against, not a veto (an extractor typing at
+    # random), so a text and a neighbour in common still merge them; nothing in common does not.
+    scrooge, master = profile("SCROOGE", "EVENT", ("MARLEY",)), profile("MASTER SCROOGE", "GEO", ("MARLEY",))
+    scrooge.chunks.add("c1")
+    master.chunks.add("c1")
+    assert decide_pair(scrooge, master, "same_key", threshold=0.7, ask_threshold=0.4).verdict == "merge"
+    assert decide_pair(profile("INDIA", "GEO"), profile("MR. INDIA", "EVENT"), "same_key",
+                       threshold=0.7, ask_threshold=0.4).verdict != "merge"
+    # One text using two full names sharing a word is no sign they are one thing.
+    bob, tim = profile("BOB CRATCHIT", neighbours=("MARTHA",)), profile("TIM CRATCHIT", neighbours=("MARTHA",))
+    bob.chunks.add("c1")
+    tim.chunks.add("c1")
+    assert decide_pair(bob, tim, "overlap", threshold=0.7, ask_threshold=0.4).evidence["same_chunk"] is False
+
+
+def test_an_untyped_part_of_a_name_joins_a_group_that_is_a_person() -> None:
+    ebenezer = decide_pair(profile("EBENEZER", neighbours=("MARLEY",)), profile("EBENEZER SCROOGE", neighbours=("MARLEY",)),
+                           "first_name", threshold=0.7, ask_threshold=0.4)
+    assert ebenezer.verdict != "merge" and ebenezer.if_person
+    names = {"EBENEZER", "EBENEZER SCROOGE", "MR. EBENEZER SCROOGE", "GEORGIA", "GEORGIA COMMISSION"}
+    same = {("EBENEZER SCROOGE", "MR. EBENEZER SCROOGE")}
+    person_pairs = {("EBENEZER", "EBENEZER SCROOGE"), ("GEORGIA", "GEORGIA COMMISSION")}
+    aliases = group_names(names, same, ManualDecisions(), person_pairs, person_pairs)
+    # A titled name makes the group a person; nothing makes the commission one.
+    assert aliases == {"EBENEZER": "EBENEZER SCROOGE", "MR. EBENEZER SCROOGE": "EBENEZER SCROOGE"}
+    assert group_names(names - {"MR. EBENEZER SCROOGE"}, set(), ManualDecisions(), person_pairs, person_pairs) == {}
 
 
 def test_groups_leave_ambiguous_parts_alone_and_follow_manual_decisions() -> None:
@@ -195,6 +228,27 @@ def test_insertion_order_does_not_change_the_result(tmp_path: Any) -> None:
         for doc in order:
             rag.insert(doc)
         assert state_of(rag) == expected, order
+
+
+def test_a_record_of_older_rules_is_decided_again_in_full(tmp_path: Any) -> None:
+    together = make(tmp_path, "together")
+    together.insert(HARBOUR)
+    expected = state_of(together)
+    rag = make(tmp_path, "upgraded")
+    rag.insert(HARBOUR[:3])
+    # As an earlier version left it: no rules mark, and a merge today's rules do not make.
+    path = os.path.join(rag.config.working_dir, "kv_store_index_meta.json")
+    with open(path, encoding="utf-8") as fh:
+        meta = json.load(fh)
+    record = meta["entity_resolution"]
+    del record["rules"]
+    record["pairs"] = [["GREY HERON", "SALTMERE"]]
+    record["aliases"] = {**record["aliases"], "GREY HERON": "SALTMERE"}
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(meta, fh)
+    assert make(tmp_path, "upgraded").canonical_entity("Grey Heron") == "SALTMERE"  # read as it is
+    make(tmp_path, "upgraded").insert(HARBOUR[3:])
+    assert state_of(make(tmp_path, "upgraded")) == expected
 
 
 def test_turned_off_names_merge_only_when_equal(tmp_path: Any) -> None:
@@ -337,3 +391,47 @@ def test_any_order_and_any_undo_give_the_fresh_index(tmp_path: Any) -> None:
         rag.insert(leaving)
         assert state_of(rag) == expected
         assert check_integrity(rag.config.working_dir) == []
+
+
+def test_similar_pairs_depend_on_the_pair_only() -> None:
+    import numpy as np
+
+    def unit(*xs: float) -> Any:
+        v = np.array(xs, dtype=np.float32)
+        return v / np.linalg.norm(v)
+
+    vectors = {"BOB": unit(1, 0.1, 0), "ROBERT": unit(1, 0.12, 0), "CAMDEN TOWN": unit(0, 0, 1)}
+    assert similar_pairs(vectors, ["BOB"], 0.95) == {("BOB", "ROBERT")}
+    # Another name, close to neither, changes nothing; the pair is found from either side.
+    more = {**vectors, "TINY TIM": unit(0, 1, 0.2)}
+    assert similar_pairs(more, ["ROBERT", "TINY TIM"], 0.95) == {("BOB", "ROBERT")}
+
+
+def test_embedding_blocking_asks_about_more_pairs_and_stays_exact(tmp_path: Any, server: MockLLMServer) -> None:
+    import random
+
+    def llm_rag(name: str, similar: Any = 0.5) -> GraphRAG:
+        return make(tmp_path, name, extraction="llm", llm_base_url=server.base_url, llm_api_key="k",
+                    entity_resolution_llm_check=True, entity_resolution_embedding_threshold=similar)
+
+    fresh = llm_rag("fresh")
+    checked = fresh.insert(HARBOUR)["entity_resolution"]["pairs_checked"]
+    assert checked > llm_rag("plain", similar=None).insert(HARBOUR)["entity_resolution"]["pairs_checked"]
+    expected = state_of(fresh)
+    rng = random.Random(5)
+    for trial in range(2):
+        order = HARBOUR[:]
+        rng.shuffle(order)
+        rag = llm_rag(f"trial{trial}")
+        cut = rng.randrange(1, len(order))
+        rag.insert(order[:cut])
+        rag.insert(order[cut:])
+        assert state_of(rag) == expected, order
+        leaving = order[rng.randrange(len(order))]
+        rag.delete_documents(doc_id_for(leaving))
+        without = llm_rag(f"without{trial}")
+        without.insert([d for d in HARBOUR if d != leaving])
+        assert state_of(rag) == state_of(without), leaving
+        again = rag.insert(leaving)
+        assert "resolution" not in again["llm"]  # every verdict is cached
+        assert state_of(rag) == expected
