@@ -57,6 +57,10 @@ def workspace_of(config: GraphRAGConfig) -> str:
                           or os.environ.get(WORKSPACE_ENV) or "default")
 
 
+# Connections per event loop's pool; one of them is kept for a write's transaction.
+POOL_SIZE = 8
+
+
 class PostgresDatabase:
     """One database and workspace as the stores of one config see it: a pool per event loop,
     and during a write the one connection whose transaction every store writes into."""
@@ -69,6 +73,8 @@ class PostgresDatabase:
         self._connect_timeout = max(1.0, float(connect_timeout))
         self._lock_timeout_ms = max(1, int(lock_timeout * 1000))
         self._pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future]" = (
+            weakref.WeakKeyDictionary())
+        self._turns: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = (
             weakref.WeakKeyDictionary())
         self._write: Any = None
         self._write_started: Optional[asyncio.Future] = None
@@ -112,7 +118,7 @@ class PostgresDatabase:
                 return adopt() or await super().connect(conninfo, **kwargs)
 
         timeout = self._connect_timeout
-        pool = AsyncConnectionPool(self._dsn, min_size=1, max_size=8, open=False, timeout=timeout,
+        pool = AsyncConnectionPool(self._dsn, min_size=1, max_size=POOL_SIZE, open=False, timeout=timeout,
                                    connection_class=Connection,
                                    kwargs={"autocommit": True, "connect_timeout": int(timeout)})
         try:
@@ -165,13 +171,19 @@ class PostgresDatabase:
         if self._write is not None:
             yield self._write
             return
-        async with (await self._pool()).connection() as conn:
+        async with self.autocommit() as conn:
             yield conn
 
     @contextlib.asynccontextmanager
     async def autocommit(self) -> AsyncIterator[Any]:
-        """A pooled connection outside the write: what it writes is durable at once."""
-        async with (await self._pool()).connection() as conn:
+        """A pooled connection outside the write: what it writes is durable at once.
+
+        Callers beyond the pool's size wait their turn here, with no deadline: thousands of the
+        engine's own statements at once (an extraction's cache look-ups) are a queue, not a server
+        that cannot be reached, which is what the pool's timeout tells."""
+        pool = await self._pool()
+        turns = self._turns.setdefault(asyncio.get_running_loop(), asyncio.Semaphore(POOL_SIZE - 1))
+        async with turns, pool.connection() as conn:
             yield conn
 
     async def writing(self) -> Any:

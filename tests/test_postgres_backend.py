@@ -18,7 +18,7 @@ from graphrag import GraphRAG, QueryParam, hash_embedding
 from graphrag.backends import storage_class
 from graphrag.config import GraphRAGConfig
 from graphrag.errors import ConfigurationError, WorkingDirLockedError
-from graphrag.storage.postgres import database_for
+from graphrag.storage.postgres import POOL_SIZE, database_for
 import database_servers
 from test_incremental import CORPUS, DOC_E
 
@@ -322,5 +322,29 @@ def test_reads_by_id_asked_for_together_share_one_statement(tmp_path, postgres_o
         await store.upsert({"k0": {"v": 10}})
         assert await store.get_by_id("k0") == {"v": 10} and len(statements) == 2
         await store.close()
+
+    run(main())
+
+
+def test_more_statements_at_once_than_connections_wait_their_turn_not_a_timeout(tmp_path, postgres_options):
+    """An extraction asks the LLM cache thousands of things at once: statements beyond the pool's
+    size queue without a deadline (the pool's timeout is for a server that cannot be reached)."""
+    from graphrag.storage.postgres import POOL_SIZE, database_for
+
+    config = GraphRAGConfig(working_dir=str(tmp_path), storage_options={**postgres_options, "connect_timeout": 1},
+                            **ALL_POSTGRES)
+    db = database_for(config)
+
+    async def slow(i: int) -> int:
+        async with db.autocommit() as conn:
+            return (await (await conn.execute("SELECT %s::int FROM pg_sleep(0.1)", (i,))).fetchone())[0]
+
+    async def main():
+        try:
+            # Some 17 rounds of 0.1 s over the pool's connections: past its 1 s timeout in all.
+            count = 15 * POOL_SIZE
+            assert await asyncio.gather(*(slow(i) for i in range(count))) == list(range(count))
+        finally:
+            await db.close()
 
     run(main())
