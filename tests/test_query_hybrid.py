@@ -10,8 +10,9 @@ import pytest
 
 from graphrag import GraphRAG, QueryParam
 from graphrag.embedding import hash_embedding
-from graphrag.operators import query_hybrid
-from graphrag.operators.query_hybrid import build_graph_index, graph_index, link_entities, personalized_pagerank
+from graphrag.operators import query_hybrid, walk_graph
+from graphrag.operators.query_hybrid import link_entities, personalized_pagerank
+from graphrag.operators.walk_graph import build_graph_index, graph_index
 
 # The answer needs two hops: the question names Elspeth Marrowind; her passage names Quarvale;
 # the passage about Quarvale (the answer, Tessaly) shares no word with the question, while
@@ -71,7 +72,7 @@ def test_same_index_same_question_same_order(two_hop: GraphRAG, tmp_path: Path) 
     param = QueryParam(mode="hybrid", only_need_context=True)
     first = two_hop.query(QUESTION, param)
     assert two_hop.query(QUESTION, param) == first
-    query_hybrid._indexes.clear()  # a rebuilt graph index ranks the same
+    walk_graph._indexes.clear()  # a rebuilt graph index ranks the same
     assert two_hop.query(QUESTION, param) == first
     assert _rag(tmp_path).query(QUESTION, param) == first  # another process, same files
     local = QueryParam(mode="local", only_need_context=True)
