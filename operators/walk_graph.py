@@ -70,8 +70,9 @@ class GraphIndex:
         return self._chunk_position.get(chunk_id)
 
 
-def build_graph_index(nodes: list[tuple[str, dict]], edges: list[tuple[str, str, dict]]) -> GraphIndex:
-    """Matrices for the walk: entities first (sorted), then the chunks they mention (sorted),
+def build_graph_index(nodes: list[tuple[str, str]], edges: list[tuple[str, str]]) -> GraphIndex:
+    """Matrices for the walk from the graph's nodes as ``(name, source_id)`` and edges as
+    ``(end, end)`` (``BaseGraphStorage.get_walk_links``): entities first (sorted), then the chunks they mention (sorted),
     so a build from the same index is the same whatever order the stores list things in.
     A chunk no entity mentions is not in the graph; a query that finds it by similarity
     adds it as a node without links (:func:`rank`)."""
@@ -80,8 +81,8 @@ def build_graph_index(nodes: list[tuple[str, dict]], edges: list[tuple[str, str,
     nodes = sorted(nodes, key=lambda n: n[0])
     entities = [name for name, _ in nodes]
     chunk_set: set[str] = set()
-    for _, data in nodes:
-        chunk_set.update(_split(data.get("source_id")))
+    for _, source_id in nodes:
+        chunk_set.update(_split(source_id))
     chunks = sorted(chunk_set)
     entity_at = {n: i for i, n in enumerate(entities)}
     chunk_at = {c: len(entities) + i for i, c in enumerate(chunks)}
@@ -89,13 +90,13 @@ def build_graph_index(nodes: list[tuple[str, dict]], edges: list[tuple[str, str,
     rows: list[int] = []
     cols: list[int] = []
     mentions = np.zeros(len(entities), dtype=np.float64)
-    for i, (_, data) in enumerate(nodes):
-        linked = {chunk_at[c] for c in _split(data.get("source_id"))}
+    for i, (_, source_id) in enumerate(nodes):
+        linked = {chunk_at[c] for c in _split(source_id)}
         mentions[i] = len(linked)
         for j in sorted(linked):
             rows += [i, j]
             cols += [j, i]
-    for a, b, _ in edges:
+    for a, b in edges:
         if a in entity_at and b in entity_at and a != b:
             rows += [entity_at[a], entity_at[b]]
             cols += [entity_at[b], entity_at[a]]
@@ -126,12 +127,13 @@ _indexes: "weakref.WeakKeyDictionary[Any, tuple[Any, GraphIndex]]" = weakref.Wea
 
 
 async def graph_index(stores: Any) -> GraphIndex:
-    """The walk's matrices for the stores' current index version, built on first use."""
+    """The walk's matrices for the stores' current index version, built on first use (from
+    what the graph store keeps for it, so a query process need not parse the whole graph)."""
     version = stores.version
     cached = _indexes.get(stores)
     if cached is not None and cached[0] == version:
         return cached[1]
-    index = build_graph_index(await stores.graph.get_all_nodes(), await stores.graph.get_all_edges())
+    index = build_graph_index(*await stores.graph.get_walk_links())
     logger.info("Built the hybrid ranking graph: %d entities, %d chunks, %d links", len(index.entities),
                 len(index.chunks), index.transition_t.nnz)
     _indexes[stores] = (version, index)

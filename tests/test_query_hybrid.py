@@ -103,7 +103,7 @@ def test_hybrid_needs_chunk_vectors(tmp_path: Path) -> None:
 
 
 def _index(*names: str) -> Any:
-    return build_graph_index([(n, {"source_id": f"chunk-{i}"}) for i, n in enumerate(names)], [])
+    return build_graph_index([(n, f"chunk-{i}") for i, n in enumerate(names)], [])
 
 
 def test_question_names_link_exactly_loosely_and_fuzzily() -> None:
@@ -123,14 +123,13 @@ def test_a_longer_name_wins_over_the_names_inside_it() -> None:
 
 
 def test_rare_entities_seed_more_than_hubs() -> None:
-    nodes = [("HUB", {"source_id": "<SEP>".join(f"c{i}" for i in range(10))}), ("RARE", {"source_id": "c0"})]
-    index = build_graph_index(nodes, [("HUB", "RARE", {})])
+    nodes = [("HUB", "<SEP>".join(f"c{i}" for i in range(10))), ("RARE", "c0")]
+    index = build_graph_index(nodes, [("HUB", "RARE")])
     assert index.specificity.tolist() == [0.1, 1.0]
 
 
 def test_personalized_pagerank_is_a_distribution_that_favours_the_seeds() -> None:
-    index = build_graph_index([("A", {"source_id": "c1<SEP>c2"}), ("B", {"source_id": "c2<SEP>c3"})],
-                              [("A", "B", {})])
+    index = build_graph_index([("A", "c1<SEP>c2"), ("B", "c2<SEP>c3")], [("A", "B")])
     restart = np.zeros(len(index.entities) + len(index.chunks) + 1)  # one unlinked chunk too
     restart[0] = 1.0
     scores = personalized_pagerank(index.transition_t, restart)
