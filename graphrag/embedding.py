@@ -114,7 +114,7 @@ class _LocalSentenceTransformer:
                     self._model = self._torch_model(model_dir)
                 self.backend = "torch" if self._onnx is None else "onnx"
                 logger.info("Loaded local embedding model all-MiniLM-L6-v2 (%s)", self.backend)
-            return self._model or self._onnx
+            return self._onnx if self._onnx is not None else self._model
 
     def _torch_model(self, model_dir: str) -> Any:
         if self._model is None:
