@@ -103,14 +103,14 @@ def load(model_dir: str, torch_model: Callable[[], Any]) -> Optional[OnnxEncoder
     cannot be had (no ``onnx`` to export with, an unwritable cache, vectors unlike torch's).
     ``torch_model()`` loads the torch model, needed only to export."""
     path = onnx_path(model_dir)
-    if not os.path.exists(path):
-        try:
+    try:
+        if not os.path.exists(path):
             _export(torch_model(), model_dir, path)
-        except Exception as exc:  # the torch model still embeds, only slower
-            logger.warning("Could not export the embedding model to ONNX (%s: %s); embedding with torch",
-                           type(exc).__name__, exc)
-            return None
-    return OnnxEncoder(path, model_dir)
+        return OnnxEncoder(path, model_dir)
+    except Exception as exc:  # the torch model still embeds, only slower
+        logger.warning("Could not run the embedding model on ONNX Runtime (%s: %s); embedding with torch",
+                       type(exc).__name__, exc)
+        return None
 
 
 def _export(model: Any, model_dir: str, path: str) -> None:
@@ -148,6 +148,7 @@ def _export(model: Any, model_dir: str, path: str) -> None:
         difference = float(np.abs(got - expected).max())
         if difference > MAX_DIFFERENCE:
             raise ValueError(f"its vectors differ from torch's by up to {difference:.1e}")
+        os.chmod(tmp, 0o644)  # mkstemp made it private; the cache may be shared
         os.replace(tmp, path)
         logger.info("Exported the embedding model to %s (max difference to torch %.1e)", path, difference)
     finally:

