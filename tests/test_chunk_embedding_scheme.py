@@ -23,8 +23,9 @@ LONG = "Marley was dead to begin with, there is no doubt whatever about that. " 
 def test_pooled_differs_from_truncated_only_beyond_the_window():
     pooled, truncated = local_embedding("pooled"), local_embedding("truncated")
     assert pooled is not truncated and pooled.long_texts == "pooled"
-    tokens = pooled.func._load().tokenizer(SHORT + [LONG], verbose=False)["input_ids"]
-    assert [len(t) <= 256 for t in tokens] == [True, True, False]
+    pooled.func._load()
+    tokens = pooled.func._token_ids(SHORT + [LONG])  # word pieces, [CLS] and [SEP] aside
+    assert [len(t) + 2 <= 256 for t in tokens] == [True, True, False]
     a, b = asyncio.run(pooled(SHORT + [LONG])), asyncio.run(truncated(SHORT + [LONG]))
     np.testing.assert_array_equal(asyncio.run(pooled(SHORT)), asyncio.run(truncated(SHORT)))
     np.testing.assert_allclose(a[:2], b[:2], atol=1e-4)  # up to the batch's padding (float noise)

@@ -310,9 +310,9 @@ def test_local_context_holds_entity_relations_and_source(tmp_path: Any) -> None:
 
 def test_local_context_is_the_same_through_lookup_indexes(tmp_path: Any) -> None:
     """A process that opens a working dir answers local queries through the lookup indexes
-    of the reports and chunks, never parsing those files whole, with the very context that
-    parsing them gives. The graph is read whole once: the walk that orders the Sources
-    (``query_hybrid``) needs all of it."""
+    of the graph, the reports and the chunks, never parsing those files whole, with the very
+    context that parsing them gives. The walk that orders the Sources reads the graph's links
+    from the file kept for it (``storage/graph_walk.py``)."""
     stores = asyncio.run(_build(tmp_path, *large_corpus()))
     asyncio.run(stores.index_done())
     questions = ["node 010 amber basalt harbor", "node 123 quartz ridge", "Who is connected to Node 200?"]
@@ -325,7 +325,7 @@ def test_local_context_is_the_same_through_lookup_indexes(tmp_path: Any) -> None
                                                                 fresh.text_chunks)]
 
     through_lookups, used = contexts()
-    assert used == [False, True, True]
+    assert used == [True, True, True]
     for name in ("graph_chunk_entity_relation.graphml", "kv_store_community_reports.json",
                  "kv_store_text_chunks.json"):
         os.remove(tmp_path / f"{name}.index")

@@ -10,14 +10,9 @@ import pytest
 
 from graphrag import GraphRAG, QueryParam
 from graphrag.embedding import hash_embedding
-from graphrag.operators import query_hybrid
-from graphrag.operators.query_hybrid import (
-    build_graph_index,
-    fuse,
-    graph_index,
-    link_entities,
-    personalized_pagerank,
-)
+from graphrag.operators import query_hybrid, walk_graph
+from graphrag.operators.query_hybrid import fuse, link_entities, personalized_pagerank
+from graphrag.operators.walk_graph import build_graph_index, graph_index
 
 # The answer needs two hops: the question names Elspeth Marrowind; her passage names Quarvale;
 # the passage about Quarvale (the answer, Tessaly) shares no word with the question, while
@@ -77,7 +72,7 @@ def test_same_index_same_question_same_order(two_hop: GraphRAG, tmp_path: Path) 
     param = QueryParam(mode="hybrid", only_need_context=True)
     first = two_hop.query(QUESTION, param)
     assert two_hop.query(QUESTION, param) == first
-    query_hybrid._indexes.clear()  # a rebuilt graph index ranks the same
+    walk_graph._indexes.clear()  # a rebuilt graph index ranks the same
     assert two_hop.query(QUESTION, param) == first
     assert _rag(tmp_path).query(QUESTION, param) == first  # another process, same files
     local = QueryParam(mode="local", only_need_context=True)
@@ -108,7 +103,7 @@ def test_hybrid_needs_chunk_vectors(tmp_path: Path) -> None:
 
 
 def _index(*names: str) -> Any:
-    return build_graph_index([(n, {"source_id": f"chunk-{i}"}) for i, n in enumerate(names)], [])
+    return build_graph_index([(n, f"chunk-{i}") for i, n in enumerate(names)], [])
 
 
 def test_question_names_link_exactly_loosely_and_fuzzily() -> None:
@@ -128,14 +123,13 @@ def test_a_longer_name_wins_over_the_names_inside_it() -> None:
 
 
 def test_rare_entities_seed_more_than_hubs() -> None:
-    nodes = [("HUB", {"source_id": "<SEP>".join(f"c{i}" for i in range(10))}), ("RARE", {"source_id": "c0"})]
-    index = build_graph_index(nodes, [("HUB", "RARE", {})])
+    nodes = [("HUB", "<SEP>".join(f"c{i}" for i in range(10))), ("RARE", "c0")]
+    index = build_graph_index(nodes, [("HUB", "RARE")])
     assert index.specificity.tolist() == [0.1, 1.0]
 
 
 def test_personalized_pagerank_is_a_distribution_that_favours_the_seeds() -> None:
-    index = build_graph_index([("A", {"source_id": "c1<SEP>c2"}), ("B", {"source_id": "c2<SEP>c3"})],
-                              [("A", "B", {})])
+    index = build_graph_index([("A", "c1<SEP>c2"), ("B", "c2<SEP>c3")], [("A", "B")])
     restart = np.zeros(len(index.entities) + len(index.chunks) + 1)  # one unlinked chunk too
     restart[0] = 1.0
     scores = personalized_pagerank(index.transition_t, restart)
@@ -159,11 +153,8 @@ class _Graph:
     def __init__(self, nodes: list, edges: list) -> None:
         self.nodes, self.edges = nodes, edges
 
-    async def get_all_nodes(self) -> list:
-        return self.nodes
-
-    async def get_all_edges(self) -> list:
-        return self.edges
+    async def get_walk_links(self) -> tuple[list, list]:
+        return self.nodes, self.edges
 
 
 class _Vectors:
@@ -185,8 +176,8 @@ def test_the_walk_counts_visits_per_link_so_a_crowded_chunk_does_not_win_by_its_
     """Both chunks name the question's entity; the "list" chunk also names twelve others that
     send the walk back to it, so it is visited more, but per link the chunk about the entity
     ranks first."""
-    others = [(f"OTHER {i}", {"source_id": "list"}) for i in range(12)]
-    nodes = [("QUARVALE", {"source_id": "about<SEP>list"}), ("TESSALY", {"source_id": "about"}), *others]
+    others = [(f"OTHER {i}", "list") for i in range(12)]
+    nodes = [("QUARVALE", "about<SEP>list"), ("TESSALY", "about"), *others]
     index = build_graph_index(nodes, [])
     restart = np.zeros(len(index.entities) + len(index.chunks))
     restart[index.entities.index("QUARVALE")] = 1.0
@@ -200,8 +191,7 @@ def test_the_walk_counts_visits_per_link_so_a_crowded_chunk_does_not_win_by_its_
 def test_the_most_similar_chunk_and_the_walk_are_fused() -> None:
     """The chunk most like the question seeds the walk; a chunk one shared name away from it
     (the second hop) ranks above a look-alike the walk never reaches."""
-    nodes = [("ELSPETH", {"source_id": "bridge"}), ("QUARVALE", {"source_id": "bridge<SEP>answer"}),
-             ("TESSALY", {"source_id": "answer"}), ("MILL", {"source_id": "look-alike"})]
+    nodes = [("ELSPETH", "bridge"), ("QUARVALE", "bridge<SEP>answer"), ("TESSALY", "answer"), ("MILL", "look-alike")]
     stores = _Stores(nodes, [], dense=["bridge", "look-alike", "other", "answer"])
     ranking = asyncio.run(query_hybrid.rank("which river flows past her town?", stores, QueryParam(top_k=4)))
     assert ranking is not None and ranking.chunk_ids[:3] == ["bridge", "answer", "look-alike"]

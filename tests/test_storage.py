@@ -261,7 +261,8 @@ def test_graph_round_trip_through_graphml(config, tmp_path):
         assert listing(tmp_path) == []
         await g.index_done_callback()
         assert listing(tmp_path) == ["graph_chunk_entity_relation.graphml",
-                                     "graph_chunk_entity_relation.graphml.index"]
+                                     "graph_chunk_entity_relation.graphml.index",
+                                     "graph_chunk_entity_relation.graphml.walk"]
 
         again = graph(config)
         assert await again.has_node("A") and not await again.has_node("Z")

@@ -363,6 +363,31 @@ def test_graph_failed_transaction_leaves_previous_state(open_graph):
     run(main())
 
 
+def test_graph_walk_links_are_every_node_with_its_chunks_and_every_edge(open_graph):
+    """What the hybrid walk reads: the same in the writer, and reopened after the commit."""
+    def normalised(links: Any) -> tuple[list, list]:
+        nodes, edges = links
+        return sorted(nodes), sorted(tuple(sorted(e)) for e in edges)
+
+    async def main():
+        graph = open_graph()
+        await _seed_graph(graph)
+        await graph.upsert_node("A", {"source_id": "chunk-1<SEP>chunk-2"})
+        expected = ([(n, str(d.get("source_id") or "")) for n, d in sorted(await graph.get_all_nodes())],
+                    sorted(tuple(sorted((a, b))) for a, b, _ in await graph.get_all_edges()))
+        assert ("A", "chunk-1<SEP>chunk-2") in expected[0]
+        assert normalised(await graph.get_walk_links()) == expected
+        await commit(graph)
+        assert normalised(await open_graph().get_walk_links()) == expected
+        again = open_graph()
+        await again.index_start_callback()
+        await again.delete_node("A")
+        await commit(again)
+        nodes, edges = normalised(await open_graph().get_walk_links())
+        assert "A" not in dict(nodes) and not [e for e in edges if "A" in e] and len(nodes) == 5
+    run(main())
+
+
 def test_graph_attributes_and_node_clusters(open_graph):
     async def main():
         graph = open_graph()

@@ -129,7 +129,7 @@ def run_get(store, key):
 # ---------------------------------------------------------------- transactions
 
 
-FILLED_FILES = ["graph_g.graphml", "graph_g.graphml.index", "kv_store_docs.json", "vdb_chunks.json"]
+FILLED_FILES = ["graph_g.graphml", "graph_g.graphml.index", "graph_g.graphml.walk", "kv_store_docs.json", "vdb_chunks.json"]
 
 
 async def _fill_all(config, suffix: str) -> None:
