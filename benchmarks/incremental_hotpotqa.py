@@ -46,9 +46,13 @@ HUB_DOCUMENT = (
 
 
 def load_corpus(path: str, limit: int | None) -> tuple[list[str], list[str]]:
-    """``{title: [sentence, ...]}`` -> (documents, sources)."""
+    """HotpotQA's ``{title: [sentence, ...]}``, or the JSON list of documents make_corpus.py
+    writes (each named by its first line) -> (documents, sources)."""
     with open(path, encoding="utf-8") as fh:
         data = json.load(fh)
+    if isinstance(data, list):
+        docs = data[: limit or None]
+        return docs, [d.split("\n", 1)[0] for d in docs]
     docs, sources = [], []
     for title, sentences in data.items():
         body = "".join(sentences) if isinstance(sentences, list) else str(sentences)

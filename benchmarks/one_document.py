@@ -97,17 +97,8 @@ def settings(backend: str, working_dir: str, llm_url: str, dsn: Optional[str]) -
     return common
 
 
-def _documents(path: str, limit: Optional[int]) -> list[str]:
-    """HotpotQA's ``{title: sentences}``, or the JSON list of passages make_corpus.py writes."""
-    with open(path, encoding="utf-8") as fh:
-        data = json.load(fh)
-    if isinstance(data, dict):
-        return load_corpus(path, limit)[0]
-    return data[: limit or None]
-
-
 def build(args: argparse.Namespace) -> dict[str, Any]:
-    docs = _documents(args.corpus, args.limit)
+    docs = load_corpus(args.corpus, args.limit)[0]
     os.makedirs(args.dir, exist_ok=False)
     server, pg = MockLLMServer().start(), None
     try:
