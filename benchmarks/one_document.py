@@ -19,6 +19,7 @@ code see exactly the same index. Run it with
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -161,6 +162,7 @@ def insert(args: argparse.Namespace) -> dict[str, Any]:
                 server_cpus.append(pg.cpu_seconds() - server_before)
             stages.append(outcome.get("stage_seconds"))
         del rag
+        gc.collect()  # its PostgreSQL connections close with it, so the scratch database can go
     finally:
         server.stop()
         if pg is not None:

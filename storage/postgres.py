@@ -108,14 +108,17 @@ class PostgresDatabase:
         from psycopg import AsyncConnection
         from psycopg_pool import AsyncConnectionPool
 
-        adopt = self._adopt
+        # Weak: a parked connection's class must not keep its database alive, or the finalizer
+        # that closes parked connections would never run.
+        adopt = weakref.WeakMethod(self._adopt)
 
         class Connection(AsyncConnection):
             """A parked connection if one is still good, else a new one."""
 
             @classmethod
             async def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
-                return adopt() or await super().connect(conninfo, **kwargs)
+                database_adopt = adopt()
+                return (database_adopt and database_adopt()) or await super().connect(conninfo, **kwargs)
 
         timeout = self._connect_timeout
         pool = AsyncConnectionPool(self._dsn, min_size=1, max_size=POOL_SIZE, open=False, timeout=timeout,

@@ -299,6 +299,34 @@ def test_a_synchronous_call_takes_up_the_previous_ones_connection_unless_the_ser
     assert second != first and asyncio.run(backend_pid()) == second
 
 
+def test_an_instance_dropped_closes_its_parked_connections(tmp_path, postgres_options):
+    """Parked connections belong to their GraphRAG's database: once the instance is gone, so are
+    they (a scratch database can be dropped, a server's connection slots are not used up)."""
+    import gc
+    import time
+
+    import psycopg
+
+    def sessions() -> int:
+        with psycopg.connect(postgres_options["dsn"], autocommit=True) as admin:
+            return admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                 "AND pid <> pg_backend_pid()").fetchone()[0]
+
+    gc.collect()  # earlier tests' instances
+    before = sessions()
+    rag = GraphRAG(working_dir=str(tmp_path), storage_options=postgres_options, extraction="nlp",
+                   embedding_func=hash_embedding(64), show_progress=False, **ALL_POSTGRES)
+    rag.insert(CORPUS[0])
+    rag.query("Who founded Tidewater Labs?", QueryParam(mode="local", only_need_context=True))
+    assert sessions() > before  # parked between synchronous calls
+    del rag
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while sessions() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sessions() <= before
+
+
 def test_reads_by_id_asked_for_together_share_one_statement(tmp_path, postgres_options):
     """Concurrent ``get_by_id`` calls (a global query's map calls looking up the LLM cache) answer as
     single reads would, with one statement between them; a later call reads anew."""
