@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 
 from graphrag.errors import EntityNotFound, InvalidInputError
+from graphrag.operators.community_sizes import largest_community, with_occurrence
 from graphrag.records import Community, Entity, Path, Relation, Subgraph, split_field
 from graphrag.schema import edge_key
 
@@ -143,8 +144,11 @@ class KnowledgeGraph:
 
     async def _communities(self, entities: Sequence[Entity]) -> tuple[Community, ...]:
         ids = list(dict.fromkeys(c for e in entities for c in e.communities))
-        records = await self._stores().community_reports.get_by_ids(ids) if ids else []
-        return tuple(Community.from_stored(c, r) for c, r in zip(ids, records) if r is not None)
+        if not ids:
+            return ()
+        stores = self._stores()
+        records, largest = await stores.community_reports.get_by_ids(ids), await largest_community(stores.index_meta)
+        return tuple(Community.from_stored(c, with_occurrence(r, largest)) for c, r in zip(ids, records) if r is not None)
 
     async def _relation(self, a: str, b: str, data: dict) -> Relation:
         relation = Relation.from_stored(a, b, data)

@@ -476,6 +476,7 @@ class GraphRAG:
         caller's write; with ``retry_failed``, extract the chunks that failed before again.
         What runs beside what is decided here and only here."""
         from graphrag.failed_chunks import extraction_counts, failed_after, read_failed_chunks
+        from graphrag.operators.clustering import cluster_after_write
         from graphrag.operators.graph_update import MergeAhead, finish_graph_update, store_entity_vectors
 
         stores, timer = self.stores, StageTimer()
@@ -561,14 +562,14 @@ class GraphRAG:
             reports_generated, report_failures = 0, None
             if changes.entities_changed:
                 with timer.stage("cluster"):
-                    await stores.graph.update_clustering(rebuilt.touched, self.config.graph_cluster_algorithm)
-                    schema = await stores.graph.community_schema()
+                    schema, changed_communities = await cluster_after_write(
+                        stores.graph, rebuilt.touched, rebuilt.were_in, self.config.graph_cluster_algorithm)
                 background.start(stores.write_ahead(_WRITTEN_BEFORE_REPORTS), after=(entity_vectors,),
                                  finish_on_error=True)
                 with timer.stage("report"):
                     # Communities containing a description still being summarised wait for it.
                     communities, reports_generated, report_failures = await self._report(
-                        schema, changes, touched=rebuilt.touched)
+                        schema, changes, touched=rebuilt.touched, only=changed_communities)
             else:
                 logger.info("No entity or relation changed; community reports kept as they are")
 
@@ -755,18 +756,30 @@ class GraphRAG:
             await self.stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
 
     async def _report(self, schema: Optional[dict[str, Any]] = None, in_flight: Optional[Any] = None,
-                      touched: Optional[set[str]] = None) -> tuple[int, int, FormatFailures]:
+                      touched: Optional[set[str]] = None, only: Optional[set[str]] = None
+                      ) -> tuple[int, int, FormatFailures]:
         """One report per community; unchanged communities keep theirs without an LLM call.
-        Also returns the tally of answers that held no readable report. ``touched``: the nodes
-        this write changed (their communities alone are read again)."""
+        Returns the number of communities, of reports generated, and the tally of answers that
+        held no readable report. ``touched``: the nodes this write changed (their communities
+        alone are read again). ``only``: the communities ``schema`` is limited to (every other
+        community's report stays as it is, unread); None: ``schema`` has every community."""
         from graphrag.operators.community_reports import generate_community_reports
         from graphrag.operators.format_failures import FormatFailures
 
+        from graphrag.operators.community_sizes import RECORD, read_sizes, updated_sizes
+
         stores = self.stores
+        all_keys = await stores.community_reports.all_keys()
+        sizes = await read_sizes(stores.index_meta)
+        if only is not None and (sizes is None or not await self._reports_current(set(all_keys) - only, sizes)):
+            schema, only = None, None  # the unread communities' reports cannot be kept unread
         if schema is None:
             schema = await stores.graph.community_schema()
-        existing_keys = await stores.community_reports.all_keys()
-        existing = {k: v for k, v in zip(existing_keys, await stores.community_reports.get_by_ids(existing_keys)) if v}
+        new_sizes = updated_sizes(sizes, schema, only)
+        # A parent's report may be written from its sub-communities' reports.
+        read = all_keys if only is None else [
+            k for k in all_keys if k in only or any(k in (c.get("sub_communities") or ()) for c in schema.values())]
+        existing = {k: v for k, v in zip(read, await stores.community_reports.get_by_ids(read)) if v}
         extractive = self.config.extraction == "nlp"
         max_tokens = self.config.community_report_max_token_size if extractive else self.windows.report_data_tokens()
         progress = Progress(len(schema), "Community reports", self.config.show_progress)
@@ -782,13 +795,29 @@ class GraphRAG:
             progress.close()
         failures.log(logger, "Extractive reports stand in for them until their community changes; "
                      "a stronger model writes the JSON.", self.config.extraction_failure_warning_share)
-        stale = [k for k in existing if k not in records]
+        stale = [k for k in existing if k not in records and (only is None or k in only)]
         await stores.community_reports.delete(stale)
         # Only what changed is written (a database store would otherwise rewrite every report).
         await stores.community_reports.upsert({k: v for k, v in records.items() if existing.get(k) != v})
+        if stores.index_meta is not None and new_sizes != sizes:
+            await stores.index_meta.upsert({RECORD: new_sizes})
+        communities = len(records) if only is None else len(set(all_keys) - set(stale) | set(records))
         logger.info("Communities: %d (%d reports generated, %d reused, %d removed)",
-                    len(records), generated, len(records) - generated, len(stale))
-        return len(records), generated, failures
+                    communities, generated, len(records) - generated, len(stale))
+        return communities, generated, failures
+
+    async def _reports_current(self, untouched: set[str], sizes: dict[str, int]) -> bool:
+        """Whether the reports a write leaves unread are of this version's making, judged on the
+        smallest (after a version bump, every report must be redone)."""
+        from graphrag.operators.community_reports import reports_of_this_version
+
+        graph = self.stores.graph
+        smallest = min(untouched, key=lambda c: (sizes.get(c, 0), c), default=None)
+        if smallest is None:
+            return True
+        record, community = (await self.stores.community_reports.get_by_id(smallest),
+                             (await graph.community_schema(only={smallest})).get(smallest))
+        return bool(record and community) and await reports_of_this_version(graph, community, record)
 
     # ------------------------------------------------------------------ query
 

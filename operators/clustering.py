@@ -235,8 +235,9 @@ def _memberships(nodes: list[tuple[str, dict]]) -> dict[str, list[dict[str, int]
 
 
 async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full: bool = False,
-                        touched: Optional[Collection[str]] = None) -> None:
-    """Assign every node that has an edge to a community at each level.
+                        touched: Optional[Collection[str]] = None) -> Optional[set[str]]:
+    """Assign every node that has an edge to a community at each level. Returns the communities
+    a node joined or left when only the graph around ``touched`` was read, else None.
 
     Large components are updated in place (see :func:`community_paths`), so one
     document changes only the communities it touches; ``full=True`` re-runs Leiden
@@ -262,9 +263,11 @@ async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full
             # away, and paths_near leaves those with split communities to the whole graph.
             await graph.set_graph_attribute(SPLIT_ATTRIBUTE, json.dumps(
                 {str(k): v for k, v in sorted(splits.items())}))
+            moved = await communities_of(graph, changes)
+            moved.update(str(c) for raw in changes.values() for c in membership_path("", raw) or ())
             await graph.update_node_clusters(changes)
             logger.info("Clustered around %d touched nodes: %d memberships changed", len(touched), len(changes))
-            return
+            return moved
     stored = await graph.get_nodes_attributes(("clusters",))
     old_paths = {
         node: [c["cluster"] for c in sorted(clusters, key=lambda c: c["level"])]
@@ -293,12 +296,58 @@ async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full
                                       if (data.get("clusters") or "") != clusters.get(node, "")})
     logger.info("Clustered %d nodes into %d communities (%s)", len(paths), len(present),
                 "full" if full else "incremental")
+    return None
 
 
-async def community_schema(graph: BaseGraphStorage) -> dict[str, CommunitySchema]:
-    """Each community's level, nodes, internal edges, source chunks and sub-communities."""
+def community_ids(nodes: Iterable[tuple[str, dict]]) -> set[str]:
+    """The communities these ``(name, data)`` nodes are in, by their ``clusters`` attribute."""
+    return {str(c["cluster"]) for clusters in _memberships(list(nodes)).values() for c in clusters}
+
+
+async def communities_of(graph: BaseGraphStorage, nodes: Collection[str]) -> set[str]:
+    """The communities these nodes are in, as stored."""
+    return community_ids(await graph.get_nodes_attributes_of(sorted(nodes), ("clusters",)))
+
+
+async def cluster_after_write(graph: BaseGraphStorage, touched: Collection[str], were_in: set[str],
+                              algorithm: str = "leiden") -> tuple[dict[str, CommunitySchema], Optional[set[str]]]:
+    """Cluster after a write that changed only the nodes ``touched`` (which were in the
+    communities ``were_in`` before it), and return the schema of the communities that may have
+    changed with which those are; (every community's schema, None) when that is not known.
+
+    A community none of whose members was touched or moved has the same nodes, edges and
+    chunks as before, so only the others are read: a small write into a large index reads
+    a part of it proportional to what it changed.
+    """
+    moved = await graph.update_clustering(touched, algorithm)
+    if moved is None or not _default(graph, "community_schema"):
+        return await graph.community_schema(), None
+    changed = moved | were_in | await communities_of(graph, touched)
+    return await graph.community_schema(only=changed), changed
+
+
+def _default(graph: BaseGraphStorage, method: str) -> bool:
+    """Whether ``graph`` uses the contract's own ``method`` (a nano-graphrag storage class may
+    bring its own clustering and schema)."""
+    from graphrag.storage.base import BaseGraphStorage
+
+    return getattr(getattr(graph, method), "__func__", None) is getattr(BaseGraphStorage, method)
+
+
+async def community_schema(graph: BaseGraphStorage, only: Optional[Collection[str]] = None
+                           ) -> dict[str, CommunitySchema]:
+    """Each community's level, nodes, internal edges, source chunks and sub-communities; with
+    ``only``, just those communities, reading only their members and the edges at them (a
+    community with no members left is not there). Occurrence is relative to the largest
+    community read (see ``operators/community_sizes.py``)."""
     results: dict[str, dict[str, Any]] = {}
-    nodes = await graph.get_nodes_attributes(("clusters", "source_id"))
+    if only is None:
+        nodes = await graph.get_nodes_attributes(("clusters", "source_id"))
+    else:
+        wanted = sorted({int(c) for c in only})
+        members = [node for node, data in await graph.nodes_in_clusters(wanted)
+                   if not set(map(str, membership_path(node, data.get("clusters") or "") or ())).isdisjoint(only)]
+        nodes = await graph.get_nodes_attributes_of(members, ("clusters", "source_id"))
     memberships = _memberships(nodes)
     for node, data in nodes:
         clusters = memberships.get(node)
@@ -308,6 +357,8 @@ async def community_schema(graph: BaseGraphStorage) -> dict[str, CommunitySchema
         ordered = sorted(clusters, key=lambda c: c["level"])
         for depth, c in enumerate(ordered):
             key = str(c["cluster"])
+            if only is not None and key not in only:
+                continue
             entry = results.setdefault(
                 key,
                 {"level": c["level"], "title": f"Cluster {key}", "nodes": set(), "edges": set(),
@@ -320,12 +371,14 @@ async def community_schema(graph: BaseGraphStorage) -> dict[str, CommunitySchema
     # One pass over the edges: an edge is internal to each community both ends share.
     paths = {node: [str(c["cluster"]) for c in sorted(clusters, key=lambda c: c["level"])]
              for node, clusters in memberships.items()}
-    for a, b, _ in await graph.get_edges_attributes(()):
+    edges = (await graph.get_edges_attributes(()) if only is None
+             else await graph.get_edges_at([node for node, _ in nodes], ()))
+    for a, b, _ in edges:
         path_a, path_b = paths.get(a), paths.get(b)
         if path_a and path_b:
             pair = edge_key(a, b)
             for community_a, community_b in zip(path_a, path_b):
-                if community_a == community_b:
+                if community_a == community_b and community_a in results:
                     results[community_a]["edges"].add(pair)
     max_chunks = max((len(e["chunk_ids"]) for e in results.values()), default=1) or 1
     return {

@@ -348,6 +348,17 @@ class _GraphData:
                 self.edges[(a, b)] = {**(d or {}), "rank": rank}
 
 
+async def _of_this_version(community: CommunitySchema, record: dict, graph_data: _GraphData) -> bool:
+    await graph_data.load(community)
+    return community_fingerprint(community, graph_data.nodes, graph_data.edges) == record.get("fingerprint")
+
+
+async def reports_of_this_version(graph: Any, community: CommunitySchema, record: dict) -> bool:
+    """Whether ``record``, the report of the unchanged ``community``, carries the fingerprint
+    this version gives it: after a version bump none does, and every report is redone."""
+    return await _of_this_version(community, record, _GraphData(graph))
+
+
 async def generate_community_reports(
     communities: dict[str, CommunitySchema],
     *,
@@ -466,8 +477,7 @@ async def generate_community_reports(
         # The stored fingerprints must be of this version's making (else every report is redone,
         # as the version bump intends): the smallest unchanged community is fingerprinted to see.
         probe = min(known, key=lambda c: (len(communities[c].get("nodes") or []), c))
-        await graph_data.load(communities[probe])
-        if community_fingerprint(communities[probe], nodes, edges) != existing[probe]["fingerprint"]:
+        if not await _of_this_version(communities[probe], existing[probe], graph_data):
             logger.info("Stored report fingerprints are of another version: every community is fingerprinted")
             known = set()
 

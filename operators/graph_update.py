@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Coroutine, Optional
 
+from graphrag.operators.clustering import community_ids
 from graphrag.operators.chunking import compute_id
 from graphrag.operators.extraction import LLMCall, normalize_entity_name
 from graphrag.operators.resolution import AliasMap, raw_names
@@ -103,6 +104,8 @@ class GraphRebuild:
     committed: dict[str, Optional[str]] = field(default_factory=dict)
     deleted: set[str] = field(default_factory=set)
     deleted_edges: set[tuple[str, str]] = field(default_factory=set)
+    # The communities the touched nodes were in before (a deleted node's are known only here).
+    were_in: set[str] = field(default_factory=set)
 
     @property
     def touched(self) -> set[str]:
@@ -120,6 +123,7 @@ class GraphRebuild:
             committed={**later.committed, **self.committed},
             deleted=(self.deleted - set(later.nodes)) | later.deleted,
             deleted_edges=(self.deleted_edges - set(later.edges)) | later.deleted_edges,
+            were_in=self.were_in | later.were_in,
         )
 
 
@@ -223,7 +227,8 @@ async def rebuild_graph(
                 # Written even when empty: an upsert keeps the attributes it is not given.
                 data["aliases"] = GRAPH_FIELD_SEP.join(sorted(members[name] - {name}))
         rebuilt = GraphRebuild(nodes=nodes, edges=edges, committed={
-            n: entity_vector_text(n, old) if old else None for n, old in old_nodes.items()})
+            n: entity_vector_text(n, old) if old else None for n, old in old_nodes.items()},
+            were_in=community_ids((n, old) for n, old in old_nodes.items() if old))
         if summary_input_tokens is not None:
             rebuilt.long = long_descriptions(nodes, edges, tokenizer=tokenizer, max_tokens=summary_max_tokens,
                                              input_tokens=summary_input_tokens)

@@ -22,6 +22,7 @@ from graphrag.query_param import QueryParam
 from graphrag.records import CommunityReport, Retrieval
 
 from .answer_formats import strip_reasoning
+from .community_sizes import largest_community, with_occurrence
 from .format_failures import FormatFailures
 from .report_parsing import stored_rating
 from .query_context import answer_from_context, csv_section, fail_response, pack_csv_section, pack_texts
@@ -51,10 +52,12 @@ async def _ranked_reports(stores: Any, param: QueryParam) -> list[tuple[str, dic
     if not keys:
         return []
     records = await stores.community_reports.get_by_ids(keys)
+    largest = await largest_community(stores.index_meta)
     chosen = []
     for key, r in zip(keys, records):
         if not r:
             continue
+        r = with_occurrence(r, largest)
         try:
             level = int(r.get("level", 0))
         except (TypeError, ValueError):

@@ -24,6 +24,7 @@ from graphrag.query_param import QueryParam
 from graphrag.records import Chunk, CommunityReport, Entity, Relation, Retrieval
 from graphrag.schema import GRAPH_FIELD_SEP, edge_key
 
+from .community_sizes import largest_community, with_occurrence
 from .positions import cited_content
 from .report_parsing import stored_rating
 from .query_context import answer_from_context, doubling_slices, pack_csv_section, pack_while_reading
@@ -218,7 +219,10 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
     async def read_reports(ids: list[str]) -> list[tuple[CommunityReport, str]]:
         found = [(i, r) for i, r in zip(ids, await stores.community_reports.get_by_ids(ids)) if r is not None]
         found.sort(key=lambda item: -stored_rating(item[1]))  # within a group of equal counts, best rated first
-        return [(CommunityReport.from_stored(i, r), r.get("report_string", "")) for i, r in found][:1 if single else None]
+        found = found[:1 if single else None]
+        largest = await largest_community(stores.index_meta) if found else None
+        return [(CommunityReport.from_stored(i, with_occurrence(r, largest)), r.get("report_string", ""))
+                for i, r in found]
 
     reports_text, reports = await pack_while_reading(
         "Reports", REPORT_HEADER, report_groups, read_reports, param.local_max_token_for_community_report, tokenizer)

@@ -340,18 +340,21 @@ class BaseGraphStorage(StorageNameSpace):
 
         await cluster_graph(self, algorithm, full=full)
 
-    async def update_clustering(self, touched: Optional[Collection[str]], algorithm: str = "leiden") -> None:
+    async def update_clustering(self, touched: Optional[Collection[str]], algorithm: str = "leiden"
+                                ) -> Optional[set[str]]:
         """``clustering(algorithm)`` after a write that changed only the nodes ``touched`` and the
         edges at them (None: unknown): the default clustering then reads only the graph around
-        them. A backend with its own ``clustering`` has that called."""
+        them, and returns the communities a node joined or left (None: not known). A backend
+        with its own ``clustering`` has that called."""
         if getattr(self.clustering, "__func__", None) is not BaseGraphStorage.clustering:
             await self.clustering(algorithm)
-            return
+            return None
         from graphrag.operators.clustering import cluster_graph
 
-        await cluster_graph(self, algorithm, touched=touched)
+        return await cluster_graph(self, algorithm, touched=touched)
 
-    async def community_schema(self) -> dict[str, CommunitySchema]:
+    async def community_schema(self, only: Optional[Collection[str]] = None) -> dict[str, CommunitySchema]:
+        """Every community's schema, or those of the communities ``only``."""
         from graphrag.operators.clustering import community_schema
 
-        return await community_schema(self)
+        return await community_schema(self, only)

@@ -14,13 +14,15 @@ from typing import Any
 
 import pytest
 
-from graphrag import GraphRAG, hash_embedding
-from graphrag.operators import clustering_nearby, community_reports
+from graphrag import GraphRAG, QueryParam, hash_embedding
+from graphrag.operators import clustering, clustering_nearby, community_reports
 from graphrag.operators.chunking import doc_id_for
+from graphrag.operators.community_sizes import largest_community, with_occurrence
 from graphrag.operators.graph_update import GraphRebuild
 
 fingerprint = community_reports.community_fingerprint
 paths_near = clustering_nearby.paths_near
+community_schema = clustering.community_schema
 
 PEOPLE = ["Marin Okafor", "Jonas Velt", "Oriel Banks", "Priya Sandoval", "Teo Marsh", "Nadia Farrow",
           "Ilse Brandt", "Kofi Mensah", "Lena Duarte", "Ravi Kumar", "Sofia Lind", "Abel Quint"]
@@ -43,12 +45,14 @@ def _documents(seed: int, count: int) -> list[str]:
     return docs
 
 
-def _state(rag: GraphRAG) -> tuple[dict[str, Any], dict[str, Any]]:
+def _state(rag: GraphRAG, normalised: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
     async def read():
         stores = rag.stores
         nodes = await stores.graph.get_nodes_attributes(("clusters",))
         keys = await stores.community_reports.all_keys()
-        reports = dict(zip(keys, await stores.community_reports.get_by_ids(keys)))
+        largest = await largest_community(stores.index_meta) if normalised else None
+        # A stored occurrence is as of its report's write; readers divide by the largest community.
+        reports = {k: with_occurrence(r, largest) for k, r in zip(keys, await stores.community_reports.get_by_ids(keys))}
         return {n: d.get("clusters") or "" for n, d in nodes}, reports
 
     return asyncio.run(read())
@@ -71,6 +75,7 @@ def test_touched_only_equals_everything_read(mode, backend, seed, tmp_path, serv
     restricted, everything = make("restricted"), make("everything")
     fingerprinted = {False: 0, True: 0}
     outcomes: list[bool] = []  # per restricted clustering: did it settle without the whole graph?
+    schemas: list[bool] = []  # per restricted community schema: were only the changed communities read?
 
     def apply(step) -> None:
         for rag, withheld in ((restricted, False), (everything, True)):
@@ -87,8 +92,14 @@ def test_touched_only_equals_everything_read(mode, backend, seed, tmp_path, serv
                     outcomes.append(changes is not None)
                     return changes
 
+                async def schema(graph, only=None):
+                    if not withheld:
+                        schemas.append(only is not None)
+                    return await community_schema(graph, only)
+
                 patch.setattr(community_reports, "community_fingerprint", counted)
                 patch.setattr(clustering_nearby, "paths_near", near)
+                patch.setattr(clustering, "community_schema", schema)
                 step(rag)
 
     rng = random.Random(seed)
@@ -113,6 +124,7 @@ def test_touched_only_equals_everything_read(mode, backend, seed, tmp_path, serv
     # compare a path with itself).
     assert 0 < fingerprinted[False] < fingerprinted[True]
     assert sum(outcomes) >= len(outcomes) // 2, outcomes
+    assert sum(schemas) >= len(schemas) // 2, schemas
 
 
 # ---------------------------------------------------------------- the graph stores alone
@@ -235,6 +247,40 @@ def test_fingerprints_of_another_version_are_all_redone(tmp_path, monkeypatch):
     memberships, reports = _state(rags["restricted"])
     assert (memberships, reports) == _state(rags["everything"])
     assert not before & {r["fingerprint"] for r in reports.values()}  # none of the old version is left
+
+
+def test_a_dir_without_recorded_community_sizes_reads_every_community_once(tmp_path):
+    """A working dir written before community sizes were recorded: readers take the occurrence
+    stored in each report, and the next write reads every community once and records them."""
+    import json
+
+    from graphrag.operators.community_sizes import RECORD
+
+    rag = GraphRAG(working_dir=str(tmp_path / "wd"), embedding_func=hash_embedding(64), extraction="nlp",
+                   show_progress=False)
+    rag.insert(_documents(5, 6))
+    meta_file = tmp_path / "wd" / "kv_store_index_meta.json"
+    meta = json.loads(meta_file.read_text())
+    sizes = meta.pop(RECORD)
+    meta_file.write_text(json.dumps(meta))
+    reopened = GraphRAG(working_dir=str(tmp_path / "wd"), embedding_func=hash_embedding(64), extraction="nlp",
+                        show_progress=False)
+    retrieval = reopened.retrieve("Who met Kofi Mensah?", QueryParam(mode="global"))
+    stored = {k: r["occurrence"] for k, r in _state(reopened, normalised=False)[1].items()}
+    assert retrieval.reports and all(r.community.occurrence == stored[r.community.id] for r in retrieval.reports)
+
+    read: list = []
+
+    async def schema(graph, only=None):
+        read.append(only)
+        return await community_schema(graph, only)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(clustering, "community_schema", schema)
+        reopened.insert(ELSEWHERE)
+    assert None in read  # every community read
+    recorded = json.loads(meta_file.read_text())[RECORD]
+    assert set(recorded) == set(_state(reopened)[1]) and set(sizes) <= set(recorded)
 
 
 def test_changed_clustering_settings_recluster_what_was_not_touched(tmp_path, monkeypatch):
