@@ -22,13 +22,15 @@ Nothing here touches a store: the caller hands in profiles and gets back pairs a
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from itertools import combinations
+from itertools import chain, combinations
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from graphrag.operators.extraction import normalize_entity_name as _normalize
@@ -51,6 +53,7 @@ __all__ = [
     "name_relation",
     "parse_verdicts",
     "raw_names",
+    "regroup",
     "similar_pairs",
 ]
 
@@ -617,6 +620,11 @@ class ManualDecisions:
     def to_stored(self) -> dict[str, Any]:
         return {"merges": dict(sorted(self.merges.items())), "never": sorted(list(p) for p in self.never)}
 
+    def fingerprint(self) -> str:
+        """Names these decisions in the derived record, so a write sees whether the alias map
+        it starts from was grouped with them."""
+        return hashlib.sha256(json.dumps(self.to_stored()).encode("utf-8")).hexdigest()[:24]
+
     def merge(self, names: Iterable[str], into: str) -> None:
         for name in names:
             if name != into:
@@ -648,6 +656,8 @@ class ResolutionState:
     parts: set[tuple[str, str]] = field(default_factory=set)
     # Pairs accepted if their group is a person (``PairDecision.if_person``).
     person_pairs: set[tuple[str, str]] = field(default_factory=set)
+    # The fingerprint of the manual decisions ``aliases`` was grouped with (None: unknown).
+    manual: Optional[str] = None
 
     @classmethod
     def from_stored(cls, record: Optional[Mapping[str, Any]]) -> Optional["ResolutionState"]:
@@ -658,12 +668,13 @@ class ResolutionState:
             return {tuple(p) for p in record.get(key) or []}  # type: ignore[misc]
 
         return cls(names=set(record.get("names") or []), pairs=pairs("pairs"), aliases=dict(record.get("aliases") or {}),
-                   parts=pairs("parts"), person_pairs=pairs("person_pairs"))
+                   parts=pairs("parts"), person_pairs=pairs("person_pairs"), manual=record.get("manual"))
 
     def to_stored(self) -> dict[str, Any]:
         return {"names": sorted(self.names), "pairs": sorted(list(p) for p in self.pairs),
                 "aliases": dict(sorted(self.aliases.items())), "parts": sorted(list(p) for p in self.parts),
-                "person_pairs": sorted(list(p) for p in self.person_pairs), "rules": RULES}
+                "person_pairs": sorted(list(p) for p in self.person_pairs), "rules": RULES,
+                **({"manual": self.manual} if self.manual is not None else {})}
 
 
 def _completeness(name: str) -> tuple:
@@ -758,4 +769,36 @@ def group_names(names: set[str], pairs: set[tuple[str, str]], manual: ManualDeci
         for name in group:
             if name != chosen and name in names:
                 aliases[name] = chosen
+    return aliases
+
+
+def regroup(names: set[str], pairs: set[tuple[str, str]], manual: ManualDecisions, parts: set[tuple[str, str]],
+            person_pairs: set[tuple[str, str]], *, previous: AliasMap, changed: set[str]) -> AliasMap:
+    """What :func:`group_names` gives over these inputs, grouping again only the names a
+    write could have moved. ``previous`` must be ``group_names`` of the inputs before the
+    write, with the same ``manual`` decisions; ``changed`` every name that joined or left
+    ``names`` or gained or lost a pair, a part or a person pair.
+
+    Every relation ``group_names`` reads (a pair, a part, a person pair, a merge, partners
+    and their compatibility, a group's members) joins two names linked by one of these
+    inputs, so it groups each connected component of them on its own. A component without
+    a changed name is a component of the inputs before, with the same inputs: it keeps its
+    previous map. The others, split or joined by the write, are grouped again.
+    """
+    adjacent: dict[str, list[str]] = {}
+    for a, b in chain(pairs, parts, person_pairs, manual.merges.items()):
+        adjacent.setdefault(a, []).append(b)
+        adjacent.setdefault(b, []).append(a)
+    reached, stack = set(changed), list(changed)
+    while stack:
+        for other in adjacent.get(stack.pop(), ()):
+            if other not in reached:
+                reached.add(other)
+                stack.append(other)
+
+    def within(found: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        return {p for p in found if p[0] in reached}  # one end reached: both, in one component
+
+    aliases = {n: c for n, c in previous.items() if n not in reached}
+    aliases.update(group_names(names & reached, within(pairs), manual, within(parts), within(person_pairs)))
     return aliases
