@@ -22,13 +22,15 @@ Nothing here touches a store: the caller hands in profiles and gets back pairs a
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from itertools import combinations
+from itertools import chain, combinations
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from graphrag.operators.extraction import normalize_entity_name as _normalize
@@ -51,6 +53,7 @@ __all__ = [
     "name_relation",
     "parse_verdicts",
     "raw_names",
+    "regroup",
     "similar_pairs",
 ]
 
@@ -617,6 +620,11 @@ class ManualDecisions:
     def to_stored(self) -> dict[str, Any]:
         return {"merges": dict(sorted(self.merges.items())), "never": sorted(list(p) for p in self.never)}
 
+    def fingerprint(self) -> str:
+        """Names these decisions in the derived record, so a write sees whether the alias map
+        it starts from was grouped with them."""
+        return hashlib.sha256(json.dumps(self.to_stored()).encode("utf-8")).hexdigest()[:24]
+
     def merge(self, names: Iterable[str], into: str) -> None:
         for name in names:
             if name != into:
@@ -648,6 +656,8 @@ class ResolutionState:
     parts: set[tuple[str, str]] = field(default_factory=set)
     # Pairs accepted if their group is a person (``PairDecision.if_person``).
     person_pairs: set[tuple[str, str]] = field(default_factory=set)
+    # The fingerprint of the manual decisions ``aliases`` was grouped with (None: unknown).
+    manual: Optional[str] = None
 
     @classmethod
     def from_stored(cls, record: Optional[Mapping[str, Any]]) -> Optional["ResolutionState"]:
@@ -658,12 +668,13 @@ class ResolutionState:
             return {tuple(p) for p in record.get(key) or []}  # type: ignore[misc]
 
         return cls(names=set(record.get("names") or []), pairs=pairs("pairs"), aliases=dict(record.get("aliases") or {}),
-                   parts=pairs("parts"), person_pairs=pairs("person_pairs"))
+                   parts=pairs("parts"), person_pairs=pairs("person_pairs"), manual=record.get("manual"))
 
     def to_stored(self) -> dict[str, Any]:
         return {"names": sorted(self.names), "pairs": sorted(list(p) for p in self.pairs),
                 "aliases": dict(sorted(self.aliases.items())), "parts": sorted(list(p) for p in self.parts),
-                "person_pairs": sorted(list(p) for p in self.person_pairs), "rules": RULES}
+                "person_pairs": sorted(list(p) for p in self.person_pairs), "rules": RULES,
+                **({"manual": self.manual} if self.manual is not None else {})}
 
 
 def _completeness(name: str) -> tuple:
@@ -690,24 +701,47 @@ def group_names(names: set[str], pairs: set[tuple[str, str]], manual: ManualDeci
     first and name their group; the rest follow in sorted order, so the result does not
     depend on the order the pairs were found in.
     """
-    never = manual.never
-    edges = {p for p in pairs if p[0] in names and p[1] in names and p not in never}
-    partners: dict[str, set[str]] = {}
-    for a, b in [*edges, *((p, q) for p, q in parts if p in names and q in names)]:
-        partners.setdefault(a, set()).add(b)
-        partners.setdefault(b, set()).add(a)
+    return _grouped(names, _Links(names, pairs, manual.never, parts), manual, pairs, person_pairs)
 
-    def compatible(x: str, y: str) -> bool:
-        return (min(x, y), max(x, y)) in edges or name_relation(x, y) in _COMPATIBLE
 
-    def ambiguous(name: str) -> bool:
+class _Links:
+    """The accepted pairs and the parts over ``names`` as grouping reads them: whether two
+    names fit, and whether a name is ambiguous (decided when first asked). ``of``: the only
+    names whose ambiguity will be asked, when a regrouping asks about few."""
+
+    def __init__(self, names: set[str], pairs: set[tuple[str, str]], never: set[tuple[str, str]],
+                 parts: Iterable[tuple[str, str]], of: Optional[set[str]] = None) -> None:
+        self.names, self.pairs, self.never = names, pairs, never
+        self.partners: dict[str, set[str]] = {}
+        for a, b in chain((p for p in pairs if p not in never), parts):
+            if a in names and b in names and (of is None or a in of or b in of):
+                self.partners.setdefault(a, set()).add(b)
+                self.partners.setdefault(b, set()).add(a)
+        self._unsure: dict[str, bool] = {}
+
+    def compatible(self, x: str, y: str) -> bool:
+        pair = (min(x, y), max(x, y))
+        accepted = pair in self.pairs and pair not in self.never and x in self.names and y in self.names
+        return accepted or name_relation(x, y) in _COMPATIBLE
+
+    def unsure(self, name: str) -> bool:
         """Fuller names ``name`` could be part of, that cannot be one thing (``CRATCHIT``:
         ``BOB CRATCHIT``, ``MARTHA CRATCHIT``)."""
-        size = len(name_key(name))
-        fuller = sorted(p for p in partners.get(name, ()) if len(name_key(p)) >= size)
-        return any(not compatible(p, q) for i, p in enumerate(fuller) for q in fuller[i + 1:])
+        found = self._unsure.get(name)
+        if found is None:
+            size = len(name_key(name))
+            fuller = sorted(p for p in self.partners.get(name, ()) if len(name_key(p)) >= size)
+            found = self._unsure[name] = any(not self.compatible(p, q) for i, p in enumerate(fuller)
+                                             for q in fuller[i + 1:])
+        return found
 
-    unsure = {n for n in partners if ambiguous(n)}
+
+def _grouped(names: set[str], links: _Links, manual: ManualDecisions, pairs: Iterable[tuple[str, str]],
+             person_pairs: Iterable[tuple[str, str]]) -> AliasMap:
+    """:func:`group_names`' groups of ``names``, joined along the manual merges, ``pairs``
+    and ``person_pairs``."""
+    never = manual.never
+    edges = {p for p in pairs if p[0] in names and p[1] in names and p not in never}
     parent: dict[str, str] = {}
     members: dict[str, list[str]] = {}
 
@@ -728,7 +762,8 @@ def group_names(names: set[str], pairs: set[tuple[str, str]], manual: ManualDeci
                 # One-word names are parts of the fuller ones (JACOB, MARLEY: JACOB MARLEY);
                 # fuller names must fit each other (BOB CRATCHIT is no MARTHA CRATCHIT).
                 fuller = len(name_key(p)) > 1 and len(name_key(q)) > 1
-                if not forced and ((fuller and not compatible(p, q)) or gender(p) and gender(q) and gender(p) != gender(q)):
+                if not forced and ((fuller and not links.compatible(p, q))
+                                   or gender(p) and gender(q) and gender(p) != gender(q)):
                     return
         parent[ry] = rx
         members[rx] = left + right
@@ -740,10 +775,10 @@ def group_names(names: set[str], pairs: set[tuple[str, str]], manual: ManualDeci
             union(into, name, forced=True)
             targets.add(into)
     for a, b in sorted(edges):
-        if a not in unsure and b not in unsure:
+        if not links.unsure(a) and not links.unsure(b):
             union(a, b, forced=False)
     waiting = sorted(p for p in person_pairs if p[0] in names and p[1] in names and p not in never
-                     and p[0] not in unsure and p[1] not in unsure)
+                     and not links.unsure(p[0]) and not links.unsure(p[1]))
     while waiting:  # until no group becomes a person
         left = [(a, b) for a, b in waiting
                 if not any(_titled(n) for r in {find(a), find(b)} for n in members.get(r, [r]))]
@@ -758,4 +793,45 @@ def group_names(names: set[str], pairs: set[tuple[str, str]], manual: ManualDeci
         for name in group:
             if name != chosen and name in names:
                 aliases[name] = chosen
+    return aliases
+
+
+def regroup(names: set[str], pairs: set[tuple[str, str]], manual: ManualDecisions, parts: set[tuple[str, str]],
+            person_pairs: set[tuple[str, str]], *, previous: AliasMap, changed: set[str]) -> AliasMap:
+    """What :func:`group_names` gives over these inputs, grouping again only the names a
+    write could have moved. ``previous`` must be ``group_names`` of the inputs before the
+    write, with the same ``manual`` decisions; ``changed`` every name that joined or left
+    ``names`` or gained or lost a pair, a part or a person pair.
+
+    Groups only join names linked by pairs, person pairs and merges, so each connected
+    component of those is grouped on its own, given which names are ambiguous. A name's
+    ambiguity reads its partners (pairs and parts) and the pairs between them: it may have
+    changed only for a changed name or a partner of one. A component holding none of those
+    is a component of the inputs before, with the same inputs and the same ambiguous names:
+    it keeps its previous map. The others are grouped again.
+    """
+    # Partners by a pair are in a changed name's component already; those by a part are not.
+    unsettled = set(changed)
+    for a, b in parts:  # a part lost has both ends changed already
+        if a in changed:
+            unsettled.add(b)
+        elif b in changed:
+            unsettled.add(a)
+    joined: dict[str, list[str]] = {}
+    for a, b in chain(pairs, person_pairs, manual.merges.items()):
+        joined.setdefault(a, []).append(b)
+        joined.setdefault(b, []).append(a)
+    reached, stack = set(unsettled), list(unsettled)
+    while stack:
+        for other in joined.get(stack.pop(), ()):
+            if other not in reached:
+                reached.add(other)
+                stack.append(other)
+
+    def within(found: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        return {p for p in found if p[0] in reached}  # one end reached: both, in one component
+
+    aliases = {n: c for n, c in previous.items() if n not in reached}
+    links = _Links(names, pairs, manual.never, parts, of=reached)
+    aliases.update(_grouped(names & reached, links, manual, within(pairs), within(person_pairs)))
     return aliases

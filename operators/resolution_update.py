@@ -33,6 +33,7 @@ from graphrag.operators.resolution import (
     name_relation,
     parse_verdicts,
     raw_names,
+    regroup,
     similar_pairs,
 )
 from graphrag.prompts import render
@@ -84,6 +85,16 @@ class Resolution:
 
 def _split_ids(value: Any) -> list[str]:
     return [v for v in str(value or "").split(GRAPH_FIELD_SEP) if v]
+
+
+def _redecided(recorded: set[tuple[str, str]], found: set[tuple[str, str]], touched: set[str],
+               changed: set[str]) -> set[tuple[str, str]]:
+    """The ``recorded`` pairs of untouched names and the ``found`` ones (those of touched
+    names were decided again); the ends of each pair that came or went join ``changed``."""
+    pairs = {p for p in recorded if p[0] not in touched and p[1] not in touched} | found
+    for pair in pairs ^ recorded:
+        changed.update(pair)
+    return pairs
 
 
 def _pair_line(index: int, pa: NameProfile, pb: NameProfile) -> str:
@@ -204,13 +215,18 @@ class EntityResolution:
                      for (a, b), relation in sorted(candidates.items()) if a in profiles and b in profiles]
         asked, verdicts = await self._settle([d for d in decisions if d.verdict == "ask"], profiles)
         accepted = {(d.a, d.b) for d in decisions if d.verdict == "merge" or verdicts.get((d.a, d.b))}
-        pairs = {p for p in state.pairs if p[0] not in touched and p[1] not in touched} | accepted
-        parts = {p for p in state.parts if p[0] not in touched and p[1] not in touched}
-        parts |= {(d.a, d.b) for d in decisions if d.part}
-        person_pairs = {p for p in state.person_pairs if p[0] not in touched and p[1] not in touched}
-        person_pairs |= {(d.a, d.b) for d in decisions if d.if_person}
-        aliases = group_names(names, pairs, manual, parts, person_pairs)
-        new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases, parts=parts, person_pairs=person_pairs)
+        # Changed: names that came or went, and the ends of every pair that came or went.
+        changed = {n for n in touched if (n in names) != (n in state.names)}
+        pairs = _redecided(state.pairs, accepted, touched, changed)
+        parts = _redecided(state.parts, {(d.a, d.b) for d in decisions if d.part}, touched, changed)
+        person_pairs = _redecided(state.person_pairs, {(d.a, d.b) for d in decisions if d.if_person}, touched, changed)
+        fingerprint = manual.fingerprint()
+        if state.manual != fingerprint:  # a first pass, or a map grouped with other decisions
+            aliases = group_names(names, pairs, manual, parts, person_pairs)
+        else:
+            aliases = regroup(names, pairs, manual, parts, person_pairs, previous=previous, changed=changed)
+        new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases, parts=parts, person_pairs=person_pairs,
+                                    manual=fingerprint)
         moved = {n for n in set(previous) | set(aliases) if previous.get(n, n) != aliases.get(n, n)}
         stored = new_state.to_stored()
         await self.meta.upsert({STATE_RECORD: stored})

@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import random
 from typing import Any
 
 import networkx as nx
@@ -16,11 +17,13 @@ from graphrag.operators.chunking import doc_id_for
 from graphrag.operators.resolution import (
     ManualDecisions,
     NameProfile,
+    ResolutionState,
     decide_pair,
     group_names,
     name_key,
     name_relation,
     parse_verdicts,
+    regroup,
     similar_pairs,
 )
 from graphrag.records import Entity
@@ -178,6 +181,44 @@ def test_groups_leave_ambiguous_parts_alone_and_follow_manual_decisions() -> Non
     assert ManualDecisions.from_stored(json.loads(json.dumps(manual.to_stored()))) == manual
 
 
+# Names that meet as surnames, first names, titles, genders, acronyms and connectors.
+VOCABULARY = ["CRATCHIT", "BOB CRATCHIT", "MARTHA CRATCHIT", "MRS. CRATCHIT", "TIM CRATCHIT", "TINY TIM", "TIM",
+              "MARLEY", "JACOB", "JACOB MARLEY", "J. MARLEY", "MR. MARLEY", "FEZZIWIG", "MR. FEZZIWIG",
+              "MRS. FEZZIWIG", "OLD FEZZIWIG", "EBENEZER", "SCROOGE", "EBENEZER SCROOGE", "MR. EBENEZER SCROOGE",
+              "MR. SCROOGE", "SCROOGE AND MARLEY", "IRS", "INTERNAL REVENUE SERVICE", "LONDON", "LONDON BRIDGE",
+              "CHRISTMAS", "CHRISTMAS EVE", "BELLE", "FRED", "DICK WILKINS", "WILKINS"]
+
+
+def random_pairs(rng: random.Random, count: int) -> set[tuple[str, str]]:
+    return {tuple(sorted(rng.sample(VOCABULARY, 2))) for _ in range(count)}  # type: ignore[misc]
+
+
+def test_regrouping_what_a_write_changed_gives_the_full_grouping() -> None:
+    rng = random.Random(23)
+    kept_map_mattered = 0
+    for _ in range(400):
+        manual = ManualDecisions()
+        for name in rng.sample(VOCABULARY, rng.randint(0, 3)):
+            manual.merge([name], rng.choice(VOCABULARY + ["SOMEONE UNINDEXED"]))
+        for a, b in random_pairs(rng, rng.randint(0, 3)):
+            manual.keep_apart(a, b)
+        names = set(rng.sample(VOCABULARY, rng.randint(10, len(VOCABULARY))))
+        before = {"pairs": random_pairs(rng, rng.randint(0, 25)), "parts": random_pairs(rng, rng.randint(0, 8)),
+                  "person_pairs": random_pairs(rng, rng.randint(0, 6))}
+        previous = group_names(names, manual=manual, **before)
+        # A write: names come and go, and pairs of each kind.
+        after_names = (names - set(rng.sample(sorted(names), rng.randint(0, 3)))) | set(rng.sample(VOCABULARY, 2))
+        after = {key: (found - set(rng.sample(sorted(found), min(len(found), rng.randint(0, 3)))))
+                 | random_pairs(rng, rng.randint(0, 3)) for key, found in before.items()}
+        changed = names ^ after_names
+        for key in before:
+            changed.update(n for pair in before[key] ^ after[key] for n in pair)
+        expected = group_names(after_names, manual=manual, **after)
+        assert regroup(after_names, manual=manual, previous=previous, changed=changed, **after) == expected
+        kept_map_mattered += regroup(after_names, manual=manual, previous={}, changed=changed, **after) != expected
+    assert kept_map_mattered > 50  # most writes leave some groups as they were
+
+
 def test_model_verdicts_are_read_per_numbered_line() -> None:
     assert parse_verdicts("1: yes\n2: No\n3 - same\nnonsense\n9: yes", 3) == {1: True, 2: False, 3: True}
 
@@ -298,6 +339,12 @@ def test_manual_decisions_survive_inserts_and_deletes(tmp_path: Any) -> None:
     rag.insert(DOC_MARLEY)
     graph = graph_of(rag)
     assert {"MARLEY", "JACOB MARLEY", "MR. FEZZIWIG"} <= set(graph) and "MRS. FEZZIWIG" not in graph
+    # Writes after the decisions regroup only what they changed: the map is still the full grouping.
+    with open(os.path.join(rag.config.working_dir, "kv_store_index_meta.json"), encoding="utf-8") as fh:
+        meta = json.load(fh)
+    state = ResolutionState.from_stored(meta["entity_resolution"])
+    manual = ManualDecisions.from_stored(meta["entity_resolution_manual"])
+    assert state is not None and state.aliases == group_names(state.names, state.pairs, manual, state.parts, state.person_pairs)
     with pytest.raises(EntityNotFound) as info:
         rag.merge_entities(["NOBODY AT ALL"], into="MARLEY")
     assert info.value.missing == ["NOBODY AT ALL"]
