@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 
 from graphrag.errors import EntityNotFound, InvalidInputError
-from graphrag.operators.community_sizes import largest_community, with_occurrence
+from graphrag.operators.community_index import largest_community, with_occurrence
 from graphrag.records import Community, Entity, Path, Relation, Subgraph, split_field
 from graphrag.schema import edge_key
 

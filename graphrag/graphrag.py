@@ -763,24 +763,20 @@ class GraphRAG:
         held no readable report. ``touched``: the nodes this write changed (their communities
         alone are read again). ``only``: the communities ``schema`` is limited to (every other
         community's report stays as it is, unread); None: ``schema`` has every community."""
-        from graphrag.operators.community_reports import generate_community_reports
+        from graphrag.operators.community_index import RECORD, CommunityIndex, read_index, sizes_after
+        from graphrag.operators.community_reports import SOURCE_LLM, generate_community_reports
         from graphrag.operators.format_failures import FormatFailures
 
-        from graphrag.operators.community_sizes import RECORD, read_sizes, updated_sizes
-
         stores = self.stores
-        all_keys = await stores.community_reports.all_keys()
-        sizes = await read_sizes(stores.index_meta)
-        if only is not None and (sizes is None or not await self._reports_current(set(all_keys) - only, sizes)):
-            schema, only = None, None  # the unread communities' reports cannot be kept unread
-        if schema is None:
-            schema = await stores.graph.community_schema()
-        new_sizes = updated_sizes(sizes, schema, only)
-        # A parent's report may be written from its sub-communities' reports.
-        read = all_keys if only is None else [
-            k for k in all_keys if k in only or any(k in (c.get("sub_communities") or ()) for c in schema.values())]
-        existing = {k: v for k, v in zip(read, await stores.community_reports.get_by_ids(read)) if v}
         extractive = self.config.extraction == "nlp"
+        all_keys = await stores.community_reports.all_keys()
+        index = await read_index(stores.index_meta)
+        schema, only = await self._communities_to_report(schema, only, set(all_keys), index, extractive)
+        sizes = sizes_after(index, schema, only)
+        # A parent's report may be written from its sub-communities' reports.
+        subs = {str(sub) for c in schema.values() for sub in c.get("sub_communities") or ()}
+        read = all_keys if only is None else [k for k in all_keys if k in only or k in subs]
+        existing = {k: v for k, v in zip(read, await stores.community_reports.get_by_ids(read)) if v}
         max_tokens = self.config.community_report_max_token_size if extractive else self.windows.report_data_tokens()
         progress = Progress(len(schema), "Community reports", self.config.show_progress)
         failures = FormatFailures("community reports")
@@ -799,12 +795,33 @@ class GraphRAG:
         await stores.community_reports.delete(stale)
         # Only what changed is written (a database store would otherwise rewrite every report).
         await stores.community_reports.upsert({k: v for k, v in records.items() if existing.get(k) != v})
-        if stores.index_meta is not None and new_sizes != sizes:
-            await stores.index_meta.upsert({RECORD: new_sizes})
+        not_from_llm = {k for k, r in records.items() if r.get("report_source", SOURCE_LLM) != SOURCE_LLM}
+        if only is not None and index is not None:
+            not_from_llm |= index.not_from_llm - only
+        new_index = CommunityIndex(sizes, not_from_llm)
+        if stores.index_meta is not None and new_index != index:
+            await stores.index_meta.upsert({RECORD: new_index.as_record()})
         communities = len(records) if only is None else len(set(all_keys) - set(stale) | set(records))
         logger.info("Communities: %d (%d reports generated, %d reused, %d removed)",
                     communities, generated, len(records) - generated, len(stale))
         return communities, generated, failures
+
+    async def _communities_to_report(self, schema: Optional[dict[str, Any]], only: Optional[set[str]],
+                                     keys: set[str], index: Optional[Any], extractive: bool
+                                     ) -> tuple[dict[str, Any], Optional[set[str]]]:
+        """The schema to report and the communities it is limited to (None: every community).
+        A write's changed communities, plus, in an LLM run, those whose report no LLM wrote
+        (tried again, changed or not); every community when the others cannot be kept unread."""
+        graph = self.stores.graph
+        if only is not None and (index is None or not await self._reports_current(keys - only, index.sizes)):
+            schema, only = None, None
+        if schema is None:
+            return await graph.community_schema(), None
+        if only is not None and not extractive and index is not None and index.not_from_llm - only:
+            retry = index.not_from_llm - only
+            schema = {**schema, **await graph.community_schema(only=retry)}
+            only = only | retry
+        return schema, only
 
     async def _reports_current(self, untouched: set[str], sizes: dict[str, int]) -> bool:
         """Whether the reports a write leaves unread are of this version's making, judged on the

@@ -339,7 +339,7 @@ async def community_schema(graph: BaseGraphStorage, only: Optional[Collection[st
     """Each community's level, nodes, internal edges, source chunks and sub-communities; with
     ``only``, just those communities, reading only their members and the edges at them (a
     community with no members left is not there). Occurrence is relative to the largest
-    community read (see ``operators/community_sizes.py``)."""
+    community read (see ``operators/community_index.py``)."""
     results: dict[str, dict[str, Any]] = {}
     if only is None:
         nodes = await graph.get_nodes_attributes(("clusters", "source_id"))

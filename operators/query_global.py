@@ -22,7 +22,7 @@ from graphrag.query_param import QueryParam
 from graphrag.records import CommunityReport, Retrieval
 
 from .answer_formats import strip_reasoning
-from .community_sizes import largest_community, with_occurrence
+from .community_index import largest_community, with_occurrence
 from .format_failures import FormatFailures
 from .report_parsing import stored_rating
 from .query_context import answer_from_context, csv_section, fail_response, pack_csv_section, pack_texts

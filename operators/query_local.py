@@ -24,7 +24,7 @@ from graphrag.query_param import QueryParam
 from graphrag.records import Chunk, CommunityReport, Entity, Relation, Retrieval
 from graphrag.schema import GRAPH_FIELD_SEP, edge_key
 
-from .community_sizes import largest_community, with_occurrence
+from .community_index import largest_community, with_occurrence
 from .positions import cited_content
 from .report_parsing import stored_rating
 from .query_context import answer_from_context, doubling_slices, pack_csv_section, pack_while_reading

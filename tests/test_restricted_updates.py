@@ -17,7 +17,7 @@ import pytest
 from graphrag import GraphRAG, QueryParam, hash_embedding
 from graphrag.operators import clustering, clustering_nearby, community_reports
 from graphrag.operators.chunking import doc_id_for
-from graphrag.operators.community_sizes import largest_community, with_occurrence
+from graphrag.operators.community_index import largest_community, with_occurrence
 from graphrag.operators.graph_update import GraphRebuild
 
 fingerprint = community_reports.community_fingerprint
@@ -249,19 +249,19 @@ def test_fingerprints_of_another_version_are_all_redone(tmp_path, monkeypatch):
     assert not before & {r["fingerprint"] for r in reports.values()}  # none of the old version is left
 
 
-def test_a_dir_without_recorded_community_sizes_reads_every_community_once(tmp_path):
+def test_a_dir_without_the_community_index_reads_every_community_once(tmp_path):
     """A working dir written before community sizes were recorded: readers take the occurrence
     stored in each report, and the next write reads every community once and records them."""
     import json
 
-    from graphrag.operators.community_sizes import RECORD
+    from graphrag.operators.community_index import RECORD
 
     rag = GraphRAG(working_dir=str(tmp_path / "wd"), embedding_func=hash_embedding(64), extraction="nlp",
                    show_progress=False)
     rag.insert(_documents(5, 6))
     meta_file = tmp_path / "wd" / "kv_store_index_meta.json"
     meta = json.loads(meta_file.read_text())
-    sizes = meta.pop(RECORD)
+    sizes = meta.pop(RECORD)["sizes"]
     meta_file.write_text(json.dumps(meta))
     reopened = GraphRAG(working_dir=str(tmp_path / "wd"), embedding_func=hash_embedding(64), extraction="nlp",
                         show_progress=False)
@@ -279,8 +279,41 @@ def test_a_dir_without_recorded_community_sizes_reads_every_community_once(tmp_p
         patch.setattr(clustering, "community_schema", schema)
         reopened.insert(ELSEWHERE)
     assert None in read  # every community read
-    recorded = json.loads(meta_file.read_text())[RECORD]
+    recorded = json.loads(meta_file.read_text())[RECORD]["sizes"]
     assert set(recorded) == set(_state(reopened)[1]) and set(sizes) <= set(recorded)
+
+
+def test_an_llm_write_tries_again_every_report_no_llm_wrote(tmp_path):
+    """Reports an LLM did not write (fallbacks after unreadable answers) are tried again by the
+    next LLM write, in communities it did not change too, without reading every community."""
+    from mock_llm_server import MockLLMServer, detect_kind, realistic_responder
+
+    def no_json(req: dict) -> str:
+        if detect_kind(req) in ("report", "report_repair"):
+            return "Sorry, no JSON today {maybe"
+        return realistic_responder(req)
+
+    def open_index(server: MockLLMServer) -> GraphRAG:
+        # Uncached: the cache would answer the same prompts with the same unreadable answers.
+        return GraphRAG(working_dir=str(tmp_path / "wd"), embedding_func=hash_embedding(64), show_progress=False,
+                        llm_base_url=server.base_url, llm_api_key="k", enable_llm_cache=False)
+
+    with MockLLMServer(responder=no_json) as server:
+        open_index(server).insert(_documents(11, 5))
+    sources = {r["report_source"] for r in _state(open_index(MockLLMServer()), normalised=False)[1].values()}
+    assert sources == {"fallback"}
+    read: list = []
+
+    async def schema(graph, only=None):
+        read.append(only)
+        return await community_schema(graph, only)
+
+    with MockLLMServer() as server, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(clustering, "community_schema", schema)
+        open_index(server).insert(ELSEWHERE)
+    reports = _state(open_index(MockLLMServer()), normalised=False)[1]
+    assert {r["report_source"] for r in reports.values()} == {"llm"}
+    assert read and None not in read  # found through the index, not by reading every community
 
 
 def test_changed_clustering_settings_recluster_what_was_not_touched(tmp_path, monkeypatch):
