@@ -74,8 +74,11 @@ def test_kill_9_mid_insert_keeps_the_last_commit_and_the_rerun_pays_nothing_twic
     assert stats["documents_inserted"] == len(CORPUS)
     assert state(wd, postgres_uri, crash_ws) == expected  # as if never interrupted
     # Answers received before the kill are served from the cache; only calls in flight at the
-    # kill (at most MAX_ASYNC) can be asked again. The first document's own calls are cached too.
-    assert paid_before_kill + rerun_requests <= clean_requests + MAX_ASYNC, (paid_before_kill, rerun_requests)
+    # kill (at most MAX_ASYNC) can be asked again, and answers whose cache write had not committed
+    # yet (a call frees its slot as its answer arrives; this server answers slower than a cache write
+    # commits, so no more than as many again). The first
+    # document's own calls are cached too.
+    assert paid_before_kill + rerun_requests <= clean_requests + 2 * MAX_ASYNC, (paid_before_kill, rerun_requests)
     assert rerun_requests < clean_requests
 
 
