@@ -26,6 +26,7 @@ from itertools import combinations
 from typing import Any
 
 from graphrag import GraphRAG, hash_embedding, local_embedding
+from graphrag.operators.resolution_update import joined_state
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
@@ -70,7 +71,7 @@ def build(docs: list[str], extractor: str, working_dir: str, server: Any = None,
 
 def resolution_record(rag: GraphRAG) -> dict[str, Any]:
     with open(os.path.join(rag.config.working_dir, "kv_store_index_meta.json"), encoding="utf-8") as f:
-        return json.load(f).get("entity_resolution") or {"names": [], "aliases": {}}
+        return joined_state(json.load(f)) or {"names": [], "aliases": {}}
 
 
 def pairwise(names: list[str], predicted: dict[str, str], groups: list[list[str]]) -> dict[str, Any]:

@@ -670,12 +670,6 @@ class ResolutionState:
         return cls(names=set(record.get("names") or []), pairs=pairs("pairs"), aliases=dict(record.get("aliases") or {}),
                    parts=pairs("parts"), person_pairs=pairs("person_pairs"), manual=record.get("manual"))
 
-    def to_stored(self) -> dict[str, Any]:
-        return {"names": sorted(self.names), "pairs": sorted(list(p) for p in self.pairs),
-                "aliases": dict(sorted(self.aliases.items())), "parts": sorted(list(p) for p in self.parts),
-                "person_pairs": sorted(list(p) for p in self.person_pairs), "rules": RULES,
-                **({"manual": self.manual} if self.manual is not None else {})}
-
 
 def _completeness(name: str) -> tuple:
     """Sort key of the name a group keeps: most identifying words, then a plain name (no

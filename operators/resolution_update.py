@@ -1,9 +1,9 @@
 """Resolution stage, store side: after a merge, decide again what the changed names are,
 and rebuild the nodes whose alias map changed.
 
-State lives in three records of a KV store (the working dir's ``index_meta``):
-``entity_resolution`` (derived: every name, the accepted pairs, the alias map; a pure
-function of the recorded extractions, the manual decisions and the verdicts),
+State lives in records of a KV store (the working dir's ``index_meta``): the derived state
+(every name, the accepted pairs, the alias map; a pure function of the recorded extractions,
+the manual decisions and the verdicts) in ``entity_resolution/head`` and its shards,
 ``entity_resolution_manual`` (the user's merges and never-merge rules, never derived) and
 ``entity_resolution_verdicts`` (a model's answers per pair, a cache like the LLM cache:
 a re-insert asks nothing again).
@@ -14,8 +14,9 @@ import asyncio
 import hashlib
 import logging
 import time
+import zlib
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable, Mapping, Optional
 
 from graphrag.operators.extraction import LLMCall
 from graphrag.operators.resolution import (
@@ -41,7 +42,14 @@ from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
 
 logger = logging.getLogger(__name__)
 
+# Written by earlier versions: the whole derived state in one record (read while no write
+# has replaced it with the head and shards).
 STATE_RECORD = "entity_resolution"
+# The rules, the manual fingerprint and the shard count; the names, pairs and aliases are
+# split over shards by a stable hash of the name (of a pair's first name), so a write
+# rewrites only the shards it changed.
+HEAD_RECORD = "entity_resolution/head"
+SHARDS = 256
 MANUAL_RECORD = "entity_resolution_manual"
 VERDICTS_RECORD = "entity_resolution_verdicts"
 
@@ -51,7 +59,7 @@ ExtractionReader = Callable[[list[str]], Awaitable[list[Optional[ChunkExtraction
 # rebuilt only when the names it holds are not the recorded ones (another process wrote).
 _INDEXES: dict[str, NameIndex] = {}
 # With embedding blocking, each working dir's name vectors, by name (the text embedded, its
-# unit vector), with the derived record they were computed for. A name's text is its name
+# unit vector), with the derived records they were computed for. A name's text is its name
 # and sample description, read from its own extractions, so a vector is stale only when the
 # name was touched; all are dropped when the recorded state is not the one they were left
 # with (a failed write, another process's write). Not seen: another process's write that
@@ -104,16 +112,66 @@ def _pair_line(index: int, pa: NameProfile, pb: NameProfile) -> str:
     return f"{index}. {side(pa)}\n   vs {side(pb)}"
 
 
+def _shard_keys(count: int) -> list[str]:
+    return [f"{STATE_RECORD}/{i:03d}" for i in range(count)]
+
+
+def _shard(name: str, count: int) -> int:
+    return zlib.crc32(name.encode("utf-8")) % count
+
+
+def joined_state(records: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+    """The derived state as one record (``ResolutionState.from_stored`` reads it) from the
+    records holding it: an earlier version's single record if there is one (a write by this
+    version deletes it, so if present it is the latest), else the head and its shards."""
+    if records.get(STATE_RECORD):
+        return records[STATE_RECORD]
+    head = records.get(HEAD_RECORD)
+    if not head:
+        return None
+    shards = [records.get(k) or {} for k in _shard_keys(head["shards"])]
+    joined: dict[str, Any] = {f: [x for s in shards for x in s.get(f, ())]
+                              for f in ("names", "pairs", "parts", "person_pairs")}
+    joined["aliases"] = {a: c for s in shards for a, c in s.get("aliases", {}).items()}
+    return {**joined, **{k: v for k, v in head.items() if k != "shards"}}
+
+
+def _state_records(state: ResolutionState) -> dict[str, Any]:
+    """The records ``state`` is written as: the head and every non-empty shard."""
+    shards: list[dict[str, Any]] = [{} for _ in range(SHARDS)]
+    for name in sorted(state.names):
+        shards[_shard(name, SHARDS)].setdefault("names", []).append(name)
+    for alias, canonical in sorted(state.aliases.items()):
+        shards[_shard(alias, SHARDS)].setdefault("aliases", {})[alias] = canonical
+    for key, pairs in (("pairs", state.pairs), ("parts", state.parts), ("person_pairs", state.person_pairs)):
+        for a, b in sorted(pairs):
+            shards[_shard(a, SHARDS)].setdefault(key, []).append([a, b])
+    head = {"rules": RULES, "shards": SHARDS, **({"manual": state.manual} if state.manual is not None else {})}
+    return {HEAD_RECORD: head, **{k: s for k, s in zip(_shard_keys(SHARDS), shards) if s}}
+
+
+async def _read_records(meta: Any) -> dict[str, Any]:
+    """Every record holding the derived state, by key (absent ones left out)."""
+    keys = [STATE_RECORD, HEAD_RECORD, *_shard_keys(SHARDS)]
+    found = dict(zip(keys, await meta.get_by_ids(keys)))
+    count = (found[HEAD_RECORD] or {}).get("shards", SHARDS)
+    if count != SHARDS:  # written with another shard count
+        keys = _shard_keys(count)
+        found.update(zip(keys, await meta.get_by_ids(keys)))
+    return {k: r for k, r in found.items() if r is not None}
+
+
 async def forget_derived_state(meta: Any) -> None:
-    """A write without resolution leaves the derived record stale: drop it, so that turning
+    """A write without resolution leaves the derived state stale: drop it, so that turning
     resolution on again resolves the whole working dir afresh (manual decisions stay)."""
-    if await meta.get_by_id(STATE_RECORD) is not None:
-        await meta.delete([STATE_RECORD])
+    records = await _read_records(meta)
+    if records:
+        await meta.delete(list(records))
 
 
 class EntityResolution:
     """Runs resolution over the stores' contracts: ``graph`` (nodes by canonical name),
-    ``meta`` (the three records above) and ``read_extractions`` (recorded extractions,
+    ``meta`` (the records above) and ``read_extractions`` (recorded extractions,
     this write's included)."""
 
     def __init__(self, *, graph: Any, meta: Any, read_extractions: ExtractionReader,
@@ -130,7 +188,7 @@ class EntityResolution:
         self.embed = embed  # embedding blocking on: the embedding function
 
     async def state(self) -> Optional[ResolutionState]:
-        return ResolutionState.from_stored(await self.meta.get_by_id(STATE_RECORD))
+        return ResolutionState.from_stored(joined_state(await _read_records(self.meta)))
 
     async def aliases(self) -> AliasMap:
         state = await self.state()
@@ -174,7 +232,8 @@ class EntityResolution:
         """Decide again every pair touching a name the ``added`` or ``removed`` chunks
         mention, regroup, and report which names moved to another node."""
         started = time.perf_counter()
-        recorded = await self.meta.get_by_id(STATE_RECORD)
+        records = await _read_records(self.meta)
+        recorded = joined_state(records)
         state = ResolutionState.from_stored(recorded)
         manual = await self.manual()
         present = {n for extraction in added.values() for n in raw_names(extraction)}
@@ -202,7 +261,7 @@ class EntityResolution:
             for other, relation in index.candidates(name).items():
                 candidates[(min(name, other), max(name, other))] = relation
         if self.embed is not None:
-            similar = await self._similar(present, touched, names, profiles, previous, recorded)
+            similar = await self._similar(present, touched, names, profiles, previous, records)
             for pair in sorted(similar - set(candidates)):
                 relation = name_relation(*pair) or "similar"
                 if self.llm is not None or relation not in UNSETTLED_RELATIONS:
@@ -228,10 +287,15 @@ class EntityResolution:
         new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases, parts=parts, person_pairs=person_pairs,
                                     manual=fingerprint)
         moved = {n for n in set(previous) | set(aliases) if previous.get(n, n) != aliases.get(n, n)}
-        stored = new_state.to_stored()
-        await self.meta.upsert({STATE_RECORD: stored})
+        written = _state_records(new_state)
+        changed_records = {k: r for k, r in written.items() if records.get(k) != r}
+        if changed_records:
+            await self.meta.upsert(changed_records)
+        gone = [k for k in records if k not in written]  # emptied shards, an earlier version's record
+        if gone:
+            await self.meta.delete(gone)
         if self.embed is not None and self.cache_key:
-            _VECTORS[self.cache_key] = (stored, _VECTORS[self.cache_key][1])
+            _VECTORS[self.cache_key] = (written, _VECTORS[self.cache_key][1])
         stats = {"names": len(names), "aliases": len(aliases), "pairs_checked": len(decisions),
                  "pairs_asked": asked, "names_moved": len(moved),
                  "seconds": round(time.perf_counter() - started, 3)}
@@ -239,12 +303,12 @@ class EntityResolution:
         return Resolution(state=new_state, previous=previous, moved=moved, stats=stats, unresolved=unresolved)
 
     async def _similar(self, present: set[str], touched: set[str], names: set[str], profiles: dict[str, NameProfile],
-                       aliases: AliasMap, recorded: Optional[dict[str, Any]]) -> set[tuple[str, str]]:
+                       aliases: AliasMap, records: dict[str, Any]) -> set[tuple[str, str]]:
         """Embedding blocking: pairs of a present name and any name whose vectors of name plus
         sample description are close. Vectors of touched names are computed again; the others
-        are kept from this process's last write if the record is still the one it left."""
-        kept_record, kept = _VECTORS.get(self.cache_key or "", (None, {}))
-        if kept_record != recorded:
+        are kept from this process's last write if the records are still the ones it left."""
+        kept_records, kept = _VECTORS.get(self.cache_key or "", (None, {}))
+        if kept_records != records:
             kept = {}
         vectors = {n: v for n, v in kept.items() if n in names and n not in touched}
         need = sorted(names - set(vectors))
@@ -259,7 +323,7 @@ class EntityResolution:
                 norm = float((row * row).sum()) ** 0.5 or 1.0
                 vectors[name] = (texts[name], row / norm)
         if self.cache_key:
-            _VECTORS[self.cache_key] = (None, vectors)  # the record they belong to is set once written
+            _VECTORS[self.cache_key] = (None, vectors)  # the records they belong to are set once written
         return await asyncio.to_thread(similar_pairs, {n: v for n, (_, v) in vectors.items()}, present,
                                        self.settings.embedding_threshold)
 

@@ -26,6 +26,7 @@ from graphrag.operators.resolution import (
     regroup,
     similar_pairs,
 )
+from graphrag.operators.resolution_update import STATE_RECORD, joined_state
 from graphrag.records import Entity
 from helpers_integrity import check_integrity
 from mock_llm_server import MockLLMServer
@@ -54,14 +55,14 @@ def graph_of(rag: GraphRAG) -> nx.Graph:
 
 def state_of(rag: GraphRAG) -> dict[str, Any]:
     """Everything a change must leave exactly as a fresh index would: nodes with all their
-    data but the cluster ids, edges, entity vector ids, the derived resolution record."""
+    data but the cluster ids, edges, entity vector ids, the derived resolution state."""
     graph = graph_of(rag)
     nodes = {n: {k: v for k, v in d.items() if k != "clusters"} for n, d in graph.nodes(data=True)}
     edges = {tuple(sorted((a, b))): d for a, b, d in graph.edges(data=True)}
     with open(os.path.join(rag.config.working_dir, "vdb_entities.json"), encoding="utf-8") as fh:
         vectors = sorted(r["__id__"] for r in json.load(fh)["data"])
     with open(os.path.join(rag.config.working_dir, "kv_store_index_meta.json"), encoding="utf-8") as fh:
-        record = json.load(fh).get("entity_resolution")
+        record = joined_state(json.load(fh))
     return {"nodes": nodes, "edges": edges, "vectors": vectors, "resolution": record}
 
 
@@ -271,6 +272,65 @@ def test_insertion_order_does_not_change_the_result(tmp_path: Any) -> None:
         assert state_of(rag) == expected, order
 
 
+def read_meta(rag: GraphRAG) -> dict[str, Any]:
+    with open(os.path.join(rag.config.working_dir, "kv_store_index_meta.json"), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def write_meta(rag: GraphRAG, meta: dict[str, Any]) -> None:
+    with open(os.path.join(rag.config.working_dir, "kv_store_index_meta.json"), "w", encoding="utf-8") as fh:
+        json.dump(meta, fh)
+
+
+def state_keys(meta: dict[str, Any]) -> list[str]:
+    return [k for k in meta if k.split("/")[0] == STATE_RECORD]
+
+
+def as_one_record(rag: GraphRAG) -> dict[str, Any]:
+    """Rewrite the derived state as versions before the shards kept it: one record."""
+    meta = read_meta(rag)
+    record = joined_state(meta)
+    assert record is not None
+    write_meta(rag, {**{k: v for k, v in meta.items() if k not in state_keys(meta)}, STATE_RECORD: record})
+    return record
+
+
+def test_a_single_record_of_an_earlier_version_is_read_then_replaced_by_shards(tmp_path: Any) -> None:
+    together = make(tmp_path, "together")
+    together.insert([DOC_JACOB, DOC_MARLEY, DOC_FEZZIWIG])
+    rag = make(tmp_path, "upgraded")
+    rag.insert([DOC_JACOB, DOC_MARLEY])
+    as_one_record(rag)
+    assert state_keys(read_meta(rag)) == [STATE_RECORD]
+    assert make(tmp_path, "upgraded").canonical_entity("Marley") == "JACOB MARLEY"
+    make(tmp_path, "upgraded").insert(DOC_FEZZIWIG)
+    keys = state_keys(read_meta(rag))
+    assert STATE_RECORD not in keys and f"{STATE_RECORD}/head" in keys
+    assert state_of(make(tmp_path, "upgraded")) == state_of(together)
+
+
+def test_a_small_insert_rewrites_only_the_shards_it_changed(tmp_path: Any, monkeypatch: Any) -> None:
+    people = [f"{first} {last}" for first in ("Ada", "Basil", "Cora", "Dmitri", "Edith", "Felix", "Greta", "Hugo")
+              for last in ("Abbot", "Birch", "Crane", "Dunmore", "Ellery", "Frost", "Garrow", "Hale")]
+    rag = make(tmp_path)
+    rag.insert([f"{a} met {b} in Harwick." for a, b in zip(people, people[1:])])
+    assert len(state_keys(read_meta(rag))) > 40  # a rewrite of the whole state would upsert them all
+    upserted: list[str] = []
+    store = type(rag.stores.index_meta)
+    upsert = store.upsert
+
+    async def counting(self: Any, data: dict[str, Any]) -> None:
+        upserted.extend(k for k in data if k.split("/")[0] == STATE_RECORD)
+        await upsert(self, data)
+
+    monkeypatch.setattr(store, "upsert", counting)
+    rag.insert("Ada Abbot met Ivo Quill in Harwick.")
+    assert 1 <= len(upserted) <= 3
+    fresh = make(tmp_path, "fresh")
+    fresh.insert([f"{a} met {b} in Harwick." for a, b in zip(people, people[1:])] + ["Ada Abbot met Ivo Quill in Harwick."])
+    assert state_of(rag) == state_of(fresh)
+
+
 def test_a_record_of_older_rules_is_decided_again_in_full(tmp_path: Any) -> None:
     together = make(tmp_path, "together")
     together.insert(HARBOUR)
@@ -278,15 +338,11 @@ def test_a_record_of_older_rules_is_decided_again_in_full(tmp_path: Any) -> None
     rag = make(tmp_path, "upgraded")
     rag.insert(HARBOUR[:3])
     # As an earlier version left it: no rules mark, and a merge today's rules do not make.
-    path = os.path.join(rag.config.working_dir, "kv_store_index_meta.json")
-    with open(path, encoding="utf-8") as fh:
-        meta = json.load(fh)
-    record = meta["entity_resolution"]
+    record = as_one_record(rag)
     del record["rules"]
     record["pairs"] = [["GREY HERON", "SALTMERE"]]
     record["aliases"] = {**record["aliases"], "GREY HERON": "SALTMERE"}
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(meta, fh)
+    write_meta(rag, {**read_meta(rag), STATE_RECORD: record})
     assert make(tmp_path, "upgraded").canonical_entity("Grey Heron") == "SALTMERE"  # read as it is
     make(tmp_path, "upgraded").insert(HARBOUR[3:])
     assert state_of(make(tmp_path, "upgraded")) == expected
@@ -299,8 +355,7 @@ def test_turned_off_names_merge_only_when_equal(tmp_path: Any) -> None:
     assert "MARLEY" in graph and "JACOB MARLEY" in graph
     assert not any("aliases" in d for _, d in graph.nodes(data=True))
     assert "entity_resolution" not in stats and "resolve" not in stats["stage_seconds"]
-    with open(os.path.join(rag.config.working_dir, "kv_store_index_meta.json"), encoding="utf-8") as fh:
-        assert "entity_resolution" not in json.load(fh)
+    assert state_keys(read_meta(rag)) == []
     with pytest.raises(ConfigurationError):
         rag.merge_entities(["MARLEY"], into="JACOB MARLEY")
 
@@ -340,9 +395,8 @@ def test_manual_decisions_survive_inserts_and_deletes(tmp_path: Any) -> None:
     graph = graph_of(rag)
     assert {"MARLEY", "JACOB MARLEY", "MR. FEZZIWIG"} <= set(graph) and "MRS. FEZZIWIG" not in graph
     # Writes after the decisions regroup only what they changed: the map is still the full grouping.
-    with open(os.path.join(rag.config.working_dir, "kv_store_index_meta.json"), encoding="utf-8") as fh:
-        meta = json.load(fh)
-    state = ResolutionState.from_stored(meta["entity_resolution"])
+    meta = read_meta(rag)
+    state = ResolutionState.from_stored(joined_state(meta))
     manual = ManualDecisions.from_stored(meta["entity_resolution_manual"])
     assert state is not None and state.aliases == group_names(state.names, state.pairs, manual, state.parts, state.person_pairs)
     with pytest.raises(EntityNotFound) as info:
