@@ -118,14 +118,15 @@ def build_graph_index(nodes: list[tuple[str, str]], edges: list[tuple[str, str]]
                       loose_names=loose_names, by_word=by_word)
 
 
-# One index per Stores object, rebuilt when its version moves on (each commit or reload).
+# One index per Stores object, rebuilt when its version moves on (each commit or reload) or
+# its graph store reports another process's change.
 _indexes: "weakref.WeakKeyDictionary[Any, tuple[Any, GraphIndex]]" = weakref.WeakKeyDictionary()
 
 
 async def graph_index(stores: Any) -> GraphIndex:
     """The walk's matrices for the stores' current index version, built on first use (from
     what the graph store keeps for it, so a query process need not parse the whole graph)."""
-    version = stores.version
+    version = (stores.version, await stores.graph.change_token())
     cached = _indexes.get(stores)
     if cached is not None and cached[0] == version:
         return cached[1]

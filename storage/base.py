@@ -173,6 +173,11 @@ class BaseVectorStorage(StorageNameSpace):
         return None
 
 
+# Graph attribute a database graph store sets to a fresh value in every write that changed it
+# (see ``BaseGraphStorage.change_token``).
+CHANGE_ATTRIBUTE = "last_change"
+
+
 @dataclass
 class BaseGraphStorage(StorageNameSpace):
     """An undirected graph of named nodes and edges, each with a dict of scalar attributes.
@@ -259,6 +264,13 @@ class BaseGraphStorage(StorageNameSpace):
     async def get_edges_attributes(self, names: tuple[str, ...]) -> list[tuple[str, str, dict]]:
         """``get_all_edges`` with only the attributes ``names`` each edge has."""
         return [(a, b, {k: data[k] for k in names if k in data}) for a, b, data in await self.get_all_edges()]
+
+    async def change_token(self) -> Optional[str]:
+        """A value that differs after any process committed a change to this graph, for caches
+        built from it (the hybrid walk's matrices). None, this default, suits a store whose view
+        changes only when this process reloads it (the file store: ``Stores.version`` moves then);
+        a database store, read live, returns what its last write recorded (``CHANGE_ATTRIBUTE``)."""
+        return None
 
     async def get_walk_links(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
         """What the hybrid walk reads of the whole graph: every node as ``(name, source_id)``

@@ -24,13 +24,14 @@ import logging
 import os
 import re
 import threading
+import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Union
 
 from graphrag.config import GraphRAGConfig
 from graphrag.errors import StorageError
 
-from .base import BaseGraphStorage
+from .base import CHANGE_ATTRIBUTE, BaseGraphStorage
 from .postgres import require_extra, validated_name, workspace_of
 
 logger = logging.getLogger(__name__)
@@ -479,11 +480,15 @@ class Neo4jGraphStorage(BaseGraphStorage):
     async def set_graph_attribute(self, name: str, value: str) -> None:
         self._pending.attributes[name] = value
 
+    async def change_token(self) -> Optional[str]:
+        return await self.get_graph_attribute(CHANGE_ATTRIBUTE)
+
     async def index_commit_callback(self) -> None:
         """Apply the write in one transaction: deletions first, then nodes, edges, attributes."""
         pending, self._pending = self._pending, PendingGraph()
         if not pending:
             return
+        pending.attributes[CHANGE_ATTRIBUTE] = uuid.uuid4().hex
         gone = [list(p) for p, entry in pending.edges.items()
                 if (entry is None or entry[0]) and p[0] not in pending.wiped and p[1] not in pending.wiped]
         appends: list[tuple[str, dict]] = []  # the rest of long strings, after their first piece

@@ -3,10 +3,11 @@ in sorted order, indexed from both ends for neighbour and degree lookups) and a 
 graph attributes."""
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-from .base import BaseGraphStorage
+from .base import CHANGE_ATTRIBUTE, BaseGraphStorage
 from .postgres import PostgresStore, dumps
 
 
@@ -40,6 +41,7 @@ class PostgresGraphStorage(PostgresStore, BaseGraphStorage):
         self._names = {kind: self.db.table(self.namespace, kind) for kind in ("nodes", "edges", "attrs")}
         self._use_tables(**self._names)
         self._ddl: Optional[list[Any]] = None
+        self._changed = False  # this write changed the graph
 
     async def _ready(self) -> None:
         if self._ddl is None:  # composed once: this runs before every statement
@@ -183,6 +185,22 @@ class PostgresGraphStorage(PostgresStore, BaseGraphStorage):
     async def get_graph_attribute(self, name: str) -> Optional[str]:
         rows = await self._rows("SELECT value FROM {attrs} WHERE name = %s", (name,))
         return rows[0][0] if rows else None
+
+    async def change_token(self) -> Optional[str]:
+        return await self.get_graph_attribute(CHANGE_ATTRIBUTE)
+
+    async def _execute(self, query: str, params: tuple = (), upsert: bool = False) -> None:
+        await super()._execute(query, params, upsert)
+        self._changed = True
+
+    async def index_done_callback(self) -> None:
+        if self._changed:
+            await self.set_graph_attribute(CHANGE_ATTRIBUTE, uuid.uuid4().hex)
+            self._changed = False
+
+    async def index_abort_callback(self) -> None:
+        self._changed = False
+        await super().index_abort_callback()
 
     # ---------------------------------------------------------------- writes
 

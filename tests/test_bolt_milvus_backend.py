@@ -253,3 +253,26 @@ def test_graph_reads_spanning_several_messages_equal_single_reads(neo4j_options,
         await graph.index_abort_callback()
 
     asyncio.run(main())
+
+
+def test_another_instances_commit_reaches_a_readers_walk(make_rag):
+    """The Bolt graph is read live; a reader's hybrid walk is rebuilt once another instance
+    commits a change to it."""
+    from graphrag.operators.walk_graph import graph_index
+
+    async def walk_entities(rag: GraphRAG) -> set[str]:
+        try:
+            return set((await graph_index(rag.stores)).entities)
+        finally:
+            await rag.stores.close()
+
+    writer = make_rag("writer")
+    writer.insert(CORPUS[0])
+    reader = make_rag("writer")
+    before = run(walk_entities(reader))
+    assert before
+    writer.insert(DOC_E)
+    after = run(walk_entities(reader))
+    assert before < after and any("FARROW" in name for name in after - before)
+    assert run(walk_entities(reader)) == after
+

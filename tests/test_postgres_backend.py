@@ -327,6 +327,32 @@ def test_an_instance_dropped_closes_its_parked_connections(tmp_path, postgres_op
     assert sessions() <= before
 
 
+def test_another_instances_commit_reaches_a_readers_walk(tmp_path, postgres_options):
+    """A reader reads PostgreSQL live; the matrices its hybrid walk built are rebuilt once
+    another instance (another process) commits a change to the graph, not kept stale."""
+    from graphrag.operators.walk_graph import graph_index
+
+    def make() -> GraphRAG:
+        return GraphRAG(working_dir=str(tmp_path), storage_options=postgres_options, extraction="nlp",
+                        embedding_func=hash_embedding(64), show_progress=False, **ALL_POSTGRES)
+
+    async def walk_entities(rag: GraphRAG) -> set[str]:
+        try:
+            return set((await graph_index(rag.stores)).entities)
+        finally:
+            await rag.stores.close()
+
+    writer, reader = make(), make()
+    writer.insert(CORPUS[0])
+    assert "MARIN OKAFOR" in reader.query("Who founded Tidewater Labs?",
+                                          QueryParam(mode="hybrid", only_need_context=True)).upper()
+    before = asyncio.run(walk_entities(reader))
+    writer.insert(DOC_E)
+    after = asyncio.run(walk_entities(reader))
+    assert "NADIA FARROW" not in before and "NADIA FARROW" in after
+    assert asyncio.run(walk_entities(reader)) == after  # kept while nothing changes
+
+
 def test_reads_by_id_asked_for_together_share_one_statement(tmp_path, postgres_options):
     """Concurrent ``get_by_id`` calls (a global query's map calls looking up the LLM cache) answer as
     single reads would, with one statement between them; a later call reads anew."""

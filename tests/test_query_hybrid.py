@@ -156,6 +156,9 @@ class _Graph:
     async def get_walk_links(self) -> tuple[list, list]:
         return self.nodes, self.edges
 
+    async def change_token(self) -> None:
+        return None  # as a file store: the view changes on reload only
+
 
 class _Vectors:
     def __init__(self, order: list[str]) -> None:

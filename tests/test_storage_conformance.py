@@ -363,6 +363,31 @@ def test_graph_failed_transaction_leaves_previous_state(open_graph):
     run(main())
 
 
+def test_graph_change_token_moves_with_every_committed_change(open_graph):
+    """What a cache built from the graph keys on: a store read live reports a new token after
+    each committed change (by any instance), the same one while nothing changes; a store that
+    only changes for this process on reload may report None throughout."""
+    async def main():
+        graph = open_graph()
+        await _seed_graph(graph)
+        await commit(graph)
+        reader = open_graph()
+        first = await reader.change_token()
+        assert await reader.change_token() == first
+        writer = open_graph()
+        await writer.index_start_callback()
+        await writer.upsert_node("NEW", {"description": "x"})
+        await commit(writer)
+        second = await reader.change_token()
+        if first is None:
+            assert second is None
+        else:
+            assert second != first
+            await commit(open_graph())  # a write that changed nothing
+            assert await reader.change_token() == second
+    run(main())
+
+
 def test_graph_walk_links_are_every_node_with_its_chunks_and_every_edge(open_graph):
     """What the hybrid walk reads: the same in the writer, and reopened after the commit."""
     def normalised(links: Any) -> tuple[list, list]:
