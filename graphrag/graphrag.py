@@ -763,15 +763,17 @@ class GraphRAG:
         held no readable report. ``touched``: the nodes this write changed (their communities
         alone are read again). ``only``: the communities ``schema`` is limited to (every other
         community's report stays as it is, unread); None: ``schema`` has every community."""
-        from graphrag.operators.community_index import RECORD, CommunityIndex, read_index, sizes_after
-        from graphrag.operators.community_reports import SOURCE_LLM, generate_community_reports
+        from graphrag.operators.community_index import (
+            RECORD, communities_to_report, index_after, read_index, sizes_after)
+        from graphrag.operators.community_reports import generate_community_reports
         from graphrag.operators.format_failures import FormatFailures
 
         stores = self.stores
         extractive = self.config.extraction == "nlp"
         all_keys = await stores.community_reports.all_keys()
         index = await read_index(stores.index_meta)
-        schema, only = await self._communities_to_report(schema, only, set(all_keys), index, extractive)
+        schema, only = await communities_to_report(stores.graph, stores.community_reports, schema, only,
+                                                   set(all_keys), index, extractive)
         sizes = sizes_after(index, schema, only)
         # A parent's report may be written from its sub-communities' reports.
         subs = {str(sub) for c in schema.values() for sub in c.get("sub_communities") or ()}
@@ -795,46 +797,13 @@ class GraphRAG:
         await stores.community_reports.delete(stale)
         # Only what changed is written (a database store would otherwise rewrite every report).
         await stores.community_reports.upsert({k: v for k, v in records.items() if existing.get(k) != v})
-        not_from_llm = {k for k, r in records.items() if r.get("report_source", SOURCE_LLM) != SOURCE_LLM}
-        if only is not None and index is not None:
-            not_from_llm |= index.not_from_llm - only
-        new_index = CommunityIndex(sizes, not_from_llm)
+        new_index = index_after(index, sizes, records, only)
         if stores.index_meta is not None and new_index != index:
             await stores.index_meta.upsert({RECORD: new_index.as_record()})
         communities = len(records) if only is None else len(set(all_keys) - set(stale) | set(records))
         logger.info("Communities: %d (%d reports generated, %d reused, %d removed)",
                     communities, generated, len(records) - generated, len(stale))
         return communities, generated, failures
-
-    async def _communities_to_report(self, schema: Optional[dict[str, Any]], only: Optional[set[str]],
-                                     keys: set[str], index: Optional[Any], extractive: bool
-                                     ) -> tuple[dict[str, Any], Optional[set[str]]]:
-        """The schema to report and the communities it is limited to (None: every community).
-        A write's changed communities, plus, in an LLM run, those whose report no LLM wrote
-        (tried again, changed or not); every community when the others cannot be kept unread."""
-        graph = self.stores.graph
-        if only is not None and (index is None or not await self._reports_current(keys - only, index.sizes)):
-            schema, only = None, None
-        if schema is None:
-            return await graph.community_schema(), None
-        if only is not None and not extractive and index is not None and index.not_from_llm - only:
-            retry = index.not_from_llm - only
-            schema = {**schema, **await graph.community_schema(only=retry)}
-            only = only | retry
-        return schema, only
-
-    async def _reports_current(self, untouched: set[str], sizes: dict[str, int]) -> bool:
-        """Whether the reports a write leaves unread are of this version's making, judged on the
-        smallest (after a version bump, every report must be redone)."""
-        from graphrag.operators.community_reports import reports_of_this_version
-
-        graph = self.stores.graph
-        smallest = min(untouched, key=lambda c: (sizes.get(c, 0), c), default=None)
-        if smallest is None:
-            return True
-        record, community = (await self.stores.community_reports.get_by_id(smallest),
-                             (await graph.community_schema(only={smallest})).get(smallest))
-        return bool(record and community) and await reports_of_this_version(graph, community, record)
 
     # ------------------------------------------------------------------ query
 

@@ -54,6 +54,18 @@ def sizes_after(index: Optional[CommunityIndex], schema: Mapping[str, CommunityS
     return sizes
 
 
+def index_after(index: Optional[CommunityIndex], sizes: dict[str, int], records: Mapping[str, dict],
+                only: Optional[Collection[str]]) -> CommunityIndex:
+    """The index after a write that reported ``records``: every community's, or (``only``) those
+    of the communities it changed."""
+    from graphrag.operators.community_reports import SOURCE_LLM
+
+    not_from_llm = {k for k, r in records.items() if r.get("report_source", SOURCE_LLM) != SOURCE_LLM}
+    if only is not None and index is not None:
+        not_from_llm |= index.not_from_llm - set(only)
+    return CommunityIndex(sizes, not_from_llm)
+
+
 async def largest_community(meta: Any) -> Optional[int]:
     """The largest community's number of source chunks (None if not known: not recorded, or a
     store that cannot be reached, which a query can answer without)."""
@@ -62,6 +74,36 @@ async def largest_community(meta: Any) -> Optional[int]:
     except StoreUnavailableError:
         return None
     return (max(index.sizes.values(), default=0) or None) if index is not None else None
+
+
+async def communities_to_report(graph: Any, reports: Any, schema: Optional[dict[str, Any]],
+                                only: Optional[set[str]], keys: set[str], index: Optional[CommunityIndex],
+                                extractive: bool) -> tuple[dict[str, Any], Optional[set[str]]]:
+    """The schema to report and the communities it is limited to (None: every community): a
+    write's changed communities, plus, in an LLM run, those whose report no LLM wrote (tried
+    again, changed or not); every community when the others' reports cannot be kept unread."""
+    if only is not None and (index is None or not await _reports_current(graph, reports, keys - only, index.sizes)):
+        schema, only = None, None
+    if schema is None:
+        return await graph.community_schema(), None
+    if only is not None and not extractive and index is not None and index.not_from_llm - only:
+        retry = index.not_from_llm - only
+        schema = {**schema, **await graph.community_schema(only=retry)}
+        only = only | retry
+    return schema, only
+
+
+async def _reports_current(graph: Any, reports: Any, untouched: set[str], sizes: dict[str, int]) -> bool:
+    """Whether the reports a write leaves unread are of this version's making, judged on the
+    smallest (after a version bump, every report must be redone)."""
+    from graphrag.operators.community_reports import reports_of_this_version
+
+    smallest = min(untouched, key=lambda c: (sizes.get(c, 0), c), default=None)
+    if smallest is None:
+        return True
+    record, community = (await reports.get_by_id(smallest),
+                         (await graph.community_schema(only={smallest})).get(smallest))
+    return bool(record and community) and await reports_of_this_version(graph, community, record)
 
 
 def with_occurrence(record: Mapping[str, Any], largest: Optional[int]) -> dict[str, Any]:
