@@ -101,9 +101,9 @@ async def _reports_current(graph: Any, reports: Any, untouched: set[str], sizes:
     smallest = min(untouched, key=lambda c: (sizes.get(c, 0), c), default=None)
     if smallest is None:
         return True
-    record, community = (await reports.get_by_id(smallest),
-                         (await graph.community_schema(only={smallest})).get(smallest))
-    return bool(record and community) and await reports_of_this_version(graph, community, record)
+    # Untouched, the community is as its record stores it: no need to find its members again.
+    record = await reports.get_by_id(smallest)
+    return isinstance(record, dict) and await reports_of_this_version(graph, record, record)
 
 
 def with_occurrence(record: Mapping[str, Any], largest: Optional[int]) -> dict[str, Any]:

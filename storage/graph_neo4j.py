@@ -429,6 +429,21 @@ class Neo4jGraphStorage(BaseGraphStorage):
         return [(n, {k: v for k, v in data.items() if k in names}) for n in nodes
                 if (data := self._pending.node(n, stored.get(n))) is not None]
 
+    async def nodes_in_clusters(self, cluster_ids: list[int]) -> list[tuple[str, dict]]:
+        """The server keeps the nodes whose memberships text names one of the communities (as
+        the clustering writes it, JSON with or without spaces; callers parse what comes back),
+        so only their members travel, not every node's memberships; this write's nodes are
+        read back over them."""
+        if not cluster_ids:
+            return []
+        texts = [f'"cluster":{gap}{int(i)}}}' for i in cluster_ids for gap in ("", " ")]
+        rows = await self._run("MATCH (n:$N) WHERE any(t IN $texts WHERE n.clusters CONTAINS t) "
+                               "RETURN n._id, n.clusters", texts=texts)
+        stored = {node: {"clusters": clusters} for node, clusters in rows}
+        nodes = list(stored) + [n for n in self._pending.nodes if n not in stored]
+        return [(n, {"clusters": data["clusters"]}) for n in nodes
+                if (data := self._pending.node(n, stored.get(n))) is not None and data.get("clusters")]
+
     async def get_edges_attributes(self, names: tuple[str, ...]) -> list[tuple[str, str, dict]]:
         rows = await self._run(f"MATCH (a:$N)-[r:RELATED]->(b:$N) RETURN a._id, b._id, {_projection('r', names)}")
         stored = {(a, b): _present(names, values) for a, b, values in rows}

@@ -455,6 +455,11 @@ def test_graph_reads_around_nodes_and_membership_updates(open_graph):
         assert {n for n, _ in await graph.nodes_in_clusters([2, 3])} <= {"A", "C", "D"}
         top = await graph.node_with_highest_cluster()
         assert top is None or [n for n, _ in top] in (["C"], ["D"])
+        await commit(graph)  # the same reads from what is stored
+        stored_graph = open_graph()
+        found = {n for n, _ in await stored_graph.nodes_in_clusters([4])}
+        assert {"C", "D"} <= found and not found & {"LONE", "B"}
+        assert "A" in {n for n, _ in await stored_graph.nodes_in_clusters([0])}
 
     run(main())
 
