@@ -105,6 +105,9 @@ def falkordb_server() -> Iterator[str]:
                 yield f"bolt://127.0.0.1:{bolt_port}"
                 return
             finally:
+                if process.poll() is not None:  # it died under the tests: say why in the test output
+                    with open(f"{data_dir}/server.log", errors="replace") as log:
+                        print(f"FalkorDB exited with {process.returncode}; its log ends:\n{log.read()[-4000:]}")
                 process.terminate()
                 process.wait(timeout=10)
     raise RuntimeError("FalkorDB did not start")
