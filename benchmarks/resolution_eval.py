@@ -3,14 +3,15 @@
 ``quality``: pairwise precision and recall of the merges against hand-made labels
 (``benchmarks/resolution_labels/*.json``: groups of names that denote one thing; every other
 name is its own thing). Each label set names its corpus and extractor: A Christmas Carol
-through the offline extractor and through the mock LLM server, and a sample of HotpotQA
-passages through the offline extractor.
+through the offline extractor, through the mock LLM server, and through answers a model wrote
+for each of its chunks (``model:<file>`` in ``benchmarks/model_answers/``, replayed by the mock
+server), and a sample of HotpotQA passages through the offline extractor.
 
 ``scale``: the HotpotQA passages (or a corpus from ``make_corpus.py``) indexed in steps,
 with and without resolution: entities, distinct names, merges, model calls and the
 resolution stage's share of the insert's wall time.
 
-    python benchmarks/resolution_eval.py quality [--names]
+    python benchmarks/resolution_eval.py quality [--names] [--labels TEXT]
     python benchmarks/resolution_eval.py scale [--corpus PATH] [--steps 250,500,1000] [--extractor nlp|mock]
         [--only-on]
 """
@@ -32,7 +33,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 sys.path.insert(0, HERE)
 from make_corpus import hotpotqa_passages  # noqa: E402
-from mock_llm_server import MockLLMServer  # noqa: E402
+from mock_llm_server import COMPLETE, MockLLMServer, prompt_of, realistic_responder  # noqa: E402
+from graphrag.operators.chunking import chunk_id_for  # noqa: E402
+from graphrag.prompts import PROMPT_KINDS  # noqa: E402
 
 DATA = os.environ.get("GRAPHRAG_SHARED_DATA", "/work/shared/data")
 LABELS = os.path.join(HERE, "resolution_labels")
@@ -58,14 +61,37 @@ def embedding_blocking(args: argparse.Namespace) -> dict[str, Any]:
     return {} if args.embedding is None else {"entity_resolution_embedding_threshold": args.embedding}
 
 
+def replaying(answers: dict[str, str]) -> Any:
+    """A responder giving each chunk's extraction the answer a model wrote for it (by chunk id),
+    no gleanings, and the mock's answers to every other prompt."""
+    def respond(req: dict) -> str:
+        found = prompt_of(req)
+        kind = PROMPT_KINDS.get(found[0]) if found else None
+        if kind == "extraction":
+            return answers.get(chunk_id_for(found[1]["input_text"].strip()), COMPLETE)
+        if kind in ("gleaning_continue", "gleaning_check"):
+            return COMPLETE if kind == "gleaning_continue" else "NO"
+        return realistic_responder(req)
+
+    return respond
+
+
 def build(docs: list[str], extractor: str, working_dir: str, server: Any = None, embedder: str = "hash",
           **config: Any) -> tuple[GraphRAG, dict]:
     settings: dict[str, Any] = dict(working_dir=working_dir, extraction="nlp", embedding_func=embedding(embedder),
                                     show_progress=False, **config)
-    if extractor == "mock":
+    if extractor == "mock" or extractor.startswith("model:"):
         settings.update(extraction="llm", llm_base_url=server.base_url, llm_api_key="k")
-    rag = GraphRAG(**settings)
-    stats = rag.insert(docs)
+    server_responder = getattr(server, "responder", None)
+    if extractor.startswith("model:"):
+        with open(os.path.join(HERE, "model_answers", extractor[len("model:"):]), encoding="utf-8") as f:
+            server.responder = replaying(json.load(f)["answers"])
+    try:
+        rag = GraphRAG(**settings)
+        stats = rag.insert(docs)
+    finally:
+        if server is not None:
+            server.responder = server_responder
     return rag, stats
 
 
@@ -91,6 +117,8 @@ def pairwise(names: list[str], predicted: dict[str, str], groups: list[list[str]
 def quality(args: argparse.Namespace) -> None:
     with MockLLMServer() as server:
         for path in sorted(os.listdir(LABELS)):
+            if args.labels and args.labels not in path:
+                continue
             with open(os.path.join(LABELS, path), encoding="utf-8") as f:
                 label = json.load(f)
             with tempfile.TemporaryDirectory() as wd:
@@ -179,6 +207,7 @@ def main() -> None:
     sub = ap.add_subparsers(dest="command", required=True)
     q = sub.add_parser("quality")
     q.add_argument("--names", action="store_true", help="print every name (for labelling)")
+    q.add_argument("--labels", help="only the label files whose name holds this text")
     q.add_argument("--llm-check", action="store_true", help="ask the (mock) model about ambiguous pairs")
     q.set_defaults(func=quality)
     s = sub.add_parser("scale")

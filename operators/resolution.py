@@ -118,6 +118,9 @@ _STOPWORDS = frozenset(
 _BANDS, _ROWS = 6, 3
 # Shorter names are looked up among the subsets of at most this many of a name's words.
 _MAX_SUBSET_WORDS = 8
+_LOWER_WORD = re.compile(r"(?<![\w'])[a-z][a-z']*(?![\w'])")
+_NUMBER_WORDS = frozenset("TWO THREE FOUR FIVE SIX SEVEN EIGHT NINE TEN BOTH ALL".split())
+_PRONOUNS = {**dict.fromkeys("he his him himself".split(), "M"), **dict.fromkeys("she her hers herself".split(), "F")}
 _PRIME = (1 << 31) - 1
 _PERMUTATIONS = [((i * 2654435761 + 97) % _PRIME or 1, (i * 40503 + 13) % _PRIME) for i in range(_BANDS * _ROWS)]
 
@@ -439,6 +442,36 @@ class NameProfile:
     def norm(self) -> float:
         return math.sqrt(sum(v * v for v in self.words.values()))
 
+    @cached_property
+    def described(self) -> bool:
+        """A description, not a name: the descriptions write each of its words in lower case
+        somewhere ("the lonely boy", "her father"), as no text writes a proper name. Two
+        such names sharing words ("THE GIRL", "THE FAIR YOUNG GIRL") need not be one thing."""
+        words = {t.lower() for t in name_key(self.name)}
+        lower = {w for text in self.descriptions.values() for w in _LOWER_WORD.findall(text)}
+        return words <= lower
+
+    @cached_property
+    def plural(self) -> bool:
+        """A group's name, as the descriptions' verbs say ("The young Cratchits are ...")."""
+        last = self.name.split()[-1]
+        if not last.endswith("S") or last.endswith(("'S", "SS")):
+            return False
+        agreeing = re.compile(rf"(?<!\w){re.escape(last.lower())}\s+(?:are|were|have)\b")
+        return any(agreeing.search(text.lower()) for text in self.descriptions.values())
+
+    @cached_property
+    def pronoun_gender(self) -> Optional[str]:
+        """"M" or "F" when the descriptions' pronouns clearly say so ("... with his wife")."""
+        counts = Counter(_PRONOUNS[w] for text in self.descriptions.values()
+                         for w in _LOWER_WORD.findall(text.lower()) if w in _PRONOUNS)
+        male, female = counts["M"], counts["F"]
+        if male >= 2 and male >= 3 * female:
+            return "M"
+        if female >= 2 and female >= 3 * male:
+            return "F"
+        return None
+
 
 def raw_names(extraction: ChunkExtraction) -> set[str]:
     """Every normalised name a chunk's extraction mentions (entities and relation ends)."""
@@ -522,12 +555,24 @@ class PairDecision:
     if_person: bool = False
 
 
+def _qualified(a: str, b: str) -> bool:
+    """Whether one name adds a qualifier to the other, beyond articles and counts: of a group,
+    "THE YOUNG CRATCHITS" are some of "THE CRATCHITS"; "THREE SPIRITS" are "THE SPIRITS"."""
+    def words(name: str) -> set[str]:
+        return {t[:-2] if t.endswith("'S") else t for t in _TOKEN.findall(_normal(name))} - _ARTICLES - _NUMBER_WORDS
+
+    return words(a) != words(b)
+
+
 def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: float,
                 ask_threshold: float) -> PairDecision:
     """Score a candidate pair from the name relation and the evidence of both profiles.
 
     Types that disagree (both known) count heavily against; shared neighbours, similar
-    descriptions and agreeing person cues count for. ``threshold`` is where a merge starts;
+    descriptions and agreeing person cues count for. Genders that disagree (a title, or the
+    descriptions' pronouns) keep the names apart; a description rather than a name ("THE
+    GIRL"), or a group's name with a qualifier ("THE YOUNG CRATCHITS"), merges only with a
+    model's word. ``threshold`` is where a merge starts;
     pairs between ``ask_threshold`` and it, from a weaker name relation, are ambiguous.
     """
     a, b = sorted((pa.name, pb.name))
@@ -538,6 +583,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     # full names sharing a word ("BOB CRATCHIT", "TIM CRATCHIT") are two things named apart.
     same_chunk = bool(pa.chunks & pb.chunks) and relation not in UNSETTLED_RELATIONS
     corroborated = bool(shared) or description >= 0.2
+    genders = {gender(pa.name) or pa.pronoun_gender, gender(pb.name) or pb.pronoun_gender} - {None}
     surface = relation == "same_key" and _surface_variants(a, b)
     score = (_SURFACE if surface else _BASE[relation]) + 0.1 * min(len(shared), 3) + 0.5 * description \
         + _SAME_CHUNK * same_chunk
@@ -575,8 +621,11 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     score = round(score, 4)
     # A part of a name, an acronym or a shared word is one thing only with something else
     # in common; similar spelling or shared words alone never merge without a model.
-    if score >= threshold and relation not in UNSETTLED_RELATIONS and relation_ok \
-            and (corroborated or relation in _COMPATIBLE - _PERSON_PARTS):
+    if len(genders) > 1:  # "FEZZIWIG" described with "his wife" is no "MRS. FEZZIWIG"
+        verdict, if_person = "distinct", False
+    elif score >= threshold and relation not in UNSETTLED_RELATIONS and relation_ok \
+            and (corroborated or relation in _COMPATIBLE - _PERSON_PARTS) and not (pa.described or pb.described) \
+            and not ((pa.plural or pb.plural) and _qualified(a, b)):
         verdict = "merge"
     elif score >= ask_threshold and relation not in ("initials", "middle_name"):
         verdict = "ask"
@@ -585,7 +634,13 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     evidence = {"relation": relation, "types": [ta, tb] if a == pa.name else [tb, ta],
                 "shared_neighbours": shared[:5], "shared_neighbour_count": len(shared),
                 "description_similarity": round(description, 3), "same_chunk": same_chunk}
-    return PairDecision(a, b, relation, score, verdict, evidence, part=relation in _PERSON_PARTS,
+    if len(genders) > 1:
+        evidence["genders"] = "conflict"
+    for flag in ("described", "plural"):
+        if getattr(pa, flag) or getattr(pb, flag):
+            evidence[flag] = sorted(p.name for p in (pa, pb) if getattr(p, flag))
+    # A part of a name counts towards its ambiguity only if it could be that person.
+    return PairDecision(a, b, relation, score, verdict, evidence, part=relation in _PERSON_PARTS and len(genders) < 2,
                         if_person=if_person and verdict != "merge")
 
 
@@ -640,7 +695,7 @@ class ManualDecisions:
 
 # The version of the rules the derived record was decided by: a record of other rules is
 # decided again in full by the next write (its decisions would not be a fresh index's).
-RULES = 2
+RULES = 3
 
 
 @dataclass

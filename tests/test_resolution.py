@@ -66,11 +66,14 @@ def state_of(rag: GraphRAG) -> dict[str, Any]:
     return {"nodes": nodes, "edges": edges, "vectors": vectors, "resolution": record}
 
 
-def profile(name: str, type_: str = "UNKNOWN", neighbours: tuple[str, ...] = (), words: str = "") -> NameProfile:
+def profile(name: str, type_: str = "UNKNOWN", neighbours: tuple[str, ...] = (), words: str = "",
+            description: str = "") -> NameProfile:
     p = NameProfile(name)
     p.types[type_] += 1
     p.neighbours.update(neighbours)
     p.words.update(words.split())
+    if description:
+        p.descriptions["c1"] = description
     return p
 
 
@@ -147,6 +150,52 @@ def test_a_part_of_a_name_needs_corroboration_and_the_right_kind() -> None:
     bob.chunks.add("c1")
     tim.chunks.add("c1")
     assert decide_pair(bob, tim, "overlap", threshold=0.7, ask_threshold=0.4).evidence["same_chunk"] is False
+
+
+def decided(a: NameProfile, b: NameProfile) -> Any:
+    return decide_pair(a, b, name_relation(a.name, b.name), threshold=0.7, ask_threshold=0.4)
+
+
+def test_descriptions_tell_a_description_from_a_name_a_group_and_a_gender() -> None:
+    # A name whose words the descriptions write in lower case describes someone: two such
+    # names sharing words are not one thing on the names' word.
+    girl = profile("THE GIRL", "PERSON", ("SCROOGE",), description="The girl is the young woman once engaged to him.")
+    fair = profile("THE FAIR YOUNG GIRL", "PERSON", ("SCROOGE",),
+                   description="The fair young girl in a mourning dress tells young Scrooge an idol has displaced her.")
+    assert girl.described and fair.described and decided(girl, fair).verdict != "merge"
+    assert decided(girl, fair).evidence["described"] == ["THE FAIR YOUNG GIRL", "THE GIRL"]
+    father = profile("FATHER", "PERSON", ("SCROOGE",), description="Father is Fan and Scrooge's father, now kinder.")
+    the_father = profile("THE FATHER", "PERSON", ("SCROOGE",), description="The father comes home laden with toys.")
+    assert decided(father, the_father).verdict != "merge"
+    # Proper names are written capitalised: they still merge as before.
+    marley = profile("MARLEY", "PERSON", ("CORNHILL",), description="Marley is Scrooge's dead partner; his ghost walks.")
+    jacob = profile("JACOB MARLEY", "PERSON", ("CORNHILL",), description="Jacob Marley was the partner of the firm.")
+    assert not marley.described and decided(marley, jacob).verdict == "merge"
+    nephew = profile("SCROOGE'S NEPHEW", "PERSON", ("FRED",), description="Scrooge's nephew is a cheerful young man.")
+    assert not nephew.described  # the possessive is a name's
+
+    # A group named with a qualifier is part of the group ("THE YOUNG CRATCHITS" of "THE
+    # CRATCHITS"); a count is no qualifier ("THREE SPIRITS" are "THE SPIRITS").
+    cratchits = profile("THE CRATCHITS", "PERSON", ("BOB",), description="The Cratchits are Bob's children, quiet now.")
+    young = profile("THE YOUNG CRATCHITS", "PERSON", ("BOB",), description="The young Cratchits are the two youngest.")
+    assert cratchits.plural and decided(cratchits, young).verdict != "merge"
+    two_young = profile("THE TWO YOUNG CRATCHITS", "PERSON", ("BOB",), description="The two young Cratchits were excited.")
+    assert decided(young, two_young).verdict == "merge"
+    assert not profile("JONES", description="Jones is a farmer.").plural
+
+    # Pronouns give a gender: "FEZZIWIG" dancing with his wife is no "MRS. FEZZIWIG", so he
+    # is no longer ambiguous between the two and joins "MR. FEZZIWIG".
+    fezziwig = profile("FEZZIWIG", "PERSON", ("DICK",), description="Fezziwig dances at his ball with his wife.")
+    mrs = profile("MRS. FEZZIWIG", "PERSON", ("DICK",), description="Mrs. Fezziwig is the partner of Mr. Fezziwig.")
+    mr = profile("MR. FEZZIWIG", "PERSON", ("DICK",), description="Mr. Fezziwig is a jovial old merchant.")
+    assert fezziwig.pronoun_gender == "M" and mrs.pronoun_gender is None
+    apart, together = decided(fezziwig, mrs), decided(fezziwig, mr)
+    assert apart.verdict == "distinct" and apart.evidence["genders"] == "conflict" and not apart.part
+    assert together.verdict == "merge"
+    names = {"FEZZIWIG", "MR. FEZZIWIG", "MRS. FEZZIWIG"}
+    assert group_names(names, {(together.a, together.b)}, ManualDecisions()) == {"MR. FEZZIWIG": "FEZZIWIG"}
+    # Mixed pronouns (a sentence about a couple) say nothing.
+    assert profile("CRATCHIT", description="Cratchit and his wife; she and he and her son").pronoun_gender is None
 
 
 def test_an_untyped_part_of_a_name_joins_a_group_that_is_a_person() -> None:
@@ -244,6 +293,56 @@ def test_aliases_become_one_node_found_by_any_name(tmp_path: Any) -> None:
     assert rag.canonical_entity("Marley") == "JACOB MARLEY" and rag.canonical_entity("Nobody") is None
     context = rag.query("Marley", QueryParam(mode="local", only_need_context=True, top_k=1))
     assert "JACOB MARLEY" in context
+    assert check_integrity(rag.config.working_dir) == []
+
+
+# How a capable model answers for three passages, each read alone: one man named three ways,
+# his wife, and two descriptions of two different girls.
+MODEL_ANSWERS = {
+    "ball": [("MR. FEZZIWIG", "Mr. Fezziwig is a jovial old merchant who gives a Christmas ball."),
+             ("MRS. FEZZIWIG", "Mrs. Fezziwig dances at the ball beside her husband."),
+             ("THE GIRL", "The girl is a housemaid who dances at the ball.")],
+    "warehouse": [("FEZZIWIG", "Fezziwig calls his apprentices and shuts up his warehouse."),
+                  ("DICK", "Dick is an apprentice at the warehouse, a friend of Ebenezer.")],
+    "parting": [("OLD FEZZIWIG", "Old Fezziwig is remembered by Ebenezer; his kindness cost him little."),
+                ("THE FAIR YOUNG GIRL", "The fair young girl in mourning releases Ebenezer from their engagement.")],
+}
+
+
+def answering_like_a_model(req: dict) -> str:
+    from mock_llm_server import COMPLETE, prompt_of, realistic_responder
+
+    found = prompt_of(req)
+    kind = found[0] if found else None
+    if kind == "entity_extraction":
+        text = found[1]["input_text"]
+        records = [f'("entity"<|>"{name}"<|>"PERSON"<|>"{about}")' for key, entities in MODEL_ANSWERS.items()
+                   if key in text for name, about in entities]
+        names = [r.split('"')[3] for r in records]
+        records += [f'("relationship"<|>"{a}"<|>"EBENEZER"<|>"{a} knows Ebenezer."<|>5)' for a in names]
+        records.append('("entity"<|>"EBENEZER"<|>"PERSON"<|>"Ebenezer is an apprentice who grows into a miser.")')
+        return "##\n".join(records) + COMPLETE
+    if kind == "entity_if_loop_extraction":
+        return "NO"
+    if kind == "entity_continue_extraction":
+        return COMPLETE
+    return realistic_responder(req)
+
+
+def test_model_written_names_resolve_by_what_their_descriptions_say(tmp_path: Any) -> None:
+    docs = ["At the ball the dancers went round and round.", "The warehouse was shut for Christmas.",
+            "The parting came on a cold evening."]
+    with MockLLMServer(responder=answering_like_a_model) as llm:
+        rag = make(tmp_path, extraction="llm", llm_base_url=llm.base_url, llm_api_key="k")
+        stats = rag.insert(docs)
+    graph = graph_of(rag)
+    # "FEZZIWIG" and "OLD FEZZIWIG" are described as a man (his apprentices, his kindness):
+    # not "MRS. FEZZIWIG", so not ambiguous between husband and wife.
+    assert {rag.canonical_entity(n) for n in ("Fezziwig", "Old Fezziwig", "Mr. Fezziwig")} == {"FEZZIWIG"}
+    assert rag.canonical_entity("Mrs. Fezziwig") == "MRS. FEZZIWIG" and "MRS. FEZZIWIG" in graph
+    # Two descriptions that share a word are two girls.
+    assert "THE GIRL" in graph and "THE FAIR YOUNG GIRL" in graph
+    assert stats["entity_resolution"]["aliases"] == 2
     assert check_integrity(rag.config.working_dir) == []
 
 
