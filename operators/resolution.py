@@ -599,7 +599,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         relation_ok = corroborated
     else:
         relation_ok = True
-    person = "PERSON" in (ta, tb) or bool(gender(a) or gender(b))
+    person = "PERSON" in (ta, tb) or bool(genders)
     if relation in _PERSON_PARTS:
         # Part of a person's name; of anything else ("CHRISTMAS" / "MERRY CHRISTMAS") it is not.
         if person:

@@ -194,6 +194,14 @@ def test_descriptions_tell_a_description_from_a_name_a_group_and_a_gender() -> N
     assert together.verdict == "merge"
     names = {"FEZZIWIG", "MR. FEZZIWIG", "MRS. FEZZIWIG"}
     assert group_names(names, {(together.a, together.b)}, ManualDecisions()) == {"MR. FEZZIWIG": "FEZZIWIG"}
+    # Untyped names whose descriptions speak of a man are a person's: a surname then needs
+    # only the usual corroboration (a neighbour in common), as for typed names.
+    caine = profile("CAINE", neighbours=("ALFIE",), description="Caine said he would play it; his voice is known.")
+    michael = profile("MICHAEL CAINE", neighbours=("ALFIE",), description="Michael Caine is an English actor.")
+    assert decided(caine, michael).verdict == "merge"
+    caine.descriptions["c1"] = "Caine said it would play."
+    del caine.pronoun_gender
+    assert decided(caine, michael).verdict != "merge"
     # Mixed pronouns (a sentence about a couple) say nothing.
     assert profile("CRATCHIT", description="Cratchit and his wife; she and he and her son").pronoun_gender is None
 
