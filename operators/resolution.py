@@ -118,7 +118,7 @@ _STOPWORDS = frozenset(
 _BANDS, _ROWS = 6, 3
 # Shorter names are looked up among the subsets of at most this many of a name's words.
 _MAX_SUBSET_WORDS = 8
-_LOWER_WORD = re.compile(r"(?<![\w'])[a-z][a-z']*(?![\w'])")
+_DESCRIPTION_WORD = re.compile(r"(?<![\w'])[A-Za-z][a-z']*(?![\w'])")
 _NUMBER_WORDS = frozenset("TWO THREE FOUR FIVE SIX SEVEN EIGHT NINE TEN BOTH ALL".split())
 _PRONOUNS = {**dict.fromkeys("he his him himself".split(), "M"), **dict.fromkeys("she her hers herself".split(), "F")}
 _PRIME = (1 << 31) - 1
@@ -447,9 +447,21 @@ class NameProfile:
         """A description, not a name: the descriptions write each of its words in lower case
         somewhere ("the lonely boy", "her father"), as no text writes a proper name. Two
         such names sharing words ("THE GIRL", "THE FAIR YOUNG GIRL") need not be one thing."""
-        words = {t.lower() for t in name_key(self.name)}
-        lower = {w for text in self.descriptions.values() for w in _LOWER_WORD.findall(text)}
-        return words <= lower
+        return {t.lower() for t in name_key(self.name)} <= self._description_words[0]
+
+    @cached_property
+    def _description_words(self) -> tuple[set[str], Counter]:
+        """The words the descriptions write in lower case, and their pronouns by gender."""
+        lower: set[str] = set()
+        pronouns: Counter = Counter()
+        for text in self.descriptions.values():
+            for word in _DESCRIPTION_WORD.findall(text):
+                if word[0].islower():
+                    lower.add(word)
+                gendered = _PRONOUNS.get(word.lower())
+                if gendered:
+                    pronouns[gendered] += 1
+        return lower, pronouns
 
     @cached_property
     def plural(self) -> bool:
@@ -463,8 +475,7 @@ class NameProfile:
     @cached_property
     def pronoun_gender(self) -> Optional[str]:
         """"M" or "F" when the descriptions' pronouns clearly say so ("... with his wife")."""
-        counts = Counter(_PRONOUNS[w] for text in self.descriptions.values()
-                         for w in _LOWER_WORD.findall(text.lower()) if w in _PRONOUNS)
+        counts = self._description_words[1]
         male, female = counts["M"], counts["F"]
         if male >= 2 and male >= 3 * female:
             return "M"

@@ -199,8 +199,7 @@ def test_descriptions_tell_a_description_from_a_name_a_group_and_a_gender() -> N
     caine = profile("CAINE", neighbours=("ALFIE",), description="Caine said he would play it; his voice is known.")
     michael = profile("MICHAEL CAINE", neighbours=("ALFIE",), description="Michael Caine is an English actor.")
     assert decided(caine, michael).verdict == "merge"
-    caine.descriptions["c1"] = "Caine said it would play."
-    del caine.pronoun_gender
+    caine = profile("CAINE", neighbours=("ALFIE",), description="Caine said it would play; its voice is known.")
     assert decided(caine, michael).verdict != "merge"
     # Mixed pronouns (a sentence about a couple) say nothing.
     assert profile("CRATCHIT", description="Cratchit and his wife; she and he and her son").pronoun_gender is None
