@@ -121,6 +121,15 @@ _MAX_SUBSET_WORDS = 8
 _DESCRIPTION_WORD = re.compile(r"(?<![\w'])[A-Za-z][a-z']*(?![\w'])")
 _NUMBER_WORDS = frozenset("TWO THREE FOUR FIVE SIX SEVEN EIGHT NINE TEN BOTH ALL".split())
 _PRONOUNS = {**dict.fromkeys("he his him himself".split(), "M"), **dict.fromkeys("she her hers herself".split(), "F")}
+# What a description says someone is ("Old Fezziwig is a jovial old gentleman"): the noun of
+# the phrase after "is a" / "was the", before any preposition, relative word or punctuation.
+_GENDERED_NOUNS = {
+    **dict.fromkeys("""man gentleman boy lad father son brother husband uncle nephew master king prince
+        lord actor widower""".split(), "M"),
+    **dict.fromkeys("""woman lady girl lass mother daughter sister wife aunt niece mistress queen princess
+        matron actress widow""".split(), "F")}
+_PREDICATE = re.compile(r"\b(?:is|was)\s+(?:a|an|the)\s+((?:(?!\b(?:of|who|whom|whose|that|which|with|to|in|at|"
+                        r"for|from|by|on|and)\b)[a-z' -])+)")
 _PRIME = (1 << 31) - 1
 _PERMUTATIONS = [((i * 2654435761 + 97) % _PRIME or 1, (i * 40503 + 13) % _PRIME) for i in range(_BANDS * _ROWS)]
 
@@ -461,6 +470,10 @@ class NameProfile:
                 gendered = _PRONOUNS.get(word.lower())
                 if gendered:
                     pronouns[gendered] += 1
+            said = _PREDICATE.search(text.lower())
+            gendered = next((g for w in said.group(1).split() if (g := _GENDERED_NOUNS.get(w))), None) if said else None
+            if gendered:
+                pronouns[gendered] += 1
         return lower, pronouns
 
     @cached_property

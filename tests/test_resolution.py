@@ -201,6 +201,11 @@ def test_descriptions_tell_a_description_from_a_name_a_group_and_a_gender() -> N
     assert decided(caine, michael).verdict == "merge"
     caine = profile("CAINE", neighbours=("ALFIE",), description="Caine said it would play; its voice is known.")
     assert decided(caine, michael).verdict != "merge"
+    # What a description says someone is counts like a pronoun; a noun after "of" does not.
+    assert profile("OLD FEZZIWIG", description="Old Fezziwig is a jovial old gentleman. He was the master "
+                                               "of the warehouse.").pronoun_gender == "M"
+    assert profile("BELLE", description="Belle is a comely matron; she has a daughter.").pronoun_gender == "F"
+    assert profile("DICK", description="Dick is a friend of the man and the boy.").pronoun_gender is None
     # Mixed pronouns (a sentence about a couple) say nothing.
     assert profile("CRATCHIT", description="Cratchit and his wife; she and he and her son").pronoun_gender is None
 
