@@ -69,8 +69,10 @@ def replaying(answers: dict[str, str]) -> Any:
         kind = PROMPT_KINDS.get(found[0]) if found else None
         if kind == "extraction":
             return answers.get(chunk_id_for(found[1]["input_text"].strip()), COMPLETE)
-        if kind in ("gleaning_continue", "gleaning_check"):
-            return COMPLETE if kind == "gleaning_continue" else "NO"
+        if kind == "gleaning_continue":
+            return COMPLETE
+        if kind == "gleaning_check":
+            return "NO"
         return realistic_responder(req)
 
     return respond

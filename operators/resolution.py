@@ -582,10 +582,7 @@ class PairDecision:
 def _qualified(a: str, b: str) -> bool:
     """Whether one name adds a qualifier to the other, beyond articles and counts: of a group,
     "THE YOUNG CRATCHITS" are some of "THE CRATCHITS"; "THREE SPIRITS" are "THE SPIRITS"."""
-    def words(name: str) -> set[str]:
-        return {t[:-2] if t.endswith("'S") else t for t in _TOKEN.findall(_normal(name))} - _ARTICLES - _NUMBER_WORDS
-
-    return words(a) != words(b)
+    return set(_key(a, False)) - _NUMBER_WORDS != set(_key(b, False)) - _NUMBER_WORDS
 
 
 def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: float,

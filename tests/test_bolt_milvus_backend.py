@@ -276,3 +276,14 @@ def test_another_instances_commit_reaches_a_readers_walk(make_rag):
     assert before < after and any("FARROW" in name for name in after - before)
     assert run(walk_entities(reader)) == after
 
+
+
+def test_only_a_dead_server_earns_a_bolt_test_another_run(request, falkordb_uri):
+    """A test on FalkorDB runs once more only for the errors of a server gone (conftest)."""
+    from conftest import SERVER_GONE
+
+    assert request.node.get_closest_marker("flaky").kwargs == {"reruns": 1, "only_rerun": SERVER_GONE}
+
+
+def test_tests_without_falkordb_get_no_second_run(request, tmp_path):
+    assert request.node.get_closest_marker("flaky") is None
