@@ -288,6 +288,8 @@ def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
         blocks.append(("acronym", key[0]))
     if 2 <= len(key) <= 3:  # where a one-word name may be its first name or its surname
         blocks += [("first", key[0]), ("last", key[-1])]
+    if found := designation(name):  # "SCROOGE'S PARTNER" meets what is said to be Scrooge's partner
+        blocks.append(("designation", found[0], found[1][-1]))
     if len(key) > 1:  # "J. MARLEY" meets "JACOB MARLEY" by the shape of their initials
         shape = tuple(t[0] for t in key)
         blocks.append(("shape", shape))
@@ -372,6 +374,12 @@ class NameIndex:
 
     def _blocks_of(self, name: str) -> tuple[tuple[Any, ...], ...]:
         return _indexed_blocks(name) + (_bands(name) if self.loose else ())
+
+    def claimed(self, claim: str) -> set[str]:
+        """Indexed names a description's claim key (:func:`description_claims`) may name."""
+        kind, _, rest = claim.partition(" ")
+        block = ("key", tuple(rest.split())) if kind == "K" else ("designation", *rest.split())
+        return self._bucket(block)
 
     def candidates(self, name: str) -> dict[str, str]:
         """Indexed names that could denote the same thing as ``name``, each with its
@@ -477,6 +485,11 @@ class NameProfile:
         return lower, pronouns
 
     @cached_property
+    def claims(self) -> set[str]:
+        """What the descriptions state this name is (:func:`description_claims`)."""
+        return {c for text in self.descriptions.values() for c in description_claims(self.name, text)}
+
+    @cached_property
     def plural(self) -> bool:
         """A group's name, as the descriptions' verbs say ("The young Cratchits are ...")."""
         last = self.name.split()[-1]
@@ -495,6 +508,106 @@ class NameProfile:
         if female >= 2 and female >= 3 * male:
             return "F"
         return None
+
+
+# --------------------------------------------------------------------------- stated identities
+
+# What a description states its name is. A designation: "Jacob Marley was Scrooge's partner",
+# "Mrs. Cratchit is the wife of Bob Cratchit" (an owner, a proper word, and a common noun);
+# another name: "Bob Cratchit, also called Robert", "Scrooge's nephew, called Fred".
+_COPULA = r"\b(?:is|was)\s+(?:(?:also|now|once|still|only|in fact)\s+)?"
+_POSSESSED = re.compile(_COPULA + r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][\w-]*)['’]s\s+((?:[a-z][a-z-]*\s*){1,4})")
+_OF_OWNER = re.compile(_COPULA + r"(?:the|a|an)\s+((?:[a-z][a-z-]*\s+){0,3}?)(?:of|to)\s+(?:the\s+)?"
+                       r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][\w-]*)(?![\w'-]*\s+[A-Z])")
+_NAMED_AS = re.compile(r"(?:[,(]\s*|\s+(?=(?:also|better|commonly|formerly|otherwise|often|sometimes|popularly|"
+                       r"affectionately|simply)\s))(?:(?:also|better|commonly|formerly|otherwise|often|sometimes|"
+                       r"popularly|affectionately|simply)\s+)?(?:known\s+as|called|named|nicknamed|dubbed|a\.k\.a\.?|aka)"
+                       r"\s+(?:the\s+)?[\"'“‘]?([A-Z][\w.'’-]*(?:\s+[A-Z][\w.'’-]*){0,4})")
+# A designation's head stops at a word that starts another phrase.
+_HEAD_STOP = frozenset("""who whom whose which that and or but with in at of for to from on by as is was
+    during since when where while after before until""".split()) - {"and"}
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+")
+_SUBJECT_PRONOUNS = frozenset("he she it they this".split())
+
+
+@lru_cache(maxsize=1 << 17)
+def designation(name: str) -> Optional[tuple[str, tuple[str, ...]]]:
+    """The owner and head of a name that designates something by another name's
+    (``SCROOGE'S PARTNER``: SCROOGE, (PARTNER,)); None for other names."""
+    key = name_key(name)
+    inner = [i for i, t in enumerate(key[:-1]) if t.endswith("'S")]
+    if not inner or len(key) - inner[-1] - 1 > 3:
+        return None
+    return key[inner[-1]][:-2], key[inner[-1] + 1:]
+
+
+def description_claims(name: str, text: str) -> set[str]:
+    """What ``text``, a description of ``name``, states the name is, as claim keys:
+    ``D OWNER WORD`` for each word of a designation it is given (its subject must be the
+    name or a pronoun), ``K TOKENS`` for another name it is called."""
+    own = name_key(name)
+    own_words = {t.lower() for t in own}
+    claims: set[str] = set()
+    for sentence in _SENTENCE.split(text):
+        for pattern in (_POSSESSED, _OF_OWNER):
+            for match in pattern.finditer(sentence):
+                subject = {w.lower().strip(".,'’") for w in sentence[:match.start()].split()}
+                if not subject & (own_words | _SUBJECT_PRONOUNS):
+                    continue
+                owner, head = (match.group(1), match.group(2)) if pattern is _POSSESSED else (match.group(2), match.group(1))
+                words: list[str] = []
+                for word in head.split():
+                    if word in _HEAD_STOP:
+                        break
+                    words += word.split("-")
+                owner_key = name_key(owner)
+                if words and owner_key:
+                    claims.update(f"D {owner_key[-1]} {w.upper()}" for w in words)
+        for match in _NAMED_AS.finditer(sentence):
+            other = name_key(match.group(1))
+            before = sentence[:match.start()].split()[-6:]
+            said_of = next((k for k in (name_key(" ".join(before[i:])) for i in range(len(before))) if k == own), None)
+            if said_of and other and other != own:
+                claims.add("K " + " ".join(other))
+            elif other == own and before:  # "Tim Cratchit, known as Tiny Tim": the name before is this one
+                words = [w.strip(",(") for w in before]
+                start = len(words)
+                while start > 0 and words[start - 1][:1].isupper():
+                    start -= 1
+                before_key = name_key(" ".join(words[start:])) if start < len(words) else ()
+                if before_key and before_key != own:
+                    claims.add("K " + " ".join(before_key))
+    return claims
+
+
+def name_targets(name: str) -> tuple[str, ...]:
+    """The claim keys under which a description could state another name is ``name``."""
+    found = designation(name)
+    return (f"K {' '.join(name_key(name))}", *([f"D {found[0]} {found[1][-1]}"] if found else []))
+
+
+def _states(pa: "NameProfile", pb: "NameProfile") -> bool:
+    """Whether one profile's descriptions state it is the other's name or designation."""
+    for teller, told in ((pa, pb), (pb, pa)):
+        found = designation(told.name)
+        if found and all(f"D {found[0]} {w}" in teller.claims for w in found[1]):
+            return True
+        if f"K {' '.join(name_key(told.name))}" in teller.claims:
+            return True
+    return False
+
+
+def chunk_claims(extraction: ChunkExtraction) -> set[tuple[str, str]]:
+    """(name, claim key) for what each name's description in one chunk states (the first
+    description of a name in the chunk, as its profile keeps it)."""
+    seen: set[str] = set()
+    claims: set[tuple[str, str]] = set()
+    for ent in extraction.get("entities", []):
+        name = _normal(ent["name"])
+        if name and ent.get("description") and name not in seen:
+            seen.add(name)
+            claims.update((name, claim) for claim in description_claims(name, str(ent["description"])))
+    return claims
 
 
 def raw_names(extraction: ChunkExtraction) -> set[str]:
@@ -551,7 +664,7 @@ def _cosine(pa: NameProfile, pb: NameProfile) -> float:
 
 
 _BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6, "first_name": 0.55,
-         "acronym": 0.55, "overlap": 0.2, "fuzzy": 0.2, "similar": 0.2}
+         "acronym": 0.55, "stated": 0.8, "overlap": 0.2, "fuzzy": 0.2, "similar": 0.2}
 # Names that differ only in spelling start higher than a title apart; a type disagreement
 # weighs against equal keys without vetoing them; a chunk in common counts for a pair.
 _SURFACE, _KEY_TYPE_CONFLICT, _SAME_CHUNK = 0.9, -0.2, 0.1
@@ -598,6 +711,9 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     """
     a, b = sorted((pa.name, pb.name))
     ta, tb = pa.type, pb.type
+    # A description stating the other name ("Fred is Scrooge's nephew") is the relation itself.
+    if relation == "stated" and not _states(pa, pb):
+        return PairDecision(a, b, relation, 0.0, "distinct", {"relation": relation, "stated": False})
     shared = sorted((pa.neighbours & pb.neighbours) - {pa.name, pb.name})
     description = _cosine(pa, pb)
     # One text using both names: a short form after the full one is the same thing; two
@@ -645,7 +761,8 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     if len(genders) > 1:  # "FEZZIWIG" described with "his wife" is no "MRS. FEZZIWIG"
         verdict, if_person = "distinct", False
     elif score >= threshold and relation not in UNSETTLED_RELATIONS and relation_ok \
-            and (corroborated or relation in _COMPATIBLE - _PERSON_PARTS) and not (pa.described or pb.described) \
+            and (corroborated or relation in _COMPATIBLE - _PERSON_PARTS) \
+            and (relation == "stated" or not (pa.described or pb.described)) \
             and not ((pa.plural or pb.plural) and _qualified(a, b)):
         verdict = "merge"
     elif score >= ask_threshold and relation not in ("initials", "middle_name"):
@@ -661,7 +778,10 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         if getattr(pa, flag) or getattr(pb, flag):
             evidence[flag] = sorted(p.name for p in (pa, pb) if getattr(p, flag))
     # A part of a name counts towards its ambiguity only if it could be that person.
-    return PairDecision(a, b, relation, score, verdict, evidence, part=relation in _PERSON_PARTS and len(genders) < 2,
+    # So is a designation: one said of two people ("BOB'S SON": PETER, TIM) stays alone.
+    part = (relation in _PERSON_PARTS or relation == "stated" and bool(designation(a) or designation(b))) \
+        and len(genders) < 2
+    return PairDecision(a, b, relation, score, verdict, evidence, part=part,
                         if_person=if_person and verdict != "merge")
 
 
@@ -716,7 +836,7 @@ class ManualDecisions:
 
 # The version of the rules the derived record was decided by: a record of other rules is
 # decided again in full by the next write (its decisions would not be a fresh index's).
-RULES = 3
+RULES = 4
 
 
 @dataclass
@@ -734,6 +854,9 @@ class ResolutionState:
     person_pairs: set[tuple[str, str]] = field(default_factory=set)
     # The fingerprint of the manual decisions ``aliases`` was grouped with (None: unknown).
     manual: Optional[str] = None
+    # What descriptions state names are: (name, claim key, chunk id), so a name another
+    # chunk is said to be is found from either side (:func:`chunk_claims`).
+    claims: set[tuple[str, str, str]] = field(default_factory=set)
 
     @classmethod
     def from_stored(cls, record: Optional[Mapping[str, Any]]) -> Optional["ResolutionState"]:
@@ -744,14 +867,16 @@ class ResolutionState:
             return {tuple(p) for p in record.get(key) or []}  # type: ignore[misc]
 
         return cls(names=set(record.get("names") or []), pairs=pairs("pairs"), aliases=dict(record.get("aliases") or {}),
-                   parts=pairs("parts"), person_pairs=pairs("person_pairs"), manual=record.get("manual"))
+                   parts=pairs("parts"), person_pairs=pairs("person_pairs"), manual=record.get("manual"),
+                   claims={tuple(c) for c in record.get("claims") or []})  # type: ignore[misc]
 
 
 def _completeness(name: str) -> tuple:
-    """Sort key of the name a group keeps: most identifying words, then a plain name (no
-    honorific or article around it), then the shortest, then alphabetical."""
+    """Sort key of the name a group keeps: a name rather than a designation, most
+    identifying words, then a plain name (no honorific or article around it), then the
+    shortest, then alphabetical."""
     key = name_key(name)
-    return (-len(key), name != " ".join(key), len(name), name)
+    return (designation(name) is not None, -len(key), name != " ".join(key), len(name), name)
 
 
 def _titled(name: str) -> bool:
@@ -799,8 +924,12 @@ class _Links:
         ``BOB CRATCHIT``, ``MARTHA CRATCHIT``)."""
         found = self._unsure.get(name)
         if found is None:
-            size = len(name_key(name))
-            fuller = sorted(p for p in self.partners.get(name, ()) if len(name_key(p)) >= size)
+            partners = self.partners.get(name, ())
+            if designation(name):  # who is said to be it, but for parts of one of them
+                fuller = sorted(p for p in partners if not any(set(name_key(p)) < set(name_key(q)) for q in partners))
+            else:  # a designation's ambiguity is its own
+                size = len(name_key(name))
+                fuller = sorted(p for p in partners if len(name_key(p)) >= size and not designation(p))
             found = self._unsure[name] = any(not self.compatible(p, q) for i, p in enumerate(fuller)
                                              for q in fuller[i + 1:])
         return found
@@ -831,7 +960,8 @@ def _grouped(names: set[str], links: _Links, manual: ManualDecisions, pairs: Ite
                     return
                 # One-word names are parts of the fuller ones (JACOB, MARLEY: JACOB MARLEY);
                 # fuller names must fit each other (BOB CRATCHIT is no MARTHA CRATCHIT).
-                fuller = len(name_key(p)) > 1 and len(name_key(q)) > 1
+                # A designation is like a part: its own ambiguity keeps it out of a wrong group.
+                fuller = len(name_key(p)) > 1 and len(name_key(q)) > 1 and not (designation(p) or designation(q))
                 if not forced and ((fuller and not links.compatible(p, q))
                                    or gender(p) and gender(q) and gender(p) != gender(q)):
                     return
@@ -845,7 +975,8 @@ def _grouped(names: set[str], links: _Links, manual: ManualDecisions, pairs: Ite
             union(into, name, forced=True)
             targets.add(into)
     for a, b in sorted(edges):
-        if not links.unsure(a) and not links.unsure(b):
+        # A name said to be a designation is that one thing, however ambiguous a part of it is.
+        if not any(links.unsure(n) for n in [n for n in (a, b) if designation(n)] or (a, b)):
             union(a, b, forced=False)
     waiting = sorted(p for p in person_pairs if p[0] in names and p[1] in names and p not in never
                      and not links.unsure(p[0]) and not links.unsure(p[1]))

@@ -28,10 +28,12 @@ from graphrag.operators.resolution import (
     NameProfile,
     PairDecision,
     ResolutionState,
+    chunk_claims,
     decide_pair,
     group_names,
     name_profiles,
     name_relation,
+    name_targets,
     parse_verdicts,
     raw_names,
     regroup,
@@ -105,6 +107,22 @@ def _redecided(recorded: set[tuple[str, str]], found: set[tuple[str, str]], touc
     return pairs
 
 
+def _stated_pairs(present: set[str], claims: set[tuple[str, str, str]], index: NameIndex) -> set[tuple[str, str]]:
+    """Pairs of a present name and a name some description states it is: what the present
+    name's descriptions claim, and who claims to be the present name."""
+    claimed_by: dict[str, set[str]] = {}
+    for name, claim, _ in claims:
+        claimed_by.setdefault(claim, set()).add(name)
+    found: set[tuple[str, str]] = set()
+    for name, claim, _ in claims:
+        if name in present:
+            found.update((min(name, o), max(name, o)) for o in index.claimed(claim) if o != name)
+    for name in present:
+        for target in name_targets(name):
+            found.update((min(name, o), max(name, o)) for o in claimed_by.get(target, ()) if o != name and o in index.names)
+    return found
+
+
 def _pair_line(index: int, pa: NameProfile, pb: NameProfile) -> str:
     def side(p: NameProfile) -> str:
         return f'"{p.name}" ({p.type}): {" ".join(p.sample.split())[:300]}'
@@ -131,7 +149,7 @@ def joined_state(records: Mapping[str, Any]) -> Optional[dict[str, Any]]:
         return None
     shards = [records.get(k) or {} for k in _shard_keys(head["shards"])]
     joined: dict[str, Any] = {f: [x for s in shards for x in s.get(f, ())]
-                              for f in ("names", "pairs", "parts", "person_pairs")}
+                              for f in ("names", "pairs", "parts", "person_pairs", "claims")}
     joined["aliases"] = {a: c for s in shards for a, c in s.get("aliases", {}).items()}
     return {**joined, **{k: v for k, v in head.items() if k != "shards"}}
 
@@ -143,9 +161,10 @@ def _state_records(state: ResolutionState) -> dict[str, Any]:
         shards[_shard(name, SHARDS)].setdefault("names", []).append(name)
     for alias, canonical in sorted(state.aliases.items()):
         shards[_shard(alias, SHARDS)].setdefault("aliases", {})[alias] = canonical
-    for key, pairs in (("pairs", state.pairs), ("parts", state.parts), ("person_pairs", state.person_pairs)):
-        for a, b in sorted(pairs):
-            shards[_shard(a, SHARDS)].setdefault(key, []).append([a, b])
+    for key, rows in (("pairs", state.pairs), ("parts", state.parts), ("person_pairs", state.person_pairs),
+                      ("claims", state.claims)):
+        for row in sorted(rows):
+            shards[_shard(row[0], SHARDS)].setdefault(key, []).append(list(row))
     head = {"rules": RULES, "shards": SHARDS, **({"manual": state.manual} if state.manual is not None else {})}
     return {HEAD_RECORD: head, **{k: s for k, s in zip(_shard_keys(SHARDS), shards) if s}}
 
@@ -243,10 +262,13 @@ class EntityResolution:
             # from the nodes as they are (grouped by the old map).
             state = ResolutionState(aliases=state.aliases if state else {})
             everything = await self.all_chunk_ids()
-            for extraction in await self.read_extractions(everything):
+            for chunk_id, extraction in zip(everything, await self.read_extractions(everything)):
                 if extraction:
                     present |= raw_names(extraction)
+                    state.claims |= {(n, c, chunk_id) for n, c in chunk_claims(extraction)}
             unresolved = sorted(set(everything) - set(added))
+        claims = {c for c in state.claims if c[2] not in removed and c[2] not in added}
+        claims |= {(n, c, chunk_id) for chunk_id, extraction in added.items() for n, c in chunk_claims(extraction)}
         # A name of a removed chunk, or of a manual decision, may be gone: its profile tells.
         maybe = {n for extraction in removed.values() for n in raw_names(extraction)}
         maybe = (maybe | set(manual.merges) | {n for pair in manual.never for n in pair}) - present
@@ -260,6 +282,9 @@ class EntityResolution:
         for name in sorted(present):
             for other, relation in index.candidates(name).items():
                 candidates[(min(name, other), max(name, other))] = relation
+        for pair in _stated_pairs(present, claims, index):
+            if candidates.get(pair) in (None, *UNSETTLED_RELATIONS):
+                candidates[pair] = "stated"
         if self.embed is not None:
             similar = await self._similar(present, touched, names, profiles, previous, records)
             for pair in sorted(similar - set(candidates)):
@@ -285,7 +310,7 @@ class EntityResolution:
         else:
             aliases = regroup(names, pairs, manual, parts, person_pairs, previous=previous, changed=changed)
         new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases, parts=parts, person_pairs=person_pairs,
-                                    manual=fingerprint)
+                                    manual=fingerprint, claims=claims)
         moved = {n for n in set(previous) | set(aliases) if previous.get(n, n) != aliases.get(n, n)}
         written = _state_records(new_state)
         changed_records = {k: r for k, r in written.items() if records.get(k) != r}

@@ -19,6 +19,8 @@ from graphrag.operators.resolution import (
     NameProfile,
     ResolutionState,
     decide_pair,
+    description_claims,
+    designation,
     group_names,
     name_key,
     name_relation,
@@ -150,6 +152,39 @@ def test_a_part_of_a_name_needs_corroboration_and_the_right_kind() -> None:
     bob.chunks.add("c1")
     tim.chunks.add("c1")
     assert decide_pair(bob, tim, "overlap", threshold=0.7, ask_threshold=0.4).evidence["same_chunk"] is False
+
+
+def test_descriptions_state_what_a_name_is() -> None:
+    assert designation("SCROOGE'S PARTNER") == ("SCROOGE", ("PARTNER",))
+    assert designation("MR. SCROOGE'S NEPHEW") == ("SCROOGE", ("NEPHEW",))
+    assert designation("SCROOGE AND MARLEY'S") is None and designation("SCROOGE") is None
+    claims = description_claims
+    assert {"D SCROOGE BUSINESS", "D SCROOGE PARTNER"} <= claims(
+        "JACOB MARLEY", "Jacob Marley was Scrooge's business partner in life; he is now dead.")
+    assert "D CRATCHIT WIFE" in claims("MRS. CRATCHIT", "Mrs. Cratchit is the wife of Bob Cratchit.")
+    assert "D CRATCHIT WIFE" in claims("MRS. CRATCHIT", "Mrs. Cratchit is Bob Cratchit's wife, poorly dressed.")
+    assert claims("SCROOGE'S NEPHEW", "Scrooge's nephew, called Fred, is a cheerful man.") == {"K FRED"}
+    assert claims("TINY TIM", "Tim Cratchit, known as Tiny Tim, is a crippled boy.") == {"K TIM CRATCHIT"}
+    assert "K ROBERT" in claims("BOB", "Bob, also called Robert, is the father of the family.")
+    # Only what is said of the name itself: a verb "called", a designation of someone else.
+    assert claims("SCROOGE", "Scrooge called Bob into the office.") == set()
+    assert claims("FRED", "The clerk is Scrooge's employee; Fred greets him.") == set()
+
+    fred = profile("FRED", "PERSON", description="Fred is Scrooge's nephew, whom Scrooge visits.")
+    nephew = profile("SCROOGE'S NEPHEW", "PERSON", description="Scrooge's nephew invites his uncle to dinner.")
+    assert decide_pair(fred, nephew, "stated", threshold=0.7, ask_threshold=0.4).verdict == "merge"
+    place = profile("SCROOGE'S NEPHEW", "GEO", description="A street.")
+    assert decide_pair(fred, place, "stated", threshold=0.7, ask_threshold=0.4).verdict != "merge"
+    other = profile("FRED", "PERSON", description="Fred is a baker.")
+    assert decide_pair(other, nephew, "stated", threshold=0.7, ask_threshold=0.4).verdict == "distinct"
+
+
+def test_a_designation_said_of_two_people_stays_alone() -> None:
+    names = {"PETER", "TINY TIM", "BOB'S SON", "FRED", "SCROOGE'S NEPHEW", "MR. SCROOGE'S NEPHEW"}
+    stated = {("BOB'S SON", "PETER"), ("BOB'S SON", "TINY TIM"), ("FRED", "SCROOGE'S NEPHEW"),
+              ("FRED", "MR. SCROOGE'S NEPHEW"), ("MR. SCROOGE'S NEPHEW", "SCROOGE'S NEPHEW")}
+    aliases = group_names(names, stated, ManualDecisions(), parts=stated)
+    assert aliases == {"SCROOGE'S NEPHEW": "FRED", "MR. SCROOGE'S NEPHEW": "FRED"}
 
 
 def decided(a: NameProfile, b: NameProfile) -> Any:
@@ -321,30 +356,35 @@ MODEL_ANSWERS = {
 }
 
 
-def answering_like_a_model(req: dict) -> str:
+def answering_like_a_model(answers: dict[str, list[tuple[str, str]]]) -> Any:
+    """A responder extracting, from a passage holding a key of ``answers``, its entities (all
+    people, each linked to EBENEZER) as a model writes them."""
     from mock_llm_server import COMPLETE, prompt_of, realistic_responder
 
-    found = prompt_of(req)
-    kind = found[0] if found else None
-    if kind == "entity_extraction":
-        text = found[1]["input_text"]
-        records = [f'("entity"<|>"{name}"<|>"PERSON"<|>"{about}")' for key, entities in MODEL_ANSWERS.items()
-                   if key in text for name, about in entities]
-        names = [r.split('"')[3] for r in records]
-        records += [f'("relationship"<|>"{a}"<|>"EBENEZER"<|>"{a} knows Ebenezer."<|>5)' for a in names]
-        records.append('("entity"<|>"EBENEZER"<|>"PERSON"<|>"Ebenezer is an apprentice who grows into a miser.")')
-        return "##\n".join(records) + COMPLETE
-    if kind == "entity_if_loop_extraction":
-        return "NO"
-    if kind == "entity_continue_extraction":
-        return COMPLETE
-    return realistic_responder(req)
+    def respond(req: dict) -> str:
+        found = prompt_of(req)
+        kind = found[0] if found else None
+        if kind == "entity_extraction":
+            text = found[1]["input_text"]
+            records = [f'("entity"<|>"{name}"<|>"PERSON"<|>"{about}")' for key, entities in answers.items()
+                       if key in text for name, about in entities]
+            names = [r.split('"')[3] for r in records]
+            records += [f'("relationship"<|>"{a}"<|>"EBENEZER"<|>"{a} knows Ebenezer."<|>5)' for a in names]
+            records.append('("entity"<|>"EBENEZER"<|>"PERSON"<|>"Ebenezer is an apprentice who grows into a miser.")')
+            return "##\n".join(records) + COMPLETE
+        if kind == "entity_if_loop_extraction":
+            return "NO"
+        if kind == "entity_continue_extraction":
+            return COMPLETE
+        return realistic_responder(req)
+
+    return respond
 
 
 def test_model_written_names_resolve_by_what_their_descriptions_say(tmp_path: Any) -> None:
     docs = ["At the ball the dancers went round and round.", "The warehouse was shut for Christmas.",
             "The parting came on a cold evening."]
-    with MockLLMServer(responder=answering_like_a_model) as llm:
+    with MockLLMServer(responder=answering_like_a_model(MODEL_ANSWERS)) as llm:
         rag = make(tmp_path, extraction="llm", llm_base_url=llm.base_url, llm_api_key="k")
         stats = rag.insert(docs)
     graph = graph_of(rag)
@@ -356,6 +396,48 @@ def test_model_written_names_resolve_by_what_their_descriptions_say(tmp_path: An
     assert "THE GIRL" in graph and "THE FAIR YOUNG GIRL" in graph
     assert stats["entity_resolution"]["aliases"] == 2
     assert check_integrity(rag.config.working_dir) == []
+
+
+# Names that only a description ties together: what a passage calls someone, and what
+# another passage says that person is.
+STATED_ANSWERS = {
+    "visit": [("SCROOGE'S NEPHEW", "Scrooge's nephew, called Fred, visits his uncle on Christmas Eve.")],
+    "dinner": [("FRED", "Fred is Scrooge's nephew, who hosts Christmas dinner.")],
+    "office": [("SCROOGE'S PARTNER", "Scrooge's partner lies near death while Scrooge sits alone.")],
+    "chains": [("JACOB MARLEY", "Jacob Marley was Scrooge's business partner; his ghost wears a chain.")],
+    "church": [("BOB'S SON", "Bob's son carries a crutch to church.")],
+    "school": [("PETER", "Peter is Bob's son, proud of his collar."),
+               ("TINY TIM", "Tiny Tim is Bob's son, small and ill.")],
+}
+STATED_DOCS = ["The visit was short.", "The dinner was merry.", "The office was cold.", "The chains rattled.",
+               "The church bells rang.", "The school was empty."]
+
+
+def test_a_name_stated_in_another_passage_merges_exactly_under_change(tmp_path: Any) -> None:
+    with MockLLMServer(responder=answering_like_a_model(STATED_ANSWERS)) as llm:
+        def build(name: str, docs: list[str]) -> GraphRAG:
+            rag = make(tmp_path, name, extraction="llm", llm_base_url=llm.base_url, llm_api_key="k")
+            for doc in docs:
+                rag.insert(doc)
+            return rag
+
+        fresh = build("fresh", [STATED_DOCS])  # type: ignore[list-item]
+        graph = graph_of(fresh)
+        assert {fresh.canonical_entity(n) for n in ("Fred", "Scrooge's nephew")} == {"FRED"}
+        assert {fresh.canonical_entity(n) for n in ("Jacob Marley", "Scrooge's partner")} == {"JACOB MARLEY"}
+        # Said of two people, "Bob's son" names neither.
+        assert {"BOB'S SON", "PETER", "TINY TIM"} <= set(graph)
+        expected = state_of(fresh)
+        for i, order in enumerate([STATED_DOCS[::-1], STATED_DOCS[1::2] + STATED_DOCS[::2]]):
+            assert state_of(build(f"order{i}", order)) == expected, order
+        # Deleting the passage that said who Marley's partner was undoes that merge alone.
+        rag = build("changed", [STATED_DOCS])  # type: ignore[list-item]
+        rag.delete_documents(doc_id_for(STATED_DOCS[3]))
+        assert state_of(rag) == state_of(build("without", [[d for d in STATED_DOCS if d != STATED_DOCS[3]]]))  # type: ignore[list-item]
+        assert rag.canonical_entity("Scrooge's partner") == "SCROOGE'S PARTNER"
+        rag.insert(STATED_DOCS[3])
+        assert state_of(rag) == expected
+        assert check_integrity(rag.config.working_dir) == []
 
 
 def test_deleting_the_document_that_introduced_an_alias_undoes_the_merge_exactly(tmp_path: Any) -> None:
