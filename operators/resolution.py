@@ -247,6 +247,11 @@ def name_relation(a: str, b: str) -> Optional[str]:
         return "acronym"
     if len(short) == len(long) and all(_initial_match(x, y) for x, y in zip(short, long)):
         return "initials"
+    owned_a, owned_b = owned(a), owned(b)
+    if owned_a and owned_a == owned_b and (designation(a) is None) != (designation(b) is None):
+        return "possessive"  # MARLEY'S GHOST / GHOST OF JACOB MARLEY
+    if owned_a and kb == owned_a[1] or owned_b and ka == owned_b[1]:
+        return "head"  # THE CLERK / SCROOGE'S CLERK
     if _relational(long) and not _relational(short):
         return "overlap" if set(short) & set(long) else None
     if len(short) >= 2 and _initial_match(short[0], long[0]) and _initial_match(short[-1], long[-1]) \
@@ -290,6 +295,8 @@ def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
         blocks += [("first", key[0]), ("last", key[-1])]
     if found := designation(name):  # "SCROOGE'S PARTNER" meets what is said to be Scrooge's partner
         blocks.append(("designation", found[0], found[1][-1]))
+    if found := owned(name):  # ... and "GHOST OF JACOB MARLEY" meets "MARLEY'S GHOST", "THE GHOST"
+        blocks += [("owned", *found), ("head", found[1])]
     if len(key) > 1:  # "J. MARLEY" meets "JACOB MARLEY" by the shape of their initials
         shape = tuple(t[0] for t in key)
         blocks.append(("shape", shape))
@@ -308,6 +315,9 @@ def _looked_up_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
     own = [(flipped.get(b[0], b[0]), *b[1:]) for b in _indexed_blocks(name) if b[0] in ("key", "words", *flipped)]
     parts = sorted(set(key))[:_MAX_SUBSET_WORDS]
     own += [("words", c) for size in range(1, len(parts)) for c in combinations(parts, size)]
+    own.append(("head", key))
+    if found := owned(name):
+        own += [("owned", *found), ("key", found[1])]
     if len(key) > 1:
         shape = tuple(t[0] for t in key)
         own.append(("shape-with-initial", shape))
@@ -541,6 +551,20 @@ def designation(name: str) -> Optional[tuple[str, tuple[str, ...]]]:
     return key[inner[-1]][:-2], key[inner[-1] + 1:]
 
 
+@lru_cache(maxsize=1 << 17)
+def owned(name: str) -> Optional[tuple[str, tuple[str, ...]]]:
+    """The owner's last word and the head of a designation in either form: SCROOGE'S
+    PARTNER, GHOST OF JACOB MARLEY (MARLEY, (GHOST,)); None for other names."""
+    found = designation(name)
+    key = name_key(name)
+    if found is None and "OF" in key[1:4]:
+        at = key.index("OF")
+        owner = [t for t in key[at + 1:] if t not in _ARTICLES]
+        if owner:
+            found = owner[-1][:-2] if owner[-1].endswith("'S") else owner[-1], key[:at]
+    return found
+
+
 def description_claims(name: str, text: str) -> set[str]:
     """What ``text``, a description of ``name``, states the name is, as claim keys:
     ``D OWNER WORD`` for each word of a designation it is given (its subject must be the
@@ -664,13 +688,16 @@ def _cosine(pa: NameProfile, pb: NameProfile) -> float:
 
 
 _BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6, "first_name": 0.55,
-         "acronym": 0.55, "stated": 0.8, "overlap": 0.2, "fuzzy": 0.2, "similar": 0.2}
+         "acronym": 0.55, "stated": 0.8, "possessive": 0.75, "head": 0.6, "overlap": 0.2, "fuzzy": 0.2,
+         "similar": 0.2}
 # Names that differ only in spelling start higher than a title apart; a type disagreement
 # weighs against equal keys without vetoing them; a chunk in common counts for a pair.
 _SURFACE, _KEY_TYPE_CONFLICT, _SAME_CHUNK = 0.9, -0.2, 0.1
 # Relations that, alone, allow two names in one group (the others need an accepted pair).
 _COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym"}
 _PERSON_PARTS = frozenset({"surname", "first_name"})
+# Relations of a name and a shorter form of it that needs something else in common.
+_PARTS = _PERSON_PARTS | {"head"}
 
 
 @dataclass(frozen=True)
@@ -690,6 +717,14 @@ class PairDecision:
     part: bool = False
     # Not merged on its own, but merged if either name's group holds a titled name.
     if_person: bool = False
+
+
+def _tells_of(p: NameProfile, owner: str) -> bool:
+    """Whether a profile's neighbours or descriptions name ``owner`` (a proper word)."""
+    if any(name_key(n)[-1:] in ((owner,), (owner + "'S",)) for n in p.neighbours):
+        return True
+    word = re.compile(rf"(?<![\w-]){re.escape(owner.capitalize())}(?![\w-])")
+    return any(word.search(text) for text in p.descriptions.values())
 
 
 def _qualified(a: str, b: str) -> bool:
@@ -755,14 +790,20 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
                                          and description >= 0.3)
     else:
         if_person = False
+    if relation == "head":
+        # "THE CLERK" is "SCROOGE'S CLERK" where it is told of with Scrooge.
+        owner = (owned(a) or owned(b))[0]  # type: ignore[index]
+        bare = pa if owned(pb.name) else pb
+        corroborated = _tells_of(bare, owner)
+        score += 0.1 * corroborated
     score = round(score, 4)
     # A part of a name, an acronym or a shared word is one thing only with something else
     # in common; similar spelling or shared words alone never merge without a model.
     if len(genders) > 1:  # "FEZZIWIG" described with "his wife" is no "MRS. FEZZIWIG"
         verdict, if_person = "distinct", False
     elif score >= threshold and relation not in UNSETTLED_RELATIONS and relation_ok \
-            and (corroborated or relation in _COMPATIBLE - _PERSON_PARTS) \
-            and (relation == "stated" or not (pa.described or pb.described)) \
+            and (corroborated or relation in _COMPATIBLE - _PARTS) \
+            and (relation in ("stated", "head", "possessive") or not (pa.described or pb.described)) \
             and not ((pa.plural or pb.plural) and _qualified(a, b)):
         verdict = "merge"
     elif score >= ask_threshold and relation not in ("initials", "middle_name"):
@@ -778,8 +819,9 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         if getattr(pa, flag) or getattr(pb, flag):
             evidence[flag] = sorted(p.name for p in (pa, pb) if getattr(p, flag))
     # A part of a name counts towards its ambiguity only if it could be that person.
-    # So is a designation: one said of two people ("BOB'S SON": PETER, TIM) stays alone.
-    part = (relation in _PERSON_PARTS or relation == "stated" and bool(designation(a) or designation(b))) \
+    # So is a designation: one said of two people ("BOB'S SON": PETER, TIM) stays alone; and
+    # a head that could be two designations' ("THE CLERK": SCROOGE'S, FEZZIWIG'S).
+    part = (relation in _PARTS or relation == "stated" and bool(designation(a) or designation(b))) \
         and len(genders) < 2
     return PairDecision(a, b, relation, score, verdict, evidence, part=part,
                         if_person=if_person and verdict != "merge")
@@ -925,14 +967,27 @@ class _Links:
         found = self._unsure.get(name)
         if found is None:
             partners = self.partners.get(name, ())
-            if designation(name):  # who is said to be it, but for parts of one of them
-                fuller = sorted(p for p in partners if not any(set(name_key(p)) < set(name_key(q)) for q in partners))
-            else:  # a designation's ambiguity is its own
-                size = len(name_key(name))
-                fuller = sorted(p for p in partners if len(name_key(p)) >= size and not designation(p))
+            key = name_key(name)
+            found = designation(name)
+            if found:  # who is said to be it, but for parts of one of them and its head
+                said = [p for p in partners if name_key(p) != found[1]]
+                fuller = sorted(p for p in said if not any(set(name_key(p)) < set(name_key(q)) for q in said))
+            else:  # a designation's ambiguity is its own, unless this is its head
+                fuller = sorted(p for p in partners if len(name_key(p)) >= len(key)
+                                and (not designation(p) or designation(p)[1] == key))  # type: ignore[index]
             found = self._unsure[name] = any(not self.compatible(p, q) for i, p in enumerate(fuller)
                                              for q in fuller[i + 1:])
         return found
+
+
+def _judged(a: str, b: str) -> tuple[str, ...]:
+    """The names of an accepted pair whose ambiguity keeps them apart: a name said to be a
+    designation is that one thing, however ambiguous a part of it is; a designation's head
+    ("THE CLERK") is not."""
+    da, db = designation(a), designation(b)
+    if not da and not db:
+        return a, b
+    return tuple(n for n, other in ((a, db), (b, da)) if designation(n) or other and other[1] == name_key(n))
 
 
 def _grouped(names: set[str], links: _Links, manual: ManualDecisions, pairs: Iterable[tuple[str, str]],
@@ -975,8 +1030,7 @@ def _grouped(names: set[str], links: _Links, manual: ManualDecisions, pairs: Ite
             union(into, name, forced=True)
             targets.add(into)
     for a, b in sorted(edges):
-        # A name said to be a designation is that one thing, however ambiguous a part of it is.
-        if not any(links.unsure(n) for n in [n for n in (a, b) if designation(n)] or (a, b)):
+        if not any(links.unsure(n) for n in _judged(a, b)):
             union(a, b, forced=False)
     waiting = sorted(p for p in person_pairs if p[0] in names and p[1] in names and p not in never
                      and not links.unsure(p[0]) and not links.unsure(p[1]))

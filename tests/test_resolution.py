@@ -115,6 +115,10 @@ def test_keys_drop_articles_honorifics_possessives_and_stutters() -> None:
     ("SCROOGE", "SCROGE", "fuzzy"),
     ("APPLE", "ORCHARD", None),
     ("I--I", "THOUGH I", None),  # a lone letter names nothing
+    ("MARLEY'S GHOST", "GHOST OF JACOB MARLEY", "possessive"),
+    ("THE CLERK", "SCROOGE'S CLERK", "head"),
+    ("THE CITY", "CITY OF LONDON", "head"),
+    ("SCROOGE'S CLERK", "FEZZIWIG'S CLERK", "overlap"),
 ])
 def test_name_relations(a: str, b: str, relation: Any) -> None:
     assert name_relation(a, b) == relation
@@ -177,6 +181,24 @@ def test_descriptions_state_what_a_name_is() -> None:
     assert decide_pair(fred, place, "stated", threshold=0.7, ask_threshold=0.4).verdict != "merge"
     other = profile("FRED", "PERSON", description="Fred is a baker.")
     assert decide_pair(other, nephew, "stated", threshold=0.7, ask_threshold=0.4).verdict == "distinct"
+
+
+def test_a_designation_is_its_head_where_that_is_told_of_with_its_owner() -> None:
+    clerk = profile("THE CLERK", "PERSON", ("SCROOGE",), description="The clerk copies letters in a cold cell.")
+    designated = profile("SCROOGE'S CLERK", "PERSON", description="Scrooge's clerk is poor.")
+    assert decided(clerk, designated).verdict == "merge"
+    # Told of with nobody: any clerk.
+    assert decided(profile("THE CLERK", "PERSON", ("FEZZIWIG",)), designated).verdict != "merge"
+    # Its owner in a description counts as much as a neighbour.
+    city = profile("THE CITY", "GEO", description="The City is the district of London where Scrooge works.")
+    assert decided(city, profile("CITY OF LONDON", "GEO")).verdict == "merge"
+    # The head of two designations stands for neither.
+    names = {"THE CLERK", "SCROOGE'S CLERK", "FEZZIWIG'S CLERK"}
+    pairs = {("SCROOGE'S CLERK", "THE CLERK"), ("FEZZIWIG'S CLERK", "THE CLERK")}
+    assert group_names(names, pairs, ManualDecisions(), parts=pairs) == {}
+    assert group_names(names, pairs - {("FEZZIWIG'S CLERK", "THE CLERK")}, ManualDecisions(), parts=pairs) == {}
+    one = {("SCROOGE'S CLERK", "THE CLERK")}
+    assert group_names(names, one, ManualDecisions(), parts=one) == {"SCROOGE'S CLERK": "THE CLERK"}
 
 
 def test_a_designation_said_of_two_people_stays_alone() -> None:
