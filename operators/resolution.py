@@ -536,8 +536,20 @@ _NAMED_AS = re.compile(r"(?:[,(]\s*|\s+(?=(?:also|better|commonly|formerly|other
 # A designation's head stops at a word that starts another phrase.
 _HEAD_STOP = frozenset("""who whom whose which that and or but with in at of for to from on by as is was
     during since when where while after before until""".split()) - {"and"}
+# Lower-case words inside a name ("School for Boys", "Mallik Rehan Dargah in Sira").
+_JOINING = frozenset("of and with from for to the de du da del von van in on at &".split())
+_NAME_GOES_ON = re.compile(r"\s+(?:of|from|with|for|the|de|du|da|del|von|van|in|on|at)\s+[A-Z]")
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
 _SUBJECT_PRONOUNS = frozenset("he she it they this".split())
+
+
+def _inside_a_name(words: list[str], start: int) -> bool:
+    """Whether the words from ``start`` end a longer name ("Christmas with The Brady Bunch",
+    "Labour Council of South Australia")."""
+    previous = words[start - 1] if start > 0 else ""
+    if previous[:1].isupper():
+        return True
+    return previous in _JOINING and start > 1 and words[start - 2][:1].isupper()
 
 
 @lru_cache(maxsize=1 << 17)
@@ -588,18 +600,21 @@ def description_claims(name: str, text: str) -> set[str]:
                 if words and owner_key:
                     claims.update(f"D {owner_key[-1]} {w.upper()}" for w in words)
         for match in _NAMED_AS.finditer(sentence):
+            before = sentence[:match.start()]
+            if before.rstrip().endswith(")") or _NAME_GOES_ON.match(sentence, match.end()):
+                continue  # a parenthesis or a longer name around the cue: which name is which is unclear
             other = name_key(match.group(1))
-            before = sentence[:match.start()].split()[-6:]
-            said_of = next((k for k in (name_key(" ".join(before[i:])) for i in range(len(before))) if k == own), None)
-            if said_of and other and other != own:
-                claims.add("K " + " ".join(other))
-            elif other == own and before:  # "Tim Cratchit, known as Tiny Tim": the name before is this one
-                words = [w.strip(",(") for w in before]
+            words = [w.strip(",(") for w in before.split()[-10:]]
+            said_of = next((i for i in range(len(words)) if name_key(" ".join(words[i:])) == own), None)
+            if said_of is not None and other and other != own:
+                if not _inside_a_name(words, said_of):
+                    claims.add("K " + " ".join(other))
+            elif other == own and words:  # "Tim Cratchit, known as Tiny Tim": the name before is this one
                 start = len(words)
                 while start > 0 and words[start - 1][:1].isupper():
                     start -= 1
                 before_key = name_key(" ".join(words[start:])) if start < len(words) else ()
-                if before_key and before_key != own:
+                if before_key and before_key != own and not _inside_a_name(words, start):
                     claims.add("K " + " ".join(before_key))
     return claims
 
@@ -794,7 +809,10 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # "THE CLERK" is "SCROOGE'S CLERK" where it is told of with Scrooge.
         owner = (owned(a) or owned(b))[0]  # type: ignore[index]
         bare = pa if owned(pb.name) else pb
-        corroborated = _tells_of(bare, owner)
+        # A one-word head names the designation only as a common noun ("the clerk"), not as a
+        # word of its own ("DEATH" / "DEATH OF COLONEL BLIMP").
+        common = len(name_key(bare.name)) > 1 or bare.described or _normal(bare.name).split()[0] in _ARTICLES
+        corroborated = common and _tells_of(bare, owner)
         score += 0.1 * corroborated
     score = round(score, 4)
     # A part of a name, an acronym or a shared word is one thing only with something else
