@@ -529,10 +529,12 @@ _COPULA = r"\b(?:is|was)\s+(?:(?:also|now|once|still|only|in fact)\s+)?"
 _POSSESSED = re.compile(_COPULA + r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][\w-]*)['’]s\s+((?:[a-z][a-z-]*\s*){1,4})")
 _OF_OWNER = re.compile(_COPULA + r"(?:the|a|an)\s+((?:[a-z][a-z-]*\s+){0,3}?)(?:of|to)\s+(?:the\s+)?"
                        r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][\w-]*)(?![\w'-]*\s+[A-Z])")
-_NAMED_AS = re.compile(r"(?:[,(]\s*|\s+(?=(?:also|better|commonly|formerly|otherwise|often|sometimes|popularly|"
-                       r"affectionately|simply)\s))(?:(?:also|better|commonly|formerly|otherwise|often|sometimes|"
-                       r"popularly|affectionately|simply)\s+)?(?:known\s+as|called|named|nicknamed|dubbed|a\.k\.a\.?|aka)"
+_NAMED_AS = re.compile(r"\b(?:known\s+as|called|named|nicknamed|dubbed|a\.k\.a\.?|aka)"
                        r"\s+(?:the\s+)?[\"'“‘]?([A-Z][\w.'’-]*(?:\s+[A-Z][\w.'’-]*){0,4})")
+# What stands before a naming word that names, not a verb ("Scrooge called Bob in"): a comma
+# or a parenthesis, or an adverb ("also called").
+_NAMING_LEAD = re.compile(r"(?:[,(]\s*|\s(?:also|better|commonly|formerly|otherwise|often|sometimes|popularly|"
+                          r"affectionately|simply)\s+)$")
 # A designation's head stops at a word that starts another phrase.
 _HEAD_STOP = frozenset("""who whom whose which that and or but with in at of for to from on by as is was
     during since when where while after before until""".split()) - {"and"}
@@ -581,11 +583,15 @@ def description_claims(name: str, text: str) -> set[str]:
     """What ``text``, a description of ``name``, states the name is, as claim keys:
     ``D OWNER WORD`` for each word of a designation it is given (its subject must be the
     name or a pronoun), ``K TOKENS`` for another name it is called."""
+    claims: set[str] = set()
+    designations = [p for p in (_POSSESSED, _OF_OWNER) if p.search(text)]
+    cue = _NAMED_AS.search(text)
+    if not designations and not cue:  # most descriptions: nothing to read
+        return claims
     own = name_key(name)
     own_words = {t.lower() for t in own}
-    claims: set[str] = set()
     for sentence in _SENTENCE.split(text):
-        for pattern in (_POSSESSED, _OF_OWNER):
+        for pattern in designations:
             for match in pattern.finditer(sentence):
                 subject = {w.lower().strip(".,'’") for w in sentence[:match.start()].split()}
                 if not subject & (own_words | _SUBJECT_PRONOUNS):
@@ -599,8 +605,11 @@ def description_claims(name: str, text: str) -> set[str]:
                 owner_key = name_key(owner)
                 if words and owner_key:
                     claims.update(f"D {owner_key[-1]} {w.upper()}" for w in words)
-        for match in _NAMED_AS.finditer(sentence):
-            before = sentence[:match.start()]
+        for match in _NAMED_AS.finditer(sentence) if cue else ():
+            lead = _NAMING_LEAD.search(sentence[max(0, match.start() - 20):match.start()])
+            if lead is None:
+                continue
+            before = sentence[:match.start() - len(lead.group())]
             if before.rstrip().endswith(")") or _NAME_GOES_ON.match(sentence, match.end()):
                 continue  # a parenthesis or a longer name around the cue: which name is which is unclear
             other = name_key(match.group(1))

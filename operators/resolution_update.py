@@ -265,7 +265,8 @@ class EntityResolution:
             for chunk_id, extraction in zip(everything, await self.read_extractions(everything)):
                 if extraction:
                     present |= raw_names(extraction)
-                    state.claims |= {(n, c, chunk_id) for n, c in chunk_claims(extraction)}
+                    if chunk_id not in added:  # the added chunks' claims follow
+                        state.claims |= {(n, c, chunk_id) for n, c in chunk_claims(extraction)}
             unresolved = sorted(set(everything) - set(added))
         claims = {c for c in state.claims if c[2] not in removed and c[2] not in added}
         claims |= {(n, c, chunk_id) for chunk_id, extraction in added.items() for n, c in chunk_claims(extraction)}
