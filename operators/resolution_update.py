@@ -107,6 +107,21 @@ def _redecided(recorded: set[tuple[str, str]], found: set[tuple[str, str]], touc
     return pairs
 
 
+def _candidate_pairs(present: set[str], claims: set[tuple[str, str, str]], index: NameIndex
+                     ) -> dict[tuple[str, str], str]:
+    """Every pair of a present name worth deciding, with its relation: the name blocks'
+    candidates, and the pairs a description states ("stated") where the names alone do not
+    settle them."""
+    candidates: dict[tuple[str, str], str] = {}
+    for name in sorted(present):
+        for other, relation in index.candidates(name).items():
+            candidates[(min(name, other), max(name, other))] = relation
+    for pair in _stated_pairs(present, claims, index):
+        if candidates.get(pair) in (None, *UNSETTLED_RELATIONS):
+            candidates[pair] = "stated"
+    return candidates
+
+
 def _stated_pairs(present: set[str], claims: set[tuple[str, str, str]], index: NameIndex) -> set[tuple[str, str]]:
     """Pairs of a present name and a name some description states it is: what the present
     name's descriptions claim, and who claims to be the present name."""
@@ -279,13 +294,7 @@ class EntityResolution:
         present |= set(profiles)
         names = (state.names - touched) | present
         index = self._index(state.names, names)
-        candidates: dict[tuple[str, str], str] = {}
-        for name in sorted(present):
-            for other, relation in index.candidates(name).items():
-                candidates[(min(name, other), max(name, other))] = relation
-        for pair in _stated_pairs(present, claims, index):
-            if candidates.get(pair) in (None, *UNSETTLED_RELATIONS):
-                candidates[pair] = "stated"
+        candidates = _candidate_pairs(present, claims, index)
         if self.embed is not None:
             similar = await self._similar(present, touched, names, profiles, previous, records)
             for pair in sorted(similar - set(candidates)):
@@ -404,13 +413,11 @@ async def duplicate_groups(extractions: dict[str, ChunkExtraction], state: Optio
         index = NameIndex(profiles, loose=True)
         aliases = state.aliases if state else {}
         accepted = state.pairs if state else set()
-        decisions: dict[tuple[str, str], PairDecision] = {}
-        for name in sorted(profiles):
-            for other, relation in index.candidates(name).items():
-                pair = (min(name, other), max(name, other))
-                if pair not in decisions:
-                    decisions[pair] = decide_pair(profiles[pair[0]], profiles[pair[1]], relation,
-                                                  threshold=settings.threshold, ask_threshold=settings.ask_threshold)
+        claims = {(n, c, chunk_id) for chunk_id, extraction in extractions.items() for n, c in chunk_claims(extraction)}
+        candidates = _candidate_pairs(set(profiles), claims, index)
+        decisions = {pair: decide_pair(profiles[pair[0]], profiles[pair[1]], relation, threshold=settings.threshold,
+                                       ask_threshold=settings.ask_threshold)
+                     for pair, relation in sorted(candidates.items()) if pair[0] in profiles and pair[1] in profiles}
         shown = [d for d in decisions.values()
                  if d.verdict != "distinct" or aliases.get(d.a, d.a) == aliases.get(d.b, d.b)]
         parent: dict[str, str] = {}

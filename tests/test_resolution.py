@@ -460,6 +460,10 @@ def test_a_name_stated_in_another_passage_merges_exactly_under_change(tmp_path: 
         rag.insert(STATED_DOCS[3])
         assert state_of(rag) == expected
         assert check_integrity(rag.config.working_dir) == []
+    # The review lists what a description said, with its evidence.
+    nephew = next(g for g in fresh.entity_duplicates() if "FRED" in g["names"])
+    pair = next(p for p in nephew["pairs"] if {p["a"], p["b"]} == {"FRED", "SCROOGE'S NEPHEW"})
+    assert pair["relation"] == "stated" and pair["verdict"] == "accepted"
 
 
 def test_deleting_the_document_that_introduced_an_alias_undoes_the_merge_exactly(tmp_path: Any) -> None:
