@@ -7,7 +7,9 @@ function of the recorded extractions plus the user's manual decisions:
 
 - **candidates** come from blocking, never from all pairs: a normalised key (case,
   punctuation, leading articles, honorifics and descriptive words, possessives, corporate
-  suffixes), key tokens shared or contained, character 3-gram MinHash/LSH buckets, and
+  suffixes), key tokens shared or contained, a designation's forms and head
+  (:func:`owned`), character 3-gram MinHash/LSH buckets, what a description states a name
+  is (:func:`description_claims`, kept per chunk so either name finds the other), and
   optionally the cosine of name-plus-description vectors (:func:`similar_pairs`);
 - **a pair's decision** is a function of the two names' profiles only (types, neighbours,
   description words, all read from the extractions), plus an optional cached model verdict
@@ -15,7 +17,8 @@ function of the recorded extractions plus the user's manual decisions:
   again, and the accepted pairs are those a fresh index would accept;
 - **groups** are formed from all accepted pairs at once, in a fixed order, conservatively:
   a short name whose partners disagree (``CRATCHIT`` with ``BOB`` and ``MRS. CRATCHIT``) is
-  left alone, and names of conflicting gender or a never-merge rule never share a group; an
+  left alone, as is a designation said of two people (``BOB'S SON``), and names of
+  conflicting gender or a never-merge rule never share a group; an
   untyped part of a name (``EBENEZER``) joins its fuller name when that group holds a title.
 
 Nothing here touches a store: the caller hands in profiles and gets back pairs and maps.
