@@ -29,6 +29,7 @@ import hashlib
 import json
 import math
 import re
+import unicodedata
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -69,7 +70,8 @@ _ARTICLES = frozenset("THE A AN".split())
 _HONORIFICS = {
     **dict.fromkeys("MR MISTER SIR LORD MASTER KING PRINCE DUKE UNCLE".split(), "M"),
     **dict.fromkeys("MRS MS MISS LADY MADAM MADAME DAME QUEEN PRINCESS DUCHESS AUNT".split(), "F"),
-    **dict.fromkeys("DR PROF PROFESSOR REV REVEREND CAPT CAPTAIN ST SAINT".split(), None),
+    **dict.fromkeys("""DR PROF PROFESSOR REV REVEREND CAPT CAPTAIN ST SAINT PRESIDENT SENATOR GOVERNOR MAYOR
+        JUDGE BISHOP POPE CARDINAL CHANCELLOR ADMIRAL COLONEL SERGEANT LIEUTENANT""".split(), None),
 }
 # Words that describe rather than name ("Old Fezziwig" is Fezziwig), and words a
 # capitalised span can start with before the name ("Up Scrooge", "Whereat Scrooge").
@@ -98,6 +100,10 @@ _GENERIC_HEADS = frozenset(
     FEBRUARY MARCH APRIL MAY JUNE JULY AUGUST SEPTEMBER OCTOBER NOVEMBER DECEMBER MONDAY TUESDAY
     WEDNESDAY THURSDAY FRIDAY SATURDAY SUNDAY SCIENCE MATHEMATICS HISTORY""".split()
 )
+# Words that say what kind of thing a name is without making it another thing
+# ("HANNA-BARBERA PRODUCTIONS", "THE NEW YORKER MAGAZINE").
+_CATEGORY_WORDS = frozenset("""PRODUCTIONS STUDIOS STUDIO PICTURES ENTERTAINMENT FILMS RECORDS RECORDINGS MAGAZINE
+    NEWSPAPER RESORT BAND PUBLISHING PUBLISHERS""".split())
 # Words that make a place or a thing another one ("West Bengal" is no "Bengal").
 _MODIFIERS = frozenset(
     """NORTH SOUTH EAST WEST NORTHERN SOUTHERN EASTERN WESTERN CENTRAL UPPER LOWER GREATER NEW
@@ -154,11 +160,18 @@ def _surface_variants(a: str, b: str) -> bool:
     return _key(a, False) == _key(b, False)
 
 
+def _folded(text: str) -> str:
+    """Accents dropped: IMMERGLÜCK is IMMERGLUCK."""
+    if text.isascii():
+        return text
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
 @lru_cache(maxsize=1 << 17)
 def _key(name: str, drop_titles: bool) -> tuple[str, ...]:
     # A hyphen between words splits them ("CHRISTMAS-TIME"); one around a particle does not
     # ("JASHN-E-REKHTA" is one word, not "REKHTA").
-    text = _normal(name).replace("’", "'")
+    text = _folded(_normal(name).replace("’", "'"))
     # A dash breaks the sentence: a span across it ("EVE--OLD SCROOGE") names what follows.
     text = next((part for part in reversed(_DASH.split(text)) if part.strip()), text)
     tokens = _TOKEN.findall(_HYPHEN_BETWEEN_WORDS.sub(" ", text))
@@ -166,8 +179,9 @@ def _key(name: str, drop_titles: bool) -> tuple[str, ...]:
         last = tokens[-1]
         if last.endswith("'S"):
             tokens[-1] = last[:-2]
-    while len(tokens) > 1 and (tokens[0] in _ARTICLES or drop_titles and (tokens[0] in _HONORIFICS
-                                                                         or tokens[0] in _DESCRIPTIVE)):
+    # Not before a connector: "PRINCE OF WALES" is no "OF WALES".
+    while len(tokens) > 1 and tokens[1] not in _CONNECTORS and (
+            tokens[0] in _ARTICLES or drop_titles and (tokens[0] in _HONORIFICS or tokens[0] in _DESCRIPTIVE)):
         tokens.pop(0)
     while len(tokens) > 1 and tokens[-1] in _CORPORATE:
         tokens.pop()
@@ -260,6 +274,11 @@ def name_relation(a: str, b: str) -> Optional[str]:
     if len(short) >= 2 and _initial_match(short[0], long[0]) and _initial_match(short[-1], long[-1]) \
             and all(len(t) == 1 or t in short for t in long[1:-1]) and set(short) <= set(long) | set(short[:1]):
         return "middle_name"
+    if len(short) == 2 and len(long) in (3, 4) and short[0] == long[0] and short[-1] == long[-1] \
+            and not set(long) & (_GENERIC_HEADS | _CONNECTORS | _MODIFIERS):
+        return "extended_name"  # ADAM FREDRIC DURITZ / ADAM DURITZ
+    if long[:-1] == short and long[-1] in _CATEGORY_WORDS:
+        return "category"  # HANNA-BARBERA PRODUCTIONS / HANNA-BARBERA
     if set(short) <= set(long):
         extra = set(long) - set(short)
         if long[-1] in _GENERIC_HEADS or short[-1] in _GENERIC_HEADS or extra & _MODIFIERS:
@@ -532,12 +551,14 @@ _COPULA = r"\b(?:is|was)\s+(?:(?:also|now|once|still|only|in fact)\s+)?"
 _POSSESSED = re.compile(_COPULA + r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][\w-]*)['’]s\s+((?:[a-z][a-z-]*\s*){1,4})")
 _OF_OWNER = re.compile(_COPULA + r"(?:the|a|an)\s+((?:[a-z][a-z-]*\s+){0,3}?)(?:of|to)\s+(?:the\s+)?"
                        r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][\w-]*)(?![\w'-]*\s+[A-Z])")
-_NAMED_AS = re.compile(r"\b(?:known\s+as|called|named|nicknamed|dubbed|a\.k\.a\.?|aka)"
-                       r"\s+(?:the\s+)?[\"'“‘]?([A-Z][\w.'’-]*(?:\s+[A-Z][\w.'’-]*){0,4})")
+_NAMED_AS = re.compile(r"\b(?:(renamed(?:\s+as|\s+to)?|changed\s+its\s+name\s+to)|known\s+as|called|named|nicknamed"
+                       r"|dubbed|a\.k\.a\.?|aka)\s+(?:the\s+)?[\"'“‘]?([A-Z][\w.'’-]*(?:\s+[A-Z][\w.'’-]*){0,4})")
 # What stands before a naming word that names, not a verb ("Scrooge called Bob in"): a comma
 # or a parenthesis, or an adverb ("also called").
-_NAMING_LEAD = re.compile(r"(?:[,(]\s*|\s(?:also|better|commonly|formerly|otherwise|often|sometimes|popularly|"
-                          r"affectionately|simply)\s+)$")
+_NAMING_LEAD = re.compile(r"(?:[,(]\s*|\s(?:also|better|commonly|otherwise|often|sometimes|popularly|"
+                          r"affectionately|simply)\s+|\s(formerly|previously|originally|later|now)\s+)$")
+# A name in brackets ("(WWF)", "(Gemini Awards)"), not a date or a phrase.
+_BRACKETED = re.compile(r"\(\s*([A-Z][A-Z.&-]+)\s*\)")
 # A designation's head stops at a word that starts another phrase.
 _HEAD_STOP = frozenset("""who whom whose which that and or but with in at of for to from on by as is was
     during since when where while after before until""".split()) - {"and"}
@@ -585,50 +606,89 @@ def owned(name: str) -> Optional[tuple[str, tuple[str, ...]]]:
 def description_claims(name: str, text: str) -> set[str]:
     """What ``text``, a description of ``name``, states the name is, as claim keys:
     ``D OWNER WORD`` for each word of a designation it is given (its subject must be the
-    name or a pronoun), ``K TOKENS`` for another name it is called."""
+    name or a pronoun), ``K TOKENS`` for another name it is called or was renamed."""
     claims: set[str] = set()
     designations = [p for p in (_POSSESSED, _OF_OWNER) if p.search(text)]
-    cue = _NAMED_AS.search(text)
-    if not designations and not cue:  # most descriptions: nothing to read
+    naming, bracketed = _NAMED_AS.search(text), "(" in text
+    if not designations and not naming and not bracketed:  # most descriptions: nothing to read
         return claims
     own = name_key(name)
-    own_words = {t.lower() for t in own}
     for sentence in _SENTENCE.split(text):
-        for pattern in designations:
-            for match in pattern.finditer(sentence):
-                subject = {w.lower().strip(".,'’") for w in sentence[:match.start()].split()}
-                if not subject & (own_words | _SUBJECT_PRONOUNS):
-                    continue
-                owner, head = (match.group(1), match.group(2)) if pattern is _POSSESSED else (match.group(2), match.group(1))
-                words: list[str] = []
-                for word in head.split():
-                    if word in _HEAD_STOP:
-                        break
-                    words += word.split("-")
-                owner_key = name_key(owner)
-                if words and owner_key:
-                    claims.update(f"D {owner_key[-1]} {w.upper()}" for w in words)
-        for match in _NAMED_AS.finditer(sentence) if cue else ():
-            lead = _NAMING_LEAD.search(sentence[max(0, match.start() - 20):match.start()])
-            if lead is None:
-                continue
-            before = sentence[:match.start() - len(lead.group())]
-            if before.rstrip().endswith(")") or _NAME_GOES_ON.match(sentence, match.end()):
-                continue  # a parenthesis or a longer name around the cue: which name is which is unclear
-            other = name_key(match.group(1))
-            words = [w.strip(",(") for w in before.split()[-10:]]
-            said_of = next((i for i in range(len(words)) if name_key(" ".join(words[i:])) == own), None)
-            if said_of is not None and other and other != own:
-                if not _inside_a_name(words, said_of):
-                    claims.add("K " + " ".join(other))
-            elif other == own and words:  # "Tim Cratchit, known as Tiny Tim": the name before is this one
-                start = len(words)
-                while start > 0 and words[start - 1][:1].isupper():
-                    start -= 1
-                before_key = name_key(" ".join(words[start:])) if start < len(words) else ()
-                if before_key and before_key != own and not _inside_a_name(words, start):
-                    claims.add("K " + " ".join(before_key))
+        if designations:
+            claims |= _designation_claims(sentence, own, designations)
+        if naming:
+            claims |= _naming_claims(sentence, own)
+        if bracketed:
+            claims |= _bracket_claims(sentence, own)
     return claims
+
+
+def _designation_claims(sentence: str, own: tuple[str, ...], patterns: list[re.Pattern]) -> set[str]:
+    """"Jacob Marley was Scrooge's partner": D SCROOGE PARTNER."""
+    claims: set[str] = set()
+    own_words = {t.lower() for t in own} | _SUBJECT_PRONOUNS
+    for pattern in patterns:
+        for match in pattern.finditer(sentence):
+            if not {w.lower().strip(".,'’") for w in sentence[:match.start()].split()} & own_words:
+                continue
+            owner, head = (match.group(1), match.group(2)) if pattern is _POSSESSED else (match.group(2), match.group(1))
+            words: list[str] = []
+            for word in head.split():
+                if word in _HEAD_STOP:
+                    break
+                words += word.split("-")
+            owner_key = name_key(owner)
+            if words and owner_key:
+                claims.update(f"D {owner_key[-1]} {w.upper()}" for w in words)
+    return claims
+
+
+def _naming_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
+    """"Bob, also called Robert", "Tim Cratchit, known as Tiny Tim" (said in Tiny Tim's
+    description), "The Barion cut ... has been renamed the Princess cut"."""
+    claims: set[str] = set()
+    for match in _NAMED_AS.finditer(sentence):
+        lead = _NAMING_LEAD.search(sentence[max(0, match.start() - 20):match.start()])
+        history = match.group(1) is not None or lead is not None and lead.group(1) is not None
+        if lead is None and not history:
+            continue  # a verb: "Scrooge called Bob in"
+        before = sentence[:match.start() - (len(lead.group()) if lead else 0)]
+        if before.rstrip().endswith(")") or _NAME_GOES_ON.match(sentence, match.end()):
+            continue  # a parenthesis or a longer name around the cue: which name is which is unclear
+        other = name_key(match.group(2))
+        words = [w.strip(",(") for w in before.split()[-10:]]
+        said_of = next((i for i in range(len(words)) if name_key(" ".join(words[i:])) == own), None)
+        if other and other != own and (said_of is not None and not _inside_a_name(words, said_of)
+                                        or history and _opens_with(sentence, own)):
+            claims.add("K " + " ".join(other))
+        elif other == own and words:
+            start = len(words)
+            while start > 0 and words[start - 1][:1].isupper():
+                start -= 1
+            before_key = name_key(" ".join(words[start:])) if start < len(words) else ()
+            if before_key and before_key != own and not _inside_a_name(words, start):
+                claims.add("K " + " ".join(before_key))
+    return claims
+
+
+def _bracket_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
+    """"The World Wrestling Federation (WWF)": the name's acronym in brackets right after it
+    (other names in brackets are too often a place, a year or a role: "Alexandria
+    International Airport (Louisiana)", "Anne Hathaway (Selina Kyle)")."""
+    acronym = _acronym(own)
+    claims: set[str] = set()
+    for match in _BRACKETED.finditer(sentence) if acronym else ():
+        words = sentence[:match.start()].split()[-8:]
+        said_of = next((i for i in range(len(words)) if name_key(" ".join(words[i:])) == own), None)
+        if said_of is not None and name_key(match.group(1)) == (acronym,):
+            claims.add(f"K {acronym}")
+    return claims
+
+
+def _opens_with(sentence: str, own: tuple[str, ...]) -> bool:
+    """Whether the sentence starts with the name (the subject of what it says)."""
+    words = sentence.split()[:len(own) + 3]
+    return any(name_key(" ".join(words[:i])) == own for i in range(1, len(words) + 1))
 
 
 def name_targets(name: str) -> tuple[str, ...]:
@@ -715,8 +775,8 @@ def _cosine(pa: NameProfile, pb: NameProfile) -> float:
 
 
 _BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6, "first_name": 0.55,
-         "acronym": 0.55, "stated": 0.8, "possessive": 0.75, "head": 0.6, "overlap": 0.2, "fuzzy": 0.2,
-         "similar": 0.2}
+         "acronym": 0.55, "stated": 0.8, "possessive": 0.75, "head": 0.6, "extended_name": 0.6,
+         "category": 0.6, "overlap": 0.2, "fuzzy": 0.2, "similar": 0.2}
 # Names that differ only in spelling start higher than a title apart; a type disagreement
 # weighs against equal keys without vetoing them; a chunk in common counts for a pair.
 _SURFACE, _KEY_TYPE_CONFLICT, _SAME_CHUNK = 0.9, -0.2, 0.1
@@ -724,7 +784,7 @@ _SURFACE, _KEY_TYPE_CONFLICT, _SAME_CHUNK = 0.9, -0.2, 0.1
 _COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym"}
 _PERSON_PARTS = frozenset({"surname", "first_name"})
 # Relations of a name and a shorter form of it that needs something else in common.
-_PARTS = _PERSON_PARTS | {"head"}
+_PARTS = _PERSON_PARTS | {"head", "extended_name", "category"}
 
 
 @dataclass(frozen=True)
@@ -781,7 +841,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     # One text using both names: a short form after the full one is the same thing; two
     # full names sharing a word ("BOB CRATCHIT", "TIM CRATCHIT") are two things named apart.
     same_chunk = bool(pa.chunks & pb.chunks) and relation not in UNSETTLED_RELATIONS
-    corroborated = bool(shared) or description >= 0.2
+    corroborated = bool(shared) or description >= 0.2 or _states(pa, pb)
     genders = {gender(pa.name) or pa.pronoun_gender, gender(pb.name) or pb.pronoun_gender} - {None}
     surface = relation == "same_key" and _surface_variants(a, b)
     score = (_SURFACE if surface else _BASE[relation]) + 0.1 * min(len(shared), 3) + 0.5 * description \
@@ -817,6 +877,10 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
                                          and description >= 0.3)
     else:
         if_person = False
+    if relation == "extended_name" and not person:
+        corroborated = False  # "VIETNAMESE PRODIGY" is no part of "VIETNAMESE FINE ARTS PRODIGY"
+    if relation == "category" and not (typed and ta == tb):
+        corroborated = False  # a film "X" and its studio "X PICTURES" are typed apart
     if relation == "head":
         # "THE CLERK" is "SCROOGE'S CLERK" where it is told of with Scrooge.
         owner = (owned(a) or owned(b))[0]  # type: ignore[index]
