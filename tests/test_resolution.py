@@ -94,6 +94,10 @@ def test_keys_drop_articles_honorifics_possessives_and_stutters() -> None:
     assert name_key("Perhaps Scrooge") == ("SCROOGE",)  # a sentence adverb caught with the name
     assert name_key("EXIES THE EXIES") == ("EXIES",)  # a span caught twice
     assert name_key("JASHN-E-REKHTA") == name_key("JASHN-E-REKHTA JASHN-E-REKHTA") == ("JASHNEREKHTA",)
+    assert name_key("David Immerglück") == name_key("DAVID IMMERGLUCK")  # accents
+    assert name_key("President Clinton") == ("CLINTON",)
+    # A title before a connector names an office or a realm, not what follows.
+    assert name_key("Prince of Wales") == ("PRINCE", "OF", "WALES") != name_key("Duke of Wales")
 
 
 @pytest.mark.parametrize("a, b, relation", [
@@ -119,6 +123,9 @@ def test_keys_drop_articles_honorifics_possessives_and_stutters() -> None:
     ("THE CLERK", "SCROOGE'S CLERK", "head"),
     ("THE CITY", "CITY OF LONDON", "head"),
     ("SCROOGE'S CLERK", "FEZZIWIG'S CLERK", "overlap"),
+    ("ADAM DURITZ", "ADAM FREDRIC DURITZ", "extended_name"),
+    ("HANNA-BARBERA", "HANNA-BARBERA PRODUCTIONS", "category"),
+    ("UNITED STATES", "UNITED STATES ARMY", "overlap"),
 ])
 def test_name_relations(a: str, b: str, relation: Any) -> None:
     assert name_relation(a, b) == relation
@@ -172,6 +179,14 @@ def test_descriptions_state_what_a_name_is() -> None:
     assert "K ROBERT" in claims("BOB", "Bob, also called Robert, is the father of the family.")
     # Only what is said of the name itself: a verb "called", a designation of someone else.
     assert claims("SCROOGE", "Scrooge called Bob into the office.") == set()
+    # Renamed, or formerly known as: said of the sentence's subject.
+    assert "K PRINCESS" in claims("BARION CUT", "The Barion cut is a diamond cut that has been renamed the Princess cut.")
+    assert "K WORLD WIDE WRESTLING FEDERATION" in claims(
+        "WORLD WRESTLING ENTERTAINMENT", "World Wrestling Entertainment (WWE) is the promotion in which the title was "
+        "contested, formerly known as the World Wide Wrestling Federation.")
+    # An acronym in brackets; other names in brackets are no other name of it.
+    assert claims("WORLD WRESTLING FEDERATION", "The World Wrestling Federation (WWF) bought a rival.") == {"K WWF"}
+    assert claims("ANNE HATHAWAY", "The cast: Anne Hathaway (Selina Kyle) and others.") == set()
     assert claims("FRED", "The clerk is Scrooge's employee; Fred greets him.") == set()
 
     fred = profile("FRED", "PERSON", description="Fred is Scrooge's nephew, whom Scrooge visits.")
@@ -181,6 +196,20 @@ def test_descriptions_state_what_a_name_is() -> None:
     assert decide_pair(fred, place, "stated", threshold=0.7, ask_threshold=0.4).verdict != "merge"
     other = profile("FRED", "PERSON", description="Fred is a baker.")
     assert decide_pair(other, nephew, "stated", threshold=0.7, ask_threshold=0.4).verdict == "distinct"
+
+
+def test_a_middle_name_and_a_category_word_need_evidence_and_the_right_kind() -> None:
+    adam = profile("ADAM DURITZ", "PERSON", ("COUNTING CROWS",))
+    assert decided(adam, profile("ADAM FREDRIC DURITZ", "PERSON", ("COUNTING CROWS",))).verdict == "merge"
+    assert decided(adam, profile("ADAM FREDRIC DURITZ", "PERSON")).verdict != "merge"  # nothing in common
+    # Not a person's: words of a title ("VIETNAMESE FINE ARTS PRODIGY" is another thing).
+    prodigy = profile("VIETNAMESE PRODIGY", neighbours=("HANOI",))
+    assert decided(prodigy, profile("VIETNAMESE FINE ARTS PRODIGY", neighbours=("HANOI",))).verdict != "merge"
+    studio = profile("HANNA-BARBERA", "ORGANIZATION", ("SCOOBY-DOO",))
+    assert decided(studio, profile("HANNA-BARBERA PRODUCTIONS", "ORGANIZATION", ("SCOOBY-DOO",))).verdict == "merge"
+    # A film and its studio are typed apart.
+    assert decided(profile("HANNA-BARBERA", "EVENT", ("SCOOBY-DOO",)),
+                   profile("HANNA-BARBERA PRODUCTIONS", "ORGANIZATION", ("SCOOBY-DOO",))).verdict != "merge"
 
 
 def test_a_designation_is_its_head_where_that_is_told_of_with_its_owner() -> None:
