@@ -499,10 +499,12 @@ class NameProfile:
         return {t.lower() for t in name_key(self.name)} <= self._description_words[0]
 
     @cached_property
-    def _description_words(self) -> tuple[set[str], Counter]:
-        """The words the descriptions write in lower case, and their pronouns by gender."""
+    def _description_words(self) -> tuple[set[str], Counter, set[str]]:
+        """The words the descriptions write in lower case, their pronouns by gender, and
+        what they say the name is (the nouns after "is a", "was the")."""
         lower: set[str] = set()
         pronouns: Counter = Counter()
+        roles: set[str] = set()
         for text in self.descriptions.values():
             for word in _DESCRIPTION_WORD.findall(text):
                 if word[0].islower():
@@ -514,7 +516,22 @@ class NameProfile:
             gendered = next((g for w in said.group(1).split() if (g := _GENDERED_NOUNS.get(w))), None) if said else None
             if gendered:
                 pronouns[gendered] += 1
-        return lower, pronouns
+            if said and said.group(1).split() and self._subject_of(text, said.start()):
+                roles.add(said.group(1).split()[-1])
+        return lower, pronouns, roles
+
+    def _subject_of(self, text: str, at: int) -> bool:
+        """Whether the clause before ``at`` names this name ("Old Joe is ..."; not "he was ...")."""
+        start = max(text.rfind(c, 0, at) for c in ".;!?") + 1
+        words = [w.strip(",'’") for w in text[start:at].split()]
+        if words and words[-1].lower() in _OTHER_SUBJECTS:
+            return False
+        return bool({w.upper() for w in words} & set(name_key(self.name)))
+
+    @property
+    def roles(self) -> set[str]:
+        """What the descriptions say the name is: "jester", "dealer"."""
+        return self._description_words[2]
 
     @cached_property
     def claims(self) -> set[str]:
@@ -567,6 +584,8 @@ _JOINING = frozenset("of and with from for to the de du da del von van in on at 
 _NAME_GOES_ON = re.compile(r"\s+(?:of|from|with|for|the|de|du|da|del|von|van|in|on|at)\s+[A-Z]")
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
 _SUBJECT_PRONOUNS = frozenset("he she it they this".split())
+# Words right before "is a" that make someone else the subject ("Bob said he was a ...").
+_OTHER_SUBJECTS = _SUBJECT_PRONOUNS | frozenset("who which that there i we you".split())
 
 
 def _inside_a_name(words: list[str], start: int) -> bool:
@@ -875,6 +894,9 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
                      and round(score + 0.1, 4) >= threshold)
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
                                          and description >= 0.3)
+        # Said to be different things ("a jester", "a dealer"): JOE MILLER is no OLD JOE.
+        if pa.roles and pb.roles and not pa.roles & pb.roles:
+            corroborated = if_person = False
     else:
         if_person = False
     if relation == "extended_name" and not person:

@@ -198,6 +198,18 @@ def test_descriptions_state_what_a_name_is() -> None:
     assert decide_pair(other, nephew, "stated", threshold=0.7, ask_threshold=0.4).verdict == "distinct"
 
 
+def test_a_part_of_a_name_said_to_be_another_thing_stays_apart() -> None:
+    # One neighbour in common (Scrooge), but a dealer is no jester.
+    joe = profile("OLD JOE", "PERSON", ("SCROOGE",), description="Old Joe is a grey-haired rascal who deals in rags.")
+    miller = profile("JOE MILLER", "PERSON", ("SCROOGE",), description="Joe Miller is a famous jester Scrooge recalls.")
+    assert decided(joe, miller).verdict != "merge"
+    partner = profile("JACOB MARLEY", "PERSON", ("SCROOGE",), description="Jacob Marley was the partner of Scrooge.")
+    assert decided(profile("MARLEY", "PERSON", ("SCROOGE",), description="Marley is a partner, long dead."),
+                   partner).verdict == "merge"
+    # What "he" was is not what the name is.
+    assert profile("BOB", description="Bob said he was a little child once.").roles == set()
+
+
 def test_a_middle_name_and_a_category_word_need_evidence_and_the_right_kind() -> None:
     adam = profile("ADAM DURITZ", "PERSON", ("COUNTING CROWS",))
     assert decided(adam, profile("ADAM FREDRIC DURITZ", "PERSON", ("COUNTING CROWS",))).verdict == "merge"
