@@ -534,6 +534,11 @@ class NameProfile:
         return self._description_words[2]
 
     @cached_property
+    def text(self) -> str:
+        """The descriptions in lower case (to look for a word cheaply)."""
+        return "\n".join(self.descriptions.values()).lower()
+
+    @cached_property
     def claims(self) -> set[str]:
         """What the descriptions state this name is (:func:`description_claims`)."""
         return {c for text in self.descriptions.values() for c in description_claims(self.name, text)}
@@ -565,9 +570,13 @@ class NameProfile:
 # "Mrs. Cratchit is the wife of Bob Cratchit" (an owner, a proper word, and a common noun);
 # another name: "Bob Cratchit, also called Robert", "Scrooge's nephew, called Fred".
 _COPULA = r"\b(?:is|was)\s+(?:(?:also|now|once|still|only|in fact)\s+)?"
-_POSSESSED = re.compile(_COPULA + r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][\w-]*)['’]s\s+((?:[a-z][a-z-]*\s*){1,4})")
-_OF_OWNER = re.compile(_COPULA + r"(?:the|a|an)\s+((?:[a-z][a-z-]*\s+){0,3}?)(?:of|to)\s+(?:the\s+)?"
-                       r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][\w-]*)(?![\w'-]*\s+[A-Z])")
+_POSSESSIVE_START = r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][\w-]*)['’]s\s"
+_OF_START = r"(?:the|a|an)\s+((?:[a-z][a-z-]*\s+){0,3}?)(?:of|to)\s+(?:the\s+)?"
+_POSSESSED = re.compile(_COPULA + _POSSESSIVE_START + r"+((?:[a-z][a-z-]*\s*){1,4})")
+_OF_OWNER = re.compile(_COPULA + _OF_START + r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][\w-]*)(?![\w'-]*\s+[A-Z])")
+# Either, in one scan of a text: most texts have neither.
+_DESIGNATED = re.compile(_COPULA + f"(?:{_POSSESSIVE_START}|{_OF_START}[A-Z])")
+_NAMING_WORDS = ("known as", "called", "named", "dubbed", "aka", "a.k.a")
 _NAMED_AS = re.compile(r"\b(?:(renamed(?:\s+as|\s+to)?|changed\s+its\s+name\s+to)|known\s+as|called|named|nicknamed"
                        r"|dubbed|a\.k\.a\.?|aka)\s+(?:the\s+)?[\"'“‘]?([A-Z][\w.'’-]*(?:\s+[A-Z][\w.'’-]*){0,4})")
 # What stands before a naming word that names, not a verb ("Scrooge called Bob in"): a comma
@@ -627,14 +636,15 @@ def description_claims(name: str, text: str) -> set[str]:
     ``D OWNER WORD`` for each word of a designation it is given (its subject must be the
     name or a pronoun), ``K TOKENS`` for another name it is called or was renamed."""
     claims: set[str] = set()
-    designations = [p for p in (_POSSESSED, _OF_OWNER) if p.search(text)]
-    naming, bracketed = _NAMED_AS.search(text), "(" in text
-    if not designations and not naming and not bracketed:  # most descriptions: nothing to read
+    designated = _DESIGNATED.search(text) is not None
+    naming = any(word in text for word in _NAMING_WORDS)
+    bracketed = _BRACKETED.search(text) is not None
+    if not designated and not naming and not bracketed:  # most descriptions: nothing to read
         return claims
     own = name_key(name)
     for sentence in _SENTENCE.split(text):
-        if designations:
-            claims |= _designation_claims(sentence, own, designations)
+        if designated:
+            claims |= _designation_claims(sentence, own)
         if naming:
             claims |= _naming_claims(sentence, own)
         if bracketed:
@@ -642,11 +652,11 @@ def description_claims(name: str, text: str) -> set[str]:
     return claims
 
 
-def _designation_claims(sentence: str, own: tuple[str, ...], patterns: list[re.Pattern]) -> set[str]:
+def _designation_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
     """"Jacob Marley was Scrooge's partner": D SCROOGE PARTNER."""
     claims: set[str] = set()
     own_words = {t.lower() for t in own} | _SUBJECT_PRONOUNS
-    for pattern in patterns:
+    for pattern in (_POSSESSED, _OF_OWNER):
         for match in pattern.finditer(sentence):
             if not {w.lower().strip(".,'’") for w in sentence[:match.start()].split()} & own_words:
                 continue
@@ -720,6 +730,11 @@ def _states(pa: "NameProfile", pb: "NameProfile") -> bool:
     """Whether one profile's descriptions state it is the other's name or designation."""
     for teller, told in ((pa, pb), (pb, pa)):
         found = designation(told.name)
+        # A claim names the other's first word or owner: a text without it claims nothing of it
+        # (accents are dropped from keys, not from the text: that text is read in full).
+        word = (found or name_key(told.name))[0].lower()
+        if word not in teller.text and teller.text.isascii():
+            continue
         if found and all(f"D {found[0]} {w}" in teller.claims for w in found[1]):
             return True
         if f"K {' '.join(name_key(told.name))}" in teller.claims:
@@ -860,12 +875,14 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     # One text using both names: a short form after the full one is the same thing; two
     # full names sharing a word ("BOB CRATCHIT", "TIM CRATCHIT") are two things named apart.
     same_chunk = bool(pa.chunks & pb.chunks) and relation not in UNSETTLED_RELATIONS
-    corroborated = bool(shared) or description >= 0.2 or _states(pa, pb)
+    corroborated = relation == "stated" or bool(shared) or description >= 0.2
+    typed = ta != "UNKNOWN" and tb != "UNKNOWN"
+    if not corroborated and (relation in _PARTS or relation == "acronym" or relation == "same_key" and typed and ta != tb):
+        corroborated = _states(pa, pb)  # only where something in common is asked for: it reads every description
     genders = {gender(pa.name) or pa.pronoun_gender, gender(pb.name) or pb.pronoun_gender} - {None}
     surface = relation == "same_key" and _surface_variants(a, b)
     score = (_SURFACE if surface else _BASE[relation]) + 0.1 * min(len(shared), 3) + 0.5 * description \
         + _SAME_CHUNK * same_chunk
-    typed = ta != "UNKNOWN" and tb != "UNKNOWN"
     if typed:
         # Equal keys are strong evidence: a type disagreement there may be the extractor's.
         score += 0.05 if ta == tb else (_KEY_TYPE_CONFLICT if relation == "same_key" else -0.5)

@@ -107,6 +107,16 @@ def _redecided(recorded: set[tuple[str, str]], found: set[tuple[str, str]], touc
     return pairs
 
 
+def _recorded_claims(profiles: dict[str, NameProfile], claims: set[tuple[str, str, str]]) -> None:
+    """Give each profile the claims recorded per chunk for its name: the same as reading its
+    descriptions again (a profile keeps a chunk's first description, as ``chunk_claims`` does)."""
+    by_name: dict[str, set[str]] = {}
+    for name, claim, _ in claims:
+        by_name.setdefault(name, set()).add(claim)
+    for name, profile in profiles.items():
+        profile.claims = by_name.get(name, set())  # type: ignore[misc]
+
+
 def _candidate_pairs(present: set[str], claims: set[tuple[str, str, str]], index: NameIndex
                      ) -> dict[tuple[str, str], str]:
     """Every pair of a present name worth deciding, with its relation: the name blocks'
@@ -304,6 +314,7 @@ class EntityResolution:
         missing = {n for pair in candidates for n in pair} - set(profiles)
         if missing:
             profiles.update(await self._profiles(missing, previous))
+        _recorded_claims(profiles, claims)
         decisions = [decide_pair(profiles[a], profiles[b], relation, threshold=self.settings.threshold,
                                  ask_threshold=self.settings.ask_threshold)
                      for (a, b), relation in sorted(candidates.items()) if a in profiles and b in profiles]
@@ -415,6 +426,7 @@ async def duplicate_groups(extractions: dict[str, ChunkExtraction], state: Optio
         accepted = state.pairs if state else set()
         claims = {(n, c, chunk_id) for chunk_id, extraction in extractions.items() for n, c in chunk_claims(extraction)}
         candidates = _candidate_pairs(set(profiles), claims, index)
+        _recorded_claims(profiles, claims)
         decisions = {pair: decide_pair(profiles[pair[0]], profiles[pair[1]], relation, threshold=settings.threshold,
                                        ask_threshold=settings.ask_threshold)
                      for pair, relation in sorted(candidates.items()) if pair[0] in profiles and pair[1] in profiles}
