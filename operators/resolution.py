@@ -682,7 +682,7 @@ def _naming_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
         if lead is None and not history:
             continue  # a verb: "Scrooge called Bob in"
         before = sentence[:match.start() - (len(lead.group()) if lead else 0)]
-        if before.rstrip().endswith(")") or _NAME_GOES_ON.match(sentence, match.end()):
+        if before.rstrip(" ,").endswith(")") or _NAME_GOES_ON.match(sentence, match.end()):
             continue  # a parenthesis or a longer name around the cue: which name is which is unclear
         other = name_key(match.group(2))
         words = [w.strip(",(") for w in before.split()[-10:]]

@@ -187,6 +187,7 @@ def test_descriptions_state_what_a_name_is() -> None:
     # An acronym in brackets; other names in brackets are no other name of it.
     assert claims("WORLD WRESTLING FEDERATION", "The World Wrestling Federation (WWF) bought a rival.") == {"K WWF"}
     assert claims("ANNE HATHAWAY", "The cast: Anne Hathaway (Selina Kyle) and others.") == set()
+    assert claims("KINGSTON JAMAICA", "Michael Johnson (born 1965, Kingston Jamaica), better known as Mikey Spice.") == set()
     assert claims("FRED", "The clerk is Scrooge's employee; Fred greets him.") == set()
 
     fred = profile("FRED", "PERSON", description="Fred is Scrooge's nephew, whom Scrooge visits.")
