@@ -848,6 +848,31 @@ def _tells_of(p: NameProfile, owner: str) -> bool:
     return any(word.search(text) for text in p.descriptions.values())
 
 
+def _incorporated(name: str) -> bool:
+    """A company's legal name: a corporate suffix ends it (``THE CARTOON NETWORK, INC.``)."""
+    tokens = _TOKEN.findall(_normal(name))
+    return len(tokens) > 1 and tokens[-1] in _CORPORATE
+
+
+def _told_apart(pa: NameProfile, pb: NameProfile) -> bool:
+    """A company and what bears its name without the suffix, which their descriptions tell
+    apart: "Cartoon Network is a channel owned by The Cartoon Network, Inc.", "The Cartoon
+    Network, Inc. is the company that owns Cartoon Network"."""
+    if _incorporated(pa.name) == _incorporated(pb.name):
+        return False
+    company, other = (pa, pb) if _incorporated(pa.name) else (pb, pa)
+    words = [re.escape(t.lower()) for t in _TOKEN.findall(_normal(company.name))]
+    if re.search(r"(?<!\w)" + r"\W+".join(words) + r"(?!\w)", other.text):
+        return True
+    # Named as another thing, the object of a word in lower case ("owns Cartoon Network"), not
+    # followed by the suffix (its own name) or by another word of a name.
+    bare = r"\W+".join(re.escape(t) for t in name_key(other.name))
+    suffixes = "|".join(sorted(_CORPORATE))
+    pattern = re.compile(rf"(?<![\w,])[a-z]+\s+(?:the\s+)?(?i:{bare})(?!\w)(?!(?i:\W{{0,2}}(?:{suffixes}))\b)"
+                         r"(?!\s+[A-Z])")
+    return any(pattern.search(text) for text in company.descriptions.values())
+
+
 def _qualified(a: str, b: str) -> bool:
     """Whether one name adds a qualifier to the other, beyond articles and counts: of a group,
     "THE YOUNG CRATCHITS" are some of "THE CRATCHITS"; "THREE SPIRITS" are "THE SPIRITS"."""
@@ -932,7 +957,8 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     score = round(score, 4)
     # A part of a name, an acronym or a shared word is one thing only with something else
     # in common; similar spelling or shared words alone never merge without a model.
-    if len(genders) > 1:  # "FEZZIWIG" described with "his wife" is no "MRS. FEZZIWIG"
+    apart = relation == "same_key" and _told_apart(pa, pb)
+    if len(genders) > 1 or apart:  # "FEZZIWIG" described with "his wife" is no "MRS. FEZZIWIG"
         verdict, if_person = "distinct", False
     elif score >= threshold and relation not in UNSETTLED_RELATIONS and relation_ok \
             and (corroborated or relation in _COMPATIBLE - _PARTS) \
@@ -948,6 +974,8 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
                 "description_similarity": round(description, 3), "same_chunk": same_chunk}
     if len(genders) > 1:
         evidence["genders"] = "conflict"
+    if apart:
+        evidence["told_apart"] = True
     for flag in ("described", "plural"):
         if getattr(pa, flag) or getattr(pb, flag):
             evidence[flag] = sorted(p.name for p in (pa, pb) if getattr(p, flag))

@@ -211,6 +211,20 @@ def test_a_part_of_a_name_said_to_be_another_thing_stays_apart() -> None:
     assert profile("BOB", description="Bob said he was a little child once.").roles == set()
 
 
+def test_a_company_and_what_bears_its_name_stay_apart_when_told_apart() -> None:
+    channel = profile("CARTOON NETWORK", "ORGANIZATION", ("BETTY COHEN",),
+                      description="Cartoon Network is a television channel owned by The Cartoon Network, Inc.")
+    company = profile("THE CARTOON NETWORK, INC.", "ORGANIZATION", ("BETTY COHEN",),
+                      description="The Cartoon Network, Inc. is the company that owns Cartoon Network.")
+    assert decided(channel, company).verdict == "distinct"
+    assert decided(profile("CARTOON NETWORK", "ORGANIZATION", description="Cartoon Network is a channel."),
+                   company).verdict == "distinct"
+    # Nothing tells them apart: one company.
+    apple = profile("APPLE", "ORGANIZATION", description="Apple is a technology company.")
+    assert decided(apple, profile("APPLE INC.", "ORGANIZATION", description="Apple Inc. makes the Apple Watch.")
+                   ).verdict == "merge"
+
+
 def test_a_middle_name_and_a_category_word_need_evidence_and_the_right_kind() -> None:
     adam = profile("ADAM DURITZ", "PERSON", ("COUNTING CROWS",))
     assert decided(adam, profile("ADAM FREDRIC DURITZ", "PERSON", ("COUNTING CROWS",))).verdict == "merge"
