@@ -583,11 +583,12 @@ _NAMED_AS = re.compile(r"\b(?:(renamed(?:\s+as|\s+to)?|changed\s+its\s+name\s+to
 # or a parenthesis, or an adverb ("also called").
 _NAMING_LEAD = re.compile(r"(?:[,(]\s*|\s(?:also|better|commonly|otherwise|often|sometimes|popularly|"
                           r"affectionately|simply)\s+|\s(formerly|previously|originally|later|now)\s+)$")
-# A name in brackets ("(WWF)", "(Gemini Awards)"), not a date or a phrase.
+# An acronym in brackets ("(WWF)").
 _BRACKETED = re.compile(r"\(\s*([A-Z][A-Z.&-]+)\s*\)")
-# A designation's head stops at a word that starts another phrase.
-_HEAD_STOP = frozenset("""who whom whose which that and or but with in at of for to from on by as is was
-    during since when where while after before until""".split()) - {"and"}
+# A designation's head stops at a word that starts another phrase ("and" does not: "Scrooge's
+# old friend and partner").
+_HEAD_STOP = frozenset("""who whom whose which that or but with in at of for to from on by as is was
+    during since when where while after before until""".split())
 # Lower-case words inside a name ("School for Boys", "Mallik Rehan Dargah in Sira").
 _JOINING = frozenset("of and with from for to the de du da del von van in on at &".split())
 _NAME_GOES_ON = re.compile(r"\s+(?:of|from|with|for|the|de|du|da|del|von|van|in|on|at)\s+[A-Z]")
