@@ -100,6 +100,8 @@ _GENERIC_HEADS = frozenset(
     FEBRUARY MARCH APRIL MAY JUNE JULY AUGUST SEPTEMBER OCTOBER NOVEMBER DECEMBER MONDAY TUESDAY
     WEDNESDAY THURSDAY FRIDAY SATURDAY SUNDAY SCIENCE MATHEMATICS HISTORY""".split()
 )
+# Words that make a nickname of a first name ("TINY TIM", "LITTLE FAN").
+_NICKNAME_WORDS = frozenset("TINY LITTLE BIG".split())
 # Words that say what kind of thing a name is without making it another thing
 # ("HANNA-BARBERA PRODUCTIONS", "THE NEW YORKER MAGAZINE").
 _CATEGORY_WORDS = frozenset("""PRODUCTIONS STUDIOS STUDIO PICTURES ENTERTAINMENT FILMS RECORDS RECORDINGS MAGAZINE
@@ -277,6 +279,9 @@ def name_relation(a: str, b: str) -> Optional[str]:
     if len(short) == 2 and len(long) in (3, 4) and short[0] == long[0] and short[-1] == long[-1] \
             and not set(long) & (_GENERIC_HEADS | _CONNECTORS | _MODIFIERS):
         return "extended_name"  # ADAM FREDRIC DURITZ / ADAM DURITZ
+    for nick, full in ((ka, kb), (kb, ka)):
+        if len(nick) == 2 and nick[0] in _NICKNAME_WORDS and 2 <= len(full) <= 3 and full[0] == nick[1]:
+            return "first_name"  # TINY TIM / TIM CRATCHIT
     if long[:-1] == short and long[-1] in _CATEGORY_WORDS:
         return "category"  # HANNA-BARBERA PRODUCTIONS / HANNA-BARBERA
     if set(short) <= set(long):
@@ -315,6 +320,8 @@ def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
         blocks.append(("acronym", key[0]))
     if 2 <= len(key) <= 3:  # where a one-word name may be its first name or its surname
         blocks += [("first", key[0]), ("last", key[-1])]
+    if len(key) == 2 and key[0] in _NICKNAME_WORDS:  # "TINY TIM" meets "TIM CRATCHIT"
+        blocks.append(("nickname", key[1]))
     if found := designation(name):  # "SCROOGE'S PARTNER" meets what is said to be Scrooge's partner
         blocks.append(("designation", found[0], found[1][-1]))
     if found := owned(name):  # ... and "GHOST OF JACOB MARLEY" meets "MARLEY'S GHOST", "THE GHOST"
@@ -338,6 +345,10 @@ def _looked_up_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
     parts = sorted(set(key))[:_MAX_SUBSET_WORDS]
     own += [("words", c) for size in range(1, len(parts)) for c in combinations(parts, size)]
     own.append(("head", key))
+    if len(key) == 2 and key[0] in _NICKNAME_WORDS:
+        own.append(("first", key[1]))
+    if 2 <= len(key) <= 3:
+        own.append(("nickname", key[0]))
     if found := owned(name):
         own += [("owned", *found), ("key", found[1])]
     if len(key) > 1:

@@ -109,7 +109,7 @@ def test_keys_drop_articles_honorifics_possessives_and_stutters() -> None:
     ("J. MARLEY", "JACOB MARLEY", "initials"),
     ("JOHN DOE", "JOHN T. DOE", "middle_name"),
     ("IRS", "INTERNAL REVENUE SERVICE", "acronym"),
-    ("TINY TIM", "TIM CRATCHIT", "overlap"),
+    ("TINY TIM", "TIM CRATCHIT", "first_name"),  # a nickname of the first name
     ("SCROOGE", "SCROOGE AND MARLEY", "overlap"),
     ("SCROOGE", "SCROOGE'S NEPHEW", None),
     ("UNITED STATES", "UNITED STATES ARMY", "overlap"),
@@ -209,6 +209,15 @@ def test_a_part_of_a_name_said_to_be_another_thing_stays_apart() -> None:
                    partner).verdict == "merge"
     # What "he" was is not what the name is.
     assert profile("BOB", description="Bob said he was a little child once.").roles == set()
+
+
+def test_a_nickname_of_a_first_name_is_that_person_with_evidence() -> None:
+    tim = profile("TINY TIM", "PERSON", ("BOB CRATCHIT",))
+    assert decided(tim, profile("TIM CRATCHIT", "PERSON", ("BOB CRATCHIT",))).verdict == "merge"
+    assert decided(tim, profile("TIM CRATCHIT", "PERSON")).verdict != "merge"  # nothing in common
+    # A place is no nickname.
+    assert decided(profile("LITTLE ROCK", "GEO", ("ARKANSAS",)),
+                   profile("ROCK HUDSON", "PERSON", ("ARKANSAS",))).verdict != "merge"
 
 
 def test_a_company_and_what_bears_its_name_stay_apart_when_told_apart() -> None:
@@ -704,9 +713,9 @@ def test_cli_lists_merges_and_duplicates_with_evidence(tmp_path: Any, capsys: An
 # --------------------------------------------------------------------------- the model's check
 
 
-TIM_DOCS = [
-    "Tiny Tim sat beside Bob Cratchit and Martha by the fire in Camden Town.",
-    "Tim Cratchit sang beside Bob Cratchit and Martha by the fire in Camden Town.",
+WILKINS_DOCS = [
+    "Dick Wilkins sat beside Bob Cratchit and Martha by the fire in Camden Town.",
+    "Wilkins Micawber sang beside Bob Cratchit and Martha by the fire in Camden Town.",
 ]
 
 
@@ -716,18 +725,18 @@ def test_ambiguous_pairs_go_to_the_cheap_model_once(tmp_path: Any, server: MockL
                     entity_resolution_llm_check=check)
 
     rag = llm_rag("wd")
-    stats = rag.insert(TIM_DOCS)
+    stats = rag.insert(WILKINS_DOCS)
     asked = stats["llm"]["resolution"]["calls"]
     assert asked >= 1 and stats["entity_resolution"]["pairs_asked"] >= 1
-    # The mock says yes to names ending alike: TINY TIM and TIM CRATCHIT stay apart.
+    # The mock says yes to names ending alike: DICK WILKINS and WILKINS MICAWBER stay apart.
     graph = graph_of(rag)
-    assert "TINY TIM" in graph and "TIM CRATCHIT" in graph
+    assert "DICK WILKINS" in graph and "WILKINS MICAWBER" in graph
     before = state_of(rag)
-    rag.delete_documents(doc_id_for(TIM_DOCS[1]))
-    again = rag.insert(TIM_DOCS[1])
+    rag.delete_documents(doc_id_for(WILKINS_DOCS[1]))
+    again = rag.insert(WILKINS_DOCS[1])
     assert "resolution" not in again["llm"]  # the verdicts are cached: no call
     assert state_of(rag) == before
-    without = llm_rag("off", check=False).insert(TIM_DOCS)
+    without = llm_rag("off", check=False).insert(WILKINS_DOCS)
     assert "resolution" not in without["llm"]
 
 
