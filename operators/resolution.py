@@ -534,7 +534,7 @@ class NameProfile:
     def _subject_of(self, text: str, at: int) -> bool:
         """Whether the clause before ``at`` names this name ("Old Joe is ..."; not "he was ...")."""
         start = max(text.rfind(c, 0, at) for c in ".;!?") + 1
-        words = [w.strip(",'’") for w in text[start:at].split()]
+        words = _PLAIN_WORD.findall(text[start:at])
         if words and words[-1].lower() in _OTHER_SUBJECTS:
             return False
         return bool({w.upper() for w in words} & set(name_key(self.name)))
@@ -605,6 +605,8 @@ _JOINING = frozenset("of and with from for to the de du da del von van in on at 
 _NAME_GOES_ON = re.compile(r"\s+(?:of|from|with|for|the|de|du|da|del|von|van|in|on|at)\s+[A-Z]")
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
 _SUBJECT_PRONOUNS = frozenset("he she it they this".split())
+# A word of running text, hyphens splitting it as they split a name's key ("counting-house").
+_PLAIN_WORD = re.compile(r"[^\W_]+")
 # Words right before "is a" that make someone else the subject ("Bob said he was a ...").
 _OTHER_SUBJECTS = _SUBJECT_PRONOUNS | frozenset("who which that there i we you".split())
 
@@ -670,7 +672,7 @@ def _designation_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
     own_words = {t.lower() for t in own} | _SUBJECT_PRONOUNS
     for pattern in (_POSSESSED, _OF_OWNER):
         for match in pattern.finditer(sentence):
-            if not {w.lower().strip(".,'’") for w in sentence[:match.start()].split()} & own_words:
+            if not set(_PLAIN_WORD.findall(sentence[:match.start()].lower())) & own_words:
                 continue
             owner, head = (match.group(1), match.group(2)) if pattern is _POSSESSED else (match.group(2), match.group(1))
             words: list[str] = []

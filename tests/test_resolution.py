@@ -173,6 +173,7 @@ def test_descriptions_state_what_a_name_is() -> None:
     assert {"D SCROOGE BUSINESS", "D SCROOGE PARTNER"} <= claims(
         "JACOB MARLEY", "Jacob Marley was Scrooge's business partner in life; he is now dead.")
     assert "D CRATCHIT WIFE" in claims("MRS. CRATCHIT", "Mrs. Cratchit is the wife of Bob Cratchit.")
+    assert "D SCROOGE OFFICE" in claims("COUNTING-HOUSE", "The counting-house is Scrooge's office.")  # hyphens
     assert "D CRATCHIT WIFE" in claims("MRS. CRATCHIT", "Mrs. Cratchit is Bob Cratchit's wife, poorly dressed.")
     assert claims("SCROOGE'S NEPHEW", "Scrooge's nephew, called Fred, is a cheerful man.") == {"K FRED"}
     assert claims("TINY TIM", "Tim Cratchit, known as Tiny Tim, is a crippled boy.") == {"K TIM CRATCHIT"}
