@@ -70,7 +70,7 @@ _ARTICLES = frozenset("THE A AN".split())
 _HONORIFICS = {
     **dict.fromkeys("MR MISTER SIR LORD MASTER KING PRINCE DUKE UNCLE".split(), "M"),
     **dict.fromkeys("MRS MS MISS LADY MADAM MADAME DAME QUEEN PRINCESS DUCHESS AUNT".split(), "F"),
-    **dict.fromkeys("""DR PROF PROFESSOR REV REVEREND CAPT CAPTAIN ST SAINT PRESIDENT SENATOR GOVERNOR MAYOR
+    **dict.fromkeys("""DR PROF PROFESSOR REV REVEREND CAPT CAPTAIN PRESIDENT SENATOR GOVERNOR MAYOR
         JUDGE BISHOP POPE CARDINAL CHANCELLOR ADMIRAL COLONEL SERGEANT LIEUTENANT""".split(), None),
 }
 # Words that describe rather than name ("Old Fezziwig" is Fezziwig), and words a
@@ -187,6 +187,8 @@ def _key(name: str, drop_titles: bool) -> tuple[str, ...]:
         tokens.pop(0)
     while len(tokens) > 1 and tokens[-1] in _CORPORATE:
         tokens.pop()
+    if len(tokens) > 1 and tokens[0] == "ST":  # ST. LOUIS is SAINT LOUIS
+        tokens[0] = "SAINT"
     # A stutter or a repeated word ("SCRO-O-O-OGE", "SCROOGE SCROOGE") names nothing new.
     key: list[str] = []
     for token in tokens:
@@ -594,6 +596,9 @@ _NAMED_AS = re.compile(r"\b(?:(renamed(?:\s+as|\s+to)?|changed\s+its\s+name\s+to
 # or a parenthesis, or an adverb ("also called").
 _NAMING_LEAD = re.compile(r"(?:[,(]\s*|\s(?:also|better|commonly|otherwise|often|sometimes|popularly|"
                           r"affectionately|simply)\s+|\s(formerly|previously|originally|later|now)\s+)$")
+# One more name of a list after a naming word: ", Chubby", "or the World Wrestling Federation".
+_LISTED_NAME = re.compile(r"[\"'”’]?\s*(?:,\s*(?:or\s+|and\s+)?|\s+(?:or|and)\s+)(?:the\s+)?[\"'“‘]?"
+                          r"([A-Z][\w.'’-]*(?:\s+[A-Z][\w.'’-]*){0,4})")
 # An acronym in brackets ("(WWF)").
 _BRACKETED = re.compile(r"\(\s*([A-Z][A-Z.&-]+)\s*\)")
 # A designation's head stops at a word that starts another phrase ("and" does not: "Scrooge's
@@ -603,7 +608,9 @@ _HEAD_STOP = frozenset("""who whom whose which that or but with in at of for to 
 # Lower-case words inside a name ("School for Boys", "Mallik Rehan Dargah in Sira").
 _JOINING = frozenset("of and with from for to the de du da del von van in on at &".split())
 _NAME_GOES_ON = re.compile(r"\s+(?:of|from|with|for|the|de|du|da|del|von|van|in|on|at)\s+[A-Z]")
-_SENTENCE = re.compile(r"(?<=[.!?;])\s+")
+# A sentence ends at a stop, not after an initial or a title ("E. B. White", "Mr. Cratchit").
+_SENTENCE = re.compile(r"(?<=[.!?;])(?<!\b[A-Z]\.)(?<!\bMr\.)(?<!\bMrs\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bSt\.)"
+                       r"(?<!\bJr\.)(?<!\bSr\.)\s+")
 _SUBJECT_PRONOUNS = frozenset("he she it they this".split())
 # A word of running text, hyphens splitting it as they split a name's key ("counting-house").
 _PLAIN_WORD = re.compile(r"[^\W_]+")
@@ -704,6 +711,14 @@ def _naming_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
         if other and other != own and (said_of is not None and not _inside_a_name(words, said_of)
                                         or history and _opens_with(sentence, own)):
             claims.add("K " + " ".join(other))
+            # A list of names: "also known as Junior Byles, Chubby, or King Chubby".
+            at = match.end()
+            while more := _LISTED_NAME.match(sentence, at):
+                if _NAME_GOES_ON.match(sentence, more.end()):
+                    break
+                if (listed := name_key(more.group(1))) and listed != own:
+                    claims.add("K " + " ".join(listed))
+                at = more.end()
         elif other == own and words:
             start = len(words)
             while start > 0 and words[start - 1][:1].isupper():

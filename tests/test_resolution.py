@@ -96,6 +96,7 @@ def test_keys_drop_articles_honorifics_possessives_and_stutters() -> None:
     assert name_key("JASHN-E-REKHTA") == name_key("JASHN-E-REKHTA JASHN-E-REKHTA") == ("JASHNEREKHTA",)
     assert name_key("David Immerglück") == name_key("DAVID IMMERGLUCK")  # accents
     assert name_key("President Clinton") == ("CLINTON",)
+    assert name_key("St. Louis") == name_key("Saint Louis") == ("SAINT", "LOUIS")  # a place, not "LOUIS"
     # A title before a connector names an office or a realm, not what follows.
     assert name_key("Prince of Wales") == ("PRINCE", "OF", "WALES") != name_key("Duke of Wales")
 
@@ -178,6 +179,13 @@ def test_descriptions_state_what_a_name_is() -> None:
     assert claims("SCROOGE'S NEPHEW", "Scrooge's nephew, called Fred, is a cheerful man.") == {"K FRED"}
     assert claims("TINY TIM", "Tim Cratchit, known as Tiny Tim, is a crippled boy.") == {"K TIM CRATCHIT"}
     assert "K ROBERT" in claims("BOB", "Bob, also called Robert, is the father of the family.")
+    # A list of names; a title's full stop ends no sentence.
+    assert claims("KERRIE BYLES", 'Kerrie Byles, also known as "Junior Byles", "Chubby", or "King Chubby", sings.') \
+        == {"K JUNIOR BYLES", "K CHUBBY"}
+    assert {"K WORLD WIDE WRESTLING FEDERATION", "K WORLD WRESTLING FEDERATION"} <= claims(
+        "WORLD WRESTLING ENTERTAINMENT", "World Wrestling Entertainment is a promotion, formerly known as the World "
+        "Wide Wrestling Federation and the World Wrestling Federation.")
+    assert claims("BOB", "Bob, also called Robert and Mr. Cratchit, is a clerk.") == {"K ROBERT", "K CRATCHIT"}
     # Only what is said of the name itself: a verb "called", a designation of someone else.
     assert claims("SCROOGE", "Scrooge called Bob into the office.") == set()
     # Renamed, or formerly known as: said of the sentence's subject.
