@@ -707,7 +707,7 @@ def _naming_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
             continue  # a parenthesis or a longer name around the cue: which name is which is unclear
         other = name_key(match.group(2))
         words = [w.strip(",(") for w in before.split()[-10:]]
-        said_of = next((i for i in range(len(words)) if name_key(" ".join(words[i:])) == own), None)
+        said_of = _name_at_end(words, own)
         if other and other != own and (said_of is not None and not _inside_a_name(words, said_of)
                                         or history and _opens_with(sentence, own)):
             claims.add("K " + " ".join(other))
@@ -737,10 +737,15 @@ def _bracket_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
     claims: set[str] = set()
     for match in _BRACKETED.finditer(sentence) if acronym else ():
         words = sentence[:match.start()].split()[-8:]
-        said_of = next((i for i in range(len(words)) if name_key(" ".join(words[i:])) == own), None)
+        said_of = _name_at_end(words, own)
         if said_of is not None and name_key(match.group(1)) == (acronym,):
             claims.add(f"K {acronym}")
     return claims
+
+
+def _name_at_end(words: list[str], own: tuple[str, ...]) -> Optional[int]:
+    """Where the name starts if ``words`` end with it ("Scrooge's nephew" in "... of Scrooge's nephew")."""
+    return next((i for i in range(len(words)) if name_key(" ".join(words[i:])) == own), None)
 
 
 def _opens_with(sentence: str, own: tuple[str, ...]) -> bool:
