@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Optio
 from graphrag.config import GraphRAGConfig, check_no_nano_graphrag_only_options
 from graphrag.embedding import EmbeddingFunc, follows_index, limited, local_embedding
 from graphrag.embedding_scheme import check_scheme, record_scheme, recorded_scheme
-from graphrag.errors import DocumentNotFound, InvalidInputError
+from graphrag.errors import DocumentNotFound
 from graphrag.locking import try_lock, writer_lock
 from graphrag.progress import Progress
 from graphrag.query_param import QueryParam
@@ -36,18 +36,12 @@ if TYPE_CHECKING:
     from graphrag.operators.documents import ChunkPlan
     from graphrag.operators.format_failures import FormatFailures
     from graphrag.readers import ReadDocument, ReadOptions
+    from graphrag.querying import QueryEngine
     from graphrag.records import Answer, Retrieval
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-NO_LLM_NOTE = (
-    "[No LLM is configured (set OPENAI_API_KEY / OPENAI_BASE_URL or pass best_model_func); "
-    "below is the retrieved context instead of an answer.]"
-)
-
-EMPTY_INDEX_MESSAGE = "No documents are indexed in {working_dir} yet: insert some before asking questions."
 
 # An insert's extraction outcome counts (see ``failed_chunks.extraction_counts``), none extracted.
 NO_EXTRACTION_COUNTS: dict[str, Any] = {
@@ -817,6 +811,14 @@ class GraphRAG:
             self._knowledge_graph = KnowledgeGraph(lambda: self.stores, lambda: self._index_version, _run_sync)
         return self._knowledge_graph
 
+    def _querying(self) -> QueryEngine:
+        """What a query reads, handed to the answer policy (``graphrag/querying/``)."""
+        from graphrag.querying import QueryEngine
+
+        return QueryEngine(config=self.config, stores=self.stores, tokenizer=self.tokenizer, windows=self.windows,
+                           documents=self.knowledge_graph.documents, has_documents=self._has_documents,
+                           best_llm=(lambda: self.llms[0]) if llm_configured(self.config) else None)
+
     def retrieve(self, query: str, param: QueryParam = QueryParam()) -> Retrieval:
         return _run_sync(self.aretrieve(query, param))
 
@@ -824,20 +826,7 @@ class GraphRAG:
         """What ``param.mode`` retrieves for ``query`` as records (chunks, entities, relations,
         reports, each with its documents); ``.context`` is the ``only_need_context`` string.
         Nothing found (or nothing indexed): a Retrieval with no records and no context."""
-        from graphrag.operators.retrieval import retrieve
-        from graphrag.records import Retrieval
-
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInputError("query must be a non-empty string")
-        try:
-            if not await self._has_documents():
-                return Retrieval(question=query, mode=param.mode)
-            found = await retrieve(query, self.stores, self.windows.fit_query(query, param), self.tokenizer)
-            if found is None:
-                return Retrieval(question=query, mode=param.mode)
-            return await self.knowledge_graph.documents.attach(found)
-        finally:
-            await self.stores.query_done()
+        return await self._querying().retrieve(query, param)
 
     def query_result(self, query: str, param: QueryParam = QueryParam()) -> Answer:
         return _run_sync(self.aquery_result(query, param), self._close_llm_connections)
@@ -846,65 +835,16 @@ class GraphRAG:
         """The answer as an object citing its sources: ``.text`` cites ``[n]``, ``.references``
         maps each ``n`` kept to its documents, chunk or report and an excerpt. Without an LLM
         (or with ``only_need_context``) the text is the numbered context, every source listed."""
-        from graphrag.operators.query_context import fail_response
-        from graphrag.operators.retrieval import all_references, answer_with_references
-        from graphrag.records import Answer
-
-        param = replace(param, with_references=True)
-        retrieval = await self.aretrieve(query, param)
-        if not retrieval.context:
-            empty = not await self._has_documents()
-            return Answer(text=EMPTY_INDEX_MESSAGE.format(working_dir=self.config.working_dir) if empty
-                          else fail_response(), retrieval=retrieval)
-        if param.only_need_context or not llm_configured(self.config):
-            note = "" if param.only_need_context else f"{NO_LLM_NOTE}\n\n"
-            return Answer(text=note + retrieval.context, references=all_references(retrieval), retrieval=retrieval)
-        try:
-            return await answer_with_references(retrieval, param, self.llms[0], self.tokenizer)
-        finally:
-            await self.stores.query_done()  # persists the answer in the LLM cache
+        return await self._querying().answer_result(query, param)
 
     def query(self, query: str, param: QueryParam = QueryParam()) -> str:
         return _run_sync(self.aquery(query, param), self._close_llm_connections)
 
     async def aquery(self, query: str, param: QueryParam = QueryParam()) -> str:
-        return await self._query(query, param)
+        return await self._querying().answer(query, param)
 
     async def aquery_stream(self, query: str, param: QueryParam = QueryParam()) -> AsyncIterator[str]:
         """The answer in pieces as the model writes them; a cached answer, a context
         (``only_need_context``, no LLM) or a canned reply comes as one piece."""
-        from graphrag.streaming import stream_answer
-
-        async for piece in stream_answer(self._query, query, param):
+        async for piece in self._querying().stream(query, param):
             yield piece
-
-    async def _query(self, query: str, param: QueryParam, wrap_llm: Optional[Callable[[Any], Any]] = None) -> str:
-        """``wrap_llm``: wraps the best model's client for this query (streaming does)."""
-        from graphrag import degraded
-        from graphrag.operators.query_global import global_query
-        from graphrag.operators.query_hybrid import hybrid_query
-        from graphrag.operators.query_local import local_query
-        from graphrag.operators.query_naive import naive_query
-
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInputError("query must be a non-empty string")
-        if param.with_references:  # the answer, then its reference list
-            return str(await self.aquery_result(query, param))
-        if not await self._has_documents():
-            await self.stores.query_done()
-            return EMPTY_INDEX_MESSAGE.format(working_dir=self.config.working_dir)
-        no_llm = not param.only_need_context and not llm_configured(self.config)
-        if no_llm:
-            param = replace(param, only_need_context=True)
-        runners = {"local": local_query, "global": global_query, "naive": naive_query, "hybrid": hybrid_query}
-        try:
-            param = self.windows.fit_query(query, param)
-            llm = None if param.only_need_context else self.llms[0]
-            if llm is not None and wrap_llm is not None:
-                llm = wrap_llm(llm)
-            # A graph or vector store that is down: answered from the others, with a warning.
-            answer = await degraded.answer(runners, query, self.stores, param, llm=llm, tokenizer=self.tokenizer)
-        finally:
-            await self.stores.query_done()
-        return f"{NO_LLM_NOTE}\n\n{answer}" if no_llm else answer
-

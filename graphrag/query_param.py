@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from graphrag.errors import InvalidInputError
-
-QUERY_MODES: tuple[str, ...] = ("local", "global", "naive", "hybrid")
+from graphrag.operators.modes import get_mode
 
 # Fields that count tokens or items: none may be negative.
 _NON_NEGATIVE_INT_FIELDS: tuple[str, ...] = (
@@ -30,7 +29,8 @@ class QueryParam:
     best model's window (``best_model_max_token_size``) leaves less room.
     """
 
-    mode: Literal["local", "global", "naive", "hybrid"] = "global"
+    # One of the registered modes (``graphrag.operators.modes.MODES``).
+    mode: str = "global"
     # Return the context the answer prompt would carry, making no LLM call at all.
     only_need_context: bool = False
     response_type: str = "Multiple Paragraphs"
@@ -64,8 +64,7 @@ class QueryParam:
     with_references: bool = False
 
     def __post_init__(self) -> None:
-        if self.mode not in QUERY_MODES:
-            raise InvalidInputError(f"mode must be one of {', '.join(QUERY_MODES)}; got {self.mode!r}")
+        get_mode(self.mode)
         for name in _NON_NEGATIVE_INT_FIELDS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):

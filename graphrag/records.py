@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
+from graphrag.operators.modes import get_mode
 from graphrag.schema import GRAPH_FIELD_SEP
 
 
@@ -210,8 +211,8 @@ class Retrieval:
     context_groups: tuple[str, ...] = ()  # global: the report tables, one per map call
 
     def citable(self) -> Sequence[Any]:
-        """What ``[n]`` refers to: reports in global mode, chunks otherwise."""
-        return self.reports if self.mode == "global" else self.chunks
+        """What ``[n]`` refers to: the reports or the chunks, as the mode cites (``QueryMode.cites``)."""
+        return self.reports if get_mode(self.mode).cites == "reports" else self.chunks
 
 
 @dataclass(frozen=True)

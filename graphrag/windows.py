@@ -65,13 +65,11 @@ class ModelWindows:
     def fit_query(self, query: str, param: QueryParam) -> QueryParam:
         """``param`` with context budgets no larger than the best model's window leaves beside
         each of its mode's prompts, the question and ``ANSWER_TOKENS``."""
-        from graphrag.operators.query_context import EMPTY_PROMPT_DATA, MODE_PROMPTS, fit_to_room
+        from graphrag.operators.modes import get_mode
+        from graphrag.operators.query_context import EMPTY_PROMPT_DATA, fit_to_room
 
-        templates = MODE_PROMPTS[param.mode]
-        if param.with_references:
-            from graphrag.operators.retrieval import cited_prompts
-
-            templates = cited_prompts(param.mode)
+        mode = get_mode(param.mode)
+        templates = mode.cited_prompts if param.with_references else mode.prompts
         room = min(self._room("best_model_max_token_size", template, ANSWER_TOKENS, question=query,
                               response_type=param.response_type, **EMPTY_PROMPT_DATA)
                    for template in templates)

@@ -14,6 +14,7 @@ from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional, Seque
 from graphrag.prompts import load as load_prompt
 from graphrag.prompts import render as render_prompt
 
+from .modes import get_mode
 from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -21,30 +22,18 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 
-# The answer prompts each mode sends: their data must fit the best model's window.
-MODE_PROMPTS: dict[str, tuple[str, ...]] = {
-    "naive": ("naive_rag_response",),
-    "local": ("local_rag_response",),
-    "global": ("global_map_rag_points", "global_reduce_rag_response"),
-    # Hybrid's context has local's tables (entities, relations, sources), so local's prompt reads it.
-    "hybrid": ("local_rag_response",),
-}
-# Every data placeholder of those prompts, for measuring a template's own text.
+# Every data placeholder of the answer prompts, for measuring a template's own text.
 EMPTY_PROMPT_DATA: dict[str, str] = {"content_data": "", "context_data": "", "report_data": ""}
-_LOCAL_BUDGETS = ("local_max_token_for_community_report", "local_max_token_for_local_context",
-                  "local_max_token_for_text_unit")
 
 
 def fit_to_room(param: Any, room: int) -> Any:
-    """``param`` with its mode's context budgets cut so the data of each answer prompt is at
-    most ``room`` tokens; local shares ``room`` among its sections in their set proportions
-    (less 8 tokens for the blank lines between them)."""
-    if param.mode == "naive":
-        return replace(param, naive_max_token_for_text_unit=min(param.naive_max_token_for_text_unit, room))
-    if param.mode == "global":
-        return replace(param, global_max_token_for_community_report=min(
-            param.global_max_token_for_community_report, room))
-    budgets = {name: getattr(param, name) for name in _LOCAL_BUDGETS}
+    """``param`` with its mode's context budgets (``QueryMode.budgets``) cut so the data of
+    each answer prompt is at most ``room`` tokens; a context of several sections shares
+    ``room`` among them in their set proportions (less 8 tokens for the blank lines between)."""
+    names = get_mode(param.mode).budgets
+    budgets = {name: getattr(param, name) for name in names}
+    if len(budgets) == 1:
+        return replace(param, **{name: min(budget, room) for name, budget in budgets.items()})
     total, room = sum(budgets.values()), room - 8
     if total <= room:
         return param
@@ -65,7 +54,7 @@ async def answer_from_context(query: str, context: Optional[str], param: Any, ll
     if param.only_need_context:
         return context
     system_prompt = render_prompt(template, **{context_field: context}, response_type=param.response_type)
-    # A caller streaming the answer (graphrag/streaming.py) hands an llm whose ``final_answer``
+    # A caller streaming the answer (graphrag/querying/streaming.py) hands an llm whose ``final_answer``
     # streams this call, and only this one: a global query's map calls are not the answer.
     answer = getattr(llm, "final_answer", llm)
     return await answer(query, stage="query", system_prompt=system_prompt)

@@ -27,12 +27,13 @@ from __future__ import annotations
 import difflib
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 from graphrag.query_param import QueryParam
+from graphrag.records import Chunk, Entity, Relation, Retrieval
 
 from .extraction import normalize_entity_name
 from .nlp_extraction import _STOPWORDS as STOPWORDS
@@ -202,46 +203,52 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
 # --------------------------------------------------------------------------- the context
 
 
-async def build_hybrid_context(question: str, stores: Any, param: QueryParam, tokenizer: Tokenizer
-                               ) -> Optional[str]:
+async def retrieve_hybrid(question: str, stores: Any, param: QueryParam, tokenizer: Tokenizer,
+                          cited: bool = False) -> Optional[Retrieval]:
     """Entities (the best-visited, at most ``top_k``), the relations among them, then the
-    ranked passages; None when nothing matches."""
+    passages the walk and the vector search reached, in their fused order, as far as the
+    budgets hold; None when nothing matches. ``cited``: the Sources rows are numbered from
+    1, the numbers a cited answer uses."""
+    if stores.chunks_vdb is None:
+        return None
     ranking = await rank(question, stores, param)
     if ranking is None or not ranking.chunk_ids:
         return None
     names = list(ranking.entity_scores)[:param.top_k]
-    datas = await stores.graph.get_nodes_batch(names)
+    found = [(n, d) for n, d in zip(names, await stores.graph.get_nodes_batch(names)) if d]
     entity_rows = [[i, n, d.get("entity_type", "UNKNOWN"), d.get("description", "UNKNOWN"),
-                    f"{ranking.entity_scores[n]:.4g}"] for i, (n, d) in enumerate(zip(names, datas)) if d]
+                    f"{ranking.entity_scores[n]:.4g}"] for i, (n, d) in enumerate(found)]
     entity_budget = param.local_max_token_for_local_context // 2
-    entities_text, _ = pack_csv_section("Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer,
-                                        cut_column=3)
+    entities_text, n_entities = pack_csv_section("Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer,
+                                                 cut_column=3)
     chosen = set(names)
     pairs = sorted({tuple(sorted(e)) for edges in await stores.graph.get_nodes_edges_batch(names)
                     for e in edges if e[0] in chosen and e[1] in chosen})
-    relation_rows = [[i, a, b, (d or {}).get("description", "UNKNOWN"), (d or {}).get("weight", 1.0)]
-                     for i, ((a, b), d) in enumerate(zip(pairs, await stores.graph.get_edges_batch(pairs)))]
+    edges = [(pair, d or {}) for pair, d in zip(pairs, await stores.graph.get_edges_batch(pairs))]
+    relation_rows = [[i, a, b, d.get("description", "UNKNOWN"), d.get("weight", 1.0)]
+                     for i, ((a, b), d) in enumerate(edges)]
     relation_budget = param.local_max_token_for_local_context - tokenizer.count(entities_text)
-    relations_text, _ = pack_csv_section("Relationships", RELATION_HEADER, relation_rows, relation_budget,
-                                         tokenizer, cut_column=3)
-    sources_text = await pack_sources(ranking.chunk_ids, stores, param.local_max_token_for_text_unit, tokenizer)
-    return "\n\n".join(s for s in (entities_text, relations_text, sources_text) if s)
+    relations_text, n_relations = pack_csv_section("Relationships", RELATION_HEADER, relation_rows, relation_budget,
+                                                   tokenizer, cut_column=3)
 
-
-async def pack_sources(chunk_ids: list[str], stores: Any, budget: int, tokenizer: Tokenizer) -> str:
-    """The Sources table of ranked chunks, reading chunks only until it is full."""
-    async def read_chunks(ids: list[str]) -> list[tuple[str, str]]:
-        return [(i, cited_content(r)) for i, r in zip(ids, await stores.text_chunks.get_by_ids(ids))
+    async def read_chunks(ids: list[str]) -> list[tuple[Chunk, str]]:
+        return [(Chunk.from_stored(i, r), cited_content(r)) for i, r in zip(ids, await stores.text_chunks.get_by_ids(ids))
                 if r is not None and r.get("content")]
 
-    text, _ = await pack_while_reading("Sources", SOURCE_HEADER, doubling_slices(chunk_ids), read_chunks, budget,
-                                       tokenizer)
-    return text
+    sources_text, chunks = await pack_while_reading(
+        "Sources", SOURCE_HEADER, doubling_slices(ranking.chunk_ids), read_chunks, param.local_max_token_for_text_unit,
+        tokenizer, first_id=1 if cited else 0)
+    return Retrieval(
+        question=question, mode="hybrid", chunks=tuple(chunks),
+        context="\n\n".join(s for s in (entities_text, relations_text, sources_text) if s),
+        entities=tuple(replace(Entity.from_stored(n, d), score=ranking.entity_scores[n]) for n, d in found[:n_entities]),
+        relations=tuple(Relation.from_stored(a, b, d) for (a, b), d in edges[:n_relations]))
 
 
 async def hybrid_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Tokenizer) -> str:
     """Answer ``query`` from the hybrid context (or return that context when ``only_need_context``)."""
     if stores.chunks_vdb is None:
         return HYBRID_NEEDS_VECTORS
-    context = await build_hybrid_context(query, stores, param, tokenizer)
-    return await answer_from_context(query, context, param, llm, "local_rag_response", "context_data")
+    retrieval = await retrieve_hybrid(query, stores, param, tokenizer)
+    return await answer_from_context(query, retrieval.context if retrieval is not None else None, param, llm,
+                                     "local_rag_response", "context_data")

@@ -1,9 +1,8 @@
 """Structured retrieval and answers that cite their sources.
 
-Each query mode's ``retrieve_<mode>`` returns a :class:`~graphrag.records.Retrieval`: the
-records its context holds, and the context string rendered from them by the same packing
-(what ``only_need_context`` returns). Adding a mode is one entry in ``RETRIEVERS`` (and, if
-it can cite, one in ``CITED_PROMPTS``).
+Each query mode's retriever (``QueryMode.retriever``, ``operators/modes.py``) returns a
+:class:`~graphrag.records.Retrieval`: the records its context holds, and the context string
+rendered from them by the same packing (what ``only_need_context`` returns).
 
 A cited answer numbers what the context holds (chunks, or reports in global mode) from 1,
 asks the model to cite those numbers as ``[n]``, and keeps only citations of numbers it
@@ -13,50 +12,26 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Any, Awaitable, Callable, Iterable, Optional
+from typing import Any, Iterable, Optional
 
-from graphrag.errors import InvalidInputError
 from graphrag.prompts import render as render_prompt
 from graphrag.query_param import QueryParam
 from graphrag.records import Answer, Chunk, CommunityReport, Document, Reference, Retrieval
 
+from .modes import get_mode
 from .query_context import fail_response
-from .query_global import map_reduce, retrieve_global
-from .query_local import retrieve_local
-from .query_naive import retrieve_naive
+from .query_global import map_reduce
 from .tokenizer import Tokenizer
 
-Retriever = Callable[..., Awaitable[Optional[Retrieval]]]
-
-# mode -> async (question, stores, param, tokenizer, cited=False) -> Retrieval | None
-RETRIEVERS: dict[str, Retriever] = {
-    "local": retrieve_local,
-    "global": retrieve_global,
-    "naive": retrieve_naive,
-}
-# mode -> the prompts of its cited answer (global: map then reduce)
-CITED_PROMPTS: dict[str, tuple[str, ...]] = {
-    "local": ("local_rag_response_cited",),
-    "naive": ("naive_rag_response_cited",),
-    "global": ("global_map_rag_points_cited", "global_reduce_rag_response_cited"),
-}
 _CONTEXT_FIELD = {"local_rag_response_cited": "context_data", "naive_rag_response_cited": "content_data"}
 EXCERPT_CHARS = 160
 # A citation, with the blanks before it (dropped with a citation that keeps no number).
 _CITATION = re.compile(r"([ \t]*)\[(\d+(?:\s*,\s*\d+)*)\]")
 
 
-def cited_prompts(mode: str) -> tuple[str, ...]:
-    if mode not in CITED_PROMPTS:
-        raise InvalidInputError(f"{mode} queries cannot cite their sources (with_references) yet")
-    return CITED_PROMPTS[mode]
-
-
 async def retrieve(question: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[Retrieval]:
     """``param.mode``'s retrieval; numbered for citations when ``param.with_references``."""
-    if param.with_references:
-        cited_prompts(param.mode)
-    return await RETRIEVERS[param.mode](question, stores, param, tokenizer, cited=param.with_references)
+    return await get_mode(param.mode).retrieve()(question, stores, param, tokenizer, cited=param.with_references)
 
 
 class DocumentLookup:
@@ -105,11 +80,11 @@ async def answer_with_references(retrieval: Optional[Retrieval], param: QueryPar
     attached); keep the citations that name a source sent."""
     if retrieval is None:
         return Answer(text=fail_response())
-    templates = cited_prompts(param.mode)
-    if param.mode == "global":
+    templates = get_mode(param.mode).cited_prompts
+    if len(templates) == 2:  # map over the context's groups, then reduce
         text = await map_reduce(retrieval.question, retrieval.context_groups, param, llm, tokenizer, *templates)
     else:
-        template = templates[0]
+        template, = templates
         system_prompt = render_prompt(template, **{_CONTEXT_FIELD[template]: retrieval.context},
                                       response_type=param.response_type)
         text = await llm(retrieval.question, stage="query", system_prompt=system_prompt)

@@ -19,7 +19,7 @@ from graphrag import GraphRAG, QueryParam, hash_embedding
 from graphrag.backends import storage_class
 from graphrag.config import GraphRAGConfig
 from graphrag.errors import ConfigurationError
-from graphrag.query_param import QUERY_MODES
+from graphrag.operators.modes import mode_names
 from graphrag.storage.graph_neo4j import Neo4jGraphStorage
 from graphrag.storage.vector_milvus import MilvusVectorStorage
 import database_servers
@@ -74,7 +74,7 @@ def test_the_engine_on_bolt_and_milvus_builds_what_it_builds_on_files(make_rag, 
     assert not any(name.endswith((".graphml", "vdb_entities.json", "vdb_chunks.json"))
                    for name in os.listdir(rag.config.working_dir))
 
-    for mode in QUERY_MODES:
+    for mode in mode_names():
         answer = rag.query("Who founded Tidewater Labs?", QueryParam(mode=mode))
         assert answer.strip() and "No documents are indexed" not in answer
     for mode in ("local", "naive"):
@@ -115,7 +115,7 @@ def test_incremental_insert_reinsert_and_delete_on_bolt_and_milvus(make_rag, ser
     assert run(graph_shape(rag)) == (nodes_before, edges_before)
     assert run(rag.stores.entities_vdb.count()) == entity_vectors_before
     assert len(rag.list_documents()) == len(CORPUS)
-    for mode in QUERY_MODES:
+    for mode in mode_names():
         assert rag.query("Who founded Tidewater Labs?", QueryParam(mode=mode)).strip()
 
 

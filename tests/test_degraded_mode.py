@@ -47,10 +47,10 @@ def test_graph_down_local_answers_in_naive_mode_and_writes_refuse(tmp_path, serv
     global_answer = rag.query(question, QueryParam(mode="global"))
 
     cut_off = GraphRAG(**settings(tmp_path, server, **stores, storage_options=down(postgres_options)))
-    with caplog.at_level(logging.WARNING, logger="graphrag.degraded"):
+    with caplog.at_level(logging.WARNING, logger="graphrag.querying.degraded"):
         answer = cut_off.query(question, QueryParam(mode="local"))
     assert answer == f"{GRAPH_DOWN}\n\n{naive}"
-    ours = [r.getMessage() for r in caplog.records if r.name == "graphrag.degraded"]
+    ours = [r.getMessage() for r in caplog.records if r.name == "graphrag.querying.degraded"]
     assert [m.split(" (")[0] for m in ours] == [GRAPH_DOWN]
     assert DEAD_DSN not in caplog.text
     assert cut_off.query(question, QueryParam(mode="global")) == global_answer  # reports need no graph
@@ -73,14 +73,14 @@ def test_vectors_down_queries_reach_the_graph_by_entity_names(tmp_path, server, 
     cut_off = GraphRAG(**settings(tmp_path, server, **stores, storage_options=down(postgres_options)))
     for mode in ("local", "naive"):
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="graphrag.degraded"):
+        with caplog.at_level(logging.WARNING, logger="graphrag.querying.degraded"):
             answer = cut_off.query("Where did marin okafor found Tidewater Labs?",
                                    QueryParam(mode=mode, only_need_context=True))
         first, _, context = answer.partition("\n\n")
         assert first.startswith(VECTORS_DOWN), answer
         entities = context.split("-----Relationships-----")[0].upper()
         assert "MARIN OKAFOR" in entities and "TIDEWATER LABS" in entities  # found by name, any case
-        ours = [r.getMessage() for r in caplog.records if r.name == "graphrag.degraded"]
+        ours = [r.getMessage() for r in caplog.records if r.name == "graphrag.querying.degraded"]
         assert len(ours) == 1 and ours[0].startswith(VECTORS_DOWN)
 
     with pytest.raises(StoreUnavailableError, match="vector store"):

@@ -6,7 +6,7 @@ import asyncio
 import pytest
 
 from graphrag import GraphRAG, QueryParam, hash_embedding
-from graphrag.graphrag import NO_LLM_NOTE
+from graphrag.querying import NO_LLM_NOTE
 from graphrag.storage import JsonKVStorage
 from graphrag.storage.files import StorageFileError
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from graphrag import GraphRAG, QueryParam, hash_embedding
-from graphrag.graphrag import NO_LLM_NOTE
+from graphrag.querying import NO_LLM_NOTE
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "data" / "saltmarsh_lantern_works.md"
 

@@ -1,8 +1,10 @@
 """Answering while a store's server is down (degraded mode).
 
 A query whose graph or vector store cannot be reached (``StoreUnavailableError``) is answered
-from the stores still up: without the graph, in naive mode from the text chunks; without the
-vectors, from the graph, reached by the entity names the question contains. The answer then
+from the stores still up, by the mode its own declares for that store (``QueryMode.degraded``):
+without the graph, from the text chunks (naive); without the vectors, from the graph, reached
+by the entity names the question contains (local, with those names standing in for the entity
+vectors). The answer then
 starts with one line saying so, and the same line is logged. Without the KV store (documents,
 chunks, reports) there is nothing to answer from, and the error stands.
 """
@@ -11,14 +13,13 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import replace
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Optional
 
 from graphrag.errors import StoreUnavailableError
+from graphrag.operators.modes import get_mode
 from graphrag.query_param import QueryParam
 
 logger = logging.getLogger(__name__)
-
-Runner = Callable[..., Awaitable[str]]
 
 # Longest run of words tried as an entity name.
 _MAX_NAME_WORDS = 6
@@ -61,21 +62,25 @@ class _WithReplaced:
 
 
 def _fallback(mode: str, down: str, stores: Any) -> Optional[tuple[str, Any, str]]:
-    """(mode, stores, how) to answer with while the ``down`` store is unreachable; None if none."""
-    if down == "graph" and mode in ("local", "hybrid") and stores.chunks_vdb is not None:
-        return "naive", stores, "in naive mode from the text chunks"
-    if down == "vector" and mode in ("local", "naive", "hybrid"):
-        # No chunk vectors either: local keeps its Sources in graph order (no walk).
-        return "local", _WithReplaced(stores, entities_vdb=EntitiesByName(stores.graph), chunks_vdb=None), (
-            "from the graph, through the entity names in the question")
-    return None
+    """(mode, stores, how) to answer with while the ``down`` store is unreachable, as ``mode``
+    declares (``QueryMode.degraded``); None if it declares nothing or its stand-in cannot run."""
+    other = get_mode(mode).degraded.get(down)
+    if other is None:
+        return None
+    if down == "graph":
+        if stores.chunks_vdb is None:
+            return None
+        return other, stores, f"in {other} mode from the text chunks"
+    # No chunk vectors either: local keeps its Sources in graph order (no walk).
+    return other, _WithReplaced(stores, entities_vdb=EntitiesByName(stores.graph), chunks_vdb=None), (
+        "from the graph, through the entity names in the question")
 
 
-async def answer(runners: dict[str, Runner], query: str, stores: Any, param: QueryParam, **kwargs: Any) -> str:
-    """``runners[param.mode]``'s answer; if a store it needs is down, the best answer the
-    others give, after a one-line note (see the module docstring)."""
+async def answer(query: str, stores: Any, param: QueryParam, **kwargs: Any) -> str:
+    """``param.mode``'s answer; if a store it needs is down, the answer of the mode it names
+    for that case, after a one-line note (see the module docstring)."""
     try:
-        return await runners[param.mode](query, stores, param, **kwargs)
+        return await get_mode(param.mode).run()(query, stores, param, **kwargs)
     except StoreUnavailableError as exc:
         fallback = _fallback(param.mode, exc.store, stores)
         if fallback is None:
@@ -83,4 +88,4 @@ async def answer(runners: dict[str, Runner], query: str, stores: Any, param: Que
         mode, reachable, how = fallback
         note = degraded_note(exc.store, how)
         logger.warning("%s (%s)", note, exc)
-        return f"{note}\n\n" + await runners[mode](query, reachable, replace(param, mode=mode), **kwargs)
+        return f"{note}\n\n" + await get_mode(mode).run()(query, reachable, replace(param, mode=mode), **kwargs)

@@ -1,0 +1,114 @@
+"""The answer policy: which checks run before a mode, what stands in for a missing model, and
+how an answer with references is built (see the package docstring)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optional
+
+from graphrag.errors import InvalidInputError
+from graphrag.operators.query_context import fail_response
+from graphrag.operators.retrieval import all_references, answer_with_references, retrieve
+from graphrag.query_param import QueryParam
+from graphrag.querying import degraded
+from graphrag.querying.streaming import stream_answer
+from graphrag.records import Answer, Retrieval
+
+if TYPE_CHECKING:
+    from graphrag.config import GraphRAGConfig
+    from graphrag.operators.retrieval import DocumentLookup
+    from graphrag.operators.tokenizer import Tokenizer
+    from graphrag.stores import Stores
+    from graphrag.windows import ModelWindows
+
+NO_LLM_NOTE = (
+    "[No LLM is configured (set OPENAI_API_KEY / OPENAI_BASE_URL or pass best_model_func); "
+    "below is the retrieved context instead of an answer.]"
+)
+
+EMPTY_INDEX_MESSAGE = "No documents are indexed in {working_dir} yet: insert some before asking questions."
+
+
+@dataclass
+class QueryEngine:
+    """Everything one query reads, handed over explicitly by ``GraphRAG`` (built per call, so
+    stores reopened after a failed write are the ones read).
+
+    ``best_llm`` builds (or returns) the best model's client on first call; None when no LLM
+    is configured, and the context is returned under :data:`NO_LLM_NOTE` instead of an answer.
+    ``has_documents`` reads the recorded document count, without reading the documents.
+    """
+
+    config: "GraphRAGConfig"
+    stores: "Stores"
+    tokenizer: "Tokenizer"
+    windows: "ModelWindows"
+    documents: "DocumentLookup"
+    has_documents: Callable[[], Awaitable[bool]]
+    best_llm: Optional[Callable[[], Any]] = None
+
+    def _empty_index(self) -> str:
+        return EMPTY_INDEX_MESSAGE.format(working_dir=self.config.working_dir)
+
+    async def retrieve(self, query: str, param: QueryParam) -> Retrieval:
+        """What ``param.mode`` retrieves for ``query`` as records (each with its documents);
+        nothing found (or nothing indexed): a Retrieval with no records and no context."""
+        _check_question(query)
+        try:
+            if not await self.has_documents():
+                return Retrieval(question=query, mode=param.mode)
+            found = await retrieve(query, self.stores, self.windows.fit_query(query, param), self.tokenizer)
+            if found is None:
+                return Retrieval(question=query, mode=param.mode)
+            return await self.documents.attach(found)
+        finally:
+            await self.stores.query_done()
+
+    async def answer_result(self, query: str, param: QueryParam) -> Answer:
+        """The answer citing its sources; without an LLM (or with ``only_need_context``) the
+        numbered context, every source listed."""
+        param = replace(param, with_references=True)
+        retrieval = await self.retrieve(query, param)
+        if not retrieval.context:
+            empty = not await self.has_documents()
+            return Answer(text=self._empty_index() if empty else fail_response(), retrieval=retrieval)
+        if param.only_need_context or self.best_llm is None:
+            note = "" if param.only_need_context else f"{NO_LLM_NOTE}\n\n"
+            return Answer(text=note + retrieval.context, references=all_references(retrieval), retrieval=retrieval)
+        try:
+            return await answer_with_references(retrieval, param, self.best_llm(), self.tokenizer)
+        finally:
+            await self.stores.query_done()  # persists the answer in the LLM cache
+
+    async def answer(self, query: str, param: QueryParam, wrap_llm: Optional[Callable[[Any], Any]] = None) -> str:
+        """``param.mode``'s answer (with its reference list when ``param.with_references``);
+        ``wrap_llm`` wraps the best model's client for this query (streaming does)."""
+        _check_question(query)
+        if param.with_references:
+            return str(await self.answer_result(query, param))
+        if not await self.has_documents():
+            await self.stores.query_done()
+            return self._empty_index()
+        no_llm = not param.only_need_context and self.best_llm is None
+        if no_llm:
+            param = replace(param, only_need_context=True)
+        try:
+            param = self.windows.fit_query(query, param)
+            llm = None if param.only_need_context or self.best_llm is None else self.best_llm()
+            if llm is not None and wrap_llm is not None:
+                llm = wrap_llm(llm)
+            # A graph or vector store that is down: answered from the others, with a warning.
+            text = await degraded.answer(query, self.stores, param, llm=llm, tokenizer=self.tokenizer)
+        finally:
+            await self.stores.query_done()
+        return f"{NO_LLM_NOTE}\n\n{text}" if no_llm else text
+
+    async def stream(self, query: str, param: QueryParam) -> AsyncIterator[str]:
+        """The answer in pieces as the model writes them; a cached answer, a context, a cited
+        answer or a canned reply comes as one piece."""
+        async for piece in stream_answer(self.answer, query, param):
+            yield piece
+
+
+def _check_question(query: Any) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInputError("query must be a non-empty string")
