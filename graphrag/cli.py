@@ -26,6 +26,7 @@ from graphrag.errors import (
     StorageError,
     StoreUnavailableError,
 )
+from graphrag.operators.modes import describe_modes, mode_names
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # nothing to index, unknown document id, unusable working dir files
@@ -652,9 +653,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("query", "answer a question from the index", [common, wd, llm])
     p.add_argument("question")
-    p.add_argument("--mode", choices=("local", "global", "naive", "hybrid"), default="global",
-                   help="local: entities around the question; global: community reports; naive: chunks; "
-                        "hybrid: chunks ranked by a walk over entities and chunks")
+    p.add_argument("--mode", choices=mode_names(), default="global", help=describe_modes())
     p.add_argument("--context-only", action="store_true", help="print the retrieved context; no LLM call")
     p.add_argument("--top-k", type=int, metavar="K", help="entities (local) or chunks (naive) retrieved")
     p.add_argument("--response-type", metavar="TEXT", help="e.g. 'Single Paragraph' (default: Multiple Paragraphs)")

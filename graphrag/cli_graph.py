@@ -8,6 +8,7 @@ import sys
 from dataclasses import asdict
 from typing import Any, Callable
 
+from graphrag.operators.modes import describe_modes, mode_names
 from graphrag.records import Entity, Path, Relation, Subgraph
 
 EXIT_OK = 0
@@ -152,7 +153,7 @@ def add_commands(add: Callable[..., argparse.ArgumentParser], common: argparse.A
 
     p = add("retrieve", "what a query retrieves, as records with their documents (no LLM call)", [common, wd, out])
     p.add_argument("question")
-    p.add_argument("--mode", choices=("local", "global", "naive"), default="local")
+    p.add_argument("--mode", choices=mode_names(), default="local", help=describe_modes())
     p.add_argument("--top-k", type=int, metavar="K")
     p.set_defaults(func=cmd_retrieve)
 

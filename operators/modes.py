@@ -71,6 +71,11 @@ def register(mode: QueryMode) -> QueryMode:
     return mode
 
 
+def unregister(name: str) -> None:
+    """Remove the mode called ``name`` (a plugin's, or one registered for a test)."""
+    _MODES.pop(name, None)
+
+
 def mode_names() -> tuple[str, ...]:
     return tuple(_MODES)
 

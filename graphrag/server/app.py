@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from starlette.exceptions import HTTPException
 
 from graphrag.errors import GraphRAGError, InvalidInputError, UnreadableFileError
+from graphrag.operators.modes import MODES, mode_names
 from graphrag.query_param import QueryParam
 from graphrag.readers import read_data
 from graphrag.server.errors import error_body, http_status, register_secret
@@ -39,9 +40,9 @@ STATIC = resources.files("graphrag.server") / "static"
 
 def _query_request_model() -> type[BaseModel]:
     """The body of POST /query: the question, ``stream``, and every ``QueryParam`` field with
-    its type and default (a field added to ``QueryParam`` appears here by itself); a misspelt
-    option is refused rather than ignored."""
-    hints = get_type_hints(QueryParam)
+    its type and default (a field added to ``QueryParam`` appears here by itself), ``mode``
+    one of the registered modes; a misspelt option is refused rather than ignored."""
+    hints = {**get_type_hints(QueryParam), "mode": Literal[mode_names()]}  # the registered modes
     options: dict[str, Any] = {}
     for f in fields(QueryParam):
         default = Field(default_factory=f.default_factory) if f.default is MISSING else f.default
@@ -113,6 +114,10 @@ def create_app(service: GraphService) -> FastAPI:
         jobs = service.jobs.all()
         return {"status": "ok", "read_only": service.read_only, "documents": await service.document_count(),
                 "jobs": {status: sum(j.status == status for j in jobs) for status in ("queued", "running")}}
+
+    @app.get("/modes", summary="The query modes, each with a one-line description")
+    async def modes() -> list[dict[str, str]]:
+        return [{"name": m.name, "description": m.description} for m in MODES.values()]
 
     @app.get("/documents", summary="The indexed documents: id, source, chars, chunks")
     async def list_documents() -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from typing import Any, Awaitable, Callable, Literal, Optional
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 
+from graphrag.operators.modes import describe_modes, mode_names
 from graphrag.server.errors import error_body
 from graphrag.server.service import GraphService, query_param
 
@@ -46,14 +47,21 @@ def create_mcp_server(service: GraphService) -> MCPServer:
     """The tools over ``service``; the caller starts and stops the service (its job worker)."""
     server = MCPServer("graphrag", instructions=INSTRUCTIONS)
 
-    def tool(description: str) -> Callable[[Callable[..., Awaitable[Any]]], Any]:
-        return lambda fn: server.add_tool(_as_tool(fn), description=description)
+    # The registered modes, as the tools' schema offers them (an annotation naming them is
+    # set on each tool taking a mode before the SDK reads its signature).
+    mode_type = Literal[mode_names()]  # type: ignore[valid-type]
 
-    @tool("Answer a question in prose from the knowledge graph. mode='local' for questions about "
-          "specific people, places or things (entities near the question and their relations); "
-          "'global' for themes across the whole collection (community reports); 'naive' for plain "
-          "passage search. only_need_context=true returns the retrieved context instead of an answer.")
-    async def query(question: str, mode: Literal["local", "global", "naive"] = "local",
+    def tool(description: str) -> Callable[[Callable[..., Awaitable[Any]]], Any]:
+        def add(fn: Callable[..., Awaitable[Any]]) -> Any:
+            if "mode" in fn.__annotations__:
+                fn.__annotations__["mode"] = mode_type
+            return server.add_tool(_as_tool(fn), description=description)
+
+        return add
+
+    @tool("Answer a question in prose from the knowledge graph, in one of the modes: "
+          f"{describe_modes()}. only_need_context=true returns the retrieved context instead of an answer.")
+    async def query(question: str, mode: str = "local",
                     only_need_context: bool = False, top_k: int = 20,
                     response_type: str = "Multiple Paragraphs") -> dict[str, Any]:
         param = query_param({"mode": mode, "only_need_context": only_need_context, "top_k": top_k,
@@ -63,7 +71,7 @@ def create_mcp_server(service: GraphService) -> MCPServer:
     @tool("Retrieve, without writing an answer, what a query mode finds for a question: the passages "
           "(chunks), entities, relations and community reports, each with the documents it came from. "
           "Use it to read the evidence yourself or to cite sources.")
-    async def retrieve(question: str, mode: Literal["local", "global", "naive"] = "local",
+    async def retrieve(question: str, mode: str = "local",
                        top_k: int = 20) -> dict[str, Any]:
         found = await service.retrieve(question, query_param({"mode": mode, "top_k": top_k}))
         found.pop("context_groups", None)  # global: the context again, split per map call

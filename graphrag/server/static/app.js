@@ -36,6 +36,16 @@ async function refreshStatus() {
 
 // ---------------------------------------------------------------- ask
 
+// The query modes the server offers (its registry), each titled with its description.
+async function loadModes() {
+  for (const mode of await api("/modes")) {
+    const option = element("option", mode.name);
+    option.value = mode.name;
+    option.title = mode.description;
+    $("mode").append(option);
+  }
+}
+
 let references = new Map();
 
 function showAnswer(text) {
@@ -238,4 +248,5 @@ $("upload-form").addEventListener("submit", async event => {
   }
 });
 
+loadModes().catch(err => { $("status").textContent = err.message; });
 refreshDocuments().catch(err => { $("status").textContent = err.message; });
