@@ -33,6 +33,9 @@ MAX_PATH_DEPTH = 6
 MAX_SCAN = 20_000  # edges looked at per call, at most
 DIRECTIONS = ("both", "out", "in")
 _PUNCTUATION = re.compile(r"[\W_]+", re.UNICODE)
+# Longest run of words read as one entity name in a text.
+MAX_NAME_WORDS = 6
+_WORD = re.compile(r"\w[\w'&.-]*", re.UNICODE)
 
 
 def name_key(name: str) -> str:
@@ -353,6 +356,19 @@ class KnowledgeGraph:
         return Subgraph(entities=tuple(entities), relations=tuple(relations),
                         communities=await self._communities(entities), truncated=truncated)
 
+    async def anames_in(self, text: str) -> list[str]:
+        """The entities ``text`` names: every run of up to ``MAX_NAME_WORDS`` words resolved as
+        a typed name is (:func:`name_key`), longest runs first. Needs no vectors."""
+        names = await self._name_index()
+        words = _WORD.findall(text)
+        found: dict[str, None] = {}
+        for length in range(min(MAX_NAME_WORDS, len(words)), 0, -1):
+            for start in range(len(words) - length + 1):
+                name = names.resolve(" ".join(words[start : start + length]))
+                if name is not None:
+                    found.setdefault(name)
+        return list(found)
+
     async def asearch(self, text: str, top_k: int = 10) -> list[Entity]:
         """Entities whose description vectors are nearest ``text``; ``score`` is the similarity."""
         _check_bounds(top_k=(top_k, None))
@@ -403,6 +419,9 @@ class KnowledgeGraph:
 
     def whole(self, max_nodes: Optional[int] = None) -> Subgraph:
         return self._run_sync(self.awhole(max_nodes))
+
+    def names_in(self, text: str) -> list[str]:
+        return self._run_sync(self.anames_in(text))
 
     def search(self, text: str, top_k: int = 10) -> list[Entity]:
         return self._run_sync(self.asearch(text, top_k))

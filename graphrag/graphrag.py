@@ -816,7 +816,7 @@ class GraphRAG:
         from graphrag.querying import QueryEngine
 
         return QueryEngine(config=self.config, stores=self.stores, tokenizer=self.tokenizer, windows=self.windows,
-                           documents=self.knowledge_graph.documents, has_documents=self._has_documents,
+                           graph=self.knowledge_graph, has_documents=self._has_documents,
                            best_llm=(lambda: self.llms[0]) if llm_configured(self.config) else None)
 
     def retrieve(self, query: str, param: QueryParam = QueryParam()) -> Retrieval:

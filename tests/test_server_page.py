@@ -14,8 +14,9 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ready
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from graphrag.operators.modes import mode_names
 from graphrag.server.app import build_app
 from graphrag.server.service import GraphService
 from helpers_server import build_index, index_config, running
@@ -107,3 +108,19 @@ def test_the_page_asks_explores_and_indexes(browser: webdriver.Chrome, page: str
     ARTIFACTS.mkdir(exist_ok=True)
     browser.execute_script("document.getElementById('explore-section').scrollIntoView()")
     assert browser.save_screenshot(str(ARTIFACTS / "web_page.png"))
+
+
+def test_the_page_offers_and_answers_every_registered_mode(browser: webdriver.Chrome, page: str) -> None:
+    """The mode list comes from the server's registry (GET /modes), and each mode answers with citations."""
+    browser.get(page)
+    select = wait(browser).until(lambda d: Select(d.find_element(By.ID, "mode")) if d.find_elements(
+        By.CSS_SELECTOR, "#mode option") else None)
+    assert [o.get_attribute("value") for o in select.options] == list(mode_names())
+    assert all(o.get_attribute("title") for o in select.options)  # each described
+    browser.find_element(By.ID, "question").send_keys("Where is Brightwater Instruments based?")
+    for mode in mode_names():
+        select.select_by_value(mode)
+        browser.find_element(By.ID, "ask").click()
+        wait(browser).until(lambda d: d.find_element(By.ID, "ask").is_enabled()
+                            and d.find_elements(By.CSS_SELECTOR, "#answer a.citation"))
+        assert browser.find_elements(By.CSS_SELECTOR, "#references li"), mode

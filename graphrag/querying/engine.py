@@ -15,7 +15,7 @@ from graphrag.records import Answer, Retrieval
 
 if TYPE_CHECKING:
     from graphrag.config import GraphRAGConfig
-    from graphrag.operators.retrieval import DocumentLookup
+    from graphrag.graph_api import KnowledgeGraph
     from graphrag.operators.tokenizer import Tokenizer
     from graphrag.stores import Stores
     from graphrag.windows import ModelWindows
@@ -42,7 +42,7 @@ class QueryEngine:
     stores: "Stores"
     tokenizer: "Tokenizer"
     windows: "ModelWindows"
-    documents: "DocumentLookup"
+    graph: "KnowledgeGraph"  # the graph API: document lookups, entities by name
     has_documents: Callable[[], Awaitable[bool]]
     best_llm: Optional[Callable[[], Any]] = None
 
@@ -59,7 +59,7 @@ class QueryEngine:
             found = await retrieve(query, self.stores, self.windows.fit_query(query, param), self.tokenizer)
             if found is None:
                 return Retrieval(question=query, mode=param.mode)
-            return await self.documents.attach(found)
+            return await self.graph.documents.attach(found)
         finally:
             await self.stores.query_done()
 
@@ -97,7 +97,7 @@ class QueryEngine:
             if llm is not None and wrap_llm is not None:
                 llm = wrap_llm(llm)
             # A graph or vector store that is down: answered from the others, with a warning.
-            text = await degraded.answer(query, self.stores, param, llm=llm, tokenizer=self.tokenizer)
+            text = await degraded.answer(query, self.stores, self.graph, param, llm=llm, tokenizer=self.tokenizer)
         finally:
             await self.stores.query_done()
         return f"{NO_LLM_NOTE}\n\n{text}" if no_llm else text
