@@ -63,7 +63,8 @@ MODES: Mapping[str, QueryMode] = MappingProxyType(_MODES)  # name -> mode, in re
 
 
 def register(mode: QueryMode) -> QueryMode:
-    """Add ``mode`` (or replace the one of its name); every entry point offers it from then on."""
+    """Add ``mode`` (or replace the one of its name); every entry point offers it from then on
+    (the HTTP API's request schema is built when ``graphrag.server.app`` is imported: register first)."""
     unknown = set(mode.degraded) - {"graph", "vector"}
     if unknown:
         raise ValueError(f"mode {mode.name!r}: no store named {', '.join(sorted(unknown))}")
