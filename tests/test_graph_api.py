@@ -67,6 +67,12 @@ def test_entity_resolves_any_spelling_and_suggests_close_names(chain: GraphRAG) 
     assert "KESTREL HARBOR" in err.value.suggestions
 
 
+def test_names_in_finds_the_entities_a_text_names_longest_run_first(chain: GraphRAG) -> None:
+    found = chain.knowledge_graph.names_in("Did marguerite olvane sail from Norland for BRIGHTWATER instruments?")
+    assert found == ["MARGUERITE OLVANE", "BRIGHTWATER INSTRUMENTS", "NORLAND"]
+    assert chain.knowledge_graph.names_in("nothing named here") == []
+
+
 def test_neighbors_filters_depth_and_limits(chain: GraphRAG) -> None:
     kg = chain.knowledge_graph
     first = kg.neighbors("Brightwater Instruments")
