@@ -182,8 +182,10 @@ def _key(name: str, drop_titles: bool) -> tuple[str, ...]:
         if last.endswith("'S"):
             tokens[-1] = last[:-2]
     # Not before a connector: "PRINCE OF WALES" is no "OF WALES".
+    # Nor before one word that cannot be a name by itself: KING COUNTY is no COUNTY.
     while len(tokens) > 1 and tokens[1] not in _CONNECTORS and (
-            tokens[0] in _ARTICLES or drop_titles and (tokens[0] in _HONORIFICS or tokens[0] in _DESCRIPTIVE)):
+            tokens[0] in _ARTICLES or drop_titles and (tokens[0] in _HONORIFICS or tokens[0] in _DESCRIPTIVE)
+            and not (len(tokens) == 2 and tokens[1] in _GENERIC_HEADS)):
         tokens.pop(0)
     while len(tokens) > 1 and tokens[-1] in _CORPORATE:
         tokens.pop()
@@ -196,7 +198,7 @@ def _key(name: str, drop_titles: bool) -> tuple[str, ...]:
             token = _STUTTER.sub(r"\1\1", token.replace("-", ""))
         if token and (not key or key[-1] != token):
             key.append(token)
-    if len(key) > 1 and all(len(t) == 1 for t in key[1:]):
+    if len(key) > 1 and all(len(t) == 1 for t in key):  # U.S., K.S.C.: one word
         key = ["".join(key)]
     # A span caught twice: "DEMON DICE DEMON DICE", "EXIES THE EXIES".
     for span in (key, [t for t in key if t not in _ARTICLES]):
@@ -243,6 +245,101 @@ def _gram_similarity(a: str, b: str) -> float:
     return len(ga & gb) / len(ga | gb) if ga and gb else 0.0
 
 
+# --------------------------------------------------------------------------- look-alikes
+
+# A roman numeral (I to XXXIX): a number in a name (WORLD WAR II, ELIZABETH I).
+_ROMAN = re.compile(r"^(X{0,3})(IX|IV|V?I{0,3})$")
+_ROMAN_VALUES = {"I": 1, "V": 5, "X": 10}
+# An ordinal written with digits ("2ND", "21ST").
+_DIGIT_ORDINAL = re.compile(r"^(\d+)(?:ST|ND|RD|TH|E|ER|ÈME|º|ª)?$")
+# Generation suffixes of Western names: father and son share every other word.
+_GENERATIONS = frozenset("JR SR".split())
+# English numbers and ordinals as words (the general class: words that count or rank).
+_NUMBER_VALUES = {word: i + 1 for i, word in enumerate(
+    "ONE TWO THREE FOUR FIVE SIX SEVEN EIGHT NINE TEN ELEVEN TWELVE".split())}
+_NUMBER_VALUES.update({word: i + 1 for i, word in enumerate(
+    "FIRST SECOND THIRD FOURTH FIFTH SIXTH SEVENTH EIGHTH NINTH TENTH ELEVENTH TWELFTH".split())})
+
+
+def _roman(token: str) -> Optional[int]:
+    if not token or not _ROMAN.match(token):
+        return None
+    total = 0
+    for i, letter in enumerate(token):
+        value = _ROMAN_VALUES[letter]
+        total += -value if i + 1 < len(token) and _ROMAN_VALUES[token[i + 1]] > value else value
+    return total
+
+
+def _numbers(key: tuple[str, ...]) -> tuple[int, ...]:
+    """The numbers a name holds, however written: digits, an ordinal, a roman numeral (a
+    lone letter only as the last word: J. MARLEY's J is an initial), a number word."""
+    found = []
+    for i, token in enumerate(key):
+        digits = _DIGIT_ORDINAL.match(token)
+        if digits:
+            found.append(int(digits.group(1)))
+        elif token in _NUMBER_VALUES:
+            found.append(_NUMBER_VALUES[token])
+        elif (len(token) > 1 or i == len(key) - 1 and len(key) > 1) and (value := _roman(token)):
+            found.append(value)
+    return tuple(sorted(found))
+
+
+def _leading_initials(key: tuple[str, ...]) -> int:
+    count = 0
+    while count < len(key) - 1 and len(key[count]) == 1:
+        count += 1
+    return count
+
+
+def _accented_key(name: str, key: str) -> str:
+    """The one-word ``key`` of ``name`` with its accents, as the name writes it (KSČ is not
+    K.S.C., whose keys are both KSC)."""
+    letters = "".join(c for c in unicodedata.normalize("NFC", _normal(name)) if c.isalnum())
+    return letters[-len(key):] if _folded(letters).endswith(key) else key
+
+
+# Look-alike reasons no evidence overrides; a qualifier (``look_alike``) a model may.
+_NEVER_ALIKE = frozenset({"number", "generation", "initials", "accents"})
+
+
+def look_alike(a: str, b: str) -> Optional[str]:
+    """Why two names that look alike name different things, from the names alone (None: no
+    such reason). Rules never merge such a pair and never put it in one group:
+
+    - ``number``: the numbers differ (WORLD WAR I / WORLD WAR II, 2ND / 3RD ARMY);
+    - ``generation``: a generation suffix differs (JOHN SMITH JR. / JOHN SMITH);
+    - ``initials``: initials stand where the other has a full first name (T.J. MILLER /
+      TIM MILLER: J is not in TIM);
+    - ``accents``: a short name that differs in its accents only (KSČ / K.S.C.);
+    - ``qualifier``: one name is the other with words added around a connector (REPUBLIC OF
+      THE CONGO / DEMOCRATIC REPUBLIC OF THE CONGO, DAVY JONES / DAVY JONES OF THE MONKEES),
+      unless the shorter is a common noun with an article (THE CITY / CITY OF LONDON);
+      only a model's verdict merges such a pair.
+    """
+    if a == b:
+        return None
+    ka, kb = name_key(a), name_key(b)
+    if _numbers(ka) != _numbers(kb):
+        return "number"
+    if set(ka) & _GENERATIONS != set(kb) & _GENERATIONS:
+        return "generation"
+    for x, y in ((ka, kb), (kb, ka)):
+        run = _leading_initials(x)
+        if run >= 2 and len(y[0]) > 1 and not all(_initial_match(i, w) for i, w in zip(x[:run], y[:run])):
+            return "initials"
+    if ka == kb and len(ka) == 1 and len(ka[0]) <= 5 and _accented_key(a, ka[0]) != _accented_key(b, kb[0]):
+        return "accents"
+    if ka != kb and (_relational(ka) or _relational(kb)):
+        short, long = sorted((ka, kb), key=len)
+        added_at_an_end = long[:len(short)] == short or long[len(long) - len(short):] == short
+        common_noun = len(short) == 1 and _normal(a if ka == short else b).split()[0] in _ARTICLES
+        if added_at_an_end and not common_noun:
+            return "qualifier"
+    return None
+
+
 def name_relation(a: str, b: str) -> Optional[str]:
     """How two names could denote one thing, from the names alone (None: they cannot):
 
@@ -255,6 +352,11 @@ def name_relation(a: str, b: str) -> Optional[str]:
     """
     if a == b:
         return "same_key"
+    told = look_alike(a, b)
+    if told in _NEVER_ALIKE:
+        return None
+    if told:  # another thing, unless a model says otherwise
+        return "overlap"
     ga, gb = gender(a), gender(b)
     if ga and gb and ga != gb:
         return None
@@ -907,6 +1009,11 @@ def _told_apart(pa: NameProfile, pb: NameProfile) -> bool:
     return any(pattern.search(text) for text in company.descriptions.values())
 
 
+def _article_led(name: str) -> bool:
+    words = _normal(name).split()
+    return bool(words) and words[0] in _ARTICLES
+
+
 def _qualified(a: str, b: str) -> bool:
     """Whether one name adds a qualifier to the other, beyond articles and counts: of a group,
     "THE YOUNG CRATCHITS" are some of "THE CRATCHITS"; "THREE SPIRITS" are "THE SPIRITS"."""
@@ -926,6 +1033,9 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     """
     a, b = sorted((pa.name, pb.name))
     ta, tb = pa.type, pb.type
+    told = look_alike(a, b)
+    if told in _NEVER_ALIKE:  # whatever else the pair shares, the names say two things (WORLD WAR I / II)
+        return PairDecision(a, b, relation, 0.0, "distinct", {"relation": relation, "look_alike": told})
     # A description stating the other name ("Fred is Scrooge's nephew") is the relation itself.
     if relation == "stated" and not _states(pa, pb):
         return PairDecision(a, b, relation, 0.0, "distinct", {"relation": relation, "stated": False})
@@ -975,6 +1085,15 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
             corroborated = if_person = False
     else:
         if_person = False
+    if relation == "same_key" and not surface and not (person and (corroborated or same_chunk)):
+        # A title or a descriptive word dropped (JUDGE DREDD / DREDD, OLD TRAFFORD / TRAFFORD):
+        # a person's name and something else in common, or no merge.
+        corroborated = relation_ok = False
+    if relation == "same_key" and _relational(name_key(a)) and _article_led(a) != _article_led(b) \
+            and not (shared or description >= 0.2):
+        # A leading article on a title (THE JEWEL OF THE NILE, a film; JEWEL OF THE NILE, the
+        # jewel in it): one thing only with a neighbour or the words of the descriptions in common.
+        relation_ok = False
     if relation == "extended_name" and not person:
         corroborated = False  # "VIETNAMESE PRODIGY" is no part of "VIETNAMESE FINE ARTS PRODIGY"
     if relation == "category" and not (typed and ta == tb):
@@ -997,7 +1116,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     elif score >= threshold and relation not in UNSETTLED_RELATIONS and relation_ok \
             and (corroborated or relation in _COMPATIBLE - _PARTS) \
             and (relation in ("stated", "head", "possessive") or not (pa.described or pb.described)) \
-            and not ((pa.plural or pb.plural) and _qualified(a, b)):
+            and not ((pa.plural or pb.plural) and _qualified(a, b)) and not told:
         verdict = "merge"
     elif score >= ask_threshold and relation not in ("initials", "middle_name"):
         verdict = "ask"
@@ -1156,6 +1275,12 @@ class _Links:
         accepted = pair in self.pairs and pair not in self.never and x in self.names and y in self.names
         return accepted or name_relation(x, y) in _COMPATIBLE
 
+    def look_alike(self, x: str, y: str) -> bool:
+        """Names that never share a group by rules: a hard :func:`look_alike`, or a qualifier
+        no accepted pair (a model's verdict) settled."""
+        told = look_alike(x, y)
+        return told in _NEVER_ALIKE or bool(told) and (min(x, y), max(x, y)) not in self.pairs
+
     def unsure(self, name: str) -> bool:
         """Fuller names ``name`` could be part of, that cannot be one thing (``CRATCHIT``:
         ``BOB CRATCHIT``, ``MARTHA CRATCHIT``)."""
@@ -1212,7 +1337,7 @@ def _grouped(names: set[str], links: _Links, manual: ManualDecisions, pairs: Ite
                 # fuller names must fit each other (BOB CRATCHIT is no MARTHA CRATCHIT).
                 # A designation is like a part: its own ambiguity keeps it out of a wrong group.
                 fuller = len(name_key(p)) > 1 and len(name_key(q)) > 1 and not (designation(p) or designation(q))
-                if not forced and ((fuller and not links.compatible(p, q))
+                if not forced and ((fuller and not links.compatible(p, q)) or links.look_alike(p, q)
                                    or gender(p) and gender(q) and gender(p) != gender(q)):
                     return
         parent[ry] = rx
