@@ -28,7 +28,7 @@ from graphrag.operators.resolution import (
     regroup,
     similar_pairs,
 )
-from graphrag.operators.resolution_update import STATE_RECORD, joined_state
+from graphrag.operators.resolution import STATE_RECORD, joined_state
 from graphrag.records import Entity
 from helpers_integrity import check_integrity
 from mock_llm_server import MockLLMServer
