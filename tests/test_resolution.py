@@ -887,3 +887,17 @@ def test_embedding_blocking_asks_about_more_pairs_and_stays_exact(tmp_path: Any,
         again = rag.insert(leaving)
         assert "resolution" not in again["llm"]  # every verdict is cached
         assert state_of(rag) == expected
+
+
+def test_one_name_normalisation_serves_keys_lookups_and_walks() -> None:
+    from graphrag.graph_api import name_key as lookup_key
+    from graphrag.operators.names import fold_name
+    from graphrag.operators.walk_graph import loose_name
+
+    # Full-width forms, accents, apostrophes: one key wherever names are matched.
+    assert fold_name("Ｄｒ．Ｗｈｏ") == "DR.WHO"
+    assert fold_name("Immerglück") == "IMMERGLUCK" and fold_name("Immerglück", keep_accents=True) == "IMMERGLÜCK"
+    assert name_key("ＡＣＭＥ Corp.") == name_key("Acme Corp") == ("ACME",)
+    assert lookup_key("Ｄｒ．Ｗｈｏ") == lookup_key("dr who") == lookup_key("DR. WHO")
+    assert lookup_key("Immerglück") == lookup_key("IMMERGLUCK")
+    assert loose_name("The Immerglück’s") == loose_name("IMMERGLUCK") == "IMMERGLUCK"

@@ -3,13 +3,16 @@ two things surely (a look-alike)."""
 from __future__ import annotations
 
 import re
-import unicodedata
 from functools import lru_cache
 from typing import Optional
 
 from graphrag.operators.extraction import normalize_entity_name as _normalize
+from graphrag.operators.names import fold_name
 
 
+# Profiles read the same names chunk after chunk: each is normalised once. This and the
+# other lru_caches of this package memoise pure functions of one name (no store, no
+# setting, no instance state), bounded in size: any instance asking gets the same answer.
 _normal = lru_cache(maxsize=1 << 17)(_normalize)
 
 _ARTICLES = frozenset("THE A AN".split())
@@ -80,18 +83,11 @@ def _surface_variants(a: str, b: str) -> bool:
     return _key(a, False) == _key(b, False)
 
 
-def _folded(text: str) -> str:
-    """Accents dropped: IMMERGLÜCK is IMMERGLUCK."""
-    if text.isascii():
-        return text
-    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
-
-
 @lru_cache(maxsize=1 << 17)
 def _key(name: str, drop_titles: bool) -> tuple[str, ...]:
     # A hyphen between words splits them ("CHRISTMAS-TIME"); one around a particle does not
     # ("JASHN-E-REKHTA" is one word, not "REKHTA").
-    text = _folded(_normal(name).replace("’", "'"))
+    text = fold_name(_normal(name))
     # A dash breaks the sentence: a span across it ("EVE--OLD SCROOGE") names what follows.
     text = next((part for part in reversed(_DASH.split(text)) if part.strip()), text)
     tokens = _TOKEN.findall(_HYPHEN_BETWEEN_WORDS.sub(" ", text))
@@ -214,8 +210,8 @@ def _leading_initials(key: tuple[str, ...]) -> int:
 def _accented_key(name: str, key: str) -> str:
     """The one-word ``key`` of ``name`` with its accents, as the name writes it (KSČ is not
     K.S.C., whose keys are both KSC)."""
-    letters = "".join(c for c in unicodedata.normalize("NFC", _normal(name)) if c.isalnum())
-    return letters[-len(key):] if _folded(letters).endswith(key) else key
+    letters = "".join(c for c in fold_name(_normal(name), keep_accents=True) if c.isalnum())
+    return letters[-len(key):] if fold_name(letters).endswith(key) else key
 
 
 # Look-alike reasons no evidence overrides; a qualifier (``look_alike``) a model may.
