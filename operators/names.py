@@ -4,7 +4,7 @@ meet, whatever script or keyboard wrote them.
 ``fold_name`` applies Unicode NFKC (full-width ``ＡＢＣ`` and ligatures become ``ABC``, the
 compatibility forms their plain letters), upper case, one apostrophe, and drops accents
 unless asked to keep them: keys meet across accents (IMMERGLÜCK, IMMERGLUCK), while an
-acronym is compared with them (KSČ is not K.S.C.). Entity resolution's keys, the graph
+acronym is compared with them (ČSA is not C.S.A.). Entity resolution's keys, the graph
 API's name lookup and the walk's loose names all build on it.
 """
 from __future__ import annotations

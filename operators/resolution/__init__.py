@@ -1,6 +1,6 @@
 """Entity resolution: one thing, one node, whatever names the extractions gave it.
 
-Extractors name one thing several ways (``JACOB MARLEY``, ``MARLEY``, ``MR. MARLEY``). This
+Extractors name one thing several ways (``JAMES MORROW``, ``MORROW``, ``MR. MORROW``). This
 stage finds such names and maps each alias to one canonical name; the merge then groups
 contributions through that map (``merge.group_contributions``), so the graph stays a pure
 function of the recorded extractions plus the user's manual decisions:
@@ -16,10 +16,10 @@ function of the recorded extractions plus the user's manual decisions:
   for ambiguous pairs; so after a change only pairs touching a changed name are decided
   again, and the accepted pairs are those a fresh index would accept;
 - **groups** are formed from all accepted pairs at once, in a fixed order, conservatively:
-  a short name whose partners disagree (``CRATCHIT`` with ``BOB`` and ``MRS. CRATCHIT``) is
-  left alone, as is a designation said of two people (``BOB'S SON``), and names of
+  a short name whose partners disagree (``BRANT`` with ``TOM`` and ``MRS. BRANT``) is
+  left alone, as is a designation said of two people (``TOM'S SON``), and names of
   conflicting gender or a never-merge rule never share a group; an
-  untyped part of a name (``EBENEZER``) joins its fuller name when that group holds a title.
+  untyped part of a name (``EDWIN``) joins its fuller name when that group holds a title.
 
 The package: :mod:`.keys` (names alone: keys, relations, look-alikes), :mod:`.candidates`
 (blocking), :mod:`.evidence` (profiles, a pair's decision), :mod:`.judge` (the model's

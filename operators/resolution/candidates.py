@@ -40,13 +40,13 @@ def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
         blocks.append(("acronym", key[0]))
     if 2 <= len(key) <= 3:  # where a one-word name may be its first name or its surname
         blocks += [("first", key[0]), ("last", key[-1])]
-    if len(key) == 2 and key[0] in _NICKNAME_WORDS:  # "TINY TIM" meets "TIM CRATCHIT"
+    if len(key) == 2 and key[0] in _NICKNAME_WORDS:  # "LITTLE NED" meets "NED BRANT"
         blocks.append(("nickname", key[1]))
-    if found := designation(name):  # "SCROOGE'S PARTNER" meets what is said to be Scrooge's partner
+    if found := designation(name):  # "HALE'S PARTNER" meets what is said to be Hale's partner
         blocks.append(("designation", found[0], found[1][-1]))
-    if found := owned(name):  # ... and "GHOST OF JACOB MARLEY" meets "MARLEY'S GHOST", "THE GHOST"
+    if found := owned(name):  # ... and "GHOST OF JAMES MORROW" meets "MORROW'S GHOST", "THE GHOST"
         blocks += [("owned", *found), ("head", found[1])]
-    if len(key) > 1:  # "J. MARLEY" meets "JACOB MARLEY" by the shape of their initials
+    if len(key) > 1:  # "J. MORROW" meets "JAMES MORROW" by the shape of their initials
         shape = tuple(t[0] for t in key)
         blocks.append(("shape", shape))
         if any(len(t) == 1 for t in key):

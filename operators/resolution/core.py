@@ -58,7 +58,7 @@ class ManualDecisions:
 
 # The version of the rules the derived record was decided by: a record of other rules is
 # decided again in full by the next write (its decisions would not be a fresh index's).
-RULES = 4
+RULES = 5
 
 
 @dataclass
@@ -102,7 +102,7 @@ def _completeness(name: str) -> tuple:
 
 
 def _titled(name: str) -> bool:
-    """A title before a name (``MR. EBENEZER SCROOGE``): the name is a person's."""
+    """A title before a name (``MR. EDWIN HALE``): the name is a person's."""
     tokens = [t for t in _TOKEN.findall(_normal(name)) if t not in _ARTICLES and t not in _DESCRIPTIVE]
     return len(tokens) > 1 and tokens[0] in _HONORIFICS
 
@@ -148,8 +148,8 @@ class _Links:
         return told in _NEVER_ALIKE or bool(told) and (min(x, y), max(x, y)) not in self.pairs
 
     def unsure(self, name: str) -> bool:
-        """Fuller names ``name`` could be part of, that cannot be one thing (``CRATCHIT``:
-        ``BOB CRATCHIT``, ``MARTHA CRATCHIT``)."""
+        """Fuller names ``name`` could be part of, that cannot be one thing (``BRANT``:
+        ``TOM BRANT``, ``ANNA BRANT``)."""
         found = self._unsure.get(name)
         if found is None:
             partners = self.partners.get(name, ())
@@ -199,8 +199,8 @@ def _grouped(names: set[str], links: _Links, manual: ManualDecisions, pairs: Ite
             for q in right:
                 if (min(p, q), max(p, q)) in never:
                     return
-                # One-word names are parts of the fuller ones (JACOB, MARLEY: JACOB MARLEY);
-                # fuller names must fit each other (BOB CRATCHIT is no MARTHA CRATCHIT).
+                # One-word names are parts of the fuller ones (JAMES, MORROW: JAMES MORROW);
+                # fuller names must fit each other (TOM BRANT is no ANNA BRANT).
                 # A designation is like a part: its own ambiguity keeps it out of a wrong group.
                 fuller = len(name_key(p)) > 1 and len(name_key(q)) > 1 and not (designation(p) or designation(q))
                 if not forced and ((fuller and not links.compatible(p, q)) or links.look_alike(p, q)

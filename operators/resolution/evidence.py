@@ -10,29 +10,12 @@ from typing import Any, Mapping, Optional
 
 from graphrag.schema import ChunkExtraction
 
-from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _NEVER_ALIKE, _TOKEN, _acronym, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
+from .english import STOPWORDS, description_claims, description_signals, gender_from_pronouns, is_english, plural_name
+from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
 
 
 _WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
-_STOPWORDS = frozenset(
-    """the and for that with was were his her him she they them their this from had has have
-    are not but its into who which what when where been being also there than then said says
-    one all any over out about after before more most other some such only very upon would
-    could should will shall can may might mentioned text related is""".split()
-)
-
-_DESCRIPTION_WORD = re.compile(r"(?<![\w'])[A-Za-z][a-z']*(?![\w'])")
 _NUMBER_WORDS = frozenset("TWO THREE FOUR FIVE SIX SEVEN EIGHT NINE TEN BOTH ALL".split())
-_PRONOUNS = {**dict.fromkeys("he his him himself".split(), "M"), **dict.fromkeys("she her hers herself".split(), "F")}
-# What a description says someone is ("Old Fezziwig is a jovial old gentleman"): the noun of
-# the phrase after "is a" / "was the", before any preposition, relative word or punctuation.
-_GENDERED_NOUNS = {
-    **dict.fromkeys("""man gentleman boy lad father son brother husband uncle nephew master king prince
-        lord actor widower""".split(), "M"),
-    **dict.fromkeys("""woman lady girl lass mother daughter sister wife aunt niece mistress queen princess
-        matron actress widow""".split(), "F")}
-_PREDICATE = re.compile(r"\b(?:is|was)\s+(?:a|an|the)\s+((?:(?!\b(?:of|who|whom|whose|that|which|with|to|in|at|"
-                        r"for|from|by|on|and)\b)[a-z' -])+)")
 
 
 # --------------------------------------------------------------------------- evidence
@@ -64,46 +47,26 @@ class NameProfile:
         return math.sqrt(sum(v * v for v in self.words.values()))
 
     @cached_property
-    def described(self) -> bool:
-        """A description, not a name: the descriptions write each of its words in lower case
-        somewhere ("the lonely boy", "her father"), as no text writes a proper name. Two
-        such names sharing words ("THE GIRL", "THE FAIR YOUNG GIRL") need not be one thing."""
-        return {t.lower() for t in name_key(self.name)} <= self._description_words[0]
+    def english(self) -> list[str]:
+        """The descriptions the English rules read (:func:`.english.is_english`)."""
+        return [text for text in self.descriptions.values() if is_english(text)]
 
     @cached_property
-    def _description_words(self) -> tuple[set[str], Counter, set[str]]:
-        """The words the descriptions write in lower case, their pronouns by gender, and
-        what they say the name is (the nouns after "is a", "was the")."""
-        lower: set[str] = set()
-        pronouns: Counter = Counter()
-        roles: set[str] = set()
-        for text in self.descriptions.values():
-            for word in _DESCRIPTION_WORD.findall(text):
-                if word[0].islower():
-                    lower.add(word)
-                gendered = _PRONOUNS.get(word.lower())
-                if gendered:
-                    pronouns[gendered] += 1
-            said = _PREDICATE.search(text.lower())
-            gendered = next((g for w in said.group(1).split() if (g := _GENDERED_NOUNS.get(w))), None) if said else None
-            if gendered:
-                pronouns[gendered] += 1
-            if said and said.group(1).split() and self._subject_of(text, said.start()):
-                roles.add(said.group(1).split()[-1])
-        return lower, pronouns, roles
+    def described(self) -> bool:
+        """A description, not a name: the English descriptions write each of its words in
+        lower case somewhere ("the lonely boy", "her father"), as no text writes a proper
+        name. Two such names sharing words ("THE GIRL", "THE FAIR YOUNG GIRL") need not be
+        one thing."""
+        return bool(self.english) and {t.lower() for t in name_key(self.name)} <= self._signals[0]
 
-    def _subject_of(self, text: str, at: int) -> bool:
-        """Whether the clause before ``at`` names this name ("Old Joe is ..."; not "he was ...")."""
-        start = max(text.rfind(c, 0, at) for c in ".;!?") + 1
-        words = _PLAIN_WORD.findall(text[start:at])
-        if words and words[-1].lower() in _OTHER_SUBJECTS:
-            return False
-        return bool({w.upper() for w in words} & set(name_key(self.name)))
+    @cached_property
+    def _signals(self) -> tuple[set[str], Counter, set[str]]:
+        return description_signals(self.name, self.english)
 
     @property
     def roles(self) -> set[str]:
         """What the descriptions say the name is: "jester", "dealer"."""
-        return self._description_words[2]
+        return self._signals[2]
 
     @cached_property
     def text(self) -> str:
@@ -117,175 +80,13 @@ class NameProfile:
 
     @cached_property
     def plural(self) -> bool:
-        """A group's name, as the descriptions' verbs say ("The young Cratchits are ...")."""
-        last = self.name.split()[-1]
-        if not last.endswith("S") or last.endswith(("'S", "SS")):
-            return False
-        agreeing = re.compile(rf"(?<!\w){re.escape(last.lower())}\s+(?:are|were|have)\b")
-        return any(agreeing.search(text.lower()) for text in self.descriptions.values())
+        """A group's name, as the descriptions' verbs say (:func:`.english.plural_name`)."""
+        return plural_name(self.name, self.english)
 
     @cached_property
     def pronoun_gender(self) -> Optional[str]:
         """"M" or "F" when the descriptions' pronouns clearly say so ("... with his wife")."""
-        counts = self._description_words[1]
-        male, female = counts["M"], counts["F"]
-        if male >= 2 and male >= 3 * female:
-            return "M"
-        if female >= 2 and female >= 3 * male:
-            return "F"
-        return None
-
-
-# --------------------------------------------------------------------------- stated identities
-
-# What a description states its name is. A designation: "Jacob Marley was Scrooge's partner",
-# "Mrs. Cratchit is the wife of Bob Cratchit" (an owner, a proper word, and a common noun);
-# another name: "Bob Cratchit, also called Robert", "Scrooge's nephew, called Fred".
-_COPULA = r"\b(?:is|was)\s+(?:(?:also|now|once|still|only|in fact)\s+)?"
-_POSSESSIVE_START = r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][\w-]*)['’]s\s"
-_OF_START = r"(?:the|a|an)\s+((?:[a-z][a-z-]*\s+){0,3}?)(?:of|to)\s+(?:the\s+)?"
-_POSSESSED = re.compile(_COPULA + _POSSESSIVE_START + r"+((?:[a-z][a-z-]*\s*){1,4})")
-_OF_OWNER = re.compile(_COPULA + _OF_START + r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][\w-]*)(?![\w'-]*\s+[A-Z])")
-# Either, in one scan of a text: most texts have neither.
-_DESIGNATED = re.compile(_COPULA + f"(?:{_POSSESSIVE_START}|{_OF_START}[A-Z])")
-_NAMING_WORDS = ("known as", "called", "named", "dubbed", "aka", "a.k.a")
-_NAMED_AS = re.compile(r"\b(?:(renamed(?:\s+as|\s+to)?|changed\s+its\s+name\s+to)|known\s+as|called|named|nicknamed"
-                       r"|dubbed|a\.k\.a\.?|aka)\s+(?:the\s+)?[\"'“‘]?([A-Z][\w.'’-]*(?:\s+[A-Z][\w.'’-]*){0,4})")
-# What stands before a naming word that names, not a verb ("Scrooge called Bob in"): a comma
-# or a parenthesis, or an adverb ("also called").
-_NAMING_LEAD = re.compile(r"(?:[,(]\s*|\s(?:also|better|commonly|otherwise|often|sometimes|popularly|"
-                          r"affectionately|simply)\s+|\s(formerly|previously|originally|later|now)\s+)$")
-# One more name of a list after a naming word: ", Chubby", "or the World Wrestling Federation".
-_LISTED_NAME = re.compile(r"[\"'”’]?\s*(?:,\s*(?:or\s+|and\s+)?|\s+(?:or|and)\s+)(?:the\s+)?[\"'“‘]?"
-                          r"([A-Z][\w.'’-]*(?:\s+[A-Z][\w.'’-]*){0,4})")
-# An acronym in brackets ("(WWF)").
-_BRACKETED = re.compile(r"\(\s*([A-Z][A-Z.&-]+)\s*\)")
-# A designation's head stops at a word that starts another phrase ("and" does not: "Scrooge's
-# old friend and partner").
-_HEAD_STOP = frozenset("""who whom whose which that or but with in at of for to from on by as is was
-    during since when where while after before until""".split())
-# Lower-case words inside a name ("School for Boys", "Mallik Rehan Dargah in Sira").
-_JOINING = frozenset("of and with from for to the de du da del von van in on at &".split())
-_NAME_GOES_ON = re.compile(r"\s+(?:of|from|with|for|the|de|du|da|del|von|van|in|on|at)\s+[A-Z]")
-# A sentence ends at a stop, not after an initial or a title ("E. B. White", "Mr. Cratchit").
-_SENTENCE = re.compile(r"(?<=[.!?;])(?<!\b[A-Z]\.)(?<!\bMr\.)(?<!\bMrs\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bSt\.)"
-                       r"(?<!\bJr\.)(?<!\bSr\.)\s+")
-_SUBJECT_PRONOUNS = frozenset("he she it they this".split())
-# A word of running text, hyphens splitting it as they split a name's key ("counting-house").
-_PLAIN_WORD = re.compile(r"[^\W_]+")
-# Words right before "is a" that make someone else the subject ("Bob said he was a ...").
-_OTHER_SUBJECTS = _SUBJECT_PRONOUNS | frozenset("who which that there i we you".split())
-
-
-def _inside_a_name(words: list[str], start: int) -> bool:
-    """Whether the words from ``start`` end a longer name ("Christmas with The Brady Bunch",
-    "Labour Council of South Australia")."""
-    previous = words[start - 1] if start > 0 else ""
-    if previous[:1].isupper():
-        return True
-    return previous in _JOINING and start > 1 and words[start - 2][:1].isupper()
-
-
-def description_claims(name: str, text: str) -> set[str]:
-    """What ``text``, a description of ``name``, states the name is, as claim keys:
-    ``D OWNER WORD`` for each word of a designation it is given (its subject must be the
-    name or a pronoun), ``K TOKENS`` for another name it is called or was renamed."""
-    claims: set[str] = set()
-    designated = _DESIGNATED.search(text) is not None
-    naming = any(word in text for word in _NAMING_WORDS)
-    bracketed = _BRACKETED.search(text) is not None
-    if not designated and not naming and not bracketed:  # most descriptions: nothing to read
-        return claims
-    own = name_key(name)
-    for sentence in _SENTENCE.split(text):
-        if designated:
-            claims |= _designation_claims(sentence, own)
-        if naming:
-            claims |= _naming_claims(sentence, own)
-        if bracketed:
-            claims |= _bracket_claims(sentence, own)
-    return claims
-
-
-def _designation_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
-    """"Jacob Marley was Scrooge's partner": D SCROOGE PARTNER."""
-    claims: set[str] = set()
-    own_words = {t.lower() for t in own} | _SUBJECT_PRONOUNS
-    for pattern in (_POSSESSED, _OF_OWNER):
-        for match in pattern.finditer(sentence):
-            if not set(_PLAIN_WORD.findall(sentence[:match.start()].lower())) & own_words:
-                continue
-            owner, head = (match.group(1), match.group(2)) if pattern is _POSSESSED else (match.group(2), match.group(1))
-            words: list[str] = []
-            for word in head.split():
-                if word in _HEAD_STOP:
-                    break
-                words += word.split("-")
-            owner_key = name_key(owner)
-            if words and owner_key:
-                claims.update(f"D {owner_key[-1]} {w.upper()}" for w in words)
-    return claims
-
-
-def _naming_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
-    """"Bob, also called Robert", "Tim Cratchit, known as Tiny Tim" (said in Tiny Tim's
-    description), "The Barion cut ... has been renamed the Princess cut"."""
-    claims: set[str] = set()
-    for match in _NAMED_AS.finditer(sentence):
-        lead = _NAMING_LEAD.search(sentence[max(0, match.start() - 20):match.start()])
-        history = match.group(1) is not None or lead is not None and lead.group(1) is not None
-        if lead is None and not history:
-            continue  # a verb: "Scrooge called Bob in"
-        before = sentence[:match.start() - (len(lead.group()) if lead else 0)]
-        if before.rstrip(" ,").endswith(")") or _NAME_GOES_ON.match(sentence, match.end()):
-            continue  # a parenthesis or a longer name around the cue: which name is which is unclear
-        other = name_key(match.group(2))
-        words = [w.strip(",(") for w in before.split()[-10:]]
-        said_of = _name_at_end(words, own)
-        if other and other != own and (said_of is not None and not _inside_a_name(words, said_of)
-                                        or history and _opens_with(sentence, own)):
-            claims.add("K " + " ".join(other))
-            # A list of names: "also known as Junior Byles, Chubby, or King Chubby".
-            at = match.end()
-            while more := _LISTED_NAME.match(sentence, at):
-                if _NAME_GOES_ON.match(sentence, more.end()):
-                    break
-                if (listed := name_key(more.group(1))) and listed != own:
-                    claims.add("K " + " ".join(listed))
-                at = more.end()
-        elif other == own and words:
-            start = len(words)
-            while start > 0 and words[start - 1][:1].isupper():
-                start -= 1
-            before_key = name_key(" ".join(words[start:])) if start < len(words) else ()
-            if before_key and before_key != own and not _inside_a_name(words, start):
-                claims.add("K " + " ".join(before_key))
-    return claims
-
-
-def _bracket_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
-    """"The World Wrestling Federation (WWF)": the name's acronym in brackets right after it
-    (other names in brackets are too often a place, a year or a role: "Alexandria
-    International Airport (Louisiana)", "Anne Hathaway (Selina Kyle)")."""
-    acronym = _acronym(own)
-    claims: set[str] = set()
-    for match in _BRACKETED.finditer(sentence) if acronym else ():
-        words = sentence[:match.start()].split()[-8:]
-        said_of = _name_at_end(words, own)
-        if said_of is not None and name_key(match.group(1)) == (acronym,):
-            claims.add(f"K {acronym}")
-    return claims
-
-
-def _name_at_end(words: list[str], own: tuple[str, ...]) -> Optional[int]:
-    """Where the name starts if ``words`` end with it ("Scrooge's nephew" in "... of Scrooge's nephew")."""
-    return next((i for i in range(len(words)) if name_key(" ".join(words[i:])) == own), None)
-
-
-def _opens_with(sentence: str, own: tuple[str, ...]) -> bool:
-    """Whether the sentence starts with the name (the subject of what it says)."""
-    words = sentence.split()[:len(own) + 3]
-    return any(name_key(" ".join(words[:i])) == own for i in range(1, len(words) + 1))
+        return gender_from_pronouns(self._signals[1])
 
 
 def name_targets(name: str) -> tuple[str, ...]:
@@ -351,7 +152,7 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
                 p = profile(name)
                 p.types[str(ent.get("type") or "UNKNOWN").upper()] += 1
                 p.words.update(w for w in _WORD.findall(str(ent.get("description", "")).lower())
-                               if w not in _STOPWORDS)
+                               if w not in STOPWORDS)
                 p.chunks.add(chunk_id)
                 if ent.get("description"):
                     p.descriptions.setdefault(chunk_id, str(ent["description"]))
@@ -402,7 +203,7 @@ class PairDecision:
     evidence: dict[str, Any]
     # A one-word name that is part of a fuller one (a surname, a first name): which fuller
     # names it could stand for is remembered whatever the verdict, so one that could stand
-    # for several stays alone (CRATCHIT: BOB CRATCHIT, MARTHA CRATCHIT).
+    # for several stays alone (BRANT: TOM BRANT, ANNA BRANT).
     part: bool = False
     # Not merged on its own, but merged if either name's group holds a titled name.
     if_person: bool = False
@@ -448,7 +249,7 @@ def _article_led(name: str) -> bool:
 
 def _qualified(a: str, b: str) -> bool:
     """Whether one name adds a qualifier to the other, beyond articles and counts: of a group,
-    "THE YOUNG CRATCHITS" are some of "THE CRATCHITS"; "THREE SPIRITS" are "THE SPIRITS"."""
+    "THE YOUNG BRANTS" are some of "THE BRANTS"; "THREE SPIRITS" are "THE SPIRITS"."""
     return set(_key(a, False)) - _NUMBER_WORDS != set(_key(b, False)) - _NUMBER_WORDS
 
 
@@ -459,22 +260,22 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     Types that disagree (both known) count heavily against; shared neighbours, similar
     descriptions and agreeing person cues count for. Genders that disagree (a title, or the
     descriptions' pronouns) keep the names apart; a description rather than a name ("THE
-    GIRL"), or a group's name with a qualifier ("THE YOUNG CRATCHITS"), merges only with a
+    GIRL"), or a group's name with a qualifier ("THE YOUNG BRANTS"), merges only with a
     model's word. ``threshold`` is where a merge starts;
     pairs between ``ask_threshold`` and it, from a weaker name relation, are ambiguous.
     """
     a, b = sorted((pa.name, pb.name))
     ta, tb = pa.type, pb.type
     told = look_alike(a, b)
-    if told in _NEVER_ALIKE:  # whatever else the pair shares, the names say two things (WORLD WAR I / II)
+    if told in _NEVER_ALIKE:  # whatever else the pair shares, the names say two things (APOLLO 11 / 13)
         return PairDecision(a, b, relation, 0.0, "distinct", {"relation": relation, "look_alike": told})
-    # A description stating the other name ("Fred is Scrooge's nephew") is the relation itself.
+    # A description stating the other name ("Frank is Hale's nephew") is the relation itself.
     if relation == "stated" and not _states(pa, pb):
         return PairDecision(a, b, relation, 0.0, "distinct", {"relation": relation, "stated": False})
     shared = sorted((pa.neighbours & pb.neighbours) - {pa.name, pb.name})
     description = _cosine(pa, pb)
     # One text using both names: a short form after the full one is the same thing; two
-    # full names sharing a word ("BOB CRATCHIT", "TIM CRATCHIT") are two things named apart.
+    # full names sharing a word ("TOM BRANT", "NED BRANT") are two things named apart.
     same_chunk = bool(pa.chunks & pb.chunks) and relation not in UNSETTLED_RELATIONS
     corroborated = relation == "stated" or bool(shared) or description >= 0.2
     typed = ta != "UNKNOWN" and tb != "UNKNOWN"
@@ -497,7 +298,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         relation_ok = True
     person = "PERSON" in (ta, tb) or bool(genders)
     if relation in _PERSON_PARTS:
-        # Part of a person's name; of anything else ("CHRISTMAS" / "MERRY CHRISTMAS") it is not.
+        # Part of a person's name; of anything else ("MIDSUMMER" / "HAPPY MIDSUMMER") it is not.
         if person:
             score += 0.1
         elif {ta, tb} - {"UNKNOWN"}:
@@ -507,31 +308,31 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # and the descriptions must agree ("Film Victoria" is described apart from
         # "Victoria"; "Schubert" in the sentences about "Franz Schubert").
         # Untyped names that would merge as parts of a person's name: they do when their
-        # group turns out to be a person (a titled name in it: "MR. EBENEZER SCROOGE").
+        # group turns out to be a person (a titled name in it: "MR. EDWIN HALE").
         if_person = (not person and ta == tb == "UNKNOWN" and corroborated
                      and round(score + 0.1, 4) >= threshold)
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
                                          and description >= 0.3)
-        # Said to be different things ("a jester", "a dealer"): JOE MILLER is no OLD JOE.
+        # Said to be different things ("a jester", "a dealer"): JACK MILLER is no OLD JACK.
         if pa.roles and pb.roles and not pa.roles & pb.roles:
             corroborated = if_person = False
     else:
         if_person = False
     if relation == "same_key" and not surface and not (person and (corroborated or same_chunk)):
-        # A title or a descriptive word dropped (JUDGE DREDD / DREDD, OLD TRAFFORD / TRAFFORD):
+        # A title or a descriptive word dropped (JUDGE BROWN / BROWN, OLD HARBOUR / HARBOUR):
         # a person's name and something else in common, or no merge.
         corroborated = relation_ok = False
     if relation == "same_key" and _relational(name_key(a)) and _article_led(a) != _article_led(b) \
             and not (shared or description >= 0.2):
-        # A leading article on a title (THE JEWEL OF THE NILE, a film; JEWEL OF THE NILE, the
-        # jewel in it): one thing only with a neighbour or the words of the descriptions in common.
+        # A leading article on a title (THE HOUND OF THE HILLS, a film; HOUND OF THE HILLS, the
+        # dog in it): one thing only with a neighbour or the words of the descriptions in common.
         relation_ok = False
     if relation == "extended_name" and not person:
         corroborated = False  # "VIETNAMESE PRODIGY" is no part of "VIETNAMESE FINE ARTS PRODIGY"
     if relation == "category" and not (typed and ta == tb):
         corroborated = False  # a film "X" and its studio "X PICTURES" are typed apart
     if relation == "head":
-        # "THE CLERK" is "SCROOGE'S CLERK" where it is told of with Scrooge.
+        # "THE CLERK" is "HALE'S CLERK" where it is told of with Hale.
         owner = (owned(a) or owned(b))[0]  # type: ignore[index]
         bare = pa if owned(pb.name) else pb
         # A one-word head names the designation only as a common noun ("the clerk"), not as a
@@ -543,7 +344,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     # A part of a name, an acronym or a shared word is one thing only with something else
     # in common; similar spelling or shared words alone never merge without a model.
     apart = relation == "same_key" and _told_apart(pa, pb)
-    if len(genders) > 1 or apart:  # "FEZZIWIG" described with "his wife" is no "MRS. FEZZIWIG"
+    if len(genders) > 1 or apart:  # "FENWICK" described with "his wife" is no "MRS. FENWICK"
         verdict, if_person = "distinct", False
     elif score >= threshold and relation not in UNSETTLED_RELATIONS and relation_ok \
             and (corroborated or relation in _COMPATIBLE - _PARTS) \
@@ -565,8 +366,8 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         if getattr(pa, flag) or getattr(pb, flag):
             evidence[flag] = sorted(p.name for p in (pa, pb) if getattr(p, flag))
     # A part of a name counts towards its ambiguity only if it could be that person.
-    # So is a designation: one said of two people ("BOB'S SON": PETER, TIM) stays alone; and
-    # a head that could be two designations' ("THE CLERK": SCROOGE'S, FEZZIWIG'S).
+    # So is a designation: one said of two people ("TOM'S SON": PAUL, NED) stays alone; and
+    # a head that could be two designations' ("THE CLERK": HALE'S, FENWICK'S).
     part = (relation in _PARTS or relation == "stated" and bool(designation(a) or designation(b))) \
         and len(genders) < 2
     return PairDecision(a, b, relation, score, verdict, evidence, part=part,
