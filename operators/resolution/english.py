@@ -31,8 +31,7 @@ STOPWORDS = FUNCTION_WORDS | frozenset("mentioned text related".split())
 # Share of a text's lower-case words that must be function words for it to read as English
 # (English prose runs at about 40-50%, other languages written in Latin script near 0).
 _ENGLISH_SHARE = 0.15
-_LATIN_WORD = re.compile(r"[A-Za-z]+")
-_ANY_WORD = re.compile(r"[^\W\d_]+")
+_LOWER_WORD = re.compile(r"\b[a-z]+\b")
 
 _DESCRIPTION_WORD = re.compile(r"(?<![\w'])[A-Za-z][a-z']*(?![\w'])")
 _PRONOUNS = {**dict.fromkeys("he his him himself".split(), "M"), **dict.fromkeys("she her hers herself".split(), "F")}
@@ -102,12 +101,10 @@ def description_claims(name: str, text: str) -> set[str]:
     name or a pronoun), ``K TOKENS`` for another name it is called or was renamed. Nothing
     from a text that is not English."""
     claims: set[str] = set()
-    if not is_english(text):
-        return claims
     designated = _DESIGNATED.search(text) is not None
     naming = any(word in text for word in _NAMING_WORDS)
     bracketed = _BRACKETED.search(text) is not None
-    if not designated and not naming and not bracketed:  # most descriptions: nothing to read
+    if not designated and not naming and not bracketed or not is_english(text):  # most: nothing to read
         return claims
     own = name_key(name)
     for sentence in _SENTENCE.split(text):
@@ -205,14 +202,12 @@ def is_english(text: str) -> bool:
     """Whether ``text`` reads as English: its words are written in Latin letters and enough
     of them are English function words. Decided by the text alone, so what a description
     says never depends on other texts."""
-    words = _ANY_WORD.findall(text)
-    if not words:
-        return False
-    latin = _LATIN_WORD.findall(text)
-    if sum(map(len, latin)) < 0.8 * sum(map(len, words)):
-        return False
+    if not text.isascii():
+        letters = [c for c in text if c.isalpha()]
+        if sum(c.isascii() for c in letters) < 0.8 * len(letters):
+            return False
     # Among the words in lower case: a description is full of names, the rest is prose.
-    prose = [w for w in latin if w.islower()]
+    prose = _LOWER_WORD.findall(text)
     return sum(w in FUNCTION_WORDS for w in prose) >= max(1.0, _ENGLISH_SHARE * len(prose))
 
 

@@ -209,6 +209,14 @@ def _accented_key(name: str, key: str) -> str:
     return letters[-len(key):] if fold_name(letters).endswith(key) else key
 
 
+@lru_cache(maxsize=1 << 17)
+def _marks(name: str) -> tuple[tuple[str, ...], tuple[int, ...], frozenset[str], int]:
+    """What :func:`look_alike` compares of one name: its key, numbers, generation suffix and
+    how many initials lead it."""
+    key = name_key(name)
+    return key, _numbers(key), frozenset(key) & _GENERATIONS, _leading_initials(key)
+
+
 # Look-alike reasons no evidence overrides; a qualifier (``look_alike``) a model may.
 _NEVER_ALIKE = frozenset({"number", "generation", "initials", "accents"})
 
@@ -229,13 +237,12 @@ def look_alike(a: str, b: str) -> Optional[str]:
     """
     if a == b:
         return None
-    ka, kb = name_key(a), name_key(b)
-    if _numbers(ka) != _numbers(kb):
+    (ka, numbers_a, generation_a, run_a), (kb, numbers_b, generation_b, run_b) = _marks(a), _marks(b)
+    if numbers_a != numbers_b:
         return "number"
-    if set(ka) & _GENERATIONS != set(kb) & _GENERATIONS:
+    if generation_a != generation_b:
         return "generation"
-    for x, y in ((ka, kb), (kb, ka)):
-        run = _leading_initials(x)
+    for x, y, run in ((ka, kb, run_a), (kb, ka, run_b)):
         if run >= 2 and len(y[0]) > 1 and not all(_initial_match(i, w) for i, w in zip(x[:run], y[:run])):
             return "initials"
     if ka == kb and len(ka) == 1 and len(ka[0]) <= 5 and _accented_key(a, ka[0]) != _accented_key(b, kb[0]):
