@@ -15,48 +15,18 @@ from graphrag.operators.names import fold_name
 # setting, no instance state), bounded in size: any instance asking gets the same answer.
 _normal = lru_cache(maxsize=1 << 17)(_normalize)
 
-_ARTICLES = frozenset("THE A AN".split())
-_HONORIFICS = {
-    **dict.fromkeys("MR MISTER SIR LORD MASTER KING PRINCE DUKE UNCLE".split(), "M"),
-    **dict.fromkeys("MRS MS MISS LADY MADAM MADAME DAME QUEEN PRINCESS DUCHESS AUNT".split(), "F"),
-    **dict.fromkeys("""DR PROF PROFESSOR REV REVEREND CAPT CAPTAIN PRESIDENT SENATOR GOVERNOR MAYOR
-        JUDGE BISHOP POPE CARDINAL CHANCELLOR ADMIRAL COLONEL SERGEANT LIEUTENANT""".split(), None),
-}
-# Words that describe a person rather than name them (OLD JACK is JACK): English adjectives
-# of age and affection written before a name.
-_DESCRIPTIVE = frozenset("OLD YOUNG LATE ELDER POOR DEAR".split())
-_CORPORATE = frozenset("INC CORP CORPORATION LTD LLC CO PLC GMBH LIMITED".split())
-# Words that join two names into a third thing ("Hale and Morrow", "Ghost of Midsummer").
-_CONNECTORS = frozenset("AND & OF FOR AT IN ON TO WITH BY FROM DE DU DA DEL VON VAN".split())
-# Heads that make a name a different kind of thing than its other words ("United States
-# Army" is no "United States"; "Midsummer Day" no "Midsummer").
-_GENERIC_HEADS = frozenset(
-    """ARMY NAVY COMPANY BANK UNIVERSITY COLLEGE SCHOOL ACADEMY CHURCH SOCIETY CLUB ASSOCIATION
-    INSTITUTE COMMITTEE COUNCIL PARTY MINISTRY DEPARTMENT AGENCY FOUNDATION GROUP PRESS UNION
-    COURT PARLIAMENT CONGRESS SENATE TEAM BAND FAMILY STREET ROAD LANE AVENUE SQUARE CITY TOWN
-    VILLAGE RIVER LAKE MOUNTAIN MOUNT ISLAND ISLANDS COUNTY HALL HOUSE PARK BRIDGE CASTLE VALLEY
-    SEA OCEAN BAY KINGDOM EMPIRE REPUBLIC PROVINCE STATE STATES FOREST HILL STATION AIRPORT
-    WAR BATTLE FESTIVAL DAY EVE TIME YEAR REVOLUTION CONFERENCE OLYMPICS ELECTION FEAST AWARD
-    AWARDS PRIZE CUP SERIES SEASON LEAGUE CHAMPIONSHIP ALBUM SONG FILM MOVIE SHOW BOOK NOVEL
-    GAME GAMES MUSEUM LIBRARY HOSPITAL CENTER CENTRE STADIUM THEATRE THEATER GALLERY DISTRICT
-    REGION EMPIRE DYNASTY ERA AGE LAW ACT TREATY PROJECT LICENSE SYSTEM NETWORK MAGAZINE MAGAZINES
-    FILMS RECORDS PUBLICATIONS PUBLISHING STUDIOS PICTURES PRODUCTIONS ENTERTAINMENT INTERNATIONAL
-    AIRLINES AIRWAYS LANGUAGE LANGUAGES SONATA SYMPHONY CONCERTO OPERA FICTION JOURNAL NEWSPAPER
-    RADIO TELEVISION TV CHANNEL RAILWAY CLASS PRESS EDITION TOUR TRILOGY BEGINS RETURNS JANUARY
-    FEBRUARY MARCH APRIL MAY JUNE JULY AUGUST SEPTEMBER OCTOBER NOVEMBER DECEMBER MONDAY TUESDAY
-    WEDNESDAY THURSDAY FRIDAY SATURDAY SUNDAY SCIENCE MATHEMATICS HISTORY""".split()
-)
-# Words that make a nickname of a first name ("LITTLE NED", "LITTLE ANNE").
-_NICKNAME_WORDS = frozenset("TINY LITTLE BIG".split())
-# Words that say what kind of thing a name is without making it another thing
-# ("HANNA-BARBERA PRODUCTIONS", "THE NEW YORKER MAGAZINE").
-_CATEGORY_WORDS = frozenset("""PRODUCTIONS STUDIOS STUDIO PICTURES ENTERTAINMENT FILMS RECORDS RECORDINGS MAGAZINE
-    NEWSPAPER RESORT BAND PUBLISHING PUBLISHERS""".split())
-# Words that make a place or a thing another one ("West Bengal" is no "Bengal").
-_MODIFIERS = frozenset(
-    """NORTH SOUTH EAST WEST NORTHERN SOUTHERN EASTERN WESTERN CENTRAL UPPER LOWER GREATER NEW
-    HIGH LOW GREAT INNER OUTER MIDDLE GRAND ROYAL NATIONAL""".split()
-)
+from .words import ARTICLES as _ARTICLES
+from .words import CATEGORY_WORDS as _CATEGORY_WORDS
+from .words import CONNECTORS as _CONNECTORS
+from .words import CORPORATE as _CORPORATE
+from .words import DESCRIPTIVE as _DESCRIPTIVE
+from .words import GENERATIONS as _GENERATIONS
+from .words import GENERIC_HEADS as _GENERIC_HEADS
+from .words import HONORIFICS as _HONORIFICS
+from .words import MODIFIERS as _MODIFIERS
+from .words import NICKNAME_WORDS as _NICKNAME_WORDS
+from .words import NUMBER_VALUES as _NUMBER_VALUES
+
 _TOKEN = re.compile(r"[^\W_]+(?:['-][^\W_]+)*", re.UNICODE)
 _HYPHEN_BETWEEN_WORDS = re.compile(r"(?<=[^\W\d_]{2})-(?=[^\W\d_]{2})")
 _DASH = re.compile(r"--+|[—–]")
@@ -161,15 +131,6 @@ _ROMAN = re.compile(r"^(X{0,3})(IX|IV|V?I{0,3})$")
 _ROMAN_VALUES = {"I": 1, "V": 5, "X": 10}
 # An ordinal written with digits ("2ND", "21ST").
 _DIGIT_ORDINAL = re.compile(r"^(\d+)(?:ST|ND|RD|TH|E|ER|ÈME|º|ª)?$")
-# Generation suffixes of Western names: father and son share every other word.
-_GENERATIONS = frozenset("JR SR".split())
-# English numbers and ordinals as words (the general class: words that count or rank).
-_NUMBER_VALUES = {word: i + 1 for i, word in enumerate(
-    "ONE TWO THREE FOUR FIVE SIX SEVEN EIGHT NINE TEN ELEVEN TWELVE".split())}
-_NUMBER_VALUES.update({word: i + 1 for i, word in enumerate(
-    "FIRST SECOND THIRD FOURTH FIFTH SIXTH SEVENTH EIGHTH NINTH TENTH ELEVENTH TWELFTH".split())})
-
-
 def _roman(token: str) -> Optional[int]:
     if not token or not _ROMAN.match(token):
         return None
