@@ -540,7 +540,9 @@ def test_model_written_names_resolve_by_what_their_descriptions_say(tmp_path: An
     docs = ["At the ball the dancers went round and round.", "The warehouse was shut for Christmas.",
             "The parting came on a cold evening."]
     with MockLLMServer(responder=answering_like_a_model(MODEL_ANSWERS)) as llm:
-        rag = make(tmp_path, extraction="llm", llm_base_url=llm.base_url, llm_api_key="k")
+        # The rules alone (the judge, on by default with a model, is tested on its own).
+        rag = make(tmp_path, extraction="llm", llm_base_url=llm.base_url, llm_api_key="k",
+                   entity_resolution_llm_check=False)
         stats = rag.insert(docs)
     graph = graph_of(rag)
     # "FEZZIWIG" and "OLD FEZZIWIG" are described as a man (his apprentices, his kindness):
@@ -926,3 +928,42 @@ def test_one_name_normalisation_serves_keys_lookups_and_walks() -> None:
     assert lookup_key("Ｄｒ．Ｗｈｏ") == lookup_key("dr who") == lookup_key("DR. WHO")
     assert lookup_key("Immerglück") == lookup_key("IMMERGLUCK")
     assert loose_name("The Immerglück’s") == loose_name("IMMERGLUCK") == "IMMERGLUCK"
+
+
+ALTERNATE_NAMES = [
+    "Kolkata lies on the Hooghly River in West Bengal and hosts the Eden Gardens stadium.",
+    "Calcutta lies on the Hooghly River in West Bengal and hosts the Eden Gardens stadium.",
+    "Howrah Bridge crosses the Hooghly River in West Bengal near the Eden Gardens stadium.",
+]
+
+
+def test_the_judge_merges_alternate_names_counted_cached_and_undone_exactly(tmp_path: Any,
+                                                                             server: MockLLMServer) -> None:
+    # Names with no word or spelling in common: only embedding nearness finds the pair, and
+    # only the model (here the mock's scripted judge) can say they are one city.
+    def llm_rag(name: str, check: bool = True) -> GraphRAG:
+        return make(tmp_path, name, extraction="llm", llm_base_url=server.base_url, llm_api_key="k",
+                    entity_resolution_llm_check=check, entity_resolution_embedding_threshold=0.6)
+
+    unjudged = llm_rag("unjudged", check=False)
+    unjudged.insert(ALTERNATE_NAMES)
+    assert "KOLKATA" in graph_of(unjudged) and "CALCUTTA" in graph_of(unjudged)  # the rules alone cannot
+    rag = llm_rag("wd")
+    stats = rag.insert(ALTERNATE_NAMES)
+    graph = graph_of(rag)
+    assert ("KOLKATA" in graph) != ("CALCUTTA" in graph)  # one node
+    assert "HOWRAH BRIDGE" in graph  # near in the text, said to be another thing
+    judge_calls = stats["llm"]["resolution"]["calls"]
+    extraction_calls = stats["llm"]["extraction"]["calls"]
+    assert judge_calls >= 1 and stats["entity_resolution"]["pairs_asked"] >= 1
+    assert judge_calls <= max(1, -(-extraction_calls * 5 // 100))  # the budget: 5% of extraction calls
+    merged = state_of(rag)
+    # A delete undoes the judged merge exactly: as if the document had never come.
+    rag.delete_documents(doc_id_for(ALTERNATE_NAMES[1]))
+    alone = llm_rag("alone")
+    alone.insert([ALTERNATE_NAMES[0], ALTERNATE_NAMES[2]])
+    assert state_of(rag) == state_of(alone) and "KOLKATA" in graph_of(rag)
+    # Inserted again: the verdict is cached, no call, and the merge is back.
+    again = rag.insert(ALTERNATE_NAMES[1])
+    assert "resolution" not in again["llm"] and again["entity_resolution"]["pairs_cached"] >= 1
+    assert state_of(rag) == merged

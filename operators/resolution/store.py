@@ -10,6 +10,7 @@ the manual decisions and the verdicts) in ``entity_resolution/head`` and its sha
 from __future__ import annotations
 
 import asyncio
+import math
 import logging
 import time
 import weakref
@@ -86,6 +87,8 @@ class ResolutionSettings:
     ask_threshold: float = 0.4
     # Pairs per model prompt when ambiguous pairs are checked.
     batch_size: int = 20
+    # Judge calls per write, at most this share of the write's extraction calls (at least one).
+    judge_share: float = 0.05
     # With embedding blocking: the cosine of name-plus-description vectors that makes a pair
     # a candidate (one only a model or a person settles unless the names are related).
     embedding_threshold: float = 0.9
@@ -319,8 +322,14 @@ class EntityResolution:
         decisions = [decide_pair(profiles[a], profiles[b], relation, threshold=self.settings.threshold,
                                  ask_threshold=self.settings.ask_threshold)
                      for (a, b), relation in sorted(candidates.items()) if a in profiles and b in profiles]
-        judge = Judge(self.llm, self.meta, self.settings.batch_size) if self.llm is not None else None
-        asked, verdicts = await judge.settle([d for d in decisions if d.verdict == "ask"], profiles) if judge else (0, {})
+        verdicts: dict[tuple[str, str], bool] = {}
+        judged = {"pairs_asked": 0}
+        if self.llm is not None:
+            # Judge calls at most a share of this write's extraction calls (one per added
+            # chunk at least), and one call whatever the write.
+            budget = max(1, math.ceil(self.settings.judge_share * len(added)))
+            verdicts, judged = await Judge(self.llm, self.meta, self.settings.batch_size).settle(
+                [d for d in decisions if d.verdict == "ask"], profiles, budget)
         accepted = {(d.a, d.b) for d in decisions if d.verdict == "merge" or verdicts.get((d.a, d.b))}
         # Changed: names that came or went, and the ends of every pair that came or went.
         changed = {n for n in touched if (n in names) != (n in state.names)}
@@ -345,7 +354,7 @@ class EntityResolution:
         if self.embed is not None:
             self._kept.vectors_records = written
         stats = {"names": len(names), "aliases": len(aliases), "pairs_checked": len(decisions),
-                 "pairs_asked": asked, "names_moved": len(moved),
+                 **judged, "names_moved": len(moved),
                  "seconds": round(time.perf_counter() - started, 3)}
         logger.info("Entity resolution: %s", stats)
         return Resolution(state=new_state, previous=previous, moved=moved, stats=stats, unresolved=unresolved)
