@@ -32,9 +32,13 @@ STOPWORDS = FUNCTION_WORDS | frozenset("mentioned text related".split())
 # (English prose runs at about 40-50%, other languages written in Latin script near 0).
 _ENGLISH_SHARE = 0.15
 _LOWER_WORD = re.compile(r"\b[a-z]+\b")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_ASCII_LETTER = re.compile(r"[A-Za-z]")
 
-_DESCRIPTION_WORD = re.compile(r"(?<![\w'])[A-Za-z][a-z']*(?![\w'])")
+_LOWER_DESCRIPTION_WORD = re.compile(r"(?<![\w'])[a-z][a-z']*(?![\w'])")
 _PRONOUNS = {**dict.fromkeys("he his him himself".split(), "M"), **dict.fromkeys("she her hers herself".split(), "F")}
+_PRONOUN = re.compile(r"(?<![\w'])(?:%s)(?![\w'])" % "|".join(
+    sorted((w for p in _PRONOUNS for w in (p, p.capitalize())), key=len, reverse=True)))
 # What a description says someone is ("Old Fenwick is a jovial old gentleman"): the noun of
 # the phrase after "is a" / "was the", before any preposition, relative word or punctuation.
 _GENDERED_NOUNS = {
@@ -202,13 +206,11 @@ def is_english(text: str) -> bool:
     """Whether ``text`` reads as English: its words are written in Latin letters and enough
     of them are English function words. Decided by the text alone, so what a description
     says never depends on other texts."""
-    if not text.isascii():
-        letters = [c for c in text if c.isalpha()]
-        if sum(c.isascii() for c in letters) < 0.8 * len(letters):
-            return False
+    if not text.isascii() and len(_NON_ASCII.findall(text)) > 0.2 * len(_ASCII_LETTER.findall(text)):
+        return False
     # Among the words in lower case: a description is full of names, the rest is prose.
     prose = _LOWER_WORD.findall(text)
-    return sum(w in FUNCTION_WORDS for w in prose) >= max(1.0, _ENGLISH_SHARE * len(prose))
+    return sum(map(FUNCTION_WORDS.__contains__, prose)) >= max(1.0, _ENGLISH_SHARE * len(prose))
 
 
 def description_signals(name: str, texts: list[str]) -> tuple[set[str], Counter, set[str]]:
@@ -220,12 +222,8 @@ def description_signals(name: str, texts: list[str]) -> tuple[set[str], Counter,
     roles: set[str] = set()
     own = set(name_key(name))
     for text in texts:
-        for word in _DESCRIPTION_WORD.findall(text):
-            if word[0].islower():
-                lower.add(word)
-            gendered = _PRONOUNS.get(word.lower())
-            if gendered:
-                pronouns[gendered] += 1
+        lower.update(_LOWER_DESCRIPTION_WORD.findall(text))
+        pronouns.update(_PRONOUNS[word.lower()] for word in _PRONOUN.findall(text))
         said = _PREDICATE.search(text.lower())
         gendered = next((g for w in said.group(1).split() if (g := _GENDERED_NOUNS.get(w))), None) if said else None
         if gendered:
