@@ -256,6 +256,12 @@ def test_a_leading_article_on_a_title_and_a_dropped_title_need_more_than_the_nam
     # Something in common and a person: a title apart is the same person.
     marley, mr = profile("MARLEY", "PERSON", ("CORNHILL",)), profile("MR. MARLEY", "PERSON", ("CORNHILL",))
     assert decided(marley, mr).verdict == "merge"
+    # A full name left once the title is dropped is the person, nothing else needed.
+    assert decided(profile("ADA PENNICK", "PERSON"), profile("MR. ADA PENNICK", "PERSON")).verdict == "merge"
+    # An owner's designation of a thing is no qualifier: its own relation (a head) decides.
+    from graphrag.operators.resolution import look_alike
+    assert look_alike("COUNTING-HOUSE", "HALE'S COUNTING-HOUSE") is None
+    assert name_relation("COUNTING-HOUSE", "HALE'S COUNTING-HOUSE") == "head"
     # Not a person: a place named with OLD is another place, whatever it shares.
     assert decided(profile("TRAFFORD", "GEO", ("MANCHESTER",)),
                    profile("OLD TRAFFORD", "GEO", ("MANCHESTER",))).verdict != "merge"

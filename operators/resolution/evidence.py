@@ -318,9 +318,11 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
             corroborated = if_person = False
     else:
         if_person = False
-    if relation == "same_key" and not surface and not (person and (corroborated or same_chunk)):
+    if relation == "same_key" and not surface \
+            and not (person and (corroborated or same_chunk or len(name_key(a)) > 1)):
         # A title or a descriptive word dropped (JUDGE BROWN / BROWN, OLD HARBOUR / HARBOUR):
-        # a person's name and something else in common, or no merge.
+        # a person's name, and something else in common unless a full name is left (MR. ADA
+        # PENNICK / ADA PENNICK), or no merge.
         corroborated = relation_ok = False
     if relation == "same_key" and _relational(name_key(a)) and _article_led(a) != _article_led(b) \
             and not (shared or description >= 0.2):

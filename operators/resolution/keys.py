@@ -212,7 +212,9 @@ def look_alike(a: str, b: str) -> Optional[str]:
         short, long = sorted((ka, kb), key=len)
         added_at_an_end = long[:len(short)] == short or long[len(long) - len(short):] == short
         common_noun = len(short) == 1 and _normal(a if ka == short else b).split()[0] in _ARTICLES
-        if added_at_an_end and not common_noun:
+        # A designation of its head by an owner (HALE'S OFFICE / OFFICE) is a relation of its own.
+        designated = designation(b if ka == short else a) is not None
+        if added_at_an_end and not common_noun and not designated:
             return "qualifier"
     return None
 
