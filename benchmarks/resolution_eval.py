@@ -27,7 +27,7 @@ from itertools import combinations
 from typing import Any
 
 from graphrag import GraphRAG, hash_embedding, local_embedding
-from graphrag.operators.resolution_update import joined_state
+from graphrag.operators.resolution import joined_state
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))

@@ -141,15 +141,18 @@ class GraphRAGConfig:
     # A pair merges at this evidence score (name relation plus evidence, up to ~1.6); higher
     # misses more merges and makes fewer wrong ones.
     entity_resolution_threshold: float = 0.7
-    # Ask the cheap model about pairs the evidence leaves ambiguous (LLM extraction only;
-    # batched, and cached so a re-insert asks nothing).
-    entity_resolution_llm_check: bool = False
+    # Ask the cheap model about pairs the evidence leaves ambiguous (batched, cached so a
+    # re-insert asks nothing, at most 5% of a write's extraction calls). None: on with LLM
+    # extraction, off offline.
+    entity_resolution_llm_check: Optional[bool] = None
     # Embedding blocking: also compare names whose embedded name-plus-description vectors are
     # this close (cosine; None: off). Costs an embedding per name; see benchmarks/README.md.
     entity_resolution_embedding_threshold: Optional[float] = None
 
     def __post_init__(self) -> None:
         self.working_dir = os.fspath(self.working_dir)
+        if self.entity_resolution_llm_check is None:
+            self.entity_resolution_llm_check = self.extraction == "llm"
         if self.extraction not in ("llm", "nlp"):
             raise ConfigurationError(f"extraction must be 'llm' or 'nlp', not {self.extraction!r}")
         for name in (

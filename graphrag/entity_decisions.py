@@ -59,7 +59,7 @@ async def canonical_entity(rag: "GraphRAG", name: str) -> Optional[str]:
 
 
 async def entity_duplicates(rag: "GraphRAG") -> list[dict[str, Any]]:
-    from graphrag.operators.resolution_update import ResolutionSettings, duplicate_groups
+    from graphrag.operators.resolution import ResolutionSettings, duplicate_groups
 
     resolution = rag._entity_resolution(set(), dict)
     store = rag.stores.chunk_extractions

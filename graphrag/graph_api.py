@@ -14,13 +14,14 @@ never per call; no call re-reads the graph from disk.
 from __future__ import annotations
 
 import difflib
-import heapq
 import re
+import heapq
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 
 from graphrag.errors import EntityNotFound, InvalidInputError
 from graphrag.operators.community_index import largest_community, with_occurrence
+from graphrag.operators.names import compact_key as name_key
 from graphrag.records import Community, Entity, Path, Relation, Subgraph, split_field
 from graphrag.schema import edge_key
 
@@ -32,15 +33,9 @@ MAX_DEPTH = 4  # neighbours, traversals and subgraphs
 MAX_PATH_DEPTH = 6
 MAX_SCAN = 20_000  # edges looked at per call, at most
 DIRECTIONS = ("both", "out", "in")
-_PUNCTUATION = re.compile(r"[\W_]+", re.UNICODE)
 # Longest run of words read as one entity name in a text.
 MAX_NAME_WORDS = 6
 _WORD = re.compile(r"\w[\w'&.-]*", re.UNICODE)
-
-
-def name_key(name: str) -> str:
-    """What two spellings of one name share: letters and digits, case-folded."""
-    return _PUNCTUATION.sub("", name.casefold())
 
 
 class NameIndex:

@@ -493,7 +493,7 @@ class GraphRAG:
                       if self.config.entity_resolution else None)
         aliases = await resolution.aliases() if resolution is not None else None
         if resolution is None and stores.index_meta is not None:
-            from graphrag.operators.resolution_update import forget_derived_state
+            from graphrag.operators.resolution import forget_derived_state
 
             await forget_derived_state(stores.index_meta)
         # Chunk vectors need only the chunk text: they are embedded while the LLM extracts,
@@ -650,7 +650,7 @@ class GraphRAG:
                            ) -> Any:
         """The resolution stage over this write's stores; it reads this write's extractions
         (``extracted()``) before they are recorded."""
-        from graphrag.operators.resolution_update import EntityResolution, ResolutionSettings
+        from graphrag.operators.resolution import EntityResolution, ResolutionSettings
 
         async def read(ids: list[str]) -> list[Optional[ChunkExtraction]]:
             found = await self._recorded_extractions(ids, also=extracted())
@@ -665,7 +665,6 @@ class GraphRAG:
         similar = self.config.entity_resolution_embedding_threshold
         return EntityResolution(graph=self.stores.graph, meta=self.stores.index_meta, read_extractions=read,
                                 all_chunk_ids=all_chunk_ids, llm=self.llms[1] if check else None,
-                                cache_key=os.path.abspath(self.config.working_dir),
                                 embed=self.embedding_func if similar is not None else None,
                                 settings=ResolutionSettings(threshold=self.config.entity_resolution_threshold,
                                                             embedding_threshold=similar or 0.0))

@@ -7,7 +7,6 @@ the graph is and when it is (re)built.
 from __future__ import annotations
 
 import logging
-import re
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
@@ -17,27 +16,19 @@ import numpy as np
 from graphrag.schema import GRAPH_FIELD_SEP
 
 from .extraction import normalize_entity_name
+from .names import loose_key
 
 if TYPE_CHECKING:
     from scipy.sparse import csr_matrix
 
 logger = logging.getLogger(__name__)
 
-_NOT_ALNUM = re.compile(r"[^0-9A-Z]+")
-_POSSESSIVE = re.compile(r"['’]S\b")
+# The looser name key, for matching names inside running text.
+loose_name = loose_key
 
 
 def _split(value: Any) -> list[str]:
     return [p for p in str(value or "").split(GRAPH_FIELD_SEP) if p]
-
-
-def loose_name(name: str) -> str:
-    """A second, looser key for matching: the engine's normalised name without punctuation,
-    a leading "THE" or a possessive "S"."""
-    words = _NOT_ALNUM.sub(" ", _POSSESSIVE.sub("", normalize_entity_name(name))).split()
-    if words and words[0] == "THE":
-        words = words[1:]
-    return " ".join(words)
 
 
 @dataclass

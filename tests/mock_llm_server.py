@@ -377,10 +377,16 @@ def _respond_cited_global_map(data: str) -> str:
             point["description"] += f" [{numbers[min(i, len(numbers) - 1)]}]"
     return json.dumps({"points": points})
 def _respond_resolution(pairs: str) -> str:
-    """Same thing when the two names end with the same word; one line per numbered pair."""
+    """The scripted judge: same thing when the two names end with the same word, or when the
+    two descriptions say the same words but for the names (an alternate name with nothing
+    in common, KOLKATA / CALCUTTA); one line per numbered pair."""
     answers = []
-    for number, first, second in re.findall(r'(?m)^(\d+)\. "([^"]*)"[^\n]*\n\s*vs "([^"]*)"', pairs):
-        same = first.split()[-1:] == second.split()[-1:]
+    for number, first, first_says, second, second_says in re.findall(
+            r'(?m)^(\d+)\. "([^"]*)"[^:\n]*:([^\n]*)\n\s*vs "([^"]*)"[^:\n]*:([^\n]*)', pairs):
+        def said(name: str, text: str) -> list[str]:
+            return [w for w in re.findall(r"\w+", text.lower()) if w not in name.lower().split()]
+
+        same = first.split()[-1:] == second.split()[-1:] or said(first, first_says) == said(second, second_says)
         answers.append(f"{number}: {'yes' if same else 'no'}")
     return "\n".join(answers)
 
