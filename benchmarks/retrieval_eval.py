@@ -42,6 +42,7 @@ from typing import Any, Iterable, Optional, Sequence
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODES_WITH_PASSAGES = ("naive", "local", "hybrid")
 NAIVE_CHUNK_SEPARATOR = "\n--New Chunk--\n"  # operators/query_naive.CHUNK_SEPARATOR
+_HAN = re.compile(r"[\u3400-\u9fff]")  # an entity name in Chinese script holds a Han character
 _SOURCES = re.compile(r"-----Sources-----\n```csv\n(.*?)\n```", re.S)
 
 
@@ -214,7 +215,9 @@ def evaluate(passages: dict[str, str], questions: list[Question], extraction: st
     rag = GraphRAG(working_dir=working_dir, embedding_func=embedding_func, extraction=extraction,
                    show_progress=False)
     modes_results = asyncio.run(ask_all(rag, questions, modes, PassageMatcher(passages), splits))
+    names = [entity.name for entity in rag.knowledge_graph.whole().entities]
     return {"extraction": extraction, "passages": len(passages), "questions": len(questions), **built,
+            "entities": len(names), "entities_in_han_script": sum(bool(_HAN.search(n)) for n in names),
             "modes": modes_results}
 
 
