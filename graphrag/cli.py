@@ -217,6 +217,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     config = _llm_options(args)
     if args.extraction_fallback:
         config["extraction_fallback"] = args.extraction_fallback
+    if args.user_dictionary:
+        config["nlp_user_dictionary"] = args.user_dictionary
     if args.chunk_size is not None:
         if args.chunk_size < 20:
             raise CLIError("--chunk-size must be at least 20 tokens", EXIT_USAGE)
@@ -635,6 +637,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help="files, or folders walked recursively")
     p.add_argument("--offline", action="store_true", help="LLM-free extraction and reports (extraction='nlp')")
     p.add_argument("--chunk-size", type=int, metavar="N", help="chunk size in tokens (default 1200)")
+    p.add_argument("--user-dictionary", metavar="FILE",
+                   help="offline extraction of Chinese: a jieba user dictionary (one 'word [freq] [tag]' a "
+                        "line) whose domain terms are segmented whole and become entities")
     p.add_argument("--include", action="append", default=[], metavar="GLOB",
                    help="only files matching GLOB (repeatable; matched against the path inside the folder "
                         "and the file name); files of other types matched this way are read as text")

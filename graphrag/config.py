@@ -65,6 +65,10 @@ class GraphRAGConfig:
     chunk_overlap_token_size: int = 100
 
     # Extraction and merge.
+    # A jieba user dictionary (``word [frequency] [tag]`` per line) for the LLM-free
+    # extractor: its words are segmented whole and always become entities (domain terms
+    # such as 线段树). None: jieba's bundled dictionary alone.
+    nlp_user_dictionary: Optional[str] = None
     entity_types: list[str] = field(default_factory=lambda: ["organization", "person", "geo", "event"])
     entity_extract_max_gleaning: int = 1
     entity_summary_to_max_tokens: int = 500
@@ -171,6 +175,10 @@ class GraphRAGConfig:
                 "chunk_overlap_token_size must be >= 0 and smaller than chunk_token_size "
                 f"(got {self.chunk_overlap_token_size} and {self.chunk_token_size})"
             )
+        if self.nlp_user_dictionary is not None:
+            self.nlp_user_dictionary = os.fspath(self.nlp_user_dictionary)
+            if not os.path.isfile(self.nlp_user_dictionary):
+                raise ConfigurationError(f"nlp_user_dictionary: no such file {self.nlp_user_dictionary!r}")
         if self.entity_extract_max_gleaning < 0:
             raise ConfigurationError("entity_extract_max_gleaning must be >= 0")
         if self.extraction_fallback not in (None, "nlp"):

@@ -9,6 +9,7 @@ the job with the LLM answers already paid for served from the response cache jou
 from __future__ import annotations
 
 import asyncio
+import functools
 import contextlib
 import importlib
 import logging
@@ -725,7 +726,8 @@ class GraphRAG:
         if self.config.extraction == "nlp":
             from graphrag.operators.nlp_extraction import extract_chunks_nlp
 
-            return await asyncio.to_thread(extract_chunks_nlp, chunks)
+            return await asyncio.to_thread(extract_chunks_nlp, chunks,
+                                           user_dictionary=self.config.nlp_user_dictionary)
         from graphrag.operators.extraction import ConversationLimit, extract_chunks
 
         self.windows.check_chunks_fit_extraction(max(chunk["tokens"] for chunk in chunks.values()))
@@ -744,7 +746,7 @@ class GraphRAG:
             if self.config.extraction_fallback == "nlp":
                 from graphrag.operators.nlp_extraction import extract_chunk_nlp
 
-                fallback = extract_chunk_nlp
+                fallback = functools.partial(extract_chunk_nlp, user_dictionary=self.config.nlp_user_dictionary)
             return await extract_chunks(chunks, llm=best, entity_types=self.config.entity_types,
                                         max_gleaning=self.config.entity_extract_max_gleaning, on_done=done,
                                         limit=limit, fallback=fallback)

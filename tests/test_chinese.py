@@ -1,0 +1,75 @@
+"""Chinese documents: the LLM-free extractor, chunk boundaries, search tokens, a mixed-script file."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from graphrag import GraphRAG, hash_embedding
+from graphrag.errors import ConfigurationError
+from graphrag.operators.chinese_text import has_han, search_tokens
+from graphrag.operators.nlp_extraction import extract_chunk_nlp
+
+DATA = Path(__file__).parent / "data" / "chinese"
+
+
+def _types(text: str, **options: object) -> dict[str, str]:
+    return {e["name"]: e["type"] for e in extract_chunk_nlp(text, **options)["entities"]}
+
+
+def test_people_places_and_organisations_are_found_with_types() -> None:
+    passages = {p["title"]: p["text"] for p in json.loads((DATA / "corpus.json").read_text("utf-8"))}
+    found = _types(passages["华为"])
+    assert found["任正非"] == "PERSON"
+    assert found["华为技术有限公司"] == "ORGANIZATION"
+    assert found["深圳市"] == "GEO" and found["广东省"] == "GEO"
+    found = _types(passages["蔡元培"])
+    assert found["蔡元培"] == "PERSON" and found["陈独秀"] == "PERSON" and found["北京大学"] == "ORGANIZATION"
+
+
+def test_names_in_one_sentence_are_related() -> None:
+    result = extract_chunk_nlp("孙中山在日本东京组建中国同盟会。黄兴后来也加入了。")
+    pairs = {frozenset((r["source"], r["target"])) for r in result["relations"]}
+    assert frozenset(("孙中山", "东京")) in pairs
+    assert frozenset(("黄兴", "东京")) not in pairs  # another sentence
+
+
+def test_a_text_with_few_proper_nouns_gets_its_repeated_noun_terms() -> None:
+    text = ("社区报告由大模型根据社区成员生成。每个社区报告包含标题和摘要。"
+            "用户画像来自对话记录，用户画像会定期更新。")
+    found = _types(text)
+    assert found.get("社区报告") == "CONCEPT" and found.get("用户画像") == "CONCEPT"
+
+
+def test_a_user_dictionary_makes_domain_terms_entities(tmp_path: Path) -> None:
+    text = "线段树可以在对数时间内完成区间查询。"
+    assert "线段树" not in _types(text)  # jieba's own dictionary splits it: 线段 + 树
+    words = tmp_path / "terms.txt"
+    words.write_text("线段树 10 n\n", encoding="utf-8")
+    assert "线段树" in _types(text, user_dictionary=str(words))
+    with pytest.raises(ConfigurationError):
+        GraphRAG(working_dir=str(tmp_path / "wd"), extraction="nlp", nlp_user_dictionary=str(tmp_path / "none.txt"))
+
+
+def test_search_tokens_by_script() -> None:
+    assert has_han("用 Neo4j") and not has_han("Neo4j only")
+    assert search_tokens("Graph stores: Neo4j, NetworkX.") == ["graph", "stores", "neo4j", "networkx"]
+    tokens = search_tokens("知识图谱用 Neo4j 存储")
+    assert "neo4j" in tokens and "存储" in tokens and " " not in tokens
+
+
+def test_a_mixed_chinese_english_markdown_file_gives_entities_in_both_scripts(tmp_path: Path) -> None:
+    doc = tmp_path / "design.md"
+    doc.write_text(
+        "# 系统设计\n\n"
+        "我们用 Neo4j 存储知识图谱，用 NanoVectorDB 存储向量。阿里巴巴集团的团队在杭州维护这个系统。\n\n"
+        "## Extraction\n\n"
+        "The extractor was written by Ada Pennick at Quarvale University. 张伟负责实体关系抽取。\n",
+        encoding="utf-8")
+    rag = GraphRAG(working_dir=str(tmp_path / "wd"), extraction="nlp", embedding_func=hash_embedding(64),
+                   show_progress=False)
+    rag.insert_files(str(doc))
+    names = {e.name for e in rag.knowledge_graph.whole().entities}
+    assert {"NEO4J", "NANOVECTORDB", "ADA PENNICK", "QUARVALE UNIVERSITY"} <= names
+    assert {"杭州", "张伟", "阿里巴巴集团"} <= names
