@@ -89,11 +89,22 @@ class GraphRAGConfig:
         default_factory=lambda: {"response_format": {"type": "json_object"}}
     )
 
-    # Embeddings. None means the bundled local all-MiniLM-L6-v2 model.
+    # Embeddings. None means the bundled local all-MiniLM-L6-v2 model, unless the fields
+    # below name another (each falls back to its GRAPHRAG_EMBEDDING_* variable): a server
+    # with an OpenAI-compatible /embeddings (base url, model and its vector size), or a
+    # sentence-transformers model by name or path (model alone).
     embedding_func: Optional[Any] = None
+    embedding_base_url: Optional[str] = None
+    embedding_model: Optional[str] = None
+    embedding_dim: Optional[int] = None
+    embedding_api_key: Optional[str] = field(default=None, repr=False)
     embedding_batch_num: int = 32
     embedding_func_max_async: int = 16
     query_better_than_threshold: float = 0.2
+    # The lexical channel: a BM25 index over chunks, kept beside the chunk vectors and fused
+    # into naive and hybrid ranking (operators/lexical.py). It finds passages by the words
+    # they share with the question, in languages the embedder does not know.
+    lexical_retrieval: bool = True
 
     # LLMs. A *_model_func overrides the OpenAI-compatible client for that model.
     best_model_func: Optional[ModelFunc] = None

@@ -20,8 +20,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Optional, Sequence, TypeVar, Union
 
 from graphrag.config import GraphRAGConfig, check_no_nano_graphrag_only_options
-from graphrag.embedding import EmbeddingFunc, follows_index, limited, local_embedding
-from graphrag.embedding_scheme import check_scheme, record_scheme, recorded_scheme
+from graphrag.embedding import (EmbeddingFunc, embedding_from_config, follows_index, limited, local_embedding,
+                                warn_if_not_english)
+from graphrag.embedding_scheme import (check_embedder, check_scheme, embedder_of, record_scheme, recorded_embedder,
+                                       recorded_scheme)
 from graphrag.errors import DocumentNotFound, InvalidInputError
 from graphrag.locking import try_lock, writer_lock
 from graphrag.progress import Progress
@@ -104,7 +106,7 @@ class GraphRAG:
                 raise FileNotFoundError(f"working dir {wd!r} does not exist")
             os.makedirs(wd, exist_ok=True)
             logger.info("Created working dir %s", wd)
-        self.embedding_func: EmbeddingFunc = limited(self.config.embedding_func or local_embedding(),
+        self.embedding_func: EmbeddingFunc = limited(embedding_from_config(self.config),
                                                      self.config.embedding_func_max_async)
         self.stores: Stores = open_stores(self.config, self.embedding_func)
         self._recover_if_possible()
@@ -210,6 +212,8 @@ class GraphRAG:
     async def _settle_embedding_scheme(self) -> None:
         """Index with the long-text embedding scheme the index was built with (or refuse an
         explicit other one), so chunk vectors of one index stay comparable."""
+        check_embedder(await recorded_embedder(self.stores.index_meta),
+                       embedder_of(self.embedding_func.name, self.embedding_func.long_texts))
         recorded = await recorded_scheme(self.stores.index_meta, await self._has_documents())
         scheme = check_scheme(recorded, self.embedding_func.long_texts, follows_index(self.config.embedding_func))
         if scheme != self.embedding_func.long_texts:
@@ -235,7 +239,7 @@ class GraphRAG:
         if usage or counts != before:  # a no-op insert writes nothing
             await meta.upsert({"llm_usage": totals, "counts": counts})
         if counts["documents"]:
-            await record_scheme(meta, self.embedding_func.long_texts)
+            await record_scheme(meta, self.embedding_func.long_texts, self.embedding_func.name)
 
     async def _recorded_count(self, what: str) -> Optional[int]:
         meta = self.stores.index_meta
@@ -716,6 +720,11 @@ class GraphRAG:
                       for c, r in zip(shared, await stores.text_chunks.get_by_ids(shared))
                       if r and r.get("full_doc_id") in leaving}
         await stores.text_chunks.upsert({**reassigned, **plan.refreshed, **plan.new_chunks})
+        if stores.lexical_index is not None:
+            from graphrag.operators.lexical import update_lexical_index
+
+            await update_lexical_index(stores.lexical_index, stores.text_chunks, plan.new_chunks, removed,
+                                       self.config.nlp_user_dictionary)
         await stores.full_docs.upsert(docs)
 
     async def _extract(self, chunks: dict[str, ChunkRecord],
@@ -755,6 +764,7 @@ class GraphRAG:
 
     async def _embed_chunks(self, new_chunks: dict[str, ChunkRecord]) -> None:
         if self.stores.chunks_vdb is not None and new_chunks:
+            warn_if_not_english([v["content"] for v in new_chunks.values()], self.embedding_func)
             await self.stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
 
     async def _report(self, schema: Optional[dict[str, Any]] = None, in_flight: Optional[Any] = None,

@@ -35,6 +35,7 @@ import numpy as np
 from graphrag.query_param import QueryParam
 
 from .extraction import normalize_entity_name
+from .lexical import lexical_ranking
 from .nlp_extraction import _STOPWORDS as STOPWORDS
 from .positions import cited_content
 from .query_context import answer_from_context, doubling_slices, pack_csv_section, pack_while_reading
@@ -196,7 +197,9 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
     walked = [chunks[j] for j in order if chunk_scores[j] > 0]
     entity_order = np.lexsort((np.arange(offset), -scores[:offset]))
     entity_scores = {index.entities[i]: float(scores[i]) for i in entity_order if scores[i] > 0}
-    return Ranking(chunk_ids=fuse([walked, dense]), entity_scores=entity_scores)
+    # The lexical channel's BM25 ranking is the third order fused (none when it is off).
+    lexical = await lexical_ranking(question, stores.lexical_index, param.top_k)
+    return Ranking(chunk_ids=fuse([walked, dense, lexical]), entity_scores=entity_scores)
 
 
 # --------------------------------------------------------------------------- the context

@@ -648,6 +648,7 @@ class MockLLMServer:
         self.embedding_dim = embedding_dim
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
+        self._embedding_faults: list[Fault] = []  # status faults for /embeddings, consumed in order
         self._in_flight = 0
         self.requests: list[dict] = []
         self.peak_concurrency = 0
@@ -696,9 +697,15 @@ class MockLLMServer:
         with self._lock:
             self._faults.extend(faults)
 
+    def inject_embedding(self, *faults: Fault) -> None:
+        """Status faults answered by the next ``/embeddings`` requests (chat requests keep theirs)."""
+        with self._lock:
+            self._embedding_faults.extend(faults)
+
     def reset(self) -> None:
         with self._lock:
             self._faults.clear()
+            self._embedding_faults.clear()
             self.requests.clear()
             self.calls_by_kind.clear()
             self.peak_concurrency = self._in_flight
@@ -842,6 +849,11 @@ class MockLLMServer:
     def _embeddings(self, h: _Handler, req: dict) -> None:
         with self._lock:
             self.requests.append(req)
+            fault = self._embedding_faults.pop(0) if self._embedding_faults else None
+        if fault is not None:
+            h._send_json(fault.status_code, {"error": {"message": f"injected status {fault.status_code}",
+                                                       "type": "server_error", "code": None}})
+            return
         inp = req.get("input", [])
         texts = [inp] if isinstance(inp, str) else list(inp)
         texts = [t if isinstance(t, str) else " ".join(map(str, t)) if isinstance(t, list) else str(t) for t in texts]

@@ -73,3 +73,65 @@ def test_a_mixed_chinese_english_markdown_file_gives_entities_in_both_scripts(tm
     names = {e.name for e in rag.knowledge_graph.whole().entities}
     assert {"NEO4J", "NANOVECTORDB", "ADA PENNICK", "QUARVALE UNIVERSITY"} <= names
     assert {"杭州", "张伟", "阿里巴巴集团"} <= names
+
+
+# ---------------------------------------------------------------- the lexical channel
+
+
+def _passages() -> dict[str, str]:
+    return {p["title"]: f'{p["title"]}\n{p["text"]}' for p in json.loads((DATA / "corpus.json").read_text("utf-8"))}
+
+
+def _offline(working_dir: Path, **options: object) -> GraphRAG:
+    return GraphRAG(working_dir=str(working_dir), extraction="nlp", embedding_func=hash_embedding(64),
+                    show_progress=False, **options)
+
+
+async def _lexical_records(rag: GraphRAG) -> dict[str, object]:
+    index = rag.stores.lexical_index
+    keys = sorted(await index.all_keys())
+    return dict(zip(keys, await index.get_by_ids(keys)))
+
+
+def test_the_lexical_index_follows_inserts_and_deletes_exactly(tmp_path: Path) -> None:
+    import asyncio
+
+    passages = _passages()
+    rag = _offline(tmp_path / "a")
+    rag.insert([passages["华为"], passages["深圳"], "Quarvale sits beside Tessaly, a slow green stream."])
+    doc_ids = asyncio.run(rag.stores.full_docs.all_keys())
+    shenzhen = next(i for i, d in zip(doc_ids, asyncio.run(rag.stores.full_docs.get_by_ids(doc_ids)))
+                    if d["content"].startswith("深圳"))
+    rag.delete_documents([shenzhen])
+    fresh = _offline(tmp_path / "b")
+    fresh.insert([passages["华为"], "Quarvale sits beside Tessaly, a slow green stream."])
+    after_delete, built = asyncio.run(_lexical_records(rag)), asyncio.run(_lexical_records(fresh))
+    assert after_delete == built
+    assert "term:深圳市" in built and "term:quarvale" in built and "term:the" not in built
+    assert "term:经济特区" not in after_delete  # only the deleted passage had it
+
+
+def test_an_index_built_without_the_channel_gets_it_at_the_next_insert(tmp_path: Path) -> None:
+    import asyncio
+
+    passages = _passages()
+    _offline(tmp_path, lexical_retrieval=False).insert([passages["华为"], passages["深圳"]])
+    rag = _offline(tmp_path)
+    rag.insert([passages["腾讯"]])
+    stats = asyncio.run(rag.stores.lexical_index.get_by_id("stats"))
+    assert stats["chunks"] == asyncio.run(rag.stores.text_chunks.count()) == 3
+
+
+@pytest.mark.parametrize("mode", ["naive", "hybrid"])
+def test_the_lexical_channel_finds_chinese_passages_an_embedder_cannot_read(tmp_path: Path, mode: str) -> None:
+    from graphrag import QueryParam
+
+    passages = _passages()
+    question, gold = "莫高窟的藏经洞是谁发现的？", passages["敦煌"]
+    _offline(tmp_path).insert(list(passages.values()))
+    # Bag-of-words vectors see a Chinese sentence as one "word": they match nothing.
+    param = QueryParam(mode=mode, only_need_context=True, top_k=5)
+    without = _offline(tmp_path, lexical_retrieval=False).query(question, param)
+    with_channel = _offline(tmp_path).query(question, param)
+    assert gold.splitlines()[1][:30] in with_channel
+    assert gold.splitlines()[1][:30] not in (without or "")

@@ -1,0 +1,107 @@
+"""The lexical channel: BM25 over chunks, kept incrementally in a KV store.
+
+Vectors find what reads like the question, but only in the languages the embedder knows; a
+word the question and a passage share finds the passage in any language. Each chunk is
+tokenised by script (``chinese_text.search_tokens``: jieba's words for Chinese, lower-cased
+words otherwise, English function words left out) and the index lives in one KV namespace,
+through the storage contract only, so every backend holds it unchanged:
+
+* ``term:<word>``: the postings, ``{chunk_id: [term frequency, chunk length]}``;
+* ``chunk:<id>``: the chunk's term frequencies (what a delete takes out again);
+* ``stats``: the chunk count, the summed chunk length and the user dictionary used.
+
+A write adds and removes exactly the chunks it adds and removes. When the index does not
+hold what ``text_chunks`` holds (a working dir from before the channel, inserts made with it
+switched off, another user dictionary) the write builds it again from every chunk.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections import Counter
+from typing import Any, Optional
+
+from .chinese_text import search_tokens
+from .nlp_extraction import _STOPWORDS as STOPWORDS
+
+logger = logging.getLogger(__name__)
+
+STATS = "stats"
+_TERM = "term:"
+_CHUNK = "chunk:"
+# BM25's usual constants (Robertson and Zaragoza, 2009): term frequency saturation and
+# length normalisation.
+K1 = 1.2
+B = 0.75
+
+
+def term_frequencies(text: str, user_dictionary: Optional[str] = None) -> dict[str, int]:
+    """The searchable words of a text and how often each occurs."""
+    return dict(Counter(t for t in search_tokens(text, user_dictionary) if t not in STOPWORDS))
+
+
+async def update_lexical_index(index: Any, text_chunks: Any, added: dict[str, dict[str, Any]], removed: list[str],
+                               user_dictionary: Optional[str] = None) -> None:
+    """Add the ``added`` chunks (``{id: {"content": ...}}``) and take out the ``removed`` ones;
+    called after ``text_chunks`` holds the write's chunks, with which the index is checked."""
+    stats = await index.get_by_id(STATS) or {"chunks": 0, "tokens": 0, "user_dictionary": user_dictionary}
+    gone = {c: r["tf"] for c, r in zip(removed, await index.get_by_ids([_CHUNK + c for c in removed])) if r}
+    fresh = {c: added[c] for c, r in zip(added, await index.get_by_ids([_CHUNK + c for c in added])) if r is None}
+    stored = await text_chunks.count()
+    if stats["chunks"] - len(gone) + len(fresh) != stored or stats.get("user_dictionary") != user_dictionary:
+        ids = await text_chunks.all_keys()
+        fresh = {i: r for i, r in zip(ids, await text_chunks.get_by_ids(ids, fields={"content"})) if r is not None}
+        logger.info("Building the lexical index of %d chunks", len(fresh))
+        await index.drop()
+        stats, gone = {"chunks": 0, "tokens": 0}, {}
+    counted = await asyncio.to_thread(
+        lambda: {c: term_frequencies(str(r.get("content", "")), user_dictionary) for c, r in fresh.items()})
+    terms = sorted({t for tf in (*gone.values(), *counted.values()) for t in tf})
+    postings = {t: p or {} for t, p in zip(terms, await index.get_by_ids([_TERM + t for t in terms]))}
+    for chunk_id, tf in gone.items():
+        for term in tf:
+            postings[term].pop(chunk_id, None)
+    for chunk_id, tf in counted.items():
+        length = sum(tf.values())
+        for term, n in tf.items():
+            postings[term][chunk_id] = [n, length]
+    tokens = (stats["tokens"] - sum(sum(tf.values()) for tf in gone.values())
+              + sum(sum(tf.values()) for tf in counted.values()))
+    empty = [_TERM + t for t, p in postings.items() if not p]
+    if empty or gone:
+        await index.delete(empty + [_CHUNK + c for c in gone])
+    await index.upsert({**{_TERM + t: p for t, p in postings.items() if p},
+                        **{_CHUNK + c: {"tf": tf} for c, tf in counted.items()},
+                        STATS: {"chunks": stats["chunks"] - len(gone) + len(counted), "tokens": tokens,
+                                "user_dictionary": user_dictionary}})
+
+
+def bm25_scores(query_terms: list[str], postings: dict[str, dict[str, list[int]]], chunks: int,
+                average_length: float) -> dict[str, float]:
+    """BM25 score of every chunk holding a query term."""
+    scores: dict[str, float] = {}
+    for term in dict.fromkeys(query_terms):
+        found = postings.get(term) or {}
+        if not found:
+            continue
+        idf = math.log(1.0 + (chunks - len(found) + 0.5) / (len(found) + 0.5))
+        for chunk_id, (tf, length) in found.items():
+            norm = tf + K1 * (1.0 - B + B * length / max(average_length, 1e-9))
+            scores[chunk_id] = scores.get(chunk_id, 0.0) + idf * tf * (K1 + 1.0) / norm
+    return scores
+
+
+async def lexical_ranking(question: str, index: Optional[Any], top_k: int) -> list[str]:
+    """The ``top_k`` chunks BM25 ranks best for the question (ties by id); empty without an
+    index (the channel switched off, or nothing indexed yet)."""
+    if index is None:
+        return []
+    stats = await index.get_by_id(STATS)
+    if not stats or not stats.get("chunks"):
+        return []
+    terms = sorted(set(term_frequencies(question, stats.get("user_dictionary"))))
+    postings = dict(zip(terms, await index.get_by_ids([_TERM + t for t in terms])))
+    scores = bm25_scores(terms, {t: p for t, p in postings.items() if p}, stats["chunks"],
+                         stats["tokens"] / stats["chunks"])
+    return sorted(scores, key=lambda c: (-scores[c], c))[:top_k]
