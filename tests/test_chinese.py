@@ -135,3 +135,31 @@ def test_the_lexical_channel_finds_chinese_passages_an_embedder_cannot_read(tmp_
     with_channel = _offline(tmp_path).query(question, param)
     assert gold.splitlines()[1][:30] in with_channel
     assert gold.splitlines()[1][:30] not in (without or "")
+
+
+# ---------------------------------------------------------------- through an LLM answering in Chinese
+
+
+def test_a_model_answering_in_chinese_end_to_end(tmp_path: Path, llm_server: object) -> None:
+    import asyncio
+
+    import networkx as nx
+
+    from graphrag import QueryParam
+
+    passages = _passages()
+    rag = GraphRAG(working_dir=str(tmp_path), embedding_func=hash_embedding(64), llm_base_url=llm_server.base_url,
+                   llm_api_key="k", show_progress=False)
+    rag.insert([passages[t] for t in ("华为", "深圳", "腾讯", "蔡元培", "北京大学")])
+    graph = nx.read_graphml(tmp_path / "graph_chunk_entity_relation.graphml")
+    assert {"任正非", "华为技术有限公司", "深圳", "马化腾", "蔡元培", "陈独秀", "北京大学"} <= set(graph.nodes)
+    # merged: one node for a name several passages mention, its descriptions from each
+    assert len(graph.nodes["深圳"]["source_id"].split("<SEP>")) >= 2
+    reports = rag.stores.community_reports
+    titles = [r["report_json"]["title"] for r in asyncio.run(reports.get_by_ids(asyncio.run(reports.all_keys())))]
+    assert titles and all(has_han(t) for t in titles)
+    # Hash vectors cannot read Chinese; the lexical channel finds the passage.
+    answer = rag.query("任正非创立的公司总部在哪里？", QueryParam(mode="naive", with_references=True))
+    text = answer.split("References:")[0]
+    assert "华为技术有限公司总部位于" in text and "[1]" in text  # quoted from the passage, cited
+    assert "华为技术有限公司总部位于广东省深圳市" in answer  # the reference list quotes the passage
