@@ -316,22 +316,16 @@ openai_embedding = EmbeddingFunc(embedding_dim=1536, max_token_size=8192, func=_
                                  name="openai-compatible:text-embedding-3-small")
 
 
-# A chunk is "not English" for the warning below when under this share of its letters are
-# ASCII; the warning comes when more than this share of an insert's chunks are.
-_FOREIGN_SHARE = 0.5
-
-
 def warn_if_not_english(texts: list[str], func: EmbeddingFunc) -> bool:
-    """Log one WARNING when most ``texts`` are not English and ``func`` is the bundled English
-    model, which embeds other languages poorly; True when it did."""
+    """Log one WARNING when most ``texts`` are not English (under half their letters ASCII)
+    and ``func`` is the bundled English model, which embeds other languages poorly; True
+    when it did."""
+    from graphrag.operators.chinese_text import mostly_latin
+
     if func.long_texts is None or func.name is not None or not texts:
         return False
-    foreign = 0
-    for text in texts:
-        letters = [ch for ch in text if ch.isalpha()]
-        if letters and sum(ch.isascii() for ch in letters) < _FOREIGN_SHARE * len(letters):
-            foreign += 1
-    if foreign <= _FOREIGN_SHARE * len(texts):
+    foreign = sum(not mostly_latin(text) and any(ch.isalpha() for ch in text) for text in texts)
+    if 2 * foreign <= len(texts):
         return False
     logger.warning("%d of %d chunks are not in English, but the bundled embedding model (all-MiniLM-L6-v2) "
                    "knows English only: set embedding_base_url, embedding_model and embedding_dim (or "

@@ -38,6 +38,13 @@ def has_han(text: str) -> bool:
     return _HAN.search(text) is not None
 
 
+def mostly_latin(text: str) -> bool:
+    """Whether at least half the text's letters are ASCII (English and other Latin-script
+    text, which the bundled English embedding model reads); False for a text with no letter."""
+    letters = [ch for ch in text if ch.isalpha()]
+    return bool(letters) and 2 * sum(ch.isascii() for ch in letters) >= len(letters)
+
+
 def _read_user_words(path: str) -> frozenset[str]:
     """The words of a jieba user dictionary (``word [frequency] [tag]`` per line)."""
     with open(path, encoding="utf-8") as f:
@@ -126,6 +133,27 @@ def frequent_terms(per_sentence: Iterable[SentenceNames], limit: int) -> set[str
     for names in per_sentence:
         counts.update(names.terms)
     return {term for term, _ in counts.most_common(limit)}
+
+
+def split_words(words: list[str], user_dictionary: Optional[str] = None) -> list[str]:
+    """``words`` with each one in Chinese script cut into jieba's words (Chinese writes no
+    spaces, so a whole clause arrives as one "word")."""
+    out: list[str] = []
+    for word in words:
+        if has_han(word):
+            segmenter, _ = _segmenter(user_dictionary)
+            out.extend(w for w in segmenter.tokenizer.cut(word) if w.strip())
+        else:
+            out.append(word)
+    return out
+
+
+def join_words(words: list[str]) -> str:
+    """Words back into text: a space between two words only where neither is Chinese."""
+    text = ""
+    for word in words:
+        text += word if not text or has_han(word[:1]) or has_han(text[-1:]) else " " + word
+    return text
 
 
 def search_tokens(text: str, user_dictionary: Optional[str] = None) -> list[str]:

@@ -22,7 +22,7 @@ import math
 from collections import Counter
 from typing import Any, Optional
 
-from .chinese_text import search_tokens
+from .chinese_text import mostly_latin, search_tokens
 from .nlp_extraction import _STOPWORDS as STOPWORDS
 
 logger = logging.getLogger(__name__)
@@ -92,9 +92,16 @@ def bm25_scores(query_terms: list[str], postings: dict[str, dict[str, list[int]]
     return scores
 
 
-async def lexical_ranking(question: str, index: Optional[Any], top_k: int) -> list[str]:
-    """The ``top_k`` chunks BM25 ranks best for the question (ties by id); empty without an
-    index (the channel switched off, or nothing indexed yet)."""
+async def lexical_ranking(question: str, stores: Any, top_k: int) -> list[str]:
+    """The ``top_k`` chunks BM25 ranks best for the question (ties by id) from
+    ``stores.lexical_index``; empty without the index (the channel switched off, or nothing
+    indexed yet) and for a question mostly in Latin script, whose query then never opens the
+    index: there the vectors read the question, and on the English set no weight of the
+    lexical ranking chosen on its dev half lost nothing on its test half
+    (benchmarks/README.md, "Chinese documents")."""
+    if mostly_latin(question):
+        return []
+    index = stores.lexical_index
     if index is None:
         return []
     stats = await index.get_by_id(STATS)

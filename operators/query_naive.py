@@ -35,7 +35,7 @@ async def retrieve_naive(query: str, stores: Any, param: QueryParam, tokenizer: 
         if hit.get("id") and hit["id"] not in similarity:
             similarity[hit["id"]] = hit.get("distance")
     # The lexical channel's ranking joins the vector ranking by reciprocal-rank fusion.
-    ids = fuse([list(similarity), await lexical_ranking(query, stores.lexical_index, param.top_k)])
+    ids = fuse([list(similarity), await lexical_ranking(query, stores, param.top_k)])
     if not ids:
         return None
     records = await stores.text_chunks.get_by_ids(ids)
