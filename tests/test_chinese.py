@@ -87,6 +87,13 @@ def _offline(working_dir: Path, **options: object) -> GraphRAG:
                     show_progress=False, **options)
 
 
+def _doc_starting(rag: GraphRAG, start: str) -> str:
+    import asyncio
+
+    ids = asyncio.run(rag.stores.full_docs.all_keys())
+    return next(i for i, d in zip(ids, asyncio.run(rag.stores.full_docs.get_by_ids(ids))) if d["content"].startswith(start))
+
+
 async def _lexical_records(rag: GraphRAG) -> dict[str, object]:
     index = rag.stores.lexical_index
     keys = sorted(await index.all_keys())
@@ -99,10 +106,7 @@ def test_the_lexical_index_follows_inserts_and_deletes_exactly(tmp_path: Path) -
     passages = _passages()
     rag = _offline(tmp_path / "a")
     rag.insert([passages["华为"], passages["深圳"], "Quarvale sits beside Tessaly, a slow green stream."])
-    doc_ids = asyncio.run(rag.stores.full_docs.all_keys())
-    shenzhen = next(i for i, d in zip(doc_ids, asyncio.run(rag.stores.full_docs.get_by_ids(doc_ids)))
-                    if d["content"].startswith("深圳"))
-    rag.delete_documents([shenzhen])
+    rag.delete_documents([_doc_starting(rag, "深圳")])
     fresh = _offline(tmp_path / "b")
     fresh.insert([passages["华为"], "Quarvale sits beside Tessaly, a slow green stream."])
     after_delete, built = asyncio.run(_lexical_records(rag)), asyncio.run(_lexical_records(fresh))
@@ -170,3 +174,18 @@ def test_a_model_answering_in_chinese_end_to_end(tmp_path: Path, llm_server: obj
     text = answer.split("References:")[0]
     assert "华为技术有限公司总部位于" in text and "[1]" in text  # quoted from the passage, cited
     assert "华为技术有限公司总部位于广东省深圳市" in answer  # the reference list quotes the passage
+
+
+def test_the_lexical_index_on_postgresql_matches_the_files(tmp_path: Path, postgres_options: dict) -> None:
+    """Kept through the KV contract only: a database backend holds the same index."""
+    import asyncio
+
+    passages = _passages()
+    on_files = _offline(tmp_path / "files")
+    on_postgres = _offline(tmp_path / "pg", kv_storage="postgres", storage_options=postgres_options)
+    for rag in (on_files, on_postgres):
+        rag.insert([passages["华为"], passages["深圳"]])
+        rag.delete_documents([_doc_starting(rag, "深圳")])
+    held = asyncio.run(_lexical_records(on_postgres))
+    assert "term:华为技术有限公司" in held and "term:经济特区" not in held
+    assert held == asyncio.run(_lexical_records(on_files))
