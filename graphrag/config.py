@@ -73,6 +73,10 @@ class GraphRAGConfig:
     entity_extract_max_gleaning: int = 1
     entity_summary_to_max_tokens: int = 500
 
+    # The language of entity summaries and community reports (e.g. "Chinese"); None: the
+    # language of the descriptions they are written from. Answers follow the question's.
+    output_language: Optional[str] = None
+
     # Clustering.
     graph_cluster_algorithm: str = "leiden"
     max_graph_cluster_size: int = 10

@@ -481,6 +481,7 @@ class GraphRAG:
         caller's write; with ``retry_failed``, extract the chunks that failed before again.
         What runs beside what is decided here and only here."""
         from graphrag.failed_chunks import extraction_counts, failed_after, read_failed_chunks
+        from graphrag.llm import in_language
         from graphrag.operators.clustering import cluster_after_write
         from graphrag.operators.graph_update import MergeAhead, finish_graph_update, store_entity_vectors
 
@@ -551,7 +552,8 @@ class GraphRAG:
             with timer.stage("merge"):
                 changes = finish_graph_update(
                     rebuilt, graph=stores.graph,
-                    summarizer=self.llms[1] if self.config.extraction == "llm" else None,
+                    summarizer=(in_language(self.llms[1], self.config.output_language)
+                                if self.config.extraction == "llm" else None),
                     tokenizer=self.tokenizer, summary_max_tokens=self.config.entity_summary_to_max_tokens,
                     # An entity is found by its name and the start of its description; embedding more
                     # than half the model's window costs compute (quadratic in length) for little gain.
@@ -775,6 +777,7 @@ class GraphRAG:
         held no readable report. ``touched``: the nodes this write changed (their communities
         alone are read again). ``only``: the communities ``schema`` is limited to (every other
         community's report stays as it is, unread); None: ``schema`` has every community."""
+        from graphrag.llm import in_language
         from graphrag.operators.community_index import (
             RECORD, communities_to_report, index_after, read_index, sizes_after)
         from graphrag.operators.community_reports import generate_community_reports
@@ -796,8 +799,9 @@ class GraphRAG:
         failures = FormatFailures("community reports")
         try:
             records, generated = await generate_community_reports(
-                schema, graph=stores.graph, llm=None if extractive else self.llms[0], tokenizer=self.tokenizer,
-                max_tokens=max_tokens, existing=existing,
+                schema, graph=stores.graph,
+                llm=None if extractive else in_language(self.llms[0], self.config.output_language),
+                tokenizer=self.tokenizer, max_tokens=max_tokens, existing=existing,
                 llm_kwargs=self.config.special_community_report_llm_kwargs, extractive=extractive,
                 on_progress=progress.update, in_flight=in_flight, failures=failures, touched=touched,
             )

@@ -189,3 +189,17 @@ def test_the_lexical_index_on_postgresql_matches_the_files(tmp_path: Path, postg
     held = asyncio.run(_lexical_records(on_postgres))
     assert "term:华为技术有限公司" in held and "term:经济特区" not in held
     assert held == asyncio.run(_lexical_records(on_files))
+
+
+def test_an_output_language_overrides_the_data_language_of_reports(tmp_path: Path, llm_server: object) -> None:
+    from mock_llm_server import detect_kind
+
+    passages = _passages()
+    rag = GraphRAG(working_dir=str(tmp_path), embedding_func=hash_embedding(64), llm_base_url=llm_server.base_url,
+                   llm_api_key="k", show_progress=False, output_language="English")
+    rag.insert([passages["华为"], passages["深圳"]])
+    reports = [r for r in llm_server.chat_requests if detect_kind(r) == "report"]
+    assert reports and all(m["role"] == "system" and "in English" in m["content"]
+                           for r in reports for m in r["messages"][:1])
+    extractions = [r for r in llm_server.chat_requests if detect_kind(r) == "extraction"]
+    assert extractions and not any("in English" in m["content"] for r in extractions for m in r["messages"])
