@@ -269,8 +269,10 @@ def sentence_transformer_embedding(model: str, embedding_dim: Optional[int] = No
     return _local[key]
 
 
-EMBEDDING_ENV_VARS = {"embedding_base_url": "GRAPHRAG_EMBEDDING_BASE_URL", "embedding_model": "GRAPHRAG_EMBEDDING_MODEL",
-                      "embedding_dim": "GRAPHRAG_EMBEDDING_DIM", "embedding_api_key": "GRAPHRAG_EMBEDDING_API_KEY"}
+EMBEDDING_ENV_VARS = {"embedding_base_url": "GRAPHRAG_EMBEDDING_BASE_URL",
+                      "embedding_model": "GRAPHRAG_EMBEDDING_MODEL",
+                      "embedding_dim": "GRAPHRAG_EMBEDDING_DIM",
+                      "embedding_api_key": "GRAPHRAG_EMBEDDING_API_KEY"}
 
 
 def embedding_from_config(config: Any) -> EmbeddingFunc:

@@ -91,7 +91,8 @@ def _doc_starting(rag: GraphRAG, start: str) -> str:
     import asyncio
 
     ids = asyncio.run(rag.stores.full_docs.all_keys())
-    return next(i for i, d in zip(ids, asyncio.run(rag.stores.full_docs.get_by_ids(ids))) if d["content"].startswith(start))
+    docs = asyncio.run(rag.stores.full_docs.get_by_ids(ids))
+    return next(i for i, d in zip(ids, docs) if d["content"].startswith(start))
 
 
 async def _lexical_records(rag: GraphRAG) -> dict[str, object]:
