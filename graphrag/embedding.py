@@ -319,7 +319,7 @@ openai_embedding = EmbeddingFunc(embedding_dim=1536, max_token_size=8192, func=_
 
 
 def warn_if_not_english(texts: list[str], func: EmbeddingFunc) -> bool:
-    """Log one WARNING when most ``texts`` are not English (under half their letters ASCII)
+    """Log one WARNING when most ``texts`` are not English (not mostly in Latin script)
     and ``func`` is the bundled English model, which embeds other languages poorly; True
     when it did."""
     from graphrag.operators.chinese_text import mostly_latin

@@ -38,11 +38,27 @@ def has_han(text: str) -> bool:
     return _HAN.search(text) is not None
 
 
+_LATIN_END = 0x250  # Basic Latin to Latin Extended-B
+
+
 def mostly_latin(text: str) -> bool:
-    """Whether at least half the text's letters are ASCII (English and other Latin-script
-    text, which the bundled English embedding model reads); False for a text with no letter."""
-    letters = [ch for ch in text if ch.isalpha()]
-    return bool(letters) and 2 * sum(ch.isascii() for ch in letters) >= len(letters)
+    """Whether the text is mostly in Latin script (English and the like, which the bundled
+    English embedding model reads), counted in words: a run of letters of a spaced script is
+    one word, and so is each Han character (a Chinese word is one to a few of them): more
+    Latin words than others. "LangGraph 的 checkpoint 怎么存储" is Chinese."""
+    latin = other = 0
+    run = ""  # the script of the letter run being read: "latin", "other" or ""
+    for ch in text:
+        if ch.isdigit():
+            continue  # "Neo4j" is one word
+        script = ("" if not ch.isalpha() else "han" if _HAN.match(ch)
+                  else "latin" if ord(ch) < _LATIN_END else "other")
+        if script == "han":
+            other += 1
+        elif script and script != run:
+            latin, other = (latin + 1, other) if script == "latin" else (latin, other + 1)
+        run = script if script != "han" else ""
+    return latin > other
 
 
 def _read_user_words(path: str) -> frozenset[str]:

@@ -8,7 +8,7 @@ import pytest
 
 from graphrag import GraphRAG, hash_embedding
 from graphrag.errors import ConfigurationError
-from graphrag.operators.chinese_text import has_han, search_tokens
+from graphrag.operators.chinese_text import has_han, mostly_latin, search_tokens
 from graphrag.operators.nlp_extraction import extract_chunk_nlp
 
 DATA = Path(__file__).parent / "data" / "chinese"
@@ -54,6 +54,9 @@ def test_a_user_dictionary_makes_domain_terms_entities(tmp_path: Path) -> None:
 
 def test_search_tokens_by_script() -> None:
     assert has_han("用 Neo4j") and not has_han("Neo4j only")
+    # Counted in words, a Han character one: technical Chinese quoting English terms is Chinese.
+    assert mostly_latin("Which river flows past Quarvale?") and mostly_latin("Beyoncé's first album")
+    assert not mostly_latin("LangGraph 的 checkpoint 怎么存储？") and not mostly_latin("Где находится Москва?")
     assert search_tokens("Graph stores: Neo4j, NetworkX.") == ["graph", "stores", "neo4j", "networkx"]
     tokens = search_tokens("知识图谱用 Neo4j 存储")
     assert "neo4j" in tokens and "存储" in tokens and " " not in tokens
