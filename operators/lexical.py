@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 from collections import Counter
 from typing import Any, Optional
 
@@ -107,7 +108,14 @@ async def lexical_ranking(question: str, stores: Any, top_k: int) -> list[str]:
     stats = await index.get_by_id(STATS)
     if not stats or not stats.get("chunks"):
         return []
-    terms = sorted(set(term_frequencies(question, stats.get("user_dictionary"))))
+    dictionary = stats.get("user_dictionary")
+    if dictionary is not None and not os.path.isfile(dictionary):
+        # Moved since the index was built: its words may now split, matching less; the next
+        # insert with the dictionary where it now is builds the index again.
+        logger.warning("The lexical index was built with user dictionary %s, which is gone; "
+                       "questions are segmented without it", dictionary)
+        dictionary = None
+    terms = sorted(set(term_frequencies(question, dictionary)))
     postings = dict(zip(terms, await index.get_by_ids([_TERM + t for t in terms])))
     scores = bm25_scores(terms, {t: p for t, p in postings.items() if p}, stats["chunks"],
                          stats["tokens"] / stats["chunks"])

@@ -215,3 +215,23 @@ def test_an_output_language_overrides_the_data_language_of_reports(tmp_path: Pat
                            for r in reports for m in r["messages"][:1])
     extractions = [r for r in llm_server.chat_requests if detect_kind(r) == "extraction"]
     assert extractions and not any("in English" in m["content"] for r in extractions for m in r["messages"])
+
+
+def test_the_user_dictionary_segments_questions_as_it_segmented_chunks(tmp_path: Path,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    import asyncio
+
+    from graphrag.operators.lexical import lexical_ranking
+
+    words = tmp_path / "terms.txt"
+    words.write_text("区间查询 10 n\n", encoding="utf-8")
+    rag = _offline(tmp_path / "wd", nlp_user_dictionary=str(words))
+    rag.insert(["线段树可以在对数时间内完成区间查询。", "哈希表在常数时间内完成查找。"])
+    index = rag.stores.lexical_index
+    assert asyncio.run(index.get_by_id("term:区间查询"))  # one word, as the dictionary says
+    ranked = asyncio.run(lexical_ranking("怎么做区间查询？", rag.stores, 5))
+    assert len(ranked) == 1
+    words.unlink()  # a dictionary gone at query time: the question is segmented without it
+    with caplog.at_level("WARNING", logger="graphrag.operators.lexical"):
+        asyncio.run(lexical_ranking("怎么做区间查询？", rag.stores, 5))
+    assert "gone" in caplog.text
