@@ -8,11 +8,13 @@ through the storage contract only, so every backend holds it unchanged:
 
 * ``term:<word>``: the postings, ``{chunk_id: [term frequency, chunk length]}``;
 * ``chunk:<id>``: the chunk's term frequencies (what a delete takes out again);
-* ``stats``: the chunk count, the summed chunk length and the user dictionary used.
+* ``stats``: the chunk count, the summed chunk length, a digest of the chunk ids and the
+  user dictionary used.
 
 A write adds and removes exactly the chunks it adds and removes. When the index does not
-hold what ``text_chunks`` holds (a working dir from before the channel, inserts made with it
-switched off, another user dictionary) the write builds it again from every chunk.
+hold what ``text_chunks`` holds (a working dir from before the channel, inserts or deletes
+made with it switched off, another user dictionary) the write builds it again from every
+chunk.
 """
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ import logging
 import math
 import os
 from collections import Counter
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
+
+from xxhash import xxh64_intdigest
 
 from .chinese_text import mostly_latin, search_tokens
 from .nlp_extraction import _STOPWORDS as STOPWORDS
@@ -46,16 +50,21 @@ async def update_lexical_index(index: Any, text_chunks: Any, added: dict[str, di
                                user_dictionary: Optional[str] = None) -> None:
     """Add the ``added`` chunks (``{id: {"content": ...}}``) and take out the ``removed`` ones;
     called after ``text_chunks`` holds the write's chunks, with which the index is checked."""
-    stats = await index.get_by_id(STATS) or {"chunks": 0, "tokens": 0, "user_dictionary": user_dictionary}
+    empty_stats = {"chunks": 0, "tokens": 0, "ids": "0"}
+    stats = await index.get_by_id(STATS) or {**empty_stats, "user_dictionary": user_dictionary}
     gone = {c: r["tf"] for c, r in zip(removed, await index.get_by_ids([_CHUNK + c for c in removed])) if r}
     fresh = {c: added[c] for c, r in zip(added, await index.get_by_ids([_CHUNK + c for c in added])) if r is None}
-    stored = await text_chunks.count()
-    if stats["chunks"] - len(gone) + len(fresh) != stored or stats.get("user_dictionary") != user_dictionary:
-        ids = await text_chunks.all_keys()
+    ids = await text_chunks.all_keys()
+    # What the index held before this write must be what text_chunks holds now, less the
+    # write's new chunks and plus the ones it removed; else it missed writes (made with the
+    # channel off, or by an earlier version) and is built again from every chunk.
+    held_before = _digest(ids) ^ _digest(gone) ^ _digest(fresh)
+    if (int(stats.get("ids", "-1"), 16) != held_before or stats["chunks"] - len(gone) + len(fresh) != len(ids)
+            or stats.get("user_dictionary") != user_dictionary):
         fresh = {i: r for i, r in zip(ids, await text_chunks.get_by_ids(ids, fields={"content"})) if r is not None}
         logger.info("Building the lexical index of %d chunks", len(fresh))
         await index.drop()
-        stats, gone = {"chunks": 0, "tokens": 0}, {}
+        stats, gone = empty_stats, {}
     counted = await asyncio.to_thread(
         lambda: {c: term_frequencies(str(r.get("content", "")), user_dictionary) for c, r in fresh.items()})
     terms = sorted({t for tf in (*gone.values(), *counted.values()) for t in tf})
@@ -75,7 +84,17 @@ async def update_lexical_index(index: Any, text_chunks: Any, added: dict[str, di
     await index.upsert({**{_TERM + t: p for t, p in postings.items() if p},
                         **{_CHUNK + c: {"tf": tf} for c, tf in counted.items()},
                         STATS: {"chunks": stats["chunks"] - len(gone) + len(counted), "tokens": tokens,
+                                "ids": f"{int(stats['ids'], 16) ^ _digest(gone) ^ _digest(counted):x}",
                                 "user_dictionary": user_dictionary}})
+
+
+def _digest(ids: Iterable[str]) -> int:
+    """An order-free digest of a set of chunk ids, the XOR of their hashes: adding or removing
+    an id toggles its hash, so a write updates it without reading every id."""
+    value = 0
+    for chunk_id in ids:
+        value ^= xxh64_intdigest(chunk_id.encode("utf-8", "surrogatepass"))
+    return value
 
 
 def bm25_scores(query_terms: list[str], postings: dict[str, dict[str, list[int]]], chunks: int,

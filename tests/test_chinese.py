@@ -119,6 +119,23 @@ def test_the_lexical_index_follows_inserts_and_deletes_exactly(tmp_path: Path) -
     assert "term:经济特区" not in after_delete  # only the deleted passage had it
 
 
+def test_writes_made_with_the_channel_off_are_caught_up_exactly(tmp_path: Path) -> None:
+    """With the channel off, one chunk out and one in leave the count as it was: the ids'
+    digest still shows the index missed them, and the next write builds it again."""
+    import asyncio
+
+    passages = _passages()
+    _offline(tmp_path / "a").insert([passages["华为"], passages["深圳"]])
+    off = _offline(tmp_path / "a", lexical_retrieval=False)
+    off.delete_documents([_doc_starting(off, "深圳")])
+    off.insert([passages["腾讯"]])
+    _offline(tmp_path / "a").insert([passages["敦煌"]])
+    fresh = _offline(tmp_path / "b")
+    fresh.insert([passages["华为"], passages["腾讯"], passages["敦煌"]])
+    rebuilt, built = (asyncio.run(_lexical_records(_offline(tmp_path / d))) for d in ("a", "b"))
+    assert rebuilt == built and "term:经济特区" not in rebuilt
+
+
 def test_an_index_built_without_the_channel_gets_it_at_the_next_insert(tmp_path: Path) -> None:
     import asyncio
 
