@@ -9,8 +9,8 @@ the job with the LLM answers already paid for served from the response cache jou
 from __future__ import annotations
 
 import asyncio
-import functools
 import contextlib
+import functools
 import importlib
 import logging
 import os
