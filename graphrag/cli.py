@@ -74,6 +74,8 @@ environment:
                                    Lite on milvus.db in the working dir)
   GRAPHRAG_KV_STORAGE, GRAPHRAG_VECTOR_STORAGE, GRAPHRAG_GRAPH_STORAGE, GRAPHRAG_WORKSPACE
                                    the same as the --*-storage and --workspace flags
+  GRAPHRAG_EMBEDDING_BASE_URL, GRAPHRAG_EMBEDDING_MODEL, GRAPHRAG_EMBEDDING_DIM,
+  GRAPHRAG_EMBEDDING_API_KEY       the same as the --embedding-* flags, and the server's key
   GRAPHRAG_EMBEDDING=hash          use a fast fake embedding (384-dim, no model) instead
                                    of the local all-MiniLM-L6-v2 model; for tests and
                                    benchmarks only, and a working dir must always be
@@ -114,12 +116,12 @@ def _setup_logging(verbose: int) -> None:
 
 def _embedding_func() -> Any:
     choice = os.environ.get(EMBEDDING_ENV, "local").strip().lower() or "local"
-    from graphrag.embedding import hash_embedding, local_embedding
+    from graphrag.embedding import hash_embedding
 
     if choice == "hash":
         return hash_embedding(384)  # the local model's dimension, so working dirs stay compatible
     if choice == "local":
-        return local_embedding()
+        return None  # the config's (flags, GRAPHRAG_EMBEDDING_* variables), else the bundled model
     raise CLIError(f"{EMBEDDING_ENV} must be 'local' or 'hash', not {choice!r}", EXIT_USAGE)
 
 
@@ -176,6 +178,9 @@ def _llm_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.max_async is not None:
         config.update(best_model_max_async=args.max_async, cheap_model_max_async=args.max_async,
                       llm_max_async_total=args.max_async)
+    for name in ("embedding_base_url", "embedding_model", "embedding_dim"):
+        if getattr(args, name, None) is not None:
+            config[name] = getattr(args, name)
     return config
 
 
@@ -218,6 +223,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     config = _llm_options(args)
     if args.extraction_fallback:
         config["extraction_fallback"] = args.extraction_fallback
+    if args.user_dictionary:
+        config["nlp_user_dictionary"] = args.user_dictionary
     if args.chunk_size is not None:
         if args.chunk_size < 20:
             raise CLIError("--chunk-size must be at least 20 tokens", EXIT_USAGE)
@@ -618,6 +625,15 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--context-window", type=int, metavar="TOKENS",
                        help="the models' context window; prompts are cut to fit it (default 32768)")
     group.add_argument("--max-async", type=int, metavar="N", help="requests in flight at once (default 16)")
+    group = llm.add_argument_group("embeddings (default: the bundled English all-MiniLM-L6-v2; an index keeps "
+                                   "the embedder it was built with)")
+    group.add_argument("--embedding-base-url", metavar="URL",
+                       help="an OpenAI-compatible server's /v1 URL to embed with (with --embedding-model and "
+                            "--embedding-dim; key from GRAPHRAG_EMBEDDING_API_KEY)")
+    group.add_argument("--embedding-model", metavar="NAME",
+                       help="the server's embedding model; without --embedding-base-url, a sentence-transformers "
+                            "model name or path run locally")
+    group.add_argument("--embedding-dim", type=int, metavar="N", help="the embedding model's vector size")
 
     parser = argparse.ArgumentParser(
         prog="graphrag", description="File-backed GraphRAG: index text files, then ask questions.",
@@ -636,6 +652,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help="files, or folders walked recursively")
     p.add_argument("--offline", action="store_true", help="LLM-free extraction and reports (extraction='nlp')")
     p.add_argument("--chunk-size", type=int, metavar="N", help="chunk size in tokens (default 1200)")
+    p.add_argument("--user-dictionary", metavar="FILE",
+                   help="offline extraction of Chinese: a jieba user dictionary (one 'word [freq] [tag]' a "
+                        "line) whose domain terms are segmented whole and become entities")
     p.add_argument("--include", action="append", default=[], metavar="GLOB",
                    help="only files matching GLOB (repeatable; matched against the path inside the folder "
                         "and the file name); files of other types matched this way are read as text")

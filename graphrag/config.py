@@ -65,9 +65,17 @@ class GraphRAGConfig:
     chunk_overlap_token_size: int = 100
 
     # Extraction and merge.
+    # A jieba user dictionary (``word [frequency] [tag]`` per line) for the LLM-free
+    # extractor: its words are segmented whole and always become entities (domain terms
+    # such as 线段树). None: jieba's bundled dictionary alone.
+    nlp_user_dictionary: Optional[str] = None
     entity_types: list[str] = field(default_factory=lambda: ["organization", "person", "geo", "event"])
     entity_extract_max_gleaning: int = 1
     entity_summary_to_max_tokens: int = 500
+
+    # The language of entity summaries and community reports (e.g. "Chinese"); None: the
+    # language of the descriptions they are written from. Answers follow the question's.
+    output_language: Optional[str] = None
 
     # Clustering.
     graph_cluster_algorithm: str = "leiden"
@@ -85,11 +93,22 @@ class GraphRAGConfig:
         default_factory=lambda: {"response_format": {"type": "json_object"}}
     )
 
-    # Embeddings. None means the bundled local all-MiniLM-L6-v2 model.
+    # Embeddings. None means the bundled local all-MiniLM-L6-v2 model, unless the fields
+    # below name another (each falls back to its GRAPHRAG_EMBEDDING_* variable): a server
+    # with an OpenAI-compatible /embeddings (base url, model and its vector size), or a
+    # sentence-transformers model by name or path (model alone).
     embedding_func: Optional[Any] = None
+    embedding_base_url: Optional[str] = None
+    embedding_model: Optional[str] = None
+    embedding_dim: Optional[int] = None
+    embedding_api_key: Optional[str] = field(default=None, repr=False)
     embedding_batch_num: int = 32
     embedding_func_max_async: int = 16
     query_better_than_threshold: float = 0.2
+    # The lexical channel: a BM25 index over chunks, kept beside the chunk vectors and fused
+    # into naive and hybrid ranking (operators/lexical.py). It finds passages by the words
+    # they share with the question, in languages the embedder does not know.
+    lexical_retrieval: bool = True
 
     # LLMs. A *_model_func overrides the OpenAI-compatible client for that model.
     best_model_func: Optional[ModelFunc] = None
@@ -174,6 +193,10 @@ class GraphRAGConfig:
                 "chunk_overlap_token_size must be >= 0 and smaller than chunk_token_size "
                 f"(got {self.chunk_overlap_token_size} and {self.chunk_token_size})"
             )
+        if self.nlp_user_dictionary is not None:
+            self.nlp_user_dictionary = os.fspath(self.nlp_user_dictionary)
+            if not os.path.isfile(self.nlp_user_dictionary):
+                raise ConfigurationError(f"nlp_user_dictionary: no such file {self.nlp_user_dictionary!r}")
         if self.entity_extract_max_gleaning < 0:
             raise ConfigurationError("entity_extract_max_gleaning must be >= 0")
         if self.extraction_fallback not in (None, "nlp"):

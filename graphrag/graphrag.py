@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import logging
 import os
@@ -19,8 +20,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Optional, Sequence, TypeVar, Union
 
 from graphrag.config import GraphRAGConfig, check_no_nano_graphrag_only_options
-from graphrag.embedding import EmbeddingFunc, follows_index, limited, local_embedding
-from graphrag.embedding_scheme import check_scheme, record_scheme, recorded_scheme
+from graphrag.embedding import (EmbeddingFunc, embedding_from_config, follows_index, limited, local_embedding,
+                                warn_if_not_english)
+from graphrag.embedding_scheme import (check_embedder, check_scheme, embedder_of, record_scheme, recorded_embedder,
+                                       recorded_scheme)
 from graphrag.errors import DocumentNotFound
 from graphrag.locking import try_lock, writer_lock
 from graphrag.progress import Progress
@@ -97,7 +100,7 @@ class GraphRAG:
                 raise FileNotFoundError(f"working dir {wd!r} does not exist")
             os.makedirs(wd, exist_ok=True)
             logger.info("Created working dir %s", wd)
-        self.embedding_func: EmbeddingFunc = limited(self.config.embedding_func or local_embedding(),
+        self.embedding_func: EmbeddingFunc = limited(embedding_from_config(self.config),
                                                      self.config.embedding_func_max_async)
         self.stores: Stores = open_stores(self.config, self.embedding_func)
         self._recover_if_possible()
@@ -203,6 +206,8 @@ class GraphRAG:
     async def _settle_embedding_scheme(self) -> None:
         """Index with the long-text embedding scheme the index was built with (or refuse an
         explicit other one), so chunk vectors of one index stay comparable."""
+        check_embedder(await recorded_embedder(self.stores.index_meta),
+                       embedder_of(self.embedding_func.name, self.embedding_func.long_texts))
         recorded = await recorded_scheme(self.stores.index_meta, await self._has_documents())
         scheme = check_scheme(recorded, self.embedding_func.long_texts, follows_index(self.config.embedding_func))
         if scheme != self.embedding_func.long_texts:
@@ -228,7 +233,7 @@ class GraphRAG:
         if usage or counts != before:  # a no-op insert writes nothing
             await meta.upsert({"llm_usage": totals, "counts": counts})
         if counts["documents"]:
-            await record_scheme(meta, self.embedding_func.long_texts)
+            await record_scheme(meta, self.embedding_func.long_texts, self.embedding_func.name)
 
     async def _recorded_count(self, what: str) -> Optional[int]:
         meta = self.stores.index_meta
@@ -470,6 +475,7 @@ class GraphRAG:
         caller's write; with ``retry_failed``, extract the chunks that failed before again.
         What runs beside what is decided here and only here."""
         from graphrag.failed_chunks import extraction_counts, failed_after, read_failed_chunks
+        from graphrag.llm import in_language
         from graphrag.operators.clustering import cluster_after_write
         from graphrag.operators.graph_update import MergeAhead, finish_graph_update, store_entity_vectors
 
@@ -540,7 +546,8 @@ class GraphRAG:
             with timer.stage("merge"):
                 changes = finish_graph_update(
                     rebuilt, graph=stores.graph,
-                    summarizer=self.llms[1] if self.config.extraction == "llm" else None,
+                    summarizer=(in_language(self.llms[1], self.config.output_language)
+                                if self.config.extraction == "llm" else None),
                     tokenizer=self.tokenizer, summary_max_tokens=self.config.entity_summary_to_max_tokens,
                     # An entity is found by its name and the start of its description; embedding more
                     # than half the model's window costs compute (quadratic in length) for little gain.
@@ -708,6 +715,11 @@ class GraphRAG:
                       for c, r in zip(shared, await stores.text_chunks.get_by_ids(shared))
                       if r and r.get("full_doc_id") in leaving}
         await stores.text_chunks.upsert({**reassigned, **plan.refreshed, **plan.new_chunks})
+        if stores.lexical_index is not None:
+            from graphrag.operators.lexical import update_lexical_index
+
+            await update_lexical_index(stores.lexical_index, stores.text_chunks, plan.new_chunks, removed,
+                                       self.config.nlp_user_dictionary)
         await stores.full_docs.upsert(docs)
 
     async def _extract(self, chunks: dict[str, ChunkRecord],
@@ -718,7 +730,8 @@ class GraphRAG:
         if self.config.extraction == "nlp":
             from graphrag.operators.nlp_extraction import extract_chunks_nlp
 
-            return await asyncio.to_thread(extract_chunks_nlp, chunks)
+            return await asyncio.to_thread(extract_chunks_nlp, chunks,
+                                           user_dictionary=self.config.nlp_user_dictionary)
         from graphrag.operators.extraction import ConversationLimit, extract_chunks
 
         self.windows.check_chunks_fit_extraction(max(chunk["tokens"] for chunk in chunks.values()))
@@ -737,7 +750,7 @@ class GraphRAG:
             if self.config.extraction_fallback == "nlp":
                 from graphrag.operators.nlp_extraction import extract_chunk_nlp
 
-                fallback = extract_chunk_nlp
+                fallback = functools.partial(extract_chunk_nlp, user_dictionary=self.config.nlp_user_dictionary)
             return await extract_chunks(chunks, llm=best, entity_types=self.config.entity_types,
                                         max_gleaning=self.config.entity_extract_max_gleaning, on_done=done,
                                         limit=limit, fallback=fallback)
@@ -746,6 +759,7 @@ class GraphRAG:
 
     async def _embed_chunks(self, new_chunks: dict[str, ChunkRecord]) -> None:
         if self.stores.chunks_vdb is not None and new_chunks:
+            warn_if_not_english([v["content"] for v in new_chunks.values()], self.embedding_func)
             await self.stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
 
     async def _report(self, schema: Optional[dict[str, Any]] = None, in_flight: Optional[Any] = None,
@@ -756,6 +770,7 @@ class GraphRAG:
         held no readable report. ``touched``: the nodes this write changed (their communities
         alone are read again). ``only``: the communities ``schema`` is limited to (every other
         community's report stays as it is, unread); None: ``schema`` has every community."""
+        from graphrag.llm import in_language
         from graphrag.operators.community_index import (
             RECORD, communities_to_report, index_after, read_index, sizes_after)
         from graphrag.operators.community_reports import generate_community_reports
@@ -777,8 +792,9 @@ class GraphRAG:
         failures = FormatFailures("community reports")
         try:
             records, generated = await generate_community_reports(
-                schema, graph=stores.graph, llm=None if extractive else self.llms[0], tokenizer=self.tokenizer,
-                max_tokens=max_tokens, existing=existing,
+                schema, graph=stores.graph,
+                llm=None if extractive else in_language(self.llms[0], self.config.output_language),
+                tokenizer=self.tokenizer, max_tokens=max_tokens, existing=existing,
                 llm_kwargs=self.config.special_community_report_llm_kwargs, extractive=extractive,
                 on_progress=progress.update, in_flight=in_flight, failures=failures, touched=touched,
             )

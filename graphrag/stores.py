@@ -52,6 +52,8 @@ class Stores:
     # What extraction found in each chunk: lets merges be rebuilt (on delete) without the LLM.
     chunk_extractions = _OpenedOnFirstUse[BaseKVStorage]()
     llm_response_cache = _OpenedOnFirstUse[Optional[BaseKVStorage]]()
+    # The lexical channel's BM25 index over chunks (operators/lexical.py); None when off.
+    lexical_index = _OpenedOnFirstUse[Optional[BaseKVStorage]]()
 
     def __init__(self, openers: dict[str, StoreOpener], working_dir: Optional[str] = None,
                  describe_vectors: Optional[Callable[[str], Optional[dict[str, int]]]] = None) -> None:
@@ -195,4 +197,5 @@ def open_stores(config: GraphRAGConfig, embedding_func: Optional[EmbeddingFunc])
         "index_meta": kv("index_meta"),
         "chunk_extractions": kv("chunk_extractions"),
         "llm_response_cache": llm_cache,
+        "lexical_index": kv("lexical_index", read_by_record=True) if config.lexical_retrieval else lambda: None,
     }, working_dir=config.working_dir, describe_vectors=lambda name: vector_cls.describe_stored(config, name))

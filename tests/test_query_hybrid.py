@@ -170,6 +170,7 @@ class _Vectors:
 
 class _Stores:
     version = 1
+    lexical_index = None  # the lexical channel switched off
 
     def __init__(self, nodes: list, edges: list, dense: list[str]) -> None:
         self.graph, self.chunks_vdb = _Graph(nodes, edges), _Vectors(dense)
