@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Optional, Sequence, TypeVar, Union
 
+from graphrag.aio import blocking, run_sync
 from graphrag.config import GraphRAGConfig, check_no_nano_graphrag_only_options
 from graphrag.embedding import EmbeddingFunc, follows_index, limited, local_embedding
 from graphrag.embedding_scheme import check_scheme, record_scheme, recorded_scheme
@@ -57,28 +58,6 @@ NO_EXTRACTION_COUNTS: dict[str, Any] = {
 # Stores that only the reports and the LLM cache change after clustering: written ahead
 # while the reports are generated, leaving the commit less to do.
 _WRITTEN_BEFORE_REPORTS = ["full_docs", "text_chunks", "chunk_extractions", "graph", "entities_vdb", "chunks_vdb"]
-
-
-def _run_sync(coro: Coroutine[Any, Any, T], cleanup: Optional[Callable[[], Coroutine[Any, Any, None]]] = None) -> T:
-    """Thin sync wrapper; refuses politely inside a running loop (notebooks: use the a* methods).
-
-    ``cleanup`` runs before the temporary loop closes, so HTTP connections opened on it are
-    closed rather than left to the garbage collector.
-    """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        async def run_then_clean_up() -> T:
-            try:
-                return await coro
-            finally:
-                if cleanup is not None:
-                    await cleanup()
-
-        return asyncio.run(run_then_clean_up())
-    coro.close()
-    raise RuntimeError("called a sync GraphRAG method inside a running event loop; await the async "
-                       "version instead (ainsert, aquery, adelete_documents)")
 
 
 def _without_marks(record: dict[str, Any]) -> dict[str, Any]:
@@ -169,11 +148,30 @@ class GraphRAG:
         if self.config.extraction == "llm":
             self.windows.check_indexing()  # loads the tokenizer, so after the clients start building
 
-    async def _close_llm_connections(self) -> None:
+    async def aclose(self) -> None:
+        """Release the LLM clients' connections and the stores' (a database's pool) opened on
+        the running loop. Idempotent; a later call opens them again. Every sync call ends
+        with it; the sync calls' loop is the thread's (``aio.run_sync``), kept for the user's
+        clients bound to it."""
         if self._llms is not None:
             for client in set(self._llms):
                 await client.aclose()
-        await self.stores.close()  # a database store's pool lives on this event loop
+        await self.stores.close()
+
+    def close(self) -> None:
+        run_sync(self.aclose())
+
+    def __enter__(self) -> "GraphRAG":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "GraphRAG":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
 
     @asynccontextmanager
     async def _writing(self, every_store: bool = True) -> AsyncIterator[None]:
@@ -200,7 +198,7 @@ class GraphRAG:
                 # (and the LLM cache journal keeps every answer already paid for).
                 self.stores = open_stores(self.config, self.embedding_func)
                 with contextlib.suppress(Exception):
-                    await self._close_llm_connections()
+                    await self.aclose()
                 self._llms = None  # they held the replaced cache store
                 raise
             finally:
@@ -256,9 +254,6 @@ class GraphRAG:
 
     # ------------------------------------------------------------------ insert
 
-    def insert(self, docs: Union[str, list[str]], sources: Optional[list[Optional[str]]] = None) -> dict[str, Any]:
-        return _run_sync(self.ainsert(docs, sources), self._close_llm_connections)
-
     async def ainsert(self, docs: Union[str, list[str]], sources: Optional[list[Optional[str]]] = None
                       ) -> dict[str, Any]:
         """Index documents; already indexed ones cost nothing. A document whose ``source``
@@ -270,9 +265,7 @@ class GraphRAG:
         stats, _ = await self._insert_prepared(documents, skipped)
         return stats
 
-    def insert_files(self, paths: Union[str, list[str]], include: Sequence[str] = (), exclude: Sequence[str] = (),
-                     options: Optional["ReadOptions"] = None) -> "FilesReport":
-        return _run_sync(self.ainsert_files(paths, include, exclude, options), self._close_llm_connections)
+    insert = blocking(ainsert)
 
     async def ainsert_files(self, paths: Union[str, list[str]], include: Sequence[str] = (),
                             exclude: Sequence[str] = (), options: Optional["ReadOptions"] = None) -> "FilesReport":
@@ -291,8 +284,7 @@ class GraphRAG:
         stats, outcomes = await self._insert_prepared(documents, skipped, may_move=read.may_move)
         return FilesReport.build(read, outcomes, stats)
 
-    def insert_read(self, documents: list["ReadDocument"]) -> dict[str, Any]:
-        return _run_sync(self.ainsert_read(documents), self._close_llm_connections)
+    insert_files = blocking(ainsert_files)
 
     async def ainsert_read(self, documents: list["ReadDocument"]) -> dict[str, Any]:
         """Index documents a reader produced from bytes (uploads: ``readers.read_data``),
@@ -304,6 +296,8 @@ class GraphRAG:
                                               details_of(documents))
         stats, _ = await self._insert_prepared(prepared, skipped)
         return stats
+
+    insert_read = blocking(ainsert_read)
 
     async def _insert_prepared(self, documents: dict[str, dict[str, Any]], skipped: int,
                                may_move: Optional[Callable[[str, str], bool]] = None
@@ -384,9 +378,6 @@ class GraphRAG:
 
     # ------------------------------------------------------------------ delete
 
-    def delete_documents(self, doc_ids: Union[str, list[str]]) -> dict[str, Any]:
-        return _run_sync(self.adelete_documents(doc_ids), self._close_llm_connections)
-
     async def adelete_documents(self, doc_ids: Union[str, list[str]]) -> dict[str, Any]:
         """Remove documents and everything only they contributed; other sources' facts stay."""
         ids = [doc_ids] if isinstance(doc_ids, str) else list(dict.fromkeys(doc_ids))
@@ -399,8 +390,7 @@ class GraphRAG:
             summary = await self._apply_changes({}, ids)
         return {**summary, "llm": self.usage.snapshot()}
 
-    def recluster(self) -> dict[str, Any]:
-        return _run_sync(self.arecluster(), self._close_llm_connections)
+    delete_documents = blocking(adelete_documents)
 
     async def arecluster(self) -> dict[str, Any]:
         """Re-run Leiden over the whole graph from scratch and re-report what changed.
@@ -416,6 +406,8 @@ class GraphRAG:
         return {"communities": communities, "reports_generated": generated, "reports_failed": failures.failed,
                 "llm": self.usage.snapshot()}
 
+    recluster = blocking(arecluster)
+
     async def alist_documents(self) -> list[dict[str, Any]]:
         keys = await self.stores.full_docs.all_keys()
         records = await self.stores.full_docs.get_by_ids(keys)
@@ -425,13 +417,9 @@ class GraphRAG:
             for k, r in zip(keys, records) if r
         ]
 
-    def list_documents(self) -> list[dict[str, Any]]:
-        return _run_sync(self.alist_documents(), self._close_llm_connections)
+    list_documents = blocking(alist_documents)
 
     # ------------------------------------------------------------------ entity resolution
-
-    def merge_entities(self, names: Union[str, list[str]], into: str) -> dict[str, Any]:
-        return _run_sync(self.amerge_entities(names, into), self._close_llm_connections)
 
     async def amerge_entities(self, names: Union[str, list[str]], into: str) -> dict[str, Any]:
         """Merge ``names`` into one node named ``into``, for good: the decision is kept
@@ -440,8 +428,7 @@ class GraphRAG:
 
         return await merge_entities(self, [names] if isinstance(names, str) else list(names), into)
 
-    def never_merge(self, a: str, b: str) -> dict[str, Any]:
-        return _run_sync(self.anever_merge(a, b), self._close_llm_connections)
+    merge_entities = blocking(amerge_entities)
 
     async def anever_merge(self, a: str, b: str) -> dict[str, Any]:
         """Keep the entities named ``a`` and ``b`` in different nodes, whatever the evidence."""
@@ -449,8 +436,7 @@ class GraphRAG:
 
         return await never_merge(self, a, b)
 
-    def canonical_entity(self, name: str) -> Optional[str]:
-        return _run_sync(self.acanonical_entity(name), self._close_llm_connections)
+    never_merge = blocking(anever_merge)
 
     async def acanonical_entity(self, name: str) -> Optional[str]:
         """The node an entity name is in (itself, or the node it was merged into); None if
@@ -459,14 +445,15 @@ class GraphRAG:
 
         return await canonical_entity(self, name)
 
-    def entity_duplicates(self) -> list[dict[str, Any]]:
-        return _run_sync(self.aentity_duplicates(), self._close_llm_connections)
+    canonical_entity = blocking(acanonical_entity)
 
     async def aentity_duplicates(self) -> list[dict[str, Any]]:
         """Groups of names merged or worth a look, each pair with its evidence (read only)."""
         from graphrag.entity_decisions import entity_duplicates
 
         return await entity_duplicates(self)
+
+    entity_duplicates = blocking(aentity_duplicates)
 
     # ------------------------------------------------------------------ the pipeline
 
@@ -814,11 +801,8 @@ class GraphRAG:
         if self._knowledge_graph is None:
             from graphrag.graph_api import KnowledgeGraph
 
-            self._knowledge_graph = KnowledgeGraph(lambda: self.stores, lambda: self._index_version, _run_sync)
+            self._knowledge_graph = KnowledgeGraph(lambda: self.stores, lambda: self._index_version)
         return self._knowledge_graph
-
-    def retrieve(self, query: str, param: QueryParam = QueryParam()) -> Retrieval:
-        return _run_sync(self.aretrieve(query, param))
 
     async def aretrieve(self, query: str, param: QueryParam = QueryParam()) -> Retrieval:
         """What ``param.mode`` retrieves for ``query`` as records (chunks, entities, relations,
@@ -839,8 +823,7 @@ class GraphRAG:
         finally:
             await self.stores.query_done()
 
-    def query_result(self, query: str, param: QueryParam = QueryParam()) -> Answer:
-        return _run_sync(self.aquery_result(query, param), self._close_llm_connections)
+    retrieve = blocking(aretrieve)
 
     async def aquery_result(self, query: str, param: QueryParam = QueryParam()) -> Answer:
         """The answer as an object citing its sources: ``.text`` cites ``[n]``, ``.references``
@@ -864,11 +847,12 @@ class GraphRAG:
         finally:
             await self.stores.query_done()  # persists the answer in the LLM cache
 
-    def query(self, query: str, param: QueryParam = QueryParam()) -> str:
-        return _run_sync(self.aquery(query, param), self._close_llm_connections)
+    query_result = blocking(aquery_result)
 
     async def aquery(self, query: str, param: QueryParam = QueryParam()) -> str:
         return await self._query(query, param)
+
+    query = blocking(aquery)
 
     async def aquery_stream(self, query: str, param: QueryParam = QueryParam()) -> AsyncIterator[str]:
         """The answer in pieces as the model writes them; a cached answer, a context
