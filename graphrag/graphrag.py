@@ -314,6 +314,12 @@ class GraphRAG:
             unknown = await self.stores.full_docs.filter_keys(list(documents))
             new_docs = {k: v for k, v in documents.items() if k in unknown}
             failed = await read_failed_chunks(self.stores.index_meta)
+            if failed and self.config.extraction == "llm" and not llm_configured(self.config):
+                logger.warning("%d chunk(s) whose extraction failed wait for a retry, which needs an LLM; none is "
+                               "configured, so this insert leaves them waiting", len(failed))
+                waiting, failed = len(failed), {}
+            else:
+                waiting = 0
             if new_docs or failed:
                 self._get_ready_to_extract()
             replaced: list[str] = []
@@ -332,9 +338,9 @@ class GraphRAG:
             if moved:
                 await self._record_moves({k: documents[k] for k in moved})
             if new_docs or replaced or failed:
-                summary = await self._apply_changes(new_docs, replaced, retry_failed=True)
+                summary = await self._apply_changes(new_docs, replaced, retry_failed=bool(failed))
             else:
-                summary = await self._nothing_changed()
+                summary = {**await self._nothing_changed(), "chunks_waiting": waiting}
         stats = {
             **summary,
             "documents_skipped_empty": skipped,
