@@ -81,7 +81,14 @@ def run_sync(coro: Coroutine[Any, Any, T], cleanup: Optional[Callable[[], Corout
                 if cleanup is not None:
                     await cleanup()
 
-        return thread_loop().run_until_complete(run_then_clean_up())
+        loop = thread_loop()
+        try:
+            return loop.run_until_complete(run_then_clean_up())
+        finally:
+            # The callbacks the call scheduled last (a closed connection's, a finished thread's)
+            # run now rather than at the next call: what they hold is freed with the caller's
+            # objects (a dropped instance's database connections close when it goes).
+            loop.run_until_complete(asyncio.sleep(0))
     coro.close()
     raise RuntimeError(SYNC_IN_RUNNING_LOOP)
 
