@@ -93,6 +93,19 @@ def run_sync(coro: Coroutine[Any, Any, T], cleanup: Optional[Callable[[], Corout
     raise RuntimeError(SYNC_IN_RUNNING_LOOP)
 
 
+def blocking(method: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
+    """The sync twin of an ``a*`` method of an object with ``aclose()``: run on the thread's
+    loop (``run_sync``), then release the connections the call opened."""
+    @functools.wraps(method)
+    def run(self: Any, *args: Any, **kwargs: Any) -> T:
+        return run_sync(method(self, *args, **kwargs), self.aclose)
+
+    run.__name__ = method.__name__.removeprefix("a")
+    run.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.{run.__name__}".lstrip(".")
+    run.__doc__ = f"``{method.__name__}``, blocking." + (f"\n\n{method.__doc__}" if method.__doc__ else "")
+    return run
+
+
 class PerLoop(Generic[T]):
     """One object per running event loop, made by ``factory`` on the loop's first ``get``."""
 
@@ -204,15 +217,3 @@ def per_loop_slots(slots: int) -> "PerLoop[PrioritySlots]":
     """``slots`` concurrency slots in each event loop."""
     return PerLoop(lambda: PrioritySlots(slots))
 
-
-def blocking(method: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
-    """The sync twin of an ``a*`` method of an object with ``aclose()``: run on the thread's
-    loop (``run_sync``), then release the connections the call opened."""
-    @functools.wraps(method)
-    def run(self: Any, *args: Any, **kwargs: Any) -> T:
-        return run_sync(method(self, *args, **kwargs), self.aclose)
-
-    run.__name__ = method.__name__.removeprefix("a")
-    run.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.{run.__name__}".lstrip(".")
-    run.__doc__ = f"``{method.__name__}``, blocking." + (f"\n\n{method.__doc__}" if method.__doc__ else "")
-    return run
