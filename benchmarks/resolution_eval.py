@@ -27,6 +27,7 @@ from itertools import combinations
 from typing import Any
 
 from graphrag import GraphRAG, hash_embedding, local_embedding
+from graphrag.indexing.pipeline import Pipeline
 from graphrag.operators.resolution import joined_state
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -138,21 +139,21 @@ def quality(args: argparse.Namespace) -> None:
 
 
 class ResolveClock:
-    """CPU seconds of the resolution stage (``GraphRAG._resolve``: the pass and the rebuild of
+    """CPU seconds of the resolution stage (``Pipeline.resolve``: the pass and the rebuild of
     the moved names), next to the stage's wall time the insert reports."""
 
     def __init__(self) -> None:
         self.cpu = 0.0
-        original = GraphRAG._resolve
+        original = Pipeline.resolve
 
-        async def timed(rag: GraphRAG, *args: Any, **kwargs: Any) -> Any:
+        async def timed(write: Pipeline, *args: Any, **kwargs: Any) -> Any:
             started = time.process_time()
             try:
-                return await original(rag, *args, **kwargs)
+                return await original(write, *args, **kwargs)
             finally:
                 self.cpu += time.process_time() - started
 
-        GraphRAG._resolve = timed  # type: ignore[method-assign]
+        Pipeline.resolve = timed  # type: ignore[method-assign]
 
     def take(self) -> float:
         cpu, self.cpu = self.cpu, 0.0

@@ -230,3 +230,9 @@ class GraphRAGConfig:
 
     def keys(self) -> list[str]:
         return [f.name for f in fields(self)]
+
+
+def llm_configured(config: GraphRAGConfig) -> bool:
+    """Whether a model can be called: a function passed, or an OpenAI-compatible endpoint set."""
+    return bool(config.best_model_func or config.llm_api_key or config.llm_base_url
+                or os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))

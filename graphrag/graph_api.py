@@ -19,6 +19,7 @@ import heapq
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 
+from graphrag.aio import run_sync
 from graphrag.errors import EntityNotFound, InvalidInputError
 from graphrag.operators.community_index import largest_community, with_occurrence
 from graphrag.operators.names import compact_key as name_key
@@ -67,11 +68,9 @@ class NameIndex:
 class KnowledgeGraph:
     """Graph exploration over a working dir's stores (see the module docstring)."""
 
-    def __init__(self, stores: Callable[[], "Stores"], version: Callable[[], int],
-                 run_sync: Callable[[Any], Any]) -> None:
+    def __init__(self, stores: Callable[[], "Stores"], version: Callable[[], int]) -> None:
         self._stores = stores
         self._version = version
-        self._run_sync = run_sync
         self._cache_key: Any = None
         self._names: Optional[NameIndex] = None
         self._documents: Optional["DocumentLookup"] = None
@@ -81,11 +80,10 @@ class KnowledgeGraph:
         """Read-only over a working dir's files: no embedding model (so no ``search``), no LLM,
         no lock, nothing written -- for notebooks and tools inspecting an index."""
         from graphrag.config import GraphRAGConfig
-        from graphrag.graphrag import _run_sync
         from graphrag.stores import open_stores
 
         stores = open_stores(GraphRAGConfig(working_dir=working_dir, always_create_working_dir=False), None)
-        return cls(lambda: stores, lambda: 0, _run_sync)
+        return cls(lambda: stores, lambda: 0)
 
     # ------------------------------------------------------------------ caches
 
@@ -398,31 +396,31 @@ class KnowledgeGraph:
     # ------------------------------------------------------------------ sync twins
 
     def entity(self, name: str) -> Entity:
-        return self._run_sync(self.aentity(name))
+        return run_sync(self.aentity(name))
 
     def neighbors(self, name: str, **options: Any) -> list[Entity]:
-        return self._run_sync(self.aneighbors(name, **options))
+        return run_sync(self.aneighbors(name, **options))
 
     def traverse(self, start: str, **options: Any) -> list[Entity]:
-        return self._run_sync(self.atraverse(start, **options))
+        return run_sync(self.atraverse(start, **options))
 
     def paths(self, a: str, b: str, **options: Any) -> list[Path]:
-        return self._run_sync(self.apaths(a, b, **options))
+        return run_sync(self.apaths(a, b, **options))
 
     def subgraph(self, names: Sequence[str], **options: Any) -> Subgraph:
-        return self._run_sync(self.asubgraph(names, **options))
+        return run_sync(self.asubgraph(names, **options))
 
     def whole(self, max_nodes: Optional[int] = None) -> Subgraph:
-        return self._run_sync(self.awhole(max_nodes))
+        return run_sync(self.awhole(max_nodes))
 
     def names_in(self, text: str) -> list[str]:
-        return self._run_sync(self.anames_in(text))
+        return run_sync(self.anames_in(text))
 
     def search(self, text: str, top_k: int = 10) -> list[Entity]:
-        return self._run_sync(self.asearch(text, top_k))
+        return run_sync(self.asearch(text, top_k))
 
     def graph_search(self, text: str, **options: Any) -> list[Entity]:
-        return self._run_sync(self.agraph_search(text, **options))
+        return run_sync(self.agraph_search(text, **options))
 
 
 def _weight(data: dict) -> float:

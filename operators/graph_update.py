@@ -317,18 +317,20 @@ class MergeAhead:
     touch from every extraction, so the graph is the one a single pass would make.
 
     ``rebuild(changed, removed_chunks)`` runs one pass; ``start`` runs the early pass in the
-    background. Extractions of this write are read from here, the rest from the store.
+    background. The extractions merged are gathered in ``extracted`` (given: the dict the
+    rebuild reads this write's extractions from, before they are recorded).
     """
 
     def __init__(self, rebuild: Callable[[dict[str, ChunkExtraction], set[str]], Awaitable[GraphRebuild]],
                  removed: dict[str, ChunkExtraction], expected: int, tail: int,
-                 start: Callable[[Coroutine[Any, Any, GraphRebuild]], "asyncio.Future[GraphRebuild]"]) -> None:
+                 start: Callable[[Coroutine[Any, Any, GraphRebuild]], "asyncio.Future[GraphRebuild]"],
+                 extracted: Optional[dict[str, ChunkExtraction]] = None) -> None:
         self._rebuild = rebuild
         self._removed = removed
         self._expected = expected
         self._tail = tail
         self._start = start
-        self.extracted: dict[str, ChunkExtraction] = {}
+        self.extracted: dict[str, ChunkExtraction] = {} if extracted is None else extracted
         self._ahead: Optional[tuple[set[str], "asyncio.Future[GraphRebuild]"]] = None
 
     def on_extracted(self, chunk_id: str, extraction: ChunkExtraction) -> None:

@@ -610,6 +610,14 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         with self.server.mock._lock:
             self.server.mock.connections += 1
+            self.server.mock.open_connections += 1
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            with self.server.mock._lock:
+                self.server.mock.open_connections -= 1
 
     def _send_json(self, code: int, obj: Any, headers: Optional[dict[str, str]] = None) -> None:
         body = json.dumps(obj).encode("utf-8")
@@ -694,6 +702,7 @@ class MockLLMServer:
         self.requests: list[dict] = []
         self.peak_concurrency = 0
         self.connections = 0  # TCP connections accepted
+        self.open_connections = 0  # accepted and not closed yet
         self.calls_by_kind: Counter[str] = Counter()
         self._httpd: Optional[_Server] = None
         self._thread: Optional[threading.Thread] = None

@@ -63,7 +63,7 @@ class _Reader:
 
     async def close_if_done(self) -> None:
         if self.retired and self.running == 0:
-            await self.rag._close_llm_connections()  # the sync API's own clean-up, reused
+            await self.rag.aclose()
 
 
 class GraphService:
@@ -91,7 +91,7 @@ class GraphService:
         for rag in (self._reader.rag, self._writer):
             if rag is not None:
                 with contextlib.suppress(Exception):
-                    await rag._close_llm_connections()
+                    await rag.aclose()
 
     # ------------------------------------------------------------------ reading
 
