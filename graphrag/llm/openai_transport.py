@@ -219,7 +219,7 @@ def openai_embedding_func(
     """
     import numpy as np
 
-    from graphrag.embedding import EmbeddingFunc
+    from graphrag.embedding_func import EmbeddingFunc
     from graphrag.errors import EmbeddingFuncError
 
     clients = openai_clients(base_url, api_key, timeout=timeout, max_retries=max_retries)
