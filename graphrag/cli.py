@@ -517,13 +517,12 @@ def _serving(args: argparse.Namespace) -> tuple[Any, Optional[str]]:
     from graphrag.server.service import GraphService
 
     api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
-    check_binding(args.host, api_key)  # before any model loads: a refusal is immediate
+    check_binding(args.host, api_key, args.allowed_host)  # before any model loads: a refusal is immediate
     wd = args.working_dir
     offline = args.offline or (os.path.isdir(wd) and asyncio.run(_built_offline(_inspect(wd))))
     config = GraphRAGConfig(working_dir=wd, extraction="nlp" if offline else "llm",
                             embedding_func=_embedding_func(), **_llm_options(args))
-    read_only = getattr(args, "read_only", False)
-    return GraphService(config, read_only=read_only), api_key
+    return GraphService(config, read_only=args.read_only), api_key
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -531,7 +530,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     service, api_key = _serving(args)
     print(f"serving {args.working_dir} on http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr)
-    serve(service, host=args.host, port=args.port, api_key=api_key)
+    serve(service, host=args.host, port=args.port, api_key=api_key, allowed_hosts=args.allowed_host)
     return EXIT_OK
 
 
@@ -539,7 +538,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from graphrag.server.mcp_tools import run_mcp
 
     service, api_key = _serving(args)
-    run_mcp(service, transport=args.transport, host=args.host, port=args.port, api_key=api_key)
+    run_mcp(service, transport=args.transport, host=args.host, port=args.port, api_key=api_key,
+            allowed_hosts=args.allowed_host)
     return EXIT_OK
 
 
@@ -549,6 +549,10 @@ def _add_serving_options(p: argparse.ArgumentParser, port: int) -> None:
     p.add_argument("--port", type=int, default=port, help=f"port (default {port})")
     p.add_argument("--api-key", metavar="KEY", help="key every request must carry (default: $GRAPHRAG_API_KEY)")
     p.add_argument("--offline", action="store_true", help="LLM-free inserts (extraction='nlp')")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="a Host name clients use to reach the server (repeatable; needed with --host 0.0.0.0; "
+                        "loopback names and the --host address are always served)")
+    p.add_argument("--read-only", action="store_true", help="no endpoint or tool that inserts or deletes")
 
 
 def cmd_entities(args: argparse.Namespace) -> int:
@@ -682,7 +686,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("mcp", "serve the index to agents as MCP tools (stdio, or streamable HTTP at /mcp)", [common, wd, llm])
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default stdio")
-    p.add_argument("--read-only", action="store_true", help="no tool that inserts or deletes")
     _add_serving_options(p, 8001)
     p.set_defaults(func=cmd_mcp)
 

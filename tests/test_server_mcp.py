@@ -106,7 +106,7 @@ def test_streamable_http_needs_the_key(wd: Path) -> None:
 
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "graphrag.cli", "mcp", "--working-dir", str(wd), "--read-only",
-                                "--transport", "http", "--port", str(port), "--api-key", "mcp-key"],
+                                "--transport", "http", "--port", str(port), "--api-key", "mcp-key-0123456789abcdef"],
                                env={"PATH": "/usr/bin:/bin", "GRAPHRAG_EMBEDDING": "hash"},
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}/mcp"
@@ -122,7 +122,7 @@ def test_streamable_http_needs_the_key(wd: Path) -> None:
         assert refused.status_code == 401 and refused.json()["error"] == "Unauthorized"
 
         async def session() -> None:
-            async with httpx2.AsyncClient(headers={"X-API-Key": "mcp-key"}, timeout=60) as http:
+            async with httpx2.AsyncClient(headers={"X-API-Key": "mcp-key-0123456789abcdef"}, timeout=60) as http:
                 async with Client(streamable_http_client(url, http_client=http)) as client:
                     assert {t.name for t in (await client.list_tools()).tools} == READ_TOOLS
                     docs = result_json(await client.call_tool("list_documents", {}))["documents"]
