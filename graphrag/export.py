@@ -181,16 +181,15 @@ _POLICY = (f"default-src 'none'; script-src {DRAWING_SOURCES['script-src']}; "
            f"style-src {DRAWING_SOURCES['style-src']}; img-src data:")
 
 # The page around the data: the constants are joined in here, the title and data by ``render``.
-_PAGE = ("""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="""" + html.escape(_POLICY) + """">
-<title>%TITLE%</title>
-<style>""" + _STYLE + """</style></head>
-<body><div id="graph"><svg id="canvas" viewBox="0 0 1000 1000" role="img" aria-label="%TITLE%"></svg></div>
-<div id="info"><h3>%TITLE%</h3><p>Hover over an entity to read its description.</p></div>
-<script type="application/json" id="graph-data">%DATA%</script>
-<script>""" + _SCRIPT + """</script></body></html>
-""")
+_PAGE = "".join([
+    '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n',
+    f'<meta http-equiv="Content-Security-Policy" content="{html.escape(_POLICY)}">\n',
+    "<title>%TITLE%</title>\n<style>", _STYLE, "</style></head>\n",
+    '<body><div id="graph"><svg id="canvas" viewBox="0 0 1000 1000" role="img" aria-label="%TITLE%"></svg></div>\n',
+    '<div id="info"><h3>%TITLE%</h3><p>Hover over an entity to read its description.</p></div>\n',
+    '<script type="application/json" id="graph-data">%DATA%</script>\n',
+    "<script>", _SCRIPT, "</script></body></html>\n",
+])
 
 FORMATS: dict[str, Callable[[Subgraph], str]] = {
     "graphml": to_graphml, "json": to_json, "mermaid": to_mermaid, "html": to_html,
