@@ -707,7 +707,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    print(f"graphrag: error: {message}", file=sys.stderr)
+    from graphrag.redaction import redact  # a model or database error may quote a key or password
+
+    print(f"graphrag: error: {redact(message)}", file=sys.stderr)
     raise SystemExit(code)
 
 
@@ -718,6 +720,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     _setup_logging(args.verbose)
+    from graphrag.redaction import protect_logs, register_secret
+
+    protect_logs()  # the handler just configured masks secrets in every line, traceback included
+    register_secret(getattr(args, "api_key", None))
     _apply_storage_flags(args)
     try:
         return args.func(args)

@@ -24,7 +24,7 @@ from starlette.exceptions import HTTPException
 from graphrag.errors import GraphRAGError, InvalidInputError, UnreadableFileError
 from graphrag.query_param import QueryParam
 from graphrag.readers import read_data
-from graphrag.redaction import protect_logs, register_config_secrets, register_secret
+from graphrag.redaction import register_secret
 from graphrag.server.errors import error_body, http_status
 from graphrag.server.security import DEFAULT_POLICY, ASGIApp, check_binding, check_key, host_names, secured
 from graphrag.server.service import GraphService, query_param
@@ -270,13 +270,10 @@ def build_app(service: GraphService, api_key: Optional[str] = None, max_body_byt
               max_upload_bytes: int = MAX_UPLOAD_BYTES, *, host: str = "127.0.0.1",
               allowed_hosts: Sequence[str] = ()) -> ASGIApp:
     """The API behind the checks of ``security.py``: Host and Origin (the names ``host`` and
-    ``allowed_hosts``), the key, the size limits (uploads may be larger than the rest); every
-    secret the service knows is kept out of the logs from here on."""
+    ``allowed_hosts``), the key, the size limits (uploads may be larger than the rest)."""
     if api_key:
         check_key(api_key)
         register_secret(api_key)
-    register_config_secrets(service.config)
-    protect_logs()
     return secured(create_app(service), api_key,
                    lambda path: max_upload_bytes if path == UPLOAD_PATH else max_body_bytes,
                    hosts=host_names(host, allowed_hosts), public=_is_public,

@@ -123,11 +123,7 @@ def run_mcp(service: GraphService, transport: str = "stdio", host: str = "127.0.
             api_key: Optional[str] = None, max_body_bytes: int = 1 << 20, allowed_hosts: Sequence[str] = ()) -> None:
     """Serve over stdio, or streamable HTTP at ``/mcp`` under the HTTP API's binding, Host,
     Origin and key rules (``security.py``)."""
-    from graphrag.redaction import protect_logs, register_config_secrets, register_secret
-
     server = create_mcp_server(service)
-    register_config_secrets(service.config)
-    protect_logs()
 
     async def run(serving: Callable[[], Awaitable[None]]) -> None:
         await service.start()
@@ -141,6 +137,7 @@ def run_mcp(service: GraphService, transport: str = "stdio", host: str = "127.0.
         return
     import uvicorn
 
+    from graphrag.redaction import register_secret
     from graphrag.server.security import check_binding, host_names, secured
 
     check_binding(host, api_key, allowed_hosts)

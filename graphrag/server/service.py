@@ -22,6 +22,7 @@ from graphrag.errors import DocumentNotFound, InvalidInputError
 from graphrag.graphrag import GraphRAG
 from graphrag.query_param import QueryParam
 from graphrag.records import Path
+from graphrag.redaction import protect_logs, register_config_secrets
 from graphrag.server.jobs import Job, JobQueue
 
 logger = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ class GraphService:
     """Queries, document listing and write jobs over one working dir."""
 
     def __init__(self, config: GraphRAGConfig, read_only: bool = False) -> None:
+        register_config_secrets(config)  # the LLM key and storage passwords: never in a log line
         self.config = config
         self.read_only = read_only
         self._reader = _Reader(GraphRAG(config))
@@ -82,6 +84,7 @@ class GraphService:
         self._closing: set[asyncio.Task] = set()
 
     async def start(self) -> None:
+        protect_logs()  # once the server's own logging (uvicorn's) is configured
         self.jobs.start()
 
     async def stop(self) -> None:
