@@ -23,6 +23,7 @@ from graphrag.redaction import register_secret
 from graphrag.server.errors import error_body
 from graphrag.server.security import MAX_FAILURES, MIN_KEY_CHARS, check_binding
 from graphrag.server.service import GraphService
+from helpers_files import zip_bomb_docx
 from helpers_server import CHAIN, DOCS, build_index, index_config, running, wait_for_job
 from mock_llm_server import MockLLMServer
 
@@ -238,6 +239,9 @@ def test_insert_upload_and_delete_run_as_jobs(api: httpx.Client) -> None:
     assert {"press.txt", "mill.md"} <= set(sources)
     bad = api.post("/documents/files", files={"files": ("bin.txt", bytes(range(256)) * 4, "text/plain")})
     assert bad.status_code == 400 and bad.json()["message"].startswith("bin.txt: ")
+    bomb = api.post("/documents/files", files={"files": ("bomb.docx", zip_bomb_docx(text_bytes=4 << 20),
+                                                         "application/octet-stream")})
+    assert bomb.status_code == 400 and "bomb.docx: word/document.xml unpacks to" in bomb.json()["message"]
 
     for source in ("press.txt", "mill.md"):
         deleted = api.delete(f"/documents/{sources[source]}")
