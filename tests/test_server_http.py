@@ -440,3 +440,24 @@ def test_a_read_only_server_has_no_write_endpoint(tmp_path: Path) -> None:
         for method, path, body in STATE_CHANGING[:3]:
             assert httpx.request(method, url + path.format(doc_id="doc-x"), **body).status_code in (404, 405)
         assert httpx.get(url + "/health").json()["read_only"] is True
+
+
+@pytest.mark.parametrize("how", ["refused", "silent"])
+def test_health_answers_within_a_second_when_a_store_is_down(tmp_path: Path, how: str) -> None:
+    """The documents' store is a PostgreSQL that refuses connections, or one that accepts them
+    and never answers (which would hold a connection for its whole connect timeout)."""
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)  # connections complete in the kernel's backlog; nothing ever answers
+        port = 1 if how == "refused" else silent.getsockname()[1]
+        config = index_config(tmp_path / "wd", kv_storage="postgres",
+                              storage_options={"dsn": f"postgresql://graphrag:pw-secret-77@127.0.0.1:{port}/graphrag"})
+        with running(build_app(GraphService(config))) as url:
+            assert httpx.get(url + "/livez").json() == {"status": "ok"}
+            started = time.monotonic()
+            health = httpx.get(url + "/health")
+            assert time.monotonic() - started < 1.0
+            assert health.status_code == 503 and health.json()["status"] == "unavailable"
+            assert set(health.json()["stores"]) == {"kv"} and "pw-secret-77" not in health.text

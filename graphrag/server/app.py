@@ -21,16 +21,17 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from starlette.exceptions import HTTPException
 
-from graphrag.errors import GraphRAGError, InvalidInputError, UnreadableFileError
+from graphrag.errors import GraphRAGError, InvalidInputError, StoreUnavailableError, UnreadableFileError
 from graphrag.query_param import QueryParam
 from graphrag.readers import read_data
-from graphrag.redaction import register_secret
+from graphrag.redaction import redact, register_secret
 from graphrag.server.errors import error_body, http_status
 from graphrag.server.security import DEFAULT_POLICY, ASGIApp, check_binding, check_key, host_names, secured
 from graphrag.server.service import GraphService, query_param
 
 logger = logging.getLogger(__name__)
 
+HEALTH_SECONDS = 0.5  # /health answers within a second, a store down or not
 MAX_BODY_BYTES = 1 << 20  # a JSON request: a question, or text to index
 MAX_UPLOAD_BYTES = 32 << 20  # files sent to POST /documents/files, all together
 UPLOAD_PATH = "/documents/files"
@@ -122,11 +123,21 @@ def create_app(service: GraphService) -> FastAPI:
     async def livez() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/health", summary="Liveness and what the server holds")
-    async def health() -> dict[str, Any]:
+    @app.get("/health", summary="What the server holds; 503 naming the store that did not answer within 1 s",
+             response_model=None)
+    async def health() -> Any:
         jobs = service.jobs.all()
-        return {"status": "ok", "read_only": service.read_only, "documents": await service.document_count(),
-                "jobs": {status: sum(j.status == status for j in jobs) for status in ("queued", "running")}}
+        body: dict[str, Any] = {
+            "status": "ok", "read_only": service.read_only, "documents": None,
+            "jobs": {status: sum(j.status == status for j in jobs) for status in ("queued", "running")}}
+        try:
+            body["documents"] = await asyncio.wait_for(service.document_count(), HEALTH_SECONDS)
+        except (StoreUnavailableError, asyncio.TimeoutError) as exc:
+            # A database that hangs would hold the check for its connect timeout: answer now.
+            store = exc.store if isinstance(exc, StoreUnavailableError) else "kv"
+            problem = redact(str(exc)) or f"no answer within {HEALTH_SECONDS:g} s"
+            return JSONResponse({**body, "status": "unavailable", "stores": {store: problem}}, status_code=503)
+        return body
 
     @app.get("/documents", summary="The indexed documents: id, source, chars, chunks")
     async def list_documents() -> list[dict[str, Any]]:

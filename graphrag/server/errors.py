@@ -17,6 +17,7 @@ from graphrag.errors import (
     LLMError,
     NoLLMConfiguredError,
     StorageError,
+    StoreUnavailableError,
     WorkingDirLockedError,
 )
 from graphrag.redaction import redact
@@ -31,6 +32,7 @@ HTTP_STATUS: dict[type[BaseException], int] = {
     NoLLMConfiguredError: 503,
     LLMError: 502,  # the model's server failed after the retries
     WorkingDirLockedError: 503,
+    StoreUnavailableError: 503,  # a database server down: try again later
     StorageError: 500,
     GraphRAGError: 500,
 }
