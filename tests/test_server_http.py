@@ -4,6 +4,7 @@ block a query."""
 from __future__ import annotations
 
 import json
+import signal
 import statistics
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from graphrag.server.app import build_app
 from graphrag.redaction import register_secret
 from graphrag.server.errors import error_body
 from graphrag.server.security import MAX_FAILURES, MIN_KEY_CHARS, check_binding
-from graphrag.server.service import GraphService
+from graphrag.server.service import JOBS_DIR, GraphService
 from helpers_files import zip_bomb_docx
 from helpers_server import CHAIN, DOCS, build_index, index_config, running, wait_for_job
 from mock_llm_server import MockLLMServer
@@ -461,3 +462,57 @@ def test_health_answers_within_a_second_when_a_store_is_down(tmp_path: Path, how
             assert time.monotonic() - started < 1.0
             assert health.status_code == 503 and health.json()["status"] == "unavailable"
             assert set(health.json()["stores"]) == {"kv"} and "pw-secret-77" not in health.text
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_jobs_outlive_the_server(tmp_path: Path, stop: signal.Signals) -> None:
+    """`graphrag serve` stopped while an insert job runs and another waits: started again, it
+    reports the first as interrupted, runs it again and then the queued one."""
+    from helpers_server import free_port
+
+    wd, port = tmp_path / "wd", free_port()
+    url = f"http://127.0.0.1:{port}"
+    with MockLLMServer(latency=0.3) as slow_llm:
+        env = {"PATH": "/usr/bin:/bin", "GRAPHRAG_EMBEDDING": "hash", "OPENAI_BASE_URL": slow_llm.base_url,
+               "OPENAI_API_KEY": "k"}
+
+        def serve() -> subprocess.Popen:
+            process = subprocess.Popen([sys.executable, "-m", "graphrag.cli", "serve", "--working-dir", str(wd),
+                                        "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(url + "/livez").status_code == 200:
+                        return process
+                except httpx.ConnectError:
+                    assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+                    time.sleep(0.1)
+
+        process = serve()
+        try:
+            first = httpx.post(url + "/documents", json={"text": "Ilse Varga founded Quillmoor Press in Dunmere. "
+                                                                 "Quillmoor Press prints maps.", "source": "press.txt"})
+            second = httpx.post(url + "/documents", json={"text": "Orrin Hale runs Fenwick Mill.", "source": "mill.txt"})
+            first_id, second_id = first.json()["id"], second.json()["id"]
+            deadline = time.monotonic() + 30
+            while httpx.get(f"{url}/jobs/{first_id}").json()["status"] != "running":
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            time.sleep(0.5)  # some of its LLM calls answered
+            process.send_signal(stop)
+            process.wait(timeout=30)
+            assert (wd / JOBS_DIR / f"{first_id}.json").exists()  # its request, to run it again
+
+            process = serve()
+            with httpx.Client(base_url=url, timeout=60) as client:
+                jobs = {j["id"]: j for j in client.get("/jobs").json()}
+                assert jobs[first_id]["interrupted"] is not None and jobs[second_id]["interrupted"] is None
+                assert [jobs[first_id]["status"], jobs[second_id]["status"]] != ["done", "done"]
+                one, two = wait_for_job(client, first_id), wait_for_job(client, second_id)
+                assert one["status"] == two["status"] == "done" and one["finished"] <= two["started"]
+                assert {"press.txt", "mill.txt"} <= {d["source"] for d in client.get("/documents").json()}
+                assert not list((wd / JOBS_DIR).glob("*[0-9a-f].json"))  # finished: their requests are gone
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
