@@ -92,3 +92,14 @@ def test_the_page_asks_explores_and_indexes(browser: webdriver.Chrome, page: str
     ARTIFACTS.mkdir(exist_ok=True)
     browser.execute_script("document.getElementById('explore-section').scrollIntoView()")
     assert browser.save_screenshot(str(ARTIFACTS / "web_page.png"))
+
+
+def test_the_api_docs_render_offline(browser: webdriver.Chrome, page: str) -> None:
+    """Swagger UI from the package, under the server's Content-Security-Policy: every endpoint
+    listed, nothing blocked, nothing fetched from elsewhere."""
+    browser.get(f"{page}/docs")
+    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".opblock")) >= 15)
+    assert "/graph/view" in browser.find_element(By.ID, "swagger-ui").text
+    assert not [e for e in browser.get_log("browser") if e["source"] == "security"]
+    loaded = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert loaded and all(name.startswith(page) for name in loaded)

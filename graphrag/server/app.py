@@ -35,7 +35,7 @@ HEALTH_SECONDS = 0.5  # /health answers within a second, a store down or not
 MAX_BODY_BYTES = 1 << 20  # a JSON request: a question, or text to index
 MAX_UPLOAD_BYTES = 32 << 20  # files sent to POST /documents/files, all together
 UPLOAD_PATH = "/documents/files"
-DOCS_ASSETS = "/docs/assets"  # Swagger UI's files, from the swagger-ui-bundle package
+DOCS_ASSETS = "/docs/assets"  # Swagger UI's files, from the fastapi-offline package
 
 STATIC = resources.files("graphrag.server") / "static"
 
@@ -85,7 +85,7 @@ def create_app(service: GraphService) -> FastAPI:
         finally:
             await service.stop()
 
-    # /docs is served from the package (swagger-ui-bundle), never from a CDN: see docs_page.
+    # /docs is served from the package (fastapi-offline's files), never from a CDN: see docs_page.
     app = FastAPI(title="graphrag", summary="Query and grow a GraphRAG index", lifespan=lifespan,
                   docs_url=None, redoc_url=None)
 
@@ -258,9 +258,8 @@ async def _found(lookup: Awaitable[Optional[dict[str, Any]]], missing: str) -> d
 
 
 def _swagger_ui_path() -> str:
-    from swagger_ui_bundle import swagger_ui_path
-
-    return str(swagger_ui_path)
+    """Swagger UI 5 (OpenAPI 3.1, which FastAPI writes), as the fastapi-offline package ships it."""
+    return str(resources.files("fastapi_offline") / "static")
 
 
 def _is_public(path: str) -> bool:
