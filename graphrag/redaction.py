@@ -24,8 +24,8 @@ MASK = "***"
 # The environment variables whose values are secrets wherever they appear.
 SECRET_ENV = ("OPENAI_API_KEY", "GRAPHRAG_API_KEY", "GRAPHRAG_POSTGRES_DSN", "GRAPHRAG_NEO4J_PASSWORD",
               "GRAPHRAG_MILVUS_TOKEN")
-# storage_options keys that hold a secret, or a URL/DSN that may hold one.
-SECRET_OPTION_WORDS = ("password", "token", "dsn", "secret", "key", "uri", "url")
+# storage_options keys whose values are secrets; any value that is a URL has its password taken.
+SECRET_OPTION_WORDS = ("password", "token", "dsn", "secret", "key")
 # Registered values shorter than this are not masked: replacing "a" everywhere hides nothing.
 MIN_SECRET_CHARS = 6
 
@@ -48,9 +48,13 @@ def register_config_secrets(config: Any) -> None:
     """The secrets a ``GraphRAGConfig`` holds: its LLM key and its storage connection settings."""
     register_secret(getattr(config, "llm_api_key", None))
     for name, value in (getattr(config, "storage_options", None) or {}).items():
-        if isinstance(value, str) and any(word in name.lower() for word in SECRET_OPTION_WORDS):
-            for secret in _url_passwords(value) if "://" in value else [value]:
-                register_secret(secret)
+        if not isinstance(value, str):
+            continue
+        if "://" in value:
+            for password in _url_passwords(value):
+                register_secret(password)
+        elif any(word in name.lower() for word in SECRET_OPTION_WORDS):
+            register_secret(value)
 
 
 def _url_passwords(url: str) -> list[str]:

@@ -173,6 +173,9 @@ class RequireAPIKey:
         now = time.monotonic()
         while failures and failures[0] < now - FAILURE_WINDOW_SECONDS:
             failures.popleft()
+        if not failures:  # only clients with recent failures are remembered
+            del self._failures[client]
+            failures = deque()
         if len(failures) >= MAX_FAILURES:  # before any comparison: a locked client learns nothing
             wait = int(failures[0] + FAILURE_WINDOW_SECONDS - now) + 1
             await _send_json(send, 429, {"error": "TooManyFailures", "message": "too many requests without a "
@@ -181,6 +184,7 @@ class RequireAPIKey:
             return
         presented = _presented_key(dict(scope.get("headers") or []))
         if presented is None or not hmac.compare_digest(presented, self._key):
+            failures = self._failures[client]
             failures.append(now)
             if len(failures) == 1 or len(failures) == MAX_FAILURES:
                 logger.warning("refused %s %s from %s: %s API key (%d failure(s) from it in %.0f s%s)",
