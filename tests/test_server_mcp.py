@@ -120,6 +120,11 @@ def test_streamable_http_needs_the_key(wd: Path) -> None:
                 assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
                 time.sleep(0.1)
         assert refused.status_code == 401 and refused.json()["error"] == "Unauthorized"
+        key = {"X-API-Key": "mcp-key-0123456789abcdef"}
+        rebound = httpx.post(url, json={}, headers={**key, "Host": f"evil.example:{port}"})
+        assert rebound.status_code == 421  # a name pointed at this machine by another site
+        cross = httpx.post(url, json={}, headers={**key, "Origin": "https://evil.example"})
+        assert cross.status_code == 403 and cross.json()["error"] == "CrossOriginRequest"
 
         async def session() -> None:
             async with httpx2.AsyncClient(headers={"X-API-Key": "mcp-key-0123456789abcdef"}, timeout=60) as http:
