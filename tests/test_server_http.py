@@ -493,7 +493,8 @@ def test_jobs_outlive_the_server(tmp_path: Path, stop: signal.Signals) -> None:
         try:
             first = httpx.post(url + "/documents", json={"text": "Ilse Varga founded Quillmoor Press in Dunmere. "
                                                                  "Quillmoor Press prints maps.", "source": "press.txt"})
-            second = httpx.post(url + "/documents", json={"text": "Orrin Hale runs Fenwick Mill.", "source": "mill.txt"})
+            second = httpx.post(url + "/documents", json={"text": "Orrin Hale runs Fenwick Mill.",
+                                                          "source": "mill.txt"})
             first_id, second_id = first.json()["id"], second.json()["id"]
             deadline = time.monotonic() + 30
             while httpx.get(f"{url}/jobs/{first_id}").json()["status"] != "running":

@@ -273,7 +273,8 @@ def content_security_policy() -> str:
     (the page shows a drawing inline)."""
     from graphrag.export import DRAWING_SOURCES
 
-    return "; ".join([DEFAULT_POLICY, *(f"{directive} 'self' {source}" for directive, source in DRAWING_SOURCES.items())])
+    drawing = (f"{directive} 'self' {source}" for directive, source in DRAWING_SOURCES.items())
+    return "; ".join([DEFAULT_POLICY, *drawing])
 
 
 def build_app(service: GraphService, api_key: Optional[str] = None, max_body_bytes: int = MAX_BODY_BYTES,
