@@ -360,13 +360,12 @@ def _serving(args: argparse.Namespace) -> tuple[Any, Optional[str]]:
     from graphrag.server.service import GraphService
 
     api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
-    check_binding(args.host, api_key)  # before any model loads: a refusal is immediate
+    check_binding(args.host, api_key, args.allowed_host)  # before any model loads: a refusal is immediate
     wd = args.working_dir
     offline = args.offline or (os.path.isdir(wd) and _inspect(wd).built_offline())
     config = GraphRAGConfig(working_dir=wd, extraction="nlp" if offline else "llm",
                             embedding_func=cli_embedding_func(), **_llm_options(args))
-    read_only = getattr(args, "read_only", False)
-    return GraphService(config, read_only=read_only), api_key
+    return GraphService(config, read_only=args.read_only), api_key
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -374,7 +373,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     service, api_key = _serving(args)
     print(f"serving {args.working_dir} on http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr)
-    serve(service, host=args.host, port=args.port, api_key=api_key)
+    serve(service, host=args.host, port=args.port, api_key=api_key, allowed_hosts=args.allowed_host)
     return EXIT_OK
 
 
@@ -382,7 +381,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from graphrag.server.mcp_tools import run_mcp
 
     service, api_key = _serving(args)
-    run_mcp(service, transport=args.transport, host=args.host, port=args.port, api_key=api_key)
+    run_mcp(service, transport=args.transport, host=args.host, port=args.port, api_key=api_key,
+            allowed_hosts=args.allowed_host)
     return EXIT_OK
 
 
@@ -392,6 +392,10 @@ def _add_serving_options(p: argparse.ArgumentParser, port: int) -> None:
     p.add_argument("--port", type=int, default=port, help=f"port (default {port})")
     p.add_argument("--api-key", metavar="KEY", help="key every request must carry (default: $GRAPHRAG_API_KEY)")
     p.add_argument("--offline", action="store_true", help="LLM-free inserts (extraction='nlp')")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="a Host name clients use to reach the server (repeatable; needed with --host 0.0.0.0; "
+                        "loopback names and the --host address are always served)")
+    p.add_argument("--read-only", action="store_true", help="no endpoint or tool that inserts or deletes")
 
 
 def cmd_entities(args: argparse.Namespace) -> int:
@@ -528,7 +532,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("mcp", "serve the index to agents as MCP tools (stdio, or streamable HTTP at /mcp)", [common, wd, llm])
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default stdio")
-    p.add_argument("--read-only", action="store_true", help="no tool that inserts or deletes")
     _add_serving_options(p, 8001)
     p.set_defaults(func=cmd_mcp)
 
@@ -550,7 +553,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    print(f"graphrag: error: {message}", file=sys.stderr)
+    from graphrag.redaction import redact  # a model or database error may quote a key or password
+
+    print(f"graphrag: error: {redact(message)}", file=sys.stderr)
     raise SystemExit(code)
 
 
@@ -561,6 +566,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     _setup_logging(args.verbose)
+    from graphrag.redaction import protect_logs, register_secret
+
+    protect_logs()  # the handler just configured masks secrets in every line, traceback included
+    register_secret(getattr(args, "api_key", None))
     _apply_storage_flags(args)
     try:
         return args.func(args)
