@@ -50,7 +50,9 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]
     """A working dir whose graph holds the payloads, and the mock LLM's URL."""
     wd = tmp_path_factory.mktemp("xss") / "wd"
     with MockLLMServer(responder=responder) as llm:
-        config = index_config(wd, llm_base_url=llm.base_url, llm_api_key="test-key", extraction="llm")
+        # The payload entities share one description: no resolution judge, which would merge them.
+        config = index_config(wd, llm_base_url=llm.base_url, llm_api_key="test-key", extraction="llm",
+                              entity_resolution_llm_check=False)
         GraphRAG(config).insert([f"Data Harbor lies by the sea, part {n}." for n in range(len(SOURCES))],
                                 sources=SOURCES)
         yield wd, llm.base_url

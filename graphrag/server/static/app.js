@@ -34,6 +34,8 @@ $("key-form").addEventListener("submit", event => {
   sessionStorage.setItem(KEY, $("key").value);
   $("key").value = "";
   $("key-form").hidden = true;
+  // A keyed server refused the first load: what it refused is asked for again with the key.
+  if (!$("mode").options.length) loadModes().catch(err => { $("status").textContent = err.message; });
   refreshDocuments().catch(err => { $("status").textContent = err.message; });
 });
 
