@@ -47,6 +47,16 @@ async def _decide(rag: "GraphRAG", known: list[str], change: Callable[["ManualDe
     return {**summary, "llm": rag.usage.snapshot()}
 
 
+async def resolve_pending(rag: "GraphRAG") -> dict[str, Any]:
+    """A write with nothing new in which the judge asks every pending pair."""
+    if not rag.config.entity_resolution:
+        raise ConfigurationError("resolving pending pairs needs entity_resolution=True")
+    rag.usage.reset()
+    async with rag._writing():
+        summary = await rag._apply_changes({}, [], judge_pending=True)
+    return {**summary, "llm": rag.usage.snapshot()}
+
+
 async def canonical_entity(rag: "GraphRAG", name: str) -> Optional[str]:
     key = normalize_entity_name(name)
     try:

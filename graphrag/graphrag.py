@@ -459,6 +459,17 @@ class GraphRAG:
 
         return await canonical_entity(self, name)
 
+    def resolve_pending(self) -> dict[str, Any]:
+        return _run_sync(self.aresolve_pending(), self._close_llm_connections)
+
+    async def aresolve_pending(self) -> dict[str, Any]:
+        """Ask the resolution judge every pair a write left pending for want of calls (a
+        write asks at most a share of its extraction calls), and rebuild what its verdicts
+        merge: the graph a single write of every document would give."""
+        from graphrag.entity_decisions import resolve_pending
+
+        return await resolve_pending(self)
+
     def entity_duplicates(self) -> list[dict[str, Any]]:
         return _run_sync(self.aentity_duplicates(), self._close_llm_connections)
 
@@ -471,9 +482,10 @@ class GraphRAG:
     # ------------------------------------------------------------------ the pipeline
 
     async def _apply_changes(self, new_docs: dict[str, dict[str, Any]], removed_doc_ids: list[str],
-                             retry_failed: bool = False) -> dict[str, Any]:
+                             retry_failed: bool = False, judge_pending: bool = False) -> dict[str, Any]:
         """Add ``new_docs`` and take out ``removed_doc_ids`` (an update does both), inside the
-        caller's write; with ``retry_failed``, extract the chunks that failed before again.
+        caller's write; with ``retry_failed``, extract the chunks that failed before again;
+        with ``judge_pending``, the resolution judge asks every pair left pending.
         What runs beside what is decided here and only here."""
         from graphrag.failed_chunks import extraction_counts, failed_after, read_failed_chunks
         from graphrag.operators.clustering import cluster_after_write
@@ -542,7 +554,8 @@ class GraphRAG:
             resolved: dict[str, Any] = {}
             if resolution is not None:
                 with timer.stage("resolve"):
-                    rebuilt, resolved = await self._resolve(resolution, rebuilt, extractions, removed_extractions)
+                    rebuilt, resolved = await self._resolve(resolution, rebuilt, extractions, removed_extractions,
+                                                             judge_pending)
             with timer.stage("merge"):
                 changes = finish_graph_update(
                     rebuilt, graph=stores.graph,
@@ -676,10 +689,10 @@ class GraphRAG:
                                                             embedding_threshold=similar or 0.0))
 
     async def _resolve(self, resolution: Any, rebuilt: Any, extracted: dict[str, ChunkExtraction],
-                       removed: dict[str, ChunkExtraction]) -> tuple[Any, dict[str, Any]]:
+                       removed: dict[str, ChunkExtraction], judge_pending: bool = False) -> tuple[Any, dict[str, Any]]:
         """Resolve the names the new and removed chunks mention; rebuild the nodes whose
         names moved."""
-        outcome = await resolution.resolve(extracted, removed)
+        outcome = await resolution.resolve(extracted, removed, ask_all=judge_pending)
         moved = await resolution.moved_chunks(outcome)
         if moved:
             rebuild = self._rebuild_pass(lambda ids: self._recorded_extractions(ids, also=extracted),
