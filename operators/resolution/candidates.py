@@ -21,9 +21,23 @@ _PRIME = (1 << 31) - 1
 _PERMUTATIONS = [((i * 2654435761 + 97) % _PRIME or 1, (i * 40503 + 13) % _PRIME) for i in range(_BANDS * _ROWS)]
 
 
+@lru_cache(maxsize=1)
+def _coefficients() -> tuple[Any, Any]:
+    """The permutations' multipliers and offsets as numpy columns (numpy imported lazily)."""
+    import numpy as np
+
+    return (np.array([x for x, _ in _PERMUTATIONS], dtype=np.int64)[:, None],
+            np.array([y for _, y in _PERMUTATIONS], dtype=np.int64)[:, None])
+
+
 def _signature(name: str) -> list[int]:
-    hashes = [zlib.crc32(g.encode("utf-8")) for g in _grams(name)]
-    return [min((x * h + y) % _PRIME for h in hashes) for x, y in _PERMUTATIONS]
+    import numpy as np
+
+    # Every permutation over every gram at once: (x * h + y) stays below 2**63 (x, y < 2**31,
+    # h < 2**32), so int64 arithmetic is exact.
+    hashes = np.fromiter((zlib.crc32(g.encode("utf-8")) for g in _grams(name)), dtype=np.int64)
+    multipliers, offsets = _coefficients()
+    return ((multipliers * hashes[None, :] + offsets) % _PRIME).min(axis=1).tolist()
 
 
 @lru_cache(maxsize=1 << 17)
