@@ -376,6 +376,9 @@ def test_descriptions_tell_a_description_from_a_name_a_group_and_a_gender() -> N
     two_young = profile("THE TWO YOUNG CRATCHITS", "PERSON", ("BOB",), description="The two young Cratchits were excited.")
     assert decided(young, two_young).verdict == "distinct"
     assert not profile("JONES", description="Jones is a farmer.").plural
+    # The verb must follow the name itself, not a longer word ending like it.
+    assert not profile("THE SONS", description="The parsons are old; the sons left.").plural
+    assert profile("THE SONS", description="Her (sons were grown) and the O'Sons have a farm.").plural
 
     # Pronouns give a gender: "FEZZIWIG" dancing with his wife is no "MRS. FEZZIWIG", so he
     # is no longer ambiguous between the two and joins "MR. FEZZIWIG".
