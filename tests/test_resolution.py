@@ -997,19 +997,27 @@ def test_pairs_over_the_judge_budget_wait_pending_and_batching_changes_nothing(t
     def llm_rag(name: str) -> GraphRAG:
         return make(tmp_path, name, extraction="llm", llm_base_url=server.base_url, llm_api_key="k")
 
+    unrelated = "Zephyr Quarry employs the miners of Ostwick."
     whole = llm_rag("whole")
     stats = whole.insert(CROWDED)["entity_resolution"]
     assert stats["pairs_asked"] == 20 and stats["pairs_pending"] > 0  # one call: 20 pairs
-    assert state_of(whole)["resolution"]["pending"]
+    waiting = state_of(whole)["resolution"]["pending"]
+    assert len(waiting) == stats["pairs_pending"]
+    # A write without the judge keeps the pending pairs of names it does not touch.
+    without = make(tmp_path, "whole", extraction="llm", llm_base_url=server.base_url, llm_api_key="k",
+                   entity_resolution_llm_check=False)
+    without.insert(unrelated)
+    assert state_of(without)["resolution"]["pending"] == waiting
+    whole = llm_rag("whole")
     drained = whole.resolve_pending()
-    assert drained["entity_resolution"]["pairs_asked"] == stats["pairs_pending"]
+    assert drained["entity_resolution"]["pairs_asked"] == len(waiting)
     assert drained["entity_resolution"]["pairs_pending"] == 0 and drained["llm"]["resolution"]["calls"] >= 1
     assert whole.resolve_pending()["llm"] == {}  # nothing left to ask
     expected = state_of(whole)
     assert len(expected["resolution"]["aliases"]) >= 6
 
     batched = llm_rag("batched")
-    for doc in CROWDED:
+    for doc in [*CROWDED, unrelated]:
         batched.insert(doc)
     batched.resolve_pending()
     assert state_of(batched) == expected
@@ -1018,8 +1026,8 @@ def test_pairs_over_the_judge_budget_wait_pending_and_batching_changes_nothing(t
     passing = "Sable Harbour Station and Teal Harbour Station serve the coast line too."
     churned = llm_rag("churned")
     churned.insert([CROWDED[0], passing])
-    later = churned.insert(CROWDED[1:])["entity_resolution"]
-    assert later["pairs_asked"] == 20 and later["pairs_pending"] > 0  # the earlier pending pairs first
+    later = churned.insert([*CROWDED[1:], unrelated])["entity_resolution"]
+    assert later["pairs_asked"] == 20 and later["pairs_pending"] > 0  # over the budget again
     churned.delete_documents(doc_id_for(passing))
     churned.resolve_pending()
     assert state_of(churned) == expected

@@ -326,10 +326,12 @@ class EntityResolution:
                      for (a, b), relation in sorted(candidates.items()) if a in profiles and b in profiles]
         verdicts: dict[tuple[str, str], bool] = {}
         judged = {"pairs_asked": 0}
-        pending: set[tuple[str, str]] = set()
+        # Pending pairs of untouched names wait on (a write without a model keeps them too);
+        # those of touched names were decided again.
+        pending = {p for p in state.pending if p[0] in names and p[1] in names
+                   and p[0] not in touched and p[1] not in touched}
         if self.llm is not None:
-            verdicts, judged, pending = await self._judge(decisions, state.pending, touched, names, profiles,
-                                                          previous, len(added), ask_all)
+            verdicts, judged, pending = await self._judge(decisions, pending, profiles, previous, len(added), ask_all)
         # Verdicts on pending pairs of untouched names count too: ``_redecided`` keeps them.
         accepted = {(d.a, d.b) for d in decisions if d.verdict == "merge"} | {p for p, yes in verdicts.items() if yes}
         # Changed: names that came or went, and the ends of every pair that came or went.
@@ -360,27 +362,26 @@ class EntityResolution:
         logger.info("Entity resolution: %s", stats)
         return Resolution(state=new_state, previous=previous, moved=moved, stats=stats, unresolved=unresolved)
 
-    async def _judge(self, decisions: list[PairDecision], recorded: set[tuple[str, str]], touched: set[str],
-                     names: set[str], profiles: dict[str, NameProfile], aliases: AliasMap, added: int,
-                     ask_all: bool) -> tuple[dict[tuple[str, str], bool], dict[str, int], set[tuple[str, str]]]:
+    async def _judge(self, decisions: list[PairDecision], waiting: set[tuple[str, str]],
+                     profiles: dict[str, NameProfile], aliases: AliasMap, added: int, ask_all: bool
+                     ) -> tuple[dict[tuple[str, str], bool], dict[str, int], set[tuple[str, str]]]:
         """The model's verdicts on the pairs it may settle, the counts, and the pairs left
         pending. Which pairs qualify is each pair's own decision (``verdict == "ask"``), so
         once nothing is pending the accepted pairs are those of one write of everything,
         however the documents were batched. Pending pairs of untouched names (decided as
         they are now) go first, then this write's, strongest first; at most a share of the
         write's extraction calls (one per added chunk), one call at least."""
-        waiting = sorted(p for p in recorded if p[0] in names and p[1] in names
-                         and p[0] not in touched and p[1] not in touched)
+        ordered = sorted(waiting)
         asking = [(d.a, d.b) for d in sorted(decisions, key=lambda d: (-d.score, d.a, d.b)) if d.verdict == "ask"]
         budget = None if ask_all else max(1, math.ceil(self.settings.judge_share * added))
-        room = waiting if budget is None else waiting[:budget * self.settings.batch_size]
+        room = ordered if budget is None else ordered[:budget * self.settings.batch_size]
         missing = {n for pair in room for n in pair} - set(profiles)
         if missing:
             profiles.update(await self._profiles(missing, aliases))
         order = [p for p in room if p[0] in profiles and p[1] in profiles] + asking
         verdicts, judged = await Judge(self.llm, self.meta, self.settings.batch_size).settle(  # type: ignore[arg-type]
             order, profiles, budget)
-        pending = (set(waiting) | set(asking)) - set(verdicts)
+        pending = (waiting | set(asking)) - set(verdicts)
         return verdicts, {**judged, "pairs_pending": len(pending)}, pending
 
     async def _similar(self, present: set[str], touched: set[str], names: set[str], profiles: dict[str, NameProfile],
