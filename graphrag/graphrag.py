@@ -301,6 +301,14 @@ class GraphRAG:
 
     never_merge = blocking(anever_merge)
 
+    async def aresolve_pending(self) -> dict[str, Any]:
+        """Ask the resolution judge every pair a write left pending for want of calls (a
+        write asks at most a share of its extraction calls), and rebuild what its verdicts
+        merge: the graph a single write of every document would give."""
+        return await self._decide(entity_decisions.resolve_pending)
+
+    resolve_pending = blocking(aresolve_pending)
+
     async def acanonical_entity(self, name: str) -> Optional[str]:
         """The node an entity name is in (itself, or the node it was merged into); None if
         no extraction named it."""

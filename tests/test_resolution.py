@@ -376,6 +376,9 @@ def test_descriptions_tell_a_description_from_a_name_a_group_and_a_gender() -> N
     two_young = profile("THE TWO YOUNG CRATCHITS", "PERSON", ("BOB",), description="The two young Cratchits were excited.")
     assert decided(young, two_young).verdict == "distinct"
     assert not profile("JONES", description="Jones is a farmer.").plural
+    # The verb must follow the name itself, not a longer word ending like it.
+    assert not profile("THE SONS", description="The parsons are old; the sons left.").plural
+    assert profile("THE SONS", description="Her (sons were grown) and the O'Sons have a farm.").plural
 
     # Pronouns give a gender: "FEZZIWIG" dancing with his wife is no "MRS. FEZZIWIG", so he
     # is no longer ambiguous between the two and joins "MR. FEZZIWIG".
@@ -973,3 +976,58 @@ def test_the_judge_merges_alternate_names_counted_cached_and_undone_exactly(tmp_
     again = rag.insert(ALTERNATE_NAMES[1])
     assert "resolution" not in again["llm"] and again["entity_resolution"]["pairs_cached"] >= 1
     assert state_of(rag) == merged
+
+
+# Six names sharing two words per document: more pairs for the judge than one call holds.
+CROWDED = [
+    "Alder Harbour Station, Birch Harbour Station, Cedar Harbour Station, Dove Harbour Station, Elm Harbour "
+    "Station and Fern Harbour Station serve the coast line.",
+    "Gorse Valley Mill, Heath Valley Mill, Iris Valley Mill, Juniper Valley Mill, Kestrel Valley Mill and Larch "
+    "Valley Mill grind the grain of the valley.",
+    "Maple Ridge School, Nettle Ridge School, Oak Ridge School, Pine Ridge School, Quince Ridge School and Rowan "
+    "Ridge School teach the ridge children.",
+]
+
+
+def test_pairs_over_the_judge_budget_wait_pending_and_batching_changes_nothing(tmp_path: Any,
+                                                                               server: MockLLMServer) -> None:
+    # Which pairs the judge is asked about is each pair's own decision; those a write's budget
+    # leaves are kept pending and asked first by the next writes or by resolve_pending, so
+    # once none is pending the graph is that of one write of everything, however batched.
+    def llm_rag(name: str) -> GraphRAG:
+        return make(tmp_path, name, extraction="llm", llm_base_url=server.base_url, llm_api_key="k")
+
+    unrelated = "Zephyr Quarry employs the miners of Ostwick."
+    whole = llm_rag("whole")
+    stats = whole.insert(CROWDED)["entity_resolution"]
+    assert stats["pairs_asked"] == 20 and stats["pairs_pending"] > 0  # one call: 20 pairs
+    waiting = state_of(whole)["resolution"]["pending"]
+    assert len(waiting) == stats["pairs_pending"]
+    # A write without the judge keeps the pending pairs of names it does not touch.
+    without = make(tmp_path, "whole", extraction="llm", llm_base_url=server.base_url, llm_api_key="k",
+                   entity_resolution_llm_check=False)
+    without.insert(unrelated)
+    assert state_of(without)["resolution"]["pending"] == waiting
+    whole = llm_rag("whole")
+    drained = whole.resolve_pending()
+    assert drained["entity_resolution"]["pairs_asked"] == len(waiting)
+    assert drained["entity_resolution"]["pairs_pending"] == 0 and drained["llm"]["resolution"]["calls"] >= 1
+    assert whole.resolve_pending()["llm"] == {}  # nothing left to ask
+    expected = state_of(whole)
+    assert len(expected["resolution"]["aliases"]) >= 6
+
+    batched = llm_rag("batched")
+    for doc in [*CROWDED, unrelated]:
+        batched.insert(doc)
+    batched.resolve_pending()
+    assert state_of(batched) == expected
+
+    # A document that comes and goes, sharing words with the others, leaves nothing behind.
+    passing = "Sable Harbour Station and Teal Harbour Station serve the coast line too."
+    churned = llm_rag("churned")
+    churned.insert([CROWDED[0], passing])
+    later = churned.insert([*CROWDED[1:], unrelated])["entity_resolution"]
+    assert later["pairs_asked"] == 20 and later["pairs_pending"] > 0  # over the budget again
+    churned.delete_documents(doc_id_for(passing))
+    churned.resolve_pending()
+    assert state_of(churned) == expected

@@ -28,6 +28,11 @@ async def never_merge(write: Pipeline, a: str, b: str) -> dict[str, Any]:
                                                                          normalize_entity_name(b)))
 
 
+async def resolve_pending(write: Pipeline) -> dict[str, Any]:
+    """A write with nothing new in which the judge asks every pending pair."""
+    return await write.apply_changes({}, [], judge_pending=True)
+
+
 async def _decide(write: Pipeline, known: list[str], change: Callable[["ManualDecisions"], None]) -> dict[str, Any]:
     """Record a manual decision about ``known`` names (each must be indexed) and rebuild
     what it changes, inside ``write``."""

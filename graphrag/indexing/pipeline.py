@@ -147,9 +147,10 @@ class Pipeline:
     # ------------------------------------------------------------------ the whole write
 
     async def apply_changes(self, new_docs: dict[str, dict[str, Any]], removed_doc_ids: list[str],
-                            retry_failed: bool = False) -> dict[str, Any]:
+                            retry_failed: bool = False, judge_pending: bool = False) -> dict[str, Any]:
         """Add ``new_docs`` and take out ``removed_doc_ids`` (an update does both), inside the
-        caller's write; with ``retry_failed``, extract the chunks that failed before again.
+        caller's write; with ``retry_failed``, extract the chunks that failed before again;
+        with ``judge_pending``, the resolution judge asks every pair left pending.
         What runs beside what is declared here and only here, beside each stage."""
         from graphrag.operators.graph_update import store_entity_vectors
 
@@ -178,7 +179,8 @@ class Pipeline:
             resolved: dict[str, Any] = {}
             if resolution is not None:
                 with timer.stage("resolve"):
-                    rebuilt, resolved = await self.resolve(resolution, rebuilt, extracted.changed, work.removed)
+                    rebuilt, resolved = await self.resolve(resolution, rebuilt, extracted.changed, work.removed,
+                                                            judge_pending)
             with timer.stage("merge"):
                 # Descriptions are summarised in the background; what needs one waits for it.
                 changes = self.summarise(rebuilt, background)
@@ -337,10 +339,11 @@ class Pipeline:
             progress.close()
 
     async def resolve(self, resolution: EntityResolution, rebuilt: GraphRebuild, extracted: dict[str, ChunkExtraction],
-                      removed: dict[str, ChunkExtraction]) -> tuple[GraphRebuild, dict[str, Any]]:
+                      removed: dict[str, ChunkExtraction], judge_pending: bool = False
+                      ) -> tuple[GraphRebuild, dict[str, Any]]:
         """Resolve the names the new and removed chunks mention; rebuild the nodes whose
         names moved."""
-        outcome = await resolution.resolve(extracted, removed)
+        outcome = await resolution.resolve(extracted, removed, ask_all=judge_pending)
         moved = await resolution.moved_chunks(outcome)
         if moved:
             rebuild = self.rebuild_pass(extracted, aliases=outcome.state.aliases)

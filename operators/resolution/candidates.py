@@ -21,9 +21,32 @@ _PRIME = (1 << 31) - 1
 _PERMUTATIONS = [((i * 2654435761 + 97) % _PRIME or 1, (i * 40503 + 13) % _PRIME) for i in range(_BANDS * _ROWS)]
 
 
-def _signature(name: str) -> list[int]:
-    hashes = [zlib.crc32(g.encode("utf-8")) for g in _grams(name)]
-    return [min((x * h + y) % _PRIME for h in hashes) for x, y in _PERMUTATIONS]
+@lru_cache(maxsize=1)
+def _coefficients() -> tuple[Any, Any]:
+    """The permutations' multipliers and offsets as numpy columns (numpy imported lazily)."""
+    import numpy as np
+
+    return (np.array([x for x, _ in _PERMUTATIONS], dtype=np.int64)[:, None],
+            np.array([y for _, y in _PERMUTATIONS], dtype=np.int64)[:, None])
+
+
+def _signatures(names: list[str]) -> list[list[int]]:
+    """The MinHash signature of each name, computed for many names at once (numpy over every
+    permutation and every name's grams: the cost is in the call, not the arithmetic)."""
+    import numpy as np
+
+    multipliers, offsets = _coefficients()
+    found: list[list[int]] = []
+    for start in range(0, len(names), 2048):  # bounded memory: permutations x grams
+        grams = [[zlib.crc32(g.encode("utf-8")) for g in _grams(n)] for n in names[start:start + 2048]]
+        if not grams:
+            continue
+        hashes = np.fromiter((h for row in grams for h in row), dtype=np.int64)
+        starts = np.cumsum([0] + [len(row) for row in grams[:-1]])
+        # (x * h + y) stays below 2**63 (x, y < 2**31, h < 2**32): int64 arithmetic is exact.
+        values = (multipliers * hashes[None, :] + offsets) % _PRIME
+        found += np.minimum.reduceat(values, starts, axis=1).T.tolist()
+    return found
 
 
 @lru_cache(maxsize=1 << 17)
@@ -79,10 +102,10 @@ def _looked_up_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
     return tuple(own)
 
 
-@lru_cache(maxsize=1 << 17)
-def _bands(name: str) -> tuple[tuple[Any, ...], ...]:
-    signature = _signature(name)
-    return tuple(("lsh", i, *signature[i * _ROWS:(i + 1) * _ROWS]) for i in range(_BANDS))
+def _bands(names: list[str]) -> list[tuple[tuple[Any, ...], ...]]:
+    """Each name's LSH blocks: its signature cut into bands."""
+    return [tuple(("lsh", i, *signature[i * _ROWS:(i + 1) * _ROWS]) for i in range(_BANDS))
+            for signature in _signatures(names)]
 
 
 class NameIndex:
@@ -101,10 +124,15 @@ class NameIndex:
         # Most blocks hold one name: kept as the bare string, a set only from the second on
         # (tens of thousands of small sets would weigh on every garbage collection).
         self._buckets: dict[tuple[Any, ...], Union[str, set[str]]] = {}
+        # With ``loose``: the LSH blocks of each indexed name (computed a batch at a time).
+        self._lsh: dict[str, tuple[tuple[Any, ...], ...]] = {}
         self.update(names, ())
 
     def update(self, added: Iterable[str], removed: Iterable[str]) -> None:
         buckets = self._buckets
+        added, removed = list(added), list(removed)
+        if self.loose:
+            self._lsh.update(zip(added, _bands(added)))
         for name in removed:
             self.names.discard(name)
             for block in self._blocks_of(name):
@@ -125,13 +153,20 @@ class NameIndex:
                     bucket.add(name)
                 elif bucket != name:
                     buckets[block] = {bucket, name}
+        for name in removed if self.loose else ():
+            if name not in self.names:
+                self._lsh.pop(name, None)
 
     def _bucket(self, block: tuple[Any, ...]) -> set[str]:
         found = self._buckets.get(block)
         return {found} if isinstance(found, str) else found or set()
 
     def _blocks_of(self, name: str) -> tuple[tuple[Any, ...], ...]:
-        return _indexed_blocks(name) + (_bands(name) if self.loose else ())
+        return _indexed_blocks(name) + (self._lsh_of(name) if self.loose else ())
+
+    def _lsh_of(self, name: str) -> tuple[tuple[Any, ...], ...]:
+        found = self._lsh.get(name)
+        return found if found is not None else _bands([name])[0]
 
     def claimed(self, claim: str) -> set[str]:
         """Indexed names a description's claim key (:func:`description_claims`) may name."""
@@ -156,7 +191,7 @@ class NameIndex:
             if postings:  # fuller names holding every word of this one
                 seen |= set.intersection(*postings)
         if self.loose:
-            for block in [*words, *_bands(name)]:
+            for block in [*words, *self._lsh_of(name)]:
                 seen |= self._bucket(block)
         seen.discard(name)
         found = {}

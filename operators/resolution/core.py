@@ -58,7 +58,7 @@ class ManualDecisions:
 
 # The version of the rules the derived record was decided by: a record of other rules is
 # decided again in full by the next write (its decisions would not be a fresh index's).
-RULES = 5
+RULES = 6
 
 
 @dataclass
@@ -79,6 +79,9 @@ class ResolutionState:
     # What descriptions state names are: (name, claim key, chunk id), so a name another
     # chunk is said to be is found from either side (:func:`chunk_claims`).
     claims: set[tuple[str, str, str]] = field(default_factory=set)
+    # Pairs a model may settle (``PairDecision.verdict == "ask"``) that no write has asked
+    # yet for want of judge calls: the next writes, or ``resolve_pending``, ask them first.
+    pending: set[tuple[str, str]] = field(default_factory=set)
 
     @classmethod
     def from_stored(cls, record: Optional[Mapping[str, Any]]) -> Optional["ResolutionState"]:
@@ -90,7 +93,8 @@ class ResolutionState:
 
         return cls(names=set(record.get("names") or []), pairs=pairs("pairs"), aliases=dict(record.get("aliases") or {}),
                    parts=pairs("parts"), person_pairs=pairs("person_pairs"), manual=record.get("manual"),
-                   claims={tuple(c) for c in record.get("claims") or []})  # type: ignore[misc]
+                   claims={tuple(c) for c in record.get("claims") or []},  # type: ignore[misc]
+                   pending=pairs("pending"))
 
 
 def _completeness(name: str) -> tuple:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from functools import lru_cache
 from typing import Optional
 
 from .keys import _acronym, name_key
@@ -202,6 +203,7 @@ def _opens_with(sentence: str, own: tuple[str, ...]) -> bool:
     return any(name_key(" ".join(words[:i])) == own for i in range(1, len(words) + 1))
 
 
+@lru_cache(maxsize=1 << 14)
 def is_english(text: str) -> bool:
     """Whether ``text`` reads as English: its words are written in Latin letters and enough
     of them are English function words. Decided by the text alone, so what a description
@@ -243,13 +245,20 @@ def _subject_is(own: set[str], text: str, at: int) -> bool:
     return bool({w.upper() for w in words} & own)
 
 
+# A word before a plural verb (one pattern for every name: compiling one per name costs more
+# than reading the texts).
+_BEFORE_PLURAL_VERB = re.compile(r"(?<!\w)(\S+)\s+(?:are|were|have)\b")
+
+
 def plural_name(name: str, texts: list[str]) -> bool:
     """A group's name, as the English ``texts``' verbs say ("The young Brants are ...")."""
     last = name.split()[-1] if name.split() else ""
     if not last.endswith("S") or last.endswith(("'S", "SS")):
         return False
-    agreeing = re.compile(rf"(?<!\w){re.escape(last.lower())}\s+(?:are|were|have)\b")
-    return any(agreeing.search(text.lower()) for text in texts)
+    last = last.lower()
+    return any(word.endswith(last) and (len(word) == len(last) or not word[-len(last) - 1].isalnum()
+                                        and word[-len(last) - 1] != "_")
+               for text in texts for word in _BEFORE_PLURAL_VERB.findall(text.lower()))
 
 
 def gender_from_pronouns(pronouns: Counter) -> Optional[str]:

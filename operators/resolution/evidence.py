@@ -253,6 +253,15 @@ def _qualified(a: str, b: str) -> bool:
     return set(_key(a, False)) - _NUMBER_WORDS != set(_key(b, False)) - _NUMBER_WORDS
 
 
+def _evidence(pa: NameProfile, pb: NameProfile, relation: str, shared: list[str], description: float,
+              same_chunk: bool) -> dict[str, Any]:
+    """What a pair's decision read, for a person to review (in the pair's name order)."""
+    types = [pa.type, pb.type] if pa.name <= pb.name else [pb.type, pa.type]
+    return {"relation": relation, "types": types, "shared_neighbours": shared[:5],
+            "shared_neighbour_count": len(shared), "description_similarity": round(description, 3),
+            "same_chunk": same_chunk}
+
+
 def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: float,
                 ask_threshold: float) -> PairDecision:
     """Score a candidate pair from the name relation and the evidence of both profiles.
@@ -277,8 +286,17 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     # One text using both names: a short form after the full one is the same thing; two
     # full names sharing a word ("TOM BRANT", "NED BRANT") are two things named apart.
     same_chunk = bool(pa.chunks & pb.chunks) and relation not in UNSETTLED_RELATIONS
+    typed = pa.type != "UNKNOWN" and pb.type != "UNKNOWN"
+    if relation in UNSETTLED_RELATIONS:
+        # Only a model merges these, and only from ``ask_threshold`` on: a score that cannot
+        # reach it is settled here, before the costlier signals (pronouns, plurals) are read.
+        # Nothing below adds to the score of such a relation.
+        reach = _BASE[relation] + 0.1 * min(len(shared), 3) + 0.5 * description \
+            + (0.0 if not typed else 0.05 if pa.type == pb.type else -0.5)
+        if round(reach, 4) < ask_threshold:
+            return PairDecision(a, b, relation, round(reach, 4), "distinct", _evidence(pa, pb, relation, shared,
+                                                                                     description, same_chunk))
     corroborated = relation == "stated" or bool(shared) or description >= 0.2
-    typed = ta != "UNKNOWN" and tb != "UNKNOWN"
     if not corroborated and (relation in _PARTS or relation == "acronym" or relation == "same_key" and typed and ta != tb):
         corroborated = _states(pa, pb)  # only where something in common is asked for: it reads every description
     genders = {gender(pa.name) or pa.pronoun_gender, gender(pb.name) or pb.pronoun_gender} - {None}
@@ -357,9 +375,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         verdict = "ask"
     else:
         verdict = "distinct"
-    evidence = {"relation": relation, "types": [ta, tb] if a == pa.name else [tb, ta],
-                "shared_neighbours": shared[:5], "shared_neighbour_count": len(shared),
-                "description_similarity": round(description, 3), "same_chunk": same_chunk}
+    evidence = _evidence(pa, pb, relation, shared, description, same_chunk)
     if len(genders) > 1:
         evidence["genders"] = "conflict"
     if apart:

@@ -4,13 +4,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from typing import Any
+from typing import Any, Optional
 
 from graphrag.operators.extraction import LLMCall
 from graphrag.prompts import render
 
-from .evidence import NameProfile, PairDecision
-
+from .evidence import NameProfile
 
 
 def parse_verdicts(answer: str, count: int) -> dict[int, bool]:
@@ -39,27 +38,27 @@ def pair_line(index: int, pa: NameProfile, pb: NameProfile) -> str:
 class Judge:
     """Asks ``llm`` about pairs in batches of ``batch_size``, caching each verdict in the
     ``meta`` store; a pair's verdict depends on the pair as shown only, so a delete and a
-    re-insert give the same answer without a call. A write asks at most a budget of calls
-    (a share of its extraction calls): a pair left unasked stays apart until a later write
-    touching one of its names asks it."""
+    re-insert give the same answer without a call. A write asks at most a budget of calls;
+    the pairs it leaves unasked are kept pending by the caller and asked by a later write
+    (or :meth:`GraphRAG.resolve_pending`), so which pairs are asked never depends on how the
+    documents were batched, only when."""
 
     def __init__(self, llm: LLMCall, meta: Any, batch_size: int) -> None:
         self.llm, self.meta, self.batch_size = llm, meta, batch_size
 
-    async def settle(self, ambiguous: list[PairDecision], profiles: dict[str, NameProfile], max_calls: int
-                     ) -> tuple[dict[tuple[str, str], bool], dict[str, int]]:
-        """The verdict on each pair (True: one thing; a pair left unasked has none) and the
-        counts: pairs asked, answered from the cache, and left for want of calls. At most
-        ``max_calls`` prompts; the strongest pairs first (by score, then by name)."""
-        if not ambiguous:
-            return {}, {"pairs_asked": 0, "pairs_cached": 0, "pairs_unasked": 0}
+    async def settle(self, pairs: list[tuple[str, str]], profiles: dict[str, NameProfile],
+                     max_calls: Optional[int]) -> tuple[dict[tuple[str, str], bool], dict[str, int]]:
+        """The verdict on each pair answered (True: one thing; a pair left unasked has none)
+        and the counts: pairs asked and answered from the cache. At most ``max_calls``
+        prompts (None: as many as the pairs need), the pairs asked in the order given."""
+        if not pairs:
+            return {}, {"pairs_asked": 0, "pairs_cached": 0}
         cache = dict(await self.meta.get_by_id(VERDICTS_RECORD) or {})
-        ordered = sorted(ambiguous, key=lambda d: (-d.score, d.a, d.b))
-        lines = {(d.a, d.b): pair_line(0, profiles[d.a], profiles[d.b]) for d in ordered}
+        lines = {(a, b): pair_line(0, profiles[a], profiles[b]) for a, b in pairs}
         keys = {pair: hashlib.sha256(line.encode("utf-8")).hexdigest()[:24] for pair, line in lines.items()}
         verdicts = {pair: bool(cache[key]) for pair, key in keys.items() if key in cache}
         waiting = [pair for pair in lines if pair not in verdicts]
-        to_ask = waiting[:max(0, max_calls) * self.batch_size]
+        to_ask = waiting if max_calls is None else waiting[:max(0, max_calls) * self.batch_size]
 
         async def ask(batch: list[tuple[str, str]]) -> None:
             listing = "\n".join(pair_line(i + 1, profiles[a], profiles[b]) for i, (a, b) in enumerate(batch))
@@ -73,5 +72,4 @@ class Judge:
         await asyncio.gather(*(ask(to_ask[i:i + size]) for i in range(0, len(to_ask), size)))
         if to_ask:
             await self.meta.upsert({VERDICTS_RECORD: cache})
-        return verdicts, {"pairs_asked": len(to_ask), "pairs_cached": len(lines) - len(waiting),
-                          "pairs_unasked": len(waiting) - len(to_ask)}
+        return verdicts, {"pairs_asked": len(to_ask), "pairs_cached": len(lines) - len(waiting)}

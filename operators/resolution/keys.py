@@ -107,6 +107,7 @@ def _initial_match(a: str, b: str) -> bool:
     return a == b or (len(a) == 1 and b.startswith(a)) or (len(b) == 1 and a.startswith(b))
 
 
+@lru_cache(maxsize=1 << 17)
 def _relational(tokens: tuple[str, ...]) -> bool:
     """A name built from other names: a connector, an inner article ("HALE THE
     BALEFUL") or an inner possessive."""
@@ -182,6 +183,7 @@ def _marks(name: str) -> tuple[tuple[str, ...], tuple[int, ...], frozenset[str],
 _NEVER_ALIKE = frozenset({"number", "generation", "initials", "accents"})
 
 
+@lru_cache(maxsize=1 << 17)  # asked of one pair by blocking, the decision and the grouping
 def look_alike(a: str, b: str) -> Optional[str]:
     """Why two names that look alike name different things, from the names alone (None: no
     such reason). Rules never merge such a pair and never put it in one group:

@@ -23,7 +23,7 @@ from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
 
 from .candidates import NameIndex, similar_pairs
 from .core import RULES, AliasMap, ManualDecisions, ResolutionState, group_names, regroup
-from .evidence import NameProfile, chunk_claims, decide_pair, name_profiles, name_targets, raw_names
+from .evidence import NameProfile, PairDecision, chunk_claims, decide_pair, name_profiles, name_targets, raw_names
 from .judge import Judge
 from .keys import UNSETTLED_RELATIONS, name_relation
 
@@ -180,7 +180,7 @@ def joined_state(records: Mapping[str, Any]) -> Optional[dict[str, Any]]:
         return None
     shards = [records.get(k) or {} for k in _shard_keys(head["shards"])]
     joined: dict[str, Any] = {f: [x for s in shards for x in s.get(f, ())]
-                              for f in ("names", "pairs", "parts", "person_pairs", "claims")}
+                              for f in ("names", "pairs", "parts", "person_pairs", "claims", "pending")}
     joined["aliases"] = {a: c for s in shards for a, c in s.get("aliases", {}).items()}
     return {**joined, **{k: v for k, v in head.items() if k != "shards"}}
 
@@ -193,7 +193,7 @@ def _state_records(state: ResolutionState) -> dict[str, Any]:
     for alias, canonical in sorted(state.aliases.items()):
         shards[_shard(alias, SHARDS)].setdefault("aliases", {})[alias] = canonical
     for key, rows in (("pairs", state.pairs), ("parts", state.parts), ("person_pairs", state.person_pairs),
-                      ("claims", state.claims)):
+                      ("claims", state.claims), ("pending", state.pending)):
         for row in sorted(rows):
             shards[_shard(row[0], SHARDS)].setdefault(key, []).append(list(row))
     head = {"rules": RULES, "shards": SHARDS, **({"manual": state.manual} if state.manual is not None else {})}
@@ -276,9 +276,11 @@ class EntityResolution:
 
     # ----------------------------------------------------------------- the pass
 
-    async def resolve(self, added: dict[str, ChunkExtraction], removed: dict[str, ChunkExtraction]) -> Resolution:
+    async def resolve(self, added: dict[str, ChunkExtraction], removed: dict[str, ChunkExtraction],
+                      ask_all: bool = False) -> Resolution:
         """Decide again every pair touching a name the ``added`` or ``removed`` chunks
-        mention, regroup, and report which names moved to another node."""
+        mention, regroup, and report which names moved to another node. ``ask_all``: the
+        judge asks every pending pair, whatever its budget."""
         started = time.perf_counter()
         records = await _read_records(self.meta)
         recorded = joined_state(records)
@@ -324,13 +326,14 @@ class EntityResolution:
                      for (a, b), relation in sorted(candidates.items()) if a in profiles and b in profiles]
         verdicts: dict[tuple[str, str], bool] = {}
         judged = {"pairs_asked": 0}
+        # Pending pairs of untouched names wait on (a write without a model keeps them too);
+        # those of touched names were decided again.
+        pending = {p for p in state.pending if p[0] in names and p[1] in names
+                   and p[0] not in touched and p[1] not in touched}
         if self.llm is not None:
-            # Judge calls at most a share of this write's extraction calls (one per added
-            # chunk at least), and one call whatever the write.
-            budget = max(1, math.ceil(self.settings.judge_share * len(added)))
-            verdicts, judged = await Judge(self.llm, self.meta, self.settings.batch_size).settle(
-                [d for d in decisions if d.verdict == "ask"], profiles, budget)
-        accepted = {(d.a, d.b) for d in decisions if d.verdict == "merge" or verdicts.get((d.a, d.b))}
+            verdicts, judged, pending = await self._judge(decisions, pending, profiles, previous, len(added), ask_all)
+        # Verdicts on pending pairs of untouched names count too: ``_redecided`` keeps them.
+        accepted = {(d.a, d.b) for d in decisions if d.verdict == "merge"} | {p for p, yes in verdicts.items() if yes}
         # Changed: names that came or went, and the ends of every pair that came or went.
         changed = {n for n in touched if (n in names) != (n in state.names)}
         pairs = _redecided(state.pairs, accepted, touched, changed)
@@ -342,7 +345,7 @@ class EntityResolution:
         else:
             aliases = regroup(names, pairs, manual, parts, person_pairs, previous=previous, changed=changed)
         new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases, parts=parts, person_pairs=person_pairs,
-                                    manual=fingerprint, claims=claims)
+                                    manual=fingerprint, claims=claims, pending=pending)
         moved = {n for n in set(previous) | set(aliases) if previous.get(n, n) != aliases.get(n, n)}
         written = _state_records(new_state)
         changed_records = {k: r for k, r in written.items() if records.get(k) != r}
@@ -358,6 +361,28 @@ class EntityResolution:
                  "seconds": round(time.perf_counter() - started, 3)}
         logger.info("Entity resolution: %s", stats)
         return Resolution(state=new_state, previous=previous, moved=moved, stats=stats, unresolved=unresolved)
+
+    async def _judge(self, decisions: list[PairDecision], waiting: set[tuple[str, str]],
+                     profiles: dict[str, NameProfile], aliases: AliasMap, added: int, ask_all: bool
+                     ) -> tuple[dict[tuple[str, str], bool], dict[str, int], set[tuple[str, str]]]:
+        """The model's verdicts on the pairs it may settle, the counts, and the pairs left
+        pending. Which pairs qualify is each pair's own decision (``verdict == "ask"``), so
+        once nothing is pending the accepted pairs are those of one write of everything,
+        however the documents were batched. Pending pairs of untouched names (decided as
+        they are now) go first, then this write's, strongest first; at most a share of the
+        write's extraction calls (one per added chunk), one call at least."""
+        ordered = sorted(waiting)
+        asking = [(d.a, d.b) for d in sorted(decisions, key=lambda d: (-d.score, d.a, d.b)) if d.verdict == "ask"]
+        budget = None if ask_all else max(1, math.ceil(self.settings.judge_share * added))
+        room = ordered if budget is None else ordered[:budget * self.settings.batch_size]
+        missing = {n for pair in room for n in pair} - set(profiles)
+        if missing:
+            profiles.update(await self._profiles(missing, aliases))
+        order = [p for p in room if p[0] in profiles and p[1] in profiles] + asking
+        verdicts, judged = await Judge(self.llm, self.meta, self.settings.batch_size).settle(  # type: ignore[arg-type]
+            order, profiles, budget)
+        pending = (waiting | set(asking)) - set(verdicts)
+        return verdicts, {**judged, "pairs_pending": len(pending)}, pending
 
     async def _similar(self, present: set[str], touched: set[str], names: set[str], profiles: dict[str, NameProfile],
                        aliases: AliasMap, records: dict[str, Any]) -> set[tuple[str, str]]:
