@@ -1,7 +1,7 @@
 """The shipped resolution label sets are well-formed, so a score computed from them means what
 it says: every labelled name is one the set's replayed answers really produce (in the half the
 pair is scored in), alias groups are disjoint, no must-stay-apart pair sits inside a group, and
-each set has look-alike pairs of every kind. No server and no shared data: the files only."""
+each set has look-alike pairs of every kind its language has. No server and no shared data: the files only."""
 from __future__ import annotations
 
 import json
@@ -66,4 +66,5 @@ def test_label_set_is_well_formed(path: str) -> None:
         assert pair["kind"] in KINDS, pair
         assert a != b and in_one_half([a, b]), f"{pair} never occurs together in one half"
         assert seen.get(a, -1) != seen.get(b, -2), f"{pair} must stay apart but is labelled one thing"
-    assert {pair["kind"] for pair in label["apart"]} == KINDS
+    # A kind a language cannot show (Chinese has no articles or accents) is declared, not missing.
+    assert {pair["kind"] for pair in label["apart"]} | set(label.get("kinds_not_applicable", ())) == KINDS
