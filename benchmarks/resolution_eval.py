@@ -11,14 +11,16 @@ in the repo (``set:<name>``, ``benchmarks/resolution_corpora/<name>.json``) is s
 into a dev and a test half, each indexed and scored alone; with ``"offline": true`` the same
 texts also go through the offline extractor (``extraction="nlp"``), scored on the labelled names
 it produces. Every run reports the resolution stage's CPU and its share of the insert's; a
-summary table pools the split sets per extractor and half.
+summary table pools the split sets per extractor and half. ``compare`` sets two saved runs
+(``--save``) side by side, with the merges each has that the other has not.
 
 ``scale``: the HotpotQA passages (or a corpus from ``make_corpus.py``) indexed in steps,
 with and without resolution: entities, distinct names, merges, model calls and the
 resolution stage's share of the insert's wall time.
 
-    python benchmarks/resolution_eval.py quality [--names] [--labels TEXT] [--half dev|test]
-        [--extractor model|nlp]
+    python benchmarks/resolution_eval.py quality [--names] [--labels TEXT[,TEXT]] [--half dev|test]
+        [--extractor model|nlp] [--repeat N] [--save RUN.json]
+    python benchmarks/resolution_eval.py compare BEFORE.json AFTER.json
     python benchmarks/resolution_eval.py scale [--corpus PATH] [--steps 250,500,1000] [--extractor nlp|mock]
         [--only-on]
 """
@@ -172,6 +174,33 @@ def quality(args: argparse.Namespace) -> None:
                         continue
                     rows.append(score(label, path, extractor, half, docs, server, clock, args))
     summary(rows)
+    if args.save:
+        with open(args.save, "w", encoding="utf-8") as f:
+            json.dump(rows, f, ensure_ascii=False, indent=1)
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Two saved ``quality`` runs (before, after) side by side per set, extractor and half,
+    with the wrong merges and the apart violations each run has that the other has not."""
+    runs = []
+    for path in (args.before, args.after):
+        with open(path, encoding="utf-8") as f:
+            runs.append({(r["labels"], r["extractor"], r["half"]): r for r in json.load(f)})
+    before, after = runs
+    print("| set | extractor | half | true pairs | before P / R | after P / R | apart merged before / after |\n"
+          "|---|---|---|---:|---:|---:|---:|")
+    for key in sorted(before.keys() & after.keys()):
+        b, a = before[key], after[key]
+        print(f"| {key[0].rsplit('.', 1)[0]} | {extractor_path(key[1])} | {key[2]} | {a['true_pairs']} | {b['precision']:.3f} / "
+              f"{b['recall']:.3f} | {a['precision']:.3f} / {a['recall']:.3f} | "
+              f"{len(b['apart_violations'])} / {len(a['apart_violations'])} |")
+    for key in sorted(before.keys() & after.keys()):
+        b, a = before[key], after[key]
+        for what in ("wrong", "missed", "apart_violations"):
+            gone = [x for x in b[what] if x not in a[what]]
+            new = [x for x in a[what] if x not in b[what]]
+            if gone or new:
+                print(f"{key[0].rsplit('.', 1)[0]} {extractor_path(key[1])} {key[2]} {what}: no longer {gone}; now {new}")
 
 
 def warm_up(server: Any, args: argparse.Namespace) -> None:
@@ -211,6 +240,11 @@ def score(label: dict, path: str, extractor: str, half: str, docs: list[str], se
     return row
 
 
+def extractor_path(extractor: str) -> str:
+    """``model``, ``mock`` or ``nlp``: a label set's extractor without its answers file."""
+    return extractor.split(":")[0]
+
+
 def summary(rows: list[dict[str, Any]]) -> None:
     """One line per run, then each split set's halves pooled and the split sets pooled per
     extractor path and half (pairs summed, so a large set weighs more)."""
@@ -225,20 +259,17 @@ def summary(rows: list[dict[str, Any]]) -> None:
         return (f"| {name} | {extractor} | {half} | {sum(r['names'] for r in group)} | {true} | {merged} | "
                 f"{precision} | {recall} | {violations} / {checked} | {share} |")
 
-    def path_of(extractor: str) -> str:
-        return "nlp" if extractor == "nlp" else extractor.split(":")[0]
-
     print("\n| set | extractor | half | names | true pairs | merged pairs | precision | recall "
           "| apart merged / checked | resolve CPU share |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(line(r["labels"].rsplit(".", 1)[0], path_of(r["extractor"]), r["half"], [r]))
+        print(line(r["labels"].rsplit(".", 1)[0], extractor_path(r["extractor"]), r["half"], [r]))
     split = [r for r in rows if r["half"] != "all"]
     for (name, extractor) in sorted({(r["labels"], r["extractor"]) for r in split}):
-        print(line(name.rsplit(".", 1)[0], path_of(extractor), "dev+test",
+        print(line(name.rsplit(".", 1)[0], extractor_path(extractor), "dev+test",
                    [r for r in split if (r["labels"], r["extractor"]) == (name, extractor)]))
-    for extractor in sorted({path_of(r["extractor"]) for r in split}):
+    for extractor in sorted({extractor_path(r["extractor"]) for r in split}):
         for half in ("dev", "test", "dev+test"):
-            group = [r for r in split if path_of(r["extractor"]) == extractor and half in (r["half"], "dev+test")]
+            group = [r for r in split if extractor_path(r["extractor"]) == extractor and half in (r["half"], "dev+test")]
             if group:
                 print(line("**all split sets**", extractor, half, group))
 
@@ -319,9 +350,14 @@ def main() -> None:
     q.add_argument("--llm-check", action="store_true", help="ask the (mock) model about ambiguous pairs")
     q.add_argument("--half", choices=("dev", "test"), help="only this half of the split sets")
     q.add_argument("--repeat", type=int, default=1, help="build each index this many times, CPU summed")
+    q.add_argument("--save", help="write every run's row to this JSON file (for compare)")
     q.add_argument("--extractor", choices=("model", "nlp"),
                    help="model: only the LLM paths (model answers, mock); nlp: only the offline extractor")
     q.set_defaults(func=quality)
+    c = sub.add_parser("compare")
+    c.add_argument("before", help="a JSON file written by quality --save")
+    c.add_argument("after", help="another, to compare with the first")
+    c.set_defaults(func=compare)
     s = sub.add_parser("scale")
     s.add_argument("--corpus", help="a JSON list of passages (default: the HotpotQA passages)")
     s.add_argument("--steps", default="250,500,1000")
