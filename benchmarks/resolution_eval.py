@@ -264,14 +264,15 @@ def summary(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         print(line(r["labels"].rsplit(".", 1)[0], extractor_path(r["extractor"]), r["half"], [r]))
     split = [r for r in rows if r["half"] != "all"]
-    for (name, extractor) in sorted({(r["labels"], r["extractor"]) for r in split}):
+    halves = sorted({r["half"] for r in split})
+    both = ["dev+test"] if len(halves) > 1 else []  # pooled halves, when both were run
+    for (name, extractor) in sorted({(r["labels"], r["extractor"]) for r in split}) if both else ():
         print(line(name.rsplit(".", 1)[0], extractor_path(extractor), "dev+test",
                    [r for r in split if (r["labels"], r["extractor"]) == (name, extractor)]))
     for extractor in sorted({extractor_path(r["extractor"]) for r in split}):
-        for half in ("dev", "test", "dev+test"):
+        for half in halves + both:
             group = [r for r in split if extractor_path(r["extractor"]) == extractor and half in (r["half"], "dev+test")]
-            if group:
-                print(line("**all split sets**", extractor, half, group))
+            print(line("**all split sets**", extractor, half, group))
 
 
 class ResolveClock:
