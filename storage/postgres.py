@@ -17,44 +17,17 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, ClassVar, Optional
 
 from graphrag.config import GraphRAGConfig
-from graphrag.errors import ConfigurationError, StoreUnavailableError, WorkingDirLockedError
+from graphrag.errors import StoreUnavailableError, WorkingDirLockedError
 
 from .base import BaseKVStorage
+from .db_common import require_extra, validated_name, workspace_of
 
 DSN_ENV = "GRAPHRAG_POSTGRES_DSN"
-WORKSPACE_ENV = "GRAPHRAG_WORKSPACE"
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,23}")
-
-
-def require_extra(extra: str, *modules: str) -> None:
-    """Import ``modules`` or say which optional extra installs them."""
-    import importlib
-
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise ConfigurationError(
-                f"this storage backend needs the '{extra}' extra: pip install \"filegraphrag[{extra}]\" "
-                f"(could not import {module}: {exc})") from None
-
-
-def validated_name(kind: str, name: str) -> str:
-    """A workspace or namespace usable inside a table name: a letter, then letters, digits or _."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ConfigurationError(f"{kind} {name!r} is not valid: use a letter then up to 23 letters, digits or _")
-    return name.lower()
-
-
-def workspace_of(config: GraphRAGConfig) -> str:
-    return validated_name("workspace", config.storage_options.get("workspace")
-                          or os.environ.get(WORKSPACE_ENV) or "default")
 
 
 # Connections per event loop's pool; one of them is kept for a write's transaction.

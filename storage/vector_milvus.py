@@ -8,7 +8,7 @@ metric, strong consistency. Its primary key is a hash of the record id, so the f
 expressions pymilvus builds from primary keys never hold a caller's text; the id itself
 is a field of its own.
 
-Milvus has no transactions. A write is kept in memory (its embeddings computed at the
+Milvus has no transactions. A write is kept in memory (a ``db_common.PendingRecords``, its embeddings computed at the
 upsert), every read answers through it (a query ranks the pending vectors beside the
 stored hits), and ``index_commit_callback`` applies it; an abort drops it. Milvus Lite
 serves one process at a time: share an index between processes through a server.
@@ -34,7 +34,7 @@ from graphrag.config import GraphRAGConfig
 from graphrag.errors import StorageError
 
 from .base import BaseVectorStorage
-from .postgres import require_extra, validated_name, workspace_of
+from .db_common import PendingRecords, require_extra, validated_name, workspace_of
 from .vector_nano import EmbeddingDimensionError
 
 URI_ENV, TOKEN_ENV = "GRAPHRAG_MILVUS_URI", "GRAPHRAG_MILVUS_TOKEN"
@@ -117,12 +117,8 @@ class MilvusVectorStorage(BaseVectorStorage):
         self._batch = self.global_config.embedding_batch_num
         self._lite = is_lite(self.global_config)
         self._ready = False
-        self._reset_pending()
-
-    def _reset_pending(self) -> None:
-        self._upserts: dict[str, tuple[np.ndarray, dict]] = {}  # id -> (unit vector, meta fields)
-        self._deleted: set[str] = set()
-        self._dropped = False  # everything stored counts as deleted
+        # id -> {"vector": unit vector, "meta": meta fields}, until the commit
+        self._pending: PendingRecords[str] = PendingRecords()
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """A client call off the event loop (the client is synchronous)."""
@@ -159,7 +155,7 @@ class MilvusVectorStorage(BaseVectorStorage):
         return np.concatenate([np.asarray(a, dtype=np.float32).reshape(len(b), -1) for a, b in zip(arrays, batches)])
 
     async def _stored_ids(self) -> set[str]:
-        if self._dropped or not await self._exists():
+        if self._pending.dropped or not await self._exists():
             return set()
         iterator = await self._call("query_iterator", self._name, batch_size=BATCH, filter="",
                                     output_fields=["key"])
@@ -176,25 +172,27 @@ class MilvusVectorStorage(BaseVectorStorage):
             return []
         vector = (await self._embed([query]))[0]
         hits: list[dict[str, Any]] = []
-        touched = self._deleted | set(self._upserts)
-        if not self._dropped and await self._exists():
+        touched = set(self._pending.entries)
+        upserts = {id: data for id, _, data in self._pending.written()}
+        if not self._pending.dropped and await self._exists():
             found = await self._call("search", self._name, data=[vector.tolist()],
                                      limit=min(top_k + len(touched), MAX_LIMIT), output_fields=["key", "meta"],
                                      search_params={"metric_type": "COSINE"})
             hits = [{**hit["entity"]["meta"], "id": hit["entity"]["key"], "distance": float(hit["distance"])}
                     for hit in found[0] if hit["entity"]["key"] not in touched]
-        if self._upserts:
-            ids = list(self._upserts)
-            similarities = np.stack([self._upserts[i][0] for i in ids]) @ _normalised(vector)
-            hits += [{**self._upserts[i][1], "id": i, "distance": float(s)} for i, s in zip(ids, similarities)]
+        if upserts:
+            ids = list(upserts)
+            similarities = np.stack([upserts[i]["vector"] for i in ids]) @ _normalised(vector)
+            hits += [{**upserts[i]["meta"], "id": i, "distance": float(s)} for i, s in zip(ids, similarities)]
         hits.sort(key=lambda h: h["distance"], reverse=True)
         return [h for h in hits[:top_k] if h["distance"] >= self._threshold]
 
     async def get_ids(self) -> set[str]:
-        return (await self._stored_ids() - self._deleted) | set(self._upserts)
+        stored = {i for i in await self._stored_ids() if self._pending.read(i, {}) is not None}
+        return stored | {id for id, _, _ in self._pending.written()}
 
     async def count(self) -> int:
-        if self._upserts or self._deleted or self._dropped:
+        if self._pending:
             return len(await self.get_ids())
         if not await self._exists():
             return 0
@@ -207,22 +205,21 @@ class MilvusVectorStorage(BaseVectorStorage):
             return
         vectors = _normalised(await self._embed([v["content"] for v in data.values()]))
         for (id, record), vector in zip(data.items(), vectors):
-            self._upserts[id] = (vector, {f: record[f] for f in self.meta_fields if f in record})
-            self._deleted.discard(id)
+            # Both fields given: the record is replaced whole.
+            self._pending.upsert(id, {"vector": vector, "meta": {f: record[f] for f in self.meta_fields if f in record}})
 
     async def delete(self, ids: list[str]) -> None:
         for id in ids:
-            self._upserts.pop(id, None)
-            self._deleted.add(id)
+            self._pending.delete(id)
 
     async def drop(self) -> None:
-        self._reset_pending()
-        self._dropped = True
+        self._pending.drop()
 
     async def index_commit_callback(self) -> None:
-        upserts, deleted, dropped = self._upserts, self._deleted, self._dropped
-        self._reset_pending()
-        if dropped and await self._exists():
+        pending, self._pending = self._pending, PendingRecords()
+        upserts = {id: data for id, _, data in pending.written()}
+        deleted = pending.gone()
+        if pending.dropped and await self._exists():
             await self._call("drop_collection", self._name)
             self._ready = False
         if deleted and await self._exists():
@@ -231,15 +228,15 @@ class MilvusVectorStorage(BaseVectorStorage):
                 await self._call("delete", self._name, ids=keys[i : i + BATCH])
         if upserts:
             await self._create()
-            rows = [{"pk": _primary_key(id), "key": id, "vector": vector.tolist(), "meta": meta}
-                    for id, (vector, meta) in upserts.items()]
+            rows = [{"pk": _primary_key(id), "key": id, "vector": data["vector"].tolist(), "meta": data["meta"]}
+                    for id, data in upserts.items()]
             for i in range(0, len(rows), BATCH):
                 await self._call("upsert", self._name, rows[i : i + BATCH])
         if (upserts or deleted) and self._lite and await self._exists():
             await self._call("flush", self._name)
 
     async def index_abort_callback(self) -> None:
-        self._reset_pending()
+        self._pending = PendingRecords()
 
     # ---------------------------------------------------------------- before opening
 
