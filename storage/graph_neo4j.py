@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Union
 
 from graphrag.config import GraphRAGConfig
-from graphrag.errors import StorageError
+from graphrag.errors import StorageError, StoreUnavailableError
 
 from .base import CHANGE_ATTRIBUTE, BaseGraphStorage
 from .db_common import PendingRecords, require_extra, validated_name, workspace_of
@@ -193,7 +193,7 @@ class _Connection:
     def run(self, statements: list[tuple[str, dict]], write: bool = False) -> list[list[Any]]:
         """Run statements in one session (one transaction if ``write``); every read's rows, in order
         (a batched read is one call: one thread hop and one session, not one per batch)."""
-        from neo4j.exceptions import ServiceUnavailable
+        from neo4j.exceptions import ServiceUnavailable, SessionExpired
 
         try:
             escape = self._escapes_strings()
@@ -213,9 +213,10 @@ class _Connection:
                         tx.run(query, params).consume()
                     tx.commit()
                 return []
-        except ServiceUnavailable:
-            raise StorageError(f"cannot reach the graph database; check {URI_ENV} or "
-                               "storage_options['neo4j_uri']") from None
+        except (ServiceUnavailable, SessionExpired, OSError):
+            # Names no host or user: the URI may carry credentials.
+            raise StoreUnavailableError(f"cannot reach the graph database for the graph store; check {URI_ENV} or "
+                                        "storage_options['neo4j_uri']", store="graph") from None
 
 
 def _acknowledge_at_once(session: Any) -> None:
@@ -294,7 +295,6 @@ class Neo4jGraphStorage(BaseGraphStorage):
             return
         from neo4j.exceptions import Neo4jError
 
-        self._connection.indexed.add(self._node_label)
         for label, key in ((self._node_label, "_id"), (self._attribute_label, "name")):
             for statement in (f"CREATE INDEX IF NOT EXISTS FOR (n:`{label}`) ON (n.{key})",
                               f"CREATE INDEX FOR (n:`{label}`) ON (n.{key})",
@@ -304,6 +304,7 @@ class Neo4jGraphStorage(BaseGraphStorage):
                     break
                 except Neo4jError:
                     continue  # another dialect, or the index exists already
+        self._connection.indexed.add(self._node_label)  # not before: a server down meanwhile is asked again
 
     # ---------------------------------------------------------------- stored reads
 

@@ -31,7 +31,7 @@ from typing import Any, Optional
 import numpy as np
 
 from graphrag.config import GraphRAGConfig
-from graphrag.errors import StorageError
+from graphrag.errors import StoreUnavailableError
 
 from .base import BaseVectorStorage
 from .db_common import PendingRecords, require_extra, validated_name, workspace_of
@@ -81,11 +81,42 @@ def client_for(config: GraphRAGConfig) -> Any:
         try:
             client = MilvusClient(uri=uri, token=options.get("milvus_token") or os.environ.get(TOKEN_ENV) or "")
         except MilvusException:
-            raise StorageError(f"cannot open Milvus (workspace {workspace_of(config)!r}); check {URI_ENV} or "
-                               "storage_options['milvus_uri'] (a Milvus Lite file serves one process)") from None
+            raise _unreachable(config) from None
         _clients[key] = client
         weakref.finalize(config, _close, key)
     return client
+
+
+def _unreachable(config: GraphRAGConfig) -> StoreUnavailableError:
+    """The error for a Milvus that cannot be reached (it names no URI: a server's may carry a token)."""
+    return StoreUnavailableError(
+        f"cannot reach Milvus for the vector store (workspace {workspace_of(config)!r}); check {URI_ENV} or "
+        "storage_options['milvus_uri'] (a Milvus Lite file serves one process)", store="vector")
+
+
+def _is_unreachable(exc: BaseException) -> bool:
+    """Whether a client error says the server is gone (refused, dropped, not answering), rather
+    than that a request was wrong."""
+    import grpc
+    from pymilvus.client.types import Status
+    from pymilvus.exceptions import ConnectError, MilvusException, MilvusUnavailableException
+
+    if isinstance(exc, (ConnectError, MilvusUnavailableException)):
+        return True
+    if isinstance(exc, MilvusException):
+        return exc.code == Status.CONNECT_FAILED
+    return isinstance(exc, grpc.RpcError) and exc.code() in (grpc.StatusCode.UNAVAILABLE,
+                                                             grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+def _reaching(config: GraphRAGConfig, call: Any, *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)``, a lost server raising :class:`StoreUnavailableError`."""
+    try:
+        return call(*args, **kwargs)
+    except Exception as exc:
+        if _is_unreachable(exc):
+            raise _unreachable(config) from None
+        raise
 
 
 def _close(key: int) -> None:
@@ -122,7 +153,7 @@ class MilvusVectorStorage(BaseVectorStorage):
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """A client call off the event loop (the client is synchronous)."""
-        return await asyncio.to_thread(getattr(self._client, method), *args, **kwargs)
+        return await asyncio.to_thread(_reaching, self.global_config, getattr(self._client, method), *args, **kwargs)
 
     async def _exists(self) -> bool:
         if not self._ready:
@@ -160,7 +191,7 @@ class MilvusVectorStorage(BaseVectorStorage):
         iterator = await self._call("query_iterator", self._name, batch_size=BATCH, filter="",
                                     output_fields=["key"])
         ids: set[str] = set()
-        while page := await asyncio.to_thread(iterator.next):
+        while page := await asyncio.to_thread(_reaching, self.global_config, iterator.next):
             ids.update(row["key"] for row in page)
         iterator.close()
         return ids
@@ -243,16 +274,19 @@ class MilvusVectorStorage(BaseVectorStorage):
     @classmethod
     def describe_stored(cls, global_config: GraphRAGConfig, namespace: str) -> Optional[dict[str, int]]:
         client, name = client_for(global_config), collection_name(global_config, namespace)
-        dim = _stored_dimension(client, name)
+        dim = _reaching(global_config, _stored_dimension, client, name)
         if dim is None:
             return None
-        count = int(client.query(name, filter="", output_fields=["count(*)"])[0]["count(*)"])
+        count = int(_reaching(global_config, client.query, name, filter="", output_fields=["count(*)"])[0]["count(*)"])
         return {"vectors": count, "dim": dim} if count else None
 
     @classmethod
     def check_compatible(cls, global_config: GraphRAGConfig, namespace: str, embedding_dim: int) -> None:
         name = collection_name(global_config, namespace)
-        stored = _stored_dimension(client_for(global_config), name)
+        try:
+            stored = _reaching(global_config, _stored_dimension, client_for(global_config), name)
+        except StoreUnavailableError:
+            return  # checked when the server is back; until then queries answer without vectors
         if stored is not None and stored != embedding_dim:
             raise EmbeddingDimensionError(
                 f"Milvus collection {name!r} holds {stored}-dimensional vectors but the configured embedding "

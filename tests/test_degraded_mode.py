@@ -3,7 +3,8 @@
 A query answers from the stores still up, with a one-line note in the answer and the log
 (naive mode when the graph is down; the graph reached by entity names when the vectors
 are); a write refuses with StoreUnavailableError and leaves nothing half-written.
-Real PostgreSQL servers: one store pointed at a dead port, or a private server stopped.
+Real servers: PostgreSQL (one store pointed at a dead port, or a private server stopped), and a
+FalkorDB and a Milvus Lite server stopped mid-test.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from graphrag import GraphRAG, QueryParam, StoreUnavailableError, hash_embedding
 from graphrag import cli
 import database_servers
-from database_servers import DEAD_DSN, PrivatePostgres
+from database_servers import DEAD_DSN, MilvusLiteServer, PrivateFalkorDB, PrivatePostgres
 from mock_llm_server import MockLLMServer
 from test_incremental import CORPUS, DOC_E
 
@@ -123,3 +124,57 @@ def test_postgres_stopped_mid_test_refuses_in_one_line_and_keeps_the_last_commit
         assert rag.insert(CORPUS[3:])["documents_inserted"] == len(CORPUS) - 3
     finally:
         pg.stop()
+
+
+def test_falkordb_stopped_mid_test_local_answers_in_naive_mode_and_writes_refuse(tmp_path, server, caplog):
+    falkordb = PrivateFalkorDB()
+    try:
+        options = {"neo4j_uri": falkordb.uri, "workspace": database_servers.next_workspace()}
+        rag = GraphRAG(**settings(tmp_path, server, graph_storage="neo4j", storage_options=options))
+        rag.insert(CORPUS)
+        before = snapshot(rag)
+        question = "Who is Ada Lovelace?"
+        naive = rag.query(question, QueryParam(mode="naive"))
+        assert not rag.query(question, QueryParam(mode="local")).startswith("[Degraded")
+
+        falkordb.stop()
+        with caplog.at_level(logging.WARNING, logger="graphrag.degraded"):
+            answer = rag.query(question, QueryParam(mode="local"))
+        assert answer == f"{GRAPH_DOWN}\n\n{naive}"
+        assert [r.getMessage().split(" (")[0] for r in caplog.records if r.name == "graphrag.degraded"] == [GRAPH_DOWN]
+        assert falkordb.uri not in caplog.text
+        with pytest.raises(StoreUnavailableError, match="graph store") as refused:
+            rag.insert(DOC_E)
+        assert refused.value.store == "graph"
+        assert snapshot(rag) == before  # the files kept their last commit
+    finally:
+        falkordb.stop()
+
+
+def test_milvus_stopped_mid_test_queries_reach_the_graph_by_entity_names(tmp_path, server, caplog):
+    milvus = MilvusLiteServer(str(tmp_path / "milvus"))
+    try:
+        options = {"milvus_uri": milvus.uri, "workspace": database_servers.next_workspace()}
+        rag = GraphRAG(**settings(tmp_path, server, vector_storage="milvus", storage_options=options))
+        rag.insert(CORPUS)
+        before = snapshot(rag)
+        question = "Where did marin okafor found Tidewater Labs?"
+        assert not rag.query(question, QueryParam(mode="local", only_need_context=True)).startswith("[Degraded")
+
+        milvus.stop()
+        for mode in ("local", "naive"):
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="graphrag.degraded"):
+                answer = rag.query(question, QueryParam(mode=mode, only_need_context=True))
+            first, _, context = answer.partition("\n\n")
+            assert first.startswith(VECTORS_DOWN), answer
+            entities = context.split("-----Relationships-----")[0].upper()
+            assert "MARIN OKAFOR" in entities and "TIDEWATER LABS" in entities
+            ours = [r.getMessage() for r in caplog.records if r.name == "graphrag.degraded"]
+            assert len(ours) == 1 and ours[0].startswith(VECTORS_DOWN)
+        with pytest.raises(StoreUnavailableError, match="vector store") as refused:
+            rag.insert(DOC_E)
+        assert refused.value.store == "vector"
+        assert snapshot(rag)[0] == before[0]  # the documents kept their last commit (naive needs the vectors)
+    finally:
+        milvus.stop()
