@@ -50,6 +50,7 @@ class PostgresDatabase:
         self._turns: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = (
             weakref.WeakKeyDictionary())
         self._write: Any = None
+        self._write_turn = asyncio.Lock()  # replaced on the loop of each write
         self._write_started: Optional[asyncio.Future] = None
         self._ready: set[str] = set()
         # Idle connections of a closed event loop's pool, taken up by the next loop's pool: each
@@ -121,6 +122,11 @@ class PostgresDatabase:
                 self._parked.append(await pool.getconn())  # taken out: closing the pool leaves it open
             await pool.close()
 
+    def forget_parked(self) -> list[Any]:
+        """The parked connections, no longer used or closed by this database (a forked child's)."""
+        parked, self._parked[:] = list(self._parked), []
+        return parked
+
     def _adopt(self) -> Any:
         """A parked connection that is idle and whose server has not gone (its socket has nothing
         to read: a server that closed it would have sent EOF), ready for the running loop."""
@@ -136,7 +142,9 @@ class PostgresDatabase:
             except Exception:
                 usable = False
             if usable:
-                conn.lock = asyncio.Lock()  # the previous loop may own the old one
+                # psycopg serialises a connection's statements with an asyncio lock, which binds
+                # to a loop only when a task waits on it; no task does, since a pooled connection
+                # serves one task and the write's one statement at a time (``_write_turn``).
                 return conn
             conn.pgconn.finish()
         return None
@@ -145,7 +153,8 @@ class PostgresDatabase:
     async def connection(self) -> AsyncIterator[Any]:
         """The write's connection during a write (its own writes visible), else a pooled one."""
         if self._write is not None:
-            yield self._write
+            async with self._write_turn:
+                yield self._write
             return
         async with self.autocommit() as conn:
             yield conn
@@ -162,13 +171,20 @@ class PostgresDatabase:
         async with turns, pool.connection() as conn:
             yield conn
 
-    async def writing(self) -> Any:
-        """The write's connection, beginning the write (and taking the writer lock) if needed."""
+    async def begin_write(self) -> None:
+        """Begin the write (taking the writer lock) if it has not begun."""
         if self._write is None:
             if self._write_started is None or self._write_started.done() and self._write_started.exception():
                 self._write_started = asyncio.ensure_future(self._begin_write())
             await asyncio.shield(self._write_started)
-        return self._write
+
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[Any]:
+        """The write's connection, beginning the write if needed; the stores of a write take
+        turns on it, one statement (or pipeline) at a time."""
+        await self.begin_write()
+        async with self._write_turn:
+            yield self._write
 
     async def _begin_write(self) -> None:
         from psycopg import errors
@@ -190,6 +206,7 @@ class PostgresDatabase:
                     f"another process is writing to PostgreSQL workspace {self.workspace!r}; gave up after "
                     f"{self._lock_timeout_ms / 1000:g}s. Wait for it to finish or raise lock_timeout.") from None
             raise
+        self._write_turn = asyncio.Lock()
         self._write = conn
 
     @property
@@ -207,7 +224,8 @@ class PostgresDatabase:
         if conn is None:
             return
         try:
-            await conn.execute(statement)
+            async with self._write_turn:
+                await conn.execute(statement)
         except Exception:
             if statement == "COMMIT" or not conn.broken:
                 raise  # a lost connection's transaction is rolled back by the server already
@@ -253,8 +271,7 @@ _inherited: list[Any] = []
 
 def _forget_parked_in_child() -> None:
     for database in _databases.values():
-        _inherited.extend(database._parked)
-        database._parked.clear()
+        _inherited.extend(database.forget_parked())
 
 
 os.register_at_fork(after_in_child=_forget_parked_in_child)
@@ -332,11 +349,12 @@ class PostgresStore:
             async with self.db.autocommit() as conn:
                 yield conn
         else:
-            yield await self.db.writing()
+            async with self.db.writing() as conn:
+                yield conn
 
     async def index_start_callback(self) -> None:
         async with self._reaching():
-            await self.db.writing()
+            await self.db.begin_write()
 
     async def index_commit_callback(self) -> None:
         async with self._reaching():
