@@ -1,7 +1,8 @@
 """Community detection over any graph store: incremental hierarchical Leiden and the community schema.
 
 Works through the graph contract only (``get_nodes_attributes``, ``get_edges_attributes``, ``get_adjacency``,
-``update_node_clusters``, graph attributes), so every backend gets the same communities.
+and the ``ClusterMemberships`` capability: ``update_node_clusters``, graph attributes...), so every
+backend that declares it gets the same communities.
 A node's memberships live in its ``clusters`` attribute, as nano-graphrag keeps them:
 JSON ``[{"level": 0, "cluster": 7}, {"level": 1, "cluster": 12}, ...]``.
 """
@@ -48,6 +49,11 @@ async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full
     """
     if algorithm != "leiden":
         raise ValueError(f"unknown graph clustering algorithm {algorithm!r}; only 'leiden' is available")
+    from graphrag.storage.base import ClusterMemberships
+
+    if not isinstance(graph, ClusterMemberships):
+        raise NotImplementedError(f"{type(graph).__name__} declares no ClusterMemberships (storage/base.py): the "
+                                  "engine cannot keep communities in it; give it clustering() and community_schema()")
     config = graph.global_config
     split_parents = {int(k): v for k, v in json.loads(await graph.get_graph_attribute(SPLIT_ATTRIBUTE) or "{}").items()}
     settings = json.dumps([config.max_graph_cluster_size, config.graph_cluster_seed, config.exact_clustering_below])
@@ -117,7 +123,11 @@ async def cluster_after_write(graph: BaseGraphStorage, touched: Collection[str],
     chunks as before, so only the others are read: a small write into a large index reads
     a part of it proportional to what it changed.
     """
-    moved = await graph.update_clustering(touched, algorithm)
+    if _default(graph, "clustering"):
+        moved = await cluster_graph(graph, algorithm, touched=touched)
+    else:  # a class with its own clustering: told nothing of what was touched
+        await graph.clustering(algorithm)
+        moved = None
     if moved is None or not _default(graph, "community_schema"):
         return await graph.community_schema(), None
     changed = moved | were_in | await communities_of(graph, touched)

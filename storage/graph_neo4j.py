@@ -32,7 +32,7 @@ from typing import Any, Iterable, Optional, Union
 from graphrag.config import GraphRAGConfig
 from graphrag.errors import StorageError, StoreUnavailableError
 
-from .base import CHANGE_ATTRIBUTE, BaseGraphStorage
+from .base import CHANGE_ATTRIBUTE, BaseGraphStorage, ClusterMemberships
 from .db_common import PendingRecords, require_extra, validated_name, workspace_of
 
 logger = logging.getLogger(__name__)
@@ -263,7 +263,7 @@ def connection_for(config: GraphRAGConfig) -> _Connection:
 
 
 @dataclass
-class Neo4jGraphStorage(BaseGraphStorage):
+class Neo4jGraphStorage(BaseGraphStorage, ClusterMemberships):
     def __post_init__(self) -> None:
         self._connection = connection_for(self.global_config)
         suffix = f"{workspace_of(self.global_config)}_{validated_name('namespace', self.namespace)}"
