@@ -18,7 +18,9 @@ A write (insert, delete, recluster) runs under the working dir's writer lock:
    to other readers yet.
 3. ``index_done_callback()``: persist. The engine calls it on every store of the
    write, inside one commit (``Stores.transaction()``); the file stores' files
-   appear together at its end, or not at all.
+   appear together at its end, or not at all. Then ``prepare_commit()``: a database
+   store says how the commit can be finished or judged after a crash (``PreparedWrite``),
+   which the engine writes ahead into the working dir before anything commits.
 
 4. ``index_commit_callback()``: the commit ends; every store's writes become visible
    together. A store that writes through (a database) commits its transaction here;
@@ -91,10 +93,35 @@ class StorageNameSpace(ABC):
         """Persist now, into the commit in progress, what the rest of the write will not change
         (so the commit has less left to do); a later change is persisted at the commit."""
 
+    async def prepare_commit(self, commit_id: str) -> Optional["PreparedWrite"]:
+        """Called after ``index_done_callback``, before anything commits: how a database store
+        finishes this write if the process dies during the commit (see ``PreparedWrite``);
+        None for a store with nothing to commit outside the files (a file store, or no change)."""
+        return None
+
+    def finish_commit(self, commit_id: str, redo: Optional[bytes]) -> bool:
+        """Recovery, in a later process, of a commit whose manifest this store is named in:
+        apply ``redo`` again (a store that returned one), or say whether the transaction stamped
+        ``commit_id`` committed (one that did not). True when the store holds the write."""
+        return True
+
     def reload_if_changed(self) -> bool:
         """Re-read the store if another process committed since it was read; True if it did.
         A store that reads its backend live (a database) has nothing to do."""
         return False
+
+
+@dataclass
+class PreparedWrite:
+    """What ``prepare_commit`` returns for a database store taking part in a commit.
+
+    ``redo``: the whole write as bytes that ``finish_commit`` applies again (a store with no
+    transaction, which applies its write at ``index_commit_callback``; applying it twice must
+    give the same state). None: the store commits in a transaction that also records
+    ``commit_id`` (``index_commit_callback``), which ``finish_commit`` looks for.
+    """
+
+    redo: Optional[bytes] = None
 
 
 @dataclass

@@ -32,7 +32,7 @@ from typing import Any, Iterable, Optional, Union
 from graphrag.config import GraphRAGConfig
 from graphrag.errors import StorageError, StoreUnavailableError
 
-from .base import CHANGE_ATTRIBUTE, BaseGraphStorage, ClusterMemberships
+from .base import CHANGE_ATTRIBUTE, BaseGraphStorage, ClusterMemberships, PreparedWrite
 from .db_common import PendingRecords, require_extra, validated_name, workspace_of
 
 logger = logging.getLogger(__name__)
@@ -270,6 +270,7 @@ class Neo4jGraphStorage(BaseGraphStorage, ClusterMemberships):
         self._node_label = f"graphrag_{suffix}"
         self._attribute_label = f"graphragattrs_{suffix}"  # no workspace name can make this a node label
         self._pending = PendingGraph()
+        self._prepared: Optional[list[tuple[str, dict]]] = None  # the statements prepare_commit built
 
     # ---------------------------------------------------------------- Cypher
 
@@ -477,11 +478,29 @@ class Neo4jGraphStorage(BaseGraphStorage, ClusterMemberships):
     async def change_token(self) -> Optional[str]:
         return await self.get_graph_attribute(CHANGE_ATTRIBUTE)
 
+    async def prepare_commit(self, commit_id: str) -> Optional[PreparedWrite]:
+        """The write's statements as a redo record: FalkorDB has no multi-statement transaction,
+        so a commit killed midway is finished by running them again (they give the same graph
+        when run twice: deletions, then merges that set values, long strings from their head)."""
+        self._prepared = self._statements(self._pending) if self._pending else None
+        return PreparedWrite(redo=json.dumps(self._prepared).encode("utf-8")) if self._prepared else None
+
     async def index_commit_callback(self) -> None:
         """Apply the write in one transaction: deletions first, then nodes, edges, attributes."""
         pending, self._pending = self._pending, PendingGraph()
+        statements, self._prepared = self._prepared, None
         if not pending:
             return
+        await self._ensure_indexes()
+        await asyncio.to_thread(self._connection.run, statements or self._statements(pending), True)
+
+    def finish_commit(self, commit_id: str, redo: Optional[bytes]) -> bool:
+        if redo is not None:
+            self._connection.run([tuple(statement) for statement in json.loads(redo)], True)  # type: ignore[misc]
+        return True
+
+    def _statements(self, pending: PendingGraph) -> list[tuple[str, dict]]:
+        """The statements that apply ``pending``, in order."""
         pending.attributes[CHANGE_ATTRIBUTE] = uuid.uuid4().hex
         gone = [list(p) for p in pending.edges.gone() if p[0] not in pending.wiped and p[1] not in pending.wiped]
         appends: list[tuple[str, dict]] = []  # the rest of long strings, after their first piece
@@ -506,14 +525,14 @@ class Neo4jGraphStorage(BaseGraphStorage, ClusterMemberships):
              "MERGE (a)-[r:RELATED]->(b) SET r += row.data", edges),
             ("UNWIND $rows AS row MERGE (g:$A {name: row.name}) SET g.value = row.value", attributes),
         ]
-        await self._ensure_indexes()
-        await asyncio.to_thread(self._connection.run, [
+        return [
             *((self._cypher(statement), {"rows": batch}) for statement, rows in statements for batch in _batches(rows)),
             *((self._cypher(statement), params) for statement, params in appends),
-        ], True)
+        ]
 
     async def index_abort_callback(self) -> None:
         self._pending = PendingGraph()
+        self._prepared = None
 
 
 def _attributes(properties: dict) -> dict:

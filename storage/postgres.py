@@ -24,7 +24,7 @@ from typing import Any, AsyncIterator, ClassVar, Optional
 from graphrag.config import GraphRAGConfig
 from graphrag.errors import StoreUnavailableError, WorkingDirLockedError
 
-from .base import BaseKVStorage
+from .base import BaseKVStorage, PreparedWrite
 from .db_common import require_extra, validated_name, workspace_of
 
 DSN_ENV = "GRAPHRAG_POSTGRES_DSN"
@@ -51,6 +51,7 @@ class PostgresDatabase:
             weakref.WeakKeyDictionary())
         self._write: Any = None
         self._write_turn = asyncio.Lock()  # replaced on the loop of each write
+        self._stamped: tuple[Any, str] = (None, "")  # (write connection, commit id) last stamped
         self._write_started: Optional[asyncio.Future] = None
         self._ready: set[str] = set()
         # Idle connections of a closed event loop's pool, taken up by the next loop's pool: each
@@ -246,6 +247,31 @@ class PostgresDatabase:
                     await conn.execute(statement)
         self._ready.add(name)
 
+    async def stamp(self, commit_id: str) -> None:
+        """Record ``commit_id`` in the write's transaction, so that after a crash the working dir's
+        manifest can tell whether this transaction committed (:meth:`committed`)."""
+        from psycopg import sql
+
+        if self._stamped == (self._write, commit_id):
+            return  # the stores of one write share its transaction
+        name = self.table("commits", "log")
+        await self.ensure_table(name, [sql.SQL("CREATE TABLE IF NOT EXISTS {} (id text PRIMARY KEY)").format(
+            self.identifier(name))])
+        async with self.writing() as conn:
+            await conn.execute(sql.SQL("INSERT INTO {} (id) VALUES (%s) ON CONFLICT DO NOTHING").format(
+                self.identifier(name)), (commit_id,))
+        self._stamped = (self._write, commit_id)
+
+    def committed(self, commit_id: str) -> bool:
+        """Whether a transaction stamped ``commit_id`` committed (checked without an event loop)."""
+        from psycopg import sql
+
+        name = self.table("commits", "log")
+        if self.sync_query("SELECT to_regclass(%s)", (name,))[0][0] is None:
+            return False
+        return bool(self.sync_query(sql.SQL("SELECT 1 FROM {} WHERE id = %s").format(self.identifier(name)),
+                                    (commit_id,)))
+
     def sync_query(self, query: Any, params: tuple = ()) -> list[tuple]:
         """One statement on a short-lived synchronous connection (checks made before a loop runs)."""
         import psycopg
@@ -355,6 +381,17 @@ class PostgresStore:
     async def index_start_callback(self) -> None:
         async with self._reaching():
             await self.db.begin_write()
+
+    async def prepare_commit(self, commit_id: str) -> Optional[PreparedWrite]:
+        """The write's transaction, stamped with ``commit_id`` (every store of it says so)."""
+        if not self.db.writing_now:
+            return None
+        async with self._reaching():
+            await self.db.stamp(commit_id)
+        return PreparedWrite()
+
+    def finish_commit(self, commit_id: str, redo: Optional[bytes]) -> bool:
+        return self.db.committed(commit_id)
 
     async def index_commit_callback(self) -> None:
         async with self._reaching():

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import weakref
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ import numpy as np
 from graphrag.config import GraphRAGConfig
 from graphrag.errors import StoreUnavailableError
 
-from .base import BaseVectorStorage
+from .base import BaseVectorStorage, PreparedWrite
 from .db_common import PendingRecords, require_extra, validated_name, workspace_of
 from .vector_nano import EmbeddingDimensionError
 
@@ -119,6 +120,30 @@ def _reaching(config: GraphRAGConfig, call: Any, *args: Any, **kwargs: Any) -> A
         raise
 
 
+def _pack_write(pending: PendingRecords[str]) -> bytes:
+    """A pending write as bytes: a JSON line (dropped, deleted ids, upserted ids and meta
+    fields), then the upserted unit vectors as little-endian float32."""
+    ids, vectors, metas = [], [], []
+    for id, _, data in pending.written():
+        ids.append(id)
+        vectors.append(np.asarray(data["vector"], dtype="<f4"))
+        metas.append(data["meta"])
+    upserted = set(ids)  # an upsert replaces the stored record whole: no delete needed first
+    head = {"dropped": pending.dropped, "deleted": [k for k in pending.gone() if k not in upserted],
+            "ids": ids, "meta": metas}
+    body = np.stack(vectors).tobytes() if vectors else b""
+    return json.dumps(head).encode("utf-8") + b"\n" + body
+
+
+def _unpack_write(redo: bytes) -> tuple[bool, list[str], dict[str, tuple[np.ndarray, dict]]]:
+    """(dropped, deleted ids, id -> (vector, meta fields)) of ``_pack_write``'s bytes."""
+    line, _, body = redo.partition(b"\n")
+    head = json.loads(line)
+    vectors = np.frombuffer(body, dtype="<f4").reshape(len(head["ids"]), -1) if head["ids"] else []
+    return head["dropped"], head["deleted"], {id: (vectors[i], meta)
+                                              for i, (id, meta) in enumerate(zip(head["ids"], head["meta"]))}
+
+
 def _close(key: int) -> None:
     client = _clients.pop(key, None)
     if client is not None:
@@ -150,22 +175,26 @@ class MilvusVectorStorage(BaseVectorStorage):
         self._ready = False
         # id -> {"vector": unit vector, "meta": meta fields}, until the commit
         self._pending: PendingRecords[str] = PendingRecords()
+        self._prepared: Optional[bytes] = None  # the pending write as prepare_commit packed it
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """A client call off the event loop (the client is synchronous)."""
-        return await asyncio.to_thread(_reaching, self.global_config, getattr(self._client, method), *args, **kwargs)
+        """A client call off the event loop."""
+        return await asyncio.to_thread(self._sync, method, *args, **kwargs)
 
-    async def _exists(self) -> bool:
+    def _exists_now(self) -> bool:
         if not self._ready:
-            self._ready = await self._call("has_collection", self._name)
+            self._ready = self._sync("has_collection", self._name)
             if self._ready:
-                await self._call("load_collection", self._name)
+                self._sync("load_collection", self._name)
                 if self._lite:  # what an earlier process left unflushed (a no-op when none)
-                    await self._call("flush", self._name)
+                    self._sync("flush", self._name)
         return self._ready
 
-    async def _create(self) -> None:
-        if await self._exists():
+    async def _exists(self) -> bool:
+        return self._ready or await asyncio.to_thread(self._exists_now)
+
+    def _create_now(self) -> None:
+        if self._exists_now():
             return
         from pymilvus import DataType, MilvusClient
 
@@ -176,9 +205,12 @@ class MilvusVectorStorage(BaseVectorStorage):
         schema.add_field("meta", DataType.JSON)
         index = MilvusClient.prepare_index_params()
         index.add_index(field_name="vector", index_type="AUTOINDEX", metric_type="COSINE")
-        await self._call("create_collection", self._name, schema=schema, index_params=index,
-                         consistency_level="Strong")
+        self._sync("create_collection", self._name, schema=schema, index_params=index, consistency_level="Strong")
         self._ready = True
+
+    def _sync(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """A client call (the client is synchronous)."""
+        return _reaching(self.global_config, getattr(self._client, method), *args, **kwargs)
 
     async def _embed(self, contents: list[str]) -> np.ndarray:
         batches = [contents[i : i + self._batch] for i in range(0, len(contents), self._batch)]
@@ -246,28 +278,46 @@ class MilvusVectorStorage(BaseVectorStorage):
     async def drop(self) -> None:
         self._pending.drop()
 
+    async def prepare_commit(self, commit_id: str) -> Optional[PreparedWrite]:
+        """The write as a redo record (the vectors were embedded at the upsert): Milvus has no
+        transaction, so a commit killed midway is finished by applying it again."""
+        self._prepared = _pack_write(self._pending) if self._pending else None
+        return PreparedWrite(redo=self._prepared) if self._prepared is not None else None
+
     async def index_commit_callback(self) -> None:
         pending, self._pending = self._pending, PendingRecords()
-        upserts = {id: data for id, _, data in pending.written()}
-        deleted = pending.gone()
-        if pending.dropped and await self._exists():
-            await self._call("drop_collection", self._name)
+        redo, self._prepared = self._prepared, None
+        if pending:
+            await asyncio.to_thread(self._apply, redo if redo is not None else _pack_write(pending))
+
+    def finish_commit(self, commit_id: str, redo: Optional[bytes]) -> bool:
+        if redo is not None:
+            self._apply(redo)
+        return True
+
+    def _apply(self, redo: bytes) -> None:
+        """Apply a write (as ``_pack_write`` packs it): drop, deletes, upserts; applying it again
+        gives the same collection."""
+        dropped, deleted, upserts = _unpack_write(redo)
+        if dropped and self._exists_now():
+            self._sync("drop_collection", self._name)
             self._ready = False
-        if deleted and await self._exists():
+        if deleted and self._exists_now():
             keys = [_primary_key(i) for i in deleted]
             for i in range(0, len(keys), BATCH):
-                await self._call("delete", self._name, ids=keys[i : i + BATCH])
+                self._sync("delete", self._name, ids=keys[i : i + BATCH])
         if upserts:
-            await self._create()
-            rows = [{"pk": _primary_key(id), "key": id, "vector": data["vector"].tolist(), "meta": data["meta"]}
-                    for id, data in upserts.items()]
+            self._create_now()
+            rows = [{"pk": _primary_key(id), "key": id, "vector": vector.tolist(), "meta": meta}
+                    for id, (vector, meta) in upserts.items()]
             for i in range(0, len(rows), BATCH):
-                await self._call("upsert", self._name, rows[i : i + BATCH])
-        if (upserts or deleted) and self._lite and await self._exists():
-            await self._call("flush", self._name)
+                self._sync("upsert", self._name, rows[i : i + BATCH])
+        if (upserts or deleted) and self._lite and self._exists_now():
+            self._sync("flush", self._name)
 
     async def index_abort_callback(self) -> None:
         self._pending = PendingRecords()
+        self._prepared = None
 
     # ---------------------------------------------------------------- before opening
 
