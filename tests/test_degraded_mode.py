@@ -38,21 +38,49 @@ def snapshot(rag: GraphRAG) -> tuple:
     return docs, rag.query("x", QueryParam(mode="naive", only_need_context=True))
 
 
+def indexed(tmp_path: Any, server: MockLLMServer, **stores: Any) -> tuple[GraphRAG, tuple]:
+    """A GraphRAG on these stores with CORPUS inserted, and its snapshot."""
+    rag = GraphRAG(**settings(tmp_path, server, **stores))
+    rag.insert(CORPUS)
+    return rag, snapshot(rag)
+
+
+GRAPH_QUESTION = "Who is Ada Lovelace?"
+VECTORS_QUESTION = "Where did marin okafor found Tidewater Labs?"
+
+
+def assert_local_answered_in_naive_mode(rag: GraphRAG, naive: str, caplog: Any) -> None:
+    """The graph is down: local mode gives naive's answer after the note, logged once."""
+    with caplog.at_level(logging.WARNING, logger="graphrag.degraded"):
+        answer = rag.query(GRAPH_QUESTION, QueryParam(mode="local"))
+    assert answer == f"{GRAPH_DOWN}\n\n{naive}"
+    ours = [r.getMessage() for r in caplog.records if r.name == "graphrag.degraded"]
+    assert [m.split(" (")[0] for m in ours] == [GRAPH_DOWN]
+
+
+def assert_entities_reached_by_name(rag: GraphRAG, caplog: Any) -> None:
+    """The vectors are down: local and naive reach the graph by the entity names in the question."""
+    for mode in ("local", "naive"):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="graphrag.degraded"):
+            answer = rag.query(VECTORS_QUESTION, QueryParam(mode=mode, only_need_context=True))
+        first, _, context = answer.partition("\n\n")
+        assert first.startswith(VECTORS_DOWN), answer
+        entities = context.split("-----Relationships-----")[0].upper()
+        assert "MARIN OKAFOR" in entities and "TIDEWATER LABS" in entities  # found by name, any case
+        ours = [r.getMessage() for r in caplog.records if r.name == "graphrag.degraded"]
+        assert len(ours) == 1 and ours[0].startswith(VECTORS_DOWN)
+
+
 def test_graph_down_local_answers_in_naive_mode_and_writes_refuse(tmp_path, server, postgres_options, caplog):
     stores = dict(graph_storage="postgres")
-    rag = GraphRAG(**settings(tmp_path, server, **stores, storage_options=postgres_options))
-    rag.insert(CORPUS)
-    before = snapshot(rag)
-    question = "Who is Ada Lovelace?"
+    rag, before = indexed(tmp_path, server, **stores, storage_options=postgres_options)
+    question = GRAPH_QUESTION
     naive = rag.query(question, QueryParam(mode="naive"))
     global_answer = rag.query(question, QueryParam(mode="global"))
 
     cut_off = GraphRAG(**settings(tmp_path, server, **stores, storage_options=down(postgres_options)))
-    with caplog.at_level(logging.WARNING, logger="graphrag.degraded"):
-        answer = cut_off.query(question, QueryParam(mode="local"))
-    assert answer == f"{GRAPH_DOWN}\n\n{naive}"
-    ours = [r.getMessage() for r in caplog.records if r.name == "graphrag.degraded"]
-    assert [m.split(" (")[0] for m in ours] == [GRAPH_DOWN]
+    assert_local_answered_in_naive_mode(cut_off, naive, caplog)
     assert DEAD_DSN not in caplog.text
     assert cut_off.query(question, QueryParam(mode="global")) == global_answer  # reports need no graph
     assert cut_off.query(question, QueryParam(mode="naive")) == naive
@@ -67,22 +95,10 @@ def test_graph_down_local_answers_in_naive_mode_and_writes_refuse(tmp_path, serv
 
 def test_vectors_down_queries_reach_the_graph_by_entity_names(tmp_path, server, postgres_options, caplog):
     stores = dict(vector_storage="pgvector")
-    rag = GraphRAG(**settings(tmp_path, server, **stores, storage_options=postgres_options))
-    rag.insert(CORPUS)
-    before = snapshot(rag)
+    rag, before = indexed(tmp_path, server, **stores, storage_options=postgres_options)
 
     cut_off = GraphRAG(**settings(tmp_path, server, **stores, storage_options=down(postgres_options)))
-    for mode in ("local", "naive"):
-        caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="graphrag.degraded"):
-            answer = cut_off.query("Where did marin okafor found Tidewater Labs?",
-                                   QueryParam(mode=mode, only_need_context=True))
-        first, _, context = answer.partition("\n\n")
-        assert first.startswith(VECTORS_DOWN), answer
-        entities = context.split("-----Relationships-----")[0].upper()
-        assert "MARIN OKAFOR" in entities and "TIDEWATER LABS" in entities  # found by name, any case
-        ours = [r.getMessage() for r in caplog.records if r.name == "graphrag.degraded"]
-        assert len(ours) == 1 and ours[0].startswith(VECTORS_DOWN)
+    assert_entities_reached_by_name(cut_off, caplog)
 
     with pytest.raises(StoreUnavailableError, match="vector store"):
         cut_off.insert(DOC_E)
@@ -129,19 +145,13 @@ def test_postgres_stopped_mid_test_refuses_in_one_line_and_keeps_the_last_commit
 def test_falkordb_stopped_mid_test_local_answers_in_naive_mode_and_writes_refuse(tmp_path, server, caplog):
     falkordb = PrivateFalkorDB()
     try:
-        options = {"neo4j_uri": falkordb.uri, "workspace": database_servers.next_workspace()}
-        rag = GraphRAG(**settings(tmp_path, server, graph_storage="neo4j", storage_options=options))
-        rag.insert(CORPUS)
-        before = snapshot(rag)
-        question = "Who is Ada Lovelace?"
-        naive = rag.query(question, QueryParam(mode="naive"))
-        assert not rag.query(question, QueryParam(mode="local")).startswith("[Degraded")
+        rag, before = indexed(tmp_path, server, graph_storage="neo4j", storage_options={
+            "neo4j_uri": falkordb.uri, "workspace": database_servers.next_workspace()})
+        naive = rag.query(GRAPH_QUESTION, QueryParam(mode="naive"))
+        assert not rag.query(GRAPH_QUESTION, QueryParam(mode="local")).startswith("[Degraded")
 
         falkordb.stop()
-        with caplog.at_level(logging.WARNING, logger="graphrag.degraded"):
-            answer = rag.query(question, QueryParam(mode="local"))
-        assert answer == f"{GRAPH_DOWN}\n\n{naive}"
-        assert [r.getMessage().split(" (")[0] for r in caplog.records if r.name == "graphrag.degraded"] == [GRAPH_DOWN]
+        assert_local_answered_in_naive_mode(rag, naive, caplog)
         assert falkordb.uri not in caplog.text
         with pytest.raises(StoreUnavailableError, match="graph store") as refused:
             rag.insert(DOC_E)
@@ -154,24 +164,13 @@ def test_falkordb_stopped_mid_test_local_answers_in_naive_mode_and_writes_refuse
 def test_milvus_stopped_mid_test_queries_reach_the_graph_by_entity_names(tmp_path, server, caplog):
     milvus = MilvusLiteServer(str(tmp_path / "milvus"))
     try:
-        options = {"milvus_uri": milvus.uri, "workspace": database_servers.next_workspace()}
-        rag = GraphRAG(**settings(tmp_path, server, vector_storage="milvus", storage_options=options))
-        rag.insert(CORPUS)
-        before = snapshot(rag)
-        question = "Where did marin okafor found Tidewater Labs?"
-        assert not rag.query(question, QueryParam(mode="local", only_need_context=True)).startswith("[Degraded")
+        rag, before = indexed(tmp_path, server, vector_storage="milvus", storage_options={
+            "milvus_uri": milvus.uri, "workspace": database_servers.next_workspace()})
+        assert not rag.query(VECTORS_QUESTION, QueryParam(mode="local", only_need_context=True)).startswith(
+            "[Degraded")
 
         milvus.stop()
-        for mode in ("local", "naive"):
-            caplog.clear()
-            with caplog.at_level(logging.WARNING, logger="graphrag.degraded"):
-                answer = rag.query(question, QueryParam(mode=mode, only_need_context=True))
-            first, _, context = answer.partition("\n\n")
-            assert first.startswith(VECTORS_DOWN), answer
-            entities = context.split("-----Relationships-----")[0].upper()
-            assert "MARIN OKAFOR" in entities and "TIDEWATER LABS" in entities
-            ours = [r.getMessage() for r in caplog.records if r.name == "graphrag.degraded"]
-            assert len(ours) == 1 and ours[0].startswith(VECTORS_DOWN)
+        assert_entities_reached_by_name(rag, caplog)
         with pytest.raises(StoreUnavailableError, match="vector store") as refused:
             rag.insert(DOC_E)
         assert refused.value.store == "vector"
