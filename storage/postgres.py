@@ -267,20 +267,21 @@ class PostgresDatabase:
         from psycopg import sql
 
         name = self.table("commits", "log")
-        if self.sync_query("SELECT to_regclass(%s)", (name,))[0][0] is None:
+        if self.sync_query("SELECT to_regclass(%s)", (name,), store="kv")[0][0] is None:
             return False
         return bool(self.sync_query(sql.SQL("SELECT 1 FROM {} WHERE id = %s").format(self.identifier(name)),
-                                    (commit_id,)))
+                                    (commit_id,), store="kv"))
 
-    def sync_query(self, query: Any, params: tuple = ()) -> list[tuple]:
-        """One statement on a short-lived synchronous connection (checks made before a loop runs)."""
+    def sync_query(self, query: Any, params: tuple = (), store: str = "vector") -> list[tuple]:
+        """One statement on a short-lived synchronous connection (checks made before a loop runs,
+        and recovery); a server out of reach is :class:`StoreUnavailableError` naming ``store``."""
         import psycopg
 
         try:
             with psycopg.connect(self._dsn, autocommit=True, connect_timeout=int(self._connect_timeout)) as conn:
                 return conn.execute(query, params).fetchall()
         except psycopg.OperationalError:
-            raise self.unreachable("vector") from None
+            raise self.unreachable(store) from None
 
 
 def _finish(connections: list[Any]) -> None:
