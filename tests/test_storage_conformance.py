@@ -122,6 +122,14 @@ def open_graph(request, config) -> Callable[[], BaseGraphStorage]:
     return open_store
 
 
+@pytest.fixture(params=sorted(n for n in [*GRAPH_BACKENDS, *VECTOR_BACKENDS] if n in SERVER_OPTIONS))
+def open_database(request, config) -> Callable[[], Any]:
+    """Every graph and vector backend on a database server (those that commit outside the files)."""
+    factory = GRAPH_BACKENDS.get(request.param) or VECTOR_BACKENDS[request.param]
+    config = backend_config(request, config)
+    return lambda: factory(config, "entities")
+
+
 @pytest.fixture(params=sorted(n for n, declared in GRAPH_CAPABILITIES.items() if "cluster_memberships" in declared))
 def open_clustered_graph(request, config) -> Callable[[], BaseGraphStorage]:
     """The graph backends declaring ``ClusterMemberships`` (and so graph attributes)."""
@@ -520,6 +528,52 @@ def test_clustering_through_the_operator(open_clustered_graph):
         assert "É 🌍" not in {n for c in (await community_schema(graph)).values() for n in c["nodes"]}
         with pytest.raises(ValueError, match="unknown graph clustering algorithm"):
             await cluster_graph(graph, "louvain-ish")
+    run(main())
+
+
+# ---------------------------------------------------------------- a commit interrupted
+
+
+def test_a_database_write_interrupted_before_it_applied_is_finished_or_judged(open_database):
+    """``prepare_commit`` then a crash before ``index_commit_callback``: a store with a redo
+    record finishes the write from it in a new instance (twice gives the same state); a store
+    with a transaction reports that its stamped commit never happened."""
+    async def write(store: Any) -> None:
+        if isinstance(store, BaseGraphStorage):
+            await store.upsert_nodes({"NEW": {"entity_type": "THING"}, "OTHER": {"entity_type": "THING"}})
+            await store.upsert_edges({("NEW", "OTHER"): {"weight": 2.0}})
+            await store.delete_node("LONE")
+        else:
+            await store.upsert({"id-new": {"content": "a new red apple", "name": "NEW"}})
+            await store.delete(["id-4"])
+
+    async def written(store: Any) -> bool:
+        if isinstance(store, BaseGraphStorage):
+            return (await store.get_edge("OTHER", "NEW") == {"weight": 2.0}
+                    and await store.get_node("LONE") is None)
+        ids = await store.get_ids()
+        return "id-new" in ids and "id-4" not in ids
+
+    async def main():
+        seeded = open_database()
+        await (_seed_graph(seeded) if isinstance(seeded, BaseGraphStorage) else _seed_vectors(seeded))
+        await commit(seeded)
+        store = open_database()
+        await store.index_start_callback()
+        await write(store)
+        await store.index_done_callback()
+        prepared = await store.prepare_commit("commit-1")
+        await store.index_abort_callback()  # the process died before the write applied
+        assert prepared is not None
+        recovered = open_database()
+        assert not await written(recovered)
+        if prepared.redo is None:
+            assert recovered.finish_commit("commit-1", None) is False
+        else:
+            assert recovered.finish_commit("commit-1", prepared.redo) is True
+            assert await written(recovered)
+            assert recovered.finish_commit("commit-1", prepared.redo) is True
+            assert await written(open_database())
     run(main())
 
 
