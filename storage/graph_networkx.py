@@ -139,16 +139,17 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
             self._graph.remove_edge(a, b)
             self._dirty = True
 
-    # Read from networkx's backing dicts (``_node``, ``_adj``): its views cost a call per item,
-    # which is most of a whole-graph pass such as clustering.
+    # Read through the public iterators that hand out networkx's own attribute dicts
+    # (``nodes(data=True)``, ``adjacency()``): its mapping views cost a call per item, which is
+    # most of a whole-graph pass such as clustering.
 
     async def get_all_nodes(self) -> list[tuple[str, dict]]:
-        return list(self._graph._node.items())
+        return list(self._graph.nodes(data=True))
 
     async def get_all_edges(self) -> list[tuple[str, str, dict]]:
         """In ``graph.edges`` order."""
         edges, seen = [], set()
-        for a, neighbours in self._graph._adj.items():
+        for a, neighbours in self._graph.adjacency():
             edges.extend((a, b, data) for b, data in neighbours.items() if b not in seen)
             seen.add(a)
         return edges
@@ -161,7 +162,7 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
         return links if links is not None else await walk_links_from_graph(self)
 
     async def get_adjacency(self) -> Mapping[str, Mapping[str, dict]]:
-        return self._graph._adj
+        return dict(self._graph.adjacency())
 
     async def count_nodes(self) -> int:
         return self._graph.number_of_nodes()
