@@ -59,7 +59,7 @@ class GraphIndex:
 
 def build_graph_index(nodes: list[tuple[str, str]], edges: list[tuple[str, str]]) -> GraphIndex:
     """Matrices for the walk from the graph's nodes as ``(name, source_id)`` and edges as
-    ``(end, end)`` (``BaseGraphStorage.get_walk_links``): entities first (sorted), then the chunks they mention (sorted),
+    ``(end, end)`` (``graphrag.storage.base.walk_links``): entities first (sorted), then the chunks they mention (sorted),
     so a build from the same index is the same whatever order the stores list things in.
     A chunk no entity mentions is not in the graph; a query that finds it by similarity
     adds it as a node without links (:func:`rank`)."""
@@ -121,7 +121,9 @@ async def graph_index(stores: Any) -> GraphIndex:
     cached = _indexes.get(stores)
     if cached is not None and cached[0] == version:
         return cached[1]
-    index = build_graph_index(*await stores.graph.get_walk_links())
+    from graphrag.storage.base import walk_links  # the storage package imports networkx
+
+    index = build_graph_index(*await walk_links(stores.graph))
     logger.info("Built the hybrid ranking graph: %d entities, %d chunks, %d links", len(index.entities),
                 len(index.chunks), index.transition_t.nnz)
     _indexes[stores] = (version, index)

@@ -8,15 +8,19 @@ response cache journal.
 """
 from __future__ import annotations
 
+import logging
 from contextlib import asynccontextmanager
 from typing import AsyncIterator, Awaitable, Callable, Optional
 
 from graphrag.config import GraphRAGConfig
 from graphrag.embedding import EmbeddingFunc, follows_index, limited, local_embedding
+from graphrag.errors import StoreUnavailableError
 from graphrag.embedding_scheme import check_embedder, check_scheme, embedder_of, recorded_embedder, recorded_scheme
 from graphrag.indexing.index_meta import has_documents
 from graphrag.locking import try_lock
 from graphrag.stores import Stores
+
+logger = logging.getLogger(__name__)
 
 
 def recover_if_possible(config: GraphRAGConfig, stores: Stores) -> None:
@@ -30,6 +34,10 @@ def recover_if_possible(config: GraphRAGConfig, stores: Stores) -> None:
         return
     try:
         stores.recover()
+    except StoreUnavailableError as err:
+        # Opening must work while a database is down (queries then answer around it); the
+        # next write recovers under its lock before it changes anything.
+        logger.warning("An interrupted commit waits for recovery until its store is back: %s", err)
     finally:
         lock.release()
 
