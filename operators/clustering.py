@@ -11,15 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING, Any, Collection, Iterable, Optional
+from typing import Any, Collection, Iterable, Optional
 
 from graphrag.schema import GRAPH_FIELD_SEP, CommunitySchema, edge_key
+from graphrag.storage.capabilities import ClusterMemberships
 
 from .clustering_nearby import paths_near
 from .leiden_paths import community_paths, membership_path, read_memberships
-
-if TYPE_CHECKING:
-    from graphrag.storage.base import BaseGraphStorage
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +33,7 @@ SETTINGS_ATTRIBUTE = "clustering_settings"
 NEAR_AT_MOST = 1000
 
 
-async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full: bool = False,
+async def cluster_graph(graph: ClusterMemberships, algorithm: str = "leiden", full: bool = False,
                         touched: Optional[Collection[str]] = None) -> Optional[set[str]]:
     """Assign every node that has an edge to a community at each level. Returns the communities
     a node joined or left when only the graph around ``touched`` was read, else None.
@@ -49,10 +47,8 @@ async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full
     """
     if algorithm != "leiden":
         raise ValueError(f"unknown graph clustering algorithm {algorithm!r}; only 'leiden' is available")
-    from graphrag.storage.base import ClusterMemberships
-
     if not isinstance(graph, ClusterMemberships):
-        raise NotImplementedError(f"{type(graph).__name__} declares no ClusterMemberships (storage/base.py): the "
+        raise NotImplementedError(f"{type(graph).__name__} declares no ClusterMemberships (storage/capabilities.py): the "
                                   "engine cannot keep communities in it; give it clustering() and community_schema()")
     config = graph.global_config
     split_parents = {int(k): v for k, v in json.loads(await graph.get_graph_attribute(SPLIT_ATTRIBUTE) or "{}").items()}
@@ -108,12 +104,12 @@ def community_ids(nodes: Iterable[tuple[str, dict]]) -> set[str]:
     return {str(c["cluster"]) for clusters in read_memberships(list(nodes)).values() for c in clusters}
 
 
-async def communities_of(graph: BaseGraphStorage, nodes: Collection[str]) -> set[str]:
+async def communities_of(graph: ClusterMemberships, nodes: Collection[str]) -> set[str]:
     """The communities these nodes are in, as stored."""
     return community_ids(await graph.get_nodes_attributes_of(sorted(nodes), ("clusters",)))
 
 
-async def cluster_after_write(graph: BaseGraphStorage, touched: Collection[str], were_in: set[str],
+async def cluster_after_write(graph: ClusterMemberships, touched: Collection[str], were_in: set[str],
                               algorithm: str = "leiden") -> tuple[dict[str, CommunitySchema], Optional[set[str]]]:
     """Cluster after a write that changed only the nodes ``touched`` (which were in the
     communities ``were_in`` before it), and return the schema of the communities that may have
@@ -134,15 +130,13 @@ async def cluster_after_write(graph: BaseGraphStorage, touched: Collection[str],
     return await graph.community_schema(only=changed), changed
 
 
-def _default(graph: BaseGraphStorage, method: str) -> bool:
+def _default(graph: ClusterMemberships, method: str) -> bool:
     """Whether ``graph`` uses the contract's own ``method`` (a nano-graphrag storage class may
     bring its own clustering and schema)."""
-    from graphrag.storage.base import BaseGraphStorage
-
-    return getattr(getattr(graph, method), "__func__", None) is getattr(BaseGraphStorage, method)
+    return getattr(getattr(graph, method), "engine_default", False)
 
 
-async def community_schema(graph: BaseGraphStorage, only: Optional[Collection[str]] = None
+async def community_schema(graph: ClusterMemberships, only: Optional[Collection[str]] = None
                            ) -> dict[str, CommunitySchema]:
     """Each community's level, nodes, internal edges, source chunks and sub-communities; with
     ``only``, just those communities, reading only their members and the edges at them (a

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from .leiden_paths import CommunityIds, edge_weight, leiden_partitions, membership_path, place_incrementally
 
 if TYPE_CHECKING:
-    from graphrag.storage.base import BaseGraphStorage
+    from graphrag.storage.capabilities import ClusterMemberships
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class _Neighbourhood:
     """The part of the graph read so far: full neighbour maps of expanded nodes, and the stored
     memberships (raw and as paths) of every node seen."""
 
-    def __init__(self, graph: BaseGraphStorage) -> None:
+    def __init__(self, graph: ClusterMemberships) -> None:
         self.graph = graph
         self.adjacency: dict[str, dict[str, dict[str, Any]]] = {}
         self.raw: dict[str, str] = {}  # node -> its stored clusters text ("" if none)
@@ -82,7 +82,7 @@ class _Neighbourhood:
         return links
 
 
-async def paths_near(graph: BaseGraphStorage, touched: set[str], split_parents: dict[int, int], *,
+async def paths_near(graph: ClusterMemberships, touched: set[str], split_parents: dict[int, int], *,
                      max_cluster_size: int, seed: int, exact_below: int) -> Optional[dict[str, str]]:
     """The membership changes (node -> clusters text, "" for none) that the whole-graph
     incremental update would make after a write that touched ``touched``; ``split_parents``
@@ -94,7 +94,7 @@ async def paths_near(graph: BaseGraphStorage, touched: set[str], split_parents: 
         return None
 
 
-async def _paths_near(graph: BaseGraphStorage, touched: set[str], split_parents: dict[int, int],
+async def _paths_near(graph: ClusterMemberships, touched: set[str], split_parents: dict[int, int],
                       max_cluster_size: int, seed: int, exact_below: int) -> dict[str, str]:
     near = _Neighbourhood(graph)
     await near.expand(touched)

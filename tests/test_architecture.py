@@ -97,13 +97,9 @@ def test_the_import_graph_is_read_from_every_import() -> None:
     assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-# The one cycle left, removed by its own change (issue 36, storage): clustering and its
-# nearby-placement helper. Nothing may join it, and no other cycle may appear.
-KNOWN_CYCLES = [["graphrag.operators.clustering", "graphrag.operators.clustering_nearby", "graphrag.storage.base"]]
-
 
 def test_no_import_cycle_among_product_modules() -> None:
-    assert [c for c in import_cycles(import_graph()) if c not in KNOWN_CYCLES] == []
+    assert import_cycles(import_graph()) == []
 
 
 def test_the_cli_reads_the_index_through_graphrag() -> None:
