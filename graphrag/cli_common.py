@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from graphrag.errors import GraphRAGError
+
 EXIT_OK = 0
 EXIT_FAILED = 1  # nothing to index, unknown document id, unusable working dir files
 EXIT_USAGE = 2  # bad arguments or options, a path or working dir that does not exist
@@ -14,7 +16,7 @@ EXIT_EXTRACTION_FAILED = 4  # the model's answers held no record for any chunk o
 EMBEDDING_ENV = "GRAPHRAG_EMBEDDING"
 
 
-class CLIError(Exception):
+class CLIError(GraphRAGError):
     """A user-facing failure: one line on stderr and an exit code, never a traceback."""
 
     def __init__(self, message: str, code: int = EXIT_FAILED) -> None:

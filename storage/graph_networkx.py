@@ -4,10 +4,11 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, BinaryIO, Mapping, Optional, Union
 from xml.etree.ElementTree import ParseError
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 from .base import BaseGraphStorage, ClusterMemberships, KeepsWalkLinks, WalkLinks, walk_links_from_graph
 from .files import SingleFileStore, StorageFileError, atomic_write_bytes, atomic_write_via
@@ -38,6 +39,8 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
         self._load()
 
     def _parse(self, source: Union[str, BinaryIO]) -> nx.Graph:
+        import networkx as nx  # on first use: a process that never reads the graph never loads it
+
         try:
             return read_graphml(source)
         except (ParseError, nx.NetworkXError, ValueError, KeyError, TypeError) as exc:
@@ -51,6 +54,8 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
         try:
             f = open(self._file_name, "rb")
         except FileNotFoundError:
+            import networkx as nx
+
             self._loaded_signature, self._parsed = None, nx.Graph()
             return
         with f:
@@ -185,5 +190,7 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
         self._dirty = True
 
     async def drop(self) -> None:
+        import networkx as nx
+
         self._parsed, self._lookup = nx.Graph(), None
         self._dirty = True

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Optional, Union
+from typing import TYPE_CHECKING, Any, BinaryIO, Optional, Union
 from xml.etree.ElementTree import ParseError
 from xml.parsers import expat
 from xml.sax.saxutils import escape, quoteattr
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 from .lookup_index import HashingWriter
 
@@ -248,6 +249,8 @@ def read_graphml(source: Union[str, BinaryIO]) -> nx.Graph:
     :func:`write_graphml` and networkx write is read in one expat pass; anything else
     (directed or nested graphs, ports, yfiles, edge ids, parallel edges) goes to networkx.
     """
+    import networkx as nx  # on first use: a process that never reads the graph never loads it
+
     handlers = _GraphMLHandlers()
     parser = _parser(handlers)
     try:

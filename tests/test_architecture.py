@@ -7,6 +7,10 @@ under ``TYPE_CHECKING``.
 from __future__ import annotations
 
 import ast
+import importlib
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,3 +114,66 @@ def test_the_cli_reads_the_index_through_graphrag() -> None:
         assert not {m for m in graph[module] if m == "graphrag.stores" or m.startswith("graphrag.storage")}, module
         tree = ast.parse(product_modules()[module].read_text(encoding="utf-8"))
         assert not [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "stores"], module
+
+
+# ---------------------------------------------------------------- docs/ARCHITECTURE.md holds
+
+ARCHITECTURE = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+# Where a path the document names relative to a package lives in the repository.
+DOC_FOLDERS = ("", "graphrag/", "operators/", "storage/", "prompts/", "graphrag/server/", "graphrag/indexing/",
+               "graphrag/querying/", "graphrag/llm/", "graphrag/readers/", "operators/resolution/")
+
+
+def test_every_file_the_architecture_names_exists() -> None:
+    """Each ``path.py`` (or folder/) the document names in backticks is a file or folder of the
+    repository, looked for from the root and from each package folder it may be written from."""
+    named = set(re.findall(r"`([\w./-]+(?:\.py|\.md|\.txt|/))(?::[^`]*)?`", ARCHITECTURE))
+    assert len(named) > 30  # the pattern reads the document
+    missing = sorted(n for n in named if not any((ROOT / folder / n).exists() for folder in DOC_FOLDERS))
+    assert missing == []
+
+
+def test_every_module_a_backticked_dotted_name_gives_exists() -> None:
+    modules = set(product_modules())
+    named = {n for n in re.findall(r"`(graphrag(?:\.\w+)+)`", ARCHITECTURE) if not n.endswith(".py")}
+    assert named  # e.g. `graphrag.operators`
+    assert sorted(n for n in named if n not in modules and not any(m.startswith(n + ".") for m in modules)) == []
+
+
+def test_the_layer_rules_the_architecture_states_hold() -> None:
+    """An operator never imports a storage backend or the facade; storage never imports an
+    operator except the engine's clustering (which the graph contract's default runs)."""
+    graph = import_graph()
+    backends = {m for m in graph if m.startswith("graphrag.storage.") and m.split(".")[-1] not in
+                ("base", "capabilities", "db_common", "files", "lookup_index")}
+    for module, imported in graph.items():
+        if module.startswith("graphrag.operators."):
+            assert not imported & (backends | {"graphrag.graphrag"}), module
+        if module.startswith("graphrag.storage."):
+            assert {m for m in imported if m.startswith("graphrag.operators.")} <= {"graphrag.operators.clustering"}, \
+                module
+
+
+def test_importing_graphrag_loads_no_heavy_library() -> None:
+    """``import graphrag`` and the engine class load no model, client or graph library, as the
+    document says: they are imported where first used."""
+    code = ("import sys; from graphrag import GraphRAG, QueryParam; import graphrag.cli; "
+            "print(sorted(m for m in ('networkx', 'openai', 'torch', 'graspologic', 'sentence_transformers', "
+            "'onnxruntime', 'jieba', 'psycopg', 'neo4j', 'pymilvus') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_error_is_in_the_one_hierarchy() -> None:
+    """Every public exception class a product module defines derives from ``GraphRAGError``."""
+    from graphrag.errors import GraphRAGError
+
+    outside = []
+    for name, path in product_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_") and (
+                    node.name.endswith("Error") or node.name.endswith("Exception")):
+                cls = getattr(importlib.import_module(name), node.name)
+                if not issubclass(cls, GraphRAGError):
+                    outside.append(f"{name}.{node.name}")
+    assert outside == []
