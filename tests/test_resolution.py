@@ -222,6 +222,9 @@ LOOK_ALIKES = [
     ("KSČ", "K.S.C.", "ORGANIZATION", "accents"),
     ("REPUBLIC OF THE CONGO", "DEMOCRATIC REPUBLIC OF THE CONGO", "GEO", "qualifier"),
     ("DAVY JONES", "DAVY JONES OF THE MONKEES", "PERSON", "qualifier"),
+    # A possessive added to a name built around a connector makes another thing.
+    ("LABOURERS' FEDERATION OF NORTHLAND", "FEDERATION OF NORTHLAND", "ORGANIZATION", "qualifier"),
+    ("WORKER'S FEDERATION OF NORTHLAND", "FEDERATION OF NORTHLAND", "ORGANIZATION", "qualifier"),
 ]
 
 
@@ -1031,3 +1034,45 @@ def test_pairs_over_the_judge_budget_wait_pending_and_batching_changes_nothing(t
     churned.delete_documents(doc_id_for(passing))
     churned.resolve_pending()
     assert state_of(churned) == expected
+
+
+def test_an_acronym_spelled_by_a_name_s_initials_as_written() -> None:
+    # Three letters or more spelling the other name's initials: one thing on the names alone,
+    # with or without its connector words, accents as the acronym writes them.
+    for short, full in [("ICA", "INTERNATIONAL CARTOGRAPHIC ASSOCIATION"), ("BOE", "BANK OF ENGLAND"),
+                        ("ÉNP", "ÉCOLE NATIONALE DE PEINTURE")]:
+        assert name_relation(short, full) == "acronym", (short, full)
+        assert decided(profile(short), profile(full)).verdict == "merge", (short, full)
+    # An accent the acronym writes must be the initial's (ÉNP is no EASTERN NAVAL PATROL's).
+    assert name_relation("ÉNP", "EASTERN NAVAL PATROL") is None
+    assert name_relation("ENP", "ÉCOLE NATIONALE DE PEINTURE") is None
+    assert name_relation("ŠKP", "SOUTHERN KEY PARTNERS") is None
+    # Types that disagree, or two letters only (many things' initials), need more than that.
+    assert decided(profile("ICA", "PERSON"), profile("INTERNATIONAL CARTOGRAPHIC ASSOCIATION",
+                                                     "ORGANIZATION")).verdict != "merge"
+    assert decided(profile("CP"), profile("CANADIAN PACIFIC")).verdict != "merge"
+    # A common noun phrase written in lower case still has its acronym.
+    cache = profile("WRITE-BEHIND CACHE", "TECHNOLOGY", description="A write-behind cache buffers the writes.")
+    decision = decided(profile("WBC", "TECHNOLOGY"), cache)
+    assert decision.verdict == "merge" and decision.part
+    # An acronym that two names of the graph spell stands for neither.
+    names = {"ICA", "INTERNATIONAL CARTOGRAPHIC ASSOCIATION", "INDEPENDENT CINEMA ALLIANCE"}
+    pairs = {tuple(sorted(("ICA", full))) for full in names - {"ICA"}}
+    assert group_names(names, pairs, ManualDecisions(), parts=pairs) == {}  # type: ignore[arg-type]
+    one = {("ICA", "INTERNATIONAL CARTOGRAPHIC ASSOCIATION")}
+    assert group_names(names - {"INDEPENDENT CINEMA ALLIANCE"}, one, ManualDecisions(), parts=one) == {
+        "ICA": "INTERNATIONAL CARTOGRAPHIC ASSOCIATION"}
+
+
+def test_a_name_and_the_name_with_a_leading_article_described_in_one_text_stay_apart() -> None:
+    # One extraction describing both (the town and the newspaper named after it) told two
+    # things apart; the same names from different texts are spellings of one.
+    town = profile("ASHBOURNE", description="A market town.")
+    paper = profile("THE ASHBOURNE", description="A weekly newspaper printed in the town.")
+    town.chunks.add("c1")
+    paper.chunks.add("c1")
+    assert decided(town, paper).verdict != "merge"
+    elsewhere = profile("THE ASHBOURNE", description="A market town in the hills.")
+    elsewhere.descriptions = {"c2": elsewhere.descriptions["c1"]}
+    elsewhere.chunks.add("c2")
+    assert decided(town, elsewhere).verdict == "merge"

@@ -184,6 +184,8 @@ _BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6,
 # weighs against equal keys without vetoing them; a chunk in common counts for a pair.
 _SURFACE, _KEY_TYPE_CONFLICT, _SAME_CHUNK = 0.9, -0.2, 0.1
 # Relations that, alone, allow two names in one group (the others need an accepted pair).
+# A spelled acronym (of at least this many letters) starts as high as initials against names.
+_SPELLED_LETTERS, _SPELLED = 3, 0.15
 _COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym"}
 _PERSON_PARTS = frozenset({"surname", "first_name"})
 # Relations of a name and a shorter form of it that needs something else in common.
@@ -296,13 +298,18 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         if round(reach, 4) < ask_threshold:
             return PairDecision(a, b, relation, round(reach, 4), "distinct", _evidence(pa, pb, relation, shared,
                                                                                      description, same_chunk))
-    corroborated = relation == "stated" or bool(shared) or description >= 0.2
+    # An acronym of three letters or more that spells the other name's initials, accents
+    # and all (TLS, ÉTS), names it without more evidence: two letters (CT, EU) are too many
+    # things' initials. An acronym of two expansions stays alone (``part``).
+    spelled = relation == "acronym" and min(len(name_key(a)[0]), len(name_key(b)[0])) >= _SPELLED_LETTERS \
+        and 1 in (len(name_key(a)), len(name_key(b)))
+    corroborated = relation == "stated" or bool(shared) or description >= 0.2 or spelled
     if not corroborated and (relation in _PARTS or relation == "acronym" or relation == "same_key" and typed and ta != tb):
         corroborated = _states(pa, pb)  # only where something in common is asked for: it reads every description
     genders = {gender(pa.name) or pa.pronoun_gender, gender(pb.name) or pb.pronoun_gender} - {None}
     surface = relation == "same_key" and _surface_variants(a, b)
     score = (_SURFACE if surface else _BASE[relation]) + 0.1 * min(len(shared), 3) + 0.5 * description \
-        + _SAME_CHUNK * same_chunk
+        + _SAME_CHUNK * same_chunk + _SPELLED * spelled
     if typed:
         # Equal keys are strong evidence: a type disagreement there may be the extractor's.
         score += 0.05 if ta == tb else (_KEY_TYPE_CONFLICT if relation == "same_key" else -0.5)
@@ -347,6 +354,10 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # A leading article on a title (THE HOUND OF THE HILLS, a film; HOUND OF THE HILLS, the
         # dog in it): one thing only with a neighbour or the words of the descriptions in common.
         relation_ok = False
+    if relation == "same_key" and _article_led(a) != _article_led(b) and pa.descriptions.keys() & pb.descriptions.keys():
+        # One text describing both the name and the name with a leading article (the city
+        # HARBOURTON and the newspaper THE HARBOURTON): its extractor told two things apart.
+        relation_ok = False
     if relation == "extended_name" and not person:
         corroborated = False  # "VIETNAMESE PRODIGY" is no part of "VIETNAMESE FINE ARTS PRODIGY"
     if relation == "category" and not (typed and ta == tb):
@@ -368,7 +379,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         verdict, if_person = "distinct", False
     elif score >= threshold and relation not in UNSETTLED_RELATIONS and relation_ok \
             and (corroborated or relation in _COMPATIBLE - _PARTS) \
-            and (relation in ("stated", "head", "possessive") or not (pa.described or pb.described)) \
+            and (relation in ("stated", "head", "possessive", "acronym") or not (pa.described or pb.described)) \
             and not ((pa.plural or pb.plural) and _qualified(a, b)) and not told:
         verdict = "merge"
     elif score >= ask_threshold and relation not in ("initials", "middle_name"):
@@ -386,7 +397,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     # A part of a name counts towards its ambiguity only if it could be that person.
     # So is a designation: one said of two people ("TOM'S SON": PAUL, NED) stays alone; and
     # a head that could be two designations' ("THE CLERK": HALE'S, FENWICK'S).
-    part = (relation in _PARTS or relation == "stated" and bool(designation(a) or designation(b))) \
+    part = (relation in _PARTS or relation == "acronym" or relation == "stated" and bool(designation(a) or designation(b))) \
         and len(genders) < 2
     return PairDecision(a, b, relation, score, verdict, evidence, part=part,
                         if_person=if_person and verdict != "merge")

@@ -93,6 +93,38 @@ def _acronym(key: tuple[str, ...]) -> Optional[str]:
     return "".join(letters) if len(letters) >= 2 else None
 
 
+def _acronyms(key: tuple[str, ...]) -> tuple[str, ...]:
+    """The acronyms a name of several words may have: its initials without its connector
+    words (``PRC``) and with them (``ROC`` for REPUBLIC OF CHINA)."""
+    forms = [_acronym(key), "".join(t[0] for t in key) if len(key) >= 2 else None]
+    return tuple(dict.fromkeys(f for f in forms if f))
+
+
+@lru_cache(maxsize=1 << 17)
+def _accented_initials(name: str) -> tuple[str, ...]:
+    """The accent-kept first letter of each word of ``name``'s key, connectors included
+    (ÉCOLE DE TECHNOLOGIE SUPÉRIEURE: É D T S), so an acronym is compared as written."""
+    words = [w for w in re.split(r"[\s-]+", fold_name(_normal(name), keep_accents=True)) if w]
+    written = {}
+    for word in words:
+        letters = "".join(c for c in word if c.isalnum())
+        if letters:
+            written.setdefault(fold_name(letters), letters)
+    return tuple(written.get(t, t)[0] for t in name_key(name))
+
+
+def _spells(acronym_name: str, letters: str, long_name: str) -> bool:
+    """Whether the one-word ``acronym_name`` (its folded key ``letters``) spells the initials
+    of ``long_name`` with the accents both write: ČT is not CZECHOSLOVAK TELEVISION's CT,
+    ÉTS is ÉCOLE DE TECHNOLOGIE SUPÉRIEURE's, ETS is not."""
+    written = _accented_key(acronym_name, letters)
+    initials = _accented_initials(long_name)
+    key = name_key(long_name)
+    # Both ways: an accented letter is another letter (ÖDP is not ODP, whose initials are
+    # OFFENE DEMOKRATISCHE ...), so a plain acronym does not spell accented initials either.
+    return written in ("".join(i for i, t in zip(initials, key) if t not in _CONNECTORS), "".join(initials))
+
+
 @lru_cache(maxsize=1 << 17)
 def gender(name: str) -> Optional[str]:
     """"M" or "F" when an honorific says so (``MRS. BRANT``), else None."""
@@ -214,8 +246,11 @@ def look_alike(a: str, b: str) -> Optional[str]:
         short, long = sorted((ka, kb), key=len)
         added_at_an_end = long[:len(short)] == short or long[len(long) - len(short):] == short
         common_noun = len(short) == 1 and _normal(a if ka == short else b).split()[0] in _ARTICLES
-        # A designation of its head by an owner (HALE'S OFFICE / OFFICE) is a relation of its own.
-        designated = designation(b if ka == short else a) is not None
+        # A designation of its head by an owner (HALE'S OFFICE / OFFICE) is a relation of its
+        # own; not when that head is itself a name built around a connector: a possessive
+        # added to it makes another thing (PEOPLE'S REPUBLIC OF X / REPUBLIC OF X).
+        found = designation(b if ka == short else a)
+        designated = found is not None and not _relational(found[1])
         if added_at_an_end and not common_noun and not designated:
             return "qualifier"
     return None
@@ -247,8 +282,10 @@ def name_relation(a: str, b: str) -> Optional[str]:
     if ka == kb:
         return "same_key"
     short, long = (ka, kb) if (len(ka), ka) <= (len(kb), kb) else (kb, ka)
-    if len(short) == 1 and len(long) >= 2 and short[0] == _acronym(long):
-        return "acronym"
+    if len(short) == 1 and len(long) >= 2 and short[0] in _acronyms(long):
+        # Folded letters meet; the accents each name writes must agree too (ČT / CT).
+        acronym_name, long_name = (a, b) if ka == short else (b, a)
+        return "acronym" if _spells(acronym_name, short[0], long_name) else None
     if len(short) == len(long) and all(_initial_match(x, y) for x, y in zip(short, long)):
         return "initials"
     owned_a, owned_b = owned(a), owned(b)
