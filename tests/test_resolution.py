@@ -1076,3 +1076,19 @@ def test_a_name_and_the_name_with_a_leading_article_described_in_one_text_stay_a
     elsewhere.descriptions = {"c2": elsewhere.descriptions["c1"]}
     elsewhere.chunks.add("c2")
     assert decided(town, elsewhere).verdict == "merge"
+
+
+def test_a_surname_or_first_name_in_the_text_of_the_full_name_is_that_person() -> None:
+    def person(name: str, chunk: str, type_: str = "PERSON") -> NameProfile:
+        p = profile(name, type_)
+        p.chunks.add(chunk)
+        return p
+
+    # People, one text naming both, nothing else in common: the part refers back.
+    assert decided(person("HOLLSTEN", "c1"), person("MARIT HOLLSTEN", "c1")).verdict == "merge"
+    assert decided(person("MARIT", "c1"), person("MARIT HOLLSTEN", "c1")).verdict == "merge"
+    # Not from different texts, nor of places, nor of a name made of initials (K. HOLLSTEN: "K" is
+    # no full first name to refer back to).
+    assert decided(person("HOLLSTEN", "c2"), person("MARIT HOLLSTEN", "c1")).verdict != "merge"
+    assert decided(person("ELSTER", "c1", "GEO"), person("BAD ELSTER", "c1", "GEO")).verdict != "merge"
+    assert decided(person("HOLLSTEN", "c1"), person("K. HOLLSTEN", "c1")).verdict != "merge"

@@ -336,8 +336,14 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # group turns out to be a person (a titled name in it: "MR. EDWIN HALE").
         if_person = (not person and ta == tb == "UNKNOWN" and corroborated
                      and round(score + 0.1, 4) >= threshold)
+        # Both said to be people (typed so, a title or the pronouns), and one text naming
+        # both with a full name (no initial in it): there a surname or a first name refers
+        # back to it (GÜNTHER WALLRAFF ... WALLRAFF); the ambiguity of a part (``part``)
+        # keeps one that two full names share alone.
+        people = all(p.type == "PERSON" or gender(p.name) or p.pronoun_gender for p in (pa, pb))
+        full = all(len(t) > 1 for t in max(name_key(a), name_key(b), key=len))
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
-                                         and description >= 0.3)
+                                         and description >= 0.3) or people and full and bool(pa.chunks & pb.chunks)
         # Said to be different things ("a jester", "a dealer"): JACK MILLER is no OLD JACK.
         if pa.roles and pb.roles and not pa.roles & pb.roles:
             corroborated = if_person = False
