@@ -189,6 +189,11 @@ def _numbers(key: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(sorted(found))
 
 
+def _name_words(key: tuple[str, ...]) -> int:
+    """How many words of a name are more than an initial."""
+    return sum(len(t) > 1 for t in key)
+
+
 def _leading_initials(key: tuple[str, ...]) -> int:
     count = 0
     while count < len(key) - 1 and len(key[count]) == 1:
@@ -238,7 +243,8 @@ def look_alike(a: str, b: str) -> Optional[str]:
     if generation_a != generation_b:
         return "generation"
     for x, y, run in ((ka, kb, run_a), (kb, ka, run_b)):
-        if run >= 2 and len(y[0]) > 1 and not all(_initial_match(i, w) for i, w in zip(x[:run], y[:run])):
+        # A surname alone has no first name to disagree with (WELLS / H. G. WELLS).
+        if run >= 2 and len(y) > 1 and len(y[0]) > 1 and not all(_initial_match(i, w) for i, w in zip(x[:run], y[:run])):
             return "initials"
     if ka == kb and len(ka) == 1 and len(ka[0]) <= 5 and _accented_key(a, ka[0]) != _accented_key(b, kb[0]):
         return "accents"
@@ -310,7 +316,7 @@ def name_relation(a: str, b: str) -> Optional[str]:
         extra = set(long) - set(short)
         if long[-1] in _GENERIC_HEADS or short[-1] in _GENERIC_HEADS or extra & _MODIFIERS:
             return "overlap"
-        if len(short) == 1 and len(long) <= 3:
+        if len(short) == 1 and _name_words(long) <= 3:  # initials are no words (J. R. R. TOLKIEN)
             if short[0] == long[-1]:
                 return "surname"
             if short[0] == long[0]:
