@@ -1107,3 +1107,25 @@ def test_a_surname_is_part_of_a_name_with_initials_and_stays_alone_between_two_p
     parts = {("HOLLSTEN", "K. L. M. HOLLSTEN"), ("HOLLSTEN", "MARIT HOLLSTEN")}
     assert group_names(names, {("HOLLSTEN", "MARIT HOLLSTEN")}, ManualDecisions(), parts=parts) == {}
     assert NameIndex(["K. L. M. HOLLSTEN"]).candidates("HOLLSTEN") == {"K. L. M. HOLLSTEN": "surname"}
+
+
+def test_an_abbreviation_keeps_the_first_character_of_each_two_in_a_script_without_spaces() -> None:
+    from graphrag.operators.resolution import NameIndex
+
+    assert name_relation("东大", "东京大学") == "abbreviation"
+    assert name_relation("上交大", "上海交通大学") == "abbreviation"
+    # A prefix is a qualified name (东京 / 东京大学), and other characters are no abbreviation.
+    assert name_relation("东京", "东京大学") is None
+    assert name_relation("上交", "上海交通大学") is None
+    assert name_relation("东学", "东京大学") is None
+
+    def named(name: str, chunk: str, neighbours: tuple[str, ...] = ()) -> NameProfile:
+        p = profile(name, "ORGANIZATION", neighbours)
+        p.chunks.add(chunk)
+        return p
+
+    # One text using both, or a neighbour in common; not the names alone.
+    assert decided(named("东大", "c1"), named("东京大学", "c1")).verdict == "merge"
+    assert decided(named("东大", "c1", ("本乡",)), named("东京大学", "c2", ("本乡",))).verdict == "merge"
+    assert decided(named("东大", "c1"), named("东京大学", "c2")).verdict != "merge"
+    assert NameIndex(["东京大学"]).candidates("东大") == {"东京大学": "abbreviation"}

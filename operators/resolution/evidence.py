@@ -178,7 +178,7 @@ def _cosine(pa: NameProfile, pb: NameProfile) -> float:
 
 
 _BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6, "first_name": 0.55,
-         "acronym": 0.55, "stated": 0.8, "possessive": 0.75, "head": 0.6, "extended_name": 0.6,
+         "acronym": 0.55, "abbreviation": 0.6, "stated": 0.8, "possessive": 0.75, "head": 0.6, "extended_name": 0.6,
          "category": 0.6, "overlap": 0.2, "fuzzy": 0.2, "similar": 0.2}
 # Names that differ only in spelling start higher than a title apart; a type disagreement
 # weighs against equal keys without vetoing them; a chunk in common counts for a pair.
@@ -186,7 +186,9 @@ _SURFACE, _KEY_TYPE_CONFLICT, _SAME_CHUNK = 0.9, -0.2, 0.1
 # Relations that, alone, allow two names in one group (the others need an accepted pair).
 # A spelled acronym (of at least this many letters) starts as high as initials against names.
 _SPELLED_LETTERS, _SPELLED = 3, 0.15
-_COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym"}
+_COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym", "abbreviation"}
+# A short form kept from a name's own letters: one of two names it could stand for stays alone.
+_SHORT_FORMS = frozenset({"acronym", "abbreviation"})
 _PERSON_PARTS = frozenset({"surname", "first_name"})
 # Relations of a name and a shorter form of it that needs something else in common.
 _PARTS = _PERSON_PARTS | {"head", "extended_name", "category"}
@@ -304,7 +306,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     spelled = relation == "acronym" and min(len(name_key(a)[0]), len(name_key(b)[0])) >= _SPELLED_LETTERS \
         and 1 in (len(name_key(a)), len(name_key(b)))
     corroborated = relation == "stated" or bool(shared) or description >= 0.2 or spelled
-    if not corroborated and (relation in _PARTS or relation == "acronym" or relation == "same_key" and typed and ta != tb):
+    if not corroborated and (relation in _PARTS or relation in _SHORT_FORMS or relation == "same_key" and typed and ta != tb):
         corroborated = _states(pa, pb)  # only where something in common is asked for: it reads every description
     genders = {gender(pa.name) or pa.pronoun_gender, gender(pb.name) or pb.pronoun_gender} - {None}
     surface = relation == "same_key" and _surface_variants(a, b)
@@ -364,6 +366,9 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # One text describing both the name and the name with a leading article (the city
         # HARBOURTON and the newspaper THE HARBOURTON): its extractor told two things apart.
         relation_ok = False
+    if relation == "abbreviation":
+        # Characters kept from a name (北大) name it where a text uses both, or a neighbour is shared.
+        corroborated = bool(shared) or same_chunk
     if relation == "extended_name" and not person:
         corroborated = False  # "VIETNAMESE PRODIGY" is no part of "VIETNAMESE FINE ARTS PRODIGY"
     if relation == "category" and not (typed and ta == tb):
@@ -403,7 +408,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     # A part of a name counts towards its ambiguity only if it could be that person.
     # So is a designation: one said of two people ("TOM'S SON": PAUL, NED) stays alone; and
     # a head that could be two designations' ("THE CLERK": HALE'S, FENWICK'S).
-    part = (relation in _PARTS or relation == "acronym" or relation == "stated" and bool(designation(a) or designation(b))) \
+    part = (relation in _PARTS or relation in _SHORT_FORMS or relation == "stated" and bool(designation(a) or designation(b))) \
         and len(genders) < 2
     return PairDecision(a, b, relation, score, verdict, evidence, part=part,
                         if_person=if_person and verdict != "merge")

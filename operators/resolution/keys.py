@@ -100,6 +100,14 @@ def _acronyms(key: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(f for f in forms if f))
 
 
+def _abbreviated(word: str) -> Optional[str]:
+    """The abbreviation of a one-word name in a script without case or spaces, two
+    characters a word: the first character of each (北京大学 -> 北大)."""
+    if len(word) >= 4 and len(word) % 2 == 0 and all(c.isalpha() and c.upper() == c.lower() for c in word):
+        return word[::2]
+    return None
+
+
 @lru_cache(maxsize=1 << 17)
 def _accented_initials(name: str) -> tuple[str, ...]:
     """The accent-kept first letter of each word of ``name``'s key, connectors included
@@ -269,6 +277,8 @@ def name_relation(a: str, b: str) -> Optional[str]:
     - ``initials``: equal but for initials (``J. MORROW`` / ``JAMES MORROW``);
     - ``middle_name``: one adds middle names or initials (``JOHN T. DOE`` / ``JOHN DOE``);
     - ``acronym``: one is the other's initials (``IRS`` / ``INTERNAL REVENUE SERVICE``);
+    - ``abbreviation``: one keeps the first character of each two of the other, in a script
+      without case or spaces (北大 / 北京大学);
     - ``surname``, ``first_name``: a one-word name that ends or starts a person-like name;
     - ``overlap``: other shared words; ``fuzzy``: similar spelling only.
     """
@@ -292,6 +302,8 @@ def name_relation(a: str, b: str) -> Optional[str]:
         # Folded letters meet; the accents each name writes must agree too (ČT / CT).
         acronym_name, long_name = (a, b) if ka == short else (b, a)
         return "acronym" if _spells(acronym_name, short[0], long_name) else None
+    if len(short) == len(long) == 1 and _abbreviated(max(short[0], long[0], key=len)) == min(short[0], long[0], key=len):
+        return "abbreviation"
     if len(short) == len(long) and all(_initial_match(x, y) for x, y in zip(short, long)):
         return "initials"
     owned_a, owned_b = owned(a), owned(b)
