@@ -1129,3 +1129,16 @@ def test_an_abbreviation_keeps_the_first_character_of_each_two_in_a_script_witho
     assert decided(named("东大", "c1", ("本乡",)), named("东京大学", "c2", ("本乡",))).verdict == "merge"
     assert decided(named("东大", "c1"), named("东京大学", "c2")).verdict != "merge"
     assert NameIndex(["东京大学"]).candidates("东大") == {"东京大学": "abbreviation"}
+
+
+def test_an_acronym_is_no_part_of_a_person_s_name() -> None:
+    # A one-word name its text writes in capitals is an acronym: "THE FDU" (a span with an
+    # article of another language, say) is no full name that FDU is the surname of, and it does
+    # not make FDU ambiguous between it and what FDU stands for.
+    fdu = profile("FDU", description="In the council, FDU voted for the budget.")
+    spanned = profile("DER FDU", description="Der FDU gewann einen Sitz.")
+    assert name_relation("FDU", "DER FDU") == "surname"
+    decision = decided(fdu, spanned)
+    assert decision.verdict == "distinct" and not decision.part
+    # A surname its text writes as a word stays one.
+    assert not profile("FENWICK", description="Fenwick sold the mill.").capitals

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Optional
 from graphrag.schema import ChunkExtraction
 
 from .english import STOPWORDS, description_claims, description_signals, gender_from_pronouns, is_english, plural_name
-from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
+from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _accented_key, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
 
 
 _WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
@@ -82,6 +82,16 @@ class NameProfile:
     def plural(self) -> bool:
         """A group's name, as the descriptions' verbs say (:func:`.english.plural_name`)."""
         return plural_name(self.name, self.english)
+
+    @cached_property
+    def capitals(self) -> bool:
+        """A one-word name its descriptions write in capitals (``ODP``, ``NASA``): an acronym,
+        not a person's surname or first name (in a script with case)."""
+        key = name_key(self.name)
+        if len(key) != 1 or len(key[0]) < 2 or not key[0].isupper():
+            return False
+        written = re.compile(rf"(?<!\w){re.escape(_accented_key(self.name, key[0]))}(?!\w)")
+        return any(written.search(text) for text in self.descriptions.values())
 
     @cached_property
     def pronoun_gender(self) -> Optional[str]:
@@ -324,6 +334,10 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     else:
         relation_ok = True
     person = "PERSON" in (ta, tb) or bool(genders)
+    if relation in _PERSON_PARTS and (pa.capitals or pb.capitals):
+        # An acronym is no part of a person's name (ODP / THE ODP is not a surname): nor does
+        # it count among the fuller names such a part could stand for.
+        return PairDecision(a, b, relation, 0.0, "distinct", {"relation": relation, "acronym": True})
     if relation in _PERSON_PARTS:
         # Part of a person's name; of anything else ("MIDSUMMER" / "HAPPY MIDSUMMER") it is not.
         if person:
