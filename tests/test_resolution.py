@@ -219,6 +219,9 @@ LOOK_ALIKES = [
     ("JOHN SMITH JR.", "JOHN SMITH SR.", "PERSON", "generation"),
     ("HENRY FORD III", "HENRY FORD", "PERSON", "number"),
     ("T.J. MILLER", "TIM MILLER", "PERSON", "initials"),
+    ("ANNA K. L. VOGT", "ANNA L. VOGT", "PERSON", "initials"),
+    ("ANNA L. VOGT", "ANNA VOGT", "PERSON", None),  # a middle initial added, not another one
+    ("马克·K·L·温", "马克·L·温", "PERSON", "initials"),
     ("KSČ", "K.S.C.", "ORGANIZATION", "accents"),
     ("REPUBLIC OF THE CONGO", "DEMOCRATIC REPUBLIC OF THE CONGO", "GEO", "qualifier"),
     ("DAVY JONES", "DAVY JONES OF THE MONKEES", "PERSON", "qualifier"),

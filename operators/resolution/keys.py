@@ -202,6 +202,15 @@ def _name_words(key: tuple[str, ...]) -> int:
     return sum(len(t) > 1 for t in key)
 
 
+def _middle_initials_differ(ka: tuple[str, ...], kb: tuple[str, ...]) -> bool:
+    """Two names with one first and last word, each writing its middle names as initials,
+    different ones (GEORGE H. W. BUSH / GEORGE W. BUSH): who writes initials writes them all."""
+    if len(ka) < 3 or len(kb) < 3 or ka[0] != kb[0] or ka[-1] != kb[-1]:
+        return False
+    middle_a, middle_b = ka[1:-1], kb[1:-1]
+    return all(len(t) == 1 for t in middle_a + middle_b) and middle_a != middle_b
+
+
 def _leading_initials(key: tuple[str, ...]) -> int:
     count = 0
     while count < len(key) - 1 and len(key[count]) == 1:
@@ -236,7 +245,7 @@ def look_alike(a: str, b: str) -> Optional[str]:
     - ``number``: the numbers differ (APOLLO 11 / APOLLO 13, 2ND / 3RD ARMY);
     - ``generation``: a generation suffix differs (JOHN SMITH JR. / JOHN SMITH);
     - ``initials``: initials stand where the other has a full first name (T.J. SMITH /
-      TOM SMITH: J is not in TOM);
+      TOM SMITH: J is not in TOM), or both write middle initials, different ones;
     - ``accents``: a short name that differs in its accents only (ČSA / C.S.A.);
     - ``qualifier``: one name is the other with words added around a connector (BANK OF
       SCOTLAND / ROYAL BANK OF SCOTLAND, ANN LEE / ANN LEE OF THE BAND),
@@ -254,6 +263,8 @@ def look_alike(a: str, b: str) -> Optional[str]:
         # A surname alone has no first name to disagree with (WELLS / H. G. WELLS).
         if run >= 2 and len(y) > 1 and len(y[0]) > 1 and not all(_initial_match(i, w) for i, w in zip(x[:run], y[:run])):
             return "initials"
+    if _middle_initials_differ(ka, kb):
+        return "initials"
     if ka == kb and len(ka) == 1 and len(ka[0]) <= 5 and _accented_key(a, ka[0]) != _accented_key(b, kb[0]):
         return "accents"
     if ka != kb and (_relational(ka) or _relational(kb)):
