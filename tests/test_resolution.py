@@ -219,9 +219,15 @@ LOOK_ALIKES = [
     ("JOHN SMITH JR.", "JOHN SMITH SR.", "PERSON", "generation"),
     ("HENRY FORD III", "HENRY FORD", "PERSON", "number"),
     ("T.J. MILLER", "TIM MILLER", "PERSON", "initials"),
+    ("ANNA K. L. VOGT", "ANNA L. VOGT", "PERSON", "initials"),
+    ("ANNA L. VOGT", "ANNA VOGT", "PERSON", None),  # a middle initial added, not another one
+    ("马克·K·L·温", "马克·L·温", "PERSON", "initials"),
     ("KSČ", "K.S.C.", "ORGANIZATION", "accents"),
     ("REPUBLIC OF THE CONGO", "DEMOCRATIC REPUBLIC OF THE CONGO", "GEO", "qualifier"),
     ("DAVY JONES", "DAVY JONES OF THE MONKEES", "PERSON", "qualifier"),
+    # A possessive added to a name built around a connector makes another thing.
+    ("LABOURERS' FEDERATION OF NORTHLAND", "FEDERATION OF NORTHLAND", "ORGANIZATION", "qualifier"),
+    ("WORKER'S FEDERATION OF NORTHLAND", "FEDERATION OF NORTHLAND", "ORGANIZATION", "qualifier"),
 ]
 
 
@@ -1031,3 +1037,111 @@ def test_pairs_over_the_judge_budget_wait_pending_and_batching_changes_nothing(t
     churned.delete_documents(doc_id_for(passing))
     churned.resolve_pending()
     assert state_of(churned) == expected
+
+
+def test_an_acronym_spelled_by_a_name_s_initials_as_written() -> None:
+    # Three letters or more spelling the other name's initials: one thing on the names alone,
+    # with or without its connector words, accents as the acronym writes them.
+    for short, full in [("ICA", "INTERNATIONAL CARTOGRAPHIC ASSOCIATION"), ("BOE", "BANK OF ENGLAND"),
+                        ("ÉNP", "ÉCOLE NATIONALE DE PEINTURE")]:
+        assert name_relation(short, full) == "acronym", (short, full)
+        assert decided(profile(short), profile(full)).verdict == "merge", (short, full)
+    # An accent the acronym writes must be the initial's (ÉNP is no EASTERN NAVAL PATROL's).
+    assert name_relation("ÉNP", "EASTERN NAVAL PATROL") is None
+    assert name_relation("ENP", "ÉCOLE NATIONALE DE PEINTURE") is None
+    assert name_relation("ŠKP", "SOUTHERN KEY PARTNERS") is None
+    # Types that disagree, or two letters only (many things' initials), need more than that.
+    assert decided(profile("ICA", "PERSON"), profile("INTERNATIONAL CARTOGRAPHIC ASSOCIATION",
+                                                     "ORGANIZATION")).verdict != "merge"
+    assert decided(profile("CP"), profile("CANADIAN PACIFIC")).verdict != "merge"
+    # A common noun phrase written in lower case still has its acronym.
+    cache = profile("WRITE-BEHIND CACHE", "TECHNOLOGY", description="A write-behind cache buffers the writes.")
+    decision = decided(profile("WBC", "TECHNOLOGY"), cache)
+    assert decision.verdict == "merge" and decision.part
+    # An acronym that two names of the graph spell stands for neither.
+    names = {"ICA", "INTERNATIONAL CARTOGRAPHIC ASSOCIATION", "INDEPENDENT CINEMA ALLIANCE"}
+    pairs = {tuple(sorted(("ICA", full))) for full in names - {"ICA"}}
+    assert group_names(names, pairs, ManualDecisions(), parts=pairs) == {}  # type: ignore[arg-type]
+    one = {("ICA", "INTERNATIONAL CARTOGRAPHIC ASSOCIATION")}
+    assert group_names(names - {"INDEPENDENT CINEMA ALLIANCE"}, one, ManualDecisions(), parts=one) == {
+        "ICA": "INTERNATIONAL CARTOGRAPHIC ASSOCIATION"}
+
+
+def test_a_name_and_the_name_with_a_leading_article_described_in_one_text_stay_apart() -> None:
+    # One extraction describing both (the town and the newspaper named after it) told two
+    # things apart; the same names from different texts are spellings of one.
+    town = profile("ASHBOURNE", description="A market town.")
+    paper = profile("THE ASHBOURNE", description="A weekly newspaper printed in the town.")
+    town.chunks.add("c1")
+    paper.chunks.add("c1")
+    assert decided(town, paper).verdict != "merge"
+    elsewhere = profile("THE ASHBOURNE", description="A market town in the hills.")
+    elsewhere.descriptions = {"c2": elsewhere.descriptions["c1"]}
+    elsewhere.chunks.add("c2")
+    assert decided(town, elsewhere).verdict == "merge"
+
+
+def test_a_surname_or_first_name_in_the_text_of_the_full_name_is_that_person() -> None:
+    def person(name: str, chunk: str, type_: str = "PERSON") -> NameProfile:
+        p = profile(name, type_)
+        p.chunks.add(chunk)
+        return p
+
+    # People, one text naming both, nothing else in common: the part refers back.
+    assert decided(person("HOLLSTEN", "c1"), person("MARIT HOLLSTEN", "c1")).verdict == "merge"
+    assert decided(person("MARIT", "c1"), person("MARIT HOLLSTEN", "c1")).verdict == "merge"
+    # Not from different texts, nor of places, nor of a name made of initials (K. HOLLSTEN: "K" is
+    # no full first name to refer back to).
+    assert decided(person("HOLLSTEN", "c2"), person("MARIT HOLLSTEN", "c1")).verdict != "merge"
+    assert decided(person("ELSTER", "c1", "GEO"), person("BAD ELSTER", "c1", "GEO")).verdict != "merge"
+    assert decided(person("HOLLSTEN", "c1"), person("K. HOLLSTEN", "c1")).verdict != "merge"
+
+
+def test_a_surname_is_part_of_a_name_with_initials_and_stays_alone_between_two_people() -> None:
+    from graphrag.operators.resolution import NameIndex, look_alike
+
+    # Initials are no words: HOLLSTEN ends K. L. M. HOLLSTEN as it ends MARIT HOLLSTEN, and a
+    # surname alone has no first name for the initials to disagree with.
+    assert look_alike("HOLLSTEN", "K. L. M. HOLLSTEN") is None
+    assert name_relation("HOLLSTEN", "K. L. M. HOLLSTEN") == "surname"
+    assert look_alike("K. L. M. HOLLSTEN", "MARIT HOLLSTEN") == "initials"
+    # Two people it could be: a pair accepted with one of them does not group it.
+    names = {"HOLLSTEN", "K. L. M. HOLLSTEN", "MARIT HOLLSTEN"}
+    parts = {("HOLLSTEN", "K. L. M. HOLLSTEN"), ("HOLLSTEN", "MARIT HOLLSTEN")}
+    assert group_names(names, {("HOLLSTEN", "MARIT HOLLSTEN")}, ManualDecisions(), parts=parts) == {}
+    assert NameIndex(["K. L. M. HOLLSTEN"]).candidates("HOLLSTEN") == {"K. L. M. HOLLSTEN": "surname"}
+
+
+def test_an_abbreviation_keeps_the_first_character_of_each_two_in_a_script_without_spaces() -> None:
+    from graphrag.operators.resolution import NameIndex
+
+    assert name_relation("东大", "东京大学") == "abbreviation"
+    assert name_relation("上交大", "上海交通大学") == "abbreviation"
+    # A prefix is a qualified name (东京 / 东京大学), and other characters are no abbreviation.
+    assert name_relation("东京", "东京大学") is None
+    assert name_relation("上交", "上海交通大学") is None
+    assert name_relation("东学", "东京大学") is None
+
+    def named(name: str, chunk: str, neighbours: tuple[str, ...] = ()) -> NameProfile:
+        p = profile(name, "ORGANIZATION", neighbours)
+        p.chunks.add(chunk)
+        return p
+
+    # One text using both, or a neighbour in common; not the names alone.
+    assert decided(named("东大", "c1"), named("东京大学", "c1")).verdict == "merge"
+    assert decided(named("东大", "c1", ("本乡",)), named("东京大学", "c2", ("本乡",))).verdict == "merge"
+    assert decided(named("东大", "c1"), named("东京大学", "c2")).verdict != "merge"
+    assert NameIndex(["东京大学"]).candidates("东大") == {"东京大学": "abbreviation"}
+
+
+def test_an_acronym_is_no_part_of_a_person_s_name() -> None:
+    # A one-word name its text writes in capitals is an acronym: "THE FDU" (a span with an
+    # article of another language, say) is no full name that FDU is the surname of, and it does
+    # not make FDU ambiguous between it and what FDU stands for.
+    fdu = profile("FDU", description="In the council, FDU voted for the budget.")
+    spanned = profile("DER FDU", description="Der FDU gewann einen Sitz.")
+    assert name_relation("FDU", "DER FDU") == "surname"
+    decision = decided(fdu, spanned)
+    assert decision.verdict == "distinct" and not decision.part
+    # A surname its text writes as a word stays one.
+    assert not profile("FENWICK", description="Fenwick sold the mill.").capitals

@@ -8,7 +8,7 @@ from itertools import combinations
 from typing import Any, Iterable, Mapping, Union
 
 
-from .keys import UNSETTLED_RELATIONS, _NICKNAME_WORDS, _acronym, _grams, designation, name_key, name_relation, owned
+from .keys import UNSETTLED_RELATIONS, _NICKNAME_WORDS, _abbreviated, _acronym, _acronyms, _grams, _name_words, designation, name_key, name_relation, owned
 
 
 # MinHash over character 3-grams: BANDS x ROWS signature, bucketed per band. Two names
@@ -57,11 +57,13 @@ def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
     blocks: list[tuple[Any, ...]] = [("key", key), ("words", tuple(sorted(set(key)))),
                                      *(("token", t) for t in sorted(set(key)) if len(t) > 1)]
     # An acronym meets the names it could stand for (not other names with the same initials).
-    if len(key) > 1 and (acronym := _acronym(key)):
-        blocks.append(("expands", acronym))
+    if len(key) > 1 and _acronym(key):
+        blocks += [("expands", acronym) for acronym in _acronyms(key)]
     elif len(key) == 1 and 2 <= len(key[0]) <= 6:
         blocks.append(("acronym", key[0]))
-    if 2 <= len(key) <= 3:  # where a one-word name may be its first name or its surname
+    if len(key) == 1 and (short := _abbreviated(key[0])):  # 北京大学 meets 北大
+        blocks.append(("expands", short))
+    if len(key) >= 2 and _name_words(key) <= 3:  # where a one-word name may be its first name or its surname
         blocks += [("first", key[0]), ("last", key[-1])]
     if len(key) == 2 and key[0] in _NICKNAME_WORDS:  # "LITTLE NED" meets "NED BRANT"
         blocks.append(("nickname", key[1]))

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Optional
 from graphrag.schema import ChunkExtraction
 
 from .english import STOPWORDS, description_claims, description_signals, gender_from_pronouns, is_english, plural_name
-from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
+from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _accented_key, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
 
 
 _WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
@@ -82,6 +82,16 @@ class NameProfile:
     def plural(self) -> bool:
         """A group's name, as the descriptions' verbs say (:func:`.english.plural_name`)."""
         return plural_name(self.name, self.english)
+
+    @cached_property
+    def capitals(self) -> bool:
+        """A one-word name its descriptions write in capitals (``ODP``, ``NASA``): an acronym,
+        not a person's surname or first name (in a script with case)."""
+        key = name_key(self.name)
+        if len(key) != 1 or len(key[0]) < 2 or not key[0].isupper():
+            return False
+        written = re.compile(rf"(?<!\w){re.escape(_accented_key(self.name, key[0]))}(?!\w)")
+        return any(written.search(text) for text in self.descriptions.values())
 
     @cached_property
     def pronoun_gender(self) -> Optional[str]:
@@ -178,13 +188,17 @@ def _cosine(pa: NameProfile, pb: NameProfile) -> float:
 
 
 _BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6, "first_name": 0.55,
-         "acronym": 0.55, "stated": 0.8, "possessive": 0.75, "head": 0.6, "extended_name": 0.6,
+         "acronym": 0.55, "abbreviation": 0.6, "stated": 0.8, "possessive": 0.75, "head": 0.6, "extended_name": 0.6,
          "category": 0.6, "overlap": 0.2, "fuzzy": 0.2, "similar": 0.2}
 # Names that differ only in spelling start higher than a title apart; a type disagreement
 # weighs against equal keys without vetoing them; a chunk in common counts for a pair.
 _SURFACE, _KEY_TYPE_CONFLICT, _SAME_CHUNK = 0.9, -0.2, 0.1
 # Relations that, alone, allow two names in one group (the others need an accepted pair).
-_COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym"}
+# A spelled acronym (of at least this many letters) starts as high as initials against names.
+_SPELLED_LETTERS, _SPELLED = 3, 0.15
+_COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym", "abbreviation"}
+# A short form kept from a name's own letters: one of two names it could stand for stays alone.
+_SHORT_FORMS = frozenset({"acronym", "abbreviation"})
 _PERSON_PARTS = frozenset({"surname", "first_name"})
 # Relations of a name and a shorter form of it that needs something else in common.
 _PARTS = _PERSON_PARTS | {"head", "extended_name", "category"}
@@ -296,13 +310,18 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         if round(reach, 4) < ask_threshold:
             return PairDecision(a, b, relation, round(reach, 4), "distinct", _evidence(pa, pb, relation, shared,
                                                                                      description, same_chunk))
-    corroborated = relation == "stated" or bool(shared) or description >= 0.2
-    if not corroborated and (relation in _PARTS or relation == "acronym" or relation == "same_key" and typed and ta != tb):
+    # An acronym of three letters or more that spells the other name's initials, accents
+    # and all (TLS, ÉTS), names it without more evidence: two letters (CT, EU) are too many
+    # things' initials. An acronym of two expansions stays alone (``part``).
+    spelled = relation == "acronym" and min(len(name_key(a)[0]), len(name_key(b)[0])) >= _SPELLED_LETTERS \
+        and 1 in (len(name_key(a)), len(name_key(b)))
+    corroborated = relation == "stated" or bool(shared) or description >= 0.2 or spelled
+    if not corroborated and (relation in _PARTS or relation in _SHORT_FORMS or relation == "same_key" and typed and ta != tb):
         corroborated = _states(pa, pb)  # only where something in common is asked for: it reads every description
     genders = {gender(pa.name) or pa.pronoun_gender, gender(pb.name) or pb.pronoun_gender} - {None}
     surface = relation == "same_key" and _surface_variants(a, b)
     score = (_SURFACE if surface else _BASE[relation]) + 0.1 * min(len(shared), 3) + 0.5 * description \
-        + _SAME_CHUNK * same_chunk
+        + _SAME_CHUNK * same_chunk + _SPELLED * spelled
     if typed:
         # Equal keys are strong evidence: a type disagreement there may be the extractor's.
         score += 0.05 if ta == tb else (_KEY_TYPE_CONFLICT if relation == "same_key" else -0.5)
@@ -315,6 +334,10 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     else:
         relation_ok = True
     person = "PERSON" in (ta, tb) or bool(genders)
+    if relation in _PERSON_PARTS and (pa.capitals or pb.capitals):
+        # An acronym is no part of a person's name (ODP / THE ODP is not a surname): nor does
+        # it count among the fuller names such a part could stand for.
+        return PairDecision(a, b, relation, 0.0, "distinct", {"relation": relation, "acronym": True})
     if relation in _PERSON_PARTS:
         # Part of a person's name; of anything else ("MIDSUMMER" / "HAPPY MIDSUMMER") it is not.
         if person:
@@ -329,8 +352,14 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # group turns out to be a person (a titled name in it: "MR. EDWIN HALE").
         if_person = (not person and ta == tb == "UNKNOWN" and corroborated
                      and round(score + 0.1, 4) >= threshold)
+        # Both said to be people (typed so, a title or the pronouns), and one text naming
+        # both with a full name (no initial in it): there a surname or a first name refers
+        # back to it (GÜNTHER WALLRAFF ... WALLRAFF); the ambiguity of a part (``part``)
+        # keeps one that two full names share alone.
+        people = all(p.type == "PERSON" or gender(p.name) or p.pronoun_gender for p in (pa, pb))
+        full = all(len(t) > 1 for t in max(name_key(a), name_key(b), key=len))
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
-                                         and description >= 0.3)
+                                         and description >= 0.3) or people and full and bool(pa.chunks & pb.chunks)
         # Said to be different things ("a jester", "a dealer"): JACK MILLER is no OLD JACK.
         if pa.roles and pb.roles and not pa.roles & pb.roles:
             corroborated = if_person = False
@@ -347,6 +376,13 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # A leading article on a title (THE HOUND OF THE HILLS, a film; HOUND OF THE HILLS, the
         # dog in it): one thing only with a neighbour or the words of the descriptions in common.
         relation_ok = False
+    if relation == "same_key" and _article_led(a) != _article_led(b) and pa.descriptions.keys() & pb.descriptions.keys():
+        # One text describing both the name and the name with a leading article (the city
+        # HARBOURTON and the newspaper THE HARBOURTON): its extractor told two things apart.
+        relation_ok = False
+    if relation == "abbreviation":
+        # Characters kept from a name (北大) name it where a text uses both, or a neighbour is shared.
+        corroborated = bool(shared) or same_chunk
     if relation == "extended_name" and not person:
         corroborated = False  # "VIETNAMESE PRODIGY" is no part of "VIETNAMESE FINE ARTS PRODIGY"
     if relation == "category" and not (typed and ta == tb):
@@ -368,7 +404,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         verdict, if_person = "distinct", False
     elif score >= threshold and relation not in UNSETTLED_RELATIONS and relation_ok \
             and (corroborated or relation in _COMPATIBLE - _PARTS) \
-            and (relation in ("stated", "head", "possessive") or not (pa.described or pb.described)) \
+            and (relation in ("stated", "head", "possessive", "acronym") or not (pa.described or pb.described)) \
             and not ((pa.plural or pb.plural) and _qualified(a, b)) and not told:
         verdict = "merge"
     elif score >= ask_threshold and relation not in ("initials", "middle_name"):
@@ -386,7 +422,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     # A part of a name counts towards its ambiguity only if it could be that person.
     # So is a designation: one said of two people ("TOM'S SON": PAUL, NED) stays alone; and
     # a head that could be two designations' ("THE CLERK": HALE'S, FENWICK'S).
-    part = (relation in _PARTS or relation == "stated" and bool(designation(a) or designation(b))) \
+    part = (relation in _PARTS or relation in _SHORT_FORMS or relation == "stated" and bool(designation(a) or designation(b))) \
         and len(genders) < 2
     return PairDecision(a, b, relation, score, verdict, evidence, part=part,
                         if_person=if_person and verdict != "merge")

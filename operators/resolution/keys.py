@@ -93,6 +93,46 @@ def _acronym(key: tuple[str, ...]) -> Optional[str]:
     return "".join(letters) if len(letters) >= 2 else None
 
 
+def _acronyms(key: tuple[str, ...]) -> tuple[str, ...]:
+    """The acronyms a name of several words may have: its initials without its connector
+    words (``PRC``) and with them (``ROC`` for REPUBLIC OF CHINA)."""
+    forms = [_acronym(key), "".join(t[0] for t in key) if len(key) >= 2 else None]
+    return tuple(dict.fromkeys(f for f in forms if f))
+
+
+def _abbreviated(word: str) -> Optional[str]:
+    """The abbreviation of a one-word name in a script without case or spaces, two
+    characters a word: the first character of each (北京大学 -> 北大)."""
+    if len(word) >= 4 and len(word) % 2 == 0 and all(c.isalpha() and c.upper() == c.lower() for c in word):
+        return word[::2]
+    return None
+
+
+@lru_cache(maxsize=1 << 17)
+def _accented_initials(name: str) -> tuple[str, ...]:
+    """The accent-kept first letter of each word of ``name``'s key, connectors included
+    (ÉCOLE DE TECHNOLOGIE SUPÉRIEURE: É D T S), so an acronym is compared as written."""
+    words = [w for w in re.split(r"[\s-]+", fold_name(_normal(name), keep_accents=True)) if w]
+    written = {}
+    for word in words:
+        letters = "".join(c for c in word if c.isalnum())
+        if letters:
+            written.setdefault(fold_name(letters), letters)
+    return tuple(written.get(t, t)[0] for t in name_key(name))
+
+
+def _spells(acronym_name: str, letters: str, long_name: str) -> bool:
+    """Whether the one-word ``acronym_name`` (its folded key ``letters``) spells the initials
+    of ``long_name`` with the accents both write: ČT is not CZECHOSLOVAK TELEVISION's CT,
+    ÉTS is ÉCOLE DE TECHNOLOGIE SUPÉRIEURE's, ETS is not."""
+    written = _accented_key(acronym_name, letters)
+    initials = _accented_initials(long_name)
+    key = name_key(long_name)
+    # Both ways: an accented letter is another letter (ÖDP is not ODP, whose initials are
+    # OFFENE DEMOKRATISCHE ...), so a plain acronym does not spell accented initials either.
+    return written in ("".join(i for i, t in zip(initials, key) if t not in _CONNECTORS), "".join(initials))
+
+
 @lru_cache(maxsize=1 << 17)
 def gender(name: str) -> Optional[str]:
     """"M" or "F" when an honorific says so (``MRS. BRANT``), else None."""
@@ -157,6 +197,20 @@ def _numbers(key: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(sorted(found))
 
 
+def _name_words(key: tuple[str, ...]) -> int:
+    """How many words of a name are more than an initial."""
+    return sum(len(t) > 1 for t in key)
+
+
+def _middle_initials_differ(ka: tuple[str, ...], kb: tuple[str, ...]) -> bool:
+    """Two names with one first and last word, each writing its middle names as initials,
+    different ones (GEORGE H. W. BUSH / GEORGE W. BUSH): who writes initials writes them all."""
+    if len(ka) < 3 or len(kb) < 3 or ka[0] != kb[0] or ka[-1] != kb[-1]:
+        return False
+    middle_a, middle_b = ka[1:-1], kb[1:-1]
+    return all(len(t) == 1 for t in middle_a + middle_b) and middle_a != middle_b
+
+
 def _leading_initials(key: tuple[str, ...]) -> int:
     count = 0
     while count < len(key) - 1 and len(key[count]) == 1:
@@ -191,7 +245,7 @@ def look_alike(a: str, b: str) -> Optional[str]:
     - ``number``: the numbers differ (APOLLO 11 / APOLLO 13, 2ND / 3RD ARMY);
     - ``generation``: a generation suffix differs (JOHN SMITH JR. / JOHN SMITH);
     - ``initials``: initials stand where the other has a full first name (T.J. SMITH /
-      TOM SMITH: J is not in TOM);
+      TOM SMITH: J is not in TOM), or both write middle initials, different ones;
     - ``accents``: a short name that differs in its accents only (ČSA / C.S.A.);
     - ``qualifier``: one name is the other with words added around a connector (BANK OF
       SCOTLAND / ROYAL BANK OF SCOTLAND, ANN LEE / ANN LEE OF THE BAND),
@@ -206,16 +260,22 @@ def look_alike(a: str, b: str) -> Optional[str]:
     if generation_a != generation_b:
         return "generation"
     for x, y, run in ((ka, kb, run_a), (kb, ka, run_b)):
-        if run >= 2 and len(y[0]) > 1 and not all(_initial_match(i, w) for i, w in zip(x[:run], y[:run])):
+        # A surname alone has no first name to disagree with (WELLS / H. G. WELLS).
+        if run >= 2 and len(y) > 1 and len(y[0]) > 1 and not all(_initial_match(i, w) for i, w in zip(x[:run], y[:run])):
             return "initials"
+    if _middle_initials_differ(ka, kb):
+        return "initials"
     if ka == kb and len(ka) == 1 and len(ka[0]) <= 5 and _accented_key(a, ka[0]) != _accented_key(b, kb[0]):
         return "accents"
     if ka != kb and (_relational(ka) or _relational(kb)):
         short, long = sorted((ka, kb), key=len)
         added_at_an_end = long[:len(short)] == short or long[len(long) - len(short):] == short
         common_noun = len(short) == 1 and _normal(a if ka == short else b).split()[0] in _ARTICLES
-        # A designation of its head by an owner (HALE'S OFFICE / OFFICE) is a relation of its own.
-        designated = designation(b if ka == short else a) is not None
+        # A designation of its head by an owner (HALE'S OFFICE / OFFICE) is a relation of its
+        # own; not when that head is itself a name built around a connector: a possessive
+        # added to it makes another thing (PEOPLE'S REPUBLIC OF X / REPUBLIC OF X).
+        found = designation(b if ka == short else a)
+        designated = found is not None and not _relational(found[1])
         if added_at_an_end and not common_noun and not designated:
             return "qualifier"
     return None
@@ -228,6 +288,8 @@ def name_relation(a: str, b: str) -> Optional[str]:
     - ``initials``: equal but for initials (``J. MORROW`` / ``JAMES MORROW``);
     - ``middle_name``: one adds middle names or initials (``JOHN T. DOE`` / ``JOHN DOE``);
     - ``acronym``: one is the other's initials (``IRS`` / ``INTERNAL REVENUE SERVICE``);
+    - ``abbreviation``: one keeps the first character of each two of the other, in a script
+      without case or spaces (北大 / 北京大学);
     - ``surname``, ``first_name``: a one-word name that ends or starts a person-like name;
     - ``overlap``: other shared words; ``fuzzy``: similar spelling only.
     """
@@ -247,8 +309,12 @@ def name_relation(a: str, b: str) -> Optional[str]:
     if ka == kb:
         return "same_key"
     short, long = (ka, kb) if (len(ka), ka) <= (len(kb), kb) else (kb, ka)
-    if len(short) == 1 and len(long) >= 2 and short[0] == _acronym(long):
-        return "acronym"
+    if len(short) == 1 and len(long) >= 2 and short[0] in _acronyms(long):
+        # Folded letters meet; the accents each name writes must agree too (ČT / CT).
+        acronym_name, long_name = (a, b) if ka == short else (b, a)
+        return "acronym" if _spells(acronym_name, short[0], long_name) else None
+    if len(short) == len(long) == 1 and _abbreviated(max(short[0], long[0], key=len)) == min(short[0], long[0], key=len):
+        return "abbreviation"
     if len(short) == len(long) and all(_initial_match(x, y) for x, y in zip(short, long)):
         return "initials"
     owned_a, owned_b = owned(a), owned(b)
@@ -273,7 +339,7 @@ def name_relation(a: str, b: str) -> Optional[str]:
         extra = set(long) - set(short)
         if long[-1] in _GENERIC_HEADS or short[-1] in _GENERIC_HEADS or extra & _MODIFIERS:
             return "overlap"
-        if len(short) == 1 and len(long) <= 3:
+        if len(short) == 1 and _name_words(long) <= 3:  # initials are no words (J. R. R. TOLKIEN)
             if short[0] == long[-1]:
                 return "surname"
             if short[0] == long[0]:
