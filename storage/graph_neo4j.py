@@ -204,8 +204,6 @@ class _Connection:
                     rows = []
                     for query, params in statements:
                         result = session.run(query, params)
-                        if escape:  # FalkorDB's listener, the one that needs it
-                            _acknowledge_at_once(session)
                         rows += result.values()
                     return _unescaped(rows) if escape else rows
                 with session.begin_transaction() as tx:
@@ -217,32 +215,6 @@ class _Connection:
             # Names no host or user: the URI may carry credentials.
             raise StoreUnavailableError(f"cannot reach the graph database for the graph store; check {URI_ENV} or "
                                         "storage_options['neo4j_uri']", store="graph") from None
-
-
-def _acknowledge_at_once(session: Any) -> None:
-    """Make the session's socket acknowledge every packet at once (Linux ``TCP_QUICKACK``, which the
-    kernel clears again, so set before each read). FalkorDB's Bolt listener (4.16) writes a reply
-    in pieces without ``TCP_NODELAY``: each piece after the first waits for the acknowledgement the
-    client delays by up to 40 ms, so a read of 100 edges took ~50 ms instead of ~8. The driver
-    has no socket option for it; this reaches its socket where it can, and else does nothing."""
-    import socket
-
-    quickack = getattr(socket, "TCP_QUICKACK", None)
-    bolt_socket = getattr(getattr(session, "_connection", None), "socket", None)
-    raw = getattr(bolt_socket, "_socket", None)
-    if quickack is None or raw is None or getattr(bolt_socket, "_graphrag_quickack", False):
-        return
-    receive = bolt_socket.recv_into
-
-    def recv_into(*args: Any) -> Any:
-        try:
-            raw.setsockopt(socket.IPPROTO_TCP, quickack, 1)
-        except OSError:
-            pass
-        return receive(*args)
-
-    bolt_socket.recv_into = recv_into
-    bolt_socket._graphrag_quickack = True
 
 
 _connections: dict[tuple, _Connection] = {}
