@@ -50,7 +50,8 @@ NO_EXTRACTION_COUNTS: dict[str, Any] = {
 
 # Stores that only the reports and the LLM cache change after clustering: written ahead
 # while the reports are generated, leaving the commit less to do.
-_WRITTEN_BEFORE_REPORTS = ["full_docs", "text_chunks", "chunk_extractions", "graph", "entities_vdb", "chunks_vdb"]
+_WRITTEN_BEFORE_REPORTS = ["full_docs", "text_chunks", "chunk_extractions", "graph", "entities_vdb", "chunks_vdb",
+                           "relations_vdb"]
 
 
 def _run_sync(coro: Coroutine[Any, Any, T], cleanup: Optional[Callable[[], Coroutine[Any, Any, None]]] = None) -> T:
@@ -471,7 +472,8 @@ class GraphRAG:
         What runs beside what is decided here and only here."""
         from graphrag.failed_chunks import extraction_counts, failed_after, read_failed_chunks
         from graphrag.operators.clustering import cluster_after_write
-        from graphrag.operators.graph_update import MergeAhead, finish_graph_update, store_entity_vectors
+        from graphrag.operators.graph_update import (MergeAhead, finish_graph_update, relation_vectors_to_backfill,
+                                                     store_entity_vectors)
 
         stores, timer = self.stores, StageTimer()
         with timer.stage("chunk"):
@@ -537,21 +539,25 @@ class GraphRAG:
             if resolution is not None:
                 with timer.stage("resolve"):
                     rebuilt, resolved = await self._resolve(resolution, rebuilt, extractions, removed_extractions)
+            # An entity is found by its name and the start of its description; embedding more
+            # than half the model's window costs compute (quadratic in length) for little gain.
+            vector_tokens = max(self.embedding_func.max_token_size // 2, 32)
             with timer.stage("merge"):
                 changes = finish_graph_update(
                     rebuilt, graph=stores.graph,
                     summarizer=self.llms[1] if self.config.extraction == "llm" else None,
                     tokenizer=self.tokenizer, summary_max_tokens=self.config.entity_summary_to_max_tokens,
-                    # An entity is found by its name and the start of its description; embedding more
-                    # than half the model's window costs compute (quadratic in length) for little gain.
-                    vector_tokens=max(self.embedding_func.max_token_size // 2, 32),
+                    vector_tokens=vector_tokens,
                     start=background.start)
             await self._record(docs_to_store, removed_doc_ids, plan, extractions, (failed_before, failed))
 
             # Entity vectors wait for the summaries; nothing below needs them, so they are
             # embedded beside clustering and reports. Clustering needs only the structure.
-            entity_vectors = background.start(store_entity_vectors(stores.entities_vdb, changes),
-                                              after=(chunk_vectors,), stage="embed")
+            entity_vectors = background.start(store_entity_vectors(
+                stores.entities_vdb, changes, stores.relations_vdb,
+                backfill=lambda: relation_vectors_to_backfill(stores.graph, stores.relations_vdb, self.tokenizer,
+                                                              vector_tokens)),
+                after=(chunk_vectors,), stage="embed")
             communities = len(await stores.community_reports.all_keys())
             reports_generated, report_failures = 0, None
             if changes.entities_changed:

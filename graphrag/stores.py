@@ -46,6 +46,7 @@ class Stores:
     community_reports = _OpenedOnFirstUse[BaseKVStorage]()
     entities_vdb = _OpenedOnFirstUse[Optional[BaseVectorStorage]]()
     chunks_vdb = _OpenedOnFirstUse[Optional[BaseVectorStorage]]()
+    relations_vdb = _OpenedOnFirstUse[Optional[BaseVectorStorage]]()
     graph = _OpenedOnFirstUse[BaseGraphStorage]()
     # Small bookkeeping records: cumulative LLM usage for `graphrag stats`, the document count.
     index_meta = _OpenedOnFirstUse[Optional[BaseKVStorage]]()
@@ -191,6 +192,8 @@ def open_stores(config: GraphRAGConfig, embedding_func: Optional[EmbeddingFunc])
         # Chunk vectors carry only the chunk id: the document a chunk belongs to can change
         # (shared chunks), and text_chunks is the one place that records it.
         "chunks_vdb": vectors("chunks", config.enable_naive_rag, set()),
+        # Relation (fact) vectors seed the hybrid walk, which also needs the chunk vectors.
+        "relations_vdb": vectors("relations", config.enable_local and config.enable_naive_rag, {"src_id", "tgt_id"}),
         "graph": lambda: graph_cls(namespace="chunk_entity_relation", global_config=config),
         "index_meta": kv("index_meta"),
         "chunk_extractions": kv("chunk_extractions"),

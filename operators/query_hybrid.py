@@ -36,6 +36,7 @@ from graphrag.query_param import QueryParam
 from graphrag.records import Chunk, Entity, Relation, Retrieval
 
 from .extraction import normalize_entity_name
+from .fact_seeds import fact_seed
 from .nlp_extraction import _STOPWORDS as STOPWORDS
 from .positions import cited_content
 from .query_context import answer_from_context, doubling_slices, pack_csv_section, pack_while_reading
@@ -66,6 +67,10 @@ ENTITY_SEED_SHARE = 0.5
 # Reciprocal-rank fusion's constant (Cormack et al., 2009): a passage scores
 # 1 / (RRF_K + rank) in each order it is in; 60 is the usual value, not tuned here.
 RRF_K = 60
+# Share of the restart mass given to the facts nearest the question (operators/fact_seeds.py),
+# the rest split between entities and the chunk as above; and how many facts are read.
+FACT_SEED_SHARE = 0.0
+FACT_TOP_K = 5
 MAX_SPAN_WORDS = 6
 FUZZY_CUTOFF = 0.88
 
@@ -180,8 +185,14 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
         at = index.chunk_position(dense[0])
         at = len(index.chunks) + unlinked.index(dense[0]) if at is None else at
         chunk_seed[index.chunk_offset + at] = 1.0
+    facts = np.zeros(size)
+    if FACT_SEED_SHARE > 0:
+        for i, weight in (await fact_seed(question, stores.relations_vdb, index, FACT_TOP_K)).items():
+            facts[i] = weight
     restart = np.zeros(size)
-    for seed, share in ((entity_seed, ENTITY_SEED_SHARE), (chunk_seed, 1.0 - ENTITY_SEED_SHARE)):
+    rest = 1.0 - FACT_SEED_SHARE
+    for seed, share in ((entity_seed, rest * ENTITY_SEED_SHARE), (chunk_seed, rest * (1.0 - ENTITY_SEED_SHARE)),
+                        (facts, FACT_SEED_SHARE)):
         if seed.sum() > 0:
             restart += share * seed / seed.sum()
     if restart.sum() <= 0:

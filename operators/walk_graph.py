@@ -61,9 +61,13 @@ class GraphIndex:
 
     def __post_init__(self) -> None:
         self._chunk_position = {c: i for i, c in enumerate(self.chunks)}
+        self._entity_position = {e: i for i, e in enumerate(self.entities)}
 
     def chunk_position(self, chunk_id: str) -> Optional[int]:
         return self._chunk_position.get(chunk_id)
+
+    def entity_position(self, name: str) -> Optional[int]:
+        return self._entity_position.get(name)
 
 
 def build_graph_index(nodes: list[tuple[str, str]], edges: list[tuple[str, str]]) -> GraphIndex:
