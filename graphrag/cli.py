@@ -304,6 +304,36 @@ def cmd_query(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    wd = _existing_working_dir(args.working_dir)
+    from graphrag.evaluation import evaluate_retrieval, passage_modes, read_labelled
+
+    with open(args.questions, encoding="utf-8") as f:
+        questions = read_labelled(f.read().splitlines())
+    if not questions:
+        raise CLIError(f"{args.questions} holds no question", EXIT_USAGE)
+    modes = args.modes.split(",") if args.modes else passage_modes()
+    unknown = sorted(set(modes) - set(passage_modes()))
+    if unknown:
+        raise CLIError(f"not a passage mode: {', '.join(unknown)} (choose from {', '.join(passage_modes())})",
+                       EXIT_USAGE)
+    try:
+        ks = sorted({int(k) for k in args.k.split(",")})
+    except ValueError:
+        raise CLIError(f"-k takes whole numbers separated by commas, not {args.k!r}", EXIT_USAGE) from None
+    rag = _open(wd, offline=True)
+    results = asyncio.run(evaluate_retrieval(rag, questions, modes, ks, args.top_k))
+    if args.json:
+        print(json.dumps({"questions": len(questions), "modes": results}, indent=2))
+        return EXIT_OK
+    columns = [*(f"recall@{k}" for k in ks), "in_context"]
+    print(f"{len(questions)} questions; recall in % of gold items")
+    print("mode      " + "  ".join(f"{c:>10}" for c in columns))
+    for mode, scores in results.items():
+        print(f"{mode:<10}" + "  ".join(f"{scores[c]:>10.1f}" for c in columns))
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- stats / docs
 
 
@@ -659,6 +689,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--response-type", metavar="TEXT", help="e.g. 'Single Paragraph' (default: Multiple Paragraphs)")
     p.add_argument("--references", action="store_true", help="cite sources as [n] and list them after the answer")
     p.set_defaults(func=cmd_query)
+
+    p = add("eval", "retrieval recall on your labelled questions, per passage mode (no LLM call)", [common, wd])
+    p.add_argument("questions", metavar="QUESTIONS.jsonl",
+                   help='one JSON object a line: {"question": ..., "gold_sources": [document source or id, ...]} '
+                        'or {"question": ..., "gold_passages": [a snippet of each needed passage, ...]}')
+    p.add_argument("--modes", metavar="MODE,MODE", help="default: every passage mode")
+    p.add_argument("-k", default="2,5", metavar="K,K", help="the cut-offs of Recall@k (default 2,5)")
+    p.add_argument("--top-k", type=int, metavar="K", help="QueryParam.top_k for every mode")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_eval)
 
     p = add("stats", "counts and sizes of a working dir (loads no model)", [common, wd])
     p.add_argument("--json", action="store_true", help="machine-readable output")
