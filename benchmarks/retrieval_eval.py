@@ -12,8 +12,8 @@ and mode, Recall@2, Recall@5 and recall anywhere in the context (percent, averag
 questions), with the index time and the p50 query time. Global mode's context holds
 community reports, not passages, so it is not measured here.
 
-``--variants`` asks hybrid again under other values of ``operators/query_hybrid.py``'s
-constants, for ablations and tuning: ``"plain:FACT_SEED_SHARE=0;facts:FACT_SEED_SHARE=0.3"``
+``--variants`` asks hybrid again under other values of the constants of
+``operators/query_hybrid.py`` or ``operators/walk_graph.py``, for ablations and tuning: ``"plain:FACT_SEED_SHARE=0;facts:FACT_SEED_SHARE=0.3"``
 reports ``hybrid[plain]`` and ``hybrid[facts]``. (Set from here, so the library keeps no study hook.)
 
 ``--reuse-index`` asks the questions of an index a previous run kept in ``--working-dir``
@@ -196,18 +196,19 @@ async def ask_all(rag: Any, questions: list[Question], modes: Sequence[str], mat
                   variants: Optional[dict[str, dict[str, float]]] = None) -> dict[str, dict[str, Any]]:
     """Per mode (and hybrid variant): the scores of each split (``{split: {"recall@2": ...}}``)
     and the p50 times."""
-    from graphrag.operators import query_hybrid
+    from graphrag.operators import query_hybrid, walk_graph
 
     results: dict[str, dict[str, Any]] = {}
     for label, mode, constants in mode_runs(modes, variants or {}):
-        saved = {name: getattr(query_hybrid, name) for name in constants}
+        owners = {name: query_hybrid if hasattr(query_hybrid, name) else walk_graph for name in constants}
+        saved = {name: getattr(owners[name], name) for name in constants}
         for name, value in constants.items():
-            setattr(query_hybrid, name, type(saved[name])(value))
+            setattr(owners[name], name, type(saved[name])(value) if saved[name] is not None else value)
         try:
             results[label] = await _ask_mode(rag, questions, mode, matcher, splits)
         finally:
             for name, value in saved.items():
-                setattr(query_hybrid, name, value)
+                setattr(owners[name], name, value)
     return results
 
 
