@@ -109,6 +109,15 @@ class GraphRAGConfig:
     llm_max_retries: int = 6
     enable_llm_cache: bool = True
 
+    # Rerank stage of the passage modes (naive, local's Sources, hybrid; off by default):
+    # "cross-encoder:NAME_OR_PATH" (sentence-transformers, local files only), a rerank
+    # endpoint's URL (TEI / Cohere / Jina shape), or "llm" (listwise by the cheap model).
+    # The first rerank_candidates passages are reordered.
+    rerank: Optional[str] = None
+    rerank_candidates: int = 20
+    rerank_model: Optional[str] = None  # the model name an endpoint is asked for (Cohere, Jina)
+    rerank_api_key: Optional[str] = field(default=None, repr=False)
+
     # Storage classes (None: the file-backed defaults) and their extra arguments.
     key_string_value_json_storage_cls: Optional[type] = None
     vector_db_storage_cls: Optional[type] = None

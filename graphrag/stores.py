@@ -63,6 +63,8 @@ class Stores:
         # Moves on whenever what the stores hold may have changed (a commit, a store read
         # again): caches built from an index version (the hybrid ranking graph) key on it.
         self.version = 0
+        # The rerank stage the passage modes apply (operators/rerank.py), set by GraphRAG; None: off.
+        self.reranker: Any = None
 
     def open(self, name: str) -> Any:
         if name not in self._opened:

@@ -39,6 +39,7 @@ from .extraction import normalize_entity_name
 from .fact_seeds import fact_seed
 from .nlp_extraction import _STOPWORDS as STOPWORDS
 from .positions import cited_content
+from .rerank import rerank_chunks
 from .query_context import answer_from_context, doubling_slices, pack_csv_section, pack_while_reading
 from .tokenizer import Tokenizer
 from .walk_graph import GraphIndex, graph_index, loose_name
@@ -246,8 +247,9 @@ async def retrieve_hybrid(question: str, stores: Any, param: QueryParam, tokeniz
         return [(Chunk.from_stored(i, r), cited_content(r)) for i, r in zip(ids, await stores.text_chunks.get_by_ids(ids))
                 if r is not None and r.get("content")]
 
+    chunk_ids = await rerank_chunks(question, ranking.chunk_ids, stores)
     sources_text, chunks = await pack_while_reading(
-        "Sources", SOURCE_HEADER, doubling_slices(ranking.chunk_ids), read_chunks, param.local_max_token_for_text_unit,
+        "Sources", SOURCE_HEADER, doubling_slices(chunk_ids), read_chunks, param.local_max_token_for_text_unit,
         tokenizer, first_id=1 if cited else 0)
     return Retrieval(
         question=question, mode="hybrid", chunks=tuple(chunks),

@@ -10,6 +10,7 @@ from graphrag.records import Chunk, Retrieval
 
 from .positions import cited_content
 from .query_context import answer_from_context, pack_texts
+from .rerank import rerank_chunks
 from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ async def retrieve_naive(query: str, stores: Any, param: QueryParam, tokenizer: 
     for hit in hits:
         if hit.get("id") and hit["id"] not in similarity:
             similarity[hit["id"]] = hit.get("distance")
-    ids = list(similarity)
+    ids = await rerank_chunks(query, list(similarity), stores)
     if not ids:
         return None
     records = await stores.text_chunks.get_by_ids(ids)

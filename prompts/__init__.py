@@ -74,6 +74,7 @@ PROMPT_KINDS: dict[str, str] = {
     "entity_extraction_repair": "extraction_repair",
     "community_report_repair": "report_repair",
     "global_map_repair": "global_map_repair",
+    "rerank_listwise": "rerank",
 }
 
 _DELIMITERS: dict[str, str] = {
