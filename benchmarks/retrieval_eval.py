@@ -163,10 +163,10 @@ def _cpu_seconds() -> float:
 
 
 def build_index(working_dir: str, documents: list[str], extraction: str, base_url: Optional[str],
-                embedding_func: Any) -> dict[str, Any]:
+                embedding_func: Any, **config: Any) -> dict[str, Any]:
     from graphrag import GraphRAG
 
-    options: dict[str, Any] = {"extraction": extraction, "show_progress": False}
+    options: dict[str, Any] = {"extraction": extraction, "show_progress": False, **config}
     if base_url:
         options.update(llm_base_url=base_url, llm_api_key="k", best_model_max_async=16,
                        cheap_model_max_async=16, llm_max_async_total=16)
@@ -234,10 +234,10 @@ async def _ask_mode(rag: Any, questions: list[Question], mode: str, matcher: Pas
 def evaluate(passages: dict[str, str], questions: list[Question], extraction: str, modes: Sequence[str],
              working_dir: str, base_url: Optional[str] = None, embedding_func: Any = None,
              reuse_index: bool = False, splits: Sequence[str] = ("all",),
-             variants: Optional[dict[str, dict[str, float]]] = None) -> dict[str, Any]:
+             variants: Optional[dict[str, dict[str, float]]] = None, **config: Any) -> dict[str, Any]:
     """Index ``passages`` into ``working_dir`` (the bundled model embeds unless
     ``embedding_func`` is given; ``reuse_index``: the index already there) and score every
-    mode's contexts on each of ``splits``."""
+    mode's contexts on each of ``splits``; ``config``: further ``GraphRAG`` options."""
     from graphrag import GraphRAG
     from graphrag.embedding import local_embedding
 
@@ -245,9 +245,9 @@ def evaluate(passages: dict[str, str], questions: list[Question], extraction: st
     built: dict[str, Any] = {"reused_index": True}
     if not reuse_index:
         documents = [passage_document(t, x) for t, x in passages.items()]
-        built = build_index(working_dir, documents, extraction, base_url, embedding_func)
+        built = build_index(working_dir, documents, extraction, base_url, embedding_func, **config)
     rag = GraphRAG(working_dir=working_dir, embedding_func=embedding_func, extraction=extraction,
-                   show_progress=False)
+                   show_progress=False, **config)
     modes_results = asyncio.run(ask_all(rag, questions, modes, PassageMatcher(passages), splits, variants))
     return {"extraction": extraction, "passages": len(passages), "questions": len(questions), **built,
             "modes": modes_results}
@@ -287,6 +287,9 @@ def main() -> None:
                         help="even-numbered questions (dev), odd-numbered (test) or all; default: all three")
     parser.add_argument("--variants", default="",
                         help='hybrid again under other constants: "name:CONST=value,...;name2:..."')
+    parser.add_argument("--relation-vectors", action="store_true",
+                        help="enable_relation_vectors=True: keep relation vectors, seed the walk from facts")
+    parser.add_argument("--rerank", help="GraphRAGConfig.rerank for every query")
     args = parser.parse_args()
     if args.reuse_index and not args.working_dir:
         parser.error("--reuse-index needs --working-dir")
@@ -310,7 +313,9 @@ def main() -> None:
             records.append(evaluate(passages, questions, extraction, modes, working_dir, base_url,
                                     _local_embedding(args.long_texts) if args.long_texts else None,
                                     args.reuse_index, [args.split] if args.split else SPLITS,
-                                    parse_variants(args.variants)))
+                                    parse_variants(args.variants),
+                                    **({"enable_relation_vectors": True} if args.relation_vectors else {}),
+                                    **({"rerank": args.rerank} if args.rerank else {})))
         finally:
             if server is not None:
                 server.terminate()

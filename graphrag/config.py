@@ -54,6 +54,10 @@ class GraphRAGConfig:
     enable_local: bool = True
     # Chunk vectors for naive queries; on by default so every mode works on any index.
     enable_naive_rag: bool = True
+    # Relation (fact) vectors, from which the hybrid walk also restarts (HippoRAG 2's facts as
+    # seeds). Off by default: on the LLM-free graph they cost about twice the rest of the
+    # index's CPU and lowered hybrid recall (benchmarks/README.md, issue 35).
+    enable_relation_vectors: bool = False
     # "llm": model-based extraction and reports; "nlp": deterministic, no LLM at all.
     extraction: Literal["llm", "nlp"] = "llm"
 

@@ -195,7 +195,8 @@ def open_stores(config: GraphRAGConfig, embedding_func: Optional[EmbeddingFunc])
         # (shared chunks), and text_chunks is the one place that records it.
         "chunks_vdb": vectors("chunks", config.enable_naive_rag, set()),
         # Relation (fact) vectors seed the hybrid walk, which also needs the chunk vectors.
-        "relations_vdb": vectors("relations", config.enable_local and config.enable_naive_rag, {"src_id", "tgt_id"}),
+        "relations_vdb": vectors("relations", config.enable_relation_vectors and config.enable_naive_rag,
+                                 {"src_id", "tgt_id"}),
         "graph": lambda: graph_cls(namespace="chunk_entity_relation", global_config=config),
         "index_meta": kv("index_meta"),
         "chunk_extractions": kv("chunk_extractions"),

@@ -69,8 +69,9 @@ ENTITY_SEED_SHARE = 0.5
 # 1 / (RRF_K + rank) in each order it is in; 60 is the usual value, not tuned here.
 RRF_K = 60
 # Share of the restart mass given to the facts nearest the question (operators/fact_seeds.py),
-# the rest split between entities and the chunk as above; and how many facts are read.
-FACT_SEED_SHARE = 0.0
+# when the index keeps relation vectors (``enable_relation_vectors``); the rest is split
+# between entities and the chunk as above. And how many facts are read.
+FACT_SEED_SHARE = 0.05
 FACT_TOP_K = 5
 MAX_SPAN_WORDS = 6
 FUZZY_CUTOFF = 0.88
@@ -187,7 +188,7 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
         at = len(index.chunks) + unlinked.index(dense[0]) if at is None else at
         chunk_seed[index.chunk_offset + at] = 1.0
     facts = np.zeros(size)
-    if FACT_SEED_SHARE > 0:
+    if FACT_SEED_SHARE > 0 and stores.relations_vdb is not None:
         for i, weight in (await fact_seed(question, stores.relations_vdb, index, FACT_TOP_K)).items():
             facts[i] = weight
     restart = np.zeros(size)

@@ -97,14 +97,13 @@ def test_every_text_is_embedded_once(tmp_path: Path) -> None:
                 "Bob Cratchit works for Scrooge. Tiny Tim is the son of Bob Cratchit.",
                 "Mr. Scrooge visits Fred in London on Christmas Day."])
 
-    async def stored() -> tuple[int, int, int]:
-        return (await rag.stores.entities_vdb.count(), await rag.stores.chunks_vdb.count(),
-                await rag.stores.relations_vdb.count())
+    async def stored() -> tuple[int, int]:
+        return await rag.stores.entities_vdb.count(), await rag.stores.chunks_vdb.count()
 
-    entities, chunks, relations = asyncio.run(stored())
+    entities, chunks = asyncio.run(stored())
     assert entities == asyncio.run(rag.stores.graph.count_nodes()) and chunks == 3
-    assert len(embedded) == len(set(embedded)) == entities + chunks + relations
+    assert len(embedded) == len(set(embedded)) == entities + chunks
     embedded.clear()
     rag.insert(["Jacob Marley's ghost visits Scrooge."])
-    entities_after, _, relations_after = asyncio.run(stored())
-    assert len(embedded) == len(set(embedded)) < entities_after + 1 + relations_after  # only what changed
+    entities_after, _ = asyncio.run(stored())
+    assert len(embedded) == len(set(embedded)) < entities_after + 1  # only what changed

@@ -23,7 +23,7 @@ THIRD = "Odrin Vask sailed from Quarvale to Bellmere with a cargo of salt."
 
 def _rag(tmp_path: Path, **options: Any) -> GraphRAG:
     return GraphRAG(working_dir=str(tmp_path), embedding_func=hash_embedding(256), extraction="nlp",
-                    show_progress=False, **options)
+                    show_progress=False, enable_relation_vectors=True, **options)
 
 
 async def _edges(rag: GraphRAG) -> set[tuple[str, str]]:
@@ -52,6 +52,16 @@ def test_every_relation_has_one_vector_under_insert_and_delete(tmp_path: Path) -
     assert asyncio.run(_relation_ids(rag)) == {relation_vector_id(e) for e in edges}
     # A fresh process reads the same store.
     assert asyncio.run(_relation_ids(_rag(tmp_path))) == {relation_vector_id(e) for e in edges}
+
+
+def test_relation_vectors_are_off_by_default_and_filled_in_when_turned_on(tmp_path: Path) -> None:
+    rag = GraphRAG(working_dir=str(tmp_path), embedding_func=hash_embedding(256), extraction="nlp",
+                   show_progress=False)
+    rag.insert([FIRST, SECOND])
+    assert rag.stores.relations_vdb is None and not (tmp_path / "vdb_relations.json").exists()
+    turned_on = _rag(tmp_path)
+    turned_on.insert([THIRD])  # the next write embeds every relation, the earlier ones too
+    assert asyncio.run(_relation_ids(turned_on)) == {relation_vector_id(e) for e in asyncio.run(_edges(turned_on))}
 
 
 def test_the_nearest_facts_seed_both_their_ends(tmp_path: Path) -> None:

@@ -499,12 +499,9 @@ def test_embedding_batches_and_dimension(tmp_path: Path, server: MockLLMServer) 
     rag = make_rag(tmp_path, server, embedding_func=_counting_embedding(64, sizes), embedding_batch_num=4)
     rag.insert(DOCS)
     assert sizes and max(sizes) <= 4 and 4 in sizes
-    relations = len({tuple(sorted(e)) for e in asyncio.run(rag.stores.graph.get_walk_links())[1]})
-    assert relations
-    assert sum(sizes) == len(EXPECTED_TYPES) + 3 + relations  # every entity, chunk and relation embedded once
+    assert sum(sizes) == len(EXPECTED_TYPES) + 3  # every entity and chunk embedded once
 
-    for name, rows in (("vdb_entities.json", len(EXPECTED_TYPES)), ("vdb_chunks.json", 3),
-                       ("vdb_relations.json", relations)):
+    for name, rows in (("vdb_entities.json", len(EXPECTED_TYPES)), ("vdb_chunks.json", 3)):
         data = json.loads((tmp_path / name).read_text())
         assert data["embedding_dim"] == 64
         matrix = np.frombuffer(base64.b64decode(data["matrix"]), dtype=np.float32)
