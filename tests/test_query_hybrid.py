@@ -170,6 +170,7 @@ class _Vectors:
 
 class _Stores:
     version = 1
+    relations_vdb = None  # an index without relation vectors (the default)
 
     def __init__(self, nodes: list, edges: list, dense: list[str]) -> None:
         self.graph, self.chunks_vdb = _Graph(nodes, edges), _Vectors(dense)
