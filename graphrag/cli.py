@@ -48,6 +48,7 @@ EXIT_CODES: dict[type[BaseException], int] = {
 }
 
 EMBEDDING_ENV = "GRAPHRAG_EMBEDDING"
+RERANK_KEY_ENV = "GRAPHRAG_RERANK_API_KEY"  # the bearer token of a rerank endpoint (graphrag eval --rerank)
 
 EPILOG = """\
 exit codes:
@@ -321,7 +322,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         ks = sorted({int(k) for k in args.k.split(",")})
     except ValueError:
         raise CLIError(f"-k takes whole numbers separated by commas, not {args.k!r}", EXIT_USAGE) from None
-    rag = _open(wd, offline=True)
+    rerank = {"rerank": args.rerank, "rerank_model": args.rerank_model,
+              "rerank_api_key": os.environ.get(RERANK_KEY_ENV)} if args.rerank else {}
+    rag = _open(wd, offline=True, **rerank, **_llm_options(args))
     results = asyncio.run(evaluate_retrieval(rag, questions, modes, ks, args.top_k))
     if args.json:
         print(json.dumps({"questions": len(questions), "modes": results}, indent=2))
@@ -690,13 +693,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--references", action="store_true", help="cite sources as [n] and list them after the answer")
     p.set_defaults(func=cmd_query)
 
-    p = add("eval", "retrieval recall on your labelled questions, per passage mode (no LLM call)", [common, wd])
+    p = add("eval", "retrieval recall on your labelled questions, per passage mode (no LLM call)", [common, wd, llm])
     p.add_argument("questions", metavar="QUESTIONS.jsonl",
                    help='one JSON object a line: {"question": ..., "gold_sources": [document source or id, ...]} '
                         'or {"question": ..., "gold_passages": [a snippet of each needed passage, ...]}')
     p.add_argument("--modes", metavar="MODE,MODE", help="default: every passage mode")
     p.add_argument("-k", default="2,5", metavar="K,K", help="the cut-offs of Recall@k (default 2,5)")
     p.add_argument("--top-k", type=int, metavar="K", help="QueryParam.top_k for every mode")
+    p.add_argument("--rerank", metavar="SPEC", help="with the rerank stage: cross-encoder:NAME_OR_PATH, a rerank "
+                   "endpoint's URL (its key in GRAPHRAG_RERANK_API_KEY), or llm (listwise by the cheap model); "
+                   "compare with a run without")
+    p.add_argument("--rerank-model", metavar="NAME", help="the model name a Cohere / Jina endpoint is asked for")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_eval)
 

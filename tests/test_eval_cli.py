@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +88,17 @@ def test_eval_refuses_a_mode_without_passages(indexed: Path, tmp_path: Path, mon
     with pytest.raises(SystemExit) as exited:
         main(["eval", str(questions), "-w", str(indexed), "--modes", "global"])
     assert exited.value.code == EXIT_USAGE
+
+
+def test_eval_with_a_rerank_endpoint(indexed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str], llm_server: Any) -> None:
+    monkeypatch.setenv("GRAPHRAG_EMBEDDING", "hash")
+    monkeypatch.setenv("GRAPHRAG_RERANK_API_KEY", "secret")
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(json.dumps({"question": "What stream curls around Quarvale?", "gold_sources": ["quarvale.txt"]}))
+    assert main(["eval", str(questions), "-w", str(indexed), "--modes", "hybrid", "-k", "1", "--json",
+                 "--rerank", f"{llm_server.base_url}/rerank"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    # The passage holding most of the question's words is first after reranking.
+    assert report["modes"]["hybrid"]["recall@1"] == 100.0
+    assert len(llm_server.rerank_requests) == 1
