@@ -414,6 +414,7 @@ async def _collect_stats(stores: Any, working_dir: str) -> dict[str, Any]:
         "llm_usage_by_stage": usage,
         "entity_vectors": stores.stored_vectors("entities"),
         "chunk_vectors": stores.stored_vectors("chunks"),
+        "relation_vectors": stores.stored_vectors("relations"),
         "files": files,
         "size_bytes": size,
         "size_human": human_bytes(size),
@@ -448,7 +449,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
         lines.append(f"LLM usage        {total.get('calls', 0)} calls ({total.get('cached', 0)} cached), "
                      f"{total.get('prompt_tokens', 0)} prompt + {total.get('completion_tokens', 0)} "
                      "completion tokens (all inserts and deletes so far)")
-    for key, label in (("entity_vectors", "entity vectors"), ("chunk_vectors", "chunk vectors")):
+    for key, label in (("entity_vectors", "entity vectors"), ("chunk_vectors", "chunk vectors"),
+                       ("relation_vectors", "relation vectors")):
         info = stats[key]
         if info:
             lines.append(f"{label:<17}{info['vectors']} x {info['dim']} dims")

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from graphrag import GraphRAG, QueryParam
+from graphrag.cli import collect_stats
 from graphrag.embedding import hash_embedding
 from graphrag.operators import query_hybrid
 from graphrag.operators.chunking import doc_id_for
@@ -50,8 +51,9 @@ def test_every_relation_has_one_vector_under_insert_and_delete(tmp_path: Path) -
     rag.delete_documents(doc_id_for(THIRD))
     assert asyncio.run(_edges(rag)) == edges
     assert asyncio.run(_relation_ids(rag)) == {relation_vector_id(e) for e in edges}
-    # A fresh process reads the same store.
+    # A fresh process reads the same store, and `graphrag stats` counts it.
     assert asyncio.run(_relation_ids(_rag(tmp_path))) == {relation_vector_id(e) for e in edges}
+    assert collect_stats(str(tmp_path))["relation_vectors"] == {"vectors": len(edges), "dim": 256}
 
 
 def test_relation_vectors_are_off_by_default_and_filled_in_when_turned_on(tmp_path: Path) -> None:
