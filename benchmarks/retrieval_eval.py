@@ -2,7 +2,7 @@
 
     python benchmarks/retrieval_eval.py --corpus CORPUS --questions QUESTIONS
         [--extraction nlp,llm] [--modes naive,local,hybrid] [--working-dir DIR] [--limit N]
-        [--reuse-index] [--split dev|test|all]
+        [--reuse-index] [--split dev|test|all] [--lexical on|off|both]
 
 Indexes the corpus (once per extraction; ``llm`` goes through the mock LLM server of
 ``tests/``), asks every question in every mode with ``only_need_context=True``, reads the
@@ -46,6 +46,7 @@ from typing import Any, Iterable, Optional, Sequence
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODES_WITH_PASSAGES = ("naive", "local", "hybrid")
 NAIVE_CHUNK_SEPARATOR = "\n--New Chunk--\n"  # operators/query_naive.CHUNK_SEPARATOR
+_HAN = re.compile(r"[\u3400-\u9fff]")  # an entity name in Chinese script holds a Han character
 _SOURCES = re.compile(r"-----Sources-----\n```csv\n(.*?)\n```", re.S)
 
 
@@ -163,10 +164,11 @@ def _cpu_seconds() -> float:
 
 
 def build_index(working_dir: str, documents: list[str], extraction: str, base_url: Optional[str],
-                embedding_func: Any, **config: Any) -> dict[str, Any]:
+                embedding_func: Any, lexical: bool = True, **config: Any) -> dict[str, Any]:
     from graphrag import GraphRAG
 
-    options: dict[str, Any] = {"extraction": extraction, "show_progress": False, **config}
+    options: dict[str, Any] = {"extraction": extraction, "show_progress": False, "lexical_retrieval": lexical,
+                               **config}
     if base_url:
         options.update(llm_base_url=base_url, llm_api_key="k", best_model_max_async=16,
                        cheap_model_max_async=16, llm_max_async_total=16)
@@ -233,11 +235,12 @@ async def _ask_mode(rag: Any, questions: list[Question], mode: str, matcher: Pas
 
 def evaluate(passages: dict[str, str], questions: list[Question], extraction: str, modes: Sequence[str],
              working_dir: str, base_url: Optional[str] = None, embedding_func: Any = None,
-             reuse_index: bool = False, splits: Sequence[str] = ("all",),
+             reuse_index: bool = False, splits: Sequence[str] = ("all",), lexical: bool = True,
              variants: Optional[dict[str, dict[str, float]]] = None, **config: Any) -> dict[str, Any]:
     """Index ``passages`` into ``working_dir`` (the bundled model embeds unless
     ``embedding_func`` is given; ``reuse_index``: the index already there) and score every
-    mode's contexts on each of ``splits``; ``config``: further ``GraphRAG`` options."""
+    mode's contexts on each of ``splits``; ``lexical``: the lexical channel on or off;
+    ``config``: further ``GraphRAG`` options."""
     from graphrag import GraphRAG
     from graphrag.embedding import local_embedding
 
@@ -245,21 +248,24 @@ def evaluate(passages: dict[str, str], questions: list[Question], extraction: st
     built: dict[str, Any] = {"reused_index": True}
     if not reuse_index:
         documents = [passage_document(t, x) for t, x in passages.items()]
-        built = build_index(working_dir, documents, extraction, base_url, embedding_func, **config)
+        built = build_index(working_dir, documents, extraction, base_url, embedding_func, lexical, **config)
     rag = GraphRAG(working_dir=working_dir, embedding_func=embedding_func, extraction=extraction,
-                   show_progress=False, **config)
+                   show_progress=False, lexical_retrieval=lexical, **config)
     modes_results = asyncio.run(ask_all(rag, questions, modes, PassageMatcher(passages), splits, variants))
-    return {"extraction": extraction, "passages": len(passages), "questions": len(questions), **built,
+    names = [entity.name for entity in rag.knowledge_graph.whole().entities]
+    return {"extraction": extraction, "lexical": lexical, "passages": len(passages), "questions": len(questions), **built,
+            "entities": len(names), "entities_in_han_script": sum(bool(_HAN.search(n)) for n in names),
             "modes": modes_results}
 
 
 def markdown_table(records: list[dict[str, Any]]) -> str:
-    lines = ["| extraction | mode | split | Recall@2 | Recall@5 | anywhere in context | p50 query ms (CPU) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| extraction | lexical | mode | split | Recall@2 | Recall@5 | anywhere in context | p50 query ms (CPU) |",
+             "|---|---|---|---|---|---|---|---|"]
     for record in records:
         for mode, r in record["modes"].items():
             for split in (s for s in SPLITS if s in r):
-                lines.append(f"| {record['extraction']} | {mode} | {split} | {r[split]['recall@2']} | "
+                lines.append(f"| {record['extraction']} | {'on' if record.get('lexical', True) else 'off'} "
+                             f"| {mode} | {split} | {r[split]['recall@2']} | "
                              f"{r[split]['recall@5']} | {r[split]['anywhere']} | {r['p50_query_ms']} "
                              f"({r['p50_query_cpu_ms']}) |")
     return "\n".join(lines)
@@ -283,6 +289,9 @@ def main() -> None:
                         help="local_embedding(long_texts=...) for chunks; default: the engine's default")
     parser.add_argument("--reuse-index", action="store_true",
                         help="query the index a previous run kept in --working-dir instead of indexing")
+    parser.add_argument("--lexical", choices=("on", "off", "both"), default="on",
+                        help="the lexical channel (BM25) on, off, or both in turn over one index "
+                             "(built with it on, then asked with it off)")
     parser.add_argument("--split", choices=SPLITS,
                         help="even-numbered questions (dev), odd-numbered (test) or all; default: all three")
     parser.add_argument("--variants", default="",
@@ -310,19 +319,21 @@ def main() -> None:
                 from bench import start_server
 
                 server, base_url = start_server(0.0)
-            records.append(evaluate(passages, questions, extraction, modes, working_dir, base_url,
-                                    _local_embedding(args.long_texts) if args.long_texts else None,
-                                    args.reuse_index, [args.split] if args.split else SPLITS,
-                                    parse_variants(args.variants),
-                                    **({"enable_relation_vectors": True} if args.relation_vectors else {}),
-                                    **({"rerank": args.rerank} if args.rerank else {})))
+            embedding = _local_embedding(args.long_texts) if args.long_texts else None
+            splits = [args.split] if args.split else SPLITS
+            config = {**({"enable_relation_vectors": True} if args.relation_vectors else {}),
+                      **({"rerank": args.rerank} if args.rerank else {})}
+            for n, lexical in enumerate({"on": [True], "off": [False], "both": [True, False]}[args.lexical]):
+                records.append(evaluate(passages, questions, extraction, modes, working_dir, base_url, embedding,
+                                        args.reuse_index or n > 0, splits, lexical, parse_variants(args.variants),
+                                        **config))
+                print(json.dumps(records[-1]), flush=True)
         finally:
             if server is not None:
                 server.terminate()
                 server.wait()
             if not args.working_dir:
                 shutil.rmtree(working_dir, ignore_errors=True)
-        print(json.dumps(records[-1]), flush=True)
     print(markdown_table(records))
 
 

@@ -20,6 +20,7 @@ _EXPORTS = {
     "EmbeddingFunc": "graphrag.embedding",
     "hash_embedding": "graphrag.embedding",
     "local_embedding": "graphrag.embedding",
+    "openai_embedding": "graphrag.embedding",
     "wrap_embedding_func_with_attrs": "graphrag.embedding",
     "BaseGraphStorage": "graphrag.storage",
     "BaseKVStorage": "graphrag.storage",

@@ -1,18 +1,109 @@
-"""asyncio helpers shared by the LLM client and the embedding functions.
+"""asyncio helpers: the sync API's event loop, and objects kept per running loop.
 
-Every sync ``insert``/``query`` runs its own event loop, and asyncio primitives and HTTP
-pools belong to the loop that made them: these keep one object per running loop.
+Every sync call (``insert``, ``query`` ...) runs on its thread's one event loop
+(``run_sync``), which lives across calls as nano-graphrag's does, so a user's function that
+holds a loop-bound client (one module-level ``AsyncOpenAI``) keeps working. Asyncio
+primitives and HTTP pools belong to the loop that made them, and the async API may be
+driven from any loop: ``PerLoop`` keeps one object per running loop.
 """
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
+import functools
 import heapq
 import itertools
+import threading
 import weakref
 from contextlib import asynccontextmanager
-from typing import AsyncIterator, Callable, Generic, Optional, TypeVar
+from typing import Any, AsyncIterator, Callable, Coroutine, Generic, Optional, TypeVar
 
 T = TypeVar("T")
+
+SYNC_IN_RUNNING_LOOP = ("called a sync GraphRAG method inside a running event loop; await the async "
+                        "version instead (ainsert, aquery, adelete_documents)")
+
+
+class _ThreadLoop(threading.local):
+    """The calling thread's loop for sync calls; made on the thread's first sync call."""
+
+    loop: Optional[asyncio.AbstractEventLoop] = None
+
+    def __del__(self) -> None:  # the thread ended
+        if self.loop is not None and not self.loop.is_running():
+            self.loop.close()
+
+
+_thread_loop = _ThreadLoop()
+_every_loop: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
+
+
+def _shut_down(loop: asyncio.AbstractEventLoop) -> None:
+    """What ``asyncio.run`` does at its end: cancel what is left, end async generators, close."""
+    if loop.is_closed() or loop.is_running():
+        return
+    with contextlib.suppress(Exception):
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
+
+
+@atexit.register
+def _shut_down_every_loop() -> None:
+    for loop in list(_every_loop):
+        _shut_down(loop)
+
+
+def thread_loop() -> asyncio.AbstractEventLoop:
+    """The event loop sync calls on this thread run on, the same for every call and every
+    ``GraphRAG``: a client bound to it by one call is still usable by the next."""
+    loop = _thread_loop.loop
+    if loop is None or loop.is_closed():
+        loop = _thread_loop.loop = asyncio.new_event_loop()
+        _every_loop.add(loop)
+    return loop
+
+
+def run_sync(coro: Coroutine[Any, Any, T], cleanup: Optional[Callable[[], Coroutine[Any, Any, None]]] = None) -> T:
+    """Run ``coro`` to its end on the thread's loop, then ``cleanup()``; refused inside a running
+    loop (a notebook's, a server's), where the a* method is to be awaited instead."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        async def run_then_clean_up() -> T:
+            try:
+                return await coro
+            finally:
+                if cleanup is not None:
+                    await cleanup()
+
+        loop = thread_loop()
+        try:
+            return loop.run_until_complete(run_then_clean_up())
+        finally:
+            # The callbacks the call scheduled last (a closed connection's, a finished thread's)
+            # run now rather than at the next call: what they hold is freed with the caller's
+            # objects (a dropped instance's database connections close when it goes).
+            loop.run_until_complete(asyncio.sleep(0))
+    coro.close()
+    raise RuntimeError(SYNC_IN_RUNNING_LOOP)
+
+
+def blocking(method: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
+    """The sync twin of an ``a*`` method of an object with ``aclose()``: run on the thread's
+    loop (``run_sync``), then release the connections the call opened."""
+    @functools.wraps(method)
+    def run(self: Any, *args: Any, **kwargs: Any) -> T:
+        return run_sync(method(self, *args, **kwargs), self.aclose)
+
+    run.__name__ = method.__name__.removeprefix("a")
+    run.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.{run.__name__}".lstrip(".")
+    run.__doc__ = f"``{method.__name__}``, blocking." + (f"\n\n{method.__doc__}" if method.__doc__ else "")
+    return run
 
 
 class PerLoop(Generic[T]):
@@ -125,3 +216,4 @@ class PrioritySlots:
 def per_loop_slots(slots: int) -> "PerLoop[PrioritySlots]":
     """``slots`` concurrency slots in each event loop."""
     return PerLoop(lambda: PrioritySlots(slots))
+

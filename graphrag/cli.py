@@ -26,13 +26,18 @@ from graphrag.errors import (
     StorageError,
     StoreUnavailableError,
 )
+from graphrag.cli_common import (
+    EXIT_EXTRACTION_FAILED,
+    EXIT_FAILED,
+    EXIT_LLM,
+    EXIT_OK,
+    EXIT_USAGE,
+    CLIError,
+    cli_embedding_func,
+    existing_working_dir,
+    open_rag,
+)
 from graphrag.operators.modes import describe_modes, mode_names
-
-EXIT_OK = 0
-EXIT_FAILED = 1  # nothing to index, unknown document id, unusable working dir files
-EXIT_USAGE = 2  # bad arguments or options, a path or working dir that does not exist
-EXIT_LLM = 3  # no LLM configured (without --offline), or an LLM call failed for good
-EXIT_EXTRACTION_FAILED = 4  # the model's answers held no record for any chunk of the insert
 
 # The engine's errors a user can act on, with their exit codes: each is one line on stderr.
 # The most specific class of an error decides; anything not here is a bug and keeps its traceback.
@@ -47,7 +52,6 @@ EXIT_CODES: dict[type[BaseException], int] = {
     FileNotFoundError: EXIT_USAGE,
 }
 
-EMBEDDING_ENV = "GRAPHRAG_EMBEDDING"
 RERANK_KEY_ENV = "GRAPHRAG_RERANK_API_KEY"  # the bearer token of a rerank endpoint (graphrag eval --rerank)
 
 EPILOG = """\
@@ -75,19 +79,13 @@ environment:
                                    Lite on milvus.db in the working dir)
   GRAPHRAG_KV_STORAGE, GRAPHRAG_VECTOR_STORAGE, GRAPHRAG_GRAPH_STORAGE, GRAPHRAG_WORKSPACE
                                    the same as the --*-storage and --workspace flags
+  GRAPHRAG_EMBEDDING_BASE_URL, GRAPHRAG_EMBEDDING_MODEL, GRAPHRAG_EMBEDDING_DIM,
+  GRAPHRAG_EMBEDDING_API_KEY       the same as the --embedding-* flags, and the server's key
   GRAPHRAG_EMBEDDING=hash          use a fast fake embedding (384-dim, no model) instead
                                    of the local all-MiniLM-L6-v2 model; for tests and
                                    benchmarks only, and a working dir must always be
                                    used with the embedding it was built with
 """
-
-
-class CLIError(Exception):
-    """A user-facing failure: one line on stderr and an exit code, never a traceback."""
-
-    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 # --------------------------------------------------------------------------- helpers
@@ -113,52 +111,10 @@ def _setup_logging(verbose: int) -> None:
             logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def _embedding_func() -> Any:
-    choice = os.environ.get(EMBEDDING_ENV, "local").strip().lower() or "local"
-    from graphrag.embedding import hash_embedding, local_embedding
-
-    if choice == "hash":
-        return hash_embedding(384)  # the local model's dimension, so working dirs stay compatible
-    if choice == "local":
-        return local_embedding()
-    raise CLIError(f"{EMBEDDING_ENV} must be 'local' or 'hash', not {choice!r}", EXIT_USAGE)
-
-
-def _existing_working_dir(path: str) -> str:
-    if not os.path.isdir(path):
-        raise CLIError(f"working dir {path!r} does not exist (build one with `graphrag index PATH "
-                       f"--working-dir {path}`)", EXIT_USAGE)
-    return path
-
-
 def _inspect(working_dir: str) -> Any:
-    """The working dir's stores, to read without the engine: no embedding model, no recovery
-    (a reader must not write), vectors described rather than loaded."""
-    from graphrag.config import GraphRAGConfig
-    from graphrag.stores import open_stores
-
-    return open_stores(GraphRAGConfig(working_dir=working_dir, always_create_working_dir=False), None)
-
-
-async def _records(store: Any) -> dict[str, Any]:
-    if store is None:
-        return {}
-    keys = await store.all_keys()
-    return {k: r for k, r in zip(keys, await store.get_by_ids(keys)) if r is not None}
-
-
-async def _built_offline(stores: Any) -> bool:
-    """True when every community report was written without an LLM (an ``--offline`` index)."""
-    reports = await _records(stores.community_reports)
-    sources = {r.get("report_source") for r in reports.values() if isinstance(r, dict)}
-    return bool(sources) and sources <= {"extractive"}
-
-
-def _open(working_dir: str, offline: bool, create: bool = False, **config: Any) -> Any:
     from graphrag.graphrag import GraphRAG
 
-    return GraphRAG(working_dir=working_dir, always_create_working_dir=create,
-                    extraction="nlp" if offline else "llm", embedding_func=_embedding_func(), **config)
+    return GraphRAG.inspect(working_dir)
 
 
 def _llm_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -177,28 +133,22 @@ def _llm_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.max_async is not None:
         config.update(best_model_max_async=args.max_async, cheap_model_max_async=args.max_async,
                       llm_max_async_total=args.max_async)
+    for name in ("embedding_base_url", "embedding_model", "embedding_dim"):
+        if getattr(args, name, None) is not None:
+            config[name] = getattr(args, name)
     return config
 
 
 def _llm_configured(offline: bool) -> bool:
     if offline:
         return True
-    from graphrag.config import GraphRAGConfig
-    from graphrag.graphrag import llm_configured
+    from graphrag.config import GraphRAGConfig, llm_configured
 
     return llm_configured(GraphRAGConfig(working_dir=".", always_create_working_dir=False))
 
 
 NO_LLM_LINE = ("no LLM is configured: set OPENAI_API_KEY (and OPENAI_BASE_URL for a local "
                "OpenAI-compatible server), or use --offline for LLM-free indexing")
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"  # pragma: no cover
 
 
 def _llm_totals(usage: dict[str, dict[str, int]]) -> tuple[int, int]:
@@ -219,6 +169,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     config = _llm_options(args)
     if args.extraction_fallback:
         config["extraction_fallback"] = args.extraction_fallback
+    if args.user_dictionary:
+        config["nlp_user_dictionary"] = args.user_dictionary
     if args.chunk_size is not None:
         if args.chunk_size < 20:
             raise CLIError("--chunk-size must be at least 20 tokens", EXIT_USAGE)
@@ -231,18 +183,14 @@ def cmd_index(args: argparse.Namespace) -> int:
     options = ReadOptions(text_field=args.text_field, title_field=args.title_field,
                           **({"max_file_bytes": int(args.max_file_size * 2**20)} if args.max_file_size else {}))
     started = time.perf_counter()
-    rag = _open(args.working_dir, args.offline, create=True, **config)
+    rag = open_rag(args.working_dir, args.offline, create=True, **config)
     report = rag.insert_files(args.paths, include=args.include, exclude=args.exclude, options=options)
-    return _print_index_report(report, rag.stores, time.perf_counter() - started, args.json)
+    return _print_index_report(report, rag.inspection, time.perf_counter() - started, args.json)
 
 
-def _print_index_report(report: Any, stores: Any, seconds: float, as_json: bool) -> int:
+def _print_index_report(report: Any, index: Any, seconds: float, as_json: bool) -> int:
     """The summary: one line on stdout (or JSON with ``--json``), a line per skipped file on
     stderr; exit 1 when no file could be read at all."""
-    async def holdings() -> tuple[int, ...]:
-        return (await stores.full_docs.count(), await stores.text_chunks.count(), await stores.graph.count_nodes(),
-                await stores.graph.count_edges())
-
     stats = report.stats
     read_any = report.indexed or report.updated or report.unchanged or report.moved
     if as_json:
@@ -254,14 +202,14 @@ def _print_index_report(report: Any, stores: Any, seconds: float, as_json: bool)
         raise CLIError("nothing to index: every input file was empty or skipped")
     if as_json:
         return EXIT_OK
-    total_docs, total_chunks, nodes, edges = asyncio.run(holdings())
+    holds = index.counts()
     calls, cached = _llm_totals(stats.get("llm", {}))
     files = len(report.indexed) + len(report.updated) + len(report.unchanged) + len(report.moved)
     print(
         f"indexed {files} file(s): {len(report.indexed)} new, {len(report.updated)} updated, "
         f"{len(report.unchanged)} unchanged, {len(report.moved)} moved, {len(report.skipped)} skipped; "
-        f"working dir now holds {total_docs} documents, {total_chunks} chunks, {nodes} entities, "
-        f"{edges} relations, {stats['communities']} communities; "
+        f"working dir now holds {holds['documents']} documents, {holds['chunks']} chunks, {holds['entities']} "
+        f"entities, {holds['relations']} relations, {stats['communities']} communities; "
         f"LLM calls: {calls} ({cached} cached); {seconds:.1f}s"
     )
     return _report_extraction(stats)
@@ -288,7 +236,7 @@ def _report_extraction(stats: dict[str, Any]) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    wd = _existing_working_dir(args.working_dir)
+    wd = existing_working_dir(args.working_dir)
     from graphrag.query_param import QueryParam
 
     if not args.question.strip():
@@ -300,13 +248,13 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.response_type:
         param_kwargs["response_type"] = args.response_type
     param = QueryParam(**param_kwargs)
-    rag = _open(wd, offline=True, **_llm_options(args))
+    rag = open_rag(wd, offline=True, **_llm_options(args))
     print(rag.query(args.question, param))
     return EXIT_OK
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    wd = _existing_working_dir(args.working_dir)
+    wd = existing_working_dir(args.working_dir)
     from graphrag.evaluation import evaluate_retrieval, passage_modes, read_labelled
 
     with open(args.questions, encoding="utf-8") as f:
@@ -324,7 +272,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CLIError(f"-k takes whole numbers separated by commas, not {args.k!r}", EXIT_USAGE) from None
     rerank = {"rerank": args.rerank, "rerank_model": args.rerank_model,
               "rerank_api_key": os.environ.get(RERANK_KEY_ENV)} if args.rerank else {}
-    rag = _open(wd, offline=True, **rerank, **_llm_options(args))
+    rag = open_rag(wd, offline=True, **rerank, **_llm_options(args))
     results = asyncio.run(evaluate_retrieval(rag, questions, modes, ks, args.top_k))
     if args.json:
         print(json.dumps({"questions": len(questions), "modes": results}, indent=2))
@@ -340,90 +288,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- stats / docs
 
 
-async def _graph_counts(graph: Any) -> tuple[int, int, dict[int, int]]:
-    levels: dict[int, set] = {}
-    for _, data in await graph.get_all_nodes():
-        raw = data.get("clusters")
-        if not raw:
-            continue
-        try:
-            for c in json.loads(raw):
-                levels.setdefault(int(c["level"]), set()).add(str(c["cluster"]))
-        except (ValueError, KeyError, TypeError):
-            continue
-    return await graph.count_nodes(), await graph.count_edges(), {k: len(v) for k, v in sorted(levels.items())}
-
-
-def collect_stats(working_dir: str) -> dict[str, Any]:
-    """Everything ``graphrag stats`` shows, read through the stores (no embedding model)."""
-    return asyncio.run(_collect_stats(_inspect(working_dir), working_dir))
-
-
-async def _collect_stats(stores: Any, working_dir: str) -> dict[str, Any]:
-    reports = await _records(stores.community_reports)
-    entities, relations, graph_levels = await _graph_counts(stores.graph)
-    per_level: dict[str, int] = {}
-    for record in reports.values():
-        if isinstance(record, dict):
-            level = str(record.get("level", 0))
-            per_level[level] = per_level.get(level, 0) + 1
-    if not per_level:  # no reports yet: count clusters in the graph
-        per_level = {str(k): v for k, v in graph_levels.items()}
-    cache = await _records(stores.llm_response_cache)
-    by_model: dict[str, int] = {}
-    for entry in cache.values():
-        if isinstance(entry, dict):
-            model = str(entry.get("model") or "unknown")
-            by_model[model] = by_model.get(model, 0) + 1
-    from graphrag.failed_chunks import read_failed_chunks
-
-    failed = await read_failed_chunks(stores.index_meta)
-    usage = await stores.index_meta.get_by_id("llm_usage")
-    usage = usage if isinstance(usage, dict) else {}
-    usage_total: dict[str, int] = {}
-    for counts in usage.values():
-        if isinstance(counts, dict):
-            for key, value in counts.items():
-                if isinstance(value, (int, float)):
-                    usage_total[key] = usage_total.get(key, 0) + int(value)
-    size = 0
-    files = 0
-    for root, _, names in os.walk(working_dir):
-        for name in names:
-            try:
-                size += os.path.getsize(os.path.join(root, name))
-                files += 1
-            except OSError:
-                pass
-    return {
-        "working_dir": os.path.abspath(working_dir),
-        "documents": await stores.full_docs.count(),
-        "chunks": await stores.text_chunks.count(),
-        # Chunks whose extraction failed (no record in the model's answers), waiting for a retry.
-        "chunks_failed_extraction": len(failed),
-        "chunks_failed_with_fallback": sum(bool(f.get("fallback")) for f in failed.values()),
-        "entities": entities,
-        "relations": relations,
-        "communities": sum(per_level.values()),
-        "communities_per_level": dict(sorted(per_level.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0)),
-        "built_offline": await _built_offline(stores),
-        "llm_cached_responses": len(cache),
-        "llm_cached_responses_by_model": dict(sorted(by_model.items())),
-        # Cumulative over every insert and delete (queries not included); {} for older dirs.
-        "llm_usage_total": usage_total,
-        "llm_usage_by_stage": usage,
-        "entity_vectors": stores.stored_vectors("entities"),
-        "chunk_vectors": stores.stored_vectors("chunks"),
-        "relation_vectors": stores.stored_vectors("relations"),
-        "files": files,
-        "size_bytes": size,
-        "size_human": human_bytes(size),
-        "commit_pending": stores.commit_pending(),
-    }
-
-
 def cmd_stats(args: argparse.Namespace) -> int:
-    stats = collect_stats(_existing_working_dir(args.working_dir))
+    stats = _inspect(existing_working_dir(args.working_dir)).stats()
     if args.json:
         print(json.dumps(stats, indent=2))
         return EXIT_OK
@@ -461,31 +327,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def list_documents(working_dir: str) -> list[dict[str, Any]]:
-    return asyncio.run(_list_documents(_inspect(working_dir)))
-
-
-async def _list_documents(stores: Any) -> list[dict[str, Any]]:
-    from graphrag.failed_chunks import read_failed_chunks
-
-    failed = await read_failed_chunks(stores.index_meta)
-    docs = await _records(stores.full_docs)
-    per_doc: dict[str, int] = {}
-    if any(not isinstance(r.get("chunk_ids"), list) for r in docs.values() if isinstance(r, dict)):
-        # A working dir written before documents listed their chunks.
-        for chunk in (await _records(stores.text_chunks)).values():
-            if isinstance(chunk, dict) and chunk.get("full_doc_id"):
-                per_doc[chunk["full_doc_id"]] = per_doc.get(chunk["full_doc_id"], 0) + 1
-    return [
-        {"id": k, "source": r.get("source"), "chars": len(r.get("content", "")),
-         "chunks": len(r["chunk_ids"]) if isinstance(r.get("chunk_ids"), list) else per_doc.get(k, 0),
-         "failed_chunks": sum(c in failed for c in r.get("chunk_ids") or [])}
-        for k, r in docs.items() if isinstance(r, dict)
-    ]
-
-
 def cmd_docs(args: argparse.Namespace) -> int:
-    docs = list_documents(_existing_working_dir(args.working_dir))
+    docs = _inspect(existing_working_dir(args.working_dir)).documents()
     if args.json:
         print(json.dumps(docs, indent=2))
         return EXIT_OK
@@ -502,15 +345,15 @@ def cmd_docs(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    wd = _existing_working_dir(args.working_dir)
-    known = {d["id"] for d in list_documents(wd)}
+    wd = existing_working_dir(args.working_dir)
+    known = {d["id"] for d in _inspect(wd).documents()}
     unknown = [i for i in args.doc_ids if i not in known]
     if unknown:
         raise CLIError(f"unknown document id(s): {', '.join(unknown)} (list them with `graphrag docs "
                        f"--working-dir {wd}`)")
     # An offline index stays offline; an LLM index re-summarises with the LLM when one is set up.
-    offline = args.offline or asyncio.run(_built_offline(_inspect(wd))) or not _llm_configured(False)
-    rag = _open(wd, offline, **_llm_options(args))
+    offline = args.offline or _inspect(wd).built_offline() or not _llm_configured(False)
+    rag = open_rag(wd, offline, **_llm_options(args))
     stats = rag.delete_documents(args.doc_ids)
     calls, cached = _llm_totals(stats.get("llm", {}))
     print(f"deleted {stats['documents_removed']} document(s), {stats['chunks_removed']} chunk(s); "
@@ -553,13 +396,12 @@ def _serving(args: argparse.Namespace) -> tuple[Any, Optional[str]]:
     from graphrag.server.service import GraphService
 
     api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
-    check_binding(args.host, api_key)  # before any model loads: a refusal is immediate
+    check_binding(args.host, api_key, args.allowed_host)  # before any model loads: a refusal is immediate
     wd = args.working_dir
-    offline = args.offline or (os.path.isdir(wd) and asyncio.run(_built_offline(_inspect(wd))))
+    offline = args.offline or (os.path.isdir(wd) and _inspect(wd).built_offline())
     config = GraphRAGConfig(working_dir=wd, extraction="nlp" if offline else "llm",
-                            embedding_func=_embedding_func(), **_llm_options(args))
-    read_only = getattr(args, "read_only", False)
-    return GraphService(config, read_only=read_only), api_key
+                            embedding_func=cli_embedding_func(), **_llm_options(args))
+    return GraphService(config, read_only=args.read_only), api_key
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -567,7 +409,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     service, api_key = _serving(args)
     print(f"serving {args.working_dir} on http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr)
-    serve(service, host=args.host, port=args.port, api_key=api_key)
+    serve(service, host=args.host, port=args.port, api_key=api_key, allowed_hosts=args.allowed_host)
     return EXIT_OK
 
 
@@ -575,7 +417,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from graphrag.server.mcp_tools import run_mcp
 
     service, api_key = _serving(args)
-    run_mcp(service, transport=args.transport, host=args.host, port=args.port, api_key=api_key)
+    run_mcp(service, transport=args.transport, host=args.host, port=args.port, api_key=api_key,
+            allowed_hosts=args.allowed_host)
     return EXIT_OK
 
 
@@ -585,16 +428,20 @@ def _add_serving_options(p: argparse.ArgumentParser, port: int) -> None:
     p.add_argument("--port", type=int, default=port, help=f"port (default {port})")
     p.add_argument("--api-key", metavar="KEY", help="key every request must carry (default: $GRAPHRAG_API_KEY)")
     p.add_argument("--offline", action="store_true", help="LLM-free inserts (extraction='nlp')")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="a Host name clients use to reach the server (repeatable; needed with --host 0.0.0.0; "
+                        "loopback names and the --host address are always served)")
+    p.add_argument("--read-only", action="store_true", help="no endpoint or tool that inserts or deletes")
 
 
 def cmd_entities(args: argparse.Namespace) -> int:
     """Entity resolution for a person: what was merged, what might be, and corrections."""
-    wd = _existing_working_dir(args.working_dir)
+    wd = existing_working_dir(args.working_dir)
     if args.merge or args.never:
         if bool(args.merge) != bool(args.into):
             raise CLIError("--merge NAME... needs --into NAME (and --into needs --merge)", EXIT_USAGE)
-        offline = args.offline or asyncio.run(_built_offline(_inspect(wd))) or not _llm_configured(False)
-        rag = _open(wd, offline, **_llm_options(args))
+        offline = args.offline or _inspect(wd).built_offline() or not _llm_configured(False)
+        rag = open_rag(wd, offline, **_llm_options(args))
         if args.merge:
             rag.merge_entities(args.merge, into=args.into)
             print(f"merged {', '.join(args.merge)} into {args.into} (kept across later inserts and deletes)")
@@ -603,7 +450,7 @@ def cmd_entities(args: argparse.Namespace) -> int:
             print(f"{args.never[0]} and {args.never[1]} will never be merged")
         return EXIT_OK
     if args.duplicates:
-        groups = _open(wd, offline=True).entity_duplicates()
+        groups = open_rag(wd, offline=True).entity_duplicates()
         if args.json:
             print(json.dumps(groups, indent=2))
             return EXIT_OK
@@ -619,20 +466,13 @@ def cmd_entities(args: argparse.Namespace) -> int:
         if not groups:
             print("no candidate duplicates")
         return EXIT_OK
-    merged = asyncio.run(_merged_entities(_inspect(wd)))
+    merged = _inspect(wd).merged_entities()
     print(json.dumps(merged, indent=2) if args.json else "\n".join(_with_aliases(n, a) for n, a in merged.items()))
     return EXIT_OK
 
 
 def _with_aliases(name: str, aliases: list[str]) -> str:
     return f"{name} <= {', '.join(aliases)}" if aliases else name
-
-
-async def _merged_entities(stores: Any) -> dict[str, list[str]]:
-    from graphrag.records import split_field
-
-    nodes = await stores.graph.get_all_nodes()
-    return {name: list(split_field(data.get("aliases"))) for name, data in sorted(nodes) if data.get("aliases")}
 
 
 # --------------------------------------------------------------------------- parser
@@ -653,6 +493,15 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--context-window", type=int, metavar="TOKENS",
                        help="the models' context window; prompts are cut to fit it (default 32768)")
     group.add_argument("--max-async", type=int, metavar="N", help="requests in flight at once (default 16)")
+    group = llm.add_argument_group("embeddings (default: the bundled English all-MiniLM-L6-v2; an index keeps "
+                                   "the embedder it was built with)")
+    group.add_argument("--embedding-base-url", metavar="URL",
+                       help="an OpenAI-compatible server's /v1 URL to embed with (with --embedding-model and "
+                            "--embedding-dim; key from GRAPHRAG_EMBEDDING_API_KEY)")
+    group.add_argument("--embedding-model", metavar="NAME",
+                       help="the server's embedding model; without --embedding-base-url, a sentence-transformers "
+                            "model name or path run locally")
+    group.add_argument("--embedding-dim", type=int, metavar="N", help="the embedding model's vector size")
 
     parser = argparse.ArgumentParser(
         prog="graphrag", description="File-backed GraphRAG: index text files, then ask questions.",
@@ -671,6 +520,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help="files, or folders walked recursively")
     p.add_argument("--offline", action="store_true", help="LLM-free extraction and reports (extraction='nlp')")
     p.add_argument("--chunk-size", type=int, metavar="N", help="chunk size in tokens (default 1200)")
+    p.add_argument("--user-dictionary", metavar="FILE",
+                   help="offline extraction of Chinese: a jieba user dictionary (one 'word [freq] [tag]' a "
+                        "line) whose domain terms are segmented whole and become entities")
     p.add_argument("--include", action="append", default=[], metavar="GLOB",
                    help="only files matching GLOB (repeatable; matched against the path inside the folder "
                         "and the file name); files of other types matched this way are read as text")
@@ -730,7 +582,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("mcp", "serve the index to agents as MCP tools (stdio, or streamable HTTP at /mcp)", [common, wd, llm])
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default stdio")
-    p.add_argument("--read-only", action="store_true", help="no tool that inserts or deletes")
     _add_serving_options(p, 8001)
     p.set_defaults(func=cmd_mcp)
 
@@ -752,7 +603,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    print(f"graphrag: error: {message}", file=sys.stderr)
+    from graphrag.redaction import redact  # a model or database error may quote a key or password
+
+    print(f"graphrag: error: {redact(message)}", file=sys.stderr)
     raise SystemExit(code)
 
 
@@ -763,6 +616,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     _setup_logging(args.verbose)
+    from graphrag.redaction import protect_logs, register_secret
+
+    protect_logs()  # the handler just configured masks secrets in every line, traceback included
+    register_secret(getattr(args, "api_key", None))
     _apply_storage_flags(args)
     try:
         return args.func(args)

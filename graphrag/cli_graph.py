@@ -8,16 +8,13 @@ import sys
 from dataclasses import asdict
 from typing import Any, Callable
 
+from graphrag.cli_common import EXIT_OK, EXIT_USAGE, CLIError, existing_working_dir, open_rag
 from graphrag.operators.modes import describe_modes, mode_names
 from graphrag.records import Entity, Path, Relation, Subgraph
 
-EXIT_OK = 0
-
 
 def _rag(args: argparse.Namespace) -> Any:
-    from graphrag.cli import _existing_working_dir, _open
-
-    return _open(_existing_working_dir(args.working_dir), offline=True)
+    return open_rag(existing_working_dir(args.working_dir), offline=True)
 
 
 def _print_json(value: Any) -> None:
@@ -77,7 +74,6 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 
 def cmd_retrieve(args: argparse.Namespace) -> int:
-    from graphrag.cli import CLIError, EXIT_USAGE
     from graphrag.query_param import QueryParam
 
     if not args.question.strip():
@@ -101,7 +97,6 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from graphrag.cli import CLIError, EXIT_USAGE
     from graphrag.export import export
 
     kg = _rag(args).knowledge_graph

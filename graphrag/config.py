@@ -69,9 +69,17 @@ class GraphRAGConfig:
     chunk_overlap_token_size: int = 100
 
     # Extraction and merge.
+    # A jieba user dictionary (``word [frequency] [tag]`` per line) for the LLM-free
+    # extractor: its words are segmented whole and always become entities (domain terms
+    # such as 线段树). None: jieba's bundled dictionary alone.
+    nlp_user_dictionary: Optional[str] = None
     entity_types: list[str] = field(default_factory=lambda: ["organization", "person", "geo", "event"])
     entity_extract_max_gleaning: int = 1
     entity_summary_to_max_tokens: int = 500
+
+    # The language of entity summaries and community reports (e.g. "Chinese"); None: the
+    # language of the descriptions they are written from. Answers follow the question's.
+    output_language: Optional[str] = None
 
     # Clustering.
     graph_cluster_algorithm: str = "leiden"
@@ -89,11 +97,22 @@ class GraphRAGConfig:
         default_factory=lambda: {"response_format": {"type": "json_object"}}
     )
 
-    # Embeddings. None means the bundled local all-MiniLM-L6-v2 model.
+    # Embeddings. None means the bundled local all-MiniLM-L6-v2 model, unless the fields
+    # below name another (each falls back to its GRAPHRAG_EMBEDDING_* variable): a server
+    # with an OpenAI-compatible /embeddings (base url, model and its vector size), or a
+    # sentence-transformers model by name or path (model alone).
     embedding_func: Optional[Any] = None
+    embedding_base_url: Optional[str] = None
+    embedding_model: Optional[str] = None
+    embedding_dim: Optional[int] = None
+    embedding_api_key: Optional[str] = field(default=None, repr=False)
     embedding_batch_num: int = 32
     embedding_func_max_async: int = 16
     query_better_than_threshold: float = 0.2
+    # The lexical channel: a BM25 index over chunks, kept beside the chunk vectors and fused
+    # into naive and hybrid ranking (operators/lexical.py). It finds passages by the words
+    # they share with the question, in languages the embedder does not know.
+    lexical_retrieval: bool = True
 
     # LLMs. A *_model_func overrides the OpenAI-compatible client for that model.
     best_model_func: Optional[ModelFunc] = None
@@ -154,15 +173,18 @@ class GraphRAGConfig:
     # A pair merges at this evidence score (name relation plus evidence, up to ~1.6); higher
     # misses more merges and makes fewer wrong ones.
     entity_resolution_threshold: float = 0.7
-    # Ask the cheap model about pairs the evidence leaves ambiguous (LLM extraction only;
-    # batched, and cached so a re-insert asks nothing).
-    entity_resolution_llm_check: bool = False
+    # Ask the cheap model about pairs the evidence leaves ambiguous (batched, cached so a
+    # re-insert asks nothing, at most 5% of a write's extraction calls). None: on with LLM
+    # extraction, off offline.
+    entity_resolution_llm_check: Optional[bool] = None
     # Embedding blocking: also compare names whose embedded name-plus-description vectors are
     # this close (cosine; None: off). Costs an embedding per name; see benchmarks/README.md.
     entity_resolution_embedding_threshold: Optional[float] = None
 
     def __post_init__(self) -> None:
         self.working_dir = os.fspath(self.working_dir)
+        if self.entity_resolution_llm_check is None:
+            self.entity_resolution_llm_check = self.extraction == "llm"
         if self.extraction not in ("llm", "nlp"):
             raise ConfigurationError(f"extraction must be 'llm' or 'nlp', not {self.extraction!r}")
         for name in (
@@ -184,6 +206,10 @@ class GraphRAGConfig:
                 "chunk_overlap_token_size must be >= 0 and smaller than chunk_token_size "
                 f"(got {self.chunk_overlap_token_size} and {self.chunk_token_size})"
             )
+        if self.nlp_user_dictionary is not None:
+            self.nlp_user_dictionary = os.fspath(self.nlp_user_dictionary)
+            if not os.path.isfile(self.nlp_user_dictionary):
+                raise ConfigurationError(f"nlp_user_dictionary: no such file {self.nlp_user_dictionary!r}")
         if self.entity_extract_max_gleaning < 0:
             raise ConfigurationError("entity_extract_max_gleaning must be >= 0")
         if self.extraction_fallback not in (None, "nlp"):
@@ -217,3 +243,9 @@ class GraphRAGConfig:
 
     def keys(self) -> list[str]:
         return [f.name for f in fields(self)]
+
+
+def llm_configured(config: GraphRAGConfig) -> bool:
+    """Whether a model can be called: a function passed, or an OpenAI-compatible endpoint set."""
+    return bool(config.best_model_func or config.llm_api_key or config.llm_base_url
+                or os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))

@@ -4,49 +4,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from dataclasses import dataclass, field, replace
-from typing import Any, Awaitable, Callable, Optional
+from dataclasses import replace
+from typing import Any, Callable, Optional
 
 import numpy as np
 
-from graphrag.aio import PerLoop
+from graphrag.embedding_func import EmbeddingFunc
 from graphrag.errors import ConfigurationError, EmbeddingFuncError
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class EmbeddingFunc:
-    """An async ``list[str] -> ndarray`` carrying what the stores need to know about it."""
-
-    embedding_dim: int
-    max_token_size: int
-    func: Callable[[list[str]], Awaitable[np.ndarray]]
-    max_async: Optional[int] = None
-    # How texts longer than the model's window are embedded ("pooled" or "truncated"); recorded
-    # in the index so one index never mixes the two. None: a user's function, not recorded.
-    long_texts: Optional[str] = None
-    _semaphores: PerLoop[asyncio.Semaphore] = field(init=False, repr=False, compare=False)
-    # The last single text embedded and its vector: one query asks several vector stores
-    # (chunks, then relations or entities) with the same question, which is embedded once.
-    _last: Optional[tuple[str, np.ndarray]] = field(default=None, init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        self._semaphores = PerLoop(lambda: asyncio.Semaphore(self.max_async or 1))
-
-    async def __call__(self, texts: list[str], *args: Any, **kwargs: Any) -> np.ndarray:
-        single = len(texts) == 1 and not args and not kwargs
-        last = self._last
-        if single and last is not None and last[0] == texts[0]:
-            return last[1].copy()
-        if not self.max_async:
-            vectors = await self.func(texts, *args, **kwargs)
-        else:
-            async with self._semaphores.get():
-                vectors = await self.func(texts, *args, **kwargs)
-        if single:
-            self._last = (texts[0], np.array(vectors, copy=True))
-        return vectors
 
 
 def limited(func: Any, max_async: int) -> EmbeddingFunc:
@@ -236,6 +202,112 @@ def local_embedding(long_texts: Optional[str] = None) -> EmbeddingFunc:
         _local[key] = EmbeddingFunc(embedding_dim=model.dim, max_token_size=model.window, func=model,
                                     long_texts=scheme)
     return _local[key]
+
+
+def sentence_transformer_embedding(model: str, embedding_dim: Optional[int] = None) -> EmbeddingFunc:
+    """A sentence-transformers model by name or path, run on the CPU. A model already on disk
+    (a folder, or a name in the Hugging Face cache) loads without the network; another name is
+    downloaded. Loaded at once when ``embedding_dim`` is not given (the stores need it)."""
+    key = f"sentence-transformers:{model}"
+    if key in _local:
+        return _local[key]
+    lock = threading.Lock()
+    loaded: list[Any] = []
+
+    def load() -> Any:
+        with lock:
+            if not loaded:
+                from sentence_transformers import SentenceTransformer
+
+                try:
+                    loaded.append(SentenceTransformer(model, device="cpu", local_files_only=True))
+                except OSError:  # not on disk: download it
+                    loaded.append(SentenceTransformer(model, device="cpu"))
+                logger.info("Loaded embedding model %s", model)
+            return loaded[0]
+
+    def encode(texts: list[str]) -> np.ndarray:
+        return np.asarray(load().encode(list(texts), batch_size=32, convert_to_numpy=True,
+                                        normalize_embeddings=True, show_progress_bar=False), dtype=np.float32)
+
+    async def embed(texts: list[str]) -> np.ndarray:
+        return await asyncio.to_thread(encode, texts)
+
+    dim, window = embedding_dim, 512
+    if dim is None:
+        model_dim = getattr(load(), "get_embedding_dimension", None) or load().get_sentence_embedding_dimension
+        dim = int(model_dim())
+        window = int(getattr(load(), "max_seq_length", None) or window)
+    _local[key] = EmbeddingFunc(embedding_dim=dim, max_token_size=window, func=embed, max_async=1, name=key)
+    return _local[key]
+
+
+EMBEDDING_ENV_VARS = {"embedding_base_url": "GRAPHRAG_EMBEDDING_BASE_URL",
+                      "embedding_model": "GRAPHRAG_EMBEDDING_MODEL",
+                      "embedding_dim": "GRAPHRAG_EMBEDDING_DIM",
+                      "embedding_api_key": "GRAPHRAG_EMBEDDING_API_KEY"}
+
+
+def embedding_from_config(config: Any) -> EmbeddingFunc:
+    """The embedding function a config asks for: its ``embedding_func``; else a server
+    (``embedding_base_url`` + ``embedding_model`` + ``embedding_dim``, each falling back to
+    its ``GRAPHRAG_EMBEDDING_*`` variable); else a sentence-transformers model
+    (``embedding_model`` alone); else the bundled model."""
+    import os
+
+    if config.embedding_func is not None:
+        return config.embedding_func
+    setting = {k: getattr(config, k, None) or os.environ.get(env) or None for k, env in EMBEDDING_ENV_VARS.items()}
+    dim = setting["embedding_dim"]
+    try:
+        dim = int(dim) if dim is not None else None
+    except ValueError:
+        raise ConfigurationError(f"embedding_dim must be a whole number, not {dim!r}") from None
+    if setting["embedding_base_url"]:
+        if not setting["embedding_model"] or not dim:
+            raise ConfigurationError("an embedding server (embedding_base_url) needs embedding_model and "
+                                     "embedding_dim (the model's vector size) too")
+        from graphrag.llm.openai_transport import openai_embedding_func
+
+        return openai_embedding_func(
+            model=setting["embedding_model"], embedding_dim=dim, base_url=setting["embedding_base_url"],
+            api_key=setting["embedding_api_key"] or "sk-no-key-required", batch_size=config.embedding_batch_num,
+            max_retries=config.llm_max_retries, timeout=config.llm_timeout)
+    if setting["embedding_model"]:
+        return sentence_transformer_embedding(setting["embedding_model"], dim)
+    return local_embedding()
+
+
+async def _openai_embedding(texts: list[str]) -> np.ndarray:
+    if "openai" not in _local:
+        from graphrag.llm.openai_transport import openai_embedding_func
+
+        _local["openai"] = openai_embedding_func()
+    return await _local["openai"].func(texts)
+
+
+# nano-graphrag's name for OpenAI's text-embedding-3-small (OPENAI_API_KEY, OPENAI_BASE_URL).
+openai_embedding = EmbeddingFunc(embedding_dim=1536, max_token_size=8192, func=_openai_embedding,
+                                 name="openai-compatible:text-embedding-3-small")
+
+
+def warn_if_not_english(texts: list[str], func: EmbeddingFunc) -> bool:
+    """Log one WARNING when most ``texts`` are not English (not mostly in Latin script)
+    and ``func`` is the bundled English model, which embeds other languages poorly; True
+    when it did."""
+    from graphrag.operators.chinese_text import mostly_latin
+
+    if func.long_texts is None or func.name is not None or not texts:
+        return False
+    foreign = sum(not mostly_latin(text) and any(ch.isalpha() for ch in text) for text in texts)
+    if 2 * foreign <= len(texts):
+        return False
+    logger.warning("%d of %d chunks are not in English, but the bundled embedding model (all-MiniLM-L6-v2) "
+                   "knows English only: set embedding_base_url, embedding_model and embedding_dim (or "
+                   "--embedding-base-url/--embedding-model/--embedding-dim, or GRAPHRAG_EMBEDDING_BASE_URL, "
+                   "_MODEL, _DIM) to a multilingual model such as bge-m3; the lexical channel still matches "
+                   "words in any language", foreign, len(texts))
+    return True
 
 
 def follows_index(func: Optional[Any]) -> bool:

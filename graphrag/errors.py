@@ -32,7 +32,8 @@ class EmbeddingFuncError(ConfigurationError, TypeError):
 
 
 class EmbeddingSchemeError(ConfigurationError):
-    """The index's chunk vectors were embedded with the other ``local_embedding(long_texts=...)``."""
+    """The index's vectors were made by another embedding model, or its chunk vectors with the other
+    ``local_embedding(long_texts=...)``."""
 
 
 class LLMError(GraphRAGError, RuntimeError):

@@ -7,8 +7,11 @@ nodes are coloured by their coarsest community and hovering one shows its descri
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
+import re
 from dataclasses import asdict
 from typing import Any, Callable
 from xml.sax.saxutils import escape, quoteattr
@@ -104,23 +107,40 @@ def to_html(sub: Subgraph, title: str = "Knowledge graph") -> str:
         "edges": [{"source": r.source, "target": r.target, "description": r.description, "weight": r.weight}
                   for r in sub.relations],
     }
-    payload = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")  # never closes the script early
-    return _PAGE.replace("%TITLE%", html.escape(title)).replace("%DATA%", payload)
+    return render(_PAGE, TITLE=html.escape(title), DATA=script_json(data))
 
 
-_PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>%TITLE%</title>
-<style>
+_SCRIPT_ESCAPES = {ord(c): f"\\u{ord(c):04x}" for c in "<>&"}
+
+
+def script_json(value: Any) -> str:
+    """``value`` as JSON safe inside a ``<script type="application/json">`` block: ``<``, ``>``
+    and ``&`` written as ``\\u003c``-style escapes, so no text in it (``</script>``, ``<!--``)
+    can end the block or change how the HTML parser reads it; ``JSON.parse`` gives the same value."""
+    return json.dumps(value, ensure_ascii=False).translate(_SCRIPT_ESCAPES)
+
+
+def render(template: str, **values: str) -> str:
+    """``template`` with each ``%NAME%`` replaced by ``values[NAME]`` in one pass: a value is
+    never scanned again, so text in one value cannot pull another in. Values come escaped for
+    where they go; a placeholder without a value is an error."""
+    return re.sub(r"%([A-Z_]+)%", lambda m: values[m.group(1)], template)
+
+
+def csp_hash(text: str) -> str:
+    """A Content-Security-Policy source allowing exactly this inline script or style."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+_STYLE = """
 body{margin:0;font:14px system-ui,sans-serif;display:flex;height:100vh}
 #graph{flex:1}svg{width:100%;height:100%}
 .edge{stroke:#999;stroke-opacity:.6}.node circle{stroke:#fff;stroke-width:1.5}
 .node text{font-size:11px;pointer-events:none}.node:hover circle{stroke:#000;stroke-width:2.5}
 #info{width:300px;padding:12px;border-left:1px solid #ddd;overflow:auto}
-</style></head>
-<body><div id="graph"><svg id="canvas" viewBox="0 0 1000 1000" role="img" aria-label="%TITLE%"></svg></div>
-<div id="info"><h3>%TITLE%</h3><p>Hover over an entity to read its description.</p></div>
-<script type="application/json" id="graph-data">%DATA%</script>
-<script>
+"""
+
+_SCRIPT = """
 (function () {
   var data = JSON.parse(document.getElementById("graph-data").textContent);
   var svg = document.getElementById("canvas"), NS = "http://www.w3.org/2000/svg";
@@ -135,7 +155,7 @@ body{margin:0;font:14px system-ui,sans-serif;display:flex;height:100vh}
     var a = at[e.source], b = at[e.target]; if (!a || !b) return;
     var line = el("line", {"class": "edge", x1: a.x, y1: a.y, x2: b.x, y2: b.y,
                            "stroke-width": Math.min(6, 1 + Math.log(1 + e.weight))}, svg);
-    el("title", {}, line).textContent = e.source + " \u2014 " + e.target + ": " + e.description;
+    el("title", {}, line).textContent = e.source + " \\u2014 " + e.target + ": " + e.description;
   });
   data.nodes.forEach(function (n) {
     var g = el("g", {"class": "node", "data-name": n.name, "data-community": n.community,
@@ -144,16 +164,32 @@ body{margin:0;font:14px system-ui,sans-serif;display:flex;height:100vh}
     el("title", {}, g).textContent = n.name + " (" + n.type + ")\\n" + n.description;
     el("text", {x: 12, y: 4}, g).textContent = n.name;
     g.addEventListener("mouseover", function () {
-      info.innerHTML = "";
-      el2("h3", n.name); el2("p", n.type + (n.community ? " \u00b7 community " + n.community : ""));
+      info.replaceChildren();
+      el2("h3", n.name); el2("p", n.type + (n.community ? " \\u00b7 community " + n.community : ""));
       el2("p", n.description); el2("p", "Documents: " + n.documents.join(", "));
     });
   });
   function el2(tag, text) { var e = document.createElement(tag); e.textContent = text; info.appendChild(e); }
   svg.setAttribute("data-drawn", String(data.nodes.length));
 })();
-</script></body></html>
 """
+
+# The page's only script and style are these two, allowed by their hashes: nothing else runs,
+# whatever the data holds (the server sends the same policy as a header).
+DRAWING_SOURCES = {"script-src": csp_hash(_SCRIPT), "style-src": csp_hash(_STYLE)}
+_POLICY = (f"default-src 'none'; script-src {DRAWING_SOURCES['script-src']}; "
+           f"style-src {DRAWING_SOURCES['style-src']}; img-src data:")
+
+# The page around the data: the constants are joined in here, the title and data by ``render``.
+_PAGE = "".join([
+    '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n',
+    f'<meta http-equiv="Content-Security-Policy" content="{html.escape(_POLICY)}">\n',
+    "<title>%TITLE%</title>\n<style>", _STYLE, "</style></head>\n",
+    '<body><div id="graph"><svg id="canvas" viewBox="0 0 1000 1000" role="img" aria-label="%TITLE%"></svg></div>\n',
+    '<div id="info"><h3>%TITLE%</h3><p>Hover over an entity to read its description.</p></div>\n',
+    '<script type="application/json" id="graph-data">%DATA%</script>\n',
+    "<script>", _SCRIPT, "</script></body></html>\n",
+])
 
 FORMATS: dict[str, Callable[[Subgraph], str]] = {
     "graphml": to_graphml, "json": to_json, "mermaid": to_mermaid, "html": to_html,

@@ -14,13 +14,15 @@ never per call; no call re-reads the graph from disk.
 from __future__ import annotations
 
 import difflib
-import heapq
 import re
+import heapq
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 
+from graphrag.aio import run_sync
 from graphrag.errors import EntityNotFound, InvalidInputError
 from graphrag.operators.community_index import largest_community, with_occurrence
+from graphrag.operators.names import compact_key as name_key
 from graphrag.records import Community, Entity, Path, Relation, Subgraph, split_field
 from graphrag.schema import edge_key
 
@@ -32,15 +34,9 @@ MAX_DEPTH = 4  # neighbours, traversals and subgraphs
 MAX_PATH_DEPTH = 6
 MAX_SCAN = 20_000  # edges looked at per call, at most
 DIRECTIONS = ("both", "out", "in")
-_PUNCTUATION = re.compile(r"[\W_]+", re.UNICODE)
 # Longest run of words read as one entity name in a text.
 MAX_NAME_WORDS = 6
 _WORD = re.compile(r"\w[\w'&.-]*", re.UNICODE)
-
-
-def name_key(name: str) -> str:
-    """What two spellings of one name share: letters and digits, case-folded."""
-    return _PUNCTUATION.sub("", name.casefold())
 
 
 class NameIndex:
@@ -72,11 +68,9 @@ class NameIndex:
 class KnowledgeGraph:
     """Graph exploration over a working dir's stores (see the module docstring)."""
 
-    def __init__(self, stores: Callable[[], "Stores"], version: Callable[[], int],
-                 run_sync: Callable[[Any], Any]) -> None:
+    def __init__(self, stores: Callable[[], "Stores"], version: Callable[[], int]) -> None:
         self._stores = stores
         self._version = version
-        self._run_sync = run_sync
         self._cache_key: Any = None
         self._names: Optional[NameIndex] = None
         self._documents: Optional["DocumentLookup"] = None
@@ -86,11 +80,10 @@ class KnowledgeGraph:
         """Read-only over a working dir's files: no embedding model (so no ``search``), no LLM,
         no lock, nothing written -- for notebooks and tools inspecting an index."""
         from graphrag.config import GraphRAGConfig
-        from graphrag.graphrag import _run_sync
         from graphrag.stores import open_stores
 
         stores = open_stores(GraphRAGConfig(working_dir=working_dir, always_create_working_dir=False), None)
-        return cls(lambda: stores, lambda: 0, _run_sync)
+        return cls(lambda: stores, lambda: 0)
 
     # ------------------------------------------------------------------ caches
 
@@ -403,31 +396,31 @@ class KnowledgeGraph:
     # ------------------------------------------------------------------ sync twins
 
     def entity(self, name: str) -> Entity:
-        return self._run_sync(self.aentity(name))
+        return run_sync(self.aentity(name))
 
     def neighbors(self, name: str, **options: Any) -> list[Entity]:
-        return self._run_sync(self.aneighbors(name, **options))
+        return run_sync(self.aneighbors(name, **options))
 
     def traverse(self, start: str, **options: Any) -> list[Entity]:
-        return self._run_sync(self.atraverse(start, **options))
+        return run_sync(self.atraverse(start, **options))
 
     def paths(self, a: str, b: str, **options: Any) -> list[Path]:
-        return self._run_sync(self.apaths(a, b, **options))
+        return run_sync(self.apaths(a, b, **options))
 
     def subgraph(self, names: Sequence[str], **options: Any) -> Subgraph:
-        return self._run_sync(self.asubgraph(names, **options))
+        return run_sync(self.asubgraph(names, **options))
 
     def whole(self, max_nodes: Optional[int] = None) -> Subgraph:
-        return self._run_sync(self.awhole(max_nodes))
+        return run_sync(self.awhole(max_nodes))
 
     def names_in(self, text: str) -> list[str]:
-        return self._run_sync(self.anames_in(text))
+        return run_sync(self.anames_in(text))
 
     def search(self, text: str, top_k: int = 10) -> list[Entity]:
-        return self._run_sync(self.asearch(text, top_k))
+        return run_sync(self.asearch(text, top_k))
 
     def graph_search(self, text: str, **options: Any) -> list[Entity]:
-        return self._run_sync(self.agraph_search(text, **options))
+        return run_sync(self.agraph_search(text, **options))
 
 
 def _weight(data: dict) -> float:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import uuid
 from typing import Any, AsyncIterator, Callable, Generic, Optional, TypeVar
 
 from graphrag.backends import storage_class
@@ -15,6 +17,8 @@ from graphrag.storage import (
     StorageNameSpace,
 )
 from graphrag.storage import files
+
+logger = logging.getLogger(__name__)
 
 S = TypeVar("S")
 StoreOpener = Callable[[], Optional[StorageNameSpace]]
@@ -53,6 +57,8 @@ class Stores:
     # What extraction found in each chunk: lets merges be rebuilt (on delete) without the LLM.
     chunk_extractions = _OpenedOnFirstUse[BaseKVStorage]()
     llm_response_cache = _OpenedOnFirstUse[Optional[BaseKVStorage]]()
+    # The lexical channel's BM25 index over chunks (operators/lexical.py); None when off.
+    lexical_index = _OpenedOnFirstUse[Optional[BaseKVStorage]]()
 
     def __init__(self, openers: dict[str, StoreOpener], working_dir: Optional[str] = None,
                  describe_vectors: Optional[Callable[[str], Optional[dict[str, int]]]] = None) -> None:
@@ -130,17 +136,33 @@ class Stores:
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
         """Make everything written inside the block (``index_done``, ``write_ahead``, a
-        database's writes) visible together at its end, or none of it if it raises."""
+        database's writes) visible together at its end, or none of it if it raises.
+
+        When database stores take part, the manifest is written ahead of their commits,
+        naming the commit and how each database finishes it (``prepare_commit``); stores
+        with a transaction commit first, then those that replay, then the files are renamed.
+        A kill anywhere in between is finished or undone by :meth:`recover`."""
         try:
             with files.commit_transaction(self._dir()):
                 yield
-                for store in self.all():
+                commit_id = uuid.uuid4().hex
+                prepared = {name: await store.prepare_commit(commit_id)
+                            for name, store in self._opened.items() if store is not None}
+                databases = {name: p.redo for name, p in prepared.items() if p is not None}
+                if databases:
+                    files.write_ahead(commit_id, databases)
+                # A stamped transaction commits before any store replays: if it did not
+                # commit, nothing else was applied and recovery rolls the whole write back.
+                for store in sorted(self.all(), key=lambda s: databases.get(self._name_of(s)) is not None):
                     await store.index_commit_callback()
         except BaseException:
             for store in self.all():
                 with contextlib.suppress(Exception):
                     await store.index_abort_callback()
             raise
+
+    def _name_of(self, store: StorageNameSpace) -> str:
+        return next(name for name, opened in self._opened.items() if opened is store)
 
     def commit_pending(self) -> bool:
         """A commit is being applied, or was interrupted and is waiting to be finished."""
@@ -152,7 +174,28 @@ class Stores:
 
     def recover(self) -> bool:
         """Finish an interrupted commit, drop orphaned temporary files (writer lock held).
-        True when a commit was rolled forward."""
+        True when a commit was rolled forward.
+
+        A commit with database stores is rolled forward if its stamped transactions committed
+        (the stores with a redo record apply it again), else rolled back whole; without the
+        embedding function a vector store cannot be opened, and the commit is left for a
+        writer that can."""
+        manifest = files.read_manifest(self._dir())
+        databases = manifest.get("databases") if manifest else None
+        if databases:
+            stores = {name: self._openers[name]() for name in databases}
+            if any(store is None for store in stores.values()):
+                logger.warning("An interrupted commit in %s needs stores not open here; left for the next writer",
+                               self._dir())
+                return False
+            commit_id = manifest["commit_id"]  # type: ignore[index]
+            stamped = [name for name, redo in databases.items() if redo is None]
+            if not all(stores[name].finish_commit(commit_id, None) for name in stamped):  # type: ignore[union-attr]
+                files.roll_back(self._dir())
+                return False
+            for name, redo in databases.items():
+                if redo is not None:
+                    stores[name].finish_commit(commit_id, redo)  # type: ignore[union-attr]
         return files.recover_pending_commit(self._dir())
 
     def wait_for_commit(self) -> None:
@@ -201,4 +244,5 @@ def open_stores(config: GraphRAGConfig, embedding_func: Optional[EmbeddingFunc])
         "index_meta": kv("index_meta"),
         "chunk_extractions": kv("chunk_extractions"),
         "llm_response_cache": llm_cache,
+        "lexical_index": kv("lexical_index", read_by_record=True) if config.lexical_retrieval else lambda: None,
     }, working_dir=config.working_dir, describe_vectors=lambda name: vector_cls.describe_stored(config, name))

@@ -11,7 +11,9 @@ from .tokenizer import Tokenizer, get_tokenizer
 
 # tiktoken slows down badly on very long runs without whitespace; encode in bounded pieces.
 _PIECE_CHARS = 8192
-DEFAULT_SEPARATORS = ("\n\n", "\n", ". ", "! ", "? ", "。", "；", "; ", ", ", " ")
+# Coarsest first: paragraphs, lines, sentence ends (Latin, then Chinese, which need no space
+# after them), clauses, words.
+DEFAULT_SEPARATORS = ("\n\n", "\n", ". ", "! ", "? ", "。", "！", "？", "；", "; ", "，", ", ", " ")
 
 
 def compute_id(content: str, prefix: str) -> str:

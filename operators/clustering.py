@@ -1,7 +1,8 @@
 """Community detection over any graph store: incremental hierarchical Leiden and the community schema.
 
 Works through the graph contract only (``get_nodes_attributes``, ``get_edges_attributes``, ``get_adjacency``,
-``update_node_clusters``, graph attributes), so every backend gets the same communities.
+and the ``ClusterMemberships`` capability: ``update_node_clusters``, graph attributes...), so every
+backend that declares it gets the same communities.
 A node's memberships live in its ``clusters`` attribute, as nano-graphrag keeps them:
 JSON ``[{"level": 0, "cluster": 7}, {"level": 1, "cluster": 12}, ...]``.
 """
@@ -10,20 +11,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Collection, Iterable, Iterator, Mapping, Optional
+from typing import Any, Collection, Iterable, Optional
 
 from graphrag.schema import GRAPH_FIELD_SEP, CommunitySchema, edge_key
+from graphrag.storage.capabilities import ClusterMemberships
 
-if TYPE_CHECKING:
-    from graphrag.storage.base import BaseGraphStorage
+from .clustering_nearby import paths_near
+from .leiden_paths import community_paths, membership_path, read_memberships
 
 logger = logging.getLogger(__name__)
 
-# node -> {neighbour: edge attributes}, each edge seen from both ends (BaseGraphStorage.get_adjacency).
-Adjacency = Mapping[str, Mapping[str, dict[str, Any]]]
-
-# Graph attribute: communities the incremental update split, and their size before (see _place_incrementally).
+# Graph attribute: communities the incremental update split, and their size before
+# (see leiden_paths.place_incrementally).
 SPLIT_ATTRIBUTE = "split_communities"
 # Graph attribute: the settings the stored memberships were made with. Reading only around the
 # touched nodes keeps every other component as stored, which is right only under the same settings.
@@ -34,207 +33,7 @@ SETTINGS_ATTRIBUTE = "clustering_settings"
 NEAR_AT_MOST = 1000
 
 
-def _weight(data: dict[str, Any]) -> float:
-    return float(data.get("weight", 1.0) or 1.0)
-
-
-def leiden_partitions(adjacency: Adjacency, max_cluster_size: int, seed: int,
-                      nodes: Optional[Iterable[str]] = None) -> list[dict[str, list[int]]]:
-    """Hierarchical Leiden run on each connected component (of the subgraph ``nodes``
-    induces; default the whole graph) on its own.
-
-    Each component's result depends only on that component, so a change in one part
-    of the graph leaves the communities of the others exactly as they were, and every
-    component (not only the largest) gets communities. Returns, per component, a map
-    node -> [local cluster at level 0, level 1, ...].
-    """
-    from graspologic_native import hierarchical_leiden
-
-    keep = set(adjacency) if nodes is None else set(nodes)
-    results = []
-    for component in sorted((sorted(c) for c in _components(adjacency, keep)), key=lambda c: c[0]):
-        if len(component) < 2:
-            continue  # an isolated node has no relation to summarise
-        if len(component) == 2:
-            results.append({n: [0] for n in component})
-            continue
-        edges = sorted((a, b, _weight(d)) for a in component for b, d in adjacency[a].items() if a <= b and b in keep)
-        membership: dict[str, list[int]] = defaultdict(list)
-        for entry in sorted(hierarchical_leiden(edges, max_cluster_size=max_cluster_size, seed=seed),
-                            key=lambda e: (e.node, e.level)):
-            membership[entry.node].append(entry.cluster)
-        results.append(dict(membership))
-    return results
-
-
-def _components(adjacency: Adjacency, keep: set[str]) -> Iterator[list[str]]:
-    """Connected components of the subgraph ``keep`` induces."""
-    seen: set[str] = set()
-    for start in keep:
-        if start in seen:
-            continue
-        seen.add(start)
-        group, frontier = [start], [start]
-        while frontier:
-            for neighbour in adjacency.get(frontier.pop(), ()):
-                if neighbour in keep and neighbour not in seen:
-                    seen.add(neighbour)
-                    group.append(neighbour)
-                    frontier.append(neighbour)
-        yield group
-
-
-class _CommunityIds:
-    """Hands out community ids: old ones where a community is recognisably the same, else fresh."""
-
-    def __init__(self, next_id: int) -> None:
-        self.next_id = next_id  # above every id in use
-        self.taken: set[int] = set()
-
-    def fresh(self) -> int:
-        self.next_id += 1
-        return self.next_id - 1
-
-    def number(self, membership: dict[str, list[int]]) -> dict[str, list[int]]:
-        """Global fresh ids for the local clusters of one ``leiden_partitions`` entry."""
-        ids: dict[tuple[int, int], int] = {}
-        for node in sorted(membership):
-            for level, local in enumerate(membership[node]):
-                if (level, local) not in ids:
-                    ids[(level, local)] = self.fresh()
-        return {n: [ids[(level, local)] for level, local in enumerate(p)] for n, p in membership.items()}
-
-    def match(self, membership: dict[str, list[int]], old_paths: dict[str, list[int]]) -> dict[str, list[int]]:
-        """Give each new community the free old id at its level it overlaps most (Jaccard >= 0.5)."""
-        new_groups: dict[tuple[int, int], set[str]] = defaultdict(set)
-        for node, path in membership.items():
-            for level, local in enumerate(path):
-                new_groups[(level, local)].add(node)
-        old_groups: dict[tuple[int, int], set[str]] = defaultdict(set)
-        for node, path in old_paths.items():
-            for level, cluster in enumerate(path):
-                old_groups[(level, cluster)].add(node)
-        candidates = []
-        for (level, local), members in new_groups.items():
-            for cid in {old_paths[n][level] for n in members if len(old_paths.get(n, ())) > level}:
-                old = old_groups[(level, cid)]
-                jaccard = len(members & old) / len(members | old)
-                if jaccard >= 0.5:
-                    candidates.append((-jaccard, cid, level, local))
-        ids: dict[tuple[int, int], int] = {}
-        for _, cid, level, local in sorted(candidates):
-            if (level, local) not in ids and cid not in self.taken:
-                ids[(level, local)] = cid
-                self.taken.add(cid)
-        for key in sorted(new_groups, key=lambda k: (k[0], min(new_groups[k]))):
-            if key not in ids:
-                ids[key] = self.fresh()
-        return {n: [ids[(level, local)] for level, local in enumerate(p)] for n, p in membership.items()}
-
-
-def _place_incrementally(adjacency: Adjacency, component: list[str], old_paths: dict[str, list[int]],
-                         ids: _CommunityIds, max_cluster_size: int, seed: int,
-                         split_parents: dict[int, int]) -> dict[str, list[int]]:
-    """Keep old paths; give new nodes communities without disturbing the old ones.
-
-    ``split_parents`` maps each community this function split (because it outgrew
-    ``max_cluster_size``) to its size before it grew; it is updated in place so the
-    split is undone once the community is back to that size.
-    """
-    paths = {n: list(p) for n, p in old_paths.items()}
-    unplaced = sorted(n for n in component if n not in paths)
-    for membership in leiden_partitions(adjacency, max_cluster_size, seed, nodes=unplaced):
-        paths.update(ids.number(membership))
-    for node in unplaced:
-        if node in paths:
-            continue
-        weights: dict[tuple[int, ...], float] = defaultdict(float)
-        for neighbour, data in adjacency[node].items():
-            if neighbour in paths:
-                weights[tuple(paths[neighbour])] += _weight(data)
-        paths[node] = list(min(weights.items(), key=lambda kv: (-kv[1], kv[0]))[0])
-
-    def groups(source: dict[str, list[int]]) -> dict[tuple[int, ...], set[str]]:
-        out: dict[tuple[int, ...], set[str]] = defaultdict(set)
-        for node, path in source.items():
-            for depth in range(1, len(path) + 1):
-                out[tuple(path[:depth])].add(node)
-        return out
-
-    before = groups(old_paths)
-    members = groups(paths)
-    for prefix in sorted(members, key=lambda p: (len(p), p)):
-        group = members[prefix]
-        has_children = any(len(paths[n]) > len(prefix) for n in group)
-        if has_children and len(group) <= split_parents.get(prefix[-1], -1):
-            for node in group:
-                del paths[node][len(prefix):]
-            del split_parents[prefix[-1]]
-        elif not has_children and len(group) > max_cluster_size and group != before.get(prefix):
-            for membership in leiden_partitions(adjacency, max_cluster_size, seed, nodes=group):
-                if len({p[0] for p in membership.values()}) > 1:
-                    for node, tail in ids.number(membership).items():
-                        paths[node].extend(tail)
-                    split_parents[prefix[-1]] = max(len(before.get(prefix, ())), max_cluster_size)
-    return paths
-
-
-def community_paths(adjacency: Adjacency, old_paths: dict[str, list[int]], max_cluster_size: int, seed: int,
-                    exact_below: Optional[int], split_parents: dict[int, int]) -> dict[str, list[int]]:
-    """Community id per level for every node that has an edge.
-
-    Leiden is global: after two nodes join a 5,000-node component, a fresh run
-    reshuffles about 40% of that component's communities, each needing a new report.
-    So components of at least ``exact_below`` nodes that already had communities are
-    updated in place: their nodes keep their communities, new nodes that form groups
-    among themselves get communities of their own (Leiden on those nodes), a lone new
-    node joins the community it is most strongly linked to, and a community that
-    outgrows ``max_cluster_size`` is split, and merged back once it fits again (the ids
-    of such splits are kept in ``split_parents``). Removing what an insert added
-    therefore gives back the communities from before it. Smaller components, and all of
-    them when ``exact_below`` is None, are clustered from scratch, so their communities
-    depend only on the graph; ids are kept where membership overlaps.
-    """
-    ids = _CommunityIds(max((c for p in old_paths.values() for c in p), default=-1) + 1)
-    components = sorted((sorted(c) for c in _components(adjacency, set(adjacency)) if len(c) > 1),
-                        key=lambda c: c[0])
-    in_place, from_scratch = [], []
-    for component in components:
-        old = {n: old_paths[n] for n in component if old_paths.get(n)}
-        if exact_below is not None and len(component) >= exact_below and old:
-            in_place.append((component, old))
-            ids.taken.update(c for p in old.values() for c in p)
-        else:
-            from_scratch.append((component, old))
-    paths: dict[str, list[int]] = {}
-    for component, old in in_place:
-        paths.update(_place_incrementally(adjacency, component, old, ids, max_cluster_size, seed, split_parents))
-    for component, old in from_scratch:
-        for membership in leiden_partitions(adjacency, max_cluster_size, seed, nodes=component):
-            paths.update(ids.match(membership, old))
-    return paths
-
-
-def membership_path(node: str, raw: str) -> Optional[list[int]]:
-    """A node's stored ``clusters`` text as its community id per level (None if it has none,
-    or an unreadable one)."""
-    clusters = _memberships([(node, {"clusters": raw})]).get(node)
-    return [c["cluster"] for c in sorted(clusters, key=lambda c: c["level"])] if clusters else None
-
-
-def _memberships(nodes: list[tuple[str, dict]]) -> dict[str, list[dict[str, int]]]:
-    out = {}
-    for node, data in nodes:
-        raw = data.get("clusters")
-        if raw:
-            try:
-                out[node] = json.loads(raw)
-            except ValueError:
-                logger.warning("Ignoring unreadable cluster membership of node %r", node)
-    return out
-
-
-async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full: bool = False,
+async def cluster_graph(graph: ClusterMemberships, algorithm: str = "leiden", full: bool = False,
                         touched: Optional[Collection[str]] = None) -> Optional[set[str]]:
     """Assign every node that has an edge to a community at each level. Returns the communities
     a node joined or left when only the graph around ``touched`` was read, else None.
@@ -248,13 +47,14 @@ async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full
     """
     if algorithm != "leiden":
         raise ValueError(f"unknown graph clustering algorithm {algorithm!r}; only 'leiden' is available")
+    if not isinstance(graph, ClusterMemberships):
+        raise NotImplementedError(f"{type(graph).__name__} declares no ClusterMemberships (storage/capabilities.py): the "
+                                  "engine cannot keep communities in it; give it clustering() and community_schema()")
     config = graph.global_config
     split_parents = {int(k): v for k, v in json.loads(await graph.get_graph_attribute(SPLIT_ATTRIBUTE) or "{}").items()}
     settings = json.dumps([config.max_graph_cluster_size, config.graph_cluster_seed, config.exact_clustering_below])
     same_settings = await graph.get_graph_attribute(SETTINGS_ATTRIBUTE) == settings
     if touched is not None and not full and len(touched) <= NEAR_AT_MOST and same_settings:
-        from .clustering_nearby import paths_near
-
         splits = dict(split_parents)
         changes = await paths_near(graph, set(touched), splits, max_cluster_size=config.max_graph_cluster_size,
                                    seed=config.graph_cluster_seed, exact_below=config.exact_clustering_below)
@@ -271,7 +71,7 @@ async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full
     stored = await graph.get_nodes_attributes(("clusters",))
     old_paths = {
         node: [c["cluster"] for c in sorted(clusters, key=lambda c: c["level"])]
-        for node, clusters in _memberships(stored).items()
+        for node, clusters in read_memberships(stored).items()
     }
     adjacency = await graph.get_adjacency()
 
@@ -301,15 +101,15 @@ async def cluster_graph(graph: BaseGraphStorage, algorithm: str = "leiden", full
 
 def community_ids(nodes: Iterable[tuple[str, dict]]) -> set[str]:
     """The communities these ``(name, data)`` nodes are in, by their ``clusters`` attribute."""
-    return {str(c["cluster"]) for clusters in _memberships(list(nodes)).values() for c in clusters}
+    return {str(c["cluster"]) for clusters in read_memberships(list(nodes)).values() for c in clusters}
 
 
-async def communities_of(graph: BaseGraphStorage, nodes: Collection[str]) -> set[str]:
+async def communities_of(graph: ClusterMemberships, nodes: Collection[str]) -> set[str]:
     """The communities these nodes are in, as stored."""
     return community_ids(await graph.get_nodes_attributes_of(sorted(nodes), ("clusters",)))
 
 
-async def cluster_after_write(graph: BaseGraphStorage, touched: Collection[str], were_in: set[str],
+async def cluster_after_write(graph: ClusterMemberships, touched: Collection[str], were_in: set[str],
                               algorithm: str = "leiden") -> tuple[dict[str, CommunitySchema], Optional[set[str]]]:
     """Cluster after a write that changed only the nodes ``touched`` (which were in the
     communities ``were_in`` before it), and return the schema of the communities that may have
@@ -319,22 +119,24 @@ async def cluster_after_write(graph: BaseGraphStorage, touched: Collection[str],
     chunks as before, so only the others are read: a small write into a large index reads
     a part of it proportional to what it changed.
     """
-    moved = await graph.update_clustering(touched, algorithm)
+    if _default(graph, "clustering"):
+        moved = await cluster_graph(graph, algorithm, touched=touched)
+    else:  # a class with its own clustering: told nothing of what was touched
+        await graph.clustering(algorithm)
+        moved = None
     if moved is None or not _default(graph, "community_schema"):
         return await graph.community_schema(), None
     changed = moved | were_in | await communities_of(graph, touched)
     return await graph.community_schema(only=changed), changed
 
 
-def _default(graph: BaseGraphStorage, method: str) -> bool:
+def _default(graph: ClusterMemberships, method: str) -> bool:
     """Whether ``graph`` uses the contract's own ``method`` (a nano-graphrag storage class may
     bring its own clustering and schema)."""
-    from graphrag.storage.base import BaseGraphStorage
-
-    return getattr(getattr(graph, method), "__func__", None) is getattr(BaseGraphStorage, method)
+    return getattr(getattr(graph, method), "engine_default", False)
 
 
-async def community_schema(graph: BaseGraphStorage, only: Optional[Collection[str]] = None
+async def community_schema(graph: ClusterMemberships, only: Optional[Collection[str]] = None
                            ) -> dict[str, CommunitySchema]:
     """Each community's level, nodes, internal edges, source chunks and sub-communities; with
     ``only``, just those communities, reading only their members and the edges at them (a
@@ -348,7 +150,7 @@ async def community_schema(graph: BaseGraphStorage, only: Optional[Collection[st
         members = [node for node, data in await graph.nodes_in_clusters(wanted)
                    if not set(map(str, membership_path(node, data.get("clusters") or "") or ())).isdisjoint(only)]
         nodes = await graph.get_nodes_attributes_of(members, ("clusters", "source_id"))
-    memberships = _memberships(nodes)
+    memberships = read_memberships(nodes)
     for node, data in nodes:
         clusters = memberships.get(node)
         if not clusters:

@@ -18,10 +18,10 @@ import re
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Optional
 
-from .clustering import _CommunityIds, _place_incrementally, _weight, leiden_partitions, membership_path
+from .leiden_paths import CommunityIds, edge_weight, leiden_partitions, membership_path, place_incrementally
 
 if TYPE_CHECKING:
-    from graphrag.storage.base import BaseGraphStorage
+    from graphrag.storage.capabilities import ClusterMemberships
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class _Neighbourhood:
     """The part of the graph read so far: full neighbour maps of expanded nodes, and the stored
     memberships (raw and as paths) of every node seen."""
 
-    def __init__(self, graph: BaseGraphStorage) -> None:
+    def __init__(self, graph: ClusterMemberships) -> None:
         self.graph = graph
         self.adjacency: dict[str, dict[str, dict[str, Any]]] = {}
         self.raw: dict[str, str] = {}  # node -> its stored clusters text ("" if none)
@@ -82,7 +82,7 @@ class _Neighbourhood:
         return links
 
 
-async def paths_near(graph: BaseGraphStorage, touched: set[str], split_parents: dict[int, int], *,
+async def paths_near(graph: ClusterMemberships, touched: set[str], split_parents: dict[int, int], *,
                      max_cluster_size: int, seed: int, exact_below: int) -> Optional[dict[str, str]]:
     """The membership changes (node -> clusters text, "" for none) that the whole-graph
     incremental update would make after a write that touched ``touched``; ``split_parents``
@@ -94,7 +94,7 @@ async def paths_near(graph: BaseGraphStorage, touched: set[str], split_parents: 
         return None
 
 
-async def _paths_near(graph: BaseGraphStorage, touched: set[str], split_parents: dict[int, int],
+async def _paths_near(graph: ClusterMemberships, touched: set[str], split_parents: dict[int, int],
                       max_cluster_size: int, seed: int, exact_below: int) -> dict[str, str]:
     near = _Neighbourhood(graph)
     await near.expand(touched)
@@ -144,7 +144,7 @@ async def _paths_near(graph: BaseGraphStorage, touched: set[str], split_parents:
     highest = [max(p) for n, d in top if (p := membership_path(n, d.get("clusters") or ""))]
     if len(highest) < len(top):  # the whole-graph update would skip it, and maybe find a lower id
         raise _Unsure("an unreadable membership")
-    ids = _CommunityIds(max(highest, default=-1) + 1)
+    ids = CommunityIds(max(highest, default=-1) + 1)
 
     closed = sorted((sorted(regions[i]) for i in range(len(regions)) if i not in large and len(regions[i]) > 1),
                     key=lambda c: c[0])
@@ -161,7 +161,7 @@ async def _paths_near(graph: BaseGraphStorage, touched: set[str], split_parents:
     for component in in_place:
         old = {n: near.paths[n] for n in component if n in near.paths}
         ids.taken.update(c for p in old.values() for c in p)
-        paths.update(_place_incrementally(near.adjacency, component, old, ids, max_cluster_size, seed, split_parents))
+        paths.update(place_incrementally(near.adjacency, component, old, ids, max_cluster_size, seed, split_parents))
     # A component clustered afresh must hold its communities alone (one read for all of them).
     held: dict[int, int] = {}  # community id -> index of the component holding it
     for index, component in enumerate(from_scratch):
@@ -193,9 +193,9 @@ async def _paths_near(graph: BaseGraphStorage, touched: set[str], split_parents:
     return changes
 
 
-async def _place_in_large(near: _Neighbourhood, region: set[str], ids: _CommunityIds, split_parents: dict[int, int],
+async def _place_in_large(near: _Neighbourhood, region: set[str], ids: CommunityIds, split_parents: dict[int, int],
                           max_cluster_size: int, seed: int) -> dict[str, list[int]]:
-    """``_place_incrementally`` on a large component of which only ``region`` was read: the
+    """``place_incrementally`` on a large component of which only ``region`` was read: the
     new nodes are placed and the communities they join checked for size, as there."""
     unplaced = sorted(n for n in region if n not in near.paths)
     await near.expand(unplaced)
@@ -211,7 +211,7 @@ async def _place_in_large(near: _Neighbourhood, region: set[str], ids: _Communit
         weights: dict[tuple[int, ...], float] = defaultdict(float)
         for neighbour, data in near.adjacency[node].items():
             if neighbour in paths:
-                weights[tuple(paths[neighbour])] += _weight(data)
+                weights[tuple(paths[neighbour])] += edge_weight(data)
         paths[node] = list(min(weights.items(), key=lambda kv: (-kv[1], kv[0]))[0])
 
     # Only a community a new node joined may need splitting, and only at its full path (at any

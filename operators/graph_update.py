@@ -38,6 +38,15 @@ async def _now_and_then(i: int) -> None:
         await asyncio.sleep(0)
 
 
+async def _in_batches(write: Callable[[dict], Coroutine[Any, Any, None]], records: dict) -> None:
+    """``write`` (a batch upsert) over ``records`` in batches of ``_WRITES_BETWEEN_YIELDS``,
+    letting the event loop run between them."""
+    keys = list(records)
+    for start in range(0, len(keys), _WRITES_BETWEEN_YIELDS):
+        await write({k: records[k] for k in keys[start : start + _WRITES_BETWEEN_YIELDS]})
+        await asyncio.sleep(0)
+
+
 @dataclass
 class GraphChanges:
     """What an update changed. Entity vectors are left to the caller so embedding can run
@@ -107,7 +116,9 @@ async def relation_vectors_to_backfill(graph: Any, relations_vdb: Any, tokenizer
     so the store then matches the graph as it does for any index built since."""
     if relations_vdb is None or await relations_vdb.count():
         return {}
-    _, pairs = await graph.get_walk_links()
+    from graphrag.storage.base import walk_links  # the storage package imports networkx
+
+    _, pairs = await walk_links(graph)
     keys = sorted({tuple(sorted(p)) for p in pairs if p[0] != p[1]})
     if not keys:
         return {}
@@ -287,19 +298,15 @@ async def rebuild_graph(
 
     rebuilt = await asyncio.to_thread(records)
     nodes, edges = rebuilt.nodes, rebuilt.edges
-    for i, name in enumerate(names):
-        if name in nodes:
-            await graph.upsert_node(name, nodes[name])
-        elif old_nodes.get(name) is not None:
-            await graph.delete_node(name)
-            rebuilt.deleted.add(name)
+    await _in_batches(graph.upsert_nodes, {name: nodes[name] for name in names if name in nodes})
+    for i, name in enumerate(n for n in names if n not in nodes and old_nodes.get(n) is not None):
+        await graph.delete_node(name)
+        rebuilt.deleted.add(name)
         await _now_and_then(i)
-    for i, key in enumerate(edge_keys):
-        if key in edges:
-            await graph.upsert_edge(key[0], key[1], edges[key])
-        else:
-            await graph.delete_edge(*key)
-            rebuilt.deleted_edges.add(key)
+    await _in_batches(graph.upsert_edges, {key: edges[key] for key in edge_keys if key in edges})
+    for i, key in enumerate(key for key in edge_keys if key not in edges):
+        await graph.delete_edge(*key)
+        rebuilt.deleted_edges.add(key)
         await _now_and_then(i)
     return rebuilt
 
@@ -351,12 +358,12 @@ def finish_graph_update(
         assert summarizer is not None
         await summarize_elements({e: rebuilt.long[e] for e in long}, nodes, edges, llm=summarizer,
                                  tokenizer=tokenizer, summary_max_tokens=summary_max_tokens)
+        await graph.upsert_nodes({e: nodes[e] for e in long if isinstance(e, str)})
+        await graph.upsert_edges({e: edges[e] for e in long if not isinstance(e, str)})
         for element in long:
             if isinstance(element, str):
-                await graph.upsert_node(element, nodes[element])
                 vector_for(element)
             else:
-                await graph.upsert_edge(element[0], element[1], edges[element])
                 relation_vector_for(element)
 
     if long:
@@ -375,18 +382,20 @@ class MergeAhead:
     touch from every extraction, so the graph is the one a single pass would make.
 
     ``rebuild(changed, removed_chunks)`` runs one pass; ``start`` runs the early pass in the
-    background. Extractions of this write are read from here, the rest from the store.
+    background. The extractions merged are gathered in ``extracted`` (given: the dict the
+    rebuild reads this write's extractions from, before they are recorded).
     """
 
     def __init__(self, rebuild: Callable[[dict[str, ChunkExtraction], set[str]], Awaitable[GraphRebuild]],
                  removed: dict[str, ChunkExtraction], expected: int, tail: int,
-                 start: Callable[[Coroutine[Any, Any, GraphRebuild]], "asyncio.Future[GraphRebuild]"]) -> None:
+                 start: Callable[[Coroutine[Any, Any, GraphRebuild]], "asyncio.Future[GraphRebuild]"],
+                 extracted: Optional[dict[str, ChunkExtraction]] = None) -> None:
         self._rebuild = rebuild
         self._removed = removed
         self._expected = expected
         self._tail = tail
         self._start = start
-        self.extracted: dict[str, ChunkExtraction] = {}
+        self.extracted: dict[str, ChunkExtraction] = {} if extracted is None else extracted
         self._ahead: Optional[tuple[set[str], "asyncio.Future[GraphRebuild]"]] = None
 
     def on_extracted(self, chunk_id: str, extraction: ChunkExtraction) -> None:

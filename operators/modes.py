@@ -41,8 +41,8 @@ class QueryMode:
     description: str
     runner: str
     retriever: str
-    # The answer prompts, in the order they are sent (global: map then reduce); the context
-    # fits the best model's window beside each.
+    # The answer prompts, in the order they are sent: one, given the context; or two, a map
+    # call per context group then a reduce (global). The context fits the window beside each.
     prompts: tuple[str, ...]
     cited_prompts: tuple[str, ...]
     budgets: tuple[str, ...]
@@ -67,7 +67,7 @@ def register(mode: QueryMode) -> QueryMode:
     (the HTTP API's request schema is built when ``graphrag.server.app`` is imported: register first)."""
     unknown = set(mode.degraded) - {"graph", "vector"}
     if unknown:
-        raise ValueError(f"mode {mode.name!r}: no store named {', '.join(sorted(unknown))}")
+        raise InvalidInputError(f"mode {mode.name!r}: no store named {', '.join(sorted(unknown))}")
     _MODES[mode.name] = mode
     return mode
 

@@ -1,8 +1,9 @@
 """LLM-free entity and relation extraction (``extraction="nlp"``).
 
 Builds the same ``ChunkExtraction`` records as the LLM path from surface cues only:
-proper-noun spans become entities, sentence co-occurrence becomes relations. Pure
-``re`` + Python so it needs no model download, is deterministic and linear in text size.
+proper-noun spans become entities, sentence co-occurrence becomes relations. ``re`` and
+Python for Latin script, jieba's bundled dictionary for sentences in Chinese script
+(``chinese_text.py``), so it needs no model download, is deterministic and linear in text size.
 
 Entity type heuristic (first match wins, types upper-case):
   * an honorific in the span ("Mr.", "Mrs.", "Sir", ...)                     -> PERSON
@@ -22,6 +23,7 @@ from typing import Iterable, NamedTuple, Optional
 
 from graphrag.schema import ChunkExtraction, EntityRecord, RelationRecord, strip_control_chars
 
+from .chinese_text import TERM_TYPE, frequent_terms, sentence_names
 from .extraction import normalize_entity_name
 
 logger = logging.getLogger(__name__)
@@ -34,6 +36,8 @@ _MAX_ENTITIES_PER_SENTENCE = 20  # bounds pairs per sentence (list-like sentence
 _TOP_CHUNK_ENTITIES = 8  # chunk-level (weak) pairs only among these
 _CHUNK_PAIR_WEIGHT = 0.5
 _MAX_DESC_SENTENCES = 6  # sentences remembered per entity for its description
+# A Chinese chunk with fewer proper nouns than this gets noun terms up to this many entities.
+_CHINESE_TERMS = 5
 
 # A line with upper-case letters but no lower-case ones: a heading ("STAVE ONE", "CHAPTER II").
 _SHOUT_LINE = re.compile(r"^(?=[^\n]*[A-Z])[^a-z\n]*$", re.M)
@@ -276,14 +280,22 @@ def _cut(text: str, max_chars: int) -> str:
     return head.rstrip() + "..."
 
 
-_TYPE_PRIORITY = ("PERSON", "ORGANIZATION", "GEO", "EVENT")
+_TYPE_PRIORITY = ("PERSON", "ORGANIZATION", "GEO", "EVENT", TERM_TYPE)
 
 
-def extract_chunk_nlp(content: str, *, max_description_tokens: Optional[int] = None) -> ChunkExtraction:
-    """Entities from proper-noun spans, relations from same-sentence co-occurrence."""
+def extract_chunk_nlp(content: str, *, max_description_tokens: Optional[int] = None,
+                      user_dictionary: Optional[str] = None) -> ChunkExtraction:
+    """Entities from proper-noun spans, relations from same-sentence co-occurrence.
+    Sentences in Chinese script also get jieba's typed proper nouns, and, where the chunk
+    has few of them, its most repeated noun terms (``chinese_text.py``);
+    ``user_dictionary``: a jieba user dictionary whose words are always entities."""
     max_chars = max(16, (max_description_tokens or DEFAULT_DESCRIPTION_TOKENS) * _CHARS_PER_TOKEN)
     split = _sentences(clean_input(content or ""))
     sentences = [sentence for sentence, _ in split]
+    han = [sentence_names(s, user_dictionary) for s in sentences]
+    proper_han = {name for names in han for name, _ in names.proper}
+    terms = (frequent_terms(han, _CHINESE_TERMS - len(proper_han))
+             if len(proper_han) < _CHINESE_TERMS else set())
     # A heading's words are names even where they open the line ("Wangliang" as a title).
     tokenized = [[t._replace(initial=False) for t in _tokenize(s)] if heading else _tokenize(s)
                  for s, heading in split]
@@ -304,6 +316,8 @@ def extract_chunk_nlp(content: str, *, max_description_tokens: Optional[int] = N
             for i, j in _spans(toks, mid_caps)
         ]
         found.extend((normalize_entity_name(m.group(1)), "UNKNOWN") for m in _CJK_NAME.finditer(sentence))
+        found.extend(han[si].proper)
+        found.extend((term, TERM_TYPE) for term in han[si].terms if term in terms)
         in_sentence: list[str] = []
         for name, etype in found:
             if not name:
@@ -367,11 +381,13 @@ def extract_chunk_nlp(content: str, *, max_description_tokens: Optional[int] = N
 
 
 def extract_chunks_nlp(
-    chunks: dict[str, dict], *, max_description_tokens: Optional[int] = None
+    chunks: dict[str, dict], *, max_description_tokens: Optional[int] = None,
+    user_dictionary: Optional[str] = None,
 ) -> dict[str, ChunkExtraction]:
     """Run ``extract_chunk_nlp`` over ``{chunk_id: {"content": ...}}``, keeping input order."""
     out = {
-        cid: extract_chunk_nlp(str(chunk.get("content", "")), max_description_tokens=max_description_tokens)
+        cid: extract_chunk_nlp(str(chunk.get("content", "")), max_description_tokens=max_description_tokens,
+                               user_dictionary=user_dictionary)
         for cid, chunk in chunks.items()
     }
     logger.debug("nlp extraction: %d chunks", len(out))

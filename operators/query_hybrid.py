@@ -35,8 +35,10 @@ import numpy as np
 from graphrag.query_param import QueryParam
 from graphrag.records import Chunk, Entity, Relation, Retrieval
 
+from .chinese_text import join_words, split_words
 from .extraction import normalize_entity_name
 from .fact_seeds import fact_seed
+from .lexical import lexical_ranking
 from .nlp_extraction import _STOPWORDS as STOPWORDS
 from .positions import cited_content
 from .rerank import rerank_chunks
@@ -85,14 +87,14 @@ _WORD = re.compile(r"[^\W_]+(?:['’.&-][^\W_]+)*")
 def question_spans(question: str) -> list[tuple[int, int, str]]:
     """Every run of up to ``MAX_SPAN_WORDS`` words that neither starts nor ends with a
     stopword, longest first: the names and noun phrases a question can mention."""
-    words = _WORD.findall(question)
+    words = split_words(_WORD.findall(question))
     spans = []
     for length in range(min(MAX_SPAN_WORDS, len(words)), 0, -1):
         for start in range(len(words) - length + 1):
             first, last = words[start].lower(), words[start + length - 1].lower()
             if first in STOPWORDS or last in STOPWORDS:
                 continue
-            spans.append((start, start + length, " ".join(words[start:start + length])))
+            spans.append((start, start + length, join_words(words[start:start + length])))
     return spans
 
 
@@ -169,23 +171,28 @@ def fuse(rankings: list[list[str]], k: int = RRF_K) -> list[str]:
 
 
 async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Ranking]:
-    """Chunks by the fusion of the ``top_k`` chunks most similar to the question with the
-    personalized PageRank from the entities the question names and the most similar chunk;
-    entities by the walk. None when nothing seeds the walk."""
+    """Chunks by the fusion of the ``top_k`` chunks most similar to the question, the lexical
+    channel's ``top_k`` and the personalized PageRank from the entities the question names
+    and the best chunk of each of those two; entities by the walk. None when nothing seeds
+    the walk."""
     index = await graph_index(stores)
     dense: list[str] = []
     if stores.chunks_vdb is not None:
         dense = [h["id"] for h in await stores.chunks_vdb.query(question, top_k=param.top_k)]
-    unlinked = sorted({c for c in dense if index.chunk_position(c) is None})
+    # The lexical channel's BM25 ranking is the third order fused (none when it is off), and
+    # its best chunk seeds the walk beside the most similar one.
+    lexical = await lexical_ranking(question, stores, param.top_k)
+    best = list(dict.fromkeys(r[0] for r in (dense, lexical) if r))
+    unlinked = sorted({c for c in dense + best if index.chunk_position(c) is None})
     chunks = index.chunks + unlinked
     size = len(index.entities) + len(chunks)
     entity_seed = np.zeros(size)
     for i, strength in link_entities(question, index).items():
         entity_seed[i] = strength * index.specificity[i]
     chunk_seed = np.zeros(size)
-    if dense:
-        at = index.chunk_position(dense[0])
-        at = len(index.chunks) + unlinked.index(dense[0]) if at is None else at
+    for chunk_id in best:
+        at = index.chunk_position(chunk_id)
+        at = len(index.chunks) + unlinked.index(chunk_id) if at is None else at
         chunk_seed[index.chunk_offset + at] = 1.0
     facts = np.zeros(size)
     if FACT_SEED_SHARE > 0 and stores.relations_vdb is not None:
@@ -210,7 +217,7 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
     walked = [chunks[j] for j in order if chunk_scores[j] > 0]
     entity_order = np.lexsort((np.arange(offset), -scores[:offset]))
     entity_scores = {index.entities[i]: float(scores[i]) for i in entity_order if scores[i] > 0}
-    return Ranking(chunk_ids=fuse([walked, dense]), entity_scores=entity_scores)
+    return Ranking(chunk_ids=fuse([walked, dense, lexical]), entity_scores=entity_scores)
 
 
 # --------------------------------------------------------------------------- the context

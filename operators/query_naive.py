@@ -8,7 +8,9 @@ from typing import Any, Optional
 from graphrag.query_param import QueryParam
 from graphrag.records import Chunk, Retrieval
 
+from .lexical import lexical_ranking
 from .positions import cited_content
+from .query_hybrid import fuse
 from .query_context import answer_from_context, pack_texts
 from .rerank import rerank_chunks
 from .tokenizer import Tokenizer
@@ -33,14 +35,17 @@ async def retrieve_naive(query: str, stores: Any, param: QueryParam, tokenizer: 
     for hit in hits:
         if hit.get("id") and hit["id"] not in similarity:
             similarity[hit["id"]] = hit.get("distance")
-    ids = await rerank_chunks(query, list(similarity), stores)
+    # The lexical channel's ranking joins the vector ranking by reciprocal-rank fusion; the
+    # rerank stage (when configured) reorders the fused list's head.
+    ids = await rerank_chunks(query, fuse([list(similarity), await lexical_ranking(query, stores, param.top_k)]),
+                              stores)
     if not ids:
         return None
     records = await stores.text_chunks.get_by_ids(ids)
     found, texts = [], []
     for i, r in zip(ids, records):
         if r is not None and r.get("content"):
-            found.append(replace(Chunk.from_stored(i, r), score=similarity[i]))
+            found.append(replace(Chunk.from_stored(i, r), score=similarity.get(i)))
             texts.append(cited_content(r))
     if len(found) < len(ids):
         logger.warning("%d matched chunks are missing from text_chunks", len(ids) - len(found))

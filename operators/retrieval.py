@@ -30,8 +30,10 @@ _CITATION = re.compile(r"([ \t]*)\[(\d+(?:\s*,\s*\d+)*)\]")
 
 
 async def retrieve(question: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[Retrieval]:
-    """``param.mode``'s retrieval; numbered for citations when ``param.with_references``."""
-    return await get_mode(param.mode).retrieve()(question, stores, param, tokenizer, cited=param.with_references)
+    """``param.mode``'s retrieval; numbered for citations when ``param.with_references``. It
+    carries the mode asked for, whichever mode's retriever that one shares."""
+    found = await get_mode(param.mode).retrieve()(question, stores, param, tokenizer, cited=param.with_references)
+    return replace(found, mode=param.mode) if found is not None else None
 
 
 class DocumentLookup:

@@ -7,7 +7,6 @@ the graph is and when it is (re)built.
 from __future__ import annotations
 
 import logging
-import re
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
@@ -17,32 +16,24 @@ import numpy as np
 from graphrag.schema import GRAPH_FIELD_SEP
 
 from .extraction import normalize_entity_name
+from .names import loose_key
 
 if TYPE_CHECKING:
     from scipy.sparse import csr_matrix
 
 logger = logging.getLogger(__name__)
 
-_NOT_ALNUM = re.compile(r"[^0-9A-Z]+")
 # Synonym links: two entities whose names' character 3-gram vectors have at least this cosine
 # are linked in the walk (None: no synonym links); names sharing a word are the candidates,
 # and a word in more than SYNONYM_BLOCK names is no clue.
 SYNONYM_MIN_COSINE: Optional[float] = None
 SYNONYM_BLOCK = 50
-_POSSESSIVE = re.compile(r"['’]S\b")
+# The looser name key, for matching names inside running text.
+loose_name = loose_key
 
 
 def _split(value: Any) -> list[str]:
     return [p for p in str(value or "").split(GRAPH_FIELD_SEP) if p]
-
-
-def loose_name(name: str) -> str:
-    """A second, looser key for matching: the engine's normalised name without punctuation,
-    a leading "THE" or a possessive "S"."""
-    words = _NOT_ALNUM.sub(" ", _POSSESSIVE.sub("", normalize_entity_name(name))).split()
-    if words and words[0] == "THE":
-        words = words[1:]
-    return " ".join(words)
 
 
 @dataclass
@@ -105,7 +96,7 @@ def synonym_pairs(loose_names: list[str], by_word: dict[str, list[int]], min_cos
 
 def build_graph_index(nodes: list[tuple[str, str]], edges: list[tuple[str, str]]) -> GraphIndex:
     """Matrices for the walk from the graph's nodes as ``(name, source_id)`` and edges as
-    ``(end, end)`` (``BaseGraphStorage.get_walk_links``): entities first (sorted), then the chunks they mention (sorted),
+    ``(end, end)`` (``graphrag.storage.base.walk_links``): entities first (sorted), then the chunks they mention (sorted),
     so a build from the same index is the same whatever order the stores list things in.
     A chunk no entity mentions is not in the graph; a query that finds it by similarity
     adds it as a node without links (:func:`rank`)."""
@@ -171,7 +162,9 @@ async def graph_index(stores: Any) -> GraphIndex:
     cached = _indexes.get(stores)
     if cached is not None and cached[0] == version:
         return cached[1]
-    index = build_graph_index(*await stores.graph.get_walk_links())
+    from graphrag.storage.base import walk_links  # the storage package imports networkx
+
+    index = build_graph_index(*await walk_links(stores.graph))
     logger.info("Built the hybrid ranking graph: %d entities, %d chunks, %d links", len(index.entities),
                 len(index.chunks), index.transition_t.nnz)
     _indexes[stores] = (version, index)

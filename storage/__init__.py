@@ -1,5 +1,14 @@
 """File-backed stores behind three small interfaces (KV, vector, graph)."""
-from .base import BaseGraphStorage, BaseKVStorage, BaseVectorStorage, StorageNameSpace
+from .base import (
+    BaseGraphStorage,
+    BaseKVStorage,
+    BaseVectorStorage,
+    ClusterMemberships,
+    GraphAttributes,
+    KeepsWalkLinks,
+    StorageNameSpace,
+    capabilities,
+)
 from .files import StorageFileError, commit_transaction, recover_pending_commit
 from .graph_networkx import NetworkXStorage
 from .kv_json import JsonKVStorage
@@ -9,12 +18,16 @@ __all__ = [
     "BaseGraphStorage",
     "BaseKVStorage",
     "BaseVectorStorage",
+    "ClusterMemberships",
     "EmbeddingDimensionError",
+    "GraphAttributes",
     "JsonKVStorage",
+    "KeepsWalkLinks",
     "NanoVectorDBStorage",
     "NetworkXStorage",
     "StorageFileError",
     "StorageNameSpace",
+    "capabilities",
     "commit_transaction",
     "recover_pending_commit",
 ]

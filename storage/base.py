@@ -6,6 +6,7 @@ other method has a default built on them (a batch read loops the single read, a 
 lists the keys...), which a backend overrides where it can do better, or raises
 ``NotImplementedError`` where no default can exist (the engine then cannot use that
 feature with that class, e.g. deleting documents from a store that cannot delete).
+The graph's optional parts are capabilities a backend declares (see ``BaseGraphStorage``).
 
 The lifecycle and the transaction the engine expects of every store
 --------------------------------------------------------------------
@@ -17,7 +18,9 @@ A write (insert, delete, recluster) runs under the working dir's writer lock:
    to other readers yet.
 3. ``index_done_callback()``: persist. The engine calls it on every store of the
    write, inside one commit (``Stores.transaction()``); the file stores' files
-   appear together at its end, or not at all.
+   appear together at its end, or not at all. Then ``prepare_commit()``: a database
+   store says how the commit can be finished or judged after a crash (``PreparedWrite``),
+   which the engine writes ahead into the working dir before anything commits.
 
 4. ``index_commit_callback()``: the commit ends; every store's writes become visible
    together. A store that writes through (a database) commits its transaction here;
@@ -42,6 +45,8 @@ from typing import Any, Collection, Generic, Mapping, Optional, TypeVar, Union
 
 from graphrag.config import GraphRAGConfig
 from graphrag.schema import CommunitySchema
+
+from .capabilities import ClusterMemberships, GraphAttributes, KeepsWalkLinks, WalkLinks
 
 T = TypeVar("T")
 
@@ -90,10 +95,35 @@ class StorageNameSpace(ABC):
         """Persist now, into the commit in progress, what the rest of the write will not change
         (so the commit has less left to do); a later change is persisted at the commit."""
 
+    async def prepare_commit(self, commit_id: str) -> Optional["PreparedWrite"]:
+        """Called after ``index_done_callback``, before anything commits: how a database store
+        finishes this write if the process dies during the commit (see ``PreparedWrite``);
+        None for a store with nothing to commit outside the files (a file store, or no change)."""
+        return None
+
+    def finish_commit(self, commit_id: str, redo: Optional[bytes]) -> bool:
+        """Recovery, in a later process, of a commit whose manifest this store is named in:
+        apply ``redo`` again (a store that returned one), or say whether the transaction stamped
+        ``commit_id`` committed (one that did not). True when the store holds the write."""
+        return True
+
     def reload_if_changed(self) -> bool:
         """Re-read the store if another process committed since it was read; True if it did.
         A store that reads its backend live (a database) has nothing to do."""
         return False
+
+
+@dataclass
+class PreparedWrite:
+    """What ``prepare_commit`` returns for a database store taking part in a commit.
+
+    ``redo``: the whole write as bytes that ``finish_commit`` applies again (a store with no
+    transaction, which applies its write at ``index_commit_callback``; applying it twice must
+    give the same state). None: the store commits in a transaction that also records
+    ``commit_id`` (``index_commit_callback``), which ``finish_commit`` looks for.
+    """
+
+    redo: Optional[bytes] = None
 
 
 @dataclass
@@ -178,12 +208,20 @@ class BaseVectorStorage(StorageNameSpace):
 CHANGE_ATTRIBUTE = "last_change"
 
 
+
 @dataclass
 class BaseGraphStorage(StorageNameSpace):
-    """An undirected graph of named nodes and edges, each with a dict of scalar attributes.
+    """The core graph contract: an undirected graph of named nodes and edges, each with a dict of
+    scalar attributes, which every query mode and the insert pipeline read and write.
 
     ``upsert_*`` merge: the given attributes replace those of the same name, the others
     stay (community memberships survive a node's update). An edge is found from either end.
+    Callers read and write in batches (``get_nodes_batch``, ``upsert_nodes``...); the defaults
+    loop over the single methods, which a database backend overrides with one round trip.
+
+    What not every graph can do is a capability a backend declares by also subclassing it
+    (:class:`GraphAttributes`, :class:`ClusterMemberships`, :class:`KeepsWalkLinks`); callers
+    check with :func:`capabilities` or ``isinstance``.
     """
 
     @abstractmethod
@@ -218,8 +256,17 @@ class BaseGraphStorage(StorageNameSpace):
     async def upsert_edge(self, source_node_id: str, target_node_id: str, edge_data: dict[str, Any]) -> None:
         ...
 
-    async def edge_degree(self, src_id: str, tgt_id: str) -> int:
-        return (await self.edge_degrees_batch([(src_id, tgt_id)]))[0]
+    # Batches: what callers use.
+
+    async def upsert_nodes(self, nodes: Mapping[str, dict[str, Any]]) -> None:
+        """``upsert_node`` for each; a database backend writes them in one statement."""
+        for node, data in nodes.items():
+            await self.upsert_node(node, data)
+
+    async def upsert_edges(self, edges: Mapping[tuple[str, str], dict[str, Any]]) -> None:
+        """``upsert_edge`` for each ``(end, end) -> attributes``."""
+        for (a, b), data in edges.items():
+            await self.upsert_edge(a, b, data)
 
     async def get_nodes_batch(self, node_ids: list[str]) -> list[Union[dict, None]]:
         return [await self.get_node(n) for n in node_ids]
@@ -229,6 +276,9 @@ class BaseGraphStorage(StorageNameSpace):
 
     async def node_degrees_batch(self, node_ids: list[str]) -> list[int]:
         return [await self.node_degree(n) for n in node_ids]
+
+    async def edge_degree(self, src_id: str, tgt_id: str) -> int:
+        return (await self.edge_degrees_batch([(src_id, tgt_id)]))[0]
 
     async def edge_degrees_batch(self, pairs: list[tuple[str, str]]) -> list[int]:
         """An edge's rank: its two ends' degrees added (nano-graphrag's), from one batch read."""
@@ -265,20 +315,6 @@ class BaseGraphStorage(StorageNameSpace):
         """``get_all_edges`` with only the attributes ``names`` each edge has."""
         return [(a, b, {k: data[k] for k in names if k in data}) for a, b, data in await self.get_all_edges()]
 
-    async def change_token(self) -> Optional[str]:
-        """A value that differs after any process committed a change to this graph, for caches
-        built from it (the hybrid walk's matrices). None, this default, suits a store whose view
-        changes only when this process reloads it (the file store: ``Stores.version`` moves then);
-        a database store, read live, returns what its last write recorded (``CHANGE_ATTRIBUTE``)."""
-        return None
-
-    async def get_walk_links(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-        """What the hybrid walk reads of the whole graph: every node as ``(name, source_id)``
-        (the chunks mentioning it, joined by ``GRAPH_FIELD_SEP``) and every edge's two ends.
-        A backend that keeps a cheaper copy (the GraphML store, written at each commit) overrides it."""
-        nodes = [(n, str(d.get("source_id") or "")) for n, d in await self.get_nodes_attributes(("source_id",))]
-        return nodes, [(a, b) for a, b, _ in await self.get_edges_attributes(())]
-
     async def get_adjacency(self) -> Mapping[str, Mapping[str, dict]]:
         """Every node -> {neighbour: edge attributes}, each edge seen from both ends."""
         adjacency: dict[str, dict[str, dict]] = {node: {} for node, _ in await self.get_nodes_attributes(())}
@@ -286,87 +322,62 @@ class BaseGraphStorage(StorageNameSpace):
             adjacency[a][b] = adjacency[b][a] = data
         return adjacency
 
-    # Reads around the nodes a write touched: what an incremental clustering needs instead of
-    # the whole graph (``graphrag.operators.clustering``). A database answers each from an index.
-
-    async def get_nodes_attributes_of(self, node_ids: list[str], names: tuple[str, ...]) -> list[tuple[str, dict]]:
-        """``get_nodes_attributes`` for these nodes only (unknown ones are left out)."""
-        return [(node, {k: data[k] for k in names if k in data})
-                for node, data in zip(node_ids, await self.get_nodes_batch(node_ids)) if data is not None]
-
-    async def get_edges_at(self, node_ids: list[str], names: tuple[str, ...]) -> list[tuple[str, str, dict]]:
-        """Every edge at one of these nodes, once, with only the attributes ``names`` it has."""
-        pairs = list(dict.fromkeys(tuple(sorted(e)) for edges in await self.get_nodes_edges_batch(node_ids)
-                                   for e in edges))
-        return [(a, b, {k: data[k] for k in names if k in data})
-                for (a, b), data in zip(pairs, await self.get_edges_batch(pairs)) if data is not None]
-
-    async def nodes_in_clusters(self, cluster_ids: list[int]) -> list[tuple[str, dict]]:
-        """The nodes whose ``clusters`` attribute names one of these communities, with that
-        attribute. May return more nodes (this default returns every node with memberships):
-        callers read the memberships themselves."""
-        return [(node, data) for node, data in await self.get_nodes_attributes(("clusters",)) if data.get("clusters")]
-
-    async def node_with_highest_cluster(self) -> Optional[list[tuple[str, dict]]]:
-        """``[(node, {"clusters": ...})]`` for a node whose memberships name the highest community
-        id (``[]`` if no node has any); None when the store cannot tell without reading every
-        node's memberships, as this default."""
-        return None
-
     async def count_nodes(self) -> int:
         return len(await self.get_all_nodes())
 
     async def count_edges(self) -> int:
         return len(await self.get_all_edges())
 
-    # Community memberships, written by the clustering operator (operators/clustering.py).
+    async def change_token(self) -> Optional[str]:
+        """A value that differs after any process committed a change to this graph, for caches
+        built from it (the hybrid walk's matrices). None, this default, suits a store whose view
+        changes only when this process reloads it (the file store: ``Stores.version`` moves then);
+        a database store, read live, returns what its last write recorded (``CHANGE_ATTRIBUTE``)."""
+        return None
 
-    async def set_node_clusters(self, clusters: dict[str, str]) -> None:
-        """Set the ``clusters`` attribute of each node in ``clusters``; every other node loses its own."""
-        for node, data in await self.get_all_nodes():
-            if node in clusters:
-                await self.upsert_node(node, {"clusters": clusters[node]})
-            elif data.get("clusters"):
-                await self.upsert_node(node, {"clusters": ""})  # upserts merge: "" means none
-
-    async def update_node_clusters(self, changes: dict[str, str]) -> None:
-        """Set the ``clusters`` attribute of just these nodes ("": none); every other node keeps
-        its own. A database writes only these; this default rewrites them all through
-        ``set_node_clusters``, as a whole clustering does."""
-        clusters = {node: data["clusters"] for node, data in await self.get_nodes_attributes(("clusters",))
-                    if data.get("clusters")}
-        clusters.update(changes)
-        await self.set_node_clusters({node: value for node, value in clusters.items() if value})
-
-    async def get_graph_attribute(self, name: str) -> Optional[str]:
-        """An attribute of the graph itself (clustering keeps its split communities there)."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no graph attributes")
-
-    async def set_graph_attribute(self, name: str, value: str) -> None:
-        raise NotImplementedError(f"{type(self).__name__} keeps no graph attributes")
+    # Communities, as nano-graphrag's graph classes have them. These defaults run the engine's
+    # clustering (``graphrag.operators.clustering``), which needs :class:`ClusterMemberships`;
+    # a class with its own clustering overrides both.
 
     async def clustering(self, algorithm: str = "leiden", full: bool = False) -> None:
-        """Assign communities (see ``graphrag.operators.clustering``). A backend with its own
-        clustering (as nano-graphrag storage classes have) overrides this and ``community_schema``."""
+        """Assign communities."""
         from graphrag.operators.clustering import cluster_graph
 
         await cluster_graph(self, algorithm, full=full)
 
-    async def update_clustering(self, touched: Optional[Collection[str]], algorithm: str = "leiden"
-                                ) -> Optional[set[str]]:
-        """``clustering(algorithm)`` after a write that changed only the nodes ``touched`` and the
-        edges at them (None: unknown): the default clustering then reads only the graph around
-        them, and returns the communities a node joined or left (None: not known). A backend
-        with its own ``clustering`` has that called."""
-        if getattr(self.clustering, "__func__", None) is not BaseGraphStorage.clustering:
-            await self.clustering(algorithm)
-            return None
-        from graphrag.operators.clustering import cluster_graph
-
-        return await cluster_graph(self, algorithm, touched=touched)
+    clustering.engine_default = True  # type: ignore[attr-defined]  (told apart from a class's own)
 
     async def community_schema(self, only: Optional[Collection[str]] = None) -> dict[str, CommunitySchema]:
         """Every community's schema, or those of the communities ``only``."""
         from graphrag.operators.clustering import community_schema
 
         return await community_schema(self, only)
+
+    community_schema.engine_default = True  # type: ignore[attr-defined]
+
+
+CAPABILITIES: dict[str, type] = {
+    "graph_attributes": GraphAttributes,
+    "cluster_memberships": ClusterMemberships,
+    "walk_links": KeepsWalkLinks,
+}
+
+
+def capabilities(store: Any) -> frozenset[str]:
+    """The names (keys of :data:`CAPABILITIES`) of the capabilities ``store`` declares."""
+    return frozenset(name for name, capability in CAPABILITIES.items() if isinstance(store, capability))
+
+
+async def walk_links(graph: BaseGraphStorage) -> WalkLinks:
+    """What the hybrid walk reads of the whole graph: every node as ``(name, source_id)`` (the
+    chunks mentioning it, joined by ``GRAPH_FIELD_SEP``) and every edge's two ends; the store's
+    own copy where it keeps one."""
+    if isinstance(graph, KeepsWalkLinks):
+        return await graph.get_walk_links()
+    return await walk_links_from_graph(graph)
+
+
+async def walk_links_from_graph(graph: BaseGraphStorage) -> WalkLinks:
+    """:func:`walk_links` from the core whole-graph reads."""
+    nodes = [(n, str(d.get("source_id") or "")) for n, d in await graph.get_nodes_attributes(("source_id",))]
+    return nodes, [(a, b) for a, b, _ in await graph.get_edges_attributes(())]

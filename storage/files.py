@@ -7,6 +7,10 @@ the renames is itself written atomically (the point of no return), then the rena
 happen and the manifest is removed. A process killed before the manifest exists
 leaves the old files; one killed after it is rolled forward by
 :func:`recover_pending_commit`, which writers call before they read anything.
+
+Database stores join the same commit through :func:`write_ahead`: the manifest is then
+written before any database commits, and names the commit and what each database needs to
+finish it (see ``graphrag.stores.Stores.transaction`` and ``docs/CRASH_SAFETY.md``).
 """
 from __future__ import annotations
 
@@ -37,6 +41,9 @@ class _Transaction:
     directory: str
     renames: list[tuple[str, str]] = field(default_factory=list)
     after_commit: list[Callable[[], None]] = field(default_factory=list)
+    # Set by write_ahead: the manifest written (and what it listed), the redo files to remove.
+    manifest: Optional[dict[str, Any]] = None
+    redo_files: list[str] = field(default_factory=list)
 
 
 _current: contextvars.ContextVar[Optional[_Transaction]] = contextvars.ContextVar(
@@ -132,22 +139,82 @@ def commit_transaction(directory: str) -> Iterator[None]:
     try:
         yield
     except BaseException:
+        if txn.manifest is not None:
+            raise  # past the point of no return: the next writer finishes the commit
         for tmp, _ in txn.renames:
             with contextlib.suppress(OSError):
                 os.remove(tmp)
         raise
     finally:
         _current.reset(token)
-    if txn.renames:
-        manifest = os.path.join(txn.directory, MANIFEST_NAME)
-        body = json.dumps({"renames": txn.renames}).encode("utf-8")
-        os.replace(_write_temp(manifest, body), manifest)
-        _fsync_dir(txn.directory)
+    if txn.renames or txn.manifest is not None:
+        if txn.manifest is None or txn.manifest["renames"] != txn.renames:
+            _write_manifest(txn, txn.manifest or {})
         _apply_renames(txn.directory, txn.renames)
+        manifest = os.path.join(txn.directory, MANIFEST_NAME)
         os.remove(manifest)
+        for redo in txn.redo_files:
+            with contextlib.suppress(OSError):
+                os.remove(redo)
         _fsync_dir(txn.directory)
     for callback in txn.after_commit:
         callback()
+
+
+def _write_manifest(txn: _Transaction, extra: dict[str, Any]) -> None:
+    """Write the manifest listing every rename so far (atomically: the point of no return)."""
+    txn.manifest = {**extra, "renames": list(txn.renames)}
+    manifest = os.path.join(txn.directory, MANIFEST_NAME)
+    os.replace(_write_temp(manifest, json.dumps(txn.manifest).encode("utf-8")), manifest)
+    _fsync_dir(txn.directory)
+
+
+def write_ahead(commit_id: str, databases: dict[str, Optional[bytes]]) -> None:
+    """Before the databases of the current transaction commit: write the manifest now, naming
+    the commit and, per database store, the record that replays its write (None: the store
+    commits in a transaction stamped with ``commit_id``). From here the commit is finished,
+    by this process or by the next writer's recovery, unless a stamped transaction did not
+    commit (then it is rolled back: see :func:`roll_back`)."""
+    txn = _current.get()
+    if txn is None:
+        raise RuntimeError("write_ahead outside a commit transaction")
+    redo_names: dict[str, Optional[str]] = {}
+    for name, record in databases.items():
+        if record is None:
+            redo_names[name] = None
+            continue
+        path = _write_temp(os.path.join(txn.directory, f".commit-redo-{name}"), record)
+        txn.redo_files.append(path)
+        redo_names[name] = os.path.basename(path)
+    _write_manifest(txn, {"commit_id": commit_id, "databases": redo_names})
+
+
+def read_manifest(directory: str) -> Optional[dict[str, Any]]:
+    """The manifest of a commit in progress or interrupted (None if none), with each redo
+    record's bytes in place of its file name under ``"databases"``."""
+    try:
+        with open(os.path.join(directory, MANIFEST_NAME), "rb") as f:
+            manifest = json.loads(f.read())
+    except FileNotFoundError:
+        return None
+    databases = {}
+    for name, redo in manifest.get("databases", {}).items():
+        if redo is not None:
+            with open(os.path.join(directory, os.path.basename(redo)), "rb") as f:
+                redo = f.read()
+        databases[name] = redo
+    manifest["databases"] = databases
+    return manifest
+
+
+def roll_back(directory: str) -> None:
+    """Abandon an interrupted commit whose databases did not commit: remove its manifest (the
+    final files were never touched: renames start only after every database committed) and
+    its temporary files."""
+    os.remove(os.path.join(directory, MANIFEST_NAME))
+    _fsync_dir(directory)
+    recover_pending_commit(directory)
+    logger.warning("Rolled back an interrupted commit in %s: its database transaction did not commit", directory)
 
 
 def recover_pending_commit(directory: str) -> bool:

@@ -6,7 +6,8 @@ entity name in ``_id``, indexed) and ``RELATED`` relationships between them, eac
 edge stored once from its smaller end to its larger; graph attributes are nodes of a second
 label. Labels are built from validated names; every value travels as a query parameter.
 
-The transaction contract: a write is kept in memory (:class:`PendingGraph`), every read
+The transaction contract: a write is kept in memory (:class:`PendingGraph`, over
+``db_common.PendingRecords``), every read
 answers through it, and ``index_commit_callback`` applies it in one driver transaction of
 batched ``UNWIND`` statements; an abort drops it. Neo4j makes that one transaction atomic;
 FalkorDB runs each statement atomically but has no multi-statement transactions over Bolt,
@@ -29,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Union
 
 from graphrag.config import GraphRAGConfig
-from graphrag.errors import StorageError
+from graphrag.errors import StorageError, StoreUnavailableError
 
-from .base import CHANGE_ATTRIBUTE, BaseGraphStorage
-from .postgres import require_extra, validated_name, workspace_of
+from .base import CHANGE_ATTRIBUTE, BaseGraphStorage, ClusterMemberships, PreparedWrite
+from .db_common import PendingRecords, require_extra, validated_name, workspace_of
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +44,6 @@ URI_ENV, USER_ENV, PASSWORD_ENV, DATABASE_ENV = (
 MESSAGE_BUDGET = 3000
 PIECE = 240  # characters of a long string per statement (at most 12 bytes each as \\u escapes)
 _PROPERTY_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_MISSING: Any = object()
 
 Pair = tuple[str, str]
 
@@ -107,16 +107,13 @@ def _split_long_strings(data: dict) -> tuple[dict, list[tuple[str, str]]]:
 
 
 class PendingGraph:
-    """A write not yet committed: what it changed, read back over what is stored.
-
-    A node or edge entry is None (deleted), or ``(replace, attributes)``: ``replace`` when
-    the stored version is gone (deleted earlier in this write), else the attributes merge
-    over it. ``wiped`` nodes were deleted in this write, so none of their stored edges count.
-    """
+    """A write not yet committed: what it changed, read back over what is stored (nodes and
+    edges each a :class:`PendingRecords`). ``wiped`` nodes were deleted in this write, so none
+    of their stored edges count."""
 
     def __init__(self) -> None:
-        self.nodes: dict[str, Optional[tuple[bool, dict]]] = {}
-        self.edges: dict[Pair, Optional[tuple[bool, dict]]] = {}
+        self.nodes: PendingRecords[str] = PendingRecords()
+        self.edges: PendingRecords[Pair] = PendingRecords()
         self.edges_at: dict[str, set[Pair]] = {}
         self.wiped: set[str] = set()
         self.attributes: dict[str, str] = {}
@@ -125,32 +122,23 @@ class PendingGraph:
         return bool(self.nodes or self.edges or self.attributes)
 
     def upsert_node(self, node: str, data: dict) -> None:
-        entry = self.nodes.get(node, _MISSING)
-        if entry is _MISSING or entry is None:
-            self.nodes[node] = (entry is None, dict(data))
-        else:
-            entry[1].update(data)
+        self.nodes.upsert(node, data)
 
     def delete_node(self, node: str) -> None:
-        self.nodes[node] = None
+        self.nodes.delete(node)
         self.wiped.add(node)
         for pair in self.edges_at.pop(node, set()):
-            self.edges[pair] = None
+            self.edges.delete(pair)
 
     def upsert_edge(self, pair: Pair, data: dict) -> None:
         for node in pair:
-            if self.nodes.get(node, _MISSING) in (_MISSING, None):
-                self.upsert_node(node, {})
+            if self.nodes.entries.get(node) is None:  # an edge's ends exist
+                self.nodes.upsert(node, {})
             self.edges_at.setdefault(node, set()).add(pair)
-        entry = self.edges.get(pair, _MISSING)
-        if entry is _MISSING or entry is None:
-            replace = entry is None or pair[0] in self.wiped or pair[1] in self.wiped
-            self.edges[pair] = (replace, dict(data))
-        else:
-            entry[1].update(data)
+        self.edges.upsert(pair, data, replace_stored=pair[0] in self.wiped or pair[1] in self.wiped)
 
     def delete_edge(self, pair: Pair) -> None:
-        self.edges[pair] = None
+        self.edges.delete(pair)
         for node in pair:
             self.edges_at.setdefault(node, set()).add(pair)
 
@@ -159,27 +147,17 @@ class PendingGraph:
         return not self.wiped and node not in self.edges_at
 
     def node(self, node: str, stored: Optional[dict]) -> Optional[dict]:
-        entry = self.nodes.get(node, _MISSING)
-        if entry is _MISSING:
-            return stored
-        if entry is None:
-            return None
-        replace, data = entry
-        return dict(data) if replace or stored is None else {**stored, **data}
+        return self.nodes.read(node, stored)
 
     def edge(self, pair: Pair, stored: Optional[dict]) -> Optional[dict]:
-        entry = self.edges.get(pair, _MISSING)
-        if entry is _MISSING:
-            return None if pair[0] in self.wiped or pair[1] in self.wiped else stored
-        if entry is None:
+        if pair not in self.edges and (pair[0] in self.wiped or pair[1] in self.wiped):
             return None
-        replace, data = entry
-        return dict(data) if replace or stored is None else {**stored, **data}
+        return self.edges.read(pair, stored)
 
     def neighbours(self, node: str, stored: Iterable[str]) -> list[str]:
         found = {m for m in stored if self.edge(_ends(node, m), {}) is not None}
         for pair in self.edges_at.get(node, ()):
-            if self.edges[pair] is not None:
+            if self.edges.read(pair, {}) is not None:
                 found.add(pair[1] if pair[0] == node else pair[0])
         return sorted(found)
 
@@ -215,7 +193,7 @@ class _Connection:
     def run(self, statements: list[tuple[str, dict]], write: bool = False) -> list[list[Any]]:
         """Run statements in one session (one transaction if ``write``); every read's rows, in order
         (a batched read is one call: one thread hop and one session, not one per batch)."""
-        from neo4j.exceptions import ServiceUnavailable
+        from neo4j.exceptions import ServiceUnavailable, SessionExpired
 
         try:
             escape = self._escapes_strings()
@@ -235,9 +213,10 @@ class _Connection:
                         tx.run(query, params).consume()
                     tx.commit()
                 return []
-        except ServiceUnavailable:
-            raise StorageError(f"cannot reach the graph database; check {URI_ENV} or "
-                               "storage_options['neo4j_uri']") from None
+        except (ServiceUnavailable, SessionExpired, OSError):
+            # Names no host or user: the URI may carry credentials.
+            raise StoreUnavailableError(f"cannot reach the graph database for the graph store; check {URI_ENV} or "
+                                        "storage_options['neo4j_uri']", store="graph") from None
 
 
 def _acknowledge_at_once(session: Any) -> None:
@@ -284,13 +263,14 @@ def connection_for(config: GraphRAGConfig) -> _Connection:
 
 
 @dataclass
-class Neo4jGraphStorage(BaseGraphStorage):
+class Neo4jGraphStorage(BaseGraphStorage, ClusterMemberships):
     def __post_init__(self) -> None:
         self._connection = connection_for(self.global_config)
         suffix = f"{workspace_of(self.global_config)}_{validated_name('namespace', self.namespace)}"
         self._node_label = f"graphrag_{suffix}"
         self._attribute_label = f"graphragattrs_{suffix}"  # no workspace name can make this a node label
         self._pending = PendingGraph()
+        self._prepared: Optional[list[tuple[str, dict]]] = None  # the statements prepare_commit built
 
     # ---------------------------------------------------------------- Cypher
 
@@ -316,7 +296,6 @@ class Neo4jGraphStorage(BaseGraphStorage):
             return
         from neo4j.exceptions import Neo4jError
 
-        self._connection.indexed.add(self._node_label)
         for label, key in ((self._node_label, "_id"), (self._attribute_label, "name")):
             for statement in (f"CREATE INDEX IF NOT EXISTS FOR (n:`{label}`) ON (n.{key})",
                               f"CREATE INDEX FOR (n:`{label}`) ON (n.{key})",
@@ -326,6 +305,7 @@ class Neo4jGraphStorage(BaseGraphStorage):
                     break
                 except Neo4jError:
                     continue  # another dialect, or the index exists already
+        self._connection.indexed.add(self._node_label)  # not before: a server down meanwhile is asked again
 
     # ---------------------------------------------------------------- stored reads
 
@@ -412,20 +392,20 @@ class Neo4jGraphStorage(BaseGraphStorage):
 
     async def get_all_nodes(self) -> list[tuple[str, dict]]:
         stored = {id: _attributes(props) for id, props in await self._run("MATCH (n:$N) RETURN n._id, properties(n)")}
-        names = list(stored) + [n for n in self._pending.nodes if n not in stored]
+        names = list(stored) + [n for n in self._pending.nodes.entries if n not in stored]
         return [(n, data) for n in names if (data := self._pending.node(n, stored.get(n))) is not None]
 
     async def get_all_edges(self) -> list[tuple[str, str, dict]]:
         rows = await self._run("MATCH (a:$N)-[r:RELATED]->(b:$N) RETURN a._id, b._id, properties(r)")
         stored = {(a, b): props for a, b, props in rows}
-        pairs = list(stored) + [p for p in self._pending.edges if p not in stored]
+        pairs = list(stored) + [p for p in self._pending.edges.entries if p not in stored]
         return [(a, b, data) for a, b in pairs if (data := self._pending.edge((a, b), stored.get((a, b)))) is not None]
 
     async def get_nodes_attributes(self, names: tuple[str, ...]) -> list[tuple[str, dict]]:
         """Only the named properties travel (clustering reads no descriptions)."""
         rows = await self._run(f"MATCH (n:$N) RETURN n._id, {_projection('n', names)}")
         stored = {node: _present(names, values) for node, values in rows}
-        nodes = list(stored) + [n for n in self._pending.nodes if n not in stored]
+        nodes = list(stored) + [n for n in self._pending.nodes.entries if n not in stored]
         return [(n, {k: v for k, v in data.items() if k in names}) for n in nodes
                 if (data := self._pending.node(n, stored.get(n))) is not None]
 
@@ -440,14 +420,14 @@ class Neo4jGraphStorage(BaseGraphStorage):
         rows = await self._run("MATCH (n:$N) WHERE any(t IN $texts WHERE n.clusters CONTAINS t) "
                                "RETURN n._id, n.clusters", texts=texts)
         stored = {node: {"clusters": clusters} for node, clusters in rows}
-        nodes = list(stored) + [n for n in self._pending.nodes if n not in stored]
+        nodes = list(stored) + [n for n in self._pending.nodes.entries if n not in stored]
         return [(n, {"clusters": data["clusters"]}) for n in nodes
                 if (data := self._pending.node(n, stored.get(n))) is not None and data.get("clusters")]
 
     async def get_edges_attributes(self, names: tuple[str, ...]) -> list[tuple[str, str, dict]]:
         rows = await self._run(f"MATCH (a:$N)-[r:RELATED]->(b:$N) RETURN a._id, b._id, {_projection('r', names)}")
         stored = {(a, b): _present(names, values) for a, b, values in rows}
-        pairs = list(stored) + [p for p in self._pending.edges if p not in stored]
+        pairs = list(stored) + [p for p in self._pending.edges.entries if p not in stored]
         return [(a, b, {k: v for k, v in data.items() if k in names}) for a, b in pairs
                 if (data := self._pending.edge((a, b), stored.get((a, b)))) is not None]
 
@@ -498,14 +478,31 @@ class Neo4jGraphStorage(BaseGraphStorage):
     async def change_token(self) -> Optional[str]:
         return await self.get_graph_attribute(CHANGE_ATTRIBUTE)
 
+    async def prepare_commit(self, commit_id: str) -> Optional[PreparedWrite]:
+        """The write's statements as a redo record: FalkorDB has no multi-statement transaction,
+        so a commit killed midway is finished by running them again (they give the same graph
+        when run twice: deletions, then merges that set values, long strings from their head)."""
+        self._prepared = self._statements(self._pending) if self._pending else None
+        return PreparedWrite(redo=json.dumps(self._prepared).encode("utf-8")) if self._prepared else None
+
     async def index_commit_callback(self) -> None:
         """Apply the write in one transaction: deletions first, then nodes, edges, attributes."""
         pending, self._pending = self._pending, PendingGraph()
+        statements, self._prepared = self._prepared, None
         if not pending:
             return
+        await self._ensure_indexes()
+        await asyncio.to_thread(self._connection.run, statements or self._statements(pending), True)
+
+    def finish_commit(self, commit_id: str, redo: Optional[bytes]) -> bool:
+        if redo is not None:
+            self._connection.run([tuple(statement) for statement in json.loads(redo)], True)  # type: ignore[misc]
+        return True
+
+    def _statements(self, pending: PendingGraph) -> list[tuple[str, dict]]:
+        """The statements that apply ``pending``, in order."""
         pending.attributes[CHANGE_ATTRIBUTE] = uuid.uuid4().hex
-        gone = [list(p) for p, entry in pending.edges.items()
-                if (entry is None or entry[0]) and p[0] not in pending.wiped and p[1] not in pending.wiped]
+        gone = [list(p) for p in pending.edges.gone() if p[0] not in pending.wiped and p[1] not in pending.wiped]
         appends: list[tuple[str, dict]] = []  # the rest of long strings, after their first piece
 
         def cut(data: dict, match: str, **where: str) -> dict:
@@ -514,10 +511,10 @@ class Neo4jGraphStorage(BaseGraphStorage):
                            for key, piece in rest)
             return head
 
-        nodes = [{"id": n, "data": cut(entry[1], "MATCH (x:$N {_id: $id})", id=n)}
-                 for n, entry in pending.nodes.items() if entry is not None]
-        edges = [{"a": a, "b": b, "data": cut(entry[1], "MATCH (:$N {_id: $a})-[x:RELATED]->(:$N {_id: $b})", a=a, b=b)}
-                 for (a, b), entry in pending.edges.items() if entry is not None]
+        nodes = [{"id": n, "data": cut(data, "MATCH (x:$N {_id: $id})", id=n)}
+                 for n, _, data in pending.nodes.written()]
+        edges = [{"a": a, "b": b, "data": cut(data, "MATCH (:$N {_id: $a})-[x:RELATED]->(:$N {_id: $b})", a=a, b=b)}
+                 for (a, b), _, data in pending.edges.written()]
         attributes = [{"name": name, "value": cut({"value": value}, "MATCH (x:$A {name: $name})", name=name)["value"]}
                       for name, value in pending.attributes.items()]
         statements = [
@@ -528,14 +525,14 @@ class Neo4jGraphStorage(BaseGraphStorage):
              "MERGE (a)-[r:RELATED]->(b) SET r += row.data", edges),
             ("UNWIND $rows AS row MERGE (g:$A {name: row.name}) SET g.value = row.value", attributes),
         ]
-        await self._ensure_indexes()
-        await asyncio.to_thread(self._connection.run, [
+        return [
             *((self._cypher(statement), {"rows": batch}) for statement, rows in statements for batch in _batches(rows)),
             *((self._cypher(statement), params) for statement, params in appends),
-        ], True)
+        ]
 
     async def index_abort_callback(self) -> None:
         self._pending = PendingGraph()
+        self._prepared = None
 
 
 def _attributes(properties: dict) -> dict:

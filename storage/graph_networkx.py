@@ -9,10 +9,10 @@ from xml.etree.ElementTree import ParseError
 
 import networkx as nx
 
-from .base import BaseGraphStorage
+from .base import BaseGraphStorage, ClusterMemberships, KeepsWalkLinks, WalkLinks, walk_links_from_graph
 from .files import SingleFileStore, StorageFileError, atomic_write_bytes, atomic_write_via
 from .graph_lookup import GraphLookup, build_lookup_index
-from .graph_walk import WalkLinks, build_walk_file, read_walk_file
+from .graph_walk import build_walk_file, read_walk_file
 from .graphml import GraphMLLayout, read_graphml, safe_attrs, write_graphml, xml_safe
 from .lookup_index import ParsedOnDemand
 
@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage):
+class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, ClusterMemberships, KeepsWalkLinks):
     """The graph, parsed whole only when something needs all of it (an insert, clustering,
     ``.graph``). Until then, the point reads a query makes go through a lookup index
     written beside the GraphML (see ``graph_lookup``), or parse the whole file where
@@ -139,16 +139,17 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage):
             self._graph.remove_edge(a, b)
             self._dirty = True
 
-    # Read from networkx's backing dicts (``_node``, ``_adj``): its views cost a call per item,
-    # which is most of a whole-graph pass such as clustering.
+    # Read through the public iterators that hand out networkx's own attribute dicts
+    # (``nodes(data=True)``, ``adjacency()``): its mapping views cost a call per item, which is
+    # most of a whole-graph pass such as clustering.
 
     async def get_all_nodes(self) -> list[tuple[str, dict]]:
-        return list(self._graph._node.items())
+        return list(self._graph.nodes(data=True))
 
     async def get_all_edges(self) -> list[tuple[str, str, dict]]:
         """In ``graph.edges`` order."""
         edges, seen = [], set()
-        for a, neighbours in self._graph._adj.items():
+        for a, neighbours in self._graph.adjacency():
             edges.extend((a, b, data) for b, data in neighbours.items() if b not in seen)
             seen.add(a)
         return edges
@@ -158,10 +159,10 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage):
         process); from the parsed graph otherwise, or where the file is missing or stale."""
         lookup = self._points()
         links = read_walk_file(self._walk_name, lookup.seal, len(lookup.graphml)) if lookup is not None else None
-        return links if links is not None else await super().get_walk_links()
+        return links if links is not None else await walk_links_from_graph(self)
 
     async def get_adjacency(self) -> Mapping[str, Mapping[str, dict]]:
-        return self._graph._adj
+        return dict(self._graph.adjacency())
 
     async def count_nodes(self) -> int:
         return self._graph.number_of_nodes()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Mapping, Optional, Union
 
-from .base import CHANGE_ATTRIBUTE, BaseGraphStorage
+from .base import CHANGE_ATTRIBUTE, BaseGraphStorage, ClusterMemberships
 from .postgres import PostgresStore, dumps
 
 
@@ -34,7 +34,7 @@ def _ends(a: str, b: str) -> tuple[str, str]:
 
 
 @dataclass
-class PostgresGraphStorage(PostgresStore, BaseGraphStorage):
+class PostgresGraphStorage(PostgresStore, BaseGraphStorage, ClusterMemberships):
     store_kind = "graph"
 
     def __post_init__(self) -> None:
@@ -213,6 +213,24 @@ class PostgresGraphStorage(PostgresStore, BaseGraphStorage):
         await self._execute("INSERT INTO {edges} (src, tgt, data) VALUES (%s, %s, %s::jsonb) "
                             "ON CONFLICT (src, tgt) DO UPDATE SET data = {edges}.data || EXCLUDED.data",
                             (*_ends(source_node_id, target_node_id), dumps(edge_data)))
+
+    async def upsert_nodes(self, nodes: Mapping[str, dict[str, Any]]) -> None:
+        """One statement for them all."""
+        if nodes:
+            await self._execute("INSERT INTO {nodes} (id, data) SELECT id, data::jsonb FROM unnest(%s::text[], "
+                                "%s::text[]) AS u(id, data) ON CONFLICT (id) DO UPDATE SET data = {nodes}.data || "
+                                "EXCLUDED.data", (list(nodes), [dumps(d) for d in nodes.values()]))
+
+    async def upsert_edges(self, edges: Mapping[tuple[str, str], dict[str, Any]]) -> None:
+        """One statement for them all (an edge given twice, its ends either way round, merges)."""
+        merged: dict[tuple[str, str], dict[str, Any]] = {}
+        for (a, b), data in edges.items():
+            merged.setdefault(_ends(a, b), {}).update(data)
+        if merged:
+            await self._execute("INSERT INTO {edges} (src, tgt, data) SELECT src, tgt, data::jsonb FROM "
+                                "unnest(%s::text[], %s::text[], %s::text[]) AS u(src, tgt, data) ON CONFLICT (src, tgt) "
+                                "DO UPDATE SET data = {edges}.data || EXCLUDED.data",
+                                ([a for a, _ in merged], [b for _, b in merged], [dumps(d) for d in merged.values()]))
 
     async def delete_node(self, node_id: str) -> None:
         await self._execute("DELETE FROM {edges} WHERE src = %s OR tgt = %s", (node_id, node_id))

@@ -13,12 +13,11 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .base import WalkLinks
 from .graphml import GraphMLLayout
 from .lookup_index import pack, unpack
 
 _MAGIC = b"graphrag-graph-walk 1\n"
-
-WalkLinks = tuple[list[tuple[str, str]], list[tuple[str, str]]]
 
 
 def build_walk_file(graph: Any, layout: GraphMLLayout) -> bytes:

@@ -17,44 +17,17 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, ClassVar, Optional
 
 from graphrag.config import GraphRAGConfig
-from graphrag.errors import ConfigurationError, StoreUnavailableError, WorkingDirLockedError
+from graphrag.errors import StoreUnavailableError, WorkingDirLockedError
 
-from .base import BaseKVStorage
+from .base import BaseKVStorage, PreparedWrite
+from .db_common import require_extra, validated_name, workspace_of
 
 DSN_ENV = "GRAPHRAG_POSTGRES_DSN"
-WORKSPACE_ENV = "GRAPHRAG_WORKSPACE"
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,23}")
-
-
-def require_extra(extra: str, *modules: str) -> None:
-    """Import ``modules`` or say which optional extra installs them."""
-    import importlib
-
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise ConfigurationError(
-                f"this storage backend needs the '{extra}' extra: pip install \"filegraphrag[{extra}]\" "
-                f"(could not import {module}: {exc})") from None
-
-
-def validated_name(kind: str, name: str) -> str:
-    """A workspace or namespace usable inside a table name: a letter, then letters, digits or _."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ConfigurationError(f"{kind} {name!r} is not valid: use a letter then up to 23 letters, digits or _")
-    return name.lower()
-
-
-def workspace_of(config: GraphRAGConfig) -> str:
-    return validated_name("workspace", config.storage_options.get("workspace")
-                          or os.environ.get(WORKSPACE_ENV) or "default")
 
 
 # Connections per event loop's pool; one of them is kept for a write's transaction.
@@ -77,6 +50,8 @@ class PostgresDatabase:
         self._turns: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = (
             weakref.WeakKeyDictionary())
         self._write: Any = None
+        self._write_turn = asyncio.Lock()  # replaced on the loop of each write
+        self._stamped: tuple[Any, str] = (None, "")  # (write connection, commit id) last stamped
         self._write_started: Optional[asyncio.Future] = None
         self._ready: set[str] = set()
         # Idle connections of a closed event loop's pool, taken up by the next loop's pool: each
@@ -148,6 +123,11 @@ class PostgresDatabase:
                 self._parked.append(await pool.getconn())  # taken out: closing the pool leaves it open
             await pool.close()
 
+    def forget_parked(self) -> list[Any]:
+        """The parked connections, no longer used or closed by this database (a forked child's)."""
+        parked, self._parked[:] = list(self._parked), []
+        return parked
+
     def _adopt(self) -> Any:
         """A parked connection that is idle and whose server has not gone (its socket has nothing
         to read: a server that closed it would have sent EOF), ready for the running loop."""
@@ -163,7 +143,9 @@ class PostgresDatabase:
             except Exception:
                 usable = False
             if usable:
-                conn.lock = asyncio.Lock()  # the previous loop may own the old one
+                # psycopg serialises a connection's statements with an asyncio lock, which binds
+                # to a loop only when a task waits on it; no task does, since a pooled connection
+                # serves one task and the write's one statement at a time (``_write_turn``).
                 return conn
             conn.pgconn.finish()
         return None
@@ -172,7 +154,8 @@ class PostgresDatabase:
     async def connection(self) -> AsyncIterator[Any]:
         """The write's connection during a write (its own writes visible), else a pooled one."""
         if self._write is not None:
-            yield self._write
+            async with self._write_turn:
+                yield self._write
             return
         async with self.autocommit() as conn:
             yield conn
@@ -189,13 +172,20 @@ class PostgresDatabase:
         async with turns, pool.connection() as conn:
             yield conn
 
-    async def writing(self) -> Any:
-        """The write's connection, beginning the write (and taking the writer lock) if needed."""
+    async def begin_write(self) -> None:
+        """Begin the write (taking the writer lock) if it has not begun."""
         if self._write is None:
             if self._write_started is None or self._write_started.done() and self._write_started.exception():
                 self._write_started = asyncio.ensure_future(self._begin_write())
             await asyncio.shield(self._write_started)
-        return self._write
+
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[Any]:
+        """The write's connection, beginning the write if needed; the stores of a write take
+        turns on it, one statement (or pipeline) at a time."""
+        await self.begin_write()
+        async with self._write_turn:
+            yield self._write
 
     async def _begin_write(self) -> None:
         from psycopg import errors
@@ -217,6 +207,7 @@ class PostgresDatabase:
                     f"another process is writing to PostgreSQL workspace {self.workspace!r}; gave up after "
                     f"{self._lock_timeout_ms / 1000:g}s. Wait for it to finish or raise lock_timeout.") from None
             raise
+        self._write_turn = asyncio.Lock()
         self._write = conn
 
     @property
@@ -234,7 +225,8 @@ class PostgresDatabase:
         if conn is None:
             return
         try:
-            await conn.execute(statement)
+            async with self._write_turn:
+                await conn.execute(statement)
         except Exception:
             if statement == "COMMIT" or not conn.broken:
                 raise  # a lost connection's transaction is rolled back by the server already
@@ -255,15 +247,41 @@ class PostgresDatabase:
                     await conn.execute(statement)
         self._ready.add(name)
 
-    def sync_query(self, query: Any, params: tuple = ()) -> list[tuple]:
-        """One statement on a short-lived synchronous connection (checks made before a loop runs)."""
+    async def stamp(self, commit_id: str) -> None:
+        """Record ``commit_id`` in the write's transaction, so that after a crash the working dir's
+        manifest can tell whether this transaction committed (:meth:`committed`)."""
+        from psycopg import sql
+
+        if self._stamped == (self._write, commit_id):
+            return  # the stores of one write share its transaction
+        name = self.table("commits", "log")
+        await self.ensure_table(name, [sql.SQL("CREATE TABLE IF NOT EXISTS {} (id text PRIMARY KEY)").format(
+            self.identifier(name))])
+        async with self.writing() as conn:
+            await conn.execute(sql.SQL("INSERT INTO {} (id) VALUES (%s) ON CONFLICT DO NOTHING").format(
+                self.identifier(name)), (commit_id,))
+        self._stamped = (self._write, commit_id)
+
+    def committed(self, commit_id: str) -> bool:
+        """Whether a transaction stamped ``commit_id`` committed (checked without an event loop)."""
+        from psycopg import sql
+
+        name = self.table("commits", "log")
+        if self.sync_query("SELECT to_regclass(%s)", (name,), store="kv")[0][0] is None:
+            return False
+        return bool(self.sync_query(sql.SQL("SELECT 1 FROM {} WHERE id = %s").format(self.identifier(name)),
+                                    (commit_id,), store="kv"))
+
+    def sync_query(self, query: Any, params: tuple = (), store: str = "vector") -> list[tuple]:
+        """One statement on a short-lived synchronous connection (checks made before a loop runs,
+        and recovery); a server out of reach is :class:`StoreUnavailableError` naming ``store``."""
         import psycopg
 
         try:
             with psycopg.connect(self._dsn, autocommit=True, connect_timeout=int(self._connect_timeout)) as conn:
                 return conn.execute(query, params).fetchall()
         except psycopg.OperationalError:
-            raise self.unreachable("vector") from None
+            raise self.unreachable(store) from None
 
 
 def _finish(connections: list[Any]) -> None:
@@ -280,8 +298,7 @@ _inherited: list[Any] = []
 
 def _forget_parked_in_child() -> None:
     for database in _databases.values():
-        _inherited.extend(database._parked)
-        database._parked.clear()
+        _inherited.extend(database.forget_parked())
 
 
 os.register_at_fork(after_in_child=_forget_parked_in_child)
@@ -359,11 +376,23 @@ class PostgresStore:
             async with self.db.autocommit() as conn:
                 yield conn
         else:
-            yield await self.db.writing()
+            async with self.db.writing() as conn:
+                yield conn
 
     async def index_start_callback(self) -> None:
         async with self._reaching():
-            await self.db.writing()
+            await self.db.begin_write()
+
+    async def prepare_commit(self, commit_id: str) -> Optional[PreparedWrite]:
+        """The write's transaction, stamped with ``commit_id`` (every store of it says so)."""
+        if not self.db.writing_now:
+            return None
+        async with self._reaching():
+            await self.db.stamp(commit_id)
+        return PreparedWrite()
+
+    def finish_commit(self, commit_id: str, redo: Optional[bytes]) -> bool:
+        return self.db.committed(commit_id)
 
     async def index_commit_callback(self) -> None:
         async with self._reaching():

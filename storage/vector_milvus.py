@@ -8,7 +8,7 @@ metric, strong consistency. Its primary key is a hash of the record id, so the f
 expressions pymilvus builds from primary keys never hold a caller's text; the id itself
 is a field of its own.
 
-Milvus has no transactions. A write is kept in memory (its embeddings computed at the
+Milvus has no transactions. A write is kept in memory (a ``db_common.PendingRecords``, its embeddings computed at the
 upsert), every read answers through it (a query ranks the pending vectors beside the
 stored hits), and ``index_commit_callback`` applies it; an abort drops it. Milvus Lite
 serves one process at a time: share an index between processes through a server.
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import weakref
 from dataclasses import dataclass
@@ -31,10 +32,10 @@ from typing import Any, Optional
 import numpy as np
 
 from graphrag.config import GraphRAGConfig
-from graphrag.errors import StorageError
+from graphrag.errors import StoreUnavailableError
 
-from .base import BaseVectorStorage
-from .postgres import require_extra, validated_name, workspace_of
+from .base import BaseVectorStorage, PreparedWrite
+from .db_common import PendingRecords, require_extra, validated_name, workspace_of
 from .vector_nano import EmbeddingDimensionError
 
 URI_ENV, TOKEN_ENV = "GRAPHRAG_MILVUS_URI", "GRAPHRAG_MILVUS_TOKEN"
@@ -81,11 +82,66 @@ def client_for(config: GraphRAGConfig) -> Any:
         try:
             client = MilvusClient(uri=uri, token=options.get("milvus_token") or os.environ.get(TOKEN_ENV) or "")
         except MilvusException:
-            raise StorageError(f"cannot open Milvus (workspace {workspace_of(config)!r}); check {URI_ENV} or "
-                               "storage_options['milvus_uri'] (a Milvus Lite file serves one process)") from None
+            raise _unreachable(config) from None
         _clients[key] = client
         weakref.finalize(config, _close, key)
     return client
+
+
+def _unreachable(config: GraphRAGConfig) -> StoreUnavailableError:
+    """The error for a Milvus that cannot be reached (it names no URI: a server's may carry a token)."""
+    return StoreUnavailableError(
+        f"cannot reach Milvus for the vector store (workspace {workspace_of(config)!r}); check {URI_ENV} or "
+        "storage_options['milvus_uri'] (a Milvus Lite file serves one process)", store="vector")
+
+
+def _is_unreachable(exc: BaseException) -> bool:
+    """Whether a client error says the server is gone (refused, dropped, not answering), rather
+    than that a request was wrong."""
+    import grpc
+    from pymilvus.client.types import Status
+    from pymilvus.exceptions import ConnectError, MilvusException, MilvusUnavailableException
+
+    if isinstance(exc, (ConnectError, MilvusUnavailableException)):
+        return True
+    if isinstance(exc, MilvusException):
+        return exc.code == Status.CONNECT_FAILED
+    return isinstance(exc, grpc.RpcError) and exc.code() in (grpc.StatusCode.UNAVAILABLE,
+                                                             grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+def _reaching(config: GraphRAGConfig, call: Any, *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)``, a lost server raising :class:`StoreUnavailableError`."""
+    try:
+        return call(*args, **kwargs)
+    except Exception as exc:
+        if _is_unreachable(exc):
+            raise _unreachable(config) from None
+        raise
+
+
+def _pack_write(pending: PendingRecords[str]) -> bytes:
+    """A pending write as bytes: a JSON line (dropped, deleted ids, upserted ids and meta
+    fields), then the upserted unit vectors as little-endian float32."""
+    ids, vectors, metas = [], [], []
+    for id, _, data in pending.written():
+        ids.append(id)
+        vectors.append(np.asarray(data["vector"], dtype="<f4"))
+        metas.append(data["meta"])
+    upserted = set(ids)  # an upsert replaces the stored record whole: no delete needed first
+    head = {"dropped": pending.dropped, "deleted": [k for k in pending.gone() if k not in upserted],
+            "ids": ids, "meta": metas}
+    body = np.stack(vectors).tobytes() if vectors else b""
+    return json.dumps(head).encode("utf-8") + b"\n" + body
+
+
+def _unpack_write(redo: bytes) -> tuple[bool, list[str], dict[str, tuple[np.ndarray, dict]]]:
+    """(dropped, deleted ids, id -> (vector, meta fields)) of ``_pack_write``'s bytes."""
+    line, _, body = redo.partition(b"\n")
+    head = json.loads(line)
+    vectors = np.frombuffer(body, dtype="<f4").reshape(len(head["ids"]), -1) if head["ids"] else []
+    return head["dropped"], head["deleted"], {id: (vectors[i], meta)
+                                              for i, (id, meta) in enumerate(zip(head["ids"], head["meta"]))}
 
 
 def _close(key: int) -> None:
@@ -117,28 +173,28 @@ class MilvusVectorStorage(BaseVectorStorage):
         self._batch = self.global_config.embedding_batch_num
         self._lite = is_lite(self.global_config)
         self._ready = False
-        self._reset_pending()
-
-    def _reset_pending(self) -> None:
-        self._upserts: dict[str, tuple[np.ndarray, dict]] = {}  # id -> (unit vector, meta fields)
-        self._deleted: set[str] = set()
-        self._dropped = False  # everything stored counts as deleted
+        # id -> {"vector": unit vector, "meta": meta fields}, until the commit
+        self._pending: PendingRecords[str] = PendingRecords()
+        self._prepared: Optional[bytes] = None  # the pending write as prepare_commit packed it
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """A client call off the event loop (the client is synchronous)."""
-        return await asyncio.to_thread(getattr(self._client, method), *args, **kwargs)
+        """A client call off the event loop."""
+        return await asyncio.to_thread(self._sync, method, *args, **kwargs)
 
-    async def _exists(self) -> bool:
+    def _exists_now(self) -> bool:
         if not self._ready:
-            self._ready = await self._call("has_collection", self._name)
+            self._ready = self._sync("has_collection", self._name)
             if self._ready:
-                await self._call("load_collection", self._name)
+                self._sync("load_collection", self._name)
                 if self._lite:  # what an earlier process left unflushed (a no-op when none)
-                    await self._call("flush", self._name)
+                    self._sync("flush", self._name)
         return self._ready
 
-    async def _create(self) -> None:
-        if await self._exists():
+    async def _exists(self) -> bool:
+        return self._ready or await asyncio.to_thread(self._exists_now)
+
+    def _create_now(self) -> None:
+        if self._exists_now():
             return
         from pymilvus import DataType, MilvusClient
 
@@ -149,9 +205,12 @@ class MilvusVectorStorage(BaseVectorStorage):
         schema.add_field("meta", DataType.JSON)
         index = MilvusClient.prepare_index_params()
         index.add_index(field_name="vector", index_type="AUTOINDEX", metric_type="COSINE")
-        await self._call("create_collection", self._name, schema=schema, index_params=index,
-                         consistency_level="Strong")
+        self._sync("create_collection", self._name, schema=schema, index_params=index, consistency_level="Strong")
         self._ready = True
+
+    def _sync(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """A client call (the client is synchronous)."""
+        return _reaching(self.global_config, getattr(self._client, method), *args, **kwargs)
 
     async def _embed(self, contents: list[str]) -> np.ndarray:
         batches = [contents[i : i + self._batch] for i in range(0, len(contents), self._batch)]
@@ -159,12 +218,12 @@ class MilvusVectorStorage(BaseVectorStorage):
         return np.concatenate([np.asarray(a, dtype=np.float32).reshape(len(b), -1) for a, b in zip(arrays, batches)])
 
     async def _stored_ids(self) -> set[str]:
-        if self._dropped or not await self._exists():
+        if self._pending.dropped or not await self._exists():
             return set()
         iterator = await self._call("query_iterator", self._name, batch_size=BATCH, filter="",
                                     output_fields=["key"])
         ids: set[str] = set()
-        while page := await asyncio.to_thread(iterator.next):
+        while page := await asyncio.to_thread(_reaching, self.global_config, iterator.next):
             ids.update(row["key"] for row in page)
         iterator.close()
         return ids
@@ -176,25 +235,27 @@ class MilvusVectorStorage(BaseVectorStorage):
             return []
         vector = (await self._embed([query]))[0]
         hits: list[dict[str, Any]] = []
-        touched = self._deleted | set(self._upserts)
-        if not self._dropped and await self._exists():
+        touched = set(self._pending.entries)
+        upserts = {id: data for id, _, data in self._pending.written()}
+        if not self._pending.dropped and await self._exists():
             found = await self._call("search", self._name, data=[vector.tolist()],
                                      limit=min(top_k + len(touched), MAX_LIMIT), output_fields=["key", "meta"],
                                      search_params={"metric_type": "COSINE"})
             hits = [{**hit["entity"]["meta"], "id": hit["entity"]["key"], "distance": float(hit["distance"])}
                     for hit in found[0] if hit["entity"]["key"] not in touched]
-        if self._upserts:
-            ids = list(self._upserts)
-            similarities = np.stack([self._upserts[i][0] for i in ids]) @ _normalised(vector)
-            hits += [{**self._upserts[i][1], "id": i, "distance": float(s)} for i, s in zip(ids, similarities)]
+        if upserts:
+            ids = list(upserts)
+            similarities = np.stack([upserts[i]["vector"] for i in ids]) @ _normalised(vector)
+            hits += [{**upserts[i]["meta"], "id": i, "distance": float(s)} for i, s in zip(ids, similarities)]
         hits.sort(key=lambda h: h["distance"], reverse=True)
         return [h for h in hits[:top_k] if h["distance"] >= self._threshold]
 
     async def get_ids(self) -> set[str]:
-        return (await self._stored_ids() - self._deleted) | set(self._upserts)
+        stored = {i for i in await self._stored_ids() if self._pending.read(i, {}) is not None}
+        return stored | {id for id, _, _ in self._pending.written()}
 
     async def count(self) -> int:
-        if self._upserts or self._deleted or self._dropped:
+        if self._pending:
             return len(await self.get_ids())
         if not await self._exists():
             return 0
@@ -207,55 +268,75 @@ class MilvusVectorStorage(BaseVectorStorage):
             return
         vectors = _normalised(await self._embed([v["content"] for v in data.values()]))
         for (id, record), vector in zip(data.items(), vectors):
-            self._upserts[id] = (vector, {f: record[f] for f in self.meta_fields if f in record})
-            self._deleted.discard(id)
+            # Both fields given: the record is replaced whole.
+            self._pending.upsert(id, {"vector": vector, "meta": {f: record[f] for f in self.meta_fields if f in record}})
 
     async def delete(self, ids: list[str]) -> None:
         for id in ids:
-            self._upserts.pop(id, None)
-            self._deleted.add(id)
+            self._pending.delete(id)
 
     async def drop(self) -> None:
-        self._reset_pending()
-        self._dropped = True
+        self._pending.drop()
+
+    async def prepare_commit(self, commit_id: str) -> Optional[PreparedWrite]:
+        """The write as a redo record (the vectors were embedded at the upsert): Milvus has no
+        transaction, so a commit killed midway is finished by applying it again."""
+        self._prepared = _pack_write(self._pending) if self._pending else None
+        return PreparedWrite(redo=self._prepared) if self._prepared is not None else None
 
     async def index_commit_callback(self) -> None:
-        upserts, deleted, dropped = self._upserts, self._deleted, self._dropped
-        self._reset_pending()
-        if dropped and await self._exists():
-            await self._call("drop_collection", self._name)
+        pending, self._pending = self._pending, PendingRecords()
+        redo, self._prepared = self._prepared, None
+        if pending:
+            await asyncio.to_thread(self._apply, redo if redo is not None else _pack_write(pending))
+
+    def finish_commit(self, commit_id: str, redo: Optional[bytes]) -> bool:
+        if redo is not None:
+            self._apply(redo)
+        return True
+
+    def _apply(self, redo: bytes) -> None:
+        """Apply a write (as ``_pack_write`` packs it): drop, deletes, upserts; applying it again
+        gives the same collection."""
+        dropped, deleted, upserts = _unpack_write(redo)
+        if dropped and self._exists_now():
+            self._sync("drop_collection", self._name)
             self._ready = False
-        if deleted and await self._exists():
+        if deleted and self._exists_now():
             keys = [_primary_key(i) for i in deleted]
             for i in range(0, len(keys), BATCH):
-                await self._call("delete", self._name, ids=keys[i : i + BATCH])
+                self._sync("delete", self._name, ids=keys[i : i + BATCH])
         if upserts:
-            await self._create()
+            self._create_now()
             rows = [{"pk": _primary_key(id), "key": id, "vector": vector.tolist(), "meta": meta}
                     for id, (vector, meta) in upserts.items()]
             for i in range(0, len(rows), BATCH):
-                await self._call("upsert", self._name, rows[i : i + BATCH])
-        if (upserts or deleted) and self._lite and await self._exists():
-            await self._call("flush", self._name)
+                self._sync("upsert", self._name, rows[i : i + BATCH])
+        if (upserts or deleted) and self._lite and self._exists_now():
+            self._sync("flush", self._name)
 
     async def index_abort_callback(self) -> None:
-        self._reset_pending()
+        self._pending = PendingRecords()
+        self._prepared = None
 
     # ---------------------------------------------------------------- before opening
 
     @classmethod
     def describe_stored(cls, global_config: GraphRAGConfig, namespace: str) -> Optional[dict[str, int]]:
         client, name = client_for(global_config), collection_name(global_config, namespace)
-        dim = _stored_dimension(client, name)
+        dim = _reaching(global_config, _stored_dimension, client, name)
         if dim is None:
             return None
-        count = int(client.query(name, filter="", output_fields=["count(*)"])[0]["count(*)"])
+        count = int(_reaching(global_config, client.query, name, filter="", output_fields=["count(*)"])[0]["count(*)"])
         return {"vectors": count, "dim": dim} if count else None
 
     @classmethod
     def check_compatible(cls, global_config: GraphRAGConfig, namespace: str, embedding_dim: int) -> None:
         name = collection_name(global_config, namespace)
-        stored = _stored_dimension(client_for(global_config), name)
+        try:
+            stored = _reaching(global_config, _stored_dimension, client_for(global_config), name)
+        except StoreUnavailableError:
+            return  # checked when the server is back; until then queries answer without vectors
         if stored is not None and stored != embedding_dim:
             raise EmbeddingDimensionError(
                 f"Milvus collection {name!r} holds {stored}-dimensional vectors but the configured embedding "

@@ -14,6 +14,9 @@ JOB.json: {"working_dir": ..., "docs": [...], "url": LLM base URL or null,
 "slow_replace": seconds, "stats_path": path, "error_path": path, "storage": {...} or absent}.
 ``storage``: GraphRAG keywords choosing the backends (kv_storage=..., storage_options=...).
 
+``kill_after_write_ahead``: the process SIGKILLs itself the moment a commit's write-ahead
+manifest is written (before any database commits or file is renamed).
+
 ``marker``: lines are appended to this file so the parent can time a kill: ``ready`` when the
 insert is about to start, ``replace NAME`` right before each ``os.replace`` onto NAME (with
 ``slow_replace`` > 0 it then sleeps, holding the writer inside the commit: before the
@@ -62,6 +65,17 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             return real_replace(src, dst, *args, **kwargs)
 
         os.replace = replace  # type: ignore[assignment]
+
+    if job.get("kill_after_write_ahead"):
+        from graphrag.storage import files
+
+        real_write_ahead = files.write_ahead
+
+        def write_ahead_then_die(*args, **kwargs):  # type: ignore[no-untyped-def]
+            real_write_ahead(*args, **kwargs)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        files.write_ahead = write_ahead_then_die  # type: ignore[assignment]
 
     from graphrag import GraphRAG, hash_embedding
 

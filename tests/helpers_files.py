@@ -47,7 +47,11 @@ def pdf_bytes(pages: Sequence[Sequence[str]], title: Optional[str] = None, image
     kids = b" ".join(b"%d 0 R" % p for p in page_ids)
     objects[pages_obj - 1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, len(page_ids))
     info = add(b"<< /Title " + _pdf_string(title) + b" >>") if title else None
+    return _pdf_file(objects, catalog, info)
 
+
+def _pdf_file(objects: Sequence[bytes], catalog: int, info: Optional[int] = None) -> bytes:
+    """Objects 1..n (``objects[n - 1]``) written out with their cross-reference table."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, start=1):
@@ -59,6 +63,50 @@ def pdf_bytes(pages: Sequence[Sequence[str]], title: Optional[str] = None, image
     out += b"trailer\n<< /Size %d /Root %d 0 R" % (len(objects) + 1, catalog)
     out += (b" /Info %d 0 R" % info if info else b"") + b" >>\nstartxref\n%d\n%%%%EOF\n" % xref
     return bytes(out)
+
+
+def flate_bomb_pdf(pages: int, stream_bytes: int) -> bytes:
+    """A PDF whose ``pages`` pages all draw one shared Flate stream of ``stream_bytes`` text
+    operators: a few kilobytes on disk, ``pages * stream_bytes`` for a reader to go through."""
+    import zlib
+
+    op = b"BT /F1 11 Tf 56 780 Td (All work and no play makes a dull reader.) Tj ET\n"
+    packed = zlib.compress(op * (stream_bytes // len(op)), 9)
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"",
+               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+               b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream"]
+    page_ids = list(range(5, 5 + pages))
+    objects += [b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 842] /Resources << /Font << /F1 3 0 R >> >> "
+                b"/Contents 4 0 R >>"] * pages
+    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % p for p in page_ids), pages)
+    return _pdf_file(objects, 1)
+
+
+def zip_bomb_docx(text_bytes: int) -> bytes:
+    """A real .docx whose body holds ``text_bytes`` of one repeated paragraph: a few hundred
+    kilobytes packed. Written part by part, never whole in memory."""
+    import io
+    import zipfile
+
+    import docx
+
+    plain = io.BytesIO()
+    docx.Document().save(plain)
+    paragraph = b"<w:p><w:r><w:t>All work and no play makes a dull reader.</w:t></w:r></w:p>"
+    out = io.BytesIO()
+    with zipfile.ZipFile(plain) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bomb:
+        for part in source.infolist():
+            if part.filename != "word/document.xml":
+                bomb.writestr(part, source.read(part))
+                continue
+            head, _, tail = source.read(part).partition(b"<w:body>")
+            with bomb.open("word/document.xml", "w", force_zip64=True) as body:
+                body.write(head + b"<w:body>")
+                block = paragraph * 10_000
+                for _ in range(text_bytes // len(block)):
+                    body.write(block)
+                body.write(tail)
+    return out.getvalue()
 
 
 def write_pdf(path: Path, pages: Sequence[Sequence[str]], title: Optional[str] = None, image_bytes: int = 0) -> Path:

@@ -22,6 +22,7 @@ KV_FILES = {
     "chunk_extractions": "kv_store_chunk_extractions.json",
     "community_reports": "kv_store_community_reports.json",
     "llm_response_cache": "kv_store_llm_response_cache.json",
+    "lexical_index": "kv_store_lexical_index.json",
 }
 VDB_FILES = {"entities": "vdb_entities.json", "chunks": "vdb_chunks.json", "relations": "vdb_relations.json"}
 GRAPH_FILE = "graph_chunk_entity_relation.graphml"
@@ -186,6 +187,16 @@ def check_integrity(working_dir: str, recover: bool = True) -> list[str]:
     chunk_vector_ids = [d.get("__id__") for d in vdb["chunks"]["data"]]
     for cid in chunk_vector_ids:
         need_chunk(cid, "chunk vector")
+
+    # The lexical index holds exactly the stored chunks (when it holds anything).
+    lexical = kv["lexical_index"]
+    if lexical:
+        indexed = {k[len("chunk:"):] for k in lexical if k.startswith("chunk:")}
+        if indexed != set(chunks) or (lexical.get("stats") or {}).get("chunks") != len(chunks):
+            problems.append(f"the lexical index holds {len(indexed)} chunks, text_chunks {len(chunks)}")
+        for key, postings in lexical.items():
+            if key.startswith("term:") and not set(postings) <= indexed:
+                problems.append(f"lexical {key} names chunks the index does not hold")
 
     # Graph <-> chunks.
     for node, data in graph.nodes(data=True):

@@ -3,7 +3,9 @@ free 127.0.0.1 port in a background thread."""
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -70,3 +72,27 @@ def wait_for_job(client: Any, job_id: str, timeout: float = 60.0) -> dict[str, A
         if job["status"] in ("done", "failed") or time.monotonic() > deadline:
             return job
         time.sleep(0.05)
+
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"  # Debian's (.ci/setup.sh)
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[Any]:
+    """Headless Chromium driven by selenium, in a profile of its own."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="graphrag-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,1600",
+                 f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)

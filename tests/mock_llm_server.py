@@ -66,11 +66,26 @@ def _clean(text: str, limit: int = 240) -> str:
 
 
 def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n{2,}", text) if s.strip()]
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|(?<=[。！？])|\n{2,}", text) if s.strip()]
+
+
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _chinese(text: str) -> bool:
+    """The model answers in Chinese when what it answers about is mostly Chinese."""
+    han = len(_HAN.findall(text))
+    return han > 0 and han >= len(re.findall(r"[A-Za-z]", text)) / 4
 
 
 def _names(sentence: str) -> list[str]:
     out: list[str] = []
+    if _HAN.search(sentence):
+        # A model reading Chinese names its people, places and organisations as written.
+        import jieba.posseg
+
+        out.extend(dict.fromkeys(p.word for p in jieba.posseg.cut(sentence)
+                                 if p.flag in ("nr", "ns", "nt") and len(p.word) >= 2 and _HAN.match(p.word)))
     for m in _NAME_RE.finditer(sentence):
         words = m.group(0).split()
         while words and words[0] in _STOP:
@@ -162,6 +177,10 @@ def _extraction_facts(text: str, types: list[str]
             for b in present[i + 1:]:
                 pair = edge_key(a, b)
                 relations.setdefault(pair, sent)
+    if _chinese(text):  # descriptions in the language of the text, as the prompt asks
+        return ([(n, types[_h(n) % len(types)], _clean(f"{n}在文中出现：{s}")) for n, s in entities.items()],
+                [(a, b, _clean(f"{a}与{b}相关：{s}"), 1 + _h(a + b) % 10)
+                 for (a, b), s in list(relations.items())[:60]])
     return ([(n, types[_h(n) % len(types)], _clean(f"{n.title()} is mentioned in the text: {s}"))
              for n, s in entities.items()],
             [(a, b, _clean(f"{a.title()} and {b.title()} are related: {s}"), 1 + _h(a + b) % 10)
@@ -283,6 +302,16 @@ def _respond_report(data: str) -> str:
             "rating_explanation": "There is nothing of impact to assess.",
             "findings": [],
         }
+    elif _chinese(data):
+        names = [e[0] for e in ents]
+        report = {
+            "title": f"{names[0]}与{names[1]}社区" if len(names) > 1 else f"{names[0]}社区",
+            "summary": f"该社区以{names[0]}为中心，与{'、'.join(names[1:4]) or '其他实体'}相关，共有{len(ents)}个实体。",
+            "rating": round(1.0 + (seed % 81) / 10.0, 1),
+            "rating_explanation": f"评分反映了{names[0]}在{len(ents)}个实体中的作用。",
+            "findings": [{"summary": f"{name}的作用", "explanation": _clean(desc or f"{name}出现在社区数据中。", 400)}
+                         for name, desc in ents[:5]],
+        }
     else:
         names = [e[0].title() for e in ents]
         others = ", ".join(names[1:4]) or "no other entities"
@@ -314,6 +343,8 @@ def _data_words(text: str, limit: int = 8) -> list[str]:
         words = s.split()
         if len(words) >= 3:
             out.extend(words)
+        elif len(_HAN.findall(s)) >= 8:  # Chinese writes no spaces: a line's opening is the quote
+            out.append(s[:30])
         if len(out) >= limit:
             break
     return out[:limit]
@@ -337,6 +368,8 @@ def _respond_answer(context: str, last: str) -> str:
     if not words:
         return f"I don't have enough information in the provided context to answer: {question}"
     quote = " ".join(words[:6])
+    if _chinese(question):  # answers come in the question's language
+        return f"根据所给的上下文，问题“{question}”的答案如下：资料中写道“{quote}”。"
     return (
         f"Based on the provided context, the answer concerns {question.rstrip('?')}. "
         f"The sources note that \"{quote}\". "
@@ -366,6 +399,8 @@ def _respond_cited_answer(data: str, last: str) -> str:
     answer = _respond_answer(data, last)
     if not numbers:
         return answer
+    if _chinese(last):
+        return answer + "".join(f"见来源[{n}]。" for n in numbers)
     return answer + " " + " ".join(f"This is stated in source [{n}]." for n in numbers)
 
 
@@ -377,10 +412,16 @@ def _respond_cited_global_map(data: str) -> str:
             point["description"] += f" [{numbers[min(i, len(numbers) - 1)]}]"
     return json.dumps({"points": points})
 def _respond_resolution(pairs: str) -> str:
-    """Same thing when the two names end with the same word; one line per numbered pair."""
+    """The scripted judge: same thing when the two names end with the same word, or when the
+    two descriptions say the same words but for the names (an alternate name with nothing
+    in common, KOLKATA / CALCUTTA); one line per numbered pair."""
     answers = []
-    for number, first, second in re.findall(r'(?m)^(\d+)\. "([^"]*)"[^\n]*\n\s*vs "([^"]*)"', pairs):
-        same = first.split()[-1:] == second.split()[-1:]
+    for number, first, first_says, second, second_says in re.findall(
+            r'(?m)^(\d+)\. "([^"]*)"[^:\n]*:([^\n]*)\n\s*vs "([^"]*)"[^:\n]*:([^\n]*)', pairs):
+        def said(name: str, text: str) -> list[str]:
+            return [w for w in re.findall(r"\w+", text.lower()) if w not in name.lower().split()]
+
+        same = first.split()[-1:] == second.split()[-1:] or said(first, first_says) == said(second, second_says)
         answers.append(f"{number}: {'yes' if same else 'no'}")
     return "\n".join(answers)
 
@@ -585,6 +626,14 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         with self.server.mock._lock:
             self.server.mock.connections += 1
+            self.server.mock.open_connections += 1
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            with self.server.mock._lock:
+                self.server.mock.open_connections -= 1
 
     def _send_json(self, code: int, obj: Any, headers: Optional[dict[str, str]] = None) -> None:
         body = json.dumps(obj).encode("utf-8")
@@ -666,10 +715,12 @@ class MockLLMServer:
         self.embedding_dim = embedding_dim
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
+        self._embedding_faults: list[Fault] = []  # status faults for /embeddings, consumed in order
         self._in_flight = 0
         self.requests: list[dict] = []
         self.peak_concurrency = 0
         self.connections = 0  # TCP connections accepted
+        self.open_connections = 0  # accepted and not closed yet
         self.calls_by_kind: Counter[str] = Counter()
         self.rerank_requests: list[dict] = []
         self._httpd: Optional[_Server] = None
@@ -728,9 +779,15 @@ class MockLLMServer:
         with self._lock:
             self._faults.extend(faults)
 
+    def inject_embedding(self, *faults: Fault) -> None:
+        """Status faults answered by the next ``/embeddings`` requests (chat requests keep theirs)."""
+        with self._lock:
+            self._embedding_faults.extend(faults)
+
     def reset(self) -> None:
         with self._lock:
             self._faults.clear()
+            self._embedding_faults.clear()
             self.requests.clear()
             self.calls_by_kind.clear()
             self.rerank_requests.clear()
@@ -875,6 +932,11 @@ class MockLLMServer:
     def _embeddings(self, h: _Handler, req: dict) -> None:
         with self._lock:
             self.requests.append(req)
+            fault = self._embedding_faults.pop(0) if self._embedding_faults else None
+        if fault is not None:
+            h._send_json(fault.status_code, {"error": {"message": f"injected status {fault.status_code}",
+                                                       "type": "server_error", "code": None}})
+            return
         inp = req.get("input", [])
         texts = [inp] if isinstance(inp, str) else list(inp)
         texts = [t if isinstance(t, str) else " ".join(map(str, t)) if isinstance(t, list) else str(t) for t in texts]

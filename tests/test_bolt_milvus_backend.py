@@ -19,6 +19,7 @@ from graphrag import GraphRAG, QueryParam, hash_embedding
 from graphrag.backends import storage_class
 from graphrag.config import GraphRAGConfig
 from graphrag.errors import ConfigurationError
+from graphrag.indexing.pipeline import Pipeline
 from graphrag.operators.modes import mode_names
 from graphrag.storage.graph_neo4j import Neo4jGraphStorage
 from graphrag.storage.vector_milvus import MilvusVectorStorage
@@ -127,7 +128,7 @@ def test_a_failed_insert_leaves_the_previous_graph_and_vectors(make_rag, server,
     async def reports_fail(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("the report stage died")
 
-    monkeypatch.setattr(GraphRAG, "_report", reports_fail)
+    monkeypatch.setattr(Pipeline, "report", reports_fail)
     server.reset()
     with pytest.raises(RuntimeError, match="report stage died"):
         rag.insert(CORPUS[2:])  # the graph and vectors were written before the reports

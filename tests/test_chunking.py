@@ -223,6 +223,16 @@ def test_default_separators_cover_cjk_sentences(tok):
     assert "".join(c["content"] for c in chunks) == text
 
 
+def test_chinese_exclamations_questions_and_semicolons_end_chunks(tok):
+    text = "".join(f"第{i}个问题为什么这样设计？答案写在知识图谱里！" for i in range(30))
+    chunks = ordered(chunk_by_separators({"d": text}, size=30, overlap=0, tokenizer=tok))
+    assert len(chunks) > 1 and all(c["content"][-1] in "？！" for c in chunks)
+    text = "".join(f"第{i}项是实体，第{i}项也是关系；" for i in range(30))
+    chunks = ordered(chunk_by_separators({"d": text}, size=30, overlap=0, tokenizer=tok))
+    assert len(chunks) > 1 and all(c["content"].endswith("；") for c in chunks)
+    assert "".join(c["content"] for c in chunks) == text
+
+
 # ---------------------------------------------------------------- large inputs
 
 

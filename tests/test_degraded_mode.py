@@ -3,7 +3,8 @@
 A query answers from the stores still up, with a one-line note in the answer and the log
 (naive mode when the graph is down; the graph reached by entity names when the vectors
 are); a write refuses with StoreUnavailableError and leaves nothing half-written.
-Real PostgreSQL servers: one store pointed at a dead port, or a private server stopped.
+Real servers: PostgreSQL (one store pointed at a dead port, or a private server stopped), and a
+FalkorDB and a Milvus Lite server stopped mid-test.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from graphrag import GraphRAG, QueryParam, StoreUnavailableError, hash_embedding
 from graphrag import cli
 import database_servers
-from database_servers import DEAD_DSN, PrivatePostgres
+from database_servers import DEAD_DSN, MilvusLiteServer, PrivateFalkorDB, PrivatePostgres
 from mock_llm_server import MockLLMServer
 from test_incremental import CORPUS, DOC_E
 
@@ -37,21 +38,53 @@ def snapshot(rag: GraphRAG) -> tuple:
     return docs, rag.query("x", QueryParam(mode="naive", only_need_context=True))
 
 
+def indexed(tmp_path: Any, server: MockLLMServer, **stores: Any) -> tuple[GraphRAG, tuple]:
+    """A GraphRAG on these stores with CORPUS inserted, and its snapshot."""
+    rag = GraphRAG(**settings(tmp_path, server, **stores))
+    rag.insert(CORPUS)
+    return rag, snapshot(rag)
+
+
+GRAPH_QUESTION = "Who is Ada Lovelace?"
+VECTORS_QUESTION = "Where did marin okafor found Tidewater Labs?"
+
+
+def degraded_notes(caplog: Any) -> list[str]:
+    """The degraded-mode notes logged (by whichever module answers around a down store)."""
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("[Degraded:")]
+
+
+def assert_local_answered_in_naive_mode(rag: GraphRAG, naive: str, caplog: Any) -> None:
+    """The graph is down: local mode gives naive's answer after the note, logged once."""
+    with caplog.at_level(logging.WARNING):
+        answer = rag.query(GRAPH_QUESTION, QueryParam(mode="local"))
+    assert answer == f"{GRAPH_DOWN}\n\n{naive}"
+    assert [m.split(" (")[0] for m in degraded_notes(caplog)] == [GRAPH_DOWN]
+
+
+def assert_entities_reached_by_name(rag: GraphRAG, caplog: Any) -> None:
+    """The vectors are down: local and naive reach the graph by the entity names in the question."""
+    for mode in ("local", "naive"):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            answer = rag.query(VECTORS_QUESTION, QueryParam(mode=mode, only_need_context=True))
+        first, _, context = answer.partition("\n\n")
+        assert first.startswith(VECTORS_DOWN), answer
+        entities = context.split("-----Relationships-----")[0].upper()
+        assert "MARIN OKAFOR" in entities and "TIDEWATER LABS" in entities  # found by name, any case
+        ours = degraded_notes(caplog)
+        assert len(ours) == 1 and ours[0].startswith(VECTORS_DOWN)
+
+
 def test_graph_down_local_answers_in_naive_mode_and_writes_refuse(tmp_path, server, postgres_options, caplog):
     stores = dict(graph_storage="postgres")
-    rag = GraphRAG(**settings(tmp_path, server, **stores, storage_options=postgres_options))
-    rag.insert(CORPUS)
-    before = snapshot(rag)
-    question = "Who is Ada Lovelace?"
+    rag, before = indexed(tmp_path, server, **stores, storage_options=postgres_options)
+    question = GRAPH_QUESTION
     naive = rag.query(question, QueryParam(mode="naive"))
     global_answer = rag.query(question, QueryParam(mode="global"))
 
     cut_off = GraphRAG(**settings(tmp_path, server, **stores, storage_options=down(postgres_options)))
-    with caplog.at_level(logging.WARNING, logger="graphrag.querying.degraded"):
-        answer = cut_off.query(question, QueryParam(mode="local"))
-    assert answer == f"{GRAPH_DOWN}\n\n{naive}"
-    ours = [r.getMessage() for r in caplog.records if r.name == "graphrag.querying.degraded"]
-    assert [m.split(" (")[0] for m in ours] == [GRAPH_DOWN]
+    assert_local_answered_in_naive_mode(cut_off, naive, caplog)
     assert DEAD_DSN not in caplog.text
     assert cut_off.query(question, QueryParam(mode="global")) == global_answer  # reports need no graph
     assert cut_off.query(question, QueryParam(mode="naive")) == naive
@@ -66,22 +99,10 @@ def test_graph_down_local_answers_in_naive_mode_and_writes_refuse(tmp_path, serv
 
 def test_vectors_down_queries_reach_the_graph_by_entity_names(tmp_path, server, postgres_options, caplog):
     stores = dict(vector_storage="pgvector")
-    rag = GraphRAG(**settings(tmp_path, server, **stores, storage_options=postgres_options))
-    rag.insert(CORPUS)
-    before = snapshot(rag)
+    rag, before = indexed(tmp_path, server, **stores, storage_options=postgres_options)
 
     cut_off = GraphRAG(**settings(tmp_path, server, **stores, storage_options=down(postgres_options)))
-    for mode in ("local", "naive"):
-        caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="graphrag.querying.degraded"):
-            answer = cut_off.query("Where did marin okafor found Tidewater Labs?",
-                                   QueryParam(mode=mode, only_need_context=True))
-        first, _, context = answer.partition("\n\n")
-        assert first.startswith(VECTORS_DOWN), answer
-        entities = context.split("-----Relationships-----")[0].upper()
-        assert "MARIN OKAFOR" in entities and "TIDEWATER LABS" in entities  # found by name, any case
-        ours = [r.getMessage() for r in caplog.records if r.name == "graphrag.querying.degraded"]
-        assert len(ours) == 1 and ours[0].startswith(VECTORS_DOWN)
+    assert_entities_reached_by_name(cut_off, caplog)
 
     with pytest.raises(StoreUnavailableError, match="vector store"):
         cut_off.insert(DOC_E)
@@ -123,3 +144,40 @@ def test_postgres_stopped_mid_test_refuses_in_one_line_and_keeps_the_last_commit
         assert rag.insert(CORPUS[3:])["documents_inserted"] == len(CORPUS) - 3
     finally:
         pg.stop()
+
+
+def test_falkordb_stopped_mid_test_local_answers_in_naive_mode_and_writes_refuse(tmp_path, server, caplog):
+    falkordb = PrivateFalkorDB()
+    try:
+        rag, before = indexed(tmp_path, server, graph_storage="neo4j", storage_options={
+            "neo4j_uri": falkordb.uri, "workspace": database_servers.next_workspace()})
+        naive = rag.query(GRAPH_QUESTION, QueryParam(mode="naive"))
+        assert not rag.query(GRAPH_QUESTION, QueryParam(mode="local")).startswith("[Degraded")
+
+        falkordb.stop()
+        assert_local_answered_in_naive_mode(rag, naive, caplog)
+        assert falkordb.uri not in caplog.text
+        with pytest.raises(StoreUnavailableError, match="graph store") as refused:
+            rag.insert(DOC_E)
+        assert refused.value.store == "graph"
+        assert snapshot(rag) == before  # the files kept their last commit
+    finally:
+        falkordb.stop()
+
+
+def test_milvus_stopped_mid_test_queries_reach_the_graph_by_entity_names(tmp_path, server, caplog):
+    milvus = MilvusLiteServer(str(tmp_path / "milvus"))
+    try:
+        rag, before = indexed(tmp_path, server, vector_storage="milvus", storage_options={
+            "milvus_uri": milvus.uri, "workspace": database_servers.next_workspace()})
+        assert not rag.query(VECTORS_QUESTION, QueryParam(mode="local", only_need_context=True)).startswith(
+            "[Degraded")
+
+        milvus.stop()
+        assert_entities_reached_by_name(rag, caplog)
+        with pytest.raises(StoreUnavailableError, match="vector store") as refused:
+            rag.insert(DOC_E)
+        assert refused.value.store == "vector"
+        assert snapshot(rag)[0] == before[0]  # the documents kept their last commit (naive needs the vectors)
+    finally:
+        milvus.stop()

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from graphrag import GraphRAG, QueryParam
-from graphrag.cli import collect_stats
 from graphrag.embedding import hash_embedding
 from graphrag.operators import query_hybrid
 from graphrag.operators.chunking import doc_id_for
 from graphrag.operators.fact_seeds import fact_seed
 from graphrag.operators.graph_update import relation_vector_id
 from graphrag.operators.walk_graph import graph_index
+from graphrag.storage.base import walk_links
 
 FIRST = "Elspeth Marrowind was born in Quarvale and wrote poems about its harbour."
 SECOND = "Tessaly, a slow green stream crossing meadows, curls around Quarvale."
@@ -28,7 +28,7 @@ def _rag(tmp_path: Path, **options: Any) -> GraphRAG:
 
 
 async def _edges(rag: GraphRAG) -> set[tuple[str, str]]:
-    nodes, edges = await rag.stores.graph.get_walk_links()
+    nodes, edges = await walk_links(rag.stores.graph)
     return {tuple(sorted(e)) for e in edges}
 
 
@@ -53,7 +53,7 @@ def test_every_relation_has_one_vector_under_insert_and_delete(tmp_path: Path) -
     assert asyncio.run(_relation_ids(rag)) == {relation_vector_id(e) for e in edges}
     # A fresh process reads the same store, and `graphrag stats` counts it.
     assert asyncio.run(_relation_ids(_rag(tmp_path))) == {relation_vector_id(e) for e in edges}
-    assert collect_stats(str(tmp_path))["relation_vectors"] == {"vectors": len(edges), "dim": 256}
+    assert GraphRAG.inspect(str(tmp_path)).stats()["relation_vectors"] == {"vectors": len(edges), "dim": 256}
 
 
 def test_relation_vectors_are_off_by_default_and_filled_in_when_turned_on(tmp_path: Path) -> None:

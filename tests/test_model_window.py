@@ -25,7 +25,7 @@ def test_query_prompts_fit_the_best_models_window(tmp_path):
     """``best_model_max_token_size`` bounds every query prompt (template, context, question),
     leaving ``ANSWER_TOKENS`` for the answer: a window smaller than the default budgets need
     shrinks the context rather than overflowing the model; one too small fails before a call."""
-    from graphrag.graphrag import ANSWER_TOKENS
+    from graphrag.windows import ANSWER_TOKENS
     from graphrag.operators.tokenizer import get_tokenizer
 
     tokenizer = get_tokenizer("gpt-4o")

@@ -18,6 +18,7 @@ import pytest
 
 from graphrag.embedding import EmbeddingFunc, hash_embedding
 from graphrag.graphrag import GraphRAG
+from graphrag.indexing.pipeline import Pipeline
 from graphrag.llm import LLMError
 from graphrag.operators.chunking import doc_id_for
 from graphrag.schema import GRAPH_FIELD_SEP
@@ -605,12 +606,12 @@ def test_merging_ahead_of_the_last_extractions_changes_nothing(tmp_path: Path, m
         assert "merge_ahead" in stats["stage_seconds"] and stats["chunks_inserted"] >= 8
         assert stats["llm"]["summary"]["calls"] > 0
 
-        extract = GraphRAG._extract
+        extract = Pipeline.extract_chunks
 
-        async def without_merging_ahead(self: GraphRAG, chunks: Any, on_extracted: Any = None) -> Any:
+        async def without_merging_ahead(self: Pipeline, chunks: Any, on_extracted: Any = None) -> Any:
             return await extract(self, chunks)
 
-        monkeypatch.setattr(GraphRAG, "_extract", without_merging_ahead)
+        monkeypatch.setattr(Pipeline, "extract_chunks", without_merging_ahead)
         single = make_rag(tmp_path / "single", srv, **small)
         single.insert(docs)
         assert "merge_ahead" not in single.last_insert_stats["stage_seconds"]
@@ -776,7 +777,7 @@ def test_report_prompts_fit_the_best_models_window(tmp_path: Path) -> None:
     """``best_model_max_token_size`` bounds a report prompt: the community data shrinks to
     leave room for the prompt's own text and the answer. A window too small for any data
     fails before an LLM call is paid for."""
-    from graphrag.graphrag import ANSWER_TOKENS
+    from graphrag.windows import ANSWER_TOKENS
     from graphrag.operators.tokenizer import get_tokenizer
 
     tokenizer = get_tokenizer("gpt-4o")

@@ -18,6 +18,7 @@ from graphrag import GraphRAG, QueryParam, hash_embedding
 from graphrag.backends import storage_class
 from graphrag.config import GraphRAGConfig
 from graphrag.errors import ConfigurationError, WorkingDirLockedError
+from graphrag.indexing.pipeline import Pipeline
 from graphrag.storage.postgres import POOL_SIZE, database_for
 import database_servers
 from test_incremental import CORPUS, DOC_E
@@ -112,7 +113,7 @@ def test_a_failed_insert_leaves_the_previous_commit_and_the_rerun_pays_nothing_t
     async def reports_fail(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("the report stage died")
 
-    monkeypatch.setattr(GraphRAG, "_report", reports_fail)
+    monkeypatch.setattr(Pipeline, "report", reports_fail)
     server.reset()
     with pytest.raises(RuntimeError, match="report stage died"):
         rag.insert(CORPUS[2:])  # documents, chunks, graph and vectors were written before the reports

@@ -98,3 +98,47 @@ def test_two_writer_processes_on_one_workspace_lose_no_document(
         pool.start(str(tmp_path / "ref"), docs, url=slow_server.base_url, max_async=MAX_ASYNC,
                    storage=storage(postgres_uri, reference)).wait()
     assert both == state(str(tmp_path / "ref"), postgres_uri, reference)
+
+
+def test_files_and_a_postgres_graph_commit_as_one_across_a_kill(
+        pool: WorkerPool, slow_server: Any, postgres_uri: str, tmp_path: Any) -> None:
+    """The KV and vectors in files, the graph in PostgreSQL. Killed after the write-ahead manifest
+    but before the transaction committed: the next open rolls the files back too. Killed after
+    it committed, while the files are renamed: rolled forward."""
+    import os
+
+    workspace = database_servers.next_workspace()
+    mixed = {"graph_storage": "postgres", "storage_options": {"dsn": postgres_uri, "workspace": workspace}}
+    first = make_corpus(1, seed=3, offset=50)
+
+    def seen(wd: str) -> tuple[list[str], int]:
+        rag = GraphRAG(working_dir=wd, embedding_func=hash_embedding(64), **mixed)
+        assert not os.path.exists(os.path.join(wd, ".commit-manifest.json"))
+
+        async def read() -> tuple[list[str], int]:
+            found = sorted(await rag.stores.full_docs.all_keys()), await rag.stores.graph.count_nodes()
+            await rag.stores.close()
+            return found
+
+        return asyncio.run(read())
+
+    wd = str(tmp_path / "mixed")
+    pool.start(wd, first, url=slow_server.base_url, storage=mixed).wait()
+    previous = seen(wd)
+    assert previous[0] == [doc_id_for(first[0])] and previous[1] > 0
+
+    run = pool.start(wd, CORPUS, url=slow_server.base_url, max_async=MAX_ASYNC, storage=mixed,
+                     kill_after_write_ahead=True)
+    while run.alive():
+        time.sleep(0.01)
+    assert os.path.exists(os.path.join(wd, ".commit-manifest.json"))
+    assert seen(wd) == previous  # rolled back: the transaction had not committed
+
+    run = pool.start(wd, CORPUS, url=slow_server.base_url, max_async=MAX_ASYNC, storage=mixed, slow_replace=0.3)
+    deadline = time.monotonic() + 120
+    while not [m for m in run.markers() if m.startswith("replace kv_store_")]:
+        assert time.monotonic() < deadline and run.alive()
+        time.sleep(0.005)
+    run.kill()  # the graph committed; the files are being renamed
+    documents, nodes = seen(wd)
+    assert documents == sorted({doc_id_for(d) for d in first + CORPUS}) and nodes > previous[1]

@@ -13,6 +13,7 @@ from graphrag.embedding import hash_embedding
 from graphrag.operators import query_hybrid, walk_graph
 from graphrag.operators.query_hybrid import fuse, link_entities, personalized_pagerank
 from graphrag.operators.walk_graph import build_graph_index, graph_index
+from graphrag.storage.base import KeepsWalkLinks
 
 # The answer needs two hops: the question names Elspeth Marrowind; her passage names Quarvale;
 # the passage about Quarvale (the answer, Tessaly) shares no word with the question, while
@@ -149,7 +150,7 @@ def test_fusion_ranks_what_both_orders_rank_well_first() -> None:
     assert fuse([["a"], []]) == ["a"] and fuse([[], []]) == []
 
 
-class _Graph:
+class _Graph(KeepsWalkLinks):
     def __init__(self, nodes: list, edges: list) -> None:
         self.nodes, self.edges = nodes, edges
 
@@ -171,6 +172,7 @@ class _Vectors:
 class _Stores:
     version = 1
     relations_vdb = None  # an index without relation vectors (the default)
+    lexical_index = None  # the lexical channel switched off
 
     def __init__(self, nodes: list, edges: list, dense: list[str]) -> None:
         self.graph, self.chunks_vdb = _Graph(nodes, edges), _Vectors(dense)

@@ -127,7 +127,8 @@ def test_a_registered_mode_is_offered_everywhere(rag: GraphRAG, wd: Path, monkey
                        retriever=naive.retriever, prompts=naive.prompts, cited_prompts=naive.cited_prompts,
                        budgets=naive.budgets))
     try:
-        assert rag.retrieve(QUESTION, QueryParam(mode="passages")).chunks
+        found = rag.retrieve(QUESTION, QueryParam(mode="passages"))
+        assert found.mode == "passages" and found.chunks
         assert rag.query_result(QUESTION, QueryParam(mode="passages")).references
         monkeypatch.setenv("GRAPHRAG_EMBEDDING", "hash")
         monkeypatch.setattr(cli, "_setup_logging", lambda verbose: None)

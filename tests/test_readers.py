@@ -203,3 +203,78 @@ def test_citations() -> None:
     chunk = Chunk.from_stored("c", {"content": "x", "full_doc_id": "d", "source": "/r.pdf", "pages": [1, 2]})
     assert chunk.pages == (1, 2) and chunk.citation == "r.pdf p. 1-2"
     assert Chunk.from_stored("c", {"content": "x", "full_doc_id": "d"}).citation is None
+
+
+# ---------------------------------------------------------------- decompression bombs and limits
+
+
+def test_a_flate_bomb_pdf_is_refused_within_its_limits() -> None:
+    """Ten pages share one Flate stream of text operators: 16 KB on disk, seconds per page to
+    read. Refused by the page count at once, and by the clock or the memory limit mid-page
+    (only a separate process can stop pypdf mid-page)."""
+    import time
+
+    from graphrag.readers import read_data
+    from graphrag.readers.worker import GRACE_SECONDS
+    from helpers_files import flate_bomb_pdf
+
+    bomb = flate_bomb_pdf(pages=10, stream_bytes=4 << 20)
+    assert len(bomb) < 32 * 1024
+    cases = [(ReadOptions(max_pages=5), "over the limit of 5 pages", 1.0),
+             (ReadOptions(max_seconds=1), "over the limit of 1 s", 1 + GRACE_SECONDS + 0.5),
+             (ReadOptions(max_memory_bytes=100 << 20), "over the limit of 100 MiB of memory", 10.0)]
+    for options, reason, seconds in cases:
+        started = time.monotonic()
+        with pytest.raises(UnreadableFileError, match=reason):
+            read_data("bomb.pdf", bomb, options)
+        assert time.monotonic() - started < seconds, reason
+    # The worker goes on reading after a file it had to stop.
+    [doc] = read_data("after.txt", b"Ada Pennick blew lanterns.")
+    assert doc.text == "Ada Pennick blew lanterns."
+
+
+def test_a_zip_bomb_docx_is_refused_before_it_unpacks() -> None:
+    """A 200 KB .docx whose body unpacks to 45 MB: refused from the sizes its zip declares,
+    in well under a second and without unpacking anything."""
+    import time
+    import tracemalloc
+
+    from graphrag.readers import read_data
+    from helpers_files import zip_bomb_docx
+
+    bomb = zip_bomb_docx(text_bytes=45 << 20)
+    assert len(bomb) < 512 * 1024
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(UnreadableFileError, match="word/document.xml unpacks to .* a decompression bomb"):
+            read_data("bomb.docx", bomb)
+        elapsed, (_, peak) = time.monotonic() - started, tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert elapsed < 1.0 and peak < 8 * len(bomb)
+
+
+def test_text_over_the_character_limit_is_refused(tmp_path: Path) -> None:
+    path = write_docx(tmp_path / "long.docx", "Lanterns", [("Glass", PAGE_1 * 20)])
+    with pytest.raises(UnreadableFileError, match="over the limit of 500 characters"):
+        read_file(str(path), ReadOptions(max_chars=500))
+    assert read_file(str(path), ReadOptions(max_chars=5000))[0].text.count("Ada Pennick") == 20
+
+
+def test_graphrag_index_skips_a_bomb_with_its_reason(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from helpers_files import zip_bomb_docx
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "bomb.docx").write_bytes(zip_bomb_docx(text_bytes=45 << 20))
+    (root / "lanterns.txt").write_text(" ".join(PAGE_1), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "graphrag.cli", "index", str(root), "-w", str(tmp_path / "wd"),
+                           "--offline"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "GRAPHRAG_EMBEDDING": "hash"})
+    assert done.returncode == 0, done.stderr
+    assert f"skipped {root / 'bomb.docx'}: word/document.xml unpacks to" in done.stderr
+    assert "1 new" in done.stdout

@@ -4,6 +4,7 @@
   point of no return): the dir always opens consistent and queryable, a re-run finishes
   the job with the same result as an uninterrupted run, and LLM answers already received
   are not paid for again;
+* kill -9 between a database's commit and the files' (files + Milvus Lite): rolled forward;
 * two writer processes at once: both land; a writer that cannot get the lock says so;
 * a lock-free reader never sees a torn file while a writer commits.
 
@@ -279,6 +280,79 @@ def test_kill_inside_commit_before_and_after_point_of_no_return(
     assert len(slow_server.chat_requests) - before == 0
     assert check_integrity(wd) == []
     assert snapshot(wd) == clean_run["snapshot"]
+
+
+# --------------------------------------------------------------------------- files + a database
+
+
+def _files_and_milvus(wd: str) -> dict[str, Any]:
+    """Keywords of a working dir with its KV and graph in files and its vectors in Milvus Lite."""
+    return {"vector_storage": "milvus", "storage_options": {"milvus_uri": os.path.join(wd, "milvus.db")}}
+
+
+def assert_files_and_milvus_agree(wd: str, url: str) -> list[str]:
+    """Open the dir (recovering as a user's next open does), check the vector ids in Milvus are
+    exactly the files' entities and chunks, and return the documents."""
+    import asyncio
+
+    from graphrag.operators.graph_update import entity_vector_id
+
+    rag = GraphRAG(working_dir=wd, embedding_func=hash_embedding(64), llm_base_url=url, llm_api_key="k",
+                   **_files_and_milvus(wd))
+    assert not os.path.exists(os.path.join(wd, ".commit-manifest.json"))
+    assert not [n for n in os.listdir(wd) if ".tmp-" in n]
+
+    async def ids() -> tuple[set, set, set, set]:
+        graph, chunks = rag.stores.graph, rag.stores.text_chunks
+        entities = {entity_vector_id(n) for n, _ in await graph.get_all_nodes()}
+        found = (entities, await rag.stores.entities_vdb.get_ids(), set(await chunks.all_keys()),
+                 await rag.stores.chunks_vdb.get_ids())
+        await rag.stores.close()
+        return found
+
+    entities, entity_vectors, chunks, chunk_vectors = asyncio.run(ids())
+    assert entity_vectors == entities and chunk_vectors == chunks
+    documents = sorted(d["id"] for d in rag.list_documents())
+    context = rag.query("Who met Alice Moreau?", QueryParam(mode="local", only_need_context=True))
+    assert isinstance(context, str) and context
+    return documents
+
+
+def test_kill_between_the_database_and_the_files_of_one_commit(
+        pool: WorkerPool, slow_server: MockLLMServer, clean_run: dict[str, Any], tmp_path: Any) -> None:
+    """Files and Milvus commit as one: a kill after the write-ahead manifest, before Milvus
+    applied the write (1), or after it applied it and before the files were renamed (2), is
+    rolled forward by the next open; one before the manifest (3) leaves neither changed."""
+    url = slow_server.base_url
+    every_document = clean_run["snapshot"]["documents"]
+
+    wd = str(tmp_path / "ahead")
+    run = pool.start(wd, CORPUS[:3], url=url, max_async=MAX_ASYNC, storage=_files_and_milvus(wd),
+                     kill_after_write_ahead=True)
+    with pytest.raises(AssertionError, match="died without a result"):
+        run.wait()
+    assert os.path.exists(os.path.join(wd, ".commit-manifest.json"))
+    assert len(assert_files_and_milvus_agree(wd, url)) == 3
+
+    wd = str(tmp_path / "applied")
+    run = pool.start(wd, CORPUS, url=url, max_async=MAX_ASYNC, storage=_files_and_milvus(wd), slow_replace=0.3)
+    assert run.wait_marker("replace .commit-manifest.json")
+    deadline = time.monotonic() + 60
+    while not [m for m in run.markers() if m.startswith(("replace kv_store_", "replace graph_"))]:
+        assert time.monotonic() < deadline and run.alive()
+        time.sleep(0.005)
+    run.kill()  # Milvus has the write; the files are being renamed
+    assert os.path.exists(os.path.join(wd, ".commit-manifest.json"))
+    assert assert_files_and_milvus_agree(wd, url) == every_document
+
+    # (A Milvus Lite file serves one process, and this one now holds those two: a new dir.)
+    wd = str(tmp_path / "before")
+    assert pool.start(wd, CORPUS[:2], url=url, max_async=MAX_ASYNC, storage=_files_and_milvus(wd)).wait()
+    run = pool.start(wd, CORPUS, url=url, max_async=MAX_ASYNC, storage=_files_and_milvus(wd), slow_replace=0.3)
+    assert run.wait_marker("replace .commit-manifest.json")
+    run.kill()  # before the manifest exists: Milvus untouched, the files as they were
+    assert not os.path.exists(os.path.join(wd, ".commit-manifest.json"))
+    assert len(assert_files_and_milvus_agree(wd, url)) == 2
 
 
 # --------------------------------------------------------------------------- concurrent writers

@@ -4,6 +4,7 @@ block a query."""
 from __future__ import annotations
 
 import json
+import signal
 import statistics
 import subprocess
 import sys
@@ -19,9 +20,11 @@ import pytest
 from graphrag.errors import ConfigurationError, LLMError
 from graphrag.query_param import QueryParam
 from graphrag.server.app import build_app
-from graphrag.server.errors import error_body, register_secret
-from graphrag.server.security import check_binding
-from graphrag.server.service import GraphService
+from graphrag.redaction import register_secret
+from graphrag.server.errors import error_body
+from graphrag.server.security import MAX_FAILURES, MIN_KEY_CHARS, check_binding
+from graphrag.server.service import JOBS_DIR, GraphService
+from helpers_files import zip_bomb_docx
 from helpers_server import CHAIN, DOCS, build_index, index_config, running, wait_for_job
 from mock_llm_server import MockLLMServer
 
@@ -46,7 +49,10 @@ def api(tmp_path_factory: pytest.TempPathFactory, llm: MockLLMServer) -> Iterato
 def test_health_docs_and_openapi(api: httpx.Client) -> None:
     health = api.get("/health").json()
     assert health == {"status": "ok", "read_only": False, "documents": 3, "jobs": {"queued": 0, "running": 0}}
-    assert "swagger" in api.get("/docs").text.lower()
+    docs = api.get("/docs")
+    assert docs.status_code == 200 and "https://" not in docs.text  # Swagger UI from the package, no CDN
+    for asset in ("/docs/assets/swagger-ui-bundle.js", "/docs/assets/swagger-ui.css", "/static/docs.js"):
+        assert asset in docs.text and api.get(asset).status_code == 200
     schema = api.get("/openapi.json").json()
     for path in ("/documents", "/documents/files", "/documents/{doc_id}", "/jobs", "/jobs/{job_id}", "/query",
                  "/retrieve", "/graph/entity/{name}", "/graph/neighbors/{name}", "/graph/paths",
@@ -146,7 +152,7 @@ def test_graph_endpoints(api: httpx.Client) -> None:
     assert drawn.status_code == 200 and drawn.headers["content-type"].startswith("text/html")
     for name in ("KESTREL HARBOR", "NORLAND", "BRIGHTWATER INSTRUMENTS", "PELLHAM"):
         assert f'"name": "{name}"' in drawn.text  # the export renderer's embedded nodes
-    assert api.get("/graph/view").status_code == 422  # names are required
+    assert api.get("/graph/view").status_code == 400  # names are required
 
     hits = api.get("/graph/search", params={"q": "Brightwater Instruments compasses", "top_k": 3}).json()
     assert 1 <= len(hits) <= 3 and all(h["score"] is not None for h in hits)
@@ -157,10 +163,10 @@ def test_graph_endpoints(api: httpx.Client) -> None:
 
 def test_errors_are_json_with_class_and_message_never_a_traceback(api: httpx.Client) -> None:
     cases = [
-        (api.post("/query", json={"question": "x", "mode": "sideways"}), 422, "InvalidInputError"),
+        (api.post("/query", json={"question": "x", "mode": "sideways"}), 400, "InvalidInputError"),
         (api.post("/query", json={"question": "x", "top_k": -1}), 400, "InvalidInputError"),
-        (api.post("/query", json={"question": "x", "top_kk": 5}), 422, "InvalidInputError"),  # misspelt option
-        (api.post("/query", content=b"{not json", headers={"content-type": "application/json"}), 422,
+        (api.post("/query", json={"question": "x", "top_kk": 5}), 400, "InvalidInputError"),  # misspelt option
+        (api.post("/query", content=b"{not json", headers={"content-type": "application/json"}), 400,
          "InvalidInputError"),
         (api.delete("/documents/doc-unknown"), 404, "DocumentNotFound"),
         (api.get("/jobs/nope"), 404, "HTTPError"),
@@ -234,6 +240,9 @@ def test_insert_upload_and_delete_run_as_jobs(api: httpx.Client) -> None:
     assert {"press.txt", "mill.md"} <= set(sources)
     bad = api.post("/documents/files", files={"files": ("bin.txt", bytes(range(256)) * 4, "text/plain")})
     assert bad.status_code == 400 and bad.json()["message"].startswith("bin.txt: ")
+    bomb = api.post("/documents/files", files={"files": ("bomb.docx", zip_bomb_docx(text_bytes=4 << 20),
+                                                         "application/octet-stream")})
+    assert bomb.status_code == 400 and "bomb.docx: word/document.xml unpacks to" in bomb.json()["message"]
 
     for source in ("press.txt", "mill.md"):
         deleted = api.delete(f"/documents/{sources[source]}")
@@ -302,28 +311,63 @@ def test_a_commit_by_another_process_is_seen(tmp_path: Path) -> None:
             time.sleep(0.2)
 
 
+KEY = "s3cret-key-\u00e9t\u00e9-0123456789"  # any UTF-8, at least MIN_KEY_CHARS
+
+
 def test_api_key_is_required_on_every_request_when_set(tmp_path: Path) -> None:
     wd = tmp_path / "wd"
     build_index(wd)
-    with running(build_app(GraphService(index_config(wd)), api_key="s3cret-key")) as url:
-        for path in ("/health", "/", "/documents", "/docs"):
+    utf8 = KEY.encode("utf-8")
+    with running(build_app(GraphService(index_config(wd)), api_key=KEY)) as url:
+        for path in ("/health", "/documents", "/jobs", "/graph/view?names=Norland"):
             refused = httpx.get(url + path)
             assert refused.status_code == 401 and refused.json()["error"] == "Unauthorized"
-            assert refused.headers["www-authenticate"].startswith("Basic")
-        assert httpx.get(url + "/health", headers={"Authorization": "Bearer wrong"}).status_code == 401
-        assert httpx.get(url + "/health", headers={"Authorization": "Bearer s3cret-key"}).status_code == 200
-        assert httpx.get(url + "/health", headers={"X-API-Key": "s3cret-key"}).status_code == 200
-        assert httpx.get(url + "/", auth=("anyone", "s3cret-key")).status_code == 200  # a browser's Basic auth
+            assert refused.headers["www-authenticate"].startswith("Bearer")  # no Basic: a browser never resends it
+        # The page's shell, its files, the docs and liveness need no key and hold nothing of the index.
+        for path in ("/", "/static/app.js", "/docs", "/openapi.json", "/livez"):
+            assert httpx.get(url + path).status_code == 200, path
+        assert httpx.get(url + "/livez").json() == {"status": "ok"}
+        assert httpx.get(url + "/health", headers={"Authorization": b"Bearer wrong"}).status_code == 401
+        assert httpx.get(url + "/health", headers={"Authorization": b"Bearer " + utf8}).status_code == 200
+        assert httpx.get(url + "/health", headers={"X-API-Key": utf8}).status_code == 200
+        assert httpx.get(url + "/health", auth=("anyone", KEY)).status_code == 401  # Basic is not taken
         posted = httpx.post(url + "/query", json={"question": "Who founded Brightwater Instruments?",
-                                                  "only_need_context": True}, headers={"X-API-Key": "s3cret-key"})
+                                                  "only_need_context": True}, headers={"X-API-Key": utf8})
         assert posted.status_code == 200
+
+
+def test_failed_keys_are_logged_without_the_key_and_throttled(tmp_path: Path,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    wd = tmp_path / "wd"
+    build_index(wd)
+    with running(build_app(GraphService(index_config(wd)), api_key=KEY)) as url, \
+            caplog.at_level("WARNING", logger="graphrag.server.security"):
+        statuses = [httpx.get(url + "/documents", headers={"X-API-Key": f"guess-{n}-wrong-key"}).status_code
+                    for n in range(MAX_FAILURES + 3)]
+        assert statuses[:MAX_FAILURES] == [401] * MAX_FAILURES and set(statuses[MAX_FAILURES:]) == {429}
+        # Locked before any comparison: even the right key waits until the failures age.
+        locked = httpx.get(url + "/documents", headers={"X-API-Key": KEY.encode()})
+        assert locked.status_code == 429 and int(locked.headers["retry-after"]) >= 1
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("a wrong API key" in line and "127.0.0.1" in line for line in lines)
+    assert not any("guess-" in line for line in lines)
+
+
+def test_keys_too_short_to_resist_guessing_are_refused(tmp_path: Path) -> None:
+    for short in ("k", "x" * (MIN_KEY_CHARS - 1)):
+        with pytest.raises(ConfigurationError, match="at least"):
+            check_binding("127.0.0.1", short)
+        with pytest.raises(ConfigurationError, match="at least"):
+            build_app(GraphService(index_config(tmp_path)), api_key=short)
 
 
 def test_binding_beyond_loopback_needs_a_key(tmp_path: Path) -> None:
     check_binding("127.0.0.1", None)
     check_binding("::1", None)
     check_binding("localhost", None)
-    check_binding("0.0.0.0", "key")
+    check_binding("0.0.0.0", KEY, ["graphs.example.org"])
+    with pytest.raises(ConfigurationError, match="--allowed-host"):  # the Host check needs the names
+        check_binding("0.0.0.0", KEY)
     with pytest.raises(ConfigurationError, match="without an API key"):
         check_binding("0.0.0.0", None)
     with pytest.raises(ConfigurationError):
@@ -333,3 +377,143 @@ def test_binding_beyond_loopback_needs_a_key(tmp_path: Path) -> None:
                                "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60,
                               env={"PATH": "/usr/bin:/bin", "GRAPHRAG_EMBEDDING": "hash"})
         assert done.returncode == 2 and "without an API key" in done.stderr and "Traceback" not in done.stderr
+
+
+# Every endpoint that takes a body or changes the index, with a body it would accept.
+STATE_CHANGING = [
+    ("POST", "/documents", {"json": {"text": "Evil Corp owns Kestrel Harbor.", "source": "evil.txt"}}),
+    ("POST", "/documents/files", {"files": {"files": ("evil.txt", b"Evil Corp owns Kestrel Harbor.", "text/plain")}}),
+    ("DELETE", "/documents/{doc_id}", {}),
+    ("POST", "/query", {"json": {"question": "Who owns Kestrel Harbor?", "only_need_context": True}}),
+    ("POST", "/retrieve", {"json": {"question": "Who owns Kestrel Harbor?"}}),
+    ("POST", "/graph/subgraph", {"json": {"names": ["Kestrel Harbor"]}}),
+]
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
+def test_cross_origin_and_foreign_host_requests_are_refused(tmp_path: Path, keyed: bool) -> None:
+    """A page on another site (Origin, Sec-Fetch-Site) or a rebound DNS name (Host) reaches no
+    endpoint, with or without the key; the server's own origin and non-browser clients do."""
+    wd = tmp_path / "wd"
+    build_index(wd)
+    key = {"X-API-Key": KEY.encode()} if keyed else {}
+    with running(build_app(GraphService(index_config(wd)), api_key=KEY if keyed else None)) as url:
+        port = url.rsplit(":", 1)[1]
+        doc_id = httpx.get(url + "/documents", headers=key).json()[0]["id"]
+        schema = httpx.get(url + "/openapi.json").json()["paths"]
+        assert {(m.upper(), p) for p, ops in schema.items() for m in ops if m in ("post", "delete")} == \
+            {(m, p) for m, p, _ in STATE_CHANGING}  # the list covers every write
+        hostile = [({"Origin": "https://evil.example"}, 403), ({"Origin": "null"}, 403),
+                   ({"Origin": f"http://localhost:{int(port) + 1}"}, 403),  # same site, another origin
+                   ({"Sec-Fetch-Site": "cross-site"}, 403), ({"Sec-Fetch-Site": "same-site"}, 403),
+                   ({"Host": f"evil.example:{port}"}, 421), ({"Host": f"evil.example:{port}", **key}, 421)]
+        for method, path, body in STATE_CHANGING:
+            for headers, status in hostile:
+                refused = httpx.request(method, url + path.format(doc_id=doc_id), headers={**key, **headers}, **body)
+                assert refused.status_code == status, (method, path, headers, refused.text)
+                assert refused.json()["error"] in ("CrossOriginRequest", "MisdirectedRequest")
+        assert httpx.get(url + "/documents", headers={**key, "Host": f"evil.example:{port}"}).status_code == 421
+        assert httpx.get(url + "/documents", headers={**key, "Origin": "https://evil.example"}).status_code == 403
+        assert len(httpx.get(url + "/documents", headers=key).json()) == 3  # nothing got through
+        # The page's own origin, and a client that sends no Origin, write as before.
+        for headers in ({"Origin": url, "Sec-Fetch-Site": "same-origin"}, {"Host": f"localhost:{port}"}, {}):
+            accepted = httpx.post(url + "/query", headers={**key, **headers},
+                                  json={"question": "Who founded Brightwater Instruments?", "only_need_context": True})
+            assert accepted.status_code == 200, (headers, accepted.text)
+
+
+def test_security_headers_on_every_response(api: httpx.Client) -> None:
+    for path in ("/", "/documents", "/graph/view?names=Norland", "/docs", "/no/such/path", "/livez"):
+        headers = api.get(path).headers
+        policy = headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in policy and "script-src 'self' 'sha256-" in policy
+        assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
+        assert headers["x-content-type-options"] == "nosniff" and headers["referrer-policy"] == "no-referrer"
+
+
+def test_a_read_only_server_has_no_write_endpoint(tmp_path: Path) -> None:
+    wd = tmp_path / "wd"
+    build_index(wd)
+    with running(build_app(GraphService(index_config(wd), read_only=True))) as url:
+        paths = httpx.get(url + "/openapi.json").json()["paths"]
+        assert "/documents/files" not in paths and "post" not in paths["/documents"]
+        assert not any("delete" in ops for ops in paths.values())
+        for method, path, body in STATE_CHANGING[:3]:
+            assert httpx.request(method, url + path.format(doc_id="doc-x"), **body).status_code in (404, 405)
+        assert httpx.get(url + "/health").json()["read_only"] is True
+
+
+@pytest.mark.parametrize("how", ["refused", "silent"])
+def test_health_answers_within_a_second_when_a_store_is_down(tmp_path: Path, how: str) -> None:
+    """The documents' store is a PostgreSQL that refuses connections, or one that accepts them
+    and never answers (which would hold a connection for its whole connect timeout)."""
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)  # connections complete in the kernel's backlog; nothing ever answers
+        port = 1 if how == "refused" else silent.getsockname()[1]
+        config = index_config(tmp_path / "wd", kv_storage="postgres",
+                              storage_options={"dsn": f"postgresql://graphrag:pw-secret-77@127.0.0.1:{port}/graphrag"})
+        with running(build_app(GraphService(config))) as url:
+            assert httpx.get(url + "/livez").json() == {"status": "ok"}
+            started = time.monotonic()
+            health = httpx.get(url + "/health")
+            assert time.monotonic() - started < 1.0
+            assert health.status_code == 503 and health.json()["status"] == "unavailable"
+            assert set(health.json()["stores"]) == {"kv"} and "pw-secret-77" not in health.text
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_jobs_outlive_the_server(tmp_path: Path, stop: signal.Signals) -> None:
+    """`graphrag serve` stopped while an insert job runs and another waits: started again, it
+    reports the first as interrupted, runs it again and then the queued one."""
+    from helpers_server import free_port
+
+    wd, port = tmp_path / "wd", free_port()
+    url = f"http://127.0.0.1:{port}"
+    with MockLLMServer(latency=0.3) as slow_llm:
+        env = {"PATH": "/usr/bin:/bin", "GRAPHRAG_EMBEDDING": "hash", "OPENAI_BASE_URL": slow_llm.base_url,
+               "OPENAI_API_KEY": "k"}
+
+        def serve() -> subprocess.Popen:
+            process = subprocess.Popen([sys.executable, "-m", "graphrag.cli", "serve", "--working-dir", str(wd),
+                                        "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(url + "/livez").status_code == 200:
+                        return process
+                except httpx.ConnectError:
+                    assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+                    time.sleep(0.1)
+
+        process = serve()
+        try:
+            first = httpx.post(url + "/documents", json={"text": "Ilse Varga founded Quillmoor Press in Dunmere. "
+                                                                 "Quillmoor Press prints maps.", "source": "press.txt"})
+            second = httpx.post(url + "/documents", json={"text": "Orrin Hale runs Fenwick Mill.",
+                                                          "source": "mill.txt"})
+            first_id, second_id = first.json()["id"], second.json()["id"]
+            deadline = time.monotonic() + 30
+            while httpx.get(f"{url}/jobs/{first_id}").json()["status"] != "running":
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            time.sleep(0.5)  # some of its LLM calls answered
+            process.send_signal(stop)
+            process.wait(timeout=30)
+            assert (wd / JOBS_DIR / f"{first_id}.json").exists()  # its request, to run it again
+
+            process = serve()
+            with httpx.Client(base_url=url, timeout=60) as client:
+                jobs = {j["id"]: j for j in client.get("/jobs").json()}
+                assert jobs[first_id]["interrupted"] is not None and jobs[second_id]["interrupted"] is None
+                assert [jobs[first_id]["status"], jobs[second_id]["status"]] != ["done", "done"]
+                one, two = wait_for_job(client, first_id), wait_for_job(client, second_id)
+                assert one["status"] == two["status"] == "done" and one["finished"] <= two["started"]
+                assert {"press.txt", "mill.txt"} <= {d["source"] for d in client.get("/documents").json()}
+                assert not list((wd / JOBS_DIR).glob("*[0-9a-f].json"))  # finished: their requests are gone
+        finally:
+            process.terminate()
+            process.wait(timeout=30)

@@ -108,7 +108,7 @@ def test_streamable_http_needs_the_key(wd: Path) -> None:
 
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "graphrag.cli", "mcp", "--working-dir", str(wd), "--read-only",
-                                "--transport", "http", "--port", str(port), "--api-key", "mcp-key"],
+                                "--transport", "http", "--port", str(port), "--api-key", "mcp-key-0123456789abcdef"],
                                env={"PATH": "/usr/bin:/bin", "GRAPHRAG_EMBEDDING": "hash"},
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}/mcp"
@@ -122,9 +122,14 @@ def test_streamable_http_needs_the_key(wd: Path) -> None:
                 assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
                 time.sleep(0.1)
         assert refused.status_code == 401 and refused.json()["error"] == "Unauthorized"
+        key = {"X-API-Key": "mcp-key-0123456789abcdef"}
+        rebound = httpx.post(url, json={}, headers={**key, "Host": f"evil.example:{port}"})
+        assert rebound.status_code == 421  # a name pointed at this machine by another site
+        cross = httpx.post(url, json={}, headers={**key, "Origin": "https://evil.example"})
+        assert cross.status_code == 403 and cross.json()["error"] == "CrossOriginRequest"
 
         async def session() -> None:
-            async with httpx2.AsyncClient(headers={"X-API-Key": "mcp-key"}, timeout=60) as http:
+            async with httpx2.AsyncClient(headers={"X-API-Key": "mcp-key-0123456789abcdef"}, timeout=60) as http:
                 async with Client(streamable_http_client(url, http_client=http)) as client:
                     assert {t.name for t in (await client.list_tools()).tools} == READ_TOOLS
                     docs = result_json(await client.call_tool("list_documents", {}))["documents"]

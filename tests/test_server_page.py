@@ -4,14 +4,11 @@ find its nodes drawn, click one to expand it; upload a file and watch its job fi
 A screenshot is kept in test-artifacts/ at the repository root."""
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ready
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -19,28 +16,16 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 from graphrag.operators.modes import mode_names
 from graphrag.server.app import build_app
 from graphrag.server.service import GraphService
-from helpers_server import build_index, index_config, running
+from helpers_server import build_index, chromium, index_config, running
 from mock_llm_server import MockLLMServer
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[webdriver.Chrome]:
-    profile = tempfile.mkdtemp(prefix="graphrag-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,1600",
-                 f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
+    with chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -124,3 +109,14 @@ def test_the_page_offers_and_answers_every_registered_mode(browser: webdriver.Ch
         wait(browser).until(lambda d: d.find_element(By.ID, "ask").is_enabled()
                             and d.find_elements(By.CSS_SELECTOR, "#answer a.citation"))
         assert browser.find_elements(By.CSS_SELECTOR, "#references li"), mode
+
+
+def test_the_api_docs_render_offline(browser: webdriver.Chrome, page: str) -> None:
+    """Swagger UI from the package, under the server's Content-Security-Policy: every endpoint
+    listed, nothing blocked, nothing fetched from elsewhere."""
+    browser.get(f"{page}/docs")
+    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".opblock")) >= 15)
+    assert "/graph/view" in browser.find_element(By.ID, "swagger-ui").text
+    assert not [e for e in browser.get_log("browser") if e["source"] == "security"]
+    loaded = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert loaded and all(name.startswith(page) for name in loaded)

@@ -3,7 +3,9 @@
 A new backend plugs in by adding a factory to ``KV_BACKENDS``, ``VECTOR_BACKENDS`` or
 ``GRAPH_BACKENDS``: ``factory(config, namespace)`` returns a store of the working dir
 ``config.working_dir``; calling it again after ``index_done_callback`` must see what
-was committed (a reopen, as the engine does after a failed write).
+was committed (a reopen, as the engine does after a failed write). A graph backend is
+checked on the core contract, and on each capability it declares (``GRAPH_CAPABILITIES``
+lists what each must declare, so none is dropped unnoticed).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from graphrag.storage import (
     NanoVectorDBStorage,
     NetworkXStorage,
 )
+from graphrag.storage.base import CAPABILITIES, ClusterMemberships, capabilities, walk_links
 from graphrag.storage.graph_neo4j import Neo4jGraphStorage
 from graphrag.storage.graph_postgres import PostgresGraphStorage
 from graphrag.storage.postgres import PostgresKVStorage
@@ -62,6 +65,12 @@ GRAPH_BACKENDS["postgres"] = lambda config, ns: PostgresGraphStorage(namespace=n
 GRAPH_BACKENDS["neo4j"] = lambda config, ns: Neo4jGraphStorage(namespace=ns, global_config=config)
 VECTOR_BACKENDS["milvus"] = lambda config, ns: MilvusVectorStorage(
     namespace=ns, global_config=config, embedding_func=hash_embedding(32), meta_fields={"name"})
+# What each graph backend declares beyond the core contract (storage/base.py).
+GRAPH_CAPABILITIES = {
+    "networkx": {"graph_attributes", "cluster_memberships", "walk_links"},
+    "postgres": {"graph_attributes", "cluster_memberships"},
+    "neo4j": {"graph_attributes", "cluster_memberships"},
+}
 SERVER_OPTIONS = {"postgres": "postgres_options", "postgres-durable": "postgres_options",
                   "pgvector": "postgres_options", "neo4j": "neo4j_options", "milvus": "milvus_options"}
 
@@ -100,10 +109,31 @@ def open_vectors(request, config) -> Callable[[], BaseVectorStorage]:
     return lambda namespace="entities": VECTOR_BACKENDS[request.param](config, namespace)
 
 
-@pytest.fixture(params=sorted(GRAPH_BACKENDS))
-def open_graph(request, config) -> Callable[[], BaseGraphStorage]:
+def _graph_opener(request: Any, config: GraphRAGConfig) -> Callable[[], BaseGraphStorage]:
     config = backend_config(request, config)
     return lambda namespace="chunk_entity_relation": GRAPH_BACKENDS[request.param](config, namespace)
+
+
+@pytest.fixture(params=sorted(GRAPH_BACKENDS))
+def open_graph(request, config) -> Callable[[], BaseGraphStorage]:
+    """Every graph backend: the core contract."""
+    open_store = _graph_opener(request, config)
+    open_store.backend = request.param  # type: ignore[attr-defined]
+    return open_store
+
+
+@pytest.fixture(params=sorted(n for n in [*GRAPH_BACKENDS, *VECTOR_BACKENDS] if n in SERVER_OPTIONS))
+def open_database(request, config) -> Callable[[], Any]:
+    """Every graph and vector backend on a database server (those that commit outside the files)."""
+    factory = GRAPH_BACKENDS.get(request.param) or VECTOR_BACKENDS[request.param]
+    config = backend_config(request, config)
+    return lambda: factory(config, "entities")
+
+
+@pytest.fixture(params=sorted(n for n, declared in GRAPH_CAPABILITIES.items() if "cluster_memberships" in declared))
+def open_clustered_graph(request, config) -> Callable[[], BaseGraphStorage]:
+    """The graph backends declaring ``ClusterMemberships`` (and so graph attributes)."""
+    return _graph_opener(request, config)
 
 
 def _stores_of(store: Any) -> Stores:
@@ -401,19 +431,25 @@ def test_graph_walk_links_are_every_node_with_its_chunks_and_every_edge(open_gra
         expected = ([(n, str(d.get("source_id") or "")) for n, d in sorted(await graph.get_all_nodes())],
                     sorted(tuple(sorted((a, b))) for a, b, _ in await graph.get_all_edges()))
         assert ("A", "chunk-1<SEP>chunk-2") in expected[0]
-        assert normalised(await graph.get_walk_links()) == expected
+        assert normalised(await walk_links(graph)) == expected
         await commit(graph)
-        assert normalised(await open_graph().get_walk_links()) == expected
+        assert normalised(await walk_links(open_graph())) == expected
         again = open_graph()
         await again.index_start_callback()
         await again.delete_node("A")
         await commit(again)
-        nodes, edges = normalised(await open_graph().get_walk_links())
+        nodes, edges = normalised(await walk_links(open_graph()))
         assert "A" not in dict(nodes) and not [e for e in edges if "A" in e] and len(nodes) == 5
     run(main())
 
 
-def test_graph_attributes_and_node_clusters(open_graph):
+def test_graph_declares_its_capabilities(open_graph):
+    assert capabilities(open_graph()) == GRAPH_CAPABILITIES[open_graph.backend]
+
+
+def test_graph_attributes_and_node_clusters(open_clustered_graph):
+    open_graph = open_clustered_graph
+
     async def main():
         graph = open_graph()
         await _seed_graph(graph)
@@ -431,9 +467,11 @@ def test_graph_attributes_and_node_clusters(open_graph):
     run(main())
 
 
-def test_graph_reads_around_nodes_and_membership_updates(open_graph):
+def test_graph_reads_around_nodes_and_membership_updates(open_clustered_graph):
     """What an incremental clustering reads (the nodes and edges around some nodes, the members
     of some communities, the highest community id) and writes (some nodes' memberships)."""
+    open_graph = open_clustered_graph
+
     async def main():
         graph = open_graph()
         await _seed_graph(graph)
@@ -464,7 +502,9 @@ def test_graph_reads_around_nodes_and_membership_updates(open_graph):
     run(main())
 
 
-def test_clustering_through_the_operator(open_graph):
+def test_clustering_through_the_operator(open_clustered_graph):
+    open_graph = open_clustered_graph
+
     async def main():
         graph = open_graph()
         assert await community_schema(graph) == {}
@@ -488,6 +528,52 @@ def test_clustering_through_the_operator(open_graph):
         assert "É 🌍" not in {n for c in (await community_schema(graph)).values() for n in c["nodes"]}
         with pytest.raises(ValueError, match="unknown graph clustering algorithm"):
             await cluster_graph(graph, "louvain-ish")
+    run(main())
+
+
+# ---------------------------------------------------------------- a commit interrupted
+
+
+def test_a_database_write_interrupted_before_it_applied_is_finished_or_judged(open_database):
+    """``prepare_commit`` then a crash before ``index_commit_callback``: a store with a redo
+    record finishes the write from it in a new instance (twice gives the same state); a store
+    with a transaction reports that its stamped commit never happened."""
+    async def write(store: Any) -> None:
+        if isinstance(store, BaseGraphStorage):
+            await store.upsert_nodes({"NEW": {"entity_type": "THING"}, "OTHER": {"entity_type": "THING"}})
+            await store.upsert_edges({("NEW", "OTHER"): {"weight": 2.0}})
+            await store.delete_node("LONE")
+        else:
+            await store.upsert({"id-new": {"content": "a new red apple", "name": "NEW"}})
+            await store.delete(["id-4"])
+
+    async def written(store: Any) -> bool:
+        if isinstance(store, BaseGraphStorage):
+            return (await store.get_edge("OTHER", "NEW") == {"weight": 2.0}
+                    and await store.get_node("LONE") is None)
+        ids = await store.get_ids()
+        return "id-new" in ids and "id-4" not in ids
+
+    async def main():
+        seeded = open_database()
+        await (_seed_graph(seeded) if isinstance(seeded, BaseGraphStorage) else _seed_vectors(seeded))
+        await commit(seeded)
+        store = open_database()
+        await store.index_start_callback()
+        await write(store)
+        await store.index_done_callback()
+        prepared = await store.prepare_commit("commit-1")
+        await store.index_abort_callback()  # the process died before the write applied
+        assert prepared is not None
+        recovered = open_database()
+        assert not await written(recovered)
+        if prepared.redo is None:
+            assert recovered.finish_commit("commit-1", None) is False
+        else:
+            assert recovered.finish_commit("commit-1", prepared.redo) is True
+            assert await written(recovered)
+            assert recovered.finish_commit("commit-1", prepared.redo) is True
+            assert await written(open_database())
     run(main())
 
 
@@ -522,3 +608,82 @@ def test_a_class_with_only_nano_graphrags_methods_gets_the_defaults(config):
     run(main())
     with pytest.raises(TypeError):  # an abstract method missing
         type("Partial", (BaseKVStorage,), {"all_keys": DictKV.all_keys})(namespace="x", global_config=config)
+
+
+def test_a_graph_with_the_core_contract_only_gets_batches_walk_links_and_no_engine_clustering(config):
+    """The core contract: nano-graphrag's methods and the whole-graph lists; batches and the walk's
+    links come from them. The engine's clustering needs ``ClusterMemberships`` declared, and
+    then graph attributes only: the rest of the capability has defaults."""
+    @dataclass
+    class DictGraph(BaseGraphStorage):
+        def __post_init__(self) -> None:
+            self.nodes: dict[str, dict] = {}
+            self.edges: dict[frozenset, dict] = {}
+            self.writes = 0
+
+        async def has_node(self, node_id):
+            return node_id in self.nodes
+
+        async def has_edge(self, a, b):
+            return frozenset((a, b)) in self.edges
+
+        async def node_degree(self, node_id):
+            return sum(node_id in pair for pair in self.edges)
+
+        async def get_node(self, node_id):
+            return self.nodes.get(node_id)
+
+        async def get_edge(self, a, b):
+            return self.edges.get(frozenset((a, b)))
+
+        async def get_node_edges(self, node_id):
+            if node_id not in self.nodes:
+                return None
+            return [(node_id, next(iter(pair - {node_id}))) for pair in self.edges if node_id in pair]
+
+        async def upsert_node(self, node_id, data):
+            self.writes += 1
+            self.nodes.setdefault(node_id, {}).update(data)
+
+        async def upsert_edge(self, a, b, data):
+            self.writes += 1
+            self.edges.setdefault(frozenset((a, b)), {}).update(data)
+
+        async def get_all_nodes(self):
+            return list(self.nodes.items())
+
+        async def get_all_edges(self):
+            return [(*sorted(pair), data) for pair, data in self.edges.items()]
+
+    @dataclass
+    class ClusteredDictGraph(DictGraph, ClusterMemberships):
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            self.attributes: dict[str, str] = {}
+
+        async def get_graph_attribute(self, name):
+            return self.attributes.get(name)
+
+        async def set_graph_attribute(self, name, value):
+            self.attributes[name] = value
+
+    async def main():
+        graph = DictGraph(namespace="g", global_config=config)
+        await graph.upsert_nodes({"A": {"source_id": "c1"}, "B": {}, "C": {"source_id": "c2"}})
+        await graph.upsert_edges({("A", "B"): {"weight": 2.0}, ("C", "B"): {}})
+        assert graph.writes == 5 and await graph.get_nodes_batch(["A", "Z"]) == [{"source_id": "c1"}, None]
+        assert await graph.edge_degrees_batch([("A", "B")]) == [3]
+        assert capabilities(graph) == frozenset()
+        nodes, edges = await walk_links(graph)
+        assert sorted(nodes) == [("A", "c1"), ("B", ""), ("C", "c2")]
+        assert sorted(tuple(sorted(e)) for e in edges) == [("A", "B"), ("B", "C")]
+        with pytest.raises(NotImplementedError, match="ClusterMemberships"):
+            await graph.clustering()
+
+        clustered = ClusteredDictGraph(namespace="g", global_config=config)
+        assert capabilities(clustered) == {"graph_attributes", "cluster_memberships"}
+        await _seed_graph(clustered)
+        await clustered.clustering()
+        schema = await clustered.community_schema()
+        assert {n for c in schema.values() if c["level"] == 0 for n in c["nodes"]} == {"A", "B", "C", "D", "É 🌍"}
+    run(main())

@@ -13,7 +13,7 @@ from graphrag import GraphRAG, QueryParam
 from graphrag.embedding import hash_embedding
 from graphrag.operators.chunking import doc_id_for
 from graphrag.operators.walk_graph import GraphIndex, build_graph_index, graph_index
-from graphrag.storage.base import BaseGraphStorage
+from graphrag.storage.base import walk_links_from_graph
 
 DOCS = ["Elspeth Marrowind was born in Quarvale and wrote poems about its harbour.",
         "Tessaly, a slow green stream crossing meadows, curls around Quarvale.",
@@ -29,7 +29,7 @@ def _rag(path: Path) -> GraphRAG:
 def _from_parsed_graph(path: Path) -> GraphIndex:
     """The walk built from the whole parsed GraphML (the storage contract's default)."""
     graph = _rag(path).stores.graph
-    return build_graph_index(*asyncio.run(BaseGraphStorage.get_walk_links(graph)))
+    return build_graph_index(*asyncio.run(walk_links_from_graph(graph)))
 
 
 def _in_a_query_process(path: Path, parses: bool = False) -> GraphIndex:

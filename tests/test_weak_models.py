@@ -145,6 +145,30 @@ def test_prose_answers_warn_and_leave_no_chunk_done_until_a_better_model_retries
     assert_clean(tmp_path)
 
 
+def test_without_an_llm_an_insert_leaves_the_failed_chunks_waiting_with_a_note(
+        tmp_path: Path, reference: dict[str, Any], caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    with MockLLMServer(responder=weak_responder("prose")) as weak:
+        make_rag(tmp_path, weak).insert(DOC_B)
+    failed = failed_record(tmp_path)
+    chunks = reference["b"]["chunks"]
+    assert len(failed) == chunks
+    caplog.clear()
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    # Another model: the cached answers would not serve the retry, a call would be needed.
+    rag = GraphRAG(working_dir=str(tmp_path), embedding_func=hash_embedding(64), chunk_token_size=30,
+                   chunk_overlap_token_size=5, show_progress=False, best_model_name="a-better-model")
+    with caplog.at_level(logging.WARNING):
+        stats = rag.insert(DOC_B)
+    assert stats["documents_already_indexed"] == 1 and stats["chunks_retried"] == 0
+    assert stats["chunks_waiting"] == chunks
+    notes = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(notes) == 1 and f"{chunks} chunk(s)" in notes[0] and "none is configured" in notes[0]
+    assert failed_record(tmp_path) == failed  # still there for the next insert with a model
+    assert_clean(tmp_path)
+
+
 def test_the_nlp_fallback_gives_a_weak_model_a_graph_that_a_better_model_replaces(
         tmp_path: Path, reference: dict[str, Any]) -> None:
     with MockLLMServer(responder=weak_responder("prose")) as weak:

@@ -2,7 +2,7 @@
 ``openai_model_func`` is the default model func, for any OpenAI-compatible server.
 
     retry.py             what is retried, how long to wait, context-overflow errors
-    client.py            LLMClient, build_llm_clients
+    client.py            LLMClient, build_llm_clients, in_language
     usage.py             UsageCounter
     model_func.py        the model func signature and its Completion answer
     openai_transport.py  openai clients, TLS warm-up, openai_model_func, openai_embedding_func
@@ -16,6 +16,7 @@ from graphrag.lazy import lazy_exports
 _EXPORTS = {
     "LLMClient": "graphrag.llm.client",
     "build_llm_clients": "graphrag.llm.client",
+    "in_language": "graphrag.llm.client",
     "UsageCounter": "graphrag.llm.usage",
     "Completion": "graphrag.llm.model_func",
     "ModelFunc": "graphrag.llm.model_func",

@@ -7,7 +7,7 @@ import json
 import logging
 import time
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, Optional
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
 import xxhash
 
@@ -258,6 +258,19 @@ class LLMClient:
                           completion_tokens=self._count(answer))
         if key is not None and answer.strip():
             await self.cache.upsert({key: {"return": answer, "model": self.model_id}})
+
+
+def in_language(llm: Callable[..., Awaitable[str]], language: Optional[str]) -> Callable[..., Awaitable[str]]:
+    """``llm`` told, in its system prompt, to write in ``language``; ``llm`` itself when None
+    (the prompts then ask for the language of their data)."""
+    if not language:
+        return llm
+    line = f"Write your answer in {language}, keeping names as the data writes them."
+
+    async def call(prompt: str, *, system_prompt: Optional[str] = None, **kwargs: Any) -> str:
+        return await llm(prompt, system_prompt=f"{system_prompt}\n\n{line}" if system_prompt else line, **kwargs)
+
+    return call
 
 
 def build_llm_clients(

@@ -204,23 +204,41 @@ def openai_embedding_func(
     max_token_size: int = 8191,
     base_url: Optional[str] = None,
     api_key: Optional[str] = None,
+    batch_size: int = 64,
+    max_retries: int = 4,
+    timeout: float = 600.0,
+    max_async: Optional[int] = None,
 ) -> Any:
-    """An ``EmbeddingFunc`` over an OpenAI-compatible ``/embeddings`` endpoint.
+    """An ``EmbeddingFunc`` over an OpenAI-compatible ``/embeddings`` endpoint (OpenAI, Ollama,
+    vLLM, TEI, llama.cpp ``--embedding``...): at most ``batch_size`` texts a request, at most
+    ``max_async`` requests in flight (the engine's ``embedding_func_max_async`` when None).
 
-    Embeddings are not wrapped by ``LLMClient``, so the openai client's own retries are kept.
+    Embeddings are not wrapped by ``LLMClient``, so the openai client's own retries (with
+    backoff, honouring Retry-After) are kept. A server answering with vectors of another
+    dimension than ``embedding_dim`` is refused: stores of mixed dimensions cannot be searched.
     """
     import numpy as np
 
-    from graphrag.embedding import EmbeddingFunc
+    from graphrag.embedding_func import EmbeddingFunc
+    from graphrag.errors import EmbeddingFuncError
 
-    clients = openai_clients(base_url, api_key, timeout=600.0, max_retries=4)
+    clients = openai_clients(base_url, api_key, timeout=timeout, max_retries=max_retries)
 
     async def _embed(texts: list[str]) -> "np.ndarray":
         if not texts:
             return np.zeros((0, embedding_dim), dtype=np.float32)
         client = await clients.aget()
-        resp = await client.embeddings.create(model=model, input=list(texts), encoding_format="float")
-        data = sorted(resp.data, key=lambda d: d.index)
-        return np.asarray([d.embedding for d in data], dtype=np.float32)
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), max(1, batch_size)):
+            batch = list(texts[start:start + max(1, batch_size)])
+            resp = await client.embeddings.create(model=model, input=batch, encoding_format="float")
+            rows.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
+        vectors = np.asarray(rows, dtype=np.float32)
+        if vectors.shape != (len(texts), embedding_dim):
+            raise EmbeddingFuncError(f"the embedding server answered {vectors.shape[0]} vectors of "
+                                     f"{vectors.shape[-1] if vectors.ndim == 2 else '?'} dimensions for {len(texts)} "
+                                     f"texts; embedding_dim is {embedding_dim} (set it to the model's dimension)")
+        return vectors
 
-    return EmbeddingFunc(embedding_dim=embedding_dim, max_token_size=max_token_size, func=_embed)
+    return EmbeddingFunc(embedding_dim=embedding_dim, max_token_size=max_token_size, func=_embed, max_async=max_async,
+                         name=f"openai-compatible:{model}")

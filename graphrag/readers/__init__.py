@@ -1,8 +1,9 @@
 """Readers: a file in, documents out (text, title, and where each passage came from).
 
 Each module in this package is one reader: it declares the ``SUFFIXES`` it reads and a
-``read(path, data, options) -> list[ReadDocument]``, and is found by its suffixes, so a
-new file type is one new module. Readers import their optional packages when they first
+``read(path, data, options) -> list[ReadDocument]`` (and the optional ``PACKAGE`` it
+needs), and is found by its suffixes, so a new file type is one new module. Files are read in
+a worker process under ``ReadOptions``' limits (``worker.py``). Readers import their optional packages when they first
 read (``base.require``), so listing them costs nothing.
 """
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any, Optional
 
 from graphrag.errors import UnreadableFileError
 
-from .base import Mark, ReadDocument, ReadOptions
+from .base import Mark, ReadDocument, ReadLimits, ReadOptions, require
+from .worker import WORKER
 
 __all__ = ["Mark", "ReadDocument", "ReadOptions", "read_data", "read_file", "reader_for", "known_suffixes"]
 
@@ -26,7 +28,7 @@ PLAIN_TEXT = "text"
 def _registry() -> dict[str, Any]:
     readers: dict[str, Any] = {}
     for info in pkgutil.iter_modules(__path__):
-        if info.name == "base":
+        if info.name in ("base", "worker"):
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         for suffix in getattr(module, "SUFFIXES", ()):
@@ -79,7 +81,12 @@ def _check_size(size: int, options: ReadOptions) -> None:
 
 
 def _documents(reader: Any, name: str, data: bytes, options: ReadOptions) -> list[ReadDocument]:
-    documents = [d for d in reader.read(name, data, options) if d.text.strip()]
+    """The reader's documents, read in the worker process (``worker.py``) under the limits."""
+    if getattr(reader, "PACKAGE", None):  # a missing package is said here, before any process starts
+        require(reader.PACKAGE, reader.SUFFIXES[0])
+    limits = ReadLimits(options)
+    documents = [d for d in WORKER.read(reader, name, data, options) if d.text.strip()]
     if not documents:
         raise UnreadableFileError("no text in it")
+    limits.check(chars=sum(len(d.text) for d in documents))  # the file's whole text, read by any reader
     return documents

@@ -3,6 +3,8 @@ text came from (page numbers, headings), as offsets into that text."""
 from __future__ import annotations
 
 import importlib
+import io
+import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -38,9 +40,21 @@ class ReadDocument:
 class ReadOptions:
     """How files are read. ``max_file_bytes`` keeps a stray 200 MB log out of the index;
     the JSON fields name what a record's title and text are (and its id, which keeps a
-    record's identity when records are added or removed around it)."""
+    record's identity when records are added or removed around it).
+
+    The other limits stop a file that is small on disk but huge once read (a decompression
+    bomb: pages sharing one giant compressed stream, a zip part that unpacks a thousandfold):
+    past one, the file is refused with the limit it broke. ``max_pages`` and ``max_chars``
+    (extracted text) are checked as the text grows, ``max_seconds`` between pages and blocks
+    and, with ``max_memory_bytes``, by the process the file is read in (``worker.py``);
+    a zip package (.docx) is refused before it is parsed when a part would unpack to more than
+    ``max_file_bytes`` or more than ``MAX_INFLATE_RATIO`` times its packed size."""
 
     max_file_bytes: int = 100 * 1024 * 1024
+    max_pages: int = 5_000
+    max_chars: int = 20_000_000  # a shelf of books; far more than any one document
+    max_seconds: float = 120.0
+    max_memory_bytes: int = 2 << 30  # the reading process's address space
     text_field: str = "text"
     title_field: str = "title"
     id_field: str = "id"
@@ -53,12 +67,14 @@ class TextBuilder:
     no further change before it is stored and the offsets stay true.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, options: ReadOptions) -> None:
         self._parts: list[str] = []
         self._length = 0
         self.marks: list[Mark] = []
+        self.limits = ReadLimits(options)
 
     def add(self, block: str, page: Optional[int] = None, heading: Optional[str] = None) -> None:
+        self.limits.check(self._length + len(block), page)
         block = strip_control_chars(block).strip()
         if not block:
             return
@@ -73,6 +89,49 @@ class TextBuilder:
 
     def text(self) -> str:
         return "".join(self._parts)
+
+
+class ReadLimits:
+    """The limits of ``ReadOptions`` for reading one file, its clock started now."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+        self.deadline = time.monotonic() + options.max_seconds
+
+    def check(self, chars: int = 0, pages: Optional[int] = None) -> None:
+        """Refuse the file when what was read so far breaks a limit."""
+        limits = self.options
+        if pages is not None and pages > limits.max_pages:
+            raise UnreadableFileError(f"over the limit of {limits.max_pages} pages")
+        if chars > limits.max_chars:
+            raise UnreadableFileError(f"over the limit of {limits.max_chars} characters of text")
+        if time.monotonic() > self.deadline:
+            raise UnreadableFileError(f"reading took over the limit of {limits.max_seconds:g} s")
+
+
+# A zip part that unpacks to more than this many times its packed size is a decompression bomb
+# (ordinary XML packs 5-20 times; the ratio is the one Apache POI refuses at by default).
+MAX_INFLATE_RATIO = 100
+_RATIO_FROM_BYTES = 1 << 20  # tiny parts may pack very well without harm
+
+
+def check_package(data: bytes, options: ReadOptions) -> None:
+    """Refuse a zip package whose parts would unpack to too much, before anything unpacks
+    (the sizes are the ones the zip declares; ``zipfile`` never unpacks a part past its own)."""
+    import zipfile
+
+    try:
+        parts = zipfile.ZipFile(io.BytesIO(data)).infolist()
+    except (zipfile.BadZipFile, ValueError):
+        return  # no zip at all: the reader says the file is corrupt
+    total = sum(p.file_size for p in parts)
+    if total > options.max_file_bytes:
+        raise UnreadableFileError(f"unpacks to {total / 2**20:.0f} MiB, over the "
+                                  f"{options.max_file_bytes / 2**20:.0f} MiB size limit")
+    for part in parts:
+        if part.file_size > _RATIO_FROM_BYTES and part.file_size > MAX_INFLATE_RATIO * max(part.compress_size, 1):
+            raise UnreadableFileError(f"{part.filename} unpacks to {part.file_size // max(part.compress_size, 1)} "
+                                      f"times its packed size (over {MAX_INFLATE_RATIO}): a decompression bomb")
 
 
 def require(module: str, suffix: str) -> Any:

@@ -7,10 +7,11 @@ from typing import Any, Optional
 
 from graphrag.errors import UnreadableFileError
 
-from .base import ReadDocument, ReadOptions, TextBuilder, require
+from .base import ReadDocument, ReadOptions, TextBuilder, check_package, require
 from .text import title_from_path
 
 SUFFIXES = (".docx",)
+PACKAGE = "docx"
 
 
 def _heading_level(paragraph: Any) -> Optional[int]:
@@ -25,14 +26,17 @@ def _heading_level(paragraph: Any) -> Optional[int]:
 
 
 def read(path: str, data: bytes, options: ReadOptions) -> list[ReadDocument]:
-    docx = require("docx", ".docx")
+    docx = require(PACKAGE, SUFFIXES[0])
+    check_package(data, options)
     try:
         document = docx.Document(io.BytesIO(data))
         blocks = list(document.iter_inner_content())
         title = (document.core_properties.title or "").strip()
+    except MemoryError:  # the reading process's limit (worker.py), not a damaged file
+        raise
     except Exception as exc:  # a damaged zip or package raises several kinds
         raise UnreadableFileError(f"corrupt .docx ({type(exc).__name__}: {exc})") from exc
-    builder = TextBuilder()
+    builder = TextBuilder(options)
     trail: list[tuple[int, str]] = []
     for block in blocks:
         if hasattr(block, "rows"):  # a table: one line per row

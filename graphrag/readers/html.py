@@ -108,7 +108,7 @@ def read(path: str, data: bytes, options: ReadOptions) -> list[ReadDocument]:
     blocks = parser.blocks
     if any(in_main for _, _, in_main in blocks):
         blocks = [b for b in blocks if b[2]]
-    builder = TextBuilder()
+    builder = TextBuilder(options)
     for text, heading, _ in blocks:
         builder.add(text, heading=heading)
     title = " ".join(parser.title.split()) or next((t for t, h, _ in blocks if h == t), "")

@@ -14,7 +14,7 @@ _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 
 
 def read(path: str, data: bytes, options: ReadOptions) -> list[ReadDocument]:
-    builder = TextBuilder()
+    builder = TextBuilder(options)
     trail: list[tuple[int, str]] = []  # (level, heading) from the top down
     title = ""
     block: list[str] = []

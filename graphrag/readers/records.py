@@ -34,7 +34,7 @@ def read(path: str, data: bytes, options: ReadOptions) -> list[ReadDocument]:
     for position, record in _records(path, decode_text(data)):
         if not isinstance(record, dict) or not isinstance(record.get(options.text_field), str):
             continue
-        builder = TextBuilder()
+        builder = TextBuilder(options)
         builder.add(record[options.text_field])
         key = record.get(options.id_field)
         title = record.get(options.title_field)

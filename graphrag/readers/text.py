@@ -13,6 +13,6 @@ def title_from_path(path: str) -> str:
 
 
 def read(path: str, data: bytes, options: ReadOptions) -> list[ReadDocument]:
-    builder = TextBuilder()
+    builder = TextBuilder(options)
     builder.add(decode_text(data))
     return [ReadDocument(builder.text(), path, title_from_path(path))]

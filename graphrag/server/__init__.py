@@ -1,12 +1,12 @@
 """The engine as a service: an HTTP API with a web page, and an MCP server for agents.
 
     service.py    GraphService: readers over the last commit, one writer, write jobs
-    jobs.py       the job queue (one write at a time, in the background) and job records
+    jobs.py       the job queue (one write at a time, in the background), kept across restarts
     app.py        the HTTP API (FastAPI), ``serve``
     mcp_tools.py  the MCP tools, ``run_mcp`` (stdio or streamable HTTP)
-    security.py   binding and API-key rules, request size limits
+    security.py   binding, Host/Origin and API-key rules, request size limits, security headers
     errors.py     the engine's errors as HTTP statuses and JSON bodies
-    static/       the web page (plain HTML, JS and CSS; no network needed)
+    static/       the web page and the API docs' page (plain HTML, JS and CSS; no network needed)
 
 Needs the ``server`` extra: ``pip install "filegraphrag[server]"``.
 """

@@ -12,7 +12,7 @@ import logging
 import os
 from dataclasses import MISSING, fields
 from importlib import resources
-from typing import Any, AsyncIterator, Awaitable, Literal, Optional, get_type_hints
+from typing import Any, AsyncIterator, Awaitable, Literal, Optional, Sequence, get_type_hints
 
 from fastapi import FastAPI, File, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
@@ -21,19 +21,22 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from starlette.exceptions import HTTPException
 
-from graphrag.errors import GraphRAGError, InvalidInputError, UnreadableFileError
+from graphrag.errors import GraphRAGError, InvalidInputError, StoreUnavailableError, UnreadableFileError
 from graphrag.operators.modes import MODES, mode_names
 from graphrag.query_param import QueryParam
 from graphrag.readers import read_data
-from graphrag.server.errors import error_body, http_status, register_secret
-from graphrag.server.security import ASGIApp, check_binding, secured
+from graphrag.redaction import redact, register_secret
+from graphrag.server.errors import error_body, http_status
+from graphrag.server.security import DEFAULT_POLICY, ASGIApp, check_binding, check_key, host_names, secured
 from graphrag.server.service import GraphService, query_param
 
 logger = logging.getLogger(__name__)
 
+HEALTH_SECONDS = 0.5  # /health answers within a second, a store down or not
 MAX_BODY_BYTES = 1 << 20  # a JSON request: a question, or text to index
 MAX_UPLOAD_BYTES = 32 << 20  # files sent to POST /documents/files, all together
 UPLOAD_PATH = "/documents/files"
+DOCS_ASSETS = "/docs/assets"  # Swagger UI's files, from the fastapi-offline package
 
 STATIC = resources.files("graphrag.server") / "static"
 
@@ -83,7 +86,9 @@ def create_app(service: GraphService) -> FastAPI:
         finally:
             await service.stop()
 
-    app = FastAPI(title="graphrag", summary="Query and grow a GraphRAG index", lifespan=lifespan)
+    # /docs is served from the package (fastapi-offline's files), never from a CDN: see docs_page.
+    app = FastAPI(title="graphrag", summary="Query and grow a GraphRAG index", lifespan=lifespan,
+                  docs_url=None, redoc_url=None)
 
     @app.exception_handler(GraphRAGError)
     async def engine_error(_: Request, exc: GraphRAGError) -> JSONResponse:
@@ -92,7 +97,7 @@ def create_app(service: GraphService) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
         problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors())
-        return JSONResponse({"error": "InvalidInputError", "message": problems}, status_code=422)
+        return JSONResponse({"error": "InvalidInputError", "message": problems}, status_code=400)
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
@@ -109,11 +114,31 @@ def create_app(service: GraphService) -> FastAPI:
 
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
 
-    @app.get("/health", summary="Liveness and what the server holds")
-    async def health() -> dict[str, Any]:
+    @app.get("/docs", include_in_schema=False)
+    async def docs_page() -> FileResponse:
+        return FileResponse(str(STATIC / "docs.html"))
+
+    app.mount(DOCS_ASSETS, StaticFiles(directory=_swagger_ui_path()), name="docs-assets")
+
+    @app.get("/livez", summary="Liveness for a load balancer: no key needed, nothing revealed")
+    async def livez() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/health", summary="What the server holds; 503 naming the store that did not answer within 1 s",
+             response_model=None)
+    async def health() -> Any:
         jobs = service.jobs.all()
-        return {"status": "ok", "read_only": service.read_only, "documents": await service.document_count(),
-                "jobs": {status: sum(j.status == status for j in jobs) for status in ("queued", "running")}}
+        body: dict[str, Any] = {
+            "status": "ok", "read_only": service.read_only, "documents": None,
+            "jobs": {status: sum(j.status == status for j in jobs) for status in ("queued", "running")}}
+        try:
+            body["documents"] = await asyncio.wait_for(service.document_count(), HEALTH_SECONDS)
+        except (StoreUnavailableError, asyncio.TimeoutError) as exc:
+            # A database that hangs would hold the check for its connect timeout: answer now.
+            store = exc.store if isinstance(exc, StoreUnavailableError) else "kv"
+            problem = redact(str(exc)) or f"no answer within {HEALTH_SECONDS:g} s"
+            return JSONResponse({**body, "status": "unavailable", "stores": {store: problem}}, status_code=503)
+        return body
 
     @app.get("/modes", summary="The query modes, each with a one-line description")
     async def modes() -> list[dict[str, str]]:
@@ -123,30 +148,31 @@ def create_app(service: GraphService) -> FastAPI:
     async def list_documents() -> list[dict[str, Any]]:
         return await service.list_documents()
 
-    @app.post("/documents", status_code=202, summary="Index text in the background; returns the job")
-    async def insert_text(body: DocumentsRequest) -> dict[str, Any]:
-        texts = ([body.text] if body.text is not None else []) + body.texts
-        sources = ([body.source] if body.text is not None else []) + (body.sources or [None] * len(body.texts))
-        if not texts or len(sources) != len(texts):
-            raise InvalidInputError("send `text` (and `source`), or `texts` (and as many `sources`)")
-        return service.insert(texts, sources).to_dict()
+    if not service.read_only:  # a read-only server offers no write endpoint at all
+        @app.post("/documents", status_code=202, summary="Index text in the background; returns the job")
+        async def insert_text(body: DocumentsRequest) -> dict[str, Any]:
+            texts = ([body.text] if body.text is not None else []) + body.texts
+            sources = ([body.source] if body.text is not None else []) + (body.sources or [None] * len(body.texts))
+            if not texts or len(sources) != len(texts):
+                raise InvalidInputError("send `text` (and `source`), or `texts` (and as many `sources`)")
+            return service.insert(texts, sources).to_dict()
 
-    @app.post(UPLOAD_PATH, status_code=202,
-              summary="Index uploaded files (PDF, Word, HTML, Markdown, text, JSON records) in the background")
-    async def insert_files(files: list[UploadFile] = File(...)) -> dict[str, Any]:
-        documents = []
-        for upload in files:
-            name = os.path.basename(upload.filename or "upload.txt")
-            try:
-                documents += await asyncio.to_thread(read_data, name, await upload.read())
-            except UnreadableFileError as exc:  # a 400 naming the file, like any invalid input
-                raise InvalidInputError(f"{name}: {exc}") from None
-        return service.insert_read(documents).to_dict()
+        @app.post(UPLOAD_PATH, status_code=202,
+                  summary="Index uploaded files (PDF, Word, HTML, Markdown, text, JSON records) in the background")
+        async def insert_files(files: list[UploadFile] = File(...)) -> dict[str, Any]:
+            documents = []
+            for upload in files:
+                name = os.path.basename(upload.filename or "upload.txt")
+                try:
+                    documents += await asyncio.to_thread(read_data, name, await upload.read())
+                except UnreadableFileError as exc:  # a 400 naming the file, like any invalid input
+                    raise InvalidInputError(f"{name}: {exc}") from None
+            return service.insert_read(documents).to_dict()
 
-    @app.delete("/documents/{doc_id}", status_code=202,
-                summary="Delete a document, and what only it contributed, in the background")
-    async def delete_document(doc_id: str) -> dict[str, Any]:
-        return (await service.delete(doc_id)).to_dict()
+        @app.delete("/documents/{doc_id}", status_code=202,
+                    summary="Delete a document, and what only it contributed, in the background")
+        async def delete_document(doc_id: str) -> dict[str, Any]:
+            return (await service.delete(doc_id)).to_dict()
 
     @app.get("/jobs", summary="Every job kept, oldest first")
     async def list_jobs() -> list[dict[str, Any]]:
@@ -236,19 +262,45 @@ async def _found(lookup: Awaitable[Optional[dict[str, Any]]], missing: str) -> d
     return found
 
 
+def _swagger_ui_path() -> str:
+    """Swagger UI 5 (OpenAPI 3.1, which FastAPI writes), as the fastapi-offline package ships it."""
+    return str(resources.files("fastapi_offline") / "static")
+
+
+def _is_public(path: str) -> bool:
+    """Paths served without the key: the page's shell and files, the API docs, liveness.
+    None of them holds anything of the index (the page asks for the key, then fetches)."""
+    return path in ("/", "/livez", "/docs", "/openapi.json") or path.startswith(("/static/", DOCS_ASSETS + "/"))
+
+
+def content_security_policy() -> str:
+    """The default policy, plus the graph drawing's inline script and style by their hashes
+    (the page shows a drawing inline)."""
+    from graphrag.export import DRAWING_SOURCES
+
+    drawing = (f"{directive} 'self' {source}" for directive, source in DRAWING_SOURCES.items())
+    return "; ".join([DEFAULT_POLICY, *drawing])
+
+
 def build_app(service: GraphService, api_key: Optional[str] = None, max_body_bytes: int = MAX_BODY_BYTES,
-              max_upload_bytes: int = MAX_UPLOAD_BYTES) -> ASGIApp:
-    """The API behind the key check and the size limits: uploads may be larger than the rest."""
+              max_upload_bytes: int = MAX_UPLOAD_BYTES, *, host: str = "127.0.0.1",
+              allowed_hosts: Sequence[str] = ()) -> ASGIApp:
+    """The API behind the checks of ``security.py``: Host and Origin (the names ``host`` and
+    ``allowed_hosts``), the key, the size limits (uploads may be larger than the rest)."""
     if api_key:
+        check_key(api_key)
         register_secret(api_key)
     return secured(create_app(service), api_key,
-                   lambda path: max_upload_bytes if path == UPLOAD_PATH else max_body_bytes)
+                   lambda path: max_upload_bytes if path == UPLOAD_PATH else max_body_bytes,
+                   hosts=host_names(host, allowed_hosts), public=_is_public,
+                   content_security_policy=content_security_policy())
 
 
 def serve(service: GraphService, host: str = "127.0.0.1", port: int = 8000, api_key: Optional[str] = None,
-          max_body_bytes: int = MAX_BODY_BYTES, max_upload_bytes: int = MAX_UPLOAD_BYTES) -> None:
+          max_body_bytes: int = MAX_BODY_BYTES, max_upload_bytes: int = MAX_UPLOAD_BYTES,
+          allowed_hosts: Sequence[str] = ()) -> None:
     import uvicorn
 
-    check_binding(host, api_key)
-    app = build_app(service, api_key, max_body_bytes, max_upload_bytes)
+    check_binding(host, api_key, allowed_hosts)
+    app = build_app(service, api_key, max_body_bytes, max_upload_bytes, host=host, allowed_hosts=allowed_hosts)
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -1,12 +1,11 @@
 """The engine's errors as HTTP answers: one table of statuses, one JSON shape.
 
 A client reads ``{"error": <class name>, "message": <text>}``; never a traceback, and never
-a secret the server knows (API keys are masked out of messages).
+a secret (``graphrag/redaction.py`` masks keys, tokens and passwords in messages).
 """
 from __future__ import annotations
 
-import os
-from typing import Any, Iterable
+from typing import Any
 
 from graphrag.errors import (
     ConfigurationError,
@@ -18,8 +17,10 @@ from graphrag.errors import (
     LLMError,
     NoLLMConfiguredError,
     StorageError,
+    StoreUnavailableError,
     WorkingDirLockedError,
 )
+from graphrag.redaction import redact
 
 # The most specific class of an error decides its status; anything else is a 500.
 HTTP_STATUS: dict[type[BaseException], int] = {
@@ -31,30 +32,16 @@ HTTP_STATUS: dict[type[BaseException], int] = {
     NoLLMConfiguredError: 503,
     LLMError: 502,  # the model's server failed after the retries
     WorkingDirLockedError: 503,
+    StoreUnavailableError: 503,  # a database server down: try again later
     StorageError: 500,
     GraphRAGError: 500,
 }
 
 INTERNAL_MESSAGE = "internal error (the server's log has the details)"
 
-_secrets: set[str] = set()
-
-
-def register_secret(value: str) -> None:
-    """A value never to appear in an error message (the server's API key)."""
-    if value:
-        _secrets.add(value)
-
 
 def http_status(exc: BaseException) -> int:
     return next((HTTP_STATUS[cls] for cls in type(exc).__mro__ if cls in HTTP_STATUS), 500)
-
-
-def _masked(message: str, secrets: Iterable[str]) -> str:
-    for secret in secrets:
-        if secret and secret in message:
-            message = message.replace(secret, "***")
-    return message
 
 
 def error_body(exc: BaseException) -> dict[str, Any]:
@@ -62,8 +49,7 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     only that it failed for anything else (a bug's message may hold anything)."""
     if not isinstance(exc, GraphRAGError):
         return {"error": "InternalError", "message": INTERNAL_MESSAGE}
-    secrets = {*_secrets, os.environ.get("OPENAI_API_KEY", "")}
-    body = {"error": type(exc).__name__, "message": _masked(str(exc), secrets)}
+    body = {"error": type(exc).__name__, "message": redact(str(exc))}
     suggestions = getattr(exc, "suggestions", None)
     if suggestions:
         body["suggestions"] = list(suggestions)

@@ -2,16 +2,25 @@
 
 A request that changes the index (insert, delete) returns at once with a job id; the one
 worker runs the jobs in order, so two writes never contend for the working dir's lock.
+
+Jobs outlive the server when it has a ``state_dir`` (``server_jobs/`` in the working dir):
+each job's record is kept in ``jobs.json`` and what it was asked to do (its *request*, a
+JSON object the service turns into work) in ``<id>.json`` until it finishes. A server started
+again reports the job that was running when it stopped (``interrupted``: when) and runs it
+again, then the queued ones, in their order: a write already committed costs nothing the
+second time, and LLM answers already paid for come from the cache.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import time
 import uuid
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Awaitable, Callable, Optional
 
 from graphrag.progress import progress_listener
@@ -21,6 +30,9 @@ logger = logging.getLogger(__name__)
 
 # Finished jobs kept for GET /jobs; the oldest finished ones go first.
 KEPT_JOBS = 1000
+JOBS_FILE = "jobs.json"
+
+Runner = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 @dataclass
@@ -36,29 +48,45 @@ class Job:
     progress: Optional[dict[str, Any]] = None
     stats: Optional[dict[str, Any]] = None  # the insert's or delete's own stats
     error: Optional[dict[str, Any]] = None  # {"error": class name, "message"}
+    # When the server stopped while this job ran (it was run again after the restart).
+    interrupted: Optional[float] = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-class JobQueue:
-    """Jobs in submission order; ``start()`` runs them one at a time on the running loop."""
+def _write_json(path: str, value: Any) -> None:
+    """Replace ``path`` whole (a crash leaves the old file or the new one, never half)."""
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="utf-8") as f:
+        json.dump(value, f, ensure_ascii=False)
+    os.replace(temporary, path)
 
-    def __init__(self, on_committed: Optional[Callable[[], Awaitable[None]]] = None) -> None:
+
+class JobQueue:
+    """Jobs in submission order; ``start()`` runs them one at a time on the running loop,
+    each by ``run(request)``; with a ``state_dir``, kept there across restarts."""
+
+    def __init__(self, run: Runner, on_committed: Optional[Callable[[], Awaitable[None]]] = None,
+                 state_dir: Optional[str] = None) -> None:
         self._jobs: "OrderedDict[str, Job]" = OrderedDict()
-        self._work: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {}
+        self._requests: dict[str, dict[str, Any]] = {}
         self._finished: dict[str, asyncio.Event] = {}
         self._queue: "asyncio.Queue[str]" = asyncio.Queue()
         self._worker: Optional[asyncio.Task] = None
+        self._run_request = run
         self._on_committed = on_committed
+        self._state_dir = state_dir
+        if state_dir is not None:
+            self._load(state_dir)
 
-    def submit(self, kind: str, description: str, work: Callable[[], Awaitable[dict[str, Any]]]) -> Job:
+    def submit(self, kind: str, description: str, request: dict[str, Any]) -> Job:
         job = Job(id=uuid.uuid4().hex[:16], kind=kind, description=description)
-        self._jobs[job.id] = job
-        self._work[job.id] = work
-        self._finished[job.id] = asyncio.Event()
-        self._queue.put_nowait(job.id)
+        if self._state_dir is not None:  # before the job is listed: a listed job can always be resumed
+            _write_json(self._request_path(job.id), request)
+        self._enqueue(job, request)
         self._forget_old()
+        self._save()
         return job
 
     def get(self, job_id: str) -> Optional[Job]:
@@ -84,39 +112,93 @@ class JobQueue:
         if finished is not None:
             await finished.wait()
 
+    def _enqueue(self, job: Job, request: dict[str, Any]) -> None:
+        self._jobs[job.id] = job
+        self._requests[job.id] = request
+        self._finished[job.id] = asyncio.Event()
+        self._queue.put_nowait(job.id)
+
     async def _run_forever(self) -> None:
         while True:
             job_id = await self._queue.get()
             try:
-                await self._run(self._jobs[job_id], self._work.pop(job_id))
+                await self._run(self._jobs[job_id], self._requests.pop(job_id))
             finally:
                 self._queue.task_done()
 
-    async def _run(self, job: Job, work: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+    async def _run(self, job: Job, request: dict[str, Any]) -> None:
         """Run one job; it is "done" only once readers see what it committed."""
         job.status, job.started = "running", time.time()
+        self._save()
 
         def progressed(stage: str, done: int, total: int) -> None:
             job.progress = {"stage": stage, "done": done, "total": total}
 
         token = progress_listener.set(progressed)
         try:
-            stats = await work()
+            stats = await self._run_request(request)
             if self._on_committed is not None:
                 await self._on_committed()
             job.stats, job.status = stats, "done"
         except asyncio.CancelledError:
+            # The server is stopping: the saved state still says "running", so the next
+            # server reports the job interrupted and runs it again.
             job.status, job.error = "failed", {"error": "Cancelled", "message": "the server stopped"}
+            self._finished.pop(job.id).set()
             raise
         except Exception as exc:  # the job fails, the worker goes on with the next one
             logger.warning("job %s (%s) failed: %s", job.id, job.kind, exc, exc_info=True)
             job.status, job.error = "failed", error_body(exc)
         finally:
             progress_listener.reset(token)
-            job.finished = time.time()
-            self._finished.pop(job.id).set()
+        job.finished = time.time()
+        self._finished.pop(job.id).set()
+        self._save()
+        if self._state_dir is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self._request_path(job.id))
 
     def _forget_old(self) -> None:
         finished = [j.id for j in self._jobs.values() if j.finished is not None]
         for job_id in finished[:max(0, len(self._jobs) - KEPT_JOBS)]:
             del self._jobs[job_id]
+
+    # ------------------------------------------------------------------ kept across restarts
+
+    def _request_path(self, job_id: str) -> str:
+        assert self._state_dir is not None
+        return os.path.join(self._state_dir, f"{job_id}.json")
+
+    def _save(self) -> None:
+        if self._state_dir is not None:
+            _write_json(os.path.join(self._state_dir, JOBS_FILE), [j.to_dict() for j in self._jobs.values()])
+
+    def _load(self, state_dir: str) -> None:
+        """The jobs a previous server kept: finished ones listed, the one it was running
+        (``interrupted``) and the queued ones queued again, in their order."""
+        os.makedirs(state_dir, exist_ok=True)
+        try:
+            with open(os.path.join(state_dir, JOBS_FILE), encoding="utf-8") as f:
+                kept = json.load(f)
+        except FileNotFoundError:
+            return
+        known = {f.name for f in fields(Job)}
+        for record in kept:
+            job = Job(**{k: v for k, v in record.items() if k in known})
+            if job.status in ("done", "failed"):
+                self._jobs[job.id] = job
+                continue
+            try:
+                with open(self._request_path(job.id), encoding="utf-8") as f:
+                    request = json.load(f)
+            except (FileNotFoundError, json.JSONDecodeError):
+                job.status, job.finished = "failed", time.time()
+                job.error = {"error": "Interrupted", "message": "the server stopped before this job was recorded"}
+                self._jobs[job.id] = job
+                continue
+            if job.status == "running":
+                job.interrupted, job.status, job.started, job.progress = time.time(), "queued", None, None
+                logger.warning("job %s (%s) was interrupted when the server stopped: running it again",
+                               job.id, job.description)
+            self._enqueue(job, request)
+        self._save()

@@ -9,7 +9,7 @@ import asyncio
 import functools
 import json
 import logging
-from typing import Any, Awaitable, Callable, Literal, Optional
+from typing import Any, Awaitable, Callable, Literal, Optional, Sequence
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
@@ -128,8 +128,9 @@ def create_mcp_server(service: GraphService) -> MCPServer:
 
 
 def run_mcp(service: GraphService, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8001,
-            api_key: Optional[str] = None, max_body_bytes: int = 1 << 20) -> None:
-    """Serve over stdio, or streamable HTTP at ``/mcp`` under the HTTP API's binding and key rules."""
+            api_key: Optional[str] = None, max_body_bytes: int = 1 << 20, allowed_hosts: Sequence[str] = ()) -> None:
+    """Serve over stdio, or streamable HTTP at ``/mcp`` under the HTTP API's binding, Host,
+    Origin and key rules (``security.py``)."""
     server = create_mcp_server(service)
 
     async def run(serving: Callable[[], Awaitable[None]]) -> None:
@@ -144,11 +145,11 @@ def run_mcp(service: GraphService, transport: str = "stdio", host: str = "127.0.
         return
     import uvicorn
 
-    from graphrag.server.errors import register_secret
-    from graphrag.server.security import check_binding, secured
+    from graphrag.redaction import register_secret
+    from graphrag.server.security import check_binding, host_names, secured
 
-    check_binding(host, api_key)
-    if api_key:
-        register_secret(api_key)
-    app = secured(server.streamable_http_app(host=host), api_key, lambda _path: max_body_bytes)
+    check_binding(host, api_key, allowed_hosts)
+    register_secret(api_key)
+    app = secured(server.streamable_http_app(host=host), api_key, lambda _path: max_body_bytes,
+                  hosts=host_names(host, allowed_hosts))
     asyncio.run(run(uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve))

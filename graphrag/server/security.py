@@ -1,23 +1,46 @@
-"""Who may reach the server and how much they may send: the rules the HTTP API and the MCP
-server's HTTP transport share.
+"""Who may reach the server, from where, and how much they may send: the rules the HTTP API
+and the MCP server's HTTP transport share.
 
 - Bound to a loopback address only the local machine can connect, and no key is needed.
-  Bound anywhere else, the server refuses to start without an API key.
-- With a key, every request carries it: ``Authorization: Bearer KEY``, ``X-API-Key: KEY``,
-  or HTTP Basic with the key as password (what a browser sends for the web page once asked).
+  Bound anywhere else, the server refuses to start without an API key of at least
+  ``MIN_KEY_CHARS`` characters.
+- Every request names a host this server answers to (``Host``): the loopback names, the
+  address it is bound to, and the names given with ``allowed_hosts`` (``--allowed-host``).
+  Any other is refused (421), so a page on another site whose name was pointed at this
+  machine (DNS rebinding) reaches nothing.
+- A request a browser sends from another origin (``Origin`` other than the server's own, or
+  ``Sec-Fetch-Site`` other than same-origin on a write) is refused (403): no other site's
+  page can make a visitor's browser write to the index or read from it.
+- With a key, every request but the public ones (the page shell, its static files, the API
+  docs, ``/livez``) carries it: ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``, any
+  UTF-8. There is no HTTP Basic (a browser would resend it to any page on its own); the web
+  page sends the key itself. Failures are logged without the key; a client with
+  ``MAX_FAILURES`` failures within ``FAILURE_WINDOW_SECONDS`` is refused (429) until they age.
 - Request bodies larger than the limit are refused with 413 before they are read whole.
+- Every response carries the security headers (``SECURITY_HEADERS``).
 """
 from __future__ import annotations
 
-import base64
 import hmac
 import ipaddress
 import json
-from typing import Any, Awaitable, Callable, Optional
+import logging
+import time
+from collections import defaultdict, deque
+from typing import Any, Awaitable, Callable, Iterable, Optional
+from urllib.parse import urlsplit
 
 from graphrag.errors import ConfigurationError
 
+logger = logging.getLogger(__name__)
+
 API_KEY_ENV = "GRAPHRAG_API_KEY"
+MIN_KEY_CHARS = 16
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+ANY_HOST = "*"
+MAX_FAILURES = 10
+FAILURE_WINDOW_SECONDS = 60.0
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
 
@@ -31,12 +54,40 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_binding(host: str, api_key: Optional[str]) -> None:
-    """Refuse to listen beyond this machine without an API key."""
-    if not is_loopback(host) and not api_key:
+def _is_wildcard(host: str) -> bool:
+    return host.strip("[]") in ("", "0.0.0.0", "::")
+
+
+def check_key(api_key: str) -> None:
+    """Refuse a key short enough to guess."""
+    if len(api_key) < MIN_KEY_CHARS:
+        raise ConfigurationError(f"the API key has {len(api_key)} characters; use at least {MIN_KEY_CHARS} "
+                                 "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe())'`)")
+
+
+def check_binding(host: str, api_key: Optional[str], allowed_hosts: Iterable[str] = ()) -> None:
+    """Refuse a short key; refuse to listen beyond this machine without a key, or on every
+    address without the names clients will use (the Host check needs them)."""
+    if api_key:
+        check_key(api_key)
+    if is_loopback(host):
+        return
+    if not api_key:
         raise ConfigurationError(
             f"refusing to listen on {host} without an API key: anyone who can reach it could read and "
             f"change the index. Set {API_KEY_ENV} (or pass --api-key), or bind 127.0.0.1")
+    if _is_wildcard(host) and not list(allowed_hosts):
+        raise ConfigurationError(
+            f"listening on every address ({host}): name the host(s) clients will use with --allowed-host "
+            f"(a DNS name or address; {ANY_HOST!r} allows any, which DNS rebinding can abuse)")
+
+
+def host_names(host: str, allowed_hosts: Iterable[str] = ()) -> frozenset[str]:
+    """The ``Host`` names served: loopback names, the bound address, and ``allowed_hosts``."""
+    names = set(LOOPBACK_NAMES) | {h.strip().lower().strip("[]") for h in allowed_hosts if h.strip()}
+    if not _is_wildcard(host):
+        names.add(host.lower().strip("[]"))
+    return frozenset(names)
 
 
 async def _send_json(send: Callable[[dict], Awaitable[None]], status: int, body: dict[str, Any],
@@ -48,34 +99,102 @@ async def _send_json(send: Callable[[dict], Awaitable[None]], status: int, body:
     await send({"type": "http.response.body", "body": payload})
 
 
-def _presented_key(headers: dict[bytes, bytes]) -> Optional[str]:
+def _hostname(netloc: str) -> str:
+    """``name`` of ``name:port`` or ``[v6]:port``, lower-case."""
+    try:
+        return (urlsplit("//" + netloc).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def _authority(netloc: str, scheme: str) -> str:
+    """``netloc`` without the scheme's default port, lower-case: how two spellings of one
+    origin compare."""
+    netloc = netloc.lower()
+    default = ":443" if scheme == "https" else ":80"
+    return netloc[:-len(default)] if netloc.endswith(default) else netloc
+
+
+class CheckOrigin:
+    """Refuse a ``Host`` not served (421) and a browser's request from another origin (403)."""
+
+    def __init__(self, app: ASGIApp, hosts: frozenset[str]) -> None:
+        self.app = app
+        self.hosts = hosts
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        host = headers.get(b"host", b"").decode("latin-1")
+        if ANY_HOST not in self.hosts and _hostname(host) not in self.hosts:
+            await _send_json(send, 421, {"error": "MisdirectedRequest",
+                                         "message": "this server does not answer to that Host name"})
+            return
+        origin = headers.get(b"origin", b"").decode("latin-1")
+        site = headers.get(b"sec-fetch-site", b"").decode("latin-1")
+        if origin:
+            parts = urlsplit(origin) if origin != "null" else None
+            same = parts is not None and _authority(parts.netloc, parts.scheme) == _authority(host, parts.scheme)
+        else:
+            same = scope.get("method") not in UNSAFE_METHODS or site in ("", "same-origin", "none")
+        if not same:
+            await _send_json(send, 403, {"error": "CrossOriginRequest",
+                                         "message": "requests from another site's pages are refused"})
+            return
+        await self.app(scope, receive, send)
+
+
+def _presented_key(headers: dict[bytes, bytes]) -> Optional[bytes]:
+    """The key a request carries, as the bytes sent (UTF-8 for any client that sends text)."""
     if b"x-api-key" in headers:
-        return headers[b"x-api-key"].decode("latin-1")
-    scheme, _, value = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
-    if scheme.lower() == "bearer":
-        return value.strip()
-    if scheme.lower() == "basic":
-        try:
-            return base64.b64decode(value.strip()).decode("utf-8").partition(":")[2]
-        except ValueError:
-            return None
-    return None
+        return headers[b"x-api-key"].strip()
+    scheme, _, value = headers.get(b"authorization", b"").partition(b" ")
+    return value.strip() if scheme.lower() == b"bearer" else None
 
 
 class RequireAPIKey:
-    """Every HTTP request must carry ``api_key``; 401 (a JSON error) otherwise."""
+    """Every HTTP request but the public paths must carry ``api_key``; 401 (a JSON error)
+    otherwise, and 429 for a client that has failed too often lately."""
 
-    def __init__(self, app: ASGIApp, api_key: str) -> None:
+    def __init__(self, app: ASGIApp, api_key: str, public: Callable[[str], bool] = lambda _path: False) -> None:
         self.app = app
         self._key = api_key.encode("utf-8")
+        self._public = public
+        self._failures: defaultdict[str, deque[float]] = defaultdict(deque)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            presented = _presented_key(dict(scope.get("headers") or []))
-            if presented is None or not hmac.compare_digest(presented.encode("utf-8"), self._key):
-                await _send_json(send, 401, {"error": "Unauthorized", "message": "a valid API key is required"},
-                                 [(b"www-authenticate", b'Basic realm="graphrag", charset="UTF-8"')])
-                return
+        if scope["type"] != "http" or self._public(scope.get("path", "")):
+            await self.app(scope, receive, send)
+            return
+        client = (scope.get("client") or ("unknown",))[0]
+        failures = self._failures[client]
+        now = time.monotonic()
+        while failures and failures[0] < now - FAILURE_WINDOW_SECONDS:
+            failures.popleft()
+        if not failures:  # only clients with recent failures are remembered
+            del self._failures[client]
+            failures = deque()
+        if len(failures) >= MAX_FAILURES:  # before any comparison: a locked client learns nothing
+            wait = int(failures[0] + FAILURE_WINDOW_SECONDS - now) + 1
+            await _send_json(send, 429, {"error": "TooManyFailures", "message": "too many requests without a "
+                                         f"valid API key from this client; retry in {wait} s"},
+                             [(b"retry-after", str(wait).encode())])
+            return
+        presented = _presented_key(dict(scope.get("headers") or []))
+        if presented is None or not hmac.compare_digest(presented, self._key):
+            failures = self._failures[client]
+            failures.append(now)
+            if len(failures) == 1 or len(failures) == MAX_FAILURES:
+                logger.warning("refused %s %s from %s: %s API key (%d failure(s) from it in %.0f s%s)",
+                               scope.get("method"), scope.get("path"), client,
+                               "no" if presented is None else "a wrong", len(failures), FAILURE_WINDOW_SECONDS,
+                               "; refusing it for now" if len(failures) == MAX_FAILURES else "")
+            await _send_json(send, 401, {"error": "Unauthorized", "message": "a valid API key is required "
+                                         "(Authorization: Bearer KEY, or X-API-Key: KEY)"},
+                             [(b"www-authenticate", b'Bearer realm="graphrag"')])
+            return
         await self.app(scope, receive, send)
 
 
@@ -127,7 +246,49 @@ class LimitBodySize:
                                      "message": f"the request body is over the limit of {limit} bytes"})
 
 
-def secured(app: ASGIApp, api_key: Optional[str], max_body_bytes: Callable[[str], int]) -> ASGIApp:
-    """``app`` behind the key check (when a key is set) and the body size limit (by path)."""
-    limited = LimitBodySize(app, max_body_bytes)
-    return RequireAPIKey(limited, api_key) if api_key else limited
+def security_headers(content_security_policy: str) -> list[tuple[bytes, bytes]]:
+    """The headers every response carries: what may run and load in a page, that no other site
+    may frame it, that a response is never sniffed as another type, and that no URL leaks."""
+    return [(b"content-security-policy", content_security_policy.encode("ascii")),
+            (b"x-content-type-options", b"nosniff"),
+            (b"referrer-policy", b"no-referrer"),
+            (b"x-frame-options", b"DENY"),
+            (b"cross-origin-opener-policy", b"same-origin")]
+
+
+class AddHeaders:
+    """Add ``headers`` to every HTTP response (replacing any of the same names)."""
+
+    def __init__(self, app: ASGIApp, headers: list[tuple[bytes, bytes]]) -> None:
+        self.app = app
+        self.headers = headers
+        self._names = {name for name, _ in headers}
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in self._names]
+                message = {**message, "headers": kept + self.headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+# Nothing but this server's own scripts, styles and images; no frame of it anywhere.
+DEFAULT_POLICY = ("default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+                  "form-action 'self'; frame-ancestors 'none'")
+
+
+def secured(app: ASGIApp, api_key: Optional[str], max_body_bytes: Callable[[str], int], *,
+            hosts: frozenset[str] = LOOPBACK_NAMES, public: Callable[[str], bool] = lambda _path: False,
+            content_security_policy: str = DEFAULT_POLICY) -> ASGIApp:
+    """``app`` behind, outermost first: the security headers, the Host and Origin checks, the
+    key check (when a key is set; ``public`` paths aside), and the body size limit (by path)."""
+    inner: ASGIApp = LimitBodySize(app, max_body_bytes)
+    if api_key:
+        inner = RequireAPIKey(inner, api_key, public)
+    return AddHeaders(CheckOrigin(inner, hosts), security_headers(content_security_policy))

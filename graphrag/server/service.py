@@ -14,18 +14,22 @@ import contextlib
 import logging
 import os
 import time
-from dataclasses import fields, is_dataclass
+from dataclasses import asdict, fields, is_dataclass
 from typing import Any, AsyncIterator, Optional
 
 from graphrag.config import GraphRAGConfig
 from graphrag.errors import DocumentNotFound, InvalidInputError
 from graphrag.graphrag import GraphRAG
 from graphrag.query_param import QueryParam
+from graphrag.readers import Mark, ReadDocument
 from graphrag.records import Path
+from graphrag.redaction import protect_logs, register_config_secrets
 from graphrag.server.jobs import Job, JobQueue
 
 logger = logging.getLogger(__name__)
 
+# The job queue kept across restarts, in the working dir (a folder: no store file).
+JOBS_DIR = "server_jobs"
 # How often, at most, a query checks whether another process committed.
 DISK_CHECK_SECONDS = 1.0
 
@@ -63,18 +67,21 @@ class _Reader:
 
     async def close_if_done(self) -> None:
         if self.retired and self.running == 0:
-            await self.rag._close_llm_connections()  # the sync API's own clean-up, reused
+            await self.rag.aclose()
 
 
 class GraphService:
     """Queries, document listing and write jobs over one working dir."""
 
     def __init__(self, config: GraphRAGConfig, read_only: bool = False) -> None:
+        register_config_secrets(config)  # the LLM key and storage passwords: never in a log line
         self.config = config
         self.read_only = read_only
         self._reader = _Reader(GraphRAG(config))
         self._writer: Optional[GraphRAG] = None if read_only else GraphRAG(config)
-        self.jobs = JobQueue(on_committed=self.refresh)
+        # A read-only server runs no write: it leaves the jobs a writing server kept alone.
+        self.jobs = JobQueue(self._perform, on_committed=self.refresh,
+                             state_dir=None if read_only else os.path.join(config.working_dir, JOBS_DIR))
         self._disk_state = self._store_files_state()
         self._checked_at = time.monotonic()
         self._refreshing: Optional[asyncio.Task] = None
@@ -82,6 +89,7 @@ class GraphService:
         self._closing: set[asyncio.Task] = set()
 
     async def start(self) -> None:
+        protect_logs()  # once the server's own logging (uvicorn's) is configured
         self.jobs.start()
 
     async def stop(self) -> None:
@@ -91,7 +99,7 @@ class GraphService:
         for rag in (self._reader.rag, self._writer):
             if rag is not None:
                 with contextlib.suppress(Exception):
-                    await rag._close_llm_connections()
+                    await rag.aclose()
 
     # ------------------------------------------------------------------ reading
 
@@ -156,24 +164,35 @@ class GraphService:
     # ------------------------------------------------------------------ writing
 
     def insert(self, texts: list[str], sources: list[Optional[str]]) -> Job:
-        writer = self._writable()
+        self._writable()
         described = ", ".join(s or "text" for s in sources[:3]) + ("..." if len(sources) > 3 else "")
         return self.jobs.submit("insert", f"insert {len(texts)} document(s): {described}",
-                                lambda: writer.ainsert(texts, sources))
+                                {"op": "insert", "texts": texts, "sources": sources})
 
-    def insert_read(self, documents: list[Any]) -> Job:
+    def insert_read(self, documents: list[ReadDocument]) -> Job:
         """Documents a reader made of uploaded files (``readers.read_data``)."""
-        writer = self._writable()
+        self._writable()
         names = [d.source for d in documents]
         described = ", ".join(names[:3]) + ("..." if len(names) > 3 else "")
         return self.jobs.submit("insert", f"insert {len(documents)} document(s): {described}",
-                                lambda: writer.ainsert_read(documents))
+                                {"op": "insert_read", "documents": [asdict(d) for d in documents]})
 
     async def delete(self, doc_id: str) -> Job:
-        writer = self._writable()
+        self._writable()
         if doc_id not in {d["id"] for d in await self.list_documents()}:
             raise DocumentNotFound(f"unknown document id: {doc_id}", missing=[doc_id])
-        return self.jobs.submit("delete", f"delete {doc_id}", lambda: writer.adelete_documents([doc_id]))
+        return self.jobs.submit("delete", f"delete {doc_id}", {"op": "delete", "doc_id": doc_id})
+
+    async def _perform(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A job's work from its request (JSON, so a restarted server can run it again)."""
+        writer = self._writable()
+        if request["op"] == "insert":
+            return await writer.ainsert(request["texts"], request["sources"])
+        if request["op"] == "insert_read":
+            return await writer.ainsert_read([
+                ReadDocument(d["text"], d["source"], d["title"], [Mark(**m) for m in d["marks"]])
+                for d in request["documents"]])
+        return await writer.adelete_documents([request["doc_id"]])
 
     def _writable(self) -> GraphRAG:
         if self._writer is None:

@@ -1,18 +1,43 @@
 // The page: ask (answers with clickable citations), explore the graph, manage documents.
 // Everything goes through the server's JSON API; text from the index is only ever set as
-// textContent, never parsed as HTML.
+// textContent, never parsed as HTML. A server with an API key answers 401: the page then asks
+// for the key, keeps it for this tab (sessionStorage) and sends it as X-API-Key itself (the
+// server takes no Basic auth, which a browser would resend to it on its own).
 "use strict";
 
 const $ = id => document.getElementById(id);
+const KEY = "graphrag-api-key";
+
+// A header carries bytes: the key's UTF-8 bytes, one character each.
+const keyHeaders = () => {
+  const key = sessionStorage.getItem(KEY);
+  return key ? {"X-API-Key": String.fromCharCode(...new TextEncoder().encode(key))} : {};
+};
+
+async function request(path, options = {}) {
+  const response = await fetch(path, {...options, headers: {...(options.headers || {}), ...keyHeaders()}});
+  if (response.status === 401) $("key-form").hidden = false;
+  return response;
+}
 
 async function api(path, options = {}) {
-  const response = await fetch(path, options);
+  const response = await request(path, options);
   const body = await response.json().catch(() => ({}));
   if (!response.ok) {
     throw new Error(`${body.error || response.status}: ${body.message || response.statusText}`);
   }
   return body;
 }
+
+$("key-form").addEventListener("submit", event => {
+  event.preventDefault();
+  sessionStorage.setItem(KEY, $("key").value);
+  $("key").value = "";
+  $("key-form").hidden = true;
+  // A keyed server refused the first load: what it refused is asked for again with the key.
+  if (!$("mode").options.length) loadModes().catch(err => { $("status").textContent = err.message; });
+  refreshDocuments().catch(err => { $("status").textContent = err.message; });
+});
 
 function postJSON(path, data) {
   return api(path, {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(data)});
@@ -133,9 +158,13 @@ function showEntity(entity) {
   if (sources) info.append(element("p", `from: ${sources}`, "muted"));
 }
 
-function drawNeighbourhood() {
+// The drawing is fetched (with the key) and shown as the frame's document; its only script is
+// the renderer's own, which the server's Content-Security-Policy allows by its hash.
+async function drawNeighbourhood() {
   const query = seeds.map(s => `names=${encodeURIComponent(s)}`).join("&");
-  $("graph").src = `/graph/view?${query}&depth=1&max_nodes=60`;
+  const response = await request(`/graph/view?${query}&depth=1&max_nodes=60`);
+  if (!response.ok) throw new Error(`${response.status}: ${response.statusText}`);
+  $("graph").srcdoc = await response.text();
 }
 
 $("graph").addEventListener("load", () => {
@@ -152,7 +181,7 @@ async function expand(name) {
     const entity = await api(`/graph/entity/${encodeURIComponent(name)}`);
     if (!seeds.includes(entity.name)) seeds.push(entity.name);
     showEntity(entity);
-    drawNeighbourhood();
+    await drawNeighbourhood();
   } catch (err) {
     $("entity-info").textContent = err.message;
   }

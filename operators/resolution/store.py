@@ -5,42 +5,27 @@ State lives in records of a KV store (the working dir's ``index_meta``): the der
 (every name, the accepted pairs, the alias map; a pure function of the recorded extractions,
 the manual decisions and the verdicts) in ``entity_resolution/head`` and its shards,
 ``entity_resolution_manual`` (the user's merges and never-merge rules, never derived) and
-``entity_resolution_verdicts`` (a model's answers per pair, a cache like the LLM cache:
-a re-insert asks nothing again).
+``entity_resolution_verdicts`` (a model's answers per pair, :mod:`.judge`).
 """
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import math
 import logging
 import time
+import weakref
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Optional
 
 from graphrag.operators.extraction import LLMCall
-from graphrag.operators.resolution import (
-    RULES,
-    UNSETTLED_RELATIONS,
-    AliasMap,
-    ManualDecisions,
-    NameIndex,
-    NameProfile,
-    PairDecision,
-    ResolutionState,
-    chunk_claims,
-    decide_pair,
-    group_names,
-    name_profiles,
-    name_relation,
-    name_targets,
-    parse_verdicts,
-    raw_names,
-    regroup,
-    similar_pairs,
-)
-from graphrag.prompts import render
 from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
+
+from .candidates import NameIndex, similar_pairs
+from .core import RULES, AliasMap, ManualDecisions, ResolutionState, group_names, regroup
+from .evidence import NameProfile, PairDecision, chunk_claims, decide_pair, name_profiles, name_targets, raw_names
+from .judge import Judge
+from .keys import UNSETTLED_RELATIONS, name_relation
 
 logger = logging.getLogger(__name__)
 
@@ -53,20 +38,46 @@ STATE_RECORD = "entity_resolution"
 HEAD_RECORD = "entity_resolution/head"
 SHARDS = 256
 MANUAL_RECORD = "entity_resolution_manual"
-VERDICTS_RECORD = "entity_resolution_verdicts"
 
 ExtractionReader = Callable[[list[str]], Awaitable[list[Optional[ChunkExtraction]]]]
 
-# The blocking index of each working dir's names, kept between the writes of this process:
-# rebuilt only when the names it holds are not the recorded ones (another process wrote).
-_INDEXES: dict[str, NameIndex] = {}
-# With embedding blocking, each working dir's name vectors, by name (the text embedded, its
-# unit vector), with the derived records they were computed for. A name's text is its name
-# and sample description, read from its own extractions, so a vector is stale only when the
-# name was touched; all are dropped when the recorded state is not the one they were left
-# with (a failed write, another process's write). Not seen: another process's write that
-# re-describes names without changing the record; those vectors wait for the next touch.
-_VECTORS: dict[str, tuple[dict[str, Any], dict[str, tuple[str, Any]]]] = {}
+@dataclass
+class _Kept:
+    """What one process keeps between the writes of one working dir: the blocking index of
+    its names (rebuilt when the names it holds are not the recorded ones: another process
+    wrote) and, with embedding blocking, each name's vector (the text embedded, its unit
+    vector) with the derived records they were computed for. A name's text is its name and
+    sample description, read from its own extractions, so a vector is stale only when the
+    name was touched; all are dropped when the recorded state is not the one they were left
+    with (a failed write, another process's write). Not seen: another process's write that
+    re-describes names without changing the record; those vectors wait for the next touch."""
+
+    index: Optional[NameIndex] = None
+    vectors: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    vectors_records: Optional[dict[str, Any]] = None
+
+
+# By the identity of the working dir's ``index_meta`` store object, not by a path: what is
+# kept lives and dies with the stores of one GraphRAG instance (stores reopened after a
+# failed write start afresh), and two instances never share it. (Stores are dataclasses,
+# unhashable, hence ``id`` with a weak reference to check it still names the same object.)
+_KEPT: dict[int, tuple["weakref.ref[Any]", _Kept]] = {}
+
+
+def _kept_for(meta: Any) -> _Kept:
+    """What is kept for the stores ``meta`` belongs to (a new record for a new store)."""
+    found = _KEPT.get(id(meta))
+    if found is not None and found[0]() is meta:
+        return found[1]
+    kept = _Kept()
+    try:
+        _KEPT[id(meta)] = (weakref.ref(meta), kept)
+        weakref.finalize(meta, _KEPT.pop, id(meta), None)
+    except TypeError:  # a store that cannot be weakly referenced: nothing kept between writes
+        _KEPT.pop(id(meta), None)
+    return kept
+
+
 EmbedFunc = Callable[[list[str]], Awaitable[Any]]
 
 
@@ -76,6 +87,8 @@ class ResolutionSettings:
     ask_threshold: float = 0.4
     # Pairs per model prompt when ambiguous pairs are checked.
     batch_size: int = 20
+    # Judge calls per write, at most this share of the write's extraction calls (at least one).
+    judge_share: float = 0.05
     # With embedding blocking: the cosine of name-plus-description vectors that makes a pair
     # a candidate (one only a model or a person settles unless the names are related).
     embedding_threshold: float = 0.9
@@ -148,13 +161,6 @@ def _stated_pairs(present: set[str], claims: set[tuple[str, str, str]], index: N
     return found
 
 
-def _pair_line(index: int, pa: NameProfile, pb: NameProfile) -> str:
-    def side(p: NameProfile) -> str:
-        return f'"{p.name}" ({p.type}): {" ".join(p.sample.split())[:300]}'
-
-    return f"{index}. {side(pa)}\n   vs {side(pb)}"
-
-
 def _shard_keys(count: int) -> list[str]:
     return [f"{STATE_RECORD}/{i:03d}" for i in range(count)]
 
@@ -174,7 +180,7 @@ def joined_state(records: Mapping[str, Any]) -> Optional[dict[str, Any]]:
         return None
     shards = [records.get(k) or {} for k in _shard_keys(head["shards"])]
     joined: dict[str, Any] = {f: [x for s in shards for x in s.get(f, ())]
-                              for f in ("names", "pairs", "parts", "person_pairs", "claims")}
+                              for f in ("names", "pairs", "parts", "person_pairs", "claims", "pending")}
     joined["aliases"] = {a: c for s in shards for a, c in s.get("aliases", {}).items()}
     return {**joined, **{k: v for k, v in head.items() if k != "shards"}}
 
@@ -187,7 +193,7 @@ def _state_records(state: ResolutionState) -> dict[str, Any]:
     for alias, canonical in sorted(state.aliases.items()):
         shards[_shard(alias, SHARDS)].setdefault("aliases", {})[alias] = canonical
     for key, rows in (("pairs", state.pairs), ("parts", state.parts), ("person_pairs", state.person_pairs),
-                      ("claims", state.claims)):
+                      ("claims", state.claims), ("pending", state.pending)):
         for row in sorted(rows):
             shards[_shard(row[0], SHARDS)].setdefault(key, []).append(list(row))
     head = {"rules": RULES, "shards": SHARDS, **({"manual": state.manual} if state.manual is not None else {})}
@@ -220,7 +226,7 @@ class EntityResolution:
 
     def __init__(self, *, graph: Any, meta: Any, read_extractions: ExtractionReader,
                  all_chunk_ids: Callable[[], Awaitable[list[str]]], settings: ResolutionSettings,
-                 llm: Optional[LLMCall] = None, cache_key: Optional[str] = None,
+                 llm: Optional[LLMCall] = None,
                  embed: Optional[EmbedFunc] = None) -> None:
         self.graph = graph
         self.meta = meta
@@ -228,7 +234,7 @@ class EntityResolution:
         self.all_chunk_ids = all_chunk_ids
         self.settings = settings
         self.llm = llm
-        self.cache_key = cache_key  # names the working dir whose blocking index may be kept
+        self._kept = _kept_for(meta)
         self.embed = embed  # embedding blocking on: the embedding function
 
     async def state(self) -> Optional[ResolutionState]:
@@ -249,12 +255,10 @@ class EntityResolution:
         to these stores brought up to date, or a new one. Without a model to ask, pairs
         that only a model could settle are not looked for."""
         loose = self.llm is not None
-        kept = _INDEXES.get(self.cache_key) if self.cache_key else None
+        kept = self._kept.index
         if kept is None or kept.loose != loose or kept.names != before:
-            kept = NameIndex(before, loose=loose)
+            kept = self._kept.index = NameIndex(before, loose=loose)
         kept.update(names - before, before - names)
-        if self.cache_key:
-            _INDEXES[self.cache_key] = kept
         return kept
 
     # ----------------------------------------------------------------- profiles
@@ -272,9 +276,11 @@ class EntityResolution:
 
     # ----------------------------------------------------------------- the pass
 
-    async def resolve(self, added: dict[str, ChunkExtraction], removed: dict[str, ChunkExtraction]) -> Resolution:
+    async def resolve(self, added: dict[str, ChunkExtraction], removed: dict[str, ChunkExtraction],
+                      ask_all: bool = False) -> Resolution:
         """Decide again every pair touching a name the ``added`` or ``removed`` chunks
-        mention, regroup, and report which names moved to another node."""
+        mention, regroup, and report which names moved to another node. ``ask_all``: the
+        judge asks every pending pair, whatever its budget."""
         started = time.perf_counter()
         records = await _read_records(self.meta)
         recorded = joined_state(records)
@@ -318,8 +324,16 @@ class EntityResolution:
         decisions = [decide_pair(profiles[a], profiles[b], relation, threshold=self.settings.threshold,
                                  ask_threshold=self.settings.ask_threshold)
                      for (a, b), relation in sorted(candidates.items()) if a in profiles and b in profiles]
-        asked, verdicts = await self._settle([d for d in decisions if d.verdict == "ask"], profiles)
-        accepted = {(d.a, d.b) for d in decisions if d.verdict == "merge" or verdicts.get((d.a, d.b))}
+        verdicts: dict[tuple[str, str], bool] = {}
+        judged = {"pairs_asked": 0}
+        # Pending pairs of untouched names wait on (a write without a model keeps them too);
+        # those of touched names were decided again.
+        pending = {p for p in state.pending if p[0] in names and p[1] in names
+                   and p[0] not in touched and p[1] not in touched}
+        if self.llm is not None:
+            verdicts, judged, pending = await self._judge(decisions, pending, profiles, previous, len(added), ask_all)
+        # Verdicts on pending pairs of untouched names count too: ``_redecided`` keeps them.
+        accepted = {(d.a, d.b) for d in decisions if d.verdict == "merge"} | {p for p, yes in verdicts.items() if yes}
         # Changed: names that came or went, and the ends of every pair that came or went.
         changed = {n for n in touched if (n in names) != (n in state.names)}
         pairs = _redecided(state.pairs, accepted, touched, changed)
@@ -331,7 +345,7 @@ class EntityResolution:
         else:
             aliases = regroup(names, pairs, manual, parts, person_pairs, previous=previous, changed=changed)
         new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases, parts=parts, person_pairs=person_pairs,
-                                    manual=fingerprint, claims=claims)
+                                    manual=fingerprint, claims=claims, pending=pending)
         moved = {n for n in set(previous) | set(aliases) if previous.get(n, n) != aliases.get(n, n)}
         written = _state_records(new_state)
         changed_records = {k: r for k, r in written.items() if records.get(k) != r}
@@ -340,22 +354,42 @@ class EntityResolution:
         gone = [k for k in records if k not in written]  # emptied shards, an earlier version's record
         if gone:
             await self.meta.delete(gone)
-        if self.embed is not None and self.cache_key:
-            _VECTORS[self.cache_key] = (written, _VECTORS[self.cache_key][1])
+        if self.embed is not None:
+            self._kept.vectors_records = written
         stats = {"names": len(names), "aliases": len(aliases), "pairs_checked": len(decisions),
-                 "pairs_asked": asked, "names_moved": len(moved),
+                 **judged, "names_moved": len(moved),
                  "seconds": round(time.perf_counter() - started, 3)}
         logger.info("Entity resolution: %s", stats)
         return Resolution(state=new_state, previous=previous, moved=moved, stats=stats, unresolved=unresolved)
+
+    async def _judge(self, decisions: list[PairDecision], waiting: set[tuple[str, str]],
+                     profiles: dict[str, NameProfile], aliases: AliasMap, added: int, ask_all: bool
+                     ) -> tuple[dict[tuple[str, str], bool], dict[str, int], set[tuple[str, str]]]:
+        """The model's verdicts on the pairs it may settle, the counts, and the pairs left
+        pending. Which pairs qualify is each pair's own decision (``verdict == "ask"``), so
+        once nothing is pending the accepted pairs are those of one write of everything,
+        however the documents were batched. Pending pairs of untouched names (decided as
+        they are now) go first, then this write's, strongest first; at most a share of the
+        write's extraction calls (one per added chunk), one call at least."""
+        ordered = sorted(waiting)
+        asking = [(d.a, d.b) for d in sorted(decisions, key=lambda d: (-d.score, d.a, d.b)) if d.verdict == "ask"]
+        budget = None if ask_all else max(1, math.ceil(self.settings.judge_share * added))
+        room = ordered if budget is None else ordered[:budget * self.settings.batch_size]
+        missing = {n for pair in room for n in pair} - set(profiles)
+        if missing:
+            profiles.update(await self._profiles(missing, aliases))
+        order = [p for p in room if p[0] in profiles and p[1] in profiles] + asking
+        verdicts, judged = await Judge(self.llm, self.meta, self.settings.batch_size).settle(  # type: ignore[arg-type]
+            order, profiles, budget)
+        pending = (waiting | set(asking)) - set(verdicts)
+        return verdicts, {**judged, "pairs_pending": len(pending)}, pending
 
     async def _similar(self, present: set[str], touched: set[str], names: set[str], profiles: dict[str, NameProfile],
                        aliases: AliasMap, records: dict[str, Any]) -> set[tuple[str, str]]:
         """Embedding blocking: pairs of a present name and any name whose vectors of name plus
         sample description are close. Vectors of touched names are computed again; the others
         are kept from this process's last write if the records are still the ones it left."""
-        kept_records, kept = _VECTORS.get(self.cache_key or "", (None, {}))
-        if kept_records != records:
-            kept = {}
+        kept = self._kept.vectors if self._kept.vectors_records == records else {}
         vectors = {n: v for n, v in kept.items() if n in names and n not in touched}
         need = sorted(names - set(vectors))
         if need:
@@ -368,36 +402,10 @@ class EntityResolution:
             for name, row in zip(order, (r for batch in rows for r in batch)):
                 norm = float((row * row).sum()) ** 0.5 or 1.0
                 vectors[name] = (texts[name], row / norm)
-        if self.cache_key:
-            _VECTORS[self.cache_key] = (None, vectors)  # the records they belong to are set once written
+        # The records these belong to are set once written.
+        self._kept.vectors, self._kept.vectors_records = vectors, None
         return await asyncio.to_thread(similar_pairs, {n: v for n, (_, v) in vectors.items()}, present,
                                        self.settings.embedding_threshold)
-
-    async def _settle(self, ambiguous: list[PairDecision], profiles: dict[str, NameProfile]
-                      ) -> tuple[int, dict[tuple[str, str], bool]]:
-        """The model's verdict on each ambiguous pair, cached per pair as shown to it; no
-        model, no verdict (an ambiguous pair stays apart)."""
-        if self.llm is None or not ambiguous:
-            return 0, {}
-        cache = dict(await self.meta.get_by_id(VERDICTS_RECORD) or {})
-        lines = {(d.a, d.b): _pair_line(0, profiles[d.a], profiles[d.b]) for d in ambiguous}
-        keys = {pair: hashlib.sha256(line.encode("utf-8")).hexdigest()[:24] for pair, line in lines.items()}
-        verdicts = {pair: bool(cache[key]) for pair, key in keys.items() if key in cache}
-        to_ask = [pair for pair in lines if pair not in verdicts]
-        size = self.settings.batch_size
-
-        async def ask(batch: list[tuple[str, str]]) -> None:
-            listing = "\n".join(_pair_line(i + 1, profiles[a], profiles[b]) for i, (a, b) in enumerate(batch))
-            answer = await self.llm(render("entity_resolution", pairs=listing), stage="resolution")  # type: ignore[misc]
-            found = parse_verdicts(answer, len(batch))
-            for i, pair in enumerate(batch):
-                verdicts[pair] = found.get(i + 1, False)
-                cache[keys[pair]] = verdicts[pair]
-
-        await asyncio.gather(*(ask(to_ask[i:i + size]) for i in range(0, len(to_ask), size)))
-        if to_ask:
-            await self.meta.upsert({VERDICTS_RECORD: cache})
-        return len(to_ask), verdicts
 
     async def moved_chunks(self, resolution: Resolution) -> dict[str, ChunkExtraction]:
         """The extractions of every chunk mentioning a name that moved: regrouped, they

@@ -1,0 +1,187 @@
+"""Chinese text for the LLM-free paths: segmentation, proper nouns and noun terms, search tokens.
+
+Chinese has no capital letters and no spaces, so the English extractor's cues do not apply.
+``jieba`` (MIT, bundles its dictionary, works offline) segments a sentence into words and tags
+each with a part of speech; its proper-noun tags give typed entities, and runs of nouns give
+the terms technical prose names things by. Script detection (a Han character or not) decides
+where this runs, so a mixed Chinese/English text gets both extractors.
+
+``jieba`` is imported on first use: a text with no Han character never loads it.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections import Counter
+from typing import Any, Iterable, Optional
+
+logger = logging.getLogger(__name__)
+
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+# jieba's proper-noun tags and the entity type each stands for.
+PROPER_NOUN_TYPES = {"nr": "PERSON", "ns": "GEO", "nt": "ORGANIZATION", "nz": "UNKNOWN"}
+TERM_TYPE = "CONCEPT"
+# Tags of the words a noun term is made of (common, proper-other, verbal and other nouns).
+_NOUN_TAGS = frozenset({"n", "nz", "vn", "nrt", "ng", "nw"})
+_MAX_PERSON_CHARS = 4  # a Chinese personal name is two to four characters; longer "nr" is a mis-tag
+_MIN_NAME_CHARS = 2  # one character is a word, never a name or a term here
+_MAX_TERM_CHARS = 10  # longer noun runs are phrases, not terms
+_LATIN_WORD = re.compile(r"[^\W_]+(?:['’.-][^\W_]+)*")
+
+_lock = threading.Lock()
+_segmenters: dict[Optional[str], tuple[Any, frozenset[str]]] = {}
+
+
+def has_han(text: str) -> bool:
+    """Whether the text holds Chinese script (one Han character is enough)."""
+    return _HAN.search(text) is not None
+
+
+_LATIN_END = 0x250  # Basic Latin to Latin Extended-B
+
+
+def mostly_latin(text: str) -> bool:
+    """Whether the text is mostly in Latin script (English and the like, which the bundled
+    English embedding model reads), counted in words: a run of letters of a spaced script is
+    one word, and so is each Han character (a Chinese word is one to a few of them): more
+    Latin words than others. "LangGraph 的 checkpoint 怎么存储" is Chinese."""
+    latin = other = 0
+    run = ""  # the script of the letter run being read: "latin", "other" or ""
+    for ch in text:
+        if ch.isdigit():
+            continue  # "Neo4j" is one word
+        script = ("" if not ch.isalpha() else "han" if _HAN.match(ch)
+                  else "latin" if ord(ch) < _LATIN_END else "other")
+        if script == "han":
+            other += 1
+        elif script and script != run:
+            latin, other = (latin + 1, other) if script == "latin" else (latin, other + 1)
+        run = script if script != "han" else ""
+    return latin > other
+
+
+def _read_user_words(path: str) -> frozenset[str]:
+    """The words of a jieba user dictionary (``word [frequency] [tag]`` per line)."""
+    with open(path, encoding="utf-8") as f:
+        return frozenset(line.split()[0] for line in f if line.strip() and not line.lstrip().startswith("#"))
+
+
+def _segmenter(user_dictionary: Optional[str]) -> tuple[Any, frozenset[str]]:
+    """A part-of-speech segmenter with the user dictionary loaded (one per dictionary, built
+    once: each has its own word list, so two indexes with different dictionaries do not mix),
+    and the dictionary's words."""
+    with _lock:
+        if user_dictionary not in _segmenters:
+            import jieba
+            import jieba.posseg
+
+            jieba.setLogLevel(logging.WARNING)  # its own logger prints the dictionary's loading
+            words: frozenset[str] = frozenset()
+            if user_dictionary is None:
+                segmenter = jieba.posseg.dt
+            else:
+                tokenizer = jieba.Tokenizer()
+                tokenizer.load_userdict(user_dictionary)
+                segmenter = jieba.posseg.POSTokenizer(tokenizer)
+                words = _read_user_words(user_dictionary)
+            _segmenters[user_dictionary] = (segmenter, words)
+        return _segmenters[user_dictionary]
+
+
+def tagged_words(text: str, user_dictionary: Optional[str] = None) -> list[tuple[str, str]]:
+    """``(word, part-of-speech tag)`` pairs of the text, in order."""
+    segmenter, _ = _segmenter(user_dictionary)
+    return [(pair.word, pair.flag) for pair in segmenter.cut(text)]
+
+
+class SentenceNames:
+    """What one sentence names: proper nouns with their types, and noun terms."""
+
+    def __init__(self, words: list[tuple[str, str]], user_words: frozenset[str]) -> None:
+        self.proper: list[tuple[str, str]] = []
+        self.terms: list[str] = []
+        run: list[str] = []
+
+        def end_run() -> None:
+            term = "".join(run)
+            # A term is a run of two nouns or more ("用户画像" from 用户 + 画像), or one long noun.
+            if (len(run) > 1 or len(term) > 2) and _has_only_han(term) and len(term) <= _MAX_TERM_CHARS:
+                self.terms.append(term)
+            run.clear()
+
+        for word, tag in words:
+            if word in user_words:
+                end_run()
+                self.proper.append((word, PROPER_NOUN_TYPES.get(tag, TERM_TYPE)))
+            elif tag in PROPER_NOUN_TYPES and _plausible_name(word, tag):
+                end_run()
+                self.proper.append((word, PROPER_NOUN_TYPES[tag]))
+            elif tag in _NOUN_TAGS and has_han(word) and len(word) >= _MIN_NAME_CHARS:
+                run.append(word)
+            else:
+                end_run()
+        end_run()
+
+
+def _has_only_han(text: str) -> bool:
+    return all(_HAN.match(ch) for ch in text)
+
+
+def _plausible_name(word: str, tag: str) -> bool:
+    if len(word) < _MIN_NAME_CHARS or not _has_only_han(word):
+        return False
+    return tag != "nr" or len(word) <= _MAX_PERSON_CHARS
+
+
+def sentence_names(sentence: str, user_dictionary: Optional[str] = None) -> SentenceNames:
+    """Proper nouns and noun terms of one sentence (empty when it holds no Han character)."""
+    if not has_han(sentence):
+        return SentenceNames([], frozenset())
+    _, user_words = _segmenter(user_dictionary)
+    return SentenceNames(tagged_words(sentence, user_dictionary), user_words)
+
+
+def frequent_terms(per_sentence: Iterable[SentenceNames], limit: int) -> set[str]:
+    """The ``limit`` noun terms a text repeats most (first seen first among equals): what a
+    text with few proper nouns, as technical prose is, is about."""
+    counts: Counter[str] = Counter()
+    for names in per_sentence:
+        counts.update(names.terms)
+    return {term for term, _ in counts.most_common(limit)}
+
+
+def split_words(words: list[str], user_dictionary: Optional[str] = None) -> list[str]:
+    """``words`` with each one in Chinese script cut into jieba's words (Chinese writes no
+    spaces, so a whole clause arrives as one "word")."""
+    out: list[str] = []
+    for word in words:
+        if has_han(word):
+            segmenter, _ = _segmenter(user_dictionary)
+            out.extend(w for w in segmenter.tokenizer.cut(word) if w.strip())
+        else:
+            out.append(word)
+    return out
+
+
+def join_words(words: list[str]) -> str:
+    """Words back into text: a space between two words only where neither is Chinese."""
+    text = ""
+    for word in words:
+        text += word if not text or has_han(word[:1]) or has_han(text[-1:]) else " " + word
+    return text
+
+
+def search_tokens(text: str, user_dictionary: Optional[str] = None) -> list[str]:
+    """Words to match a query against a passage: jieba's words where the text is Chinese,
+    lower-cased letter-and-digit words elsewhere (punctuation and spaces dropped)."""
+    if not has_han(text):
+        return [w.lower() for w in _LATIN_WORD.findall(text)]
+    segmenter, _ = _segmenter(user_dictionary)
+    tokens = []
+    for word in segmenter.tokenizer.cut(text):
+        if has_han(word):
+            tokens.append(word)
+        else:
+            tokens.extend(w.lower() for w in _LATIN_WORD.findall(word))
+    return tokens

@@ -1,0 +1,224 @@
+"""Blocking: which names are worth comparing with a given one, decided by the pair
+alone (so candidates do not depend on the order documents came in)."""
+from __future__ import annotations
+
+import zlib
+from functools import lru_cache
+from itertools import combinations
+from typing import Any, Iterable, Mapping, Union
+
+
+from .keys import UNSETTLED_RELATIONS, _NICKNAME_WORDS, _acronym, _grams, designation, name_key, name_relation, owned
+
+
+# MinHash over character 3-grams: BANDS x ROWS signature, bucketed per band. Two names
+# share a bucket with probability 1-(1-j^ROWS)^BANDS for 3-gram Jaccard j (about 0.5 at
+# j = 0.6): spelling variants meet, unrelated names rarely do.
+_BANDS, _ROWS = 6, 3
+# Shorter names are looked up among the subsets of at most this many of a name's words.
+_MAX_SUBSET_WORDS = 8
+_PRIME = (1 << 31) - 1
+_PERMUTATIONS = [((i * 2654435761 + 97) % _PRIME or 1, (i * 40503 + 13) % _PRIME) for i in range(_BANDS * _ROWS)]
+
+
+@lru_cache(maxsize=1)
+def _coefficients() -> tuple[Any, Any]:
+    """The permutations' multipliers and offsets as numpy columns (numpy imported lazily)."""
+    import numpy as np
+
+    return (np.array([x for x, _ in _PERMUTATIONS], dtype=np.int64)[:, None],
+            np.array([y for _, y in _PERMUTATIONS], dtype=np.int64)[:, None])
+
+
+def _signatures(names: list[str]) -> list[list[int]]:
+    """The MinHash signature of each name, computed for many names at once (numpy over every
+    permutation and every name's grams: the cost is in the call, not the arithmetic)."""
+    import numpy as np
+
+    multipliers, offsets = _coefficients()
+    found: list[list[int]] = []
+    for start in range(0, len(names), 2048):  # bounded memory: permutations x grams
+        grams = [[zlib.crc32(g.encode("utf-8")) for g in _grams(n)] for n in names[start:start + 2048]]
+        if not grams:
+            continue
+        hashes = np.fromiter((h for row in grams for h in row), dtype=np.int64)
+        starts = np.cumsum([0] + [len(row) for row in grams[:-1]])
+        # (x * h + y) stays below 2**63 (x, y < 2**31, h < 2**32): int64 arithmetic is exact.
+        values = (multipliers * hashes[None, :] + offsets) % _PRIME
+        found += np.minimum.reduceat(values, starts, axis=1).T.tolist()
+    return found
+
+
+@lru_cache(maxsize=1 << 17)
+def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
+    """The blocking keys ``name`` is indexed under: its key, its set of words, its acronym,
+    each word, the shape of its initials."""
+    key = name_key(name)
+    blocks: list[tuple[Any, ...]] = [("key", key), ("words", tuple(sorted(set(key)))),
+                                     *(("token", t) for t in sorted(set(key)) if len(t) > 1)]
+    # An acronym meets the names it could stand for (not other names with the same initials).
+    if len(key) > 1 and (acronym := _acronym(key)):
+        blocks.append(("expands", acronym))
+    elif len(key) == 1 and 2 <= len(key[0]) <= 6:
+        blocks.append(("acronym", key[0]))
+    if 2 <= len(key) <= 3:  # where a one-word name may be its first name or its surname
+        blocks += [("first", key[0]), ("last", key[-1])]
+    if len(key) == 2 and key[0] in _NICKNAME_WORDS:  # "LITTLE NED" meets "NED BRANT"
+        blocks.append(("nickname", key[1]))
+    if found := designation(name):  # "HALE'S PARTNER" meets what is said to be Hale's partner
+        blocks.append(("designation", found[0], found[1][-1]))
+    if found := owned(name):  # ... and "GHOST OF JAMES MORROW" meets "MORROW'S GHOST", "THE GHOST"
+        blocks += [("owned", *found), ("head", found[1])]
+    if len(key) > 1:  # "J. MORROW" meets "JAMES MORROW" by the shape of their initials
+        shape = tuple(t[0] for t in key)
+        blocks.append(("shape", shape))
+        if any(len(t) == 1 for t in key):
+            blocks.append(("shape-with-initial", shape))
+    return tuple(blocks)
+
+
+@lru_cache(maxsize=1 << 16)
+def _looked_up_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
+    """The blocking keys looked up for ``name``: its key, acronym and shape, and every part
+    of its set of words (the shorter names inside it). The fuller names that hold all its
+    words are found from its words' postings (see :meth:`NameIndex.candidates`)."""
+    key = name_key(name)
+    flipped = {"acronym": "expands", "expands": "acronym"}
+    own = [(flipped.get(b[0], b[0]), *b[1:]) for b in _indexed_blocks(name) if b[0] in ("key", "words", *flipped)]
+    parts = sorted(set(key))[:_MAX_SUBSET_WORDS]
+    own += [("words", c) for size in range(1, len(parts)) for c in combinations(parts, size)]
+    own.append(("head", key))
+    if len(key) == 2 and key[0] in _NICKNAME_WORDS:
+        own.append(("first", key[1]))
+    if 2 <= len(key) <= 3:
+        own.append(("nickname", key[0]))
+    if found := owned(name):
+        own += [("owned", *found), ("key", found[1])]
+    if len(key) > 1:
+        shape = tuple(t[0] for t in key)
+        own.append(("shape-with-initial", shape))
+        if any(len(t) == 1 for t in key):
+            own.append(("shape", shape))
+    return tuple(own)
+
+
+def _bands(names: list[str]) -> list[tuple[tuple[Any, ...], ...]]:
+    """Each name's LSH blocks: its signature cut into bands."""
+    return [tuple(("lsh", i, *signature[i * _ROWS:(i + 1) * _ROWS]) for i in range(_BANDS))
+            for signature in _signatures(names)]
+
+
+class NameIndex:
+    """Blocking index over every name of the graph: which names are worth comparing with
+    a given one. Membership of a pair depends on the two names only, never on what else
+    is indexed, so candidate pairs do not depend on the order documents came in.
+
+    ``loose``: also every name sharing a word or an LSH bucket (spelling variants, shared
+    words), and the pairs whose names only share words or spelling (``UNSETTLED_RELATIONS``): pairs
+    only a model or a person can settle, so only looked up for them.
+    """
+
+    def __init__(self, names: Iterable[str] = (), loose: bool = False) -> None:
+        self.loose = loose
+        self.names: set[str] = set()
+        # Most blocks hold one name: kept as the bare string, a set only from the second on
+        # (tens of thousands of small sets would weigh on every garbage collection).
+        self._buckets: dict[tuple[Any, ...], Union[str, set[str]]] = {}
+        # With ``loose``: the LSH blocks of each indexed name (computed a batch at a time).
+        self._lsh: dict[str, tuple[tuple[Any, ...], ...]] = {}
+        self.update(names, ())
+
+    def update(self, added: Iterable[str], removed: Iterable[str]) -> None:
+        buckets = self._buckets
+        added, removed = list(added), list(removed)
+        if self.loose:
+            self._lsh.update(zip(added, _bands(added)))
+        for name in removed:
+            self.names.discard(name)
+            for block in self._blocks_of(name):
+                bucket = buckets.get(block)
+                if bucket == name:
+                    del buckets[block]
+                elif isinstance(bucket, set):
+                    bucket.discard(name)
+                    if len(bucket) == 1:
+                        buckets[block] = next(iter(bucket))
+        for name in added:
+            self.names.add(name)
+            for block in self._blocks_of(name):
+                bucket = buckets.get(block)
+                if bucket is None:
+                    buckets[block] = name
+                elif isinstance(bucket, set):
+                    bucket.add(name)
+                elif bucket != name:
+                    buckets[block] = {bucket, name}
+        for name in removed if self.loose else ():
+            if name not in self.names:
+                self._lsh.pop(name, None)
+
+    def _bucket(self, block: tuple[Any, ...]) -> set[str]:
+        found = self._buckets.get(block)
+        return {found} if isinstance(found, str) else found or set()
+
+    def _blocks_of(self, name: str) -> tuple[tuple[Any, ...], ...]:
+        return _indexed_blocks(name) + (self._lsh_of(name) if self.loose else ())
+
+    def _lsh_of(self, name: str) -> tuple[tuple[Any, ...], ...]:
+        found = self._lsh.get(name)
+        return found if found is not None else _bands([name])[0]
+
+    def claimed(self, claim: str) -> set[str]:
+        """Indexed names a description's claim key (:func:`description_claims`) may name."""
+        kind, _, rest = claim.partition(" ")
+        block = ("key", tuple(rest.split())) if kind == "K" else ("designation", *rest.split())
+        return self._bucket(block)
+
+    def candidates(self, name: str) -> dict[str, str]:
+        """Indexed names that could denote the same thing as ``name``, each with its
+        :func:`name_relation`."""
+        seen: set[str] = set()
+        for block in _looked_up_blocks(name):
+            seen |= self._bucket(block)
+        words = [b for b in _indexed_blocks(name) if b[0] == "token"]
+        if len(words) == 1 and not self.loose:
+            # A one-word name is settled only as the first or last word of a name of two or
+            # three (a first name, a surname): those, not every name with the word in it.
+            for end in ("first", "last"):
+                seen |= self._bucket((end, words[0][1]))
+        else:
+            postings = sorted((self._bucket(b) for b in words), key=len)
+            if postings:  # fuller names holding every word of this one
+                seen |= set.intersection(*postings)
+        if self.loose:
+            for block in [*words, *self._lsh_of(name)]:
+                seen |= self._bucket(block)
+        seen.discard(name)
+        found = {}
+        for other in seen:
+            relation = name_relation(name, other)
+            if relation is not None and (self.loose or relation not in UNSETTLED_RELATIONS):
+                found[other] = relation
+        return found
+
+
+def similar_pairs(vectors: Mapping[str, Any], names: Iterable[str], threshold: float) -> set[tuple[str, str]]:
+    """Pairs of one of ``names`` and any name of ``vectors`` (unit vectors of name plus
+    description) whose cosine reaches ``threshold``: a predicate on the pair's own vectors,
+    so the pairs found do not depend on what else is indexed."""
+    import numpy as np
+
+    every = sorted(vectors)
+    wanted = sorted(n for n in set(names) if n in vectors)
+    if not every or not wanted:
+        return set()
+    matrix = np.stack([vectors[n] for n in every])
+    found: set[tuple[str, str]] = set()
+    for start in range(0, len(wanted), 256):
+        batch = wanted[start:start + 256]
+        scores = np.stack([vectors[n] for n in batch]) @ matrix.T
+        for row, col in zip(*np.nonzero(scores >= threshold)):
+            a, b = batch[row], every[col]
+            if a != b:
+                found.add((min(a, b), max(a, b)))
+    return found

@@ -1,0 +1,271 @@
+"""English rules: what an English description says about the name it describes.
+
+Each rule reads a general pattern of English prose, never a word of one text: a pronoun's
+gender, a noun after "is a" (what the name is), words written in lower case (a description
+rather than a name), a plural verb (a group's name), and stated identities (a designation,
+"known as X", an acronym in brackets). They apply to a description only when it is English
+(:func:`is_english`: Latin script and enough English function words), so a corpus in another
+language gets the language-independent core alone, never rules misreading its text (German
+writes every noun capitalised; a Chinese text has no case at all).
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from functools import lru_cache
+from typing import Optional
+
+from .keys import _acronym, name_key
+
+# English function words (the general class: articles, pronouns, auxiliaries, prepositions,
+# conjunctions): the signature :func:`is_english` counts, and words a description's bag of
+# words leaves out.
+FUNCTION_WORDS = frozenset(
+    """the a an and or but of to in on at by for with from into as is are was were be been being
+    has have had he his him himself she her hers herself they them their it its this that these
+    those who whom whose which what when where not also there than then said says one all any
+    over out about after before more most other some such only very upon would could should will
+    shall can may might""".split()
+)
+# Words a description's bag of words leaves out besides: what extractors write of any name.
+STOPWORDS = FUNCTION_WORDS | frozenset("mentioned text related".split())
+# Share of a text's lower-case words that must be function words for it to read as English
+# (English prose runs at about 40-50%, other languages written in Latin script near 0).
+_ENGLISH_SHARE = 0.15
+_LOWER_WORD = re.compile(r"\b[a-z]+\b")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_ASCII_LETTER = re.compile(r"[A-Za-z]")
+
+_LOWER_DESCRIPTION_WORD = re.compile(r"(?<![\w'])[a-z][a-z']*(?![\w'])")
+_PRONOUNS = {**dict.fromkeys("he his him himself".split(), "M"), **dict.fromkeys("she her hers herself".split(), "F")}
+_PRONOUN = re.compile(r"(?<![\w'])(?:%s)(?![\w'])" % "|".join(
+    sorted((w for p in _PRONOUNS for w in (p, p.capitalize())), key=len, reverse=True)))
+# What a description says someone is ("Old Fenwick is a jovial old gentleman"): the noun of
+# the phrase after "is a" / "was the", before any preposition, relative word or punctuation.
+_GENDERED_NOUNS = {
+    **dict.fromkeys("""man gentleman boy lad father son brother husband uncle nephew master king prince
+        lord actor widower""".split(), "M"),
+    **dict.fromkeys("""woman lady girl lass mother daughter sister wife aunt niece mistress queen princess
+        matron actress widow""".split(), "F")}
+_PREDICATE = re.compile(r"\b(?:is|was)\s+(?:a|an|the)\s+((?:(?!\b(?:of|who|whom|whose|that|which|with|to|in|at|"
+                        r"for|from|by|on|and)\b)[a-z' -])+)")
+
+# --------------------------------------------------------------------------- stated identities
+
+# What a description states its name is. A designation: "James Morrow was Hale's partner",
+# "Mrs. Brant is the wife of Tom Brant" (an owner, a proper word, and a common noun);
+# another name: "Tom Brant, also called Thomas", "Hale's nephew, called Frank".
+_COPULA = r"\b(?:is|was)\s+(?:(?:also|now|once|still|only|in fact)\s+)?"
+_POSSESSIVE_START = r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][\w-]*)['’]s\s"
+_OF_START = r"(?:the|a|an)\s+((?:[a-z][a-z-]*\s+){0,3}?)(?:of|to)\s+(?:the\s+)?"
+_POSSESSED = re.compile(_COPULA + _POSSESSIVE_START + r"+((?:[a-z][a-z-]*\s*){1,4})")
+_OF_OWNER = re.compile(_COPULA + _OF_START + r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][\w-]*)(?![\w'-]*\s+[A-Z])")
+# Either, in one scan of a text: most texts have neither.
+_DESIGNATED = re.compile(_COPULA + f"(?:{_POSSESSIVE_START}|{_OF_START}[A-Z])")
+_NAMING_WORDS = ("known as", "called", "named", "dubbed", "aka", "a.k.a")
+_NAMED_AS = re.compile(r"\b(?:(renamed(?:\s+as|\s+to)?|changed\s+its\s+name\s+to)|known\s+as|called|named|nicknamed"
+                       r"|dubbed|a\.k\.a\.?|aka)\s+(?:the\s+)?[\"'“‘]?([A-Z][\w.'’-]*(?:\s+[A-Z][\w.'’-]*){0,4})")
+# What stands before a naming word that names, not a verb ("Hale called Tom in"): a comma
+# or a parenthesis, or an adverb ("also called").
+_NAMING_LEAD = re.compile(r"(?:[,(]\s*|\s(?:also|better|commonly|otherwise|often|sometimes|popularly|"
+                          r"affectionately|simply)\s+|\s(formerly|previously|originally|later|now)\s+)$")
+# One more name of a list after a naming word: ", Chubby", "or the World Wrestling Federation".
+_LISTED_NAME = re.compile(r"[\"'”’]?\s*(?:,\s*(?:or\s+|and\s+)?|\s+(?:or|and)\s+)(?:the\s+)?[\"'“‘]?"
+                          r"([A-Z][\w.'’-]*(?:\s+[A-Z][\w.'’-]*){0,4})")
+# An acronym in brackets ("(WWF)").
+_BRACKETED = re.compile(r"\(\s*([A-Z][A-Z.&-]+)\s*\)")
+# A designation's head stops at a word that starts another phrase ("and" does not: "Hale's
+# old friend and partner").
+_HEAD_STOP = frozenset("""who whom whose which that or but with in at of for to from on by as is was
+    during since when where while after before until""".split())
+# Lower-case words inside a name ("School for Boys", "Mallik Rehan Dargah in Sira").
+_JOINING = frozenset("of and with from for to the de du da del von van in on at &".split())
+_NAME_GOES_ON = re.compile(r"\s+(?:of|from|with|for|the|de|du|da|del|von|van|in|on|at)\s+[A-Z]")
+# A sentence ends at a stop, not after an initial or a title ("E. B. White", "Mr. Brant").
+_SENTENCE = re.compile(r"(?<=[.!?;])(?<!\b[A-Z]\.)(?<!\bMr\.)(?<!\bMrs\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bSt\.)"
+                       r"(?<!\bJr\.)(?<!\bSr\.)\s+")
+_SUBJECT_PRONOUNS = frozenset("he she it they this".split())
+# A word of running text, hyphens splitting it as they split a name's key ("counting-house").
+_PLAIN_WORD = re.compile(r"[^\W_]+")
+# Words right before "is a" that make someone else the subject ("Tom said he was a ...").
+_OTHER_SUBJECTS = _SUBJECT_PRONOUNS | frozenset("who which that there i we you".split())
+
+
+def _inside_a_name(words: list[str], start: int) -> bool:
+    """Whether the words from ``start`` end a longer name ("Summer with The Brady Bunch",
+    "Labour Council of South Australia")."""
+    previous = words[start - 1] if start > 0 else ""
+    if previous[:1].isupper():
+        return True
+    return previous in _JOINING and start > 1 and words[start - 2][:1].isupper()
+
+
+def description_claims(name: str, text: str) -> set[str]:
+    """What ``text``, a description of ``name``, states the name is, as claim keys:
+    ``D OWNER WORD`` for each word of a designation it is given (its subject must be the
+    name or a pronoun), ``K TOKENS`` for another name it is called or was renamed. Nothing
+    from a text that is not English."""
+    claims: set[str] = set()
+    designated = _DESIGNATED.search(text) is not None
+    naming = any(word in text for word in _NAMING_WORDS)
+    bracketed = _BRACKETED.search(text) is not None
+    if not designated and not naming and not bracketed or not is_english(text):  # most: nothing to read
+        return claims
+    own = name_key(name)
+    for sentence in _SENTENCE.split(text):
+        if designated:
+            claims |= _designation_claims(sentence, own)
+        if naming:
+            claims |= _naming_claims(sentence, own)
+        if bracketed:
+            claims |= _bracket_claims(sentence, own)
+    return claims
+
+
+def _designation_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
+    """"James Morrow was Hale's partner": D HALE PARTNER."""
+    claims: set[str] = set()
+    own_words = {t.lower() for t in own} | _SUBJECT_PRONOUNS
+    for pattern in (_POSSESSED, _OF_OWNER):
+        for match in pattern.finditer(sentence):
+            if not set(_PLAIN_WORD.findall(sentence[:match.start()].lower())) & own_words:
+                continue
+            owner, head = (match.group(1), match.group(2)) if pattern is _POSSESSED else (match.group(2), match.group(1))
+            words: list[str] = []
+            for word in head.split():
+                if word in _HEAD_STOP:
+                    break
+                words += word.split("-")
+            owner_key = name_key(owner)
+            if words and owner_key:
+                claims.update(f"D {owner_key[-1]} {w.upper()}" for w in words)
+    return claims
+
+
+def _naming_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
+    """"Tom, also called Thomas", "Ned Brant, known as Little Ned" (said in Little Ned's
+    description), "The Barion cut ... has been renamed the Princess cut"."""
+    claims: set[str] = set()
+    for match in _NAMED_AS.finditer(sentence):
+        lead = _NAMING_LEAD.search(sentence[max(0, match.start() - 20):match.start()])
+        history = match.group(1) is not None or lead is not None and lead.group(1) is not None
+        if lead is None and not history:
+            continue  # a verb: "Hale called Tom in"
+        before = sentence[:match.start() - (len(lead.group()) if lead else 0)]
+        if before.rstrip(" ,").endswith(")") or _NAME_GOES_ON.match(sentence, match.end()):
+            continue  # a parenthesis or a longer name around the cue: which name is which is unclear
+        other = name_key(match.group(2))
+        words = [w.strip(",(") for w in before.split()[-10:]]
+        said_of = _name_at_end(words, own)
+        if other and other != own and (said_of is not None and not _inside_a_name(words, said_of)
+                                        or history and _opens_with(sentence, own)):
+            claims.add("K " + " ".join(other))
+            # A list of names: "also known as Junior Byles, Chubby, or King Chubby".
+            at = match.end()
+            while more := _LISTED_NAME.match(sentence, at):
+                if _NAME_GOES_ON.match(sentence, more.end()):
+                    break
+                if (listed := name_key(more.group(1))) and listed != own:
+                    claims.add("K " + " ".join(listed))
+                at = more.end()
+        elif other == own and words:
+            start = len(words)
+            while start > 0 and words[start - 1][:1].isupper():
+                start -= 1
+            before_key = name_key(" ".join(words[start:])) if start < len(words) else ()
+            if before_key and before_key != own and not _inside_a_name(words, start):
+                claims.add("K " + " ".join(before_key))
+    return claims
+
+
+def _bracket_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
+    """"The World Wrestling Federation (WWF)": the name's acronym in brackets right after it
+    (other names in brackets are too often a place, a year or a role: "Alexandria
+    International Airport (Louisiana)", "Anne Hathaway (Selina Kyle)")."""
+    acronym = _acronym(own)
+    claims: set[str] = set()
+    for match in _BRACKETED.finditer(sentence) if acronym else ():
+        words = sentence[:match.start()].split()[-8:]
+        said_of = _name_at_end(words, own)
+        if said_of is not None and name_key(match.group(1)) == (acronym,):
+            claims.add(f"K {acronym}")
+    return claims
+
+
+def _name_at_end(words: list[str], own: tuple[str, ...]) -> Optional[int]:
+    """Where the name starts if ``words`` end with it ("Hale's nephew" in "... of Hale's nephew")."""
+    return next((i for i in range(len(words)) if name_key(" ".join(words[i:])) == own), None)
+
+
+def _opens_with(sentence: str, own: tuple[str, ...]) -> bool:
+    """Whether the sentence starts with the name (the subject of what it says)."""
+    words = sentence.split()[:len(own) + 3]
+    return any(name_key(" ".join(words[:i])) == own for i in range(1, len(words) + 1))
+
+
+@lru_cache(maxsize=1 << 14)
+def is_english(text: str) -> bool:
+    """Whether ``text`` reads as English: its words are written in Latin letters and enough
+    of them are English function words. Decided by the text alone, so what a description
+    says never depends on other texts."""
+    if not text.isascii() and len(_NON_ASCII.findall(text)) > 0.2 * len(_ASCII_LETTER.findall(text)):
+        return False
+    # Among the words in lower case: a description is full of names, the rest is prose.
+    prose = _LOWER_WORD.findall(text)
+    return sum(map(FUNCTION_WORDS.__contains__, prose)) >= max(1.0, _ENGLISH_SHARE * len(prose))
+
+
+def description_signals(name: str, texts: list[str]) -> tuple[set[str], Counter, set[str]]:
+    """From the English ``texts`` describing ``name``: the words they write in lower case,
+    their pronouns by gender (``M``/``F``, with the nouns after "is a" that have one), and
+    what they say the name is (the nouns after "is a", "was the" with the name as subject)."""
+    lower: set[str] = set()
+    pronouns: Counter = Counter()
+    roles: set[str] = set()
+    own = set(name_key(name))
+    for text in texts:
+        lower.update(_LOWER_DESCRIPTION_WORD.findall(text))
+        pronouns.update(_PRONOUNS[word.lower()] for word in _PRONOUN.findall(text))
+        said = _PREDICATE.search(text.lower())
+        gendered = next((g for w in said.group(1).split() if (g := _GENDERED_NOUNS.get(w))), None) if said else None
+        if gendered:
+            pronouns[gendered] += 1
+        if said and said.group(1).split() and _subject_is(own, text, said.start()):
+            roles.add(said.group(1).split()[-1])
+    return lower, pronouns, roles
+
+
+def _subject_is(own: set[str], text: str, at: int) -> bool:
+    """Whether the clause before ``at`` names the name of key words ``own`` ("Old Jack is
+    ..."; not "he was ...")."""
+    start = max(text.rfind(c, 0, at) for c in ".;!?") + 1
+    words = _PLAIN_WORD.findall(text[start:at])
+    if words and words[-1].lower() in _OTHER_SUBJECTS:
+        return False
+    return bool({w.upper() for w in words} & own)
+
+
+# A word before a plural verb (one pattern for every name: compiling one per name costs more
+# than reading the texts).
+_BEFORE_PLURAL_VERB = re.compile(r"(?<!\w)(\S+)\s+(?:are|were|have)\b")
+
+
+def plural_name(name: str, texts: list[str]) -> bool:
+    """A group's name, as the English ``texts``' verbs say ("The young Brants are ...")."""
+    last = name.split()[-1] if name.split() else ""
+    if not last.endswith("S") or last.endswith(("'S", "SS")):
+        return False
+    last = last.lower()
+    return any(word.endswith(last) and (len(word) == len(last) or not word[-len(last) - 1].isalnum()
+                                        and word[-len(last) - 1] != "_")
+               for text in texts for word in _BEFORE_PLURAL_VERB.findall(text.lower()))
+
+
+def gender_from_pronouns(pronouns: Counter) -> Optional[str]:
+    """"M" or "F" when pronoun counts clearly say so ("... with his wife")."""
+    male, female = pronouns["M"], pronouns["F"]
+    if male >= 2 and male >= 3 * female:
+        return "M"
+    if female >= 2 and female >= 3 * male:
+        return "F"
+    return None

@@ -1,0 +1,392 @@
+"""What the extractions say about a name (its profile) and a candidate pair's decision."""
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Mapping, Optional
+
+from graphrag.schema import ChunkExtraction
+
+from .english import STOPWORDS, description_claims, description_signals, gender_from_pronouns, is_english, plural_name
+from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
+
+
+_WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
+_NUMBER_WORDS = frozenset("TWO THREE FOUR FIVE SIX SEVEN EIGHT NINE TEN BOTH ALL".split())
+
+
+# --------------------------------------------------------------------------- evidence
+
+
+@dataclass
+class NameProfile:
+    """What the extractions say about one name (before resolution)."""
+
+    name: str
+    types: Counter = field(default_factory=Counter)
+    words: Counter = field(default_factory=Counter)
+    neighbours: set[str] = field(default_factory=set)
+    chunks: set[str] = field(default_factory=set)
+    descriptions: dict[str, str] = field(default_factory=dict)  # by chunk id
+
+    @property
+    def sample(self) -> str:
+        """One description (the first chunk's), shown to a model or a person."""
+        return self.descriptions[min(self.descriptions)] if self.descriptions else ""
+
+    @cached_property
+    def type(self) -> str:
+        known = {t: n for t, n in self.types.items() if t and t != "UNKNOWN"}
+        return min(known, key=lambda t: (-known[t], t)) if known else "UNKNOWN"
+
+    @cached_property
+    def norm(self) -> float:
+        return math.sqrt(sum(v * v for v in self.words.values()))
+
+    @cached_property
+    def english(self) -> list[str]:
+        """The descriptions the English rules read (:func:`.english.is_english`)."""
+        return [text for text in self.descriptions.values() if is_english(text)]
+
+    @cached_property
+    def described(self) -> bool:
+        """A description, not a name: the English descriptions write each of its words in
+        lower case somewhere ("the lonely boy", "her father"), as no text writes a proper
+        name. Two such names sharing words ("THE GIRL", "THE FAIR YOUNG GIRL") need not be
+        one thing."""
+        return bool(self.english) and {t.lower() for t in name_key(self.name)} <= self._signals[0]
+
+    @cached_property
+    def _signals(self) -> tuple[set[str], Counter, set[str]]:
+        return description_signals(self.name, self.english)
+
+    @property
+    def roles(self) -> set[str]:
+        """What the descriptions say the name is: "jester", "dealer"."""
+        return self._signals[2]
+
+    @cached_property
+    def text(self) -> str:
+        """The descriptions in lower case (to look for a word cheaply)."""
+        return "\n".join(self.descriptions.values()).lower()
+
+    @cached_property
+    def claims(self) -> set[str]:
+        """What the descriptions state this name is (:func:`description_claims`)."""
+        return {c for text in self.descriptions.values() for c in description_claims(self.name, text)}
+
+    @cached_property
+    def plural(self) -> bool:
+        """A group's name, as the descriptions' verbs say (:func:`.english.plural_name`)."""
+        return plural_name(self.name, self.english)
+
+    @cached_property
+    def pronoun_gender(self) -> Optional[str]:
+        """"M" or "F" when the descriptions' pronouns clearly say so ("... with his wife")."""
+        return gender_from_pronouns(self._signals[1])
+
+
+def name_targets(name: str) -> tuple[str, ...]:
+    """The claim keys under which a description could state another name is ``name``."""
+    found = designation(name)
+    return (f"K {' '.join(name_key(name))}", *([f"D {found[0]} {found[1][-1]}"] if found else []))
+
+
+def _states(pa: "NameProfile", pb: "NameProfile") -> bool:
+    """Whether one profile's descriptions state it is the other's name or designation."""
+    for teller, told in ((pa, pb), (pb, pa)):
+        found = designation(told.name)
+        # A claim names the other's first word or owner: a text without it claims nothing of it
+        # (accents are dropped from keys, not from the text: that text is read in full).
+        word = (found or name_key(told.name))[0].lower()
+        if word not in teller.text and teller.text.isascii():
+            continue
+        if found and all(f"D {found[0]} {w}" in teller.claims for w in found[1]):
+            return True
+        if f"K {' '.join(name_key(told.name))}" in teller.claims:
+            return True
+    return False
+
+
+def chunk_claims(extraction: ChunkExtraction) -> set[tuple[str, str]]:
+    """(name, claim key) for what each name's description in one chunk states (the first
+    description of a name in the chunk, as its profile keeps it)."""
+    seen: set[str] = set()
+    claims: set[tuple[str, str]] = set()
+    for ent in extraction.get("entities", []):
+        name = _normal(ent["name"])
+        if name and ent.get("description") and name not in seen:
+            seen.add(name)
+            claims.update((name, claim) for claim in description_claims(name, str(ent["description"])))
+    return claims
+
+
+def raw_names(extraction: ChunkExtraction) -> set[str]:
+    """Every normalised name a chunk's extraction mentions (entities and relation ends)."""
+    names = {_normal(e["name"]) for e in extraction.get("entities", [])}
+    for rel in extraction.get("relations", []):
+        names.add(_normal(rel["source"]))
+        names.add(_normal(rel["target"]))
+    names.discard("")
+    return names
+
+
+def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -> dict[str, NameProfile]:
+    """Profiles of ``names`` from ``extractions`` (which must hold every chunk mentioning
+    them); a name no extraction mentions gets no profile."""
+    profiles: dict[str, NameProfile] = {}
+
+    def profile(name: str) -> NameProfile:
+        found = profiles.get(name)
+        if found is None:
+            found = profiles[name] = NameProfile(name)
+        return found
+
+    for chunk_id, extraction in extractions.items():
+        for ent in extraction.get("entities", []):
+            name = _normal(ent["name"])
+            if name in names:
+                p = profile(name)
+                p.types[str(ent.get("type") or "UNKNOWN").upper()] += 1
+                p.words.update(w for w in _WORD.findall(str(ent.get("description", "")).lower())
+                               if w not in STOPWORDS)
+                p.chunks.add(chunk_id)
+                if ent.get("description"):
+                    p.descriptions.setdefault(chunk_id, str(ent["description"]))
+        for rel in extraction.get("relations", []):
+            src, tgt = _normal(rel["source"]), _normal(rel["target"])
+            for end, other in ((src, tgt), (tgt, src)):
+                if end in names and other and other != end:
+                    p = profile(end)
+                    p.neighbours.add(other)
+                    p.chunks.add(chunk_id)
+    for p in profiles.values():
+        for own in p.name.lower().split():
+            p.words.pop(own, None)  # a description naming its entity says nothing about a match
+    return profiles
+
+
+def _cosine(pa: NameProfile, pb: NameProfile) -> float:
+    """Cosine of the two profiles' description words."""
+    if not pa.words or not pb.words:
+        return 0.0
+    small, large = sorted((pa.words, pb.words), key=len)
+    return sum(v * large.get(k, 0) for k, v in small.items()) / (pa.norm * pb.norm)
+
+
+_BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6, "first_name": 0.55,
+         "acronym": 0.55, "stated": 0.8, "possessive": 0.75, "head": 0.6, "extended_name": 0.6,
+         "category": 0.6, "overlap": 0.2, "fuzzy": 0.2, "similar": 0.2}
+# Names that differ only in spelling start higher than a title apart; a type disagreement
+# weighs against equal keys without vetoing them; a chunk in common counts for a pair.
+_SURFACE, _KEY_TYPE_CONFLICT, _SAME_CHUNK = 0.9, -0.2, 0.1
+# Relations that, alone, allow two names in one group (the others need an accepted pair).
+_COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym"}
+_PERSON_PARTS = frozenset({"surname", "first_name"})
+# Relations of a name and a shorter form of it that needs something else in common.
+_PARTS = _PERSON_PARTS | {"head", "extended_name", "category"}
+
+
+@dataclass(frozen=True)
+class PairDecision:
+    """One candidate pair, its score and why: ``merge``, ``ask`` (a model may settle it)
+    or ``distinct``."""
+
+    a: str
+    b: str
+    relation: str
+    score: float
+    verdict: str
+    evidence: dict[str, Any]
+    # A one-word name that is part of a fuller one (a surname, a first name): which fuller
+    # names it could stand for is remembered whatever the verdict, so one that could stand
+    # for several stays alone (BRANT: TOM BRANT, ANNA BRANT).
+    part: bool = False
+    # Not merged on its own, but merged if either name's group holds a titled name.
+    if_person: bool = False
+
+
+def _tells_of(p: NameProfile, owner: str) -> bool:
+    """Whether a profile's neighbours or descriptions name ``owner`` (a proper word)."""
+    if any(name_key(n)[-1:] in ((owner,), (owner + "'S",)) for n in p.neighbours):
+        return True
+    word = re.compile(rf"(?<![\w-]){re.escape(owner.capitalize())}(?![\w-])")
+    return any(word.search(text) for text in p.descriptions.values())
+
+
+def _incorporated(name: str) -> bool:
+    """A company's legal name: a corporate suffix ends it (``THE CARTOON NETWORK, INC.``)."""
+    tokens = _TOKEN.findall(_normal(name))
+    return len(tokens) > 1 and tokens[-1] in _CORPORATE
+
+
+def _told_apart(pa: NameProfile, pb: NameProfile) -> bool:
+    """A company and what bears its name without the suffix, which their descriptions tell
+    apart: "Cartoon Network is a channel owned by The Cartoon Network, Inc.", "The Cartoon
+    Network, Inc. is the company that owns Cartoon Network"."""
+    if _incorporated(pa.name) == _incorporated(pb.name):
+        return False
+    company, other = (pa, pb) if _incorporated(pa.name) else (pb, pa)
+    words = [re.escape(t.lower()) for t in _TOKEN.findall(_normal(company.name))]
+    if re.search(r"(?<!\w)" + r"\W+".join(words) + r"(?!\w)", other.text):
+        return True
+    # Named as another thing, the object of a word in lower case ("owns Cartoon Network"), not
+    # followed by the suffix (its own name) or by another word of a name.
+    bare = r"\W+".join(re.escape(t) for t in name_key(other.name))
+    suffixes = "|".join(sorted(_CORPORATE))
+    pattern = re.compile(rf"(?<![\w,])[a-z]+\s+(?:the\s+)?(?i:{bare})(?!\w)(?!(?i:\W{{0,2}}(?:{suffixes}))\b)"
+                         r"(?!\s+[A-Z])")
+    return any(pattern.search(text) for text in company.descriptions.values())
+
+
+def _article_led(name: str) -> bool:
+    words = _normal(name).split()
+    return bool(words) and words[0] in _ARTICLES
+
+
+def _qualified(a: str, b: str) -> bool:
+    """Whether one name adds a qualifier to the other, beyond articles and counts: of a group,
+    "THE YOUNG BRANTS" are some of "THE BRANTS"; "THREE SPIRITS" are "THE SPIRITS"."""
+    return set(_key(a, False)) - _NUMBER_WORDS != set(_key(b, False)) - _NUMBER_WORDS
+
+
+def _evidence(pa: NameProfile, pb: NameProfile, relation: str, shared: list[str], description: float,
+              same_chunk: bool) -> dict[str, Any]:
+    """What a pair's decision read, for a person to review (in the pair's name order)."""
+    types = [pa.type, pb.type] if pa.name <= pb.name else [pb.type, pa.type]
+    return {"relation": relation, "types": types, "shared_neighbours": shared[:5],
+            "shared_neighbour_count": len(shared), "description_similarity": round(description, 3),
+            "same_chunk": same_chunk}
+
+
+def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: float,
+                ask_threshold: float) -> PairDecision:
+    """Score a candidate pair from the name relation and the evidence of both profiles.
+
+    Types that disagree (both known) count heavily against; shared neighbours, similar
+    descriptions and agreeing person cues count for. Genders that disagree (a title, or the
+    descriptions' pronouns) keep the names apart; a description rather than a name ("THE
+    GIRL"), or a group's name with a qualifier ("THE YOUNG BRANTS"), merges only with a
+    model's word. ``threshold`` is where a merge starts;
+    pairs between ``ask_threshold`` and it, from a weaker name relation, are ambiguous.
+    """
+    a, b = sorted((pa.name, pb.name))
+    ta, tb = pa.type, pb.type
+    told = look_alike(a, b)
+    if told in _NEVER_ALIKE:  # whatever else the pair shares, the names say two things (APOLLO 11 / 13)
+        return PairDecision(a, b, relation, 0.0, "distinct", {"relation": relation, "look_alike": told})
+    # A description stating the other name ("Frank is Hale's nephew") is the relation itself.
+    if relation == "stated" and not _states(pa, pb):
+        return PairDecision(a, b, relation, 0.0, "distinct", {"relation": relation, "stated": False})
+    shared = sorted((pa.neighbours & pb.neighbours) - {pa.name, pb.name})
+    description = _cosine(pa, pb)
+    # One text using both names: a short form after the full one is the same thing; two
+    # full names sharing a word ("TOM BRANT", "NED BRANT") are two things named apart.
+    same_chunk = bool(pa.chunks & pb.chunks) and relation not in UNSETTLED_RELATIONS
+    typed = pa.type != "UNKNOWN" and pb.type != "UNKNOWN"
+    if relation in UNSETTLED_RELATIONS:
+        # Only a model merges these, and only from ``ask_threshold`` on: a score that cannot
+        # reach it is settled here, before the costlier signals (pronouns, plurals) are read.
+        # Nothing below adds to the score of such a relation.
+        reach = _BASE[relation] + 0.1 * min(len(shared), 3) + 0.5 * description \
+            + (0.0 if not typed else 0.05 if pa.type == pb.type else -0.5)
+        if round(reach, 4) < ask_threshold:
+            return PairDecision(a, b, relation, round(reach, 4), "distinct", _evidence(pa, pb, relation, shared,
+                                                                                     description, same_chunk))
+    corroborated = relation == "stated" or bool(shared) or description >= 0.2
+    if not corroborated and (relation in _PARTS or relation == "acronym" or relation == "same_key" and typed and ta != tb):
+        corroborated = _states(pa, pb)  # only where something in common is asked for: it reads every description
+    genders = {gender(pa.name) or pa.pronoun_gender, gender(pb.name) or pb.pronoun_gender} - {None}
+    surface = relation == "same_key" and _surface_variants(a, b)
+    score = (_SURFACE if surface else _BASE[relation]) + 0.1 * min(len(shared), 3) + 0.5 * description \
+        + _SAME_CHUNK * same_chunk
+    if typed:
+        # Equal keys are strong evidence: a type disagreement there may be the extractor's.
+        score += 0.05 if ta == tb else (_KEY_TYPE_CONFLICT if relation == "same_key" else -0.5)
+    if relation == "same_key" and typed and ta != tb:
+        # Equal keys and types that disagree (the company "APPLE", the fruit "THE APPLE";
+        # "MR. INDIA", a film, and "INDIA"): one thing only with a text, a neighbour or a
+        # description in common.
+        corroborated = corroborated or same_chunk
+        relation_ok = corroborated
+    else:
+        relation_ok = True
+    person = "PERSON" in (ta, tb) or bool(genders)
+    if relation in _PERSON_PARTS:
+        # Part of a person's name; of anything else ("MIDSUMMER" / "HAPPY MIDSUMMER") it is not.
+        if person:
+            score += 0.1
+        elif {ta, tb} - {"UNKNOWN"}:
+            score -= 0.5
+        # With nothing saying it is a person, a part of a name stands for the whole only
+        # where a text used both (a surname after the full name), never a first name alone;
+        # and the descriptions must agree ("Film Victoria" is described apart from
+        # "Victoria"; "Schubert" in the sentences about "Franz Schubert").
+        # Untyped names that would merge as parts of a person's name: they do when their
+        # group turns out to be a person (a titled name in it: "MR. EDWIN HALE").
+        if_person = (not person and ta == tb == "UNKNOWN" and corroborated
+                     and round(score + 0.1, 4) >= threshold)
+        corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
+                                         and description >= 0.3)
+        # Said to be different things ("a jester", "a dealer"): JACK MILLER is no OLD JACK.
+        if pa.roles and pb.roles and not pa.roles & pb.roles:
+            corroborated = if_person = False
+    else:
+        if_person = False
+    if relation == "same_key" and not surface \
+            and not (person and (corroborated or same_chunk or len(name_key(a)) > 1)):
+        # A title or a descriptive word dropped (JUDGE BROWN / BROWN, OLD HARBOUR / HARBOUR):
+        # a person's name, and something else in common unless a full name is left (MR. ADA
+        # PENNICK / ADA PENNICK), or no merge.
+        corroborated = relation_ok = False
+    if relation == "same_key" and _relational(name_key(a)) and _article_led(a) != _article_led(b) \
+            and not (shared or description >= 0.2):
+        # A leading article on a title (THE HOUND OF THE HILLS, a film; HOUND OF THE HILLS, the
+        # dog in it): one thing only with a neighbour or the words of the descriptions in common.
+        relation_ok = False
+    if relation == "extended_name" and not person:
+        corroborated = False  # "VIETNAMESE PRODIGY" is no part of "VIETNAMESE FINE ARTS PRODIGY"
+    if relation == "category" and not (typed and ta == tb):
+        corroborated = False  # a film "X" and its studio "X PICTURES" are typed apart
+    if relation == "head":
+        # "THE CLERK" is "HALE'S CLERK" where it is told of with Hale.
+        owner = (owned(a) or owned(b))[0]  # type: ignore[index]
+        bare = pa if owned(pb.name) else pb
+        # A one-word head names the designation only as a common noun ("the clerk"), not as a
+        # word of its own ("DEATH" / "DEATH OF COLONEL BLIMP").
+        common = len(name_key(bare.name)) > 1 or bare.described or _normal(bare.name).split()[0] in _ARTICLES
+        corroborated = common and _tells_of(bare, owner)
+        score += 0.1 * corroborated
+    score = round(score, 4)
+    # A part of a name, an acronym or a shared word is one thing only with something else
+    # in common; similar spelling or shared words alone never merge without a model.
+    apart = relation == "same_key" and _told_apart(pa, pb)
+    if len(genders) > 1 or apart:  # "FENWICK" described with "his wife" is no "MRS. FENWICK"
+        verdict, if_person = "distinct", False
+    elif score >= threshold and relation not in UNSETTLED_RELATIONS and relation_ok \
+            and (corroborated or relation in _COMPATIBLE - _PARTS) \
+            and (relation in ("stated", "head", "possessive") or not (pa.described or pb.described)) \
+            and not ((pa.plural or pb.plural) and _qualified(a, b)) and not told:
+        verdict = "merge"
+    elif score >= ask_threshold and relation not in ("initials", "middle_name"):
+        verdict = "ask"
+    else:
+        verdict = "distinct"
+    evidence = _evidence(pa, pb, relation, shared, description, same_chunk)
+    if len(genders) > 1:
+        evidence["genders"] = "conflict"
+    if apart:
+        evidence["told_apart"] = True
+    for flag in ("described", "plural"):
+        if getattr(pa, flag) or getattr(pb, flag):
+            evidence[flag] = sorted(p.name for p in (pa, pb) if getattr(p, flag))
+    # A part of a name counts towards its ambiguity only if it could be that person.
+    # So is a designation: one said of two people ("TOM'S SON": PAUL, NED) stays alone; and
+    # a head that could be two designations' ("THE CLERK": HALE'S, FENWICK'S).
+    part = (relation in _PARTS or relation == "stated" and bool(designation(a) or designation(b))) \
+        and len(genders) < 2
+    return PairDecision(a, b, relation, score, verdict, evidence, part=part,
+                        if_person=if_person and verdict != "merge")

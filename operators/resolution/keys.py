@@ -1,0 +1,316 @@
+"""Name keys and what two names alone say: one thing possibly (a relation) or
+two things surely (a look-alike)."""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Optional
+
+from graphrag.operators.extraction import normalize_entity_name as _normalize
+from graphrag.operators.names import fold_name
+
+
+# Profiles read the same names chunk after chunk: each is normalised once. This and the
+# other lru_caches of this package memoise pure functions of one name (no store, no
+# setting, no instance state), bounded in size: any instance asking gets the same answer.
+_normal = lru_cache(maxsize=1 << 17)(_normalize)
+
+from .words import ARTICLES as _ARTICLES
+from .words import CATEGORY_WORDS as _CATEGORY_WORDS
+from .words import CONNECTORS as _CONNECTORS
+from .words import CORPORATE as _CORPORATE
+from .words import DESCRIPTIVE as _DESCRIPTIVE
+from .words import GENERATIONS as _GENERATIONS
+from .words import GENERIC_HEADS as _GENERIC_HEADS
+from .words import HONORIFICS as _HONORIFICS
+from .words import MODIFIERS as _MODIFIERS
+from .words import NICKNAME_WORDS as _NICKNAME_WORDS
+from .words import NUMBER_VALUES as _NUMBER_VALUES
+
+_TOKEN = re.compile(r"[^\W_]+(?:['-][^\W_]+)*", re.UNICODE)
+_HYPHEN_BETWEEN_WORDS = re.compile(r"(?<=[^\W\d_]{2})-(?=[^\W\d_]{2})")
+_DASH = re.compile(r"--+|[—–]")
+
+
+# --------------------------------------------------------------------------- names
+
+
+def name_key(name: str) -> tuple[str, ...]:
+    """The tokens that identify ``name``: upper case, punctuation and hyphens gone, a
+    trailing possessive dropped (``HALE'S`` -> ``HALE``), leading articles,
+    honorifics and descriptive words dropped, corporate suffixes dropped. A possessive
+    inside the name stays (``HALE'S NEPHEW`` is someone else)."""
+    return _key(name, True)
+
+
+def _surface_variants(a: str, b: str) -> bool:
+    """Two names that differ only in spelling: case, punctuation, a possessive, an article
+    (``TOM BRANT'S`` / ``TOM BRANT``), not a title or a descriptive word."""
+    return _key(a, False) == _key(b, False)
+
+
+@lru_cache(maxsize=1 << 17)
+def _key(name: str, drop_titles: bool) -> tuple[str, ...]:
+    # A hyphen between words splits them ("SUMMER-TIME"); one around a particle does not
+    # ("JASHN-E-REKHTA" is one word, not "REKHTA").
+    text = fold_name(_normal(name))
+    # A dash breaks the sentence: a span across it ("EVE--OLD HALE") names what follows.
+    text = next((part for part in reversed(_DASH.split(text)) if part.strip()), text)
+    tokens = _TOKEN.findall(_HYPHEN_BETWEEN_WORDS.sub(" ", text))
+    if tokens:
+        last = tokens[-1]
+        if last.endswith("'S"):
+            tokens[-1] = last[:-2]
+    # Not before a connector: "PRINCE OF WALES" is no "OF WALES".
+    # Nor before one word that cannot be a name by itself: KING COUNTY is no COUNTY.
+    while len(tokens) > 1 and tokens[1] not in _CONNECTORS and (
+            tokens[0] in _ARTICLES or drop_titles and (tokens[0] in _HONORIFICS or tokens[0] in _DESCRIPTIVE)
+            and not (len(tokens) == 2 and tokens[1] in _GENERIC_HEADS)):
+        tokens.pop(0)
+    while len(tokens) > 1 and tokens[-1] in _CORPORATE:
+        tokens.pop()
+    if len(tokens) > 1 and tokens[0] == "ST":  # ST. LOUIS is SAINT LOUIS
+        tokens[0] = "SAINT"
+    # A repeated word ("HALE HALE") names nothing new; what hyphens left joined is one word.
+    key: list[str] = []
+    for token in tokens:
+        token = token.replace("-", "")
+        if token and (not key or key[-1] != token):
+            key.append(token)
+    if len(key) > 1 and all(len(t) == 1 for t in key):  # U.S., C.S.A.: one word
+        key = ["".join(key)]
+    # A span caught twice: "DEMON DICE DEMON DICE", "EXIES THE EXIES".
+    for span in (key, [t for t in key if t not in _ARTICLES]):
+        for size in range(1, len(span) // 2 + 1):
+            if len(span) % size == 0 and span == span[:size] * (len(span) // size):
+                return tuple(span[:size])
+    return tuple(key)
+
+
+def _acronym(key: tuple[str, ...]) -> Optional[str]:
+    """``IRS`` for ``INTERNAL REVENUE SERVICE`` (connector words skipped)."""
+    letters = [t[0] for t in key if t not in _CONNECTORS]
+    return "".join(letters) if len(letters) >= 2 else None
+
+
+@lru_cache(maxsize=1 << 17)
+def gender(name: str) -> Optional[str]:
+    """"M" or "F" when an honorific says so (``MRS. BRANT``), else None."""
+    for token in _TOKEN.findall(_normal(name)):
+        if token in _ARTICLES or token in _DESCRIPTIVE:
+            continue
+        return _HONORIFICS.get(token)
+    return None
+
+
+def _initial_match(a: str, b: str) -> bool:
+    return a == b or (len(a) == 1 and b.startswith(a)) or (len(b) == 1 and a.startswith(b))
+
+
+@lru_cache(maxsize=1 << 17)
+def _relational(tokens: tuple[str, ...]) -> bool:
+    """A name built from other names: a connector, an inner article ("HALE THE
+    BALEFUL") or an inner possessive."""
+    return any(t in _CONNECTORS or t.endswith("'S") for t in tokens) or "THE" in tokens[1:]
+
+
+@lru_cache(maxsize=1 << 17)
+def _grams(name: str) -> frozenset[str]:
+    text = f" {' '.join(name_key(name))} "
+    return frozenset(text[i:i + 3] for i in range(max(1, len(text) - 2)))
+
+
+def _gram_similarity(a: str, b: str) -> float:
+    ga, gb = _grams(a), _grams(b)
+    return len(ga & gb) / len(ga | gb) if ga and gb else 0.0
+
+
+# --------------------------------------------------------------------------- look-alikes
+
+# A roman numeral (I to XXXIX): a number in a name (APOLLO XIII, HENRY VIII).
+_ROMAN = re.compile(r"^(X{0,3})(IX|IV|V?I{0,3})$")
+_ROMAN_VALUES = {"I": 1, "V": 5, "X": 10}
+# An ordinal written with digits ("2ND", "21ST").
+_DIGIT_ORDINAL = re.compile(r"^(\d+)(?:ST|ND|RD|TH|E|ER|ÈME|º|ª)?$")
+def _roman(token: str) -> Optional[int]:
+    if not token or not _ROMAN.match(token):
+        return None
+    total = 0
+    for i, letter in enumerate(token):
+        value = _ROMAN_VALUES[letter]
+        total += -value if i + 1 < len(token) and _ROMAN_VALUES[token[i + 1]] > value else value
+    return total
+
+
+def _numbers(key: tuple[str, ...]) -> tuple[int, ...]:
+    """The numbers a name holds, however written: digits, an ordinal, a roman numeral (a
+    lone letter only as the last word: J. MORROW's J is an initial), a number word."""
+    found = []
+    for i, token in enumerate(key):
+        digits = _DIGIT_ORDINAL.match(token)
+        if digits:
+            found.append(int(digits.group(1)))
+        elif token in _NUMBER_VALUES:
+            found.append(_NUMBER_VALUES[token])
+        elif (len(token) > 1 or i == len(key) - 1 and len(key) > 1) and (value := _roman(token)):
+            found.append(value)
+    return tuple(sorted(found))
+
+
+def _leading_initials(key: tuple[str, ...]) -> int:
+    count = 0
+    while count < len(key) - 1 and len(key[count]) == 1:
+        count += 1
+    return count
+
+
+def _accented_key(name: str, key: str) -> str:
+    """The one-word ``key`` of ``name`` with its accents, as the name writes it (ČSA is not
+    C.S.A., whose keys are both CSA)."""
+    letters = "".join(c for c in fold_name(_normal(name), keep_accents=True) if c.isalnum())
+    return letters[-len(key):] if fold_name(letters).endswith(key) else key
+
+
+@lru_cache(maxsize=1 << 17)
+def _marks(name: str) -> tuple[tuple[str, ...], tuple[int, ...], frozenset[str], int]:
+    """What :func:`look_alike` compares of one name: its key, numbers, generation suffix and
+    how many initials lead it."""
+    key = name_key(name)
+    return key, _numbers(key), frozenset(key) & _GENERATIONS, _leading_initials(key)
+
+
+# Look-alike reasons no evidence overrides; a qualifier (``look_alike``) a model may.
+_NEVER_ALIKE = frozenset({"number", "generation", "initials", "accents"})
+
+
+@lru_cache(maxsize=1 << 17)  # asked of one pair by blocking, the decision and the grouping
+def look_alike(a: str, b: str) -> Optional[str]:
+    """Why two names that look alike name different things, from the names alone (None: no
+    such reason). Rules never merge such a pair and never put it in one group:
+
+    - ``number``: the numbers differ (APOLLO 11 / APOLLO 13, 2ND / 3RD ARMY);
+    - ``generation``: a generation suffix differs (JOHN SMITH JR. / JOHN SMITH);
+    - ``initials``: initials stand where the other has a full first name (T.J. SMITH /
+      TOM SMITH: J is not in TOM);
+    - ``accents``: a short name that differs in its accents only (ČSA / C.S.A.);
+    - ``qualifier``: one name is the other with words added around a connector (BANK OF
+      SCOTLAND / ROYAL BANK OF SCOTLAND, ANN LEE / ANN LEE OF THE BAND),
+      unless the shorter is a common noun with an article (THE CITY / CITY OF LONDON);
+      only a model's verdict merges such a pair.
+    """
+    if a == b:
+        return None
+    (ka, numbers_a, generation_a, run_a), (kb, numbers_b, generation_b, run_b) = _marks(a), _marks(b)
+    if numbers_a != numbers_b:
+        return "number"
+    if generation_a != generation_b:
+        return "generation"
+    for x, y, run in ((ka, kb, run_a), (kb, ka, run_b)):
+        if run >= 2 and len(y[0]) > 1 and not all(_initial_match(i, w) for i, w in zip(x[:run], y[:run])):
+            return "initials"
+    if ka == kb and len(ka) == 1 and len(ka[0]) <= 5 and _accented_key(a, ka[0]) != _accented_key(b, kb[0]):
+        return "accents"
+    if ka != kb and (_relational(ka) or _relational(kb)):
+        short, long = sorted((ka, kb), key=len)
+        added_at_an_end = long[:len(short)] == short or long[len(long) - len(short):] == short
+        common_noun = len(short) == 1 and _normal(a if ka == short else b).split()[0] in _ARTICLES
+        # A designation of its head by an owner (HALE'S OFFICE / OFFICE) is a relation of its own.
+        designated = designation(b if ka == short else a) is not None
+        if added_at_an_end and not common_noun and not designated:
+            return "qualifier"
+    return None
+
+
+def name_relation(a: str, b: str) -> Optional[str]:
+    """How two names could denote one thing, from the names alone (None: they cannot):
+
+    - ``same_key``: equal keys (``THE BRANT FAMILY`` / ``BRANT FAMILY``);
+    - ``initials``: equal but for initials (``J. MORROW`` / ``JAMES MORROW``);
+    - ``middle_name``: one adds middle names or initials (``JOHN T. DOE`` / ``JOHN DOE``);
+    - ``acronym``: one is the other's initials (``IRS`` / ``INTERNAL REVENUE SERVICE``);
+    - ``surname``, ``first_name``: a one-word name that ends or starts a person-like name;
+    - ``overlap``: other shared words; ``fuzzy``: similar spelling only.
+    """
+    if a == b:
+        return "same_key"
+    told = look_alike(a, b)
+    if told in _NEVER_ALIKE:
+        return None
+    if told:  # another thing, unless a model says otherwise
+        return "overlap"
+    ga, gb = gender(a), gender(b)
+    if ga and gb and ga != gb:
+        return None
+    ka, kb = name_key(a), name_key(b)
+    if not ka or not kb or ka == (ka[0][:1],) or kb == (kb[0][:1],):  # a lone letter names nothing
+        return None
+    if ka == kb:
+        return "same_key"
+    short, long = (ka, kb) if (len(ka), ka) <= (len(kb), kb) else (kb, ka)
+    if len(short) == 1 and len(long) >= 2 and short[0] == _acronym(long):
+        return "acronym"
+    if len(short) == len(long) and all(_initial_match(x, y) for x, y in zip(short, long)):
+        return "initials"
+    owned_a, owned_b = owned(a), owned(b)
+    if owned_a and owned_a == owned_b and (designation(a) is None) != (designation(b) is None):
+        return "possessive"  # MORROW'S GHOST / GHOST OF JAMES MORROW
+    if owned_a and kb == owned_a[1] or owned_b and ka == owned_b[1]:
+        return "head"  # THE CLERK / HALE'S CLERK
+    if _relational(long) and not _relational(short):
+        return "overlap" if set(short) & set(long) else None
+    if len(short) >= 2 and _initial_match(short[0], long[0]) and _initial_match(short[-1], long[-1]) \
+            and all(len(t) == 1 or t in short for t in long[1:-1]) and set(short) <= set(long) | set(short[:1]):
+        return "middle_name"
+    if len(short) == 2 and len(long) in (3, 4) and short[0] == long[0] and short[-1] == long[-1] \
+            and not set(long) & (_GENERIC_HEADS | _CONNECTORS | _MODIFIERS):
+        return "extended_name"  # ADAM FRANKRIC DURITZ / ADAM DURITZ
+    for nick, full in ((ka, kb), (kb, ka)):
+        if len(nick) == 2 and nick[0] in _NICKNAME_WORDS and 2 <= len(full) <= 3 and full[0] == nick[1]:
+            return "first_name"  # LITTLE NED / NED BRANT
+    if long[:-1] == short and long[-1] in _CATEGORY_WORDS:
+        return "category"  # HANNA-BARBERA PRODUCTIONS / HANNA-BARBERA
+    if set(short) <= set(long):
+        extra = set(long) - set(short)
+        if long[-1] in _GENERIC_HEADS or short[-1] in _GENERIC_HEADS or extra & _MODIFIERS:
+            return "overlap"
+        if len(short) == 1 and len(long) <= 3:
+            if short[0] == long[-1]:
+                return "surname"
+            if short[0] == long[0]:
+                return "first_name"
+        if len(short) > 1 and long[-len(short):] == short:
+            return "surname"
+        return "overlap"
+    if set(short) & set(long):
+        return "overlap"
+    return "fuzzy" if _gram_similarity(a, b) >= 0.5 else None
+
+
+# Relations only a model or a person can settle: a shared word, a similar spelling, or
+# (``similar``, from embedding blocking) nothing in the names but what they describe.
+UNSETTLED_RELATIONS = frozenset({"overlap", "fuzzy", "similar"})
+
+
+@lru_cache(maxsize=1 << 17)
+def designation(name: str) -> Optional[tuple[str, tuple[str, ...]]]:
+    """The owner and head of a name that designates something by another name's
+    (``HALE'S PARTNER``: HALE, (PARTNER,)); None for other names."""
+    key = name_key(name)
+    inner = [i for i, t in enumerate(key[:-1]) if t.endswith("'S")]
+    if not inner or len(key) - inner[-1] - 1 > 3:
+        return None
+    return key[inner[-1]][:-2], key[inner[-1] + 1:]
+
+
+@lru_cache(maxsize=1 << 17)
+def owned(name: str) -> Optional[tuple[str, tuple[str, ...]]]:
+    """The owner's last word and the head of a designation in either form: HALE'S
+    PARTNER, GHOST OF JAMES MORROW (MORROW, (GHOST,)); None for other names."""
+    found = designation(name)
+    key = name_key(name)
+    if found is None and "OF" in key[1:4]:
+        at = key.index("OF")
+        owner = [t for t in key[at + 1:] if t not in _ARTICLES]
+        if owner:
+            found = owner[-1][:-2] if owner[-1].endswith("'S") else owner[-1], key[:at]
+    return found

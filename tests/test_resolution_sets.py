@@ -1,0 +1,70 @@
+"""The shipped resolution label sets are well-formed, so a score computed from them means what
+it says: every labelled name is one the set's replayed answers really produce (in the half the
+pair is scored in), alias groups are disjoint, no must-stay-apart pair sits inside a group, and
+each set has look-alike pairs of every kind its language has. No server and no shared data: the files only."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from graphrag.operators.chunking import chunk_id_for
+from graphrag.operators.extraction import EXTRACTED, read_extraction_answer
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+LABELS = os.path.join(BENCH, "resolution_labels")
+KINDS = {"number", "generation", "initial", "qualifier", "article", "accent", "title"}
+
+
+def _load(path: str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _split_sets() -> list[str]:
+    """Label files over a corpus shipped in the repo (``set:<name>``), which are split in halves."""
+    return sorted(p for p in os.listdir(LABELS) if _load(os.path.join(LABELS, p))["corpus"].startswith("set:"))
+
+
+def _names_by_half(label: dict) -> dict[str, set[str]]:
+    corpus = _load(os.path.join(BENCH, "resolution_corpora", label["corpus"][len("set:"):] + ".json"))
+    answers = _load(os.path.join(BENCH, "model_answers", label["extractor"][len("model:"):]))["answers"]
+    halves: dict[str, set[str]] = {}
+    for doc in corpus["documents"]:
+        answer = answers[chunk_id_for(doc["text"].strip())]
+        entities, relations, malformed, status = read_extraction_answer(answer)
+        assert status == EXTRACTED and not malformed, doc["text"][:60]
+        names = halves.setdefault(doc["half"], set())
+        names.update(e["name"] for e in entities)
+        names.update(n for r in relations for n in (r["source"], r["target"]))
+    return halves
+
+
+def test_there_are_three_split_sets() -> None:
+    assert len(_split_sets()) >= 3
+
+
+@pytest.mark.parametrize("path", _split_sets())
+def test_label_set_is_well_formed(path: str) -> None:
+    label = _load(os.path.join(LABELS, path))
+    halves = _names_by_half(label)
+    assert set(halves) == {"dev", "test"}
+
+    def in_one_half(names: list[str]) -> bool:
+        return any(set(names) <= present for present in halves.values())
+
+    seen: dict[str, int] = {}
+    for index, group in enumerate(label["groups"]):
+        assert len(group) == len(set(group)) >= 2, group
+        assert in_one_half(group), f"{group} never occurs together in one half"
+        for name in group:
+            assert name not in seen, f"{name} is in two groups"
+            seen[name] = index
+    for pair in label["apart"]:
+        a, b = pair["names"]
+        assert pair["kind"] in KINDS, pair
+        assert a != b and in_one_half([a, b]), f"{pair} never occurs together in one half"
+        assert seen.get(a, -1) != seen.get(b, -2), f"{pair} must stay apart but is labelled one thing"
+    # A kind a language cannot show (Chinese has no articles or accents) is declared, not missing.
+    assert {pair["kind"] for pair in label["apart"]} | set(label.get("kinds_not_applicable", ())) == KINDS
