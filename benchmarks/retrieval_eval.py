@@ -12,6 +12,10 @@ and mode, Recall@2, Recall@5 and recall anywhere in the context (percent, averag
 questions), with the index time and the p50 query time. Global mode's context holds
 community reports, not passages, so it is not measured here.
 
+``--variants`` asks hybrid again under other values of the constants of
+``operators/query_hybrid.py`` or ``operators/walk_graph.py``, for ablations and tuning: ``"plain:FACT_SEED_SHARE=0;facts:FACT_SEED_SHARE=0.3"``
+reports ``hybrid[plain]`` and ``hybrid[facts]``. (Set from here, so the library keeps no study hook.)
+
 ``--reuse-index`` asks the questions of an index a previous run kept in ``--working-dir``
 (no indexing). ``--split`` scores the even-numbered questions (``dev``, the ones to tune
 on), the odd-numbered ones (``test``, held out) or ``all``; the default prints all three.
@@ -160,10 +164,11 @@ def _cpu_seconds() -> float:
 
 
 def build_index(working_dir: str, documents: list[str], extraction: str, base_url: Optional[str],
-                embedding_func: Any, lexical: bool = True) -> dict[str, Any]:
+                embedding_func: Any, lexical: bool = True, **config: Any) -> dict[str, Any]:
     from graphrag import GraphRAG
 
-    options: dict[str, Any] = {"extraction": extraction, "show_progress": False, "lexical_retrieval": lexical}
+    options: dict[str, Any] = {"extraction": extraction, "show_progress": False, "lexical_retrieval": lexical,
+                               **config}
     if base_url:
         options.update(llm_base_url=base_url, llm_api_key="k", best_model_max_async=16,
                        cheap_model_max_async=16, llm_max_async_total=16)
@@ -174,36 +179,68 @@ def build_index(working_dir: str, documents: list[str], extraction: str, base_ur
             "stage_seconds": (rag.last_insert_stats or {}).get("stage_seconds", {})}
 
 
+def parse_variants(text: str) -> dict[str, dict[str, float]]:
+    """``"name:CONST=value,CONST=value;name2:..."`` as ``{name: {CONST: value}}``."""
+    variants: dict[str, dict[str, float]] = {}
+    for part in (p for p in text.split(";") if p.strip()):
+        name, _, settings = part.partition(":")
+        variants[name.strip()] = {k.strip(): float(v) for k, v in (s.split("=") for s in settings.split(",") if s)}
+    return variants
+
+
+def mode_runs(modes: Sequence[str], variants: dict[str, dict[str, float]]) -> list[tuple[str, str, dict[str, float]]]:
+    """``(label, mode, constants)`` for each mode, then hybrid under each variant."""
+    return [(m, m, {}) for m in modes] + [(f"hybrid[{n}]", "hybrid", c) for n, c in variants.items()]
+
+
 async def ask_all(rag: Any, questions: list[Question], modes: Sequence[str], matcher: PassageMatcher,
-                  splits: Sequence[str] = ("all",)) -> dict[str, dict[str, Any]]:
-    """Per mode: the scores of each split (``{split: {"recall@2": ...}}``) and the p50 times."""
-    from graphrag import QueryParam
+                  splits: Sequence[str] = ("all",),
+                  variants: Optional[dict[str, dict[str, float]]] = None) -> dict[str, dict[str, Any]]:
+    """Per mode (and hybrid variant): the scores of each split (``{split: {"recall@2": ...}}``)
+    and the p50 times."""
+    from graphrag.operators import query_hybrid, walk_graph
 
     results: dict[str, dict[str, Any]] = {}
-    for mode in modes:
-        per_question: list[tuple[list[str], set[str]]] = []
-        seconds, cpu_seconds = [], []
-        for q in questions:
-            started, cpu = time.perf_counter(), time.process_time()
-            context = await rag.aquery(q.text, QueryParam(mode=mode, only_need_context=True))
-            seconds.append(time.perf_counter() - started)
-            cpu_seconds.append(time.process_time() - cpu)
-            per_question.append((ranked_titles(context_passages(mode, context), matcher), q.gold))
-        # The first query of a mode builds what later ones reuse (the hybrid walk's graph): the
-        # median is the steady state; both wall and CPU time, as the machine may be shared.
-        results[mode] = {**{split: score([r for i, r in enumerate(per_question) if in_split(i, split)])
-                            for split in splits},
-                         "p50_query_ms": round(1000 * statistics.median(seconds), 1),
-                         "p50_query_cpu_ms": round(1000 * statistics.median(cpu_seconds), 1)}
+    for label, mode, constants in mode_runs(modes, variants or {}):
+        owners = {name: query_hybrid if hasattr(query_hybrid, name) else walk_graph for name in constants}
+        saved = {name: getattr(owners[name], name) for name in constants}
+        for name, value in constants.items():
+            setattr(owners[name], name, type(saved[name])(value) if saved[name] is not None else value)
+        try:
+            results[label] = await _ask_mode(rag, questions, mode, matcher, splits)
+        finally:
+            for name, value in saved.items():
+                setattr(owners[name], name, value)
     return results
+
+
+async def _ask_mode(rag: Any, questions: list[Question], mode: str, matcher: PassageMatcher,
+                    splits: Sequence[str]) -> dict[str, Any]:
+    from graphrag import QueryParam
+
+    per_question: list[tuple[list[str], set[str]]] = []
+    seconds, cpu_seconds = [], []
+    for q in questions:
+        started, cpu = time.perf_counter(), time.process_time()
+        context = await rag.aquery(q.text, QueryParam(mode=mode, only_need_context=True))
+        seconds.append(time.perf_counter() - started)
+        cpu_seconds.append(time.process_time() - cpu)
+        per_question.append((ranked_titles(context_passages(mode, context), matcher), q.gold))
+    # The first query of a mode builds what later ones reuse (the hybrid walk's graph): the
+    # median is the steady state; both wall and CPU time, as the machine may be shared.
+    return {**{split: score([r for i, r in enumerate(per_question) if in_split(i, split)]) for split in splits},
+            "p50_query_ms": round(1000 * statistics.median(seconds), 1),
+            "p50_query_cpu_ms": round(1000 * statistics.median(cpu_seconds), 1)}
 
 
 def evaluate(passages: dict[str, str], questions: list[Question], extraction: str, modes: Sequence[str],
              working_dir: str, base_url: Optional[str] = None, embedding_func: Any = None,
-             reuse_index: bool = False, splits: Sequence[str] = ("all",), lexical: bool = True) -> dict[str, Any]:
+             reuse_index: bool = False, splits: Sequence[str] = ("all",), lexical: bool = True,
+             variants: Optional[dict[str, dict[str, float]]] = None, **config: Any) -> dict[str, Any]:
     """Index ``passages`` into ``working_dir`` (the bundled model embeds unless
     ``embedding_func`` is given; ``reuse_index``: the index already there) and score every
-    mode's contexts on each of ``splits``; ``lexical``: the lexical channel on or off."""
+    mode's contexts on each of ``splits``; ``lexical``: the lexical channel on or off;
+    ``config``: further ``GraphRAG`` options."""
     from graphrag import GraphRAG
     from graphrag.embedding import local_embedding
 
@@ -211,10 +248,10 @@ def evaluate(passages: dict[str, str], questions: list[Question], extraction: st
     built: dict[str, Any] = {"reused_index": True}
     if not reuse_index:
         documents = [passage_document(t, x) for t, x in passages.items()]
-        built = build_index(working_dir, documents, extraction, base_url, embedding_func, lexical)
+        built = build_index(working_dir, documents, extraction, base_url, embedding_func, lexical, **config)
     rag = GraphRAG(working_dir=working_dir, embedding_func=embedding_func, extraction=extraction,
-                   show_progress=False, lexical_retrieval=lexical)
-    modes_results = asyncio.run(ask_all(rag, questions, modes, PassageMatcher(passages), splits))
+                   show_progress=False, lexical_retrieval=lexical, **config)
+    modes_results = asyncio.run(ask_all(rag, questions, modes, PassageMatcher(passages), splits, variants))
     names = [entity.name for entity in rag.knowledge_graph.whole().entities]
     return {"extraction": extraction, "lexical": lexical, "passages": len(passages), "questions": len(questions), **built,
             "entities": len(names), "entities_in_han_script": sum(bool(_HAN.search(n)) for n in names),
@@ -257,6 +294,11 @@ def main() -> None:
                              "(built with it on, then asked with it off)")
     parser.add_argument("--split", choices=SPLITS,
                         help="even-numbered questions (dev), odd-numbered (test) or all; default: all three")
+    parser.add_argument("--variants", default="",
+                        help='hybrid again under other constants: "name:CONST=value,...;name2:..."')
+    parser.add_argument("--relation-vectors", action="store_true",
+                        help="enable_relation_vectors=True: keep relation vectors, seed the walk from facts")
+    parser.add_argument("--rerank", help="GraphRAGConfig.rerank for every query")
     args = parser.parse_args()
     if args.reuse_index and not args.working_dir:
         parser.error("--reuse-index needs --working-dir")
@@ -279,9 +321,12 @@ def main() -> None:
                 server, base_url = start_server(0.0)
             embedding = _local_embedding(args.long_texts) if args.long_texts else None
             splits = [args.split] if args.split else SPLITS
+            config = {**({"enable_relation_vectors": True} if args.relation_vectors else {}),
+                      **({"rerank": args.rerank} if args.rerank else {})}
             for n, lexical in enumerate({"on": [True], "off": [False], "both": [True, False]}[args.lexical]):
                 records.append(evaluate(passages, questions, extraction, modes, working_dir, base_url, embedding,
-                                        args.reuse_index or n > 0, splits, lexical))
+                                        args.reuse_index or n > 0, splits, lexical, parse_variants(args.variants),
+                                        **config))
                 print(json.dumps(records[-1]), flush=True)
         finally:
             if server is not None:

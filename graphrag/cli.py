@@ -7,6 +7,7 @@ commands that need them, so ``graphrag --help`` and ``graphrag --version`` stay 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import os
@@ -50,6 +51,8 @@ EXIT_CODES: dict[type[BaseException], int] = {
     InvalidInputError: EXIT_USAGE,
     FileNotFoundError: EXIT_USAGE,
 }
+
+RERANK_KEY_ENV = "GRAPHRAG_RERANK_API_KEY"  # the bearer token of a rerank endpoint (graphrag eval --rerank)
 
 EPILOG = """\
 exit codes:
@@ -250,6 +253,38 @@ def cmd_query(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    wd = existing_working_dir(args.working_dir)
+    from graphrag.evaluation import evaluate_retrieval, passage_modes, read_labelled
+
+    with open(args.questions, encoding="utf-8") as f:
+        questions = read_labelled(f.read().splitlines())
+    if not questions:
+        raise CLIError(f"{args.questions} holds no question", EXIT_USAGE)
+    modes = args.modes.split(",") if args.modes else passage_modes()
+    unknown = sorted(set(modes) - set(passage_modes()))
+    if unknown:
+        raise CLIError(f"not a passage mode: {', '.join(unknown)} (choose from {', '.join(passage_modes())})",
+                       EXIT_USAGE)
+    try:
+        ks = sorted({int(k) for k in args.k.split(",")})
+    except ValueError:
+        raise CLIError(f"-k takes whole numbers separated by commas, not {args.k!r}", EXIT_USAGE) from None
+    rerank = {"rerank": args.rerank, "rerank_model": args.rerank_model,
+              "rerank_api_key": os.environ.get(RERANK_KEY_ENV)} if args.rerank else {}
+    rag = open_rag(wd, offline=True, **rerank, **_llm_options(args))
+    results = asyncio.run(evaluate_retrieval(rag, questions, modes, ks, args.top_k))
+    if args.json:
+        print(json.dumps({"questions": len(questions), "modes": results}, indent=2))
+        return EXIT_OK
+    columns = [*(f"recall@{k}" for k in ks), "in_context"]
+    print(f"{len(questions)} questions; recall in % of gold items")
+    print("mode      " + "  ".join(f"{c:>10}" for c in columns))
+    for mode, scores in results.items():
+        print(f"{mode:<10}" + "  ".join(f"{scores[c]:>10.1f}" for c in columns))
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- stats / docs
 
 
@@ -280,7 +315,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
         lines.append(f"LLM usage        {total.get('calls', 0)} calls ({total.get('cached', 0)} cached), "
                      f"{total.get('prompt_tokens', 0)} prompt + {total.get('completion_tokens', 0)} "
                      "completion tokens (all inserts and deletes so far)")
-    for key, label in (("entity_vectors", "entity vectors"), ("chunk_vectors", "chunk vectors")):
+    for key, label in (("entity_vectors", "entity vectors"), ("chunk_vectors", "chunk vectors"),
+                       ("relation_vectors", "relation vectors")):
         info = stats[key]
         if info:
             lines.append(f"{label:<17}{info['vectors']} x {info['dim']} dims")
@@ -510,6 +546,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--response-type", metavar="TEXT", help="e.g. 'Single Paragraph' (default: Multiple Paragraphs)")
     p.add_argument("--references", action="store_true", help="cite sources as [n] and list them after the answer")
     p.set_defaults(func=cmd_query)
+
+    p = add("eval", "retrieval recall on your labelled questions, per passage mode (no LLM call)", [common, wd, llm])
+    p.add_argument("questions", metavar="QUESTIONS.jsonl",
+                   help='one JSON object a line: {"question": ..., "gold_sources": [document source or id, ...]} '
+                        'or {"question": ..., "gold_passages": [a snippet of each needed passage, ...]}')
+    p.add_argument("--modes", metavar="MODE,MODE", help="default: every passage mode")
+    p.add_argument("-k", default="2,5", metavar="K,K", help="the cut-offs of Recall@k (default 2,5)")
+    p.add_argument("--top-k", type=int, metavar="K", help="QueryParam.top_k for every mode")
+    p.add_argument("--rerank", metavar="SPEC", help="with the rerank stage: cross-encoder:NAME_OR_PATH, a rerank "
+                   "endpoint's URL (its key in GRAPHRAG_RERANK_API_KEY), or llm (listwise by the cheap model); "
+                   "compare with a run without")
+    p.add_argument("--rerank-model", metavar="NAME", help="the model name a Cohere / Jina endpoint is asked for")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_eval)
 
     p = add("stats", "counts and sizes of a working dir (loads no model)", [common, wd])
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -54,6 +54,10 @@ class GraphRAGConfig:
     enable_local: bool = True
     # Chunk vectors for naive queries; on by default so every mode works on any index.
     enable_naive_rag: bool = True
+    # Relation (fact) vectors, from which the hybrid walk also restarts (HippoRAG 2's facts as
+    # seeds). Off by default: on the LLM-free graph they cost about twice the rest of the
+    # index's CPU and lowered hybrid recall (benchmarks/README.md, issue 35).
+    enable_relation_vectors: bool = False
     # "llm": model-based extraction and reports; "nlp": deterministic, no LLM at all.
     extraction: Literal["llm", "nlp"] = "llm"
 
@@ -127,6 +131,15 @@ class GraphRAGConfig:
     llm_timeout: float = 180.0
     llm_max_retries: int = 6
     enable_llm_cache: bool = True
+
+    # Rerank stage of the passage modes (naive, local's Sources, hybrid; off by default):
+    # "cross-encoder:NAME_OR_PATH" (sentence-transformers, local files only), a rerank
+    # endpoint's URL (TEI / Cohere / Jina shape), or "llm" (listwise by the cheap model).
+    # The first rerank_candidates passages are reordered.
+    rerank: Optional[str] = None
+    rerank_candidates: int = 20
+    rerank_model: Optional[str] = None  # the model name an endpoint is asked for (Cohere, Jina)
+    rerank_api_key: Optional[str] = field(default=None, repr=False)
 
     # Storage classes (None: the file-backed defaults) and their extra arguments.
     key_string_value_json_storage_cls: Optional[type] = None

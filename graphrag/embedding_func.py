@@ -28,12 +28,23 @@ class EmbeddingFunc:
     # (``long_texts`` set) or a user's function (not recorded).
     name: Optional[str] = None
     _semaphores: PerLoop[asyncio.Semaphore] = field(init=False, repr=False, compare=False)
+    # The last single text embedded and its vector: one query asks several vector stores
+    # (chunks, then relations or entities) with the same question, which is embedded once.
+    _last: Optional[tuple[str, np.ndarray]] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._semaphores = PerLoop(lambda: asyncio.Semaphore(self.max_async or 1))
 
     async def __call__(self, texts: list[str], *args: Any, **kwargs: Any) -> np.ndarray:
+        single = len(texts) == 1 and not args and not kwargs
+        last = self._last
+        if single and last is not None and last[0] == texts[0]:
+            return last[1].copy()
         if not self.max_async:
-            return await self.func(texts, *args, **kwargs)
-        async with self._semaphores.get():
-            return await self.func(texts, *args, **kwargs)
+            vectors = await self.func(texts, *args, **kwargs)
+        else:
+            async with self._semaphores.get():
+                vectors = await self.func(texts, *args, **kwargs)
+        if single:
+            self._last = (texts[0], np.array(vectors, copy=True))
+        return vectors

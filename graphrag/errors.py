@@ -110,3 +110,8 @@ class MissingExtraError(ConfigurationError):
 class UnreadableFileError(InvalidInputError):
     """A file that cannot be read as a document (corrupt, encrypted, image-only, binary,
     empty, too big); a folder insert reports it with this message and goes on."""
+
+
+class LabelledQuestionsError(InvalidInputError):
+    """A labelled-questions file (``graphrag eval``) with a line that is not a question with
+    gold sources or gold passages."""

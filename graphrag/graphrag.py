@@ -63,6 +63,7 @@ class GraphRAG:
         from graphrag.llm import UsageCounter
 
         self.usage = UsageCounter()
+        self._built_reranker: Any = None
         self.last_insert_stats: Optional[dict[str, Any]] = None
         self._index_version = 0
         self._knowledge_graph: Optional[KnowledgeGraph] = None
@@ -145,7 +146,7 @@ class GraphRAG:
                 for close in (failed.close, self.aclose):
                     with contextlib.suppress(Exception):
                         await close()
-                self._llms = None  # they held the replaced cache store
+                self._llms = self._built_reranker = None  # they held the replaced cache store
                 raise
             finally:
                 self._index_version += 1  # what the graph API remembered describes the index before
@@ -344,9 +345,22 @@ class GraphRAG:
         """What a query reads, handed to the answer policy (``graphrag/querying/``)."""
         from graphrag.querying import QueryEngine
 
+        # The passage modes read the reranker from the stores (operators/rerank.py).
+        self.stores.reranker = self._reranker()
         return QueryEngine(config=self.config, stores=self.stores, tokenizer=self.tokenizer, windows=self.windows,
                            graph=self.knowledge_graph, has_documents=self._has_documents,
                            best_llm=(lambda: self.llms[0]) if llm_configured(self.config) else None)
+
+    def _reranker(self) -> Any:
+        """The configured rerank stage (``GraphRAGConfig.rerank``), built once; None when off."""
+        if self._built_reranker is None and self.config.rerank:
+            from graphrag.rerank import build_reranker
+
+            self._built_reranker = build_reranker(
+                self.config.rerank, self.config.rerank_candidates, usage=self.usage,
+                cache=self.stores.llm_response_cache, cheap_llm=lambda: self.llms[1], tokenizer=self.tokenizer,
+                model=self.config.rerank_model, api_key=self.config.rerank_api_key)
+        return self._built_reranker
 
     async def aretrieve(self, query: str, param: QueryParam = QueryParam()) -> Retrieval:
         """What ``param.mode`` retrieves for ``query`` as records (chunks, entities, relations,

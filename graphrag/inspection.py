@@ -148,6 +148,7 @@ async def _stats(stores: Stores, working_dir: str) -> dict[str, Any]:
         "llm_usage_by_stage": usage,
         "entity_vectors": stores.stored_vectors("entities"),
         "chunk_vectors": stores.stored_vectors("chunks"),
+        "relation_vectors": stores.stored_vectors("relations"),
         "files": files,
         "size_bytes": size,
         "size_human": human_bytes(size),

@@ -50,6 +50,7 @@ class Stores:
     community_reports = _OpenedOnFirstUse[BaseKVStorage]()
     entities_vdb = _OpenedOnFirstUse[Optional[BaseVectorStorage]]()
     chunks_vdb = _OpenedOnFirstUse[Optional[BaseVectorStorage]]()
+    relations_vdb = _OpenedOnFirstUse[Optional[BaseVectorStorage]]()
     graph = _OpenedOnFirstUse[BaseGraphStorage]()
     # Small bookkeeping records: cumulative LLM usage for `graphrag stats`, the document count.
     index_meta = _OpenedOnFirstUse[Optional[BaseKVStorage]]()
@@ -68,6 +69,8 @@ class Stores:
         # Moves on whenever what the stores hold may have changed (a commit, a store read
         # again): caches built from an index version (the hybrid ranking graph) key on it.
         self.version = 0
+        # The rerank stage the passage modes apply (operators/rerank.py), set by GraphRAG; None: off.
+        self.reranker: Any = None
 
     def open(self, name: str) -> Any:
         if name not in self._opened:
@@ -234,6 +237,9 @@ def open_stores(config: GraphRAGConfig, embedding_func: Optional[EmbeddingFunc])
         # Chunk vectors carry only the chunk id: the document a chunk belongs to can change
         # (shared chunks), and text_chunks is the one place that records it.
         "chunks_vdb": vectors("chunks", config.enable_naive_rag, set()),
+        # Relation (fact) vectors seed the hybrid walk, which also needs the chunk vectors.
+        "relations_vdb": vectors("relations", config.enable_relation_vectors and config.enable_naive_rag,
+                                 {"src_id", "tgt_id"}),
         "graph": lambda: graph_cls(namespace="chunk_entity_relation", global_config=config),
         "index_meta": kv("index_meta"),
         "chunk_extractions": kv("chunk_extractions"),

@@ -62,6 +62,9 @@ class GraphChanges:
     entities_changed: int = 0
     vectors_to_upsert: dict[str, dict[str, Any]] = field(default_factory=dict)
     vectors_to_delete: list[str] = field(default_factory=list)
+    # Relation (fact) vectors, kept like entity vectors: what the hybrid walk seeds from.
+    relation_vectors_to_upsert: dict[str, dict[str, Any]] = field(default_factory=dict)
+    relation_vectors_to_delete: list[str] = field(default_factory=list)
     summaries: Optional["asyncio.Future[None]"] = None
     summarising: frozenset[GraphElement] = frozenset()
 
@@ -70,15 +73,58 @@ class GraphChanges:
             await self.summaries
 
 
-async def store_entity_vectors(entities_vdb: Any, changes: GraphChanges) -> None:
+async def store_entity_vectors(entities_vdb: Any, changes: GraphChanges, relations_vdb: Any = None,
+                               backfill: Optional[Callable[[], Awaitable[dict[str, dict[str, Any]]]]] = None) -> None:
+    """Write the entity vectors (and, given ``relations_vdb``, the relation vectors) an update
+    changed, once its summaries are in; ``backfill`` gives relation records the store lacks
+    (:func:`relation_vectors_to_backfill`)."""
     await changes.settled()
     if entities_vdb is not None:
         await entities_vdb.delete(changes.vectors_to_delete)
         await entities_vdb.upsert(changes.vectors_to_upsert)
+    if relations_vdb is not None:
+        earlier = await backfill() if backfill is not None else {}
+        await relations_vdb.delete(changes.relation_vectors_to_delete)
+        await relations_vdb.upsert({**earlier, **changes.relation_vectors_to_upsert})
 
 
 def entity_vector_id(name: str) -> str:
     return compute_id(name, "ent-")
+
+
+def relation_vector_id(key: tuple[str, str]) -> str:
+    """A relation's vector id, from its sorted endpoint pair (the graph's edge key)."""
+    return compute_id("\x1f".join(sorted(key)), "rel-")
+
+
+def relation_vector_text(key: tuple[str, str], edge: dict[str, Any]) -> str:
+    """What a relation's vector embeds: the fact as HippoRAG 2 embeds a triple, both ends and
+    what links them, so a question that paraphrases the fact finds it."""
+    return f"{key[0]} | {key[1]} | {edge.get('description')}"
+
+
+def relation_vector_record(key: tuple[str, str], edge: dict[str, Any], tokenizer: Tokenizer,
+                           vector_tokens: int) -> dict[str, Any]:
+    return {"content": tokenizer.truncate(relation_vector_text(key, edge), vector_tokens),
+            "src_id": key[0], "tgt_id": key[1]}
+
+
+async def relation_vectors_to_backfill(graph: Any, relations_vdb: Any, tokenizer: Tokenizer,
+                                       vector_tokens: int) -> dict[str, dict[str, Any]]:
+    """Every relation's vector record when the store holds none yet but the graph has
+    relations: an index built before relation vectors were kept gets them on its next write,
+    so the store then matches the graph as it does for any index built since."""
+    if relations_vdb is None or await relations_vdb.count():
+        return {}
+    from graphrag.storage.base import walk_links  # the storage package imports networkx
+
+    _, pairs = await walk_links(graph)
+    keys = sorted({tuple(sorted(p)) for p in pairs if p[0] != p[1]})
+    if not keys:
+        return {}
+    logger.info("Embedding the %d relations of an index built without relation vectors", len(keys))
+    return {relation_vector_id(k): relation_vector_record(k, e, tokenizer, vector_tokens)
+            for k, e in zip(keys, await graph.get_edges_batch(keys)) if e is not None}
 
 
 def _about(extraction: ChunkExtraction, names: set[str]) -> ChunkExtraction:
@@ -111,6 +157,7 @@ class GraphRebuild:
     long: dict[GraphElement, str] = field(default_factory=dict)
     # Vector texts as committed before the insert (None: a new node), to skip unchanged vectors.
     committed: dict[str, Optional[str]] = field(default_factory=dict)
+    committed_relations: dict[tuple[str, str], Optional[str]] = field(default_factory=dict)
     deleted: set[str] = field(default_factory=set)
     deleted_edges: set[tuple[str, str]] = field(default_factory=set)
     # The communities the touched nodes were in before (a deleted node's are known only here).
@@ -130,6 +177,7 @@ class GraphRebuild:
             edges={**{k: d for k, d in self.edges.items() if k not in later.deleted_edges}, **later.edges},
             long={**{e: v for e, v in self.long.items() if e not in touched}, **later.long},
             committed={**later.committed, **self.committed},
+            committed_relations={**later.committed_relations, **self.committed_relations},
             deleted=(self.deleted - set(later.nodes)) | later.deleted,
             deleted_edges=(self.deleted_edges - set(later.edges)) | later.deleted_edges,
             were_in=self.were_in | later.were_in,
@@ -198,6 +246,7 @@ async def rebuild_graph(
     earlier = {k: v for k, v in zip(sources, await read_extractions(sources)) if v}
     # Only relations a changed chunk states can change; each has both endpoints in ``names``.
     edge_keys = sorted({*scope_rels, *removed_rels, *left_rels})
+    old_edges = dict(zip(edge_keys, await graph.get_edges_batch(edge_keys))) if edge_keys else {}
 
     def records() -> GraphRebuild:
         entity_contribs, relation_contribs = group_contributions(earlier, aliases)
@@ -237,6 +286,7 @@ async def rebuild_graph(
                 data["aliases"] = GRAPH_FIELD_SEP.join(sorted(members[name] - {name}))
         rebuilt = GraphRebuild(nodes=nodes, edges=edges, committed={
             n: entity_vector_text(n, old) if old else None for n, old in old_nodes.items()},
+            committed_relations={k: relation_vector_text(k, old) if old else None for k, old in old_edges.items()},
             were_in=community_ids((n, old) for n, old in old_nodes.items() if old))
         if summary_input_tokens is not None:
             rebuilt.long = long_descriptions(nodes, edges, tokenizer=tokenizer, max_tokens=summary_max_tokens,
@@ -276,7 +326,8 @@ def finish_graph_update(
     nodes, edges, long = rebuilt.nodes, rebuilt.edges, sorted(rebuilt.long, key=_element_order)
     if long and summarizer is None:
         raise ValueError("long descriptions to summarise, but no summarizer")
-    changes = GraphChanges(vectors_to_delete=[entity_vector_id(n) for n in sorted(rebuilt.deleted)])
+    changes = GraphChanges(vectors_to_delete=[entity_vector_id(n) for n in sorted(rebuilt.deleted)],
+                           relation_vectors_to_delete=[relation_vector_id(k) for k in sorted(rebuilt.deleted_edges)])
 
     def vector_for(name: str) -> None:
         text = entity_vector_text(name, nodes[name])
@@ -286,10 +337,18 @@ def finish_graph_update(
                 "entity_name": name,
             }
 
+    def relation_vector_for(key: tuple[str, str]) -> None:
+        if rebuilt.committed_relations.get(key) != relation_vector_text(key, edges[key]):
+            changes.relation_vectors_to_upsert[relation_vector_id(key)] = relation_vector_record(
+                key, edges[key], tokenizer, vector_tokens)
+
     summarising = set(long)
     for name in sorted(nodes):
         if name not in summarising:
             vector_for(name)
+    for key in sorted(edges):
+        if key not in summarising:
+            relation_vector_for(key)
     changes.entities_changed = len(nodes) + len(changes.vectors_to_delete)
     logger.info("Merged %d entities and %d relations (%d entities removed, %d descriptions to summarise)",
                 len(nodes), len(edges), len(changes.vectors_to_delete), len(long))
@@ -304,6 +363,8 @@ def finish_graph_update(
         for element in long:
             if isinstance(element, str):
                 vector_for(element)
+            else:
+                relation_vector_for(element)
 
     if long:
         changes.summaries = start(write_summaries())

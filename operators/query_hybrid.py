@@ -37,9 +37,11 @@ from graphrag.records import Chunk, Entity, Relation, Retrieval
 
 from .chinese_text import join_words, split_words
 from .extraction import normalize_entity_name
+from .fact_seeds import fact_seed
 from .lexical import lexical_ranking
 from .nlp_extraction import _STOPWORDS as STOPWORDS
 from .positions import cited_content
+from .rerank import rerank_chunks
 from .query_context import answer_from_context, doubling_slices, pack_csv_section, pack_while_reading
 from .tokenizer import Tokenizer
 from .walk_graph import GraphIndex, graph_index, loose_name
@@ -68,6 +70,11 @@ ENTITY_SEED_SHARE = 0.5
 # Reciprocal-rank fusion's constant (Cormack et al., 2009): a passage scores
 # 1 / (RRF_K + rank) in each order it is in; 60 is the usual value, not tuned here.
 RRF_K = 60
+# Share of the restart mass given to the facts nearest the question (operators/fact_seeds.py),
+# when the index keeps relation vectors (``enable_relation_vectors``); the rest is split
+# between entities and the chunk as above. And how many facts are read.
+FACT_SEED_SHARE = 0.05
+FACT_TOP_K = 5
 MAX_SPAN_WORDS = 6
 FUZZY_CUTOFF = 0.88
 
@@ -187,8 +194,14 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
         at = index.chunk_position(chunk_id)
         at = len(index.chunks) + unlinked.index(chunk_id) if at is None else at
         chunk_seed[index.chunk_offset + at] = 1.0
+    facts = np.zeros(size)
+    if FACT_SEED_SHARE > 0 and stores.relations_vdb is not None:
+        for i, weight in (await fact_seed(question, stores.relations_vdb, index, FACT_TOP_K)).items():
+            facts[i] = weight
     restart = np.zeros(size)
-    for seed, share in ((entity_seed, ENTITY_SEED_SHARE), (chunk_seed, 1.0 - ENTITY_SEED_SHARE)):
+    rest = 1.0 - FACT_SEED_SHARE
+    for seed, share in ((entity_seed, rest * ENTITY_SEED_SHARE), (chunk_seed, rest * (1.0 - ENTITY_SEED_SHARE)),
+                        (facts, FACT_SEED_SHARE)):
         if seed.sum() > 0:
             restart += share * seed / seed.sum()
     if restart.sum() <= 0:
@@ -201,9 +214,11 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
     degree = np.concatenate([index.degree[offset:], np.ones(len(unlinked))])
     chunk_scores = scores[offset:] / degree
     order = np.lexsort((np.arange(len(chunk_scores)), -chunk_scores))  # ties: by id
-    walked = [chunks[j] for j in order if chunk_scores[j] > 0]
+    walked = [chunks[j] for j in order[chunk_scores[order] > 0]]
+    # Filtered in numpy: a per-element loop over every entity costs milliseconds a query.
     entity_order = np.lexsort((np.arange(offset), -scores[:offset]))
-    entity_scores = {index.entities[i]: float(scores[i]) for i in entity_order if scores[i] > 0}
+    entity_order = entity_order[scores[entity_order] > 0]
+    entity_scores = dict(zip([index.entities[i] for i in entity_order], scores[entity_order].tolist()))
     return Ranking(chunk_ids=fuse([walked, dense, lexical]), entity_scores=entity_scores)
 
 
@@ -242,8 +257,9 @@ async def retrieve_hybrid(question: str, stores: Any, param: QueryParam, tokeniz
         return [(Chunk.from_stored(i, r), cited_content(r)) for i, r in zip(ids, await stores.text_chunks.get_by_ids(ids))
                 if r is not None and r.get("content")]
 
+    chunk_ids = await rerank_chunks(question, ranking.chunk_ids, stores)
     sources_text, chunks = await pack_while_reading(
-        "Sources", SOURCE_HEADER, doubling_slices(ranking.chunk_ids), read_chunks, param.local_max_token_for_text_unit,
+        "Sources", SOURCE_HEADER, doubling_slices(chunk_ids), read_chunks, param.local_max_token_for_text_unit,
         tokenizer, first_id=1 if cited else 0)
     return Retrieval(
         question=question, mode="hybrid", chunks=tuple(chunks),

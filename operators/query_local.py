@@ -28,6 +28,7 @@ from .community_index import largest_community, with_occurrence
 from .positions import cited_content
 from .report_parsing import stored_rating
 from .query_context import answer_from_context, doubling_slices, pack_csv_section, pack_while_reading
+from .rerank import rerank_chunks
 from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -194,6 +195,7 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
     report_groups = _report_groups(entities, param)
     relations = await _related_relations(entities, node_edges, stores)
     chunk_ids = await _sources_by_walk(query, await _related_chunks(entities, node_edges, stores), stores, param)
+    chunk_ids = await rerank_chunks(query, chunk_ids, stores, chunk_id=lambda ranked: ranked[0])
 
     entity_rows = [
         [i, e["entity_name"], e["data"].get("entity_type", "UNKNOWN"), e["data"].get("description", "UNKNOWN"), e["rank"]]

@@ -12,6 +12,7 @@ from .lexical import lexical_ranking
 from .positions import cited_content
 from .query_hybrid import fuse
 from .query_context import answer_from_context, pack_texts
+from .rerank import rerank_chunks
 from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -34,8 +35,10 @@ async def retrieve_naive(query: str, stores: Any, param: QueryParam, tokenizer: 
     for hit in hits:
         if hit.get("id") and hit["id"] not in similarity:
             similarity[hit["id"]] = hit.get("distance")
-    # The lexical channel's ranking joins the vector ranking by reciprocal-rank fusion.
-    ids = fuse([list(similarity), await lexical_ranking(query, stores, param.top_k)])
+    # The lexical channel's ranking joins the vector ranking by reciprocal-rank fusion; the
+    # rerank stage (when configured) reorders the fused list's head.
+    ids = await rerank_chunks(query, fuse([list(similarity), await lexical_ranking(query, stores, param.top_k)]),
+                              stores)
     if not ids:
         return None
     records = await stores.text_chunks.get_by_ids(ids)

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# Synonym links: two entities whose names' character 3-gram vectors have at least this cosine
+# are linked in the walk (None: no synonym links); names sharing a word are the candidates,
+# and a word in more than SYNONYM_BLOCK names is no clue.
+SYNONYM_MIN_COSINE: Optional[float] = None
+SYNONYM_BLOCK = 50
 # The looser name key, for matching names inside running text.
 loose_name = loose_key
 
@@ -52,9 +57,41 @@ class GraphIndex:
 
     def __post_init__(self) -> None:
         self._chunk_position = {c: i for i, c in enumerate(self.chunks)}
+        self._entity_position = {e: i for i, e in enumerate(self.entities)}
 
     def chunk_position(self, chunk_id: str) -> Optional[int]:
         return self._chunk_position.get(chunk_id)
+
+    def entity_position(self, name: str) -> Optional[int]:
+        return self._entity_position.get(name)
+
+
+def _trigrams(name: str) -> set[str]:
+    padded = f" {name} "
+    return {padded[i:i + 3] for i in range(len(padded) - 2)}
+
+
+def synonym_pairs(loose_names: list[str], by_word: dict[str, list[int]], min_cosine: float) -> list[tuple[int, int]]:
+    """Entity pairs (by position) whose loose names are close as character 3-gram vectors:
+    spelling variants and partial names the resolution left as separate nodes (``IAIN BANKS``,
+    ``IAIN M BANKS``). A pair's link depends on its two names only, so it is the same
+    whatever else the graph holds: exact under any insert or delete."""
+    grams = [_trigrams(n) for n in loose_names]
+    seen: set[tuple[int, int]] = set()
+    pairs = []
+    for members in by_word.values():
+        if len(members) > SYNONYM_BLOCK:
+            continue
+        for x, i in enumerate(members):
+            for j in members[x + 1:]:
+                key = (i, j) if i < j else (j, i)
+                if key in seen or loose_names[i] == loose_names[j]:
+                    continue
+                seen.add(key)
+                shared = len(grams[i] & grams[j])
+                if shared and shared / (len(grams[i]) * len(grams[j])) ** 0.5 >= min_cosine:
+                    pairs.append(key)
+    return sorted(pairs)
 
 
 def build_graph_index(nodes: list[tuple[str, str]], edges: list[tuple[str, str]]) -> GraphIndex:
@@ -87,13 +124,6 @@ def build_graph_index(nodes: list[tuple[str, str]], edges: list[tuple[str, str]]
         if a in entity_at and b in entity_at and a != b:
             rows += [entity_at[a], entity_at[b]]
             cols += [entity_at[b], entity_at[a]]
-    size = len(entities) + len(chunks)
-    adjacency = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(size, size)).tocsr()
-    adjacency.data[:] = 1.0  # an entity listed twice for a chunk is still one link
-    out_degree = np.asarray(adjacency.sum(axis=1)).ravel()
-    out_degree[out_degree == 0] = 1.0
-    transition = adjacency.multiply(1.0 / out_degree[:, None]).tocsr()
-
     exact: dict[str, list[int]] = {}
     loose: dict[str, list[int]] = {}
     by_word: dict[str, list[int]] = {}
@@ -104,6 +134,17 @@ def build_graph_index(nodes: list[tuple[str, str]], edges: list[tuple[str, str]]
             loose.setdefault(key, []).append(i)
             for word in set(key.split()):
                 by_word.setdefault(word, []).append(i)
+    if SYNONYM_MIN_COSINE is not None:
+        for i, j in synonym_pairs(loose_names, by_word, SYNONYM_MIN_COSINE):
+            rows += [i, j]
+            cols += [j, i]
+    size = len(entities) + len(chunks)
+    adjacency = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(size, size)).tocsr()
+    adjacency.data[:] = 1.0  # an entity listed twice for a chunk is still one link
+    out_degree = np.asarray(adjacency.sum(axis=1)).ravel()
+    out_degree[out_degree == 0] = 1.0
+    transition = adjacency.multiply(1.0 / out_degree[:, None]).tocsr()
+
     return GraphIndex(entities=entities, chunks=chunks, transition_t=transition.T.tocsr(),
                       specificity=1.0 / np.maximum(mentions, 1.0), degree=out_degree, exact=exact, loose=loose,
                       loose_names=loose_names, by_word=by_word)
@@ -117,7 +158,7 @@ _indexes: "weakref.WeakKeyDictionary[Any, tuple[Any, GraphIndex]]" = weakref.Wea
 async def graph_index(stores: Any) -> GraphIndex:
     """The walk's matrices for the stores' current index version, built on first use (from
     what the graph store keeps for it, so a query process need not parse the whole graph)."""
-    version = (stores.version, await stores.graph.change_token())
+    version = (stores.version, await stores.graph.change_token(), SYNONYM_MIN_COSINE)
     cached = _indexes.get(stores)
     if cached is not None and cached[0] == version:
         return cached[1]

@@ -50,6 +50,8 @@ TEMPLATE_NAMES: tuple[str, ...] = (
     "entity_extraction_repair",
     "community_report_repair",
     "global_map_repair",
+    # Listwise reranking by the cheap model (GraphRAGConfig.rerank = "llm").
+    "rerank_listwise",
 )
 
 # The kind of answer each prompt asks a model for, as a stand-in model (the tests' mock
@@ -74,6 +76,7 @@ PROMPT_KINDS: dict[str, str] = {
     "entity_extraction_repair": "extraction_repair",
     "community_report_repair": "report_repair",
     "global_map_repair": "global_map_repair",
+    "rerank_listwise": "rerank",
 }
 
 _DELIMITERS: dict[str, str] = {

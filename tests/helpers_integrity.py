@@ -24,7 +24,7 @@ KV_FILES = {
     "llm_response_cache": "kv_store_llm_response_cache.json",
     "lexical_index": "kv_store_lexical_index.json",
 }
-VDB_FILES = {"entities": "vdb_entities.json", "chunks": "vdb_chunks.json"}
+VDB_FILES = {"entities": "vdb_entities.json", "chunks": "vdb_chunks.json", "relations": "vdb_relations.json"}
 GRAPH_FILE = "graph_chunk_entity_relation.graphml"
 JOURNAL_FILE = "kv_store_llm_response_cache.journal.jsonl"
 
@@ -213,6 +213,17 @@ def check_integrity(working_dir: str, recover: bool = True) -> list[str]:
         problems.append(f"entity vector {vid} has no graph node")
     for vid in sorted(set(node_ids) - vector_ids):
         problems.append(f"graph node {node_ids[vid]!r} has no entity vector")
+
+    # Relation vectors <-> graph edges (a working dir from before relation vectors has none).
+    if os.path.exists(os.path.join(working_dir, VDB_FILES["relations"])):
+        from graphrag.operators.graph_update import relation_vector_id
+
+        relation_ids = {d.get("__id__") for d in vdb["relations"]["data"]}
+        edge_ids = {relation_vector_id((a, b)): (a, b) for a, b in graph.edges if a != b}
+        for vid in sorted(relation_ids - set(edge_ids), key=str):
+            problems.append(f"relation vector {vid} has no graph edge")
+        for vid in sorted(set(edge_ids) - relation_ids):
+            problems.append(f"graph edge {edge_ids[vid]!r} has no relation vector")
 
     # Community reports <-> cluster memberships.
     clusters: set[str] = set()

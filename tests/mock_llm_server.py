@@ -426,6 +426,20 @@ def _respond_resolution(pairs: str) -> str:
     return "\n".join(answers)
 
 
+def overlap_score(query: str, passage: str) -> float:
+    """The mock reranker's relevance: the share of the query's words (3+ letters) the passage holds."""
+    words = {w for w in re.findall(r"\w+", query.lower()) if len(w) >= 3}
+    held = set(re.findall(r"\w+", passage.lower()))
+    return len(words & held) / max(len(words), 1)
+
+
+def _respond_listwise_rerank(data: dict) -> str:
+    """The passages' numbers by :func:`overlap_score`, best first (ties by number)."""
+    passages = re.findall(r"(?m)^\[(\d+)\] (.*)$", data["passages"])
+    ranked = sorted(passages, key=lambda p: (-overlap_score(data["question"], p[1]), int(p[0])))
+    return " > ".join(f"[{n}]" for n, _ in ranked)
+
+
 def realistic_responder(req: dict) -> str:
     """Deterministic fake model: plausible output for each prompt kind of the pipeline."""
     system, last = _messages(req)
@@ -450,6 +464,8 @@ def realistic_responder(req: dict) -> str:
         return _respond_global_map(data["context_data"])
     if kind == "cited_global_map":
         return _respond_cited_global_map(data["context_data"])
+    if kind == "rerank":
+        return _respond_listwise_rerank(data)
     if kind == "cited_answer":
         return _respond_cited_answer("\n".join(v for f, v in data.items() if f != "response_type"), last)
     # Repair turns: the conversation's first prompt says what to answer again.
@@ -660,6 +676,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.mock._chat(self, req, arrived)
         elif path.endswith("/embeddings"):
             self.server.mock._embeddings(self, req)
+        elif path.endswith("/rerank"):
+            self.server.mock._rerank(self, req)
         else:
             self._send_json(404, {"error": {"message": f"unknown path {self.path}", "type": "invalid_request_error"}})
 
@@ -704,8 +722,22 @@ class MockLLMServer:
         self.connections = 0  # TCP connections accepted
         self.open_connections = 0  # accepted and not closed yet
         self.calls_by_kind: Counter[str] = Counter()
+        self.rerank_requests: list[dict] = []
         self._httpd: Optional[_Server] = None
         self._thread: Optional[threading.Thread] = None
+
+    def _rerank(self, handler: "_Handler", req: dict) -> None:
+        """A rerank endpoint: Cohere / Jina's answer when the request names a model, TEI's
+        otherwise; scored by :func:`overlap_score`."""
+        with self._lock:
+            self.rerank_requests.append(req)
+        passages = req.get("documents") or req.get("texts") or []
+        scored = sorted(({"index": i, "score": overlap_score(req.get("query", ""), p)} for i, p in enumerate(passages)),
+                        key=lambda r: -r["score"])
+        if req.get("model"):
+            handler._send_json(200, {"results": [{"index": r["index"], "relevance_score": r["score"]} for r in scored]})
+        else:
+            handler._send_json(200, scored)
 
     # lifecycle -------------------------------------------------------------
     @property
@@ -758,6 +790,7 @@ class MockLLMServer:
             self._embedding_faults.clear()
             self.requests.clear()
             self.calls_by_kind.clear()
+            self.rerank_requests.clear()
             self.peak_concurrency = self._in_flight
             self.connections = 0
 

@@ -251,6 +251,7 @@ MARKERS = {
     "community_report_repair": '"rating_explanation"',
     "global_map_repair": '"points"',
     "entity_resolution": "-Pairs-",
+    "rerank_listwise": "Answer with the bracketed numbers only",
 }
 
 
@@ -279,6 +280,7 @@ def test_prompt_placeholders_and_endings() -> None:
         "naive_rag_response": {"content_data", "response_type"},
         "fail_response": set(),
         "entity_resolution": {"pairs"},
+        "rerank_listwise": {"count", "question", "passages"},
     }
     for name, fields in expected.items():
         found = {f for _, f, _, _ in string.Formatter().parse(prompts.load(name)) if f}

@@ -61,3 +61,25 @@ def test_hash_embedding_is_a_normalised_signed_bag_of_words():
         np.testing.assert_allclose(row, reference(text), atol=1e-6)
     # Deterministic across calls (the token table is filled, not reset).
     np.testing.assert_array_equal(asyncio.run(func(texts[::-1]))[::-1], got)
+
+
+def test_a_question_asked_of_several_vector_stores_is_embedded_once() -> None:
+    from graphrag.embedding import EmbeddingFunc
+
+    calls: list[list[str]] = []
+
+    async def embed(texts: list[str]) -> np.ndarray:
+        calls.append(list(texts))
+        return np.array([[float(len(t)), 1.0] for t in texts])
+
+    func = EmbeddingFunc(embedding_dim=2, max_token_size=64, func=embed)
+
+    async def run() -> list[np.ndarray]:
+        first = await func(["where is it?"])
+        first[0, 0] = -1.0  # a caller changing its copy changes no later answer
+        return [await func(["where is it?"]), await func(["something else"]), await func(["a", "b"]),
+                await func(["something else"])]
+
+    again, other, pair, other_again = asyncio.run(run())
+    assert again.tolist() == [[12.0, 1.0]] and other_again.tolist() == other.tolist()
+    assert calls == [["where is it?"], ["something else"], ["a", "b"]]

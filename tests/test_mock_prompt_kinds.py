@@ -134,7 +134,7 @@ def test_indexing_and_every_query_mode_with_every_template_reworded(
     rag = GraphRAG(working_dir=str(tmp_path / "index"), embedding_func=hash_embedding(64),
                    llm_base_url=llm_server.base_url, llm_api_key="k", chunk_token_size=200,
                    chunk_overlap_token_size=20, entity_extract_max_gleaning=2, entity_summary_to_max_tokens=20,
-                   entity_resolution_llm_check=True, show_progress=False)
+                   entity_resolution_llm_check=True, rerank="llm", show_progress=False)
     stats = rag.insert([
         STORY,
         "Marta Lindqvist sells cloth to the Norrvik Market every week. The Norrvik Market is run by Jonas Berg.",

@@ -171,6 +171,7 @@ class _Vectors:
 
 class _Stores:
     version = 1
+    relations_vdb = None  # an index without relation vectors (the default)
     lexical_index = None  # the lexical channel switched off
 
     def __init__(self, nodes: list, edges: list, dense: list[str]) -> None:

@@ -86,3 +86,11 @@ def test_splits_are_even_and_odd_question_numbers() -> None:
     assert [i for i in range(6) if in_split(i, "dev")] == [0, 2, 4]
     assert [i for i in range(6) if in_split(i, "test")] == [1, 3, 5]
     assert [i for i in range(6) if in_split(i, "all")] == list(range(6))
+
+
+def test_the_bundled_multihop_set_needs_two_or_three_of_its_passages() -> None:
+    bundled = Path(__file__).parent.parent / "benchmarks" / "data" / "multihop"
+    passages, questions = load_qa(str(bundled / "corpus.json"), str(bundled / "questions.json"))
+    assert len(questions) >= 20
+    for q in questions:
+        assert 2 <= len(q.gold) <= 3 and q.gold <= set(passages), q.text

@@ -80,3 +80,20 @@ def test_a_dir_without_the_walk_file_or_with_a_stale_one_parses_the_graph(tmp_pa
     (tmp_path / WALK_FILE).unlink()  # as written before the file existed
     _assert_same(_in_a_query_process(tmp_path, parses=True), expected)
     assert _rag(tmp_path).query("Where was Elspeth Marrowind born?", question) == answer
+
+
+def test_synonym_links_join_close_names_and_depend_on_the_pair_only(monkeypatch) -> None:
+    from graphrag.operators import walk_graph
+
+    nodes = [("IAIN BANKS", "c1"), ("IAIN M. BANKS", "c2"), ("BANKS OF THE RIVER", "c3"), ("OTTO", "c4")]
+    monkeypatch.setattr(walk_graph, "SYNONYM_MIN_COSINE", None)
+    plain = build_graph_index(nodes, [])
+    monkeypatch.setattr(walk_graph, "SYNONYM_MIN_COSINE", 0.6)
+    linked = build_graph_index(nodes, [])
+    banks, m_banks = linked.entities.index("IAIN BANKS"), linked.entities.index("IAIN M. BANKS")
+    river = linked.entities.index("BANKS OF THE RIVER")
+    assert plain.transition_t[m_banks, banks] == 0 and linked.transition_t[m_banks, banks] > 0
+    assert linked.transition_t[river, banks] == 0  # shares a word, not the spelling
+    # The same pair is linked whatever else the graph holds.
+    smaller = build_graph_index(nodes[:2], [])
+    assert smaller.transition_t[smaller.entities.index("IAIN M. BANKS"), smaller.entities.index("IAIN BANKS")] > 0

@@ -45,7 +45,8 @@ T = TypeVar("T")
 
 # Stores that only the reports and the LLM cache change after clustering: written ahead
 # while the reports are generated, leaving the commit less to do.
-WRITTEN_BEFORE_REPORTS = ["full_docs", "text_chunks", "chunk_extractions", "graph", "entities_vdb", "chunks_vdb"]
+WRITTEN_BEFORE_REPORTS = ["full_docs", "text_chunks", "chunk_extractions", "graph", "entities_vdb", "chunks_vdb",
+                          "relations_vdb"]
 
 
 class Clients(Protocol):
@@ -152,7 +153,7 @@ class Pipeline:
         caller's write; with ``retry_failed``, extract the chunks that failed before again;
         with ``judge_pending``, the resolution judge asks every pair left pending.
         What runs beside what is declared here and only here, beside each stage."""
-        from graphrag.operators.graph_update import store_entity_vectors
+        from graphrag.operators.graph_update import relation_vectors_to_backfill, store_entity_vectors
 
         timer = StageTimer()
         with timer.stage("chunk"):
@@ -187,9 +188,14 @@ class Pipeline:
             await self.record(docs_to_store, removed_doc_ids, plan, extracted.changed,
                               (work.failed_before, extracted.failed))
             # Entity vectors wait for the summaries; nothing below needs them, so they are
-            # embedded beside clustering and reports.
-            entity_vectors = background.start(store_entity_vectors(self.stores.entities_vdb, changes),
-                                              after=(chunk_vectors,), stage="embed")
+            # embedded beside clustering and reports. Relation vectors go with them; an index
+            # written before they were on gets the missing ones here.
+            stores = self.stores
+            entity_vectors = background.start(store_entity_vectors(
+                stores.entities_vdb, changes, stores.relations_vdb,
+                backfill=lambda: relation_vectors_to_backfill(stores.graph, stores.relations_vdb, self.tokenizer,
+                                                              self.vector_tokens)),
+                after=(chunk_vectors,), stage="embed")
             communities = len(await self.stores.community_reports.all_keys())
             reports_generated, report_failures = 0, None
             if changes.entities_changed:
@@ -356,10 +362,15 @@ class Pipeline:
 
         return finish_graph_update(
             rebuilt, graph=self.stores.graph, summarizer=self.summarizer(), tokenizer=self.tokenizer,
-            summary_max_tokens=self.config.entity_summary_to_max_tokens,
-            # An entity is found by its name and the start of its description; embedding more
-            # than half the model's window costs compute (quadratic in length) for little gain.
-            vector_tokens=max(self.embedding_func.max_token_size // 2, 32), start=background.start)
+            summary_max_tokens=self.config.entity_summary_to_max_tokens, vector_tokens=self.vector_tokens,
+            start=background.start)
+
+    @property
+    def vector_tokens(self) -> int:
+        """The tokens of an entity's or relation's text that are embedded: it is found by its
+        name and the start of its description; embedding more than half the model's window
+        costs compute (quadratic in length) for little gain."""
+        return max(self.embedding_func.max_token_size // 2, 32)
 
     async def record(self, docs: dict[str, dict[str, Any]], removed_doc_ids: list[str], plan: ChunkPlan,
                      extractions: dict[str, ChunkExtraction], failed: tuple[dict[str, Any], dict[str, Any]]) -> None:

@@ -1,0 +1,112 @@
+"""The rerank stage: off by default; a rerank endpoint (TEI and Cohere shapes), a local
+cross-encoder, or the cheap model listwise reorder the first passages of every passage mode
+and of retrieve, cached and counted like model calls."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphrag import GraphRAG, QueryParam
+from graphrag.embedding import hash_embedding
+from mock_llm_server import MockLLMServer, overlap_score
+
+DOCS = [
+    "The lighthouse keeper of Quarvale lit the lamp every night of the long winter.",
+    "Quarvale harbour froze in the winter, and the keeper walked across the ice.",
+    "Barges carrying grain pass under stone bridges near the river at dawn.",
+    "The winter fair of Dunmere sells lamps, ropes and nets to every harbour town.",
+    "A keeper of bees in Dunmere sold honey at the fair every summer.",
+]
+QUESTION = "Who lit the lamp of the Quarvale lighthouse in winter?"
+PASSAGE_MODES = ("naive", "local", "hybrid")
+
+
+def _rag(path: Path, **options: Any) -> GraphRAG:
+    return GraphRAG(working_dir=str(path), embedding_func=hash_embedding(256), extraction="nlp",
+                    show_progress=False, **options)
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("rerank")
+    _rag(path).insert(DOCS)
+    return path
+
+
+def _order(rag: GraphRAG, mode: str) -> list[str]:
+    return [c.content for c in rag.retrieve(QUESTION, QueryParam(mode=mode)).chunks]
+
+
+def test_off_by_default(indexed: Path) -> None:
+    rag = _rag(indexed)
+    for mode in PASSAGE_MODES:
+        assert _order(rag, mode)
+    assert rag.stores.reranker is None and "rerank" not in rag.usage.snapshot()
+
+
+@pytest.mark.parametrize("model", [None, "rerank-mini"])  # TEI's shape, then Cohere / Jina's
+def test_an_endpoint_reorders_every_passage_mode_cached_and_counted(indexed: Path, llm_server: MockLLMServer,
+                                                                   model: Any) -> None:
+    plain = _rag(indexed)
+    rag = _rag(indexed, rerank=f"{llm_server.base_url}/rerank", rerank_model=model)
+    for mode in PASSAGE_MODES:
+        before, after = _order(plain, mode), _order(rag, mode)
+        assert sorted(before) == sorted(after)
+        assert after == sorted(before, key=lambda p: -overlap_score(QUESTION, p)), mode
+        context = rag.query(QUESTION, QueryParam(mode=mode, only_need_context=True))
+        assert context.index(after[0]) < context.index(after[-1])
+    sent = llm_server.rerank_requests
+    assert sent and all(r["query"] == QUESTION and r.get("model") == model for r in sent)
+    # Two reorders a mode (retrieve, query); one request per distinct candidate list, the rest
+    # read from the cache (local's Sources come in hybrid's order, so theirs is one list).
+    usage = rag.usage.snapshot()["rerank"]
+    assert usage["calls"] == len(sent) and usage["calls"] + usage["cached"] == 2 * len(PASSAGE_MODES)
+    # Another process, the same question: from the cache, no request.
+    again = _rag(indexed, rerank=f"{llm_server.base_url}/rerank", rerank_model=model)
+    assert _order(again, "naive") == _order(rag, "naive")
+    assert len(llm_server.rerank_requests) == len(sent)
+    assert again.usage.snapshot()["rerank"]["calls"] == 0 and again.usage.snapshot()["rerank"]["cached"] == 1
+
+
+def test_listwise_by_the_cheap_model(indexed: Path, llm_server: MockLLMServer) -> None:
+    rag = _rag(indexed, rerank="llm", llm_base_url=llm_server.base_url, llm_api_key="k")
+    before = _order(_rag(indexed), "hybrid")
+    assert _order(rag, "hybrid") == sorted(before, key=lambda p: -overlap_score(QUESTION, p))
+    assert llm_server.calls_by_kind["rerank"] == 1
+
+
+def _tiny_cross_encoder(path: Path) -> Path:
+    """A randomly initialised two-layer BERT with a one-score head and a word-level vocab,
+    saved as a sentence-transformers cross-encoder reads it: nothing downloaded."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
+    path.mkdir()
+    words = sorted({w.strip(".,?").lower() for text in [*DOCS, QUESTION] for w in text.split()})
+    vocab = path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=5 + len(words), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=128, num_labels=1)
+    BertForSequenceClassification(config).save_pretrained(path)
+    BertTokenizer(str(vocab)).save_pretrained(path)
+    return path
+
+
+def test_a_local_cross_encoder_orders_by_its_scores(indexed: Path, tmp_path: Path) -> None:
+    from sentence_transformers import CrossEncoder
+
+    model = _tiny_cross_encoder(tmp_path / "ce")
+    rag = _rag(indexed, rerank=f"cross-encoder:{model}")
+    before = _order(_rag(indexed), "naive")
+    scores = CrossEncoder(str(model)).predict([(QUESTION, p) for p in before])
+    expected = [p for _, p in sorted(zip(range(len(before)), before), key=lambda ip: (-scores[ip[0]], ip[0]))]
+    assert _order(rag, "naive") == expected
+    assert rag.usage.snapshot()["rerank"]["calls"] == 1
+
+
+def test_an_unknown_rerank_choice_is_refused(indexed: Path) -> None:
+    with pytest.raises(ValueError, match="rerank must be"):
+        _rag(indexed, rerank="bm25").retrieve(QUESTION, QueryParam(mode="naive"))
