@@ -52,6 +52,9 @@ _CJK_NAME = re.compile(r"[「『《]([^」』》。，！？、\s]{1,12})[」』
 _WS = re.compile(r"\s+")
 # A paragraph's first line, when more lines follow it: a heading if short and in title case.
 _FIRST_LINE = re.compile(r"\A[ \t]*([^\n]+?)[ \t]*\n(?=\s*\S)")
+# A Markdown (ATX) heading line: "## Title". It ends what precedes it and is a sentence of its
+# own, in any language: a title has no sentence end to stop it running into the prose below.
+_MARKDOWN_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}(?:[ \t]+(.*?))?[ \t#]*$", re.M)
 _PARENTHESISED = re.compile(r"\([^()\n]*\)")
 _LINE_WORD = re.compile(r"[^\W_][^\s]*")
 _MAX_HEADING_WORDS = _MAX_SPAN_WORDS
@@ -144,30 +147,45 @@ def _heading(line: str) -> bool:
 
 
 def _sentences(text: str) -> list[tuple[str, bool]]:
-    """``(sentence, is_heading)`` pairs, in order."""
+    """``(sentence, is_heading)`` pairs, in order; a Markdown heading line is a sentence of
+    its own (its ``#`` marks dropped) wherever it stands in a paragraph."""
     sentences: list[tuple[str, bool]] = []
     for para in _PARAGRAPH.split(text):
+        start = 0
+        for m in _MARKDOWN_HEADING.finditer(para):
+            sentences.extend(_prose_sentences(para[start:m.start()].lstrip()))
+            if m.group(1):  # in sentence case ("Segment tree") its first word opens a sentence
+                sentences.append((m.group(1), _heading(m.group(1))))
+            start = m.end()
+        sentences.extend(_prose_sentences(para[start:].lstrip()))
+    return sentences
+
+
+def _prose_sentences(para: str) -> list[tuple[str, bool]]:
+    """The sentences of a paragraph without Markdown headings (its first line may be a title)."""
+    sentences: list[tuple[str, bool]] = []
+    if para:
         first = _FIRST_LINE.match(para)
         if first and _heading(first.group(1)):
             sentences.append((first.group(1), True))
             para = para[first.end():]
-        start = 0
-        for m in _SENT_END.finditer(para):
-            nxt = _NEXT_CHAR.match(para, m.end())
-            if nxt and nxt.group(1).islower() and m.group()[0] in ".!?":
-                continue  # '"Bah!" said Scrooge' and 'e.g. this' stay one sentence
-            if m.group() == ".":
-                before = _WORD_BEFORE.search(para, max(0, m.start() - 12), m.start())
-                word = before.group(1) if before else ""
-                if word.lower() in _ABBREVIATIONS or (len(word) == 1 and word != "I"):
-                    continue
-            piece = para[start : m.end()].strip()
-            if piece:
-                sentences.append((piece, False))
-            start = m.end()
-        piece = para[start:].strip()
+    start = 0
+    for m in _SENT_END.finditer(para):
+        nxt = _NEXT_CHAR.match(para, m.end())
+        if nxt and nxt.group(1).islower() and m.group()[0] in ".!?":
+            continue  # '"Bah!" said Scrooge' and 'e.g. this' stay one sentence
+        if m.group() == ".":
+            before = _WORD_BEFORE.search(para, max(0, m.start() - 12), m.start())
+            word = before.group(1) if before else ""
+            if word.lower() in _ABBREVIATIONS or (len(word) == 1 and word != "I"):
+                continue
+        piece = para[start : m.end()].strip()
         if piece:
             sentences.append((piece, False))
+        start = m.end()
+    piece = para[start:].strip()
+    if piece:
+        sentences.append((piece, False))
     return sentences
 
 

@@ -52,6 +52,18 @@ def test_a_user_dictionary_makes_domain_terms_entities(tmp_path: Path) -> None:
         GraphRAG(working_dir=str(tmp_path / "wd"), extraction="nlp", nlp_user_dictionary=str(tmp_path / "none.txt"))
 
 
+def test_a_markdown_heading_ends_the_description_before_the_text_below_it() -> None:
+    """A heading line has no sentence end; it must not run into the first sentence below it,
+    in Chinese or English, and its ``#`` marks are not part of any description."""
+    text = ("# 北京大学\n北京大学由蔡元培长期主持。\n\n"
+            "## Segment tree\nJon Bentley described the segment tree in 1977.")
+    descriptions = {e["name"]: e["description"] for e in extract_chunk_nlp(text)["entities"]}
+    assert descriptions["蔡元培"] == "北京大学由蔡元培长期主持。"
+    assert descriptions["JON BENTLEY"] == "Jon Bentley described the segment tree in 1977."
+    assert "SEGMENT" not in descriptions  # a sentence-case heading's first word opens a sentence
+    assert not any("#" in d for d in descriptions.values())
+
+
 def test_search_tokens_by_script() -> None:
     assert has_han("用 Neo4j") and not has_han("Neo4j only")
     # Counted in words, a Han character one: technical Chinese quoting English terms is Chinese.
