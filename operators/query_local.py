@@ -69,15 +69,30 @@ def _weight(edge: dict) -> float:
         return 0.0
 
 
+async def _named_entities(query: str, stores: Any) -> list[str]:
+    """The entities the question names, found by name as hybrid mode finds them (exact,
+    normalised or fuzzy; a Chinese question segmented into words), strongest match first."""
+    from .query_hybrid import link_entities
+    from .walk_graph import graph_index
+
+    index = await graph_index(stores)
+    linked = link_entities(query, index)
+    return [index.entities[i] for i in sorted(linked, key=lambda i: (-linked[i], i))]
+
+
 async def _find_entities(query: str, stores: Any, param: QueryParam) -> list[dict]:
-    """Retrieved entities in similarity order: ``{entity_name, data, rank}``."""
+    """Retrieved entities: those the question names, then the most similar to it, at most
+    ``top_k``: ``{entity_name, data, rank, score}`` (score: the vector similarity, None for a
+    named entity the vectors did not find). Names count where the embedder cannot read the
+    question's language: vectors alone found almost nothing for Chinese questions with a
+    weak embedder (benchmarks/README.md, "Chinese documents")."""
     hits = await stores.entities_vdb.query(query, top_k=param.top_k)
     similarity: dict[str, Optional[float]] = {}
     for hit in hits:
         name = hit.get("entity_name")
         if name and name not in similarity:
             similarity[name] = hit.get("distance")
-    names = list(similarity)
+    names = list(dict.fromkeys(await _named_entities(query, stores) + list(similarity)))[:param.top_k]
     if not names:
         return []
     nodes = await stores.graph.get_nodes_batch(names)
@@ -86,7 +101,7 @@ async def _find_entities(query: str, stores: Any, param: QueryParam) -> list[dic
     if missing:
         logger.warning("%d retrieved entities are missing from the graph; the index may need repair", missing)
     degrees = await stores.graph.node_degrees_batch([n for n, _ in found])
-    return [{"entity_name": n, "data": d, "rank": deg, "score": similarity[n]} for (n, d), deg in zip(found, degrees)]
+    return [{"entity_name": n, "data": d, "rank": deg, "score": similarity.get(n)} for (n, d), deg in zip(found, degrees)]
 
 
 def _report_groups(entities: list[dict], param: QueryParam) -> list[list[str]]:
