@@ -25,6 +25,7 @@ from graphrag.schema import ChunkExtraction, EntityRecord, RelationRecord, strip
 
 from .chinese_text import TERM_TYPE, frequent_terms, sentence_names
 from .extraction import normalize_entity_name
+from .names import fold_width
 
 logger = logging.getLogger(__name__)
 
@@ -106,9 +107,13 @@ _UPPER = "A-Z\u00c0-\u00d6\u00d8-\u00de\u0391-\u03a9\u0410-\u042f"
 _LOWER_KEPT = "|".join(sorted((_CONNECTORS | _SPEECH_VERBS) - {"&"}, key=len, reverse=True))
 # Only the tokens spans care about (capitalised words, honorifics, connectors, speech verbs,
 # "&"); other words are skipped by the regex engine and show up as non-blank gaps.
+# A word character other than a Han one: Chinese writes Latin names with no space around
+# them ("用LangGraph搭建"), so a Han character ends a Latin word as a space would.
+_NON_HAN_WORD = r"[^\W_\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
 _TOKEN = re.compile(
     rf"\b(?P<hon>{_HONORIFIC_DOT})(?=\s)|(?P<amp>&)(?=\s)"
-    rf"|\b(?P<w>(?=[{_UPPER}]|(?:{_LOWER_KEPT})\b)[^\W\d_][^\W_]*(?:[-'’][^\W\d_][^\W_]*)*)"
+    rf"|(?<!{_NON_HAN_WORD})(?P<w>(?=[{_UPPER}]|(?:{_LOWER_KEPT})\b)[^\W\d_]{_NON_HAN_WORD}*"
+    rf"(?:[-'’][^\W\d_]{_NON_HAN_WORD}*)*)"
 )
 
 
@@ -122,9 +127,10 @@ class _Tok(NamedTuple):
 
 
 def clean_input(text: str) -> str:
-    """Control characters out, line ends unified, all-caps heading lines blanked."""
+    """Control characters out, line ends unified, full-width letters and digits plain (a
+    Latin name typed on a CJK keyboard is read as a name), all-caps heading lines blanked."""
     # A control character becomes a space: a form feed between two words must not join them.
-    text = strip_control_chars(text.replace("\r\n", "\n").replace("\r", "\n"), " ")
+    text = fold_width(strip_control_chars(text.replace("\r\n", "\n").replace("\r", "\n"), " "))
     return _SHOUT_LINE.sub("", text)
 
 

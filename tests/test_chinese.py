@@ -90,6 +90,31 @@ def test_a_mixed_chinese_english_markdown_file_gives_entities_in_both_scripts(tm
     assert {"杭州", "张伟", "阿里巴巴集团"} <= names
 
 
+def test_a_latin_name_typed_full_width_is_the_same_name_everywhere(tmp_path: Path) -> None:
+    """Every name key folds full-width letters and digits: the extractor's, the stored name
+    (LLM extraction too), the graph API's lookups, the walk's entity linking and resolution's."""
+    from graphrag import QueryParam
+    from graphrag.operators.extraction import normalize_entity_name
+    from graphrag.operators.names import compact_key, fold_name, loose_key
+    from graphrag.operators.resolution.keys import name_key
+
+    assert normalize_entity_name("ｎｅｏ４ｊ") == "NEO4J" == fold_name("ＮＥＯ４Ｊ") == compact_key("Ｎｅｏ４ｊ")
+    assert loose_key("Ｔｈｅ　Ｌａｎｇ Ｇｒａｐｈ") == "LANG GRAPH" and name_key("ＮＥＯ４Ｊ") == name_key("Neo4j")
+    rag = _offline(tmp_path)
+    rag.insert(["张伟在杭州用ＬａｎｇＧｒａｐｈ搭建了问答系统。ＬａｎｇＧｒａｐｈ由Ｈａｒｒｉｓｏｎ Ｃｈａｓｅ创建。",
+                "李娜在上海也用LangGraph做了一个客服系统。"])
+    graph = rag.knowledge_graph
+    names = {e.name for e in graph.whole().entities}
+    assert {"LANGGRAPH", "HARRISON CHASE", "张伟", "李娜"} <= names
+    assert not any("Ｌ" in n or "由" in n for n in names)  # one entity, and no Han run into it
+    assert len(graph.entity("ＬａｎｇＧｒａｐｈ").source_chunk_ids) == 2
+    assert "LANGGRAPH" in graph.names_in("ＬａｎｇＧｒａｐｈ是谁创建的？")
+    assert "langgraph" in search_tokens("ＬａｎｇＧｒａｐｈ是谁创建的？")  # the lexical channel's words
+    for mode in ("hybrid", "local"):
+        retrieval = rag.retrieve("ＬａｎｇＧｒａｐｈ是谁创建的？", QueryParam(mode=mode, top_k=5))
+        assert retrieval is not None and "LANGGRAPH" in {e.name for e in retrieval.entities}
+
+
 # ---------------------------------------------------------------- the lexical channel
 
 
