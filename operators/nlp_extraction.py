@@ -109,10 +109,11 @@ _LOWER_KEPT = "|".join(sorted((_CONNECTORS | _SPEECH_VERBS) - {"&"}, key=len, re
 # "&"); other words are skipped by the regex engine and show up as non-blank gaps.
 # A word character other than a Han one: Chinese writes Latin names with no space around
 # them ("用LangGraph搭建"), so a Han character ends a Latin word as a space would.
-_NON_HAN_WORD = r"[^\W_\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
+_HAN_CHARS = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_NON_HAN_WORD = rf"[^\W_{_HAN_CHARS}]"
 _TOKEN = re.compile(
     rf"\b(?P<hon>{_HONORIFIC_DOT})(?=\s)|(?P<amp>&)(?=\s)"
-    rf"|(?<!{_NON_HAN_WORD})(?P<w>(?=[{_UPPER}]|(?:{_LOWER_KEPT})\b)[^\W\d_]{_NON_HAN_WORD}*"
+    rf"|(?<![^\W{_HAN_CHARS}])(?P<w>(?=[{_UPPER}]|(?:{_LOWER_KEPT})\b)[^\W\d_]{_NON_HAN_WORD}*"
     rf"(?:[-'’][^\W\d_]{_NON_HAN_WORD}*)*)"
 )
 
