@@ -80,19 +80,22 @@ async def _named_entities(query: str, stores: Any) -> list[str]:
     return [index.entities[i] for i in sorted(linked, key=lambda i: (-linked[i], i))]
 
 
-async def _find_entities(query: str, stores: Any, param: QueryParam) -> list[dict]:
-    """Retrieved entities: those the question names, then the most similar to it, at most
-    ``top_k``: ``{entity_name, data, rank, score}`` (score: the vector similarity, None for a
-    named entity the vectors did not find). Names count where the embedder cannot read the
+async def _find_entities(query: str, stores: Any, param: QueryParam, ranking: Any = None) -> list[dict]:
+    """Retrieved entities: those the question names, then the most similar to it, then, while
+    fewer than ``top_k``, those hybrid's walk (``ranking``) reaches best:
+    ``{entity_name, data, rank, score}`` (score: the vector similarity, None for an entity the
+    vectors did not find). Names and the walk count where the embedder cannot read the
     question's language: vectors alone found almost nothing for Chinese questions with a
-    weak embedder (benchmarks/README.md, "Chinese documents")."""
+    weak embedder (benchmarks/README.md, "Chinese documents"); where they fill ``top_k``, as
+    with an embedder that reads the question, the walk adds none."""
     hits = await stores.entities_vdb.query(query, top_k=param.top_k)
     similarity: dict[str, Optional[float]] = {}
     for hit in hits:
         name = hit.get("entity_name")
         if name and name not in similarity:
             similarity[name] = hit.get("distance")
-    names = list(dict.fromkeys(await _named_entities(query, stores) + list(similarity)))[:param.top_k]
+    walked = list(ranking.entity_scores) if ranking is not None else []
+    names = list(dict.fromkeys(await _named_entities(query, stores) + list(similarity) + walked))[:param.top_k]
     if not names:
         return []
     nodes = await stores.graph.get_nodes_batch(names)
@@ -177,16 +180,19 @@ async def _related_chunks(
     return [(chunk_id, len(linked[chunk_id])) for chunk_id in ranked]
 
 
-async def _sources_by_walk(query: str, ranked: list[tuple[str, int]], stores: Any, param: QueryParam
-                           ) -> list[tuple[str, int]]:
+async def _walk_ranking(query: str, stores: Any, param: QueryParam) -> Any:
+    """Hybrid mode's ranking for the question (None without chunk vectors or a seed)."""
+    if stores.chunks_vdb is None:
+        return None
+    from .query_hybrid import rank
+
+    return await rank(query, stores, param)
+
+
+def _sources_by_walk(ranking: Any, ranked: list[tuple[str, int]]) -> list[tuple[str, int]]:
     """The entities' ``(chunk id, links)`` in the hybrid mode's order for the question (chunks
     it does not rank keep their order, last). Seeding the walk with the retrieved entities too
     was measured worse: they are found by vector similarity and pull it off the question."""
-    if stores.chunks_vdb is None:
-        return ranked
-    from .query_hybrid import rank
-
-    ranking = await rank(query, stores, param)
     if ranking is None:
         return ranked
     links = dict(ranked)
@@ -202,13 +208,14 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
     the numbers a cited answer uses."""
     if stores.entities_vdb is None:
         return None
-    entities = await _find_entities(query, stores, param)
+    ranking = await _walk_ranking(query, stores, param)
+    entities = await _find_entities(query, stores, param, ranking)
     if not entities:
         return None
     node_edges = await _entity_edges(entities, stores)
     report_groups = _report_groups(entities, param)
     relations = await _related_relations(entities, node_edges, stores)
-    chunk_ids = await _sources_by_walk(query, await _related_chunks(entities, node_edges, stores), stores, param)
+    chunk_ids = _sources_by_walk(ranking, await _related_chunks(entities, node_edges, stores))
 
     entity_rows = [
         [i, e["entity_name"], e["data"].get("entity_type", "UNKNOWN"), e["data"].get("description", "UNKNOWN"), e["rank"]]

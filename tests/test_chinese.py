@@ -310,8 +310,8 @@ def test_the_chinese_set_is_retrieved_through_the_lexical_channel(tmp_path: Path
     """The shipped set, offline, with vectors that cannot read Chinese (bag-of-words over
     whitespace): naive and hybrid find the gold passages through the lexical channel (and
     hybrid through the entities the questions name); without the channel naive finds almost
-    none. Local mode starts from the entities the questions name, which these vectors alone
-    never found (6.8 Recall@5 before)."""
+    none. Local mode starts from the entities the questions name and those the walk reaches,
+    which these vectors alone never found (6.8 Recall@5 before)."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
@@ -321,7 +321,7 @@ def test_the_chinese_set_is_retrieved_through_the_lexical_channel(tmp_path: Path
     on = evaluate(passages, questions, "nlp", ["naive", "local", "hybrid"], str(tmp_path / "on"),
                   embedding_func=hash_embedding(256))
     assert on["entities_in_han_script"] >= 150
-    assert on["modes"]["local"]["all"]["recall@5"] >= 50
+    assert on["modes"]["local"]["all"]["recall@5"] >= 90
     for mode in ("naive", "hybrid"):
         assert on["modes"][mode]["all"]["recall@2"] >= 90 and on["modes"][mode]["all"]["recall@5"] >= 95
     off = evaluate(passages, questions, "nlp", ["naive", "hybrid"], str(tmp_path / "off"),
