@@ -81,6 +81,7 @@ environment:
                                    the same as the --*-storage and --workspace flags
   GRAPHRAG_EMBEDDING_BASE_URL, GRAPHRAG_EMBEDDING_MODEL, GRAPHRAG_EMBEDDING_DIM,
   GRAPHRAG_EMBEDDING_API_KEY       the same as the --embedding-* flags, and the server's key
+  GRAPHRAG_LEXICAL_RETRIEVAL=0|1   the same as --no-lexical / --lexical (default on)
   GRAPHRAG_EMBEDDING=hash          use a fast fake embedding (384-dim, no model) instead
                                    of the local all-MiniLM-L6-v2 model; for tests and
                                    benchmarks only, and a working dir must always be
@@ -136,7 +137,28 @@ def _llm_options(args: argparse.Namespace) -> dict[str, Any]:
     for name in ("embedding_base_url", "embedding_model", "embedding_dim"):
         if getattr(args, name, None) is not None:
             config[name] = getattr(args, name)
+    lexical = getattr(args, "lexical", None)
+    if lexical is None:
+        lexical = _env_switch(LEXICAL_ENV)
+    if lexical is not None:
+        config["lexical_retrieval"] = lexical
     return config
+
+
+LEXICAL_ENV = "GRAPHRAG_LEXICAL_RETRIEVAL"
+_SWITCH_VALUES = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False,
+                  "off": False}
+
+
+def _env_switch(variable: str) -> Optional[bool]:
+    """An on/off environment variable: None when unset or empty; a usage error for a value
+    that is neither (a typo must not silently leave the default on)."""
+    value = os.environ.get(variable, "").strip().lower()
+    if not value:
+        return None
+    if value not in _SWITCH_VALUES:
+        raise CLIError(f"{variable} must be on or off (1/0, true/false, yes/no), not {value!r}", EXIT_USAGE)
+    return _SWITCH_VALUES[value]
 
 
 def _llm_configured(offline: bool) -> bool:
@@ -502,6 +524,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the server's embedding model; without --embedding-base-url, a sentence-transformers "
                             "model name or path run locally")
     group.add_argument("--embedding-dim", type=int, metavar="N", help="the embedding model's vector size")
+    group = llm.add_argument_group("retrieval")
+    group.add_argument("--lexical", action=argparse.BooleanOptionalAction, default=None,
+                       help="the lexical channel: a BM25 index over chunks (jieba's words for Chinese), kept at "
+                            "every insert and fused into naive and hybrid ranking for questions not mostly in "
+                            "Latin script; for languages the embedder does not read (default: on, or "
+                            "$GRAPHRAG_LEXICAL_RETRIEVAL=1/0)")
 
     parser = argparse.ArgumentParser(
         prog="graphrag", description="File-backed GraphRAG: index text files, then ask questions.",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 from graphrag.aio import run_sync
 from graphrag.errors import EntityNotFound, InvalidInputError
 from graphrag.operators.community_index import largest_community, with_occurrence
+from graphrag.operators.chinese_text import split_words
 from graphrag.operators.names import compact_key as name_key
 from graphrag.records import Community, Entity, Path, Relation, Subgraph, split_field
 from graphrag.schema import edge_key
@@ -351,9 +352,10 @@ class KnowledgeGraph:
 
     async def anames_in(self, text: str) -> list[str]:
         """The entities ``text`` names: every run of up to ``MAX_NAME_WORDS`` words resolved as
-        a typed name is (:func:`name_key`), longest runs first. Needs no vectors."""
+        a typed name is (:func:`name_key`), longest runs first; Chinese, written without
+        spaces, is segmented into words first. Needs no vectors."""
         names = await self._name_index()
-        words = _WORD.findall(text)
+        words = split_words(_WORD.findall(text))
         found: dict[str, None] = {}
         for length in range(min(MAX_NAME_WORDS, len(words)), 0, -1):
             for start in range(len(words) - length + 1):

@@ -16,6 +16,8 @@ import threading
 from collections import Counter
 from typing import Any, Iterable, Optional
 
+from .names import fold_width
+
 logger = logging.getLogger(__name__)
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -153,12 +155,13 @@ def frequent_terms(per_sentence: Iterable[SentenceNames], limit: int) -> set[str
 
 def split_words(words: list[str], user_dictionary: Optional[str] = None) -> list[str]:
     """``words`` with each one in Chinese script cut into jieba's words (Chinese writes no
-    spaces, so a whole clause arrives as one "word")."""
+    spaces, so a whole clause arrives as one "word"); full-width letters and digits in it are
+    read plain, so a Latin name typed full-width is cut out as one word."""
     out: list[str] = []
     for word in words:
         if has_han(word):
             segmenter, _ = _segmenter(user_dictionary)
-            out.extend(w for w in segmenter.tokenizer.cut(word) if w.strip())
+            out.extend(w for w in segmenter.tokenizer.cut(fold_width(word)) if w.strip())
         else:
             out.append(word)
     return out
@@ -174,7 +177,9 @@ def join_words(words: list[str]) -> str:
 
 def search_tokens(text: str, user_dictionary: Optional[str] = None) -> list[str]:
     """Words to match a query against a passage: jieba's words where the text is Chinese,
-    lower-cased letter-and-digit words elsewhere (punctuation and spaces dropped)."""
+    lower-cased letter-and-digit words elsewhere (punctuation and spaces dropped); full-width
+    letters and digits match plain ones."""
+    text = fold_width(text)
     if not has_han(text):
         return [w.lower() for w in _LATIN_WORD.findall(text)]
     segmenter, _ = _segmenter(user_dictionary)

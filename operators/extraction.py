@@ -19,6 +19,7 @@ from graphrag.prompts import COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIM
 from graphrag.schema import ChunkExtraction, ChunkRecord, EntityRecord, RelationRecord, strip_control_chars
 
 from .answer_formats import as_records, is_only_completion, read_other_formats, strip_reasoning
+from .names import name_form
 from .tokenizer import Tokenizer, fits
 
 logger = logging.getLogger(__name__)
@@ -77,8 +78,8 @@ def normalize_entity_name(name: str) -> str:
     """Canonical key for an entity so "Scrooge", '"scrooge"' and ' **SCROOGE** ' merge.
 
     Every extractor names entities through this (the LLM-free one too), so both name the
-    same entity the same way."""
-    return _unwrap(clean_text(name)).upper()
+    same entity the same way; full-width and compatibility forms fold (``ＮＥＯ４Ｊ`` is NEO4J)."""
+    return name_form(_unwrap(clean_text(name))).upper()
 
 
 def parse_strength(value: Optional[str]) -> float:

@@ -16,12 +16,29 @@ import unicodedata
 _NAME_WORD = re.compile(r"[^\W_]+(?:['-][^\W_]+)*")
 _LETTERS = re.compile(r"[^\W_]+")
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "ʼ": "'", "`": "'"})
+# Full-width Latin letters and digits (ＡＢＣ, １２３), as CJK input methods type them: the
+# plain letters shifted by a fixed offset.
+_FULL_WIDTH_ALNUM = {c: c - 0xFEE0 for c in (*range(0xFF10, 0xFF1A), *range(0xFF21, 0xFF3B),
+                                              *range(0xFF41, 0xFF5B))}
+
+
+def fold_width(text: str) -> str:
+    """Full-width letters and digits as plain ones, everything else as written: running text
+    keeps its full-width punctuation (。！？ end Chinese sentences), while a Latin name typed
+    full-width reads as the same name typed plain."""
+    return text.translate(_FULL_WIDTH_ALNUM)
+
+
+def name_form(text: str) -> str:
+    """A name as stored: NFKC-normalised (full-width and compatibility forms as their plain
+    characters), so one name typed two ways is one entity."""
+    return unicodedata.normalize("NFKC", text)
 
 
 def fold_name(text: str, *, keep_accents: bool = False) -> str:
     """``text`` upper-cased after NFKC, apostrophes unified, accents dropped unless
     ``keep_accents`` (then composed, NFC)."""
-    folded = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES).upper()
+    folded = name_form(text).translate(_APOSTROPHES).upper()
     if folded.isascii():
         return folded
     if keep_accents:

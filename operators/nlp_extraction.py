@@ -25,6 +25,7 @@ from graphrag.schema import ChunkExtraction, EntityRecord, RelationRecord, strip
 
 from .chinese_text import TERM_TYPE, frequent_terms, sentence_names
 from .extraction import normalize_entity_name
+from .names import fold_width
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,9 @@ _CJK_NAME = re.compile(r"[「『《]([^」』》。，！？、\s]{1,12})[」』
 _WS = re.compile(r"\s+")
 # A paragraph's first line, when more lines follow it: a heading if short and in title case.
 _FIRST_LINE = re.compile(r"\A[ \t]*([^\n]+?)[ \t]*\n(?=\s*\S)")
+# A Markdown (ATX) heading line: "## Title". It ends what precedes it and is a sentence of its
+# own, in any language: a title has no sentence end to stop it running into the prose below.
+_MARKDOWN_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}(?:[ \t]+(.*?))?[ \t#]*$", re.M)
 _PARENTHESISED = re.compile(r"\([^()\n]*\)")
 _LINE_WORD = re.compile(r"[^\W_][^\s]*")
 _MAX_HEADING_WORDS = _MAX_SPAN_WORDS
@@ -103,9 +107,14 @@ _UPPER = "A-Z\u00c0-\u00d6\u00d8-\u00de\u0391-\u03a9\u0410-\u042f"
 _LOWER_KEPT = "|".join(sorted((_CONNECTORS | _SPEECH_VERBS) - {"&"}, key=len, reverse=True))
 # Only the tokens spans care about (capitalised words, honorifics, connectors, speech verbs,
 # "&"); other words are skipped by the regex engine and show up as non-blank gaps.
+# A word character other than a Han one: Chinese writes Latin names with no space around
+# them ("用LangGraph搭建"), so a Han character ends a Latin word as a space would.
+_HAN_CHARS = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_NON_HAN_WORD = rf"[^\W_{_HAN_CHARS}]"
 _TOKEN = re.compile(
     rf"\b(?P<hon>{_HONORIFIC_DOT})(?=\s)|(?P<amp>&)(?=\s)"
-    rf"|\b(?P<w>(?=[{_UPPER}]|(?:{_LOWER_KEPT})\b)[^\W\d_][^\W_]*(?:[-'’][^\W\d_][^\W_]*)*)"
+    rf"|(?<![^\W{_HAN_CHARS}])(?P<w>(?=[{_UPPER}]|(?:{_LOWER_KEPT})\b)[^\W\d_]{_NON_HAN_WORD}*"
+    rf"(?:[-'’][^\W\d_]{_NON_HAN_WORD}*)*)"
 )
 
 
@@ -119,9 +128,10 @@ class _Tok(NamedTuple):
 
 
 def clean_input(text: str) -> str:
-    """Control characters out, line ends unified, all-caps heading lines blanked."""
+    """Control characters out, line ends unified, full-width letters and digits plain (a
+    Latin name typed on a CJK keyboard is read as a name), all-caps heading lines blanked."""
     # A control character becomes a space: a form feed between two words must not join them.
-    text = strip_control_chars(text.replace("\r\n", "\n").replace("\r", "\n"), " ")
+    text = fold_width(strip_control_chars(text.replace("\r\n", "\n").replace("\r", "\n"), " "))
     return _SHOUT_LINE.sub("", text)
 
 
@@ -144,30 +154,45 @@ def _heading(line: str) -> bool:
 
 
 def _sentences(text: str) -> list[tuple[str, bool]]:
-    """``(sentence, is_heading)`` pairs, in order."""
+    """``(sentence, is_heading)`` pairs, in order; a Markdown heading line is a sentence of
+    its own (its ``#`` marks dropped) wherever it stands in a paragraph."""
     sentences: list[tuple[str, bool]] = []
     for para in _PARAGRAPH.split(text):
+        start = 0
+        for m in _MARKDOWN_HEADING.finditer(para):
+            sentences.extend(_prose_sentences(para[start:m.start()].lstrip()))
+            if m.group(1):  # in sentence case ("Segment tree") its first word opens a sentence
+                sentences.append((m.group(1), _heading(m.group(1))))
+            start = m.end()
+        sentences.extend(_prose_sentences(para[start:].lstrip()))
+    return sentences
+
+
+def _prose_sentences(para: str) -> list[tuple[str, bool]]:
+    """The sentences of a paragraph without Markdown headings (its first line may be a title)."""
+    sentences: list[tuple[str, bool]] = []
+    if para:
         first = _FIRST_LINE.match(para)
         if first and _heading(first.group(1)):
             sentences.append((first.group(1), True))
             para = para[first.end():]
-        start = 0
-        for m in _SENT_END.finditer(para):
-            nxt = _NEXT_CHAR.match(para, m.end())
-            if nxt and nxt.group(1).islower() and m.group()[0] in ".!?":
-                continue  # '"Bah!" said Scrooge' and 'e.g. this' stay one sentence
-            if m.group() == ".":
-                before = _WORD_BEFORE.search(para, max(0, m.start() - 12), m.start())
-                word = before.group(1) if before else ""
-                if word.lower() in _ABBREVIATIONS or (len(word) == 1 and word != "I"):
-                    continue
-            piece = para[start : m.end()].strip()
-            if piece:
-                sentences.append((piece, False))
-            start = m.end()
-        piece = para[start:].strip()
+    start = 0
+    for m in _SENT_END.finditer(para):
+        nxt = _NEXT_CHAR.match(para, m.end())
+        if nxt and nxt.group(1).islower() and m.group()[0] in ".!?":
+            continue  # '"Bah!" said Scrooge' and 'e.g. this' stay one sentence
+        if m.group() == ".":
+            before = _WORD_BEFORE.search(para, max(0, m.start() - 12), m.start())
+            word = before.group(1) if before else ""
+            if word.lower() in _ABBREVIATIONS or (len(word) == 1 and word != "I"):
+                continue
+        piece = para[start : m.end()].strip()
         if piece:
             sentences.append((piece, False))
+        start = m.end()
+    piece = para[start:].strip()
+    if piece:
+        sentences.append((piece, False))
     return sentences
 
 

@@ -70,15 +70,33 @@ def _weight(edge: dict) -> float:
         return 0.0
 
 
-async def _find_entities(query: str, stores: Any, param: QueryParam) -> list[dict]:
-    """Retrieved entities in similarity order: ``{entity_name, data, rank}``."""
+async def _named_entities(query: str, stores: Any) -> list[str]:
+    """The entities the question names, found by name as hybrid mode finds them (exact,
+    normalised or fuzzy; a Chinese question segmented into words), strongest match first."""
+    from .query_hybrid import link_entities
+    from .walk_graph import graph_index
+
+    index = await graph_index(stores)
+    linked = link_entities(query, index)
+    return [index.entities[i] for i in sorted(linked, key=lambda i: (-linked[i], i))]
+
+
+async def _find_entities(query: str, stores: Any, param: QueryParam, ranking: Any = None) -> list[dict]:
+    """Retrieved entities: those the question names, then the most similar to it, then, while
+    fewer than ``top_k``, those hybrid's walk (``ranking``) reaches best:
+    ``{entity_name, data, rank, score}`` (score: the vector similarity, None for an entity the
+    vectors did not find). Names and the walk count where the embedder cannot read the
+    question's language: vectors alone found almost nothing for Chinese questions with a
+    weak embedder (benchmarks/README.md, "Chinese documents"); where they fill ``top_k``, as
+    with an embedder that reads the question, the walk adds none."""
     hits = await stores.entities_vdb.query(query, top_k=param.top_k)
     similarity: dict[str, Optional[float]] = {}
     for hit in hits:
         name = hit.get("entity_name")
         if name and name not in similarity:
             similarity[name] = hit.get("distance")
-    names = list(similarity)
+    walked = list(ranking.entity_scores) if ranking is not None else []
+    names = list(dict.fromkeys(await _named_entities(query, stores) + list(similarity) + walked))[:param.top_k]
     if not names:
         return []
     nodes = await stores.graph.get_nodes_batch(names)
@@ -87,7 +105,7 @@ async def _find_entities(query: str, stores: Any, param: QueryParam) -> list[dic
     if missing:
         logger.warning("%d retrieved entities are missing from the graph; the index may need repair", missing)
     degrees = await stores.graph.node_degrees_batch([n for n, _ in found])
-    return [{"entity_name": n, "data": d, "rank": deg, "score": similarity[n]} for (n, d), deg in zip(found, degrees)]
+    return [{"entity_name": n, "data": d, "rank": deg, "score": similarity.get(n)} for (n, d), deg in zip(found, degrees)]
 
 
 def _report_groups(entities: list[dict], param: QueryParam) -> list[list[str]]:
@@ -163,16 +181,19 @@ async def _related_chunks(
     return [(chunk_id, len(linked[chunk_id])) for chunk_id in ranked]
 
 
-async def _sources_by_walk(query: str, ranked: list[tuple[str, int]], stores: Any, param: QueryParam
-                           ) -> list[tuple[str, int]]:
+async def _walk_ranking(query: str, stores: Any, param: QueryParam) -> Any:
+    """Hybrid mode's ranking for the question (None without chunk vectors or a seed)."""
+    if stores.chunks_vdb is None:
+        return None
+    from .query_hybrid import rank
+
+    return await rank(query, stores, param)
+
+
+def _sources_by_walk(ranking: Any, ranked: list[tuple[str, int]]) -> list[tuple[str, int]]:
     """The entities' ``(chunk id, links)`` in the hybrid mode's order for the question (chunks
     it does not rank keep their order, last). Seeding the walk with the retrieved entities too
     was measured worse: they are found by vector similarity and pull it off the question."""
-    if stores.chunks_vdb is None:
-        return ranked
-    from .query_hybrid import rank
-
-    ranking = await rank(query, stores, param)
     if ranking is None:
         return ranked
     links = dict(ranked)
@@ -188,13 +209,14 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
     the numbers a cited answer uses."""
     if stores.entities_vdb is None:
         return None
-    entities = await _find_entities(query, stores, param)
+    ranking = await _walk_ranking(query, stores, param)
+    entities = await _find_entities(query, stores, param, ranking)
     if not entities:
         return None
     node_edges = await _entity_edges(entities, stores)
     report_groups = _report_groups(entities, param)
     relations = await _related_relations(entities, node_edges, stores)
-    chunk_ids = await _sources_by_walk(query, await _related_chunks(entities, node_edges, stores), stores, param)
+    chunk_ids = _sources_by_walk(ranking, await _related_chunks(entities, node_edges, stores))
     chunk_ids = await rerank_chunks(query, chunk_ids, stores, chunk_id=lambda ranked: ranked[0])
 
     entity_rows = [

@@ -324,3 +324,24 @@ def test_deleting_an_unknown_document_exits_1_with_one_line(
     proc = run("delete", "doc-not-there", "--working-dir", str(wd))
     assert_clean_error(proc, 1)
     assert "doc-not-there" in proc.stderr
+
+
+def test_the_lexical_channel_by_flag_and_environment(tmp_path: Path) -> None:
+    """``--no-lexical`` (or GRAPHRAG_LEXICAL_RETRIEVAL=0) keeps no BM25 index and asks none;
+    by default a Chinese question the fake embedding cannot read finds its passage through it."""
+    doc = tmp_path / "dunhuang.txt"
+    doc.write_text("敦煌位于甘肃省西北部，附近的莫高窟保存了大量壁画。1900年，道士王圆箓发现了藏经洞。\n\n"
+                   "深圳是广东省的城市，华为技术有限公司的总部设在这里。\n", encoding="utf-8")
+    question = ("query", "藏经洞是谁发现的？", "--mode", "naive", "--context-only")
+    off, on = tmp_path / "off", tmp_path / "on"
+    assert run("index", str(doc), "--working-dir", str(off), "--offline", "--no-lexical").returncode == 0
+    assert run("index", str(doc), "--working-dir", str(on), "--offline").returncode == 0
+    assert not (off / "kv_store_lexical_index.json").exists() and (on / "kv_store_lexical_index.json").exists()
+    assert "王圆箓" in run(*question, "--working-dir", str(on)).stdout
+    for proc in (run(*question, "--working-dir", str(on), "--no-lexical"),
+                 run(*question, "--working-dir", str(on), env_extra={"GRAPHRAG_LEXICAL_RETRIEVAL": "off"})):
+        assert proc.returncode == 0, proc.stderr
+        assert "王圆箓" not in proc.stdout
+    assert_clean_error(run(*question, "--working-dir", str(on), env_extra={"GRAPHRAG_LEXICAL_RETRIEVAL": "maybe"}),
+                       2)
+    assert "--no-lexical" in run("index", "--help").stdout and "GRAPHRAG_LEXICAL_RETRIEVAL" in run("--help").stdout

@@ -13,6 +13,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ready
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from graphrag import GraphRAG
 from graphrag.operators.modes import mode_names
 from graphrag.server.app import build_app
 from graphrag.server.service import GraphService
@@ -120,3 +121,64 @@ def test_the_api_docs_render_offline(browser: webdriver.Chrome, page: str) -> No
     assert not [e for e in browser.get_log("browser") if e["source"] == "security"]
     loaded = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     assert loaded and all(name.startswith(page) for name in loaded)
+
+
+# Three passages of the shipped Chinese set, indexed offline: 深圳 and 任正非 are two hops
+# apart, through 广东省.
+CHINESE = ("华为", "深圳", "腾讯")
+
+
+@pytest.fixture(scope="module")
+def chinese_page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    import json
+
+    data = Path(__file__).resolve().parent / "data" / "chinese" / "corpus.json"
+    texts = {p["title"]: p["text"] for p in json.loads(data.read_text("utf-8"))}
+    wd = tmp_path_factory.mktemp("chinese-page") / "wd"
+    GraphRAG(index_config(wd)).insert([f"{t}\n{texts[t]}" for t in CHINESE], sources=[f"{t}.txt" for t in CHINESE])
+    with MockLLMServer() as llm:
+        service = GraphService(index_config(wd, llm_base_url=llm.base_url, llm_api_key="test-key"))
+        with running(build_app(service)) as url:
+            yield url
+
+
+def _drawn(driver: webdriver.Chrome) -> set[str]:
+    driver.switch_to.frame(driver.find_element(By.ID, "graph"))
+    try:
+        return {n.get_attribute("data-name") for n in driver.find_elements(By.CSS_SELECTOR, "svg .node")}
+    finally:
+        driver.switch_to.default_content()
+
+
+def test_the_page_shows_chinese_names_intact(browser: webdriver.Chrome, chinese_page: str) -> None:
+    """Documents, a cited answer in Chinese, its references and passage, and the drawn
+    neighbourhood all show the names as the documents write them."""
+    browser.get(chinese_page)
+    wait(browser).until(lambda d: "3 document(s)" in d.find_element(By.ID, "status").text)
+    assert {"华为.txt", "深圳.txt", "腾讯.txt"} <= set(browser.find_element(By.ID, "documents").text.split())
+
+    Select(browser.find_element(By.ID, "mode")).select_by_value("local")
+    browser.find_element(By.ID, "question").send_keys("华为技术有限公司的总部在哪里？")
+    browser.find_element(By.ID, "ask").click()
+    citation = wait(browser).until(ready.element_to_be_clickable((By.CSS_SELECTOR, "#answer a.citation")))
+    answer = browser.find_element(By.ID, "answer").text
+    assert answer.startswith("根据所给的上下文") and "华为技术有限公司的总部在哪里" in answer
+    references = browser.find_element(By.ID, "references").text
+    assert "华为.txt" in references
+    citation.click()
+    wait(browser).until(lambda d: d.find_element(By.ID, "passage").is_displayed())
+    wait(browser).until(lambda d: "，" in d.find_element(By.ID, "passage-text").text)
+    assert any(t in browser.find_element(By.ID, "passage-text").text for t in CHINESE)
+
+    browser.find_element(By.ID, "entity").send_keys("深圳")
+    browser.find_element(By.ID, "explore").click()
+    wait(browser).until(lambda d: "深圳" in d.find_element(By.ID, "entity-info").text)
+    names = wait(browser).until(lambda d: _drawn(d) or None)
+    assert {"深圳", "广东省", "香港"} <= names and "任正非" not in names
+    browser.switch_to.frame(browser.find_element(By.ID, "graph"))
+    labels = {t.text for t in browser.find_elements(By.CSS_SELECTOR, "svg .node text")}
+    browser.find_element(By.CSS_SELECTOR, '.node[data-name="广东省"] circle').click()
+    browser.switch_to.default_content()
+    assert {"深圳", "广东省"} <= labels  # the drawn labels, not only the attributes
+    wait(browser).until(lambda d: "广东省" in d.find_element(By.ID, "entity-info").text)
+    wait(browser).until(lambda d: "任正非" in _drawn(d))
