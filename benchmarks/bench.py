@@ -116,9 +116,12 @@ def open_rag(working_dir: str, base_url: str, max_async: int, emb: str) -> Any:
     from graphrag import GraphRAG
 
     # Both models are served by the one mock: max_async is the limit on all calls together.
+    # GRAPHRAG_BENCH_CONFIG: more options as a JSON object (read by the query child processes too),
+    # e.g. '{"entity_resolution_llm_check": false}' to time a write without the resolution judge.
+    extra = json.loads(os.environ.get("GRAPHRAG_BENCH_CONFIG") or "{}")
     return GraphRAG(working_dir=working_dir, embedding_func=embedding(emb), llm_base_url=base_url,
                     llm_api_key="k", best_model_max_async=max_async, cheap_model_max_async=max_async,
-                    llm_max_async_total=max_async, show_progress=False)
+                    llm_max_async_total=max_async, show_progress=False, **extra)
 
 
 def server_peak_concurrency(base_url: str) -> Optional[int]:
