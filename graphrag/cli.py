@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 from typing import Any, NoReturn, Optional, Sequence
 
 from graphrag.errors import (
@@ -39,7 +40,8 @@ from graphrag.cli_common import (
 from graphrag.operators.modes import describe_modes, mode_names
 
 # The engine's errors a user can act on, with their exit codes: each is one line on stderr.
-# The most specific class of an error decides; anything not here is a bug and keeps its traceback.
+# The most specific class of an error decides; anything not here is a bug and keeps its traceback
+# (masked like a log line, exit code 1).
 EXIT_CODES: dict[type[BaseException], int] = {
     LLMError: EXIT_LLM,
     StorageError: EXIT_FAILED,  # unreadable store files, another writer holding the lock
@@ -583,8 +585,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_OK
     except Exception as exc:
         code = exit_code(exc)
-        if code is None:
-            raise
+        if code is None:  # a bug: its traceback, which may quote a key an error message echoed, masked
+            from graphrag.redaction import redact
+
+            print(redact("".join(traceback.format_exception(exc))), file=sys.stderr, end="")
+            return EXIT_FAILED
         logging.getLogger(__name__).debug("the traceback of the error below", exc_info=exc)
         _fail(_error_line(exc), code)
 
