@@ -353,6 +353,20 @@ def test_failed_keys_are_logged_without_the_key_and_throttled(tmp_path: Path,
     assert not any("guess-" in line for line in lines)
 
 
+def test_a_forwarded_for_header_does_not_escape_the_throttle(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A client naming a new address in X-Forwarded-For with each guess is still one client
+    (its connection's address) unless FORWARDED_ALLOW_IPS names a proxy."""
+    wd = tmp_path / "wd"
+    build_index(wd)
+    with running(build_app(GraphService(index_config(wd)), api_key=KEY)) as url, \
+            caplog.at_level("WARNING", logger="graphrag.server.security"):
+        statuses = [httpx.get(url + "/documents", headers={"X-API-Key": f"guess-{n}-wrong-key",
+                                                           "X-Forwarded-For": f"203.0.113.{n}"}).status_code
+                    for n in range(MAX_FAILURES + 2)]
+    assert statuses[MAX_FAILURES:] == [429, 429]
+    assert not any("203.0.113." in r.getMessage() for r in caplog.records)  # the logged address is the real one
+
+
 def test_keys_too_short_to_resist_guessing_are_refused(tmp_path: Path) -> None:
     for short in ("k", "x" * (MIN_KEY_CHARS - 1)):
         with pytest.raises(ConfigurationError, match="at least"):
@@ -406,7 +420,9 @@ def test_cross_origin_and_foreign_host_requests_are_refused(tmp_path: Path, keye
         hostile = [({"Origin": "https://evil.example"}, 403), ({"Origin": "null"}, 403),
                    ({"Origin": f"http://localhost:{int(port) + 1}"}, 403),  # same site, another origin
                    ({"Sec-Fetch-Site": "cross-site"}, 403), ({"Sec-Fetch-Site": "same-site"}, 403),
-                   ({"Host": f"evil.example:{port}"}, 421), ({"Host": f"evil.example:{port}", **key}, 421)]
+                   ({"Origin": "http://[::1"}, 403), ({"Origin": "file://"}, 403),  # malformed, hostless
+                   ({"Host": f"evil.example:{port}"}, 421), ({"Host": f"evil.example:{port}", **key}, 421),
+                   ({"Host": f"evil.example@127.0.0.1:{port}"}, 421), ({"Host": f"127.0.0.1:{port}/x"}, 421)]
         for method, path, body in STATE_CHANGING:
             for headers, status in hostile:
                 refused = httpx.request(method, url + path.format(doc_id=doc_id), headers={**key, **headers}, **body)

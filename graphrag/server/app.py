@@ -27,7 +27,8 @@ from graphrag.query_param import QueryParam
 from graphrag.readers import read_data
 from graphrag.redaction import redact, register_secret
 from graphrag.server.errors import error_body, http_status
-from graphrag.server.security import DEFAULT_POLICY, ASGIApp, check_binding, check_key, host_names, secured
+from graphrag.server.security import (DEFAULT_POLICY, ASGIApp, check_binding, check_key, host_names, secured,
+                                      uvicorn_config)
 from graphrag.server.service import GraphService, query_param
 
 logger = logging.getLogger(__name__)
@@ -303,4 +304,4 @@ def serve(service: GraphService, host: str = "127.0.0.1", port: int = 8000, api_
 
     check_binding(host, api_key, allowed_hosts)
     app = build_app(service, api_key, max_body_bytes, max_upload_bytes, host=host, allowed_hosts=allowed_hosts)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.Server(uvicorn_config(app, host, port)).run()
