@@ -243,6 +243,8 @@ def test_insert_upload_and_delete_run_as_jobs(api: httpx.Client) -> None:
     bomb = api.post("/documents/files", files={"files": ("bomb.docx", zip_bomb_docx(text_bytes=4 << 20),
                                                          "application/octet-stream")})
     assert bomb.status_code == 400 and "bomb.docx: word/document.xml unpacks to" in bomb.json()["message"]
+    deep = api.post("/documents/files", files={"files": ("deep.json", b"[" * 20_000 + b"]" * 20_000, "application/json")})
+    assert deep.status_code == 400 and deep.json()["message"] == "deep.json: it is nested deeper than the reader can follow"
 
     for source in ("press.txt", "mill.md"):
         deleted = api.delete(f"/documents/{sources[source]}")
