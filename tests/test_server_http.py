@@ -224,6 +224,37 @@ def test_uploads_go_through_the_file_readers(api: httpx.Client) -> None:
                                                           "only_need_context": True}).json()["answer"]
 
 
+def test_queued_slow_uploads_hold_up_no_query(tmp_path: Path) -> None:
+    """Uploads that each take a while to read, more of them than the loop's default threads:
+    they wait for the reading process one after another while a drawing and a query (whose
+    embedding runs in a thread) answer at once."""
+    import os
+
+    wd = tmp_path / "wd"
+    build_index(wd)
+    slow = b"<div>" * 40_000  # markup the HTML reader parses for a fraction of a second, to no text
+    count = min(32, (os.cpu_count() or 1) + 4) + 10  # asyncio's default executor size, and more
+    finished: list[float] = []
+    with running(build_app(GraphService(index_config(wd)))) as url:
+        def upload(n: int) -> None:
+            httpx.post(url + "/documents/files", files={"files": (f"slow-{n}.html", slow, "text/html")}, timeout=120)
+            finished.append(time.monotonic())
+
+        uploads = [threading.Thread(target=upload, args=(n,)) for n in range(count)]
+        for thread in uploads:
+            thread.start()
+        time.sleep(1.5)  # every upload received and waiting for its read
+        done_before = len(finished)
+        drawn = httpx.get(url + "/graph/view", params={"names": "Norland"}, timeout=120)
+        asked = httpx.post(url + "/retrieve", json={"question": "Where is Brightwater Instruments based?"}, timeout=120)
+        answered, done_by_then = time.monotonic(), len(finished)
+        for thread in uploads:
+            thread.join()
+    assert drawn.status_code == 200 and asked.status_code == 200
+    # Without their own thread, the reads hold every default thread until all but a few are done.
+    assert done_by_then - done_before <= 2 and answered < max(finished), (done_before, done_by_then, count)
+
+
 def test_insert_upload_and_delete_run_as_jobs(api: httpx.Client) -> None:
     job = api.post("/documents", json={"text": "Ilse Varga founded Quillmoor Press in Dunmere.",
                                        "source": "press.txt"})
