@@ -513,6 +513,28 @@ def test_health_answers_within_a_second_when_a_store_is_down(tmp_path: Path, how
             assert set(health.json()["stores"]) == {"kv"} and "pw-secret-77" not in health.text
 
 
+def test_a_vector_server_that_never_answers_stalls_no_other_request(tmp_path: Path) -> None:
+    """Milvus at an address that accepts connections and never answers: a search waits for the
+    client's connect timeout, off the event loop, while liveness and health answer at once."""
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))  # refused while the service opens, silent once it listens
+        config = index_config(tmp_path / "wd", vector_storage="milvus",
+                              storage_options={"milvus_uri": f"http://127.0.0.1:{silent.getsockname()[1]}"})
+        service = GraphService(config)
+        silent.listen(16)
+        with running(build_app(service)) as url:
+            search = threading.Thread(target=httpx.get, args=(url + "/graph/search",),
+                                      kwargs={"params": {"q": "harbour"}, "timeout": 60})
+            search.start()
+            time.sleep(0.5)  # the search is connecting
+            started = time.monotonic()
+            assert httpx.get(url + "/livez").status_code == 200 and httpx.get(url + "/health").status_code == 200
+            assert time.monotonic() - started < 1.0 and search.is_alive()
+            search.join()
+
+
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_jobs_outlive_the_server(tmp_path: Path, stop: signal.Signals) -> None:
     """`graphrag serve` stopped while an insert job runs and another waits: started again, it
