@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 from typing import Any, NoReturn, Optional, Sequence
 
 from graphrag.errors import (
@@ -40,7 +41,8 @@ from graphrag.cli_common import (
 from graphrag.operators.modes import describe_modes, mode_names
 
 # The engine's errors a user can act on, with their exit codes: each is one line on stderr.
-# The most specific class of an error decides; anything not here is a bug and keeps its traceback.
+# The most specific class of an error decides; anything not here is a bug and keeps its traceback
+# (masked like a log line).
 EXIT_CODES: dict[type[BaseException], int] = {
     LLMError: EXIT_LLM,
     StorageError: EXIT_FAILED,  # unreadable store files, another writer holding the lock
@@ -661,10 +663,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_OK
     except Exception as exc:
         code = exit_code(exc)
-        if code is None:
+        if code is None:  # a bug: it leaves main, and Python prints its traceback masked
+            sys.excepthook = _masked_excepthook
             raise
         logging.getLogger(__name__).debug("the traceback of the error below", exc_info=exc)
         _fail(_error_line(exc), code)
+
+
+def _masked_excepthook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+    """Python's report of an uncaught exception, with secrets masked (a model server's error
+    may quote the key it was sent)."""
+    from graphrag.redaction import redact
+
+    sys.stderr.write(redact("".join(traceback.format_exception(kind, value, tb))))
 
 
 def exit_code(exc: BaseException) -> Optional[int]:

@@ -127,7 +127,7 @@ class GraphRAGConfig:
     # server (or one rate limit) serving both. None: only the per-model limits.
     llm_max_async_total: Optional[int] = None
     llm_base_url: Optional[str] = None  # falls back to OPENAI_BASE_URL
-    llm_api_key: Optional[str] = None  # falls back to OPENAI_API_KEY
+    llm_api_key: Optional[str] = field(default=None, repr=False)  # falls back to OPENAI_API_KEY
     llm_timeout: float = 180.0
     llm_max_retries: int = 6
     enable_llm_cache: bool = True

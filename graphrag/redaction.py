@@ -22,8 +22,8 @@ from typing import Any, Iterable, Optional
 MASK = "***"
 
 # The environment variables whose values are secrets wherever they appear.
-SECRET_ENV = ("OPENAI_API_KEY", "GRAPHRAG_API_KEY", "GRAPHRAG_POSTGRES_DSN", "GRAPHRAG_NEO4J_PASSWORD",
-              "GRAPHRAG_MILVUS_TOKEN")
+SECRET_ENV = ("OPENAI_API_KEY", "GRAPHRAG_API_KEY", "GRAPHRAG_EMBEDDING_API_KEY", "GRAPHRAG_POSTGRES_DSN",
+              "GRAPHRAG_NEO4J_PASSWORD", "GRAPHRAG_MILVUS_TOKEN")
 # storage_options keys whose values are secrets; any value that is a URL has its password taken.
 SECRET_OPTION_WORDS = ("password", "token", "dsn", "secret", "key")
 # Registered values shorter than this are not masked: replacing "a" everywhere hides nothing.
@@ -45,8 +45,10 @@ def register_secret(value: Optional[str]) -> None:
 
 
 def register_config_secrets(config: Any) -> None:
-    """The secrets a ``GraphRAGConfig`` holds: its LLM key and its storage connection settings."""
-    register_secret(getattr(config, "llm_api_key", None))
+    """The secrets a ``GraphRAGConfig`` holds: its LLM and embedding keys and its storage
+    connection settings."""
+    for option in ("llm_api_key", "embedding_api_key"):
+        register_secret(getattr(config, option, None))
     for name, value in (getattr(config, "storage_options", None) or {}).items():
         if not isinstance(value, str):
             continue

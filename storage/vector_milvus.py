@@ -25,6 +25,7 @@ import asyncio
 import hashlib
 import json
 import os
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -53,6 +54,7 @@ def _normalised(vectors: np.ndarray) -> np.ndarray:
 
 
 _clients: dict[int, Any] = {}
+_opening = threading.Lock()
 
 
 def _uri(config: GraphRAGConfig) -> str:
@@ -69,22 +71,25 @@ def client_for(config: GraphRAGConfig) -> Any:
     """The Milvus client of this config, opened once, closed when the config goes away (a sync
     client belongs to no event loop, so queries do not pay for reopening Milvus Lite)."""
     key = id(config)
-    client = _clients.get(key)
-    if client is None:
-        require_extra("milvus", "pymilvus")
-        from pymilvus import MilvusClient
-        from pymilvus.exceptions import MilvusException
+    with _opening:  # calls from several threads open one client
+        return _clients.get(key) or _open_client(config, key)
 
-        options = config.storage_options
-        uri = _uri(config)
-        if is_lite(config):
-            require_extra("milvus", "milvus_lite")
-        try:
-            client = MilvusClient(uri=uri, token=options.get("milvus_token") or os.environ.get(TOKEN_ENV) or "")
-        except MilvusException:
-            raise _unreachable(config) from None
-        _clients[key] = client
-        weakref.finalize(config, _close, key)
+
+def _open_client(config: GraphRAGConfig, key: int) -> Any:
+    require_extra("milvus", "pymilvus")
+    from pymilvus import MilvusClient
+    from pymilvus.exceptions import MilvusException
+
+    options = config.storage_options
+    uri = _uri(config)
+    if is_lite(config):
+        require_extra("milvus", "milvus_lite")
+    try:
+        client = MilvusClient(uri=uri, token=options.get("milvus_token") or os.environ.get(TOKEN_ENV) or "")
+    except MilvusException:
+        raise _unreachable(config) from None
+    _clients[key] = client
+    weakref.finalize(config, _close, key)
     return client
 
 
@@ -166,7 +171,6 @@ class MilvusVectorStorage(BaseVectorStorage):
     def __post_init__(self) -> None:
         if self.embedding_func is None:
             raise ValueError(f"vector store '{self.namespace}' needs an embedding function")
-        self._client = client_for(self.global_config)
         self._name = collection_name(self.global_config, self.namespace)
         self._threshold = self.global_config.vector_db_storage_cls_kwargs.get(
             "query_better_than_threshold", self.global_config.query_better_than_threshold)
@@ -209,8 +213,10 @@ class MilvusVectorStorage(BaseVectorStorage):
         self._ready = True
 
     def _sync(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """A client call (the client is synchronous)."""
-        return _reaching(self.global_config, getattr(self._client, method), *args, **kwargs)
+        """A client call (the client is synchronous). The client is opened by the first call,
+        off the event loop like every call: connecting to a server that never answers takes
+        the client's whole timeout."""
+        return _reaching(self.global_config, getattr(client_for(self.global_config), method), *args, **kwargs)
 
     async def _embed(self, contents: list[str]) -> np.ndarray:
         batches = [contents[i : i + self._batch] for i in range(0, len(contents), self._batch)]

@@ -46,11 +46,15 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def running(app: Any) -> Iterator[str]:
-    """``app`` served by uvicorn on 127.0.0.1; yields its base URL."""
+    """``app`` served by uvicorn on 127.0.0.1, with the settings ``graphrag serve`` uses; yields
+    its base URL."""
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning",
-                                           lifespan="on"))
+    from graphrag.server.security import uvicorn_config
+
+    config = uvicorn_config(app, "127.0.0.1", free_port())
+    config.lifespan = "on"  # a failing startup fails the test
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

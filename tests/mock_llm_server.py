@@ -934,7 +934,7 @@ class MockLLMServer:
             self.requests.append(req)
             fault = self._embedding_faults.pop(0) if self._embedding_faults else None
         if fault is not None:
-            h._send_json(fault.status_code, {"error": {"message": f"injected status {fault.status_code}",
+            h._send_json(fault.status_code, {"error": {"message": fault.content or f"injected status {fault.status_code}",
                                                        "type": "server_error", "code": None}})
             return
         inp = req.get("input", [])

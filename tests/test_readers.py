@@ -255,6 +255,19 @@ def test_a_zip_bomb_docx_is_refused_before_it_unpacks() -> None:
     assert elapsed < 1.0 and peak < 8 * len(bomb)
 
 
+@pytest.mark.parametrize("name, nested", [
+    ("deep.json", b'{"text": "x", "more": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"),
+    ("deep.jsonl", b'{"text": ' + b"[" * 200_000 + b"]" * 200_000 + b"}\n"),
+])
+def test_structures_nested_past_the_parser_are_refused_with_a_reason(name: str, nested: bytes) -> None:
+    """JSON nested deeper than the parser recurses is an unreadable file (400 from the server,
+    skipped by graphrag index), not a crash."""
+    from graphrag.readers import read_data
+
+    with pytest.raises(UnreadableFileError, match="nested deeper than the reader can follow"):
+        read_data(name, nested)
+
+
 def test_text_over_the_character_limit_is_refused(tmp_path: Path) -> None:
     path = write_docx(tmp_path / "long.docx", "Lanterns", [("Glass", PAGE_1 * 20)])
     with pytest.raises(UnreadableFileError, match="over the limit of 500 characters"):

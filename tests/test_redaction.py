@@ -41,11 +41,13 @@ def test_redact_masks_known_and_shaped_secrets() -> None:
     for secret in ("sk-live-0123456789abcdef", "abc.def-ghi", "pg-pass-word", "registered-value-123"):
         assert secret not in masked
     assert "postgresql://graph:***@db:5432/rag" in masked and "Bearer ***" in masked
-    register_config_secrets(index_config(Path("/unused"), llm_api_key="config-llm-key-xyz",
-                                         storage_options={"neo4j_password": "neo-pass-9876",
-                                                          "postgres_dsn": "postgres://u:dsn-pass-5555@h/db"}))
-    masked = redact("config-llm-key-xyz neo-pass-9876 dsn-pass-5555")
-    assert masked == f"{MASK} {MASK} {MASK}"
+    config = index_config(Path("/unused"), llm_api_key="config-llm-key-xyz", embedding_api_key="config-emb-key-xyz",
+                          storage_options={"neo4j_password": "neo-pass-9876",
+                                           "postgres_dsn": "postgres://u:dsn-pass-5555@h/db"})
+    register_config_secrets(config)
+    masked = redact("config-llm-key-xyz config-emb-key-xyz neo-pass-9876 dsn-pass-5555")
+    assert masked == f"{MASK} {MASK} {MASK} {MASK}"
+    assert "config-llm-key-xyz" not in repr(config) and "config-emb-key-xyz" not in repr(config)
 
 
 def test_the_filter_masks_arguments_and_tracebacks() -> None:
@@ -97,3 +99,17 @@ def test_an_echoed_key_stays_out_of_cli_output(tmp_path: Path, llm: MockLLMServe
         assert done.returncode != 0 and "graphrag: error:" in done.stderr, output
         assert "Incorrect API key provided: ***" in output and key not in output
         llm.reset()
+
+
+def test_a_key_an_embedding_server_echoes_stays_out_of_cli_output(tmp_path: Path, llm: MockLLMServer) -> None:
+    """The embedding server's key (its own variable), echoed in a 401 that the CLI does not
+    map to an exit code: the traceback it prints is masked too."""
+    (tmp_path / "a.txt").write_text("Ilse Varga founded Quillmoor Press in Dunmere.", encoding="utf-8")
+    llm.inject_embedding(*[echoed(PLAIN_KEY)] * 50)
+    env = {"PATH": os.environ["PATH"], "GRAPHRAG_EMBEDDING_BASE_URL": llm.base_url, "GRAPHRAG_EMBEDDING_MODEL": "m",
+           "GRAPHRAG_EMBEDDING_DIM": str(llm.embedding_dim), "GRAPHRAG_EMBEDDING_API_KEY": PLAIN_KEY}
+    done = subprocess.run([sys.executable, "-m", "graphrag.cli", "-v", "index", str(tmp_path / "a.txt"), "--offline",
+                           "--working-dir", str(tmp_path / "wd")], capture_output=True, text=True, timeout=120, env=env)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "Incorrect API key provided: ***" in output, output
+    assert PLAIN_KEY not in output

@@ -224,6 +224,37 @@ def test_uploads_go_through_the_file_readers(api: httpx.Client) -> None:
                                                           "only_need_context": True}).json()["answer"]
 
 
+def test_queued_slow_uploads_hold_up_no_query(tmp_path: Path) -> None:
+    """Uploads that each take a while to read, more of them than the loop's default threads:
+    they wait for the reading process one after another while a drawing and a query (whose
+    embedding runs in a thread) answer at once."""
+    import os
+
+    wd = tmp_path / "wd"
+    build_index(wd)
+    slow = b"<div>" * 40_000  # markup the HTML reader parses for a fraction of a second, to no text
+    count = min(32, (os.cpu_count() or 1) + 4) + 10  # asyncio's default executor size, and more
+    finished: list[float] = []
+    with running(build_app(GraphService(index_config(wd)))) as url:
+        def upload(n: int) -> None:
+            httpx.post(url + "/documents/files", files={"files": (f"slow-{n}.html", slow, "text/html")}, timeout=120)
+            finished.append(time.monotonic())
+
+        uploads = [threading.Thread(target=upload, args=(n,)) for n in range(count)]
+        for thread in uploads:
+            thread.start()
+        time.sleep(1.5)  # every upload received and waiting for its read
+        done_before = len(finished)
+        drawn = httpx.get(url + "/graph/view", params={"names": "Norland"}, timeout=120)
+        asked = httpx.post(url + "/retrieve", json={"question": "Where is Brightwater Instruments based?"}, timeout=120)
+        answered, done_by_then = time.monotonic(), len(finished)
+        for thread in uploads:
+            thread.join()
+    assert drawn.status_code == 200 and asked.status_code == 200
+    # Without their own thread, the reads hold every default thread until all but a few are done.
+    assert done_by_then - done_before <= 2 and answered < max(finished), (done_before, done_by_then, count)
+
+
 def test_insert_upload_and_delete_run_as_jobs(api: httpx.Client) -> None:
     job = api.post("/documents", json={"text": "Ilse Varga founded Quillmoor Press in Dunmere.",
                                        "source": "press.txt"})
@@ -243,6 +274,8 @@ def test_insert_upload_and_delete_run_as_jobs(api: httpx.Client) -> None:
     bomb = api.post("/documents/files", files={"files": ("bomb.docx", zip_bomb_docx(text_bytes=4 << 20),
                                                          "application/octet-stream")})
     assert bomb.status_code == 400 and "bomb.docx: word/document.xml unpacks to" in bomb.json()["message"]
+    deep = api.post("/documents/files", files={"files": ("deep.json", b"[" * 20_000 + b"]" * 20_000, "application/json")})
+    assert deep.status_code == 400 and deep.json()["message"] == "deep.json: it is nested deeper than the reader can follow"
 
     for source in ("press.txt", "mill.md"):
         deleted = api.delete(f"/documents/{sources[source]}")
@@ -353,6 +386,20 @@ def test_failed_keys_are_logged_without_the_key_and_throttled(tmp_path: Path,
     assert not any("guess-" in line for line in lines)
 
 
+def test_a_forwarded_for_header_does_not_escape_the_throttle(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A client naming a new address in X-Forwarded-For with each guess is still one client
+    (its connection's address) unless FORWARDED_ALLOW_IPS names a proxy."""
+    wd = tmp_path / "wd"
+    build_index(wd)
+    with running(build_app(GraphService(index_config(wd)), api_key=KEY)) as url, \
+            caplog.at_level("WARNING", logger="graphrag.server.security"):
+        statuses = [httpx.get(url + "/documents", headers={"X-API-Key": f"guess-{n}-wrong-key",
+                                                           "X-Forwarded-For": f"203.0.113.{n}"}).status_code
+                    for n in range(MAX_FAILURES + 2)]
+    assert statuses[MAX_FAILURES:] == [429, 429]
+    assert not any("203.0.113." in r.getMessage() for r in caplog.records)  # the logged address is the real one
+
+
 def test_keys_too_short_to_resist_guessing_are_refused(tmp_path: Path) -> None:
     for short in ("k", "x" * (MIN_KEY_CHARS - 1)):
         with pytest.raises(ConfigurationError, match="at least"):
@@ -406,7 +453,9 @@ def test_cross_origin_and_foreign_host_requests_are_refused(tmp_path: Path, keye
         hostile = [({"Origin": "https://evil.example"}, 403), ({"Origin": "null"}, 403),
                    ({"Origin": f"http://localhost:{int(port) + 1}"}, 403),  # same site, another origin
                    ({"Sec-Fetch-Site": "cross-site"}, 403), ({"Sec-Fetch-Site": "same-site"}, 403),
-                   ({"Host": f"evil.example:{port}"}, 421), ({"Host": f"evil.example:{port}", **key}, 421)]
+                   ({"Origin": "http://[::1"}, 403), ({"Origin": "file://"}, 403),  # malformed, hostless
+                   ({"Host": f"evil.example:{port}"}, 421), ({"Host": f"evil.example:{port}", **key}, 421),
+                   ({"Host": f"evil.example@127.0.0.1:{port}"}, 421), ({"Host": f"127.0.0.1:{port}/x"}, 421)]
         for method, path, body in STATE_CHANGING:
             for headers, status in hostile:
                 refused = httpx.request(method, url + path.format(doc_id=doc_id), headers={**key, **headers}, **body)
@@ -462,6 +511,28 @@ def test_health_answers_within_a_second_when_a_store_is_down(tmp_path: Path, how
             assert time.monotonic() - started < 1.0
             assert health.status_code == 503 and health.json()["status"] == "unavailable"
             assert set(health.json()["stores"]) == {"kv"} and "pw-secret-77" not in health.text
+
+
+def test_a_vector_server_that_never_answers_stalls_no_other_request(tmp_path: Path) -> None:
+    """Milvus at an address that accepts connections and never answers: a search waits for the
+    client's connect timeout, off the event loop, while liveness and health answer at once."""
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))  # refused while the service opens, silent once it listens
+        config = index_config(tmp_path / "wd", vector_storage="milvus",
+                              storage_options={"milvus_uri": f"http://127.0.0.1:{silent.getsockname()[1]}"})
+        service = GraphService(config)
+        silent.listen(16)
+        with running(build_app(service)) as url:
+            search = threading.Thread(target=httpx.get, args=(url + "/graph/search",),
+                                      kwargs={"params": {"q": "harbour"}, "timeout": 60})
+            search.start()
+            time.sleep(0.5)  # the search is connecting
+            started = time.monotonic()
+            assert httpx.get(url + "/livez").status_code == 200 and httpx.get(url + "/health").status_code == 200
+            assert time.monotonic() - started < 1.0 and search.is_alive()
+            search.join()
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])

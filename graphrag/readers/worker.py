@@ -42,6 +42,8 @@ def _read(module: str, name: str, data: bytes, options: ReadOptions) -> list[Rea
     except MemoryError:
         raise UnreadableFileError(f"reading needed over the limit of {options.max_memory_bytes / 2**20:.0f} MiB "
                                   "of memory") from None
+    except RecursionError:  # JSON arrays or markup nested a million deep: refused like any other bomb
+        raise UnreadableFileError("it is nested deeper than the reader can follow") from None
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
 

@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import MISSING, fields
 from importlib import resources
 from typing import Any, AsyncIterator, Awaitable, Literal, Optional, Sequence, get_type_hints
@@ -27,7 +28,8 @@ from graphrag.query_param import QueryParam
 from graphrag.readers import read_data
 from graphrag.redaction import redact, register_secret
 from graphrag.server.errors import error_body, http_status
-from graphrag.server.security import DEFAULT_POLICY, ASGIApp, check_binding, check_key, host_names, secured
+from graphrag.server.security import (DEFAULT_POLICY, ASGIApp, check_binding, check_key, host_names, secured,
+                                      uvicorn_config)
 from graphrag.server.service import GraphService, query_param
 
 logger = logging.getLogger(__name__)
@@ -39,6 +41,11 @@ UPLOAD_PATH = "/documents/files"
 DOCS_ASSETS = "/docs/assets"  # Swagger UI's files, from the fastapi-offline package
 
 STATIC = resources.files("graphrag.server") / "static"
+
+# Uploads wait for the reading process here, one at a time (it reads one file at a time), not
+# in the loop's default threads: queued slow files would hold every one of those, and with them
+# each query's embedding, the drawings and the jobs.
+_READING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphrag-upload-reading")
 
 
 def _query_request_model() -> type[BaseModel]:
@@ -164,7 +171,8 @@ def create_app(service: GraphService) -> FastAPI:
             for upload in files:
                 name = os.path.basename(upload.filename or "upload.txt")
                 try:
-                    documents += await asyncio.to_thread(read_data, name, await upload.read())
+                    data = await upload.read()
+                    documents += await asyncio.get_running_loop().run_in_executor(_READING, read_data, name, data)
                 except UnreadableFileError as exc:  # a 400 naming the file, like any invalid input
                     raise InvalidInputError(f"{name}: {exc}") from None
             return service.insert_read(documents).to_dict()
@@ -303,4 +311,4 @@ def serve(service: GraphService, host: str = "127.0.0.1", port: int = 8000, api_
 
     check_binding(host, api_key, allowed_hosts)
     app = build_app(service, api_key, max_body_bytes, max_upload_bytes, host=host, allowed_hosts=allowed_hosts)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.Server(uvicorn_config(app, host, port)).run()

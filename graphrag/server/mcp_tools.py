@@ -146,10 +146,10 @@ def run_mcp(service: GraphService, transport: str = "stdio", host: str = "127.0.
     import uvicorn
 
     from graphrag.redaction import register_secret
-    from graphrag.server.security import check_binding, host_names, secured
+    from graphrag.server.security import check_binding, host_names, secured, uvicorn_config
 
     check_binding(host, api_key, allowed_hosts)
     register_secret(api_key)
     app = secured(server.streamable_http_app(host=host), api_key, lambda _path: max_body_bytes,
                   hosts=host_names(host, allowed_hosts))
-    asyncio.run(run(uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve))
+    asyncio.run(run(uvicorn.Server(uvicorn_config(app, host, port)).serve))

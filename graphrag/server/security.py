@@ -25,6 +25,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import re
 import time
 from collections import defaultdict, deque
 from typing import Any, Awaitable, Callable, Iterable, Optional
@@ -99,12 +100,15 @@ async def _send_json(send: Callable[[dict], Awaitable[None]], status: int, body:
     await send({"type": "http.response.body", "body": payload})
 
 
+# What a Host header may hold: a name or address, or a bracketed IPv6 address, and a port.
+# Anything else (user info, a path) names no host: it is refused, not parsed leniently.
+_HOST_HEADER = re.compile(r"(?P<name>\[[0-9A-Fa-f:.]+\]|[^\s:@/?#\[\]]+)(?::\d*)?")
+
+
 def _hostname(netloc: str) -> str:
-    """``name`` of ``name:port`` or ``[v6]:port``, lower-case."""
-    try:
-        return (urlsplit("//" + netloc).hostname or "").lower()
-    except ValueError:
-        return ""
+    """``name`` of ``name:port`` or ``[v6]:port``, lower-case; "" for anything else."""
+    found = _HOST_HEADER.fullmatch(netloc)
+    return found.group("name").strip("[]").lower() if found else ""
 
 
 def _authority(netloc: str, scheme: str) -> str:
@@ -113,6 +117,16 @@ def _authority(netloc: str, scheme: str) -> str:
     netloc = netloc.lower()
     default = ":443" if scheme == "https" else ":80"
     return netloc[:-len(default)] if netloc.endswith(default) else netloc
+
+
+def _same_origin(origin: str, host: str) -> bool:
+    """Whether ``Origin`` names this server as the request reached it; an opaque ("null") or
+    malformed origin never does."""
+    try:
+        parts = urlsplit(origin)
+    except ValueError:
+        return False
+    return bool(parts.scheme and parts.netloc) and _authority(parts.netloc, parts.scheme) == _authority(host, parts.scheme)
 
 
 class CheckOrigin:
@@ -135,8 +149,7 @@ class CheckOrigin:
         origin = headers.get(b"origin", b"").decode("latin-1")
         site = headers.get(b"sec-fetch-site", b"").decode("latin-1")
         if origin:
-            parts = urlsplit(origin) if origin != "null" else None
-            same = parts is not None and _authority(parts.netloc, parts.scheme) == _authority(host, parts.scheme)
+            same = _same_origin(origin, host)
         else:
             same = scope.get("method") not in UNSAFE_METHODS or site in ("", "same-origin", "none")
         if not same:
@@ -281,6 +294,21 @@ class AddHeaders:
 # Nothing but this server's own scripts, styles and images; no frame of it anywhere.
 DEFAULT_POLICY = ("default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
                   "form-action 'self'; frame-ancestors 'none'")
+
+
+FORWARDED_ENV = "FORWARDED_ALLOW_IPS"
+
+
+def uvicorn_config(app: ASGIApp, host: str, port: int) -> Any:
+    """uvicorn's settings for ``app``. The client's address (which the key check counts
+    failures by, and logs) is the connection's own: ``X-Forwarded-For`` is believed only from
+    the proxies named in ``FORWARDED_ALLOW_IPS``, since by default uvicorn believes any local
+    client, which could then give each wrong key a new address and never be slowed."""
+    import os
+
+    import uvicorn
+
+    return uvicorn.Config(app, host=host, port=port, log_level="warning", proxy_headers=FORWARDED_ENV in os.environ)
 
 
 def secured(app: ASGIApp, api_key: Optional[str], max_body_bytes: Callable[[str], int], *,
