@@ -63,6 +63,12 @@ class StorageNameSpace(ABC):
     def path_for(self, filename: str) -> str:
         return os.path.join(self.working_dir, filename)
 
+    async def reachable(self) -> None:
+        """Raise ``StoreUnavailableError`` when the server this store lives on does not answer
+        (the server's ``/health``); a store of files has no server: nothing to check, nothing read."""
+
+    reachable.checks_nothing = True  # type: ignore[attr-defined]  (a class that overrides it has a server)
+
     @classmethod
     def options_for(cls, *, read_by_record: bool = False, durable_upserts: bool = False) -> dict[str, Any]:
         """Constructor keywords that suit a store used this way; ``{}`` where the class has none.

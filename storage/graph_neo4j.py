@@ -250,6 +250,9 @@ class Neo4jGraphStorage(BaseGraphStorage, ClusterMemberships):
         """``$N`` and ``$A`` in a statement are the node and attribute labels (no parameter is so named)."""
         return query.replace("$N", f"`{self._node_label}`").replace("$A", f"`{self._attribute_label}`")
 
+    async def reachable(self) -> None:
+        await asyncio.to_thread(self._connection.run, [("RETURN 1", {})])
+
     async def _run(self, query: str, **params: Any) -> list[list[Any]]:
         """Rows of one read; a statement over ``$rows`` runs once per batch of them."""
         await self._ensure_indexes()

@@ -357,6 +357,11 @@ class PostgresStore:
         except (OperationalError, PoolTimeout, StoreUnavailableError):
             raise self.db.unreachable(self.store_kind) from None
 
+    async def reachable(self) -> None:
+        async with self._reaching():
+            async with self.db.connection() as conn:
+                await conn.execute("SELECT 1")
+
     async def _rows(self, query: str, params: tuple = ()) -> list[tuple]:
         async with self._reaching():
             await self._ready()

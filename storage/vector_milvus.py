@@ -218,6 +218,9 @@ class MilvusVectorStorage(BaseVectorStorage):
         the client's whole timeout."""
         return _reaching(self.global_config, getattr(client_for(self.global_config), method), *args, **kwargs)
 
+    async def reachable(self) -> None:
+        await self._call("has_collection", self._name)
+
     async def _embed(self, contents: list[str]) -> np.ndarray:
         batches = [contents[i : i + self._batch] for i in range(0, len(contents), self._batch)]
         arrays = await asyncio.gather(*(self.embedding_func(b) for b in batches))

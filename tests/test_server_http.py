@@ -513,9 +513,25 @@ def test_health_answers_within_a_second_when_a_store_is_down(tmp_path: Path, how
             assert set(health.json()["stores"]) == {"kv"} and "pw-secret-77" not in health.text
 
 
+@pytest.mark.parametrize("kind", ["graph", "vector"])
+def test_health_names_a_graph_or_vector_server_that_is_down(tmp_path: Path, kind: str) -> None:
+    """/health asks every store on a server, not only the documents': a Bolt graph or a Milvus
+    that refuses connections is named, within the second."""
+    wd = tmp_path / "wd"
+    build_index(wd)
+    down = {"graph": dict(graph_storage="neo4j", storage_options={"neo4j_uri": "bolt://127.0.0.1:1"}),
+            "vector": dict(vector_storage="milvus", storage_options={"milvus_uri": "http://127.0.0.1:1"})}[kind]
+    with running(build_app(GraphService(index_config(wd, **down)))) as url:
+        started = time.monotonic()
+        health = httpx.get(url + "/health")
+        assert time.monotonic() - started < 1.0
+        assert health.status_code == 503 and set(health.json()["stores"]) == {kind}
+
+
 def test_a_vector_server_that_never_answers_stalls_no_other_request(tmp_path: Path) -> None:
     """Milvus at an address that accepts connections and never answers: a search waits for the
-    client's connect timeout, off the event loop, while liveness and health answer at once."""
+    client's connect timeout, off the event loop, while liveness and health (503, naming it)
+    answer at once."""
     import socket
 
     with socket.socket() as silent:
@@ -530,7 +546,9 @@ def test_a_vector_server_that_never_answers_stalls_no_other_request(tmp_path: Pa
             search.start()
             time.sleep(0.5)  # the search is connecting
             started = time.monotonic()
-            assert httpx.get(url + "/livez").status_code == 200 and httpx.get(url + "/health").status_code == 200
+            health = httpx.get(url + "/health")
+            assert httpx.get(url + "/livez").status_code == 200 and health.status_code == 503
+            assert set(health.json()["stores"]) == {"vector"}  # named, not waited for
             assert time.monotonic() - started < 1.0 and search.is_alive()
             search.join()
 

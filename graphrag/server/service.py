@@ -18,12 +18,12 @@ from dataclasses import asdict, fields, is_dataclass
 from typing import Any, AsyncIterator, Optional
 
 from graphrag.config import GraphRAGConfig
-from graphrag.errors import DocumentNotFound, InvalidInputError
+from graphrag.errors import DocumentNotFound, InvalidInputError, StoreUnavailableError
 from graphrag.graphrag import GraphRAG
 from graphrag.query_param import QueryParam
 from graphrag.readers import Mark, ReadDocument
 from graphrag.records import Path
-from graphrag.redaction import protect_logs, register_config_secrets
+from graphrag.redaction import protect_logs, redact, register_config_secrets
 from graphrag.server.jobs import Job, JobQueue
 
 logger = logging.getLogger(__name__)
@@ -160,6 +160,31 @@ class GraphService:
 
     async def document_count(self) -> int:
         return len(await self.list_documents())
+
+    async def unreachable_stores(self, seconds: float) -> dict[str, str]:
+        """Each kind of store ("kv", "vector", "graph") on a server that did not answer within
+        ``seconds``, with why: every
+        store is asked at once, and one of files (nothing to reach) is neither asked nor read."""
+        from graphrag.backends import storage_class
+
+        kinds = {"full_docs": "kv", "chunks_vdb": "vector", "graph": "graph"}
+        async with self.reading() as rag:
+            # Only a store with a server is opened: opening one of files may read it.
+            stores = {kind: rag.stores.open(name) for name, kind in kinds.items()
+                      if not getattr(storage_class(rag.config, kind).reachable, "checks_nothing", False)}
+
+        async def ask(store: Any) -> Optional[str]:
+            try:
+                await asyncio.wait_for(store.reachable(), seconds)
+            except StoreUnavailableError as exc:
+                return redact(str(exc))
+            except asyncio.TimeoutError:
+                return f"no answer within {seconds:g} s"
+            return None
+
+        live = {name: s for name, s in stores.items() if s is not None}
+        answers = await asyncio.gather(*(ask(s) for s in live.values()))
+        return {name: problem for name, problem in zip(live, answers) if problem}
 
     # ------------------------------------------------------------------ writing
 
