@@ -606,3 +606,11 @@ def test_jobs_outlive_the_server(tmp_path: Path, stop: signal.Signals) -> None:
         finally:
             process.terminate()
             process.wait(timeout=30)
+
+
+def test_health_is_ok_with_every_store_on_a_live_server(tmp_path: Path, postgres_options: dict) -> None:
+    config = index_config(tmp_path / "wd", kv_storage="postgres", vector_storage="pgvector",
+                          graph_storage="postgres", storage_options=postgres_options)
+    with running(build_app(GraphService(config))) as url:
+        health = httpx.get(url + "/health")
+        assert health.status_code == 200 and health.json()["documents"] == 0
