@@ -292,7 +292,15 @@ def name_relation(a: str, b: str) -> Optional[str]:
       without case or spaces (北大 / 北京大学);
     - ``surname``, ``first_name``: a one-word name that ends or starts a person-like name;
     - ``overlap``: other shared words; ``fuzzy``: similar spelling only.
+
+    Symmetric: blocking asks it of a pair from both names, and grouping asks it again, so
+    each pair is worked out once, in one order.
     """
+    return _name_relation(a, b) if a <= b else _name_relation(b, a)
+
+
+@lru_cache(maxsize=1 << 17)
+def _name_relation(a: str, b: str) -> Optional[str]:
     if a == b:
         return "same_key"
     told = look_alike(a, b)
