@@ -226,11 +226,13 @@ def _accented_key(name: str, key: str) -> str:
 
 
 @lru_cache(maxsize=1 << 17)
-def _marks(name: str) -> tuple[tuple[str, ...], tuple[int, ...], frozenset[str], int]:
-    """What :func:`look_alike` compares of one name: its key, numbers, generation suffix and
-    how many initials lead it."""
+def _marks(name: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...], int]:
+    """What :func:`look_alike` compares of one name: its key, numbers, generation suffixes
+    (sorted) and how many initials lead it. Tuples of strings and numbers only: the
+    collector stops tracking those, where a frozenset per cached name stays tracked and
+    brings on full collections."""
     key = name_key(name)
-    return key, _numbers(key), frozenset(key) & _GENERATIONS, _leading_initials(key)
+    return key, _numbers(key), tuple(sorted(set(key) & _GENERATIONS)), _leading_initials(key)
 
 
 # Look-alike reasons no evidence overrides; a qualifier (``look_alike``) a model may.
