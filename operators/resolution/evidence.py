@@ -194,11 +194,12 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
 
 
 def _cosine(pa: NameProfile, pb: NameProfile) -> float:
-    """Cosine of the two profiles' description words."""
+    """Cosine of the two profiles' description words (word counts: the dot product is an
+    integer, exact in any order, so only the shared words are visited)."""
     if not pa.words or not pb.words:
         return 0.0
-    small, large = sorted((pa.words, pb.words), key=len)
-    return sum(v * large.get(k, 0) for k, v in small.items()) / (pa.norm * pb.norm)
+    wa, wb = pa.words, pb.words
+    return sum([wa[k] * wb[k] for k in wa.keys() & wb.keys()]) / (pa.norm * pb.norm)
 
 
 _BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6, "first_name": 0.55,
