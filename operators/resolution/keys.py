@@ -155,14 +155,18 @@ def _relational(tokens: tuple[str, ...]) -> bool:
 
 
 @lru_cache(maxsize=1 << 17)
-def _grams(name: str) -> frozenset[str]:
+def _grams(name: str) -> tuple[str, ...]:
+    """The character 3-grams of a name's key, each once (a tuple of strings: cached per name,
+    it leaves the collector nothing to track, where a frozenset would stay tracked)."""
     text = f" {' '.join(name_key(name))} "
-    return frozenset(text[i:i + 3] for i in range(max(1, len(text) - 2)))
+    return tuple(sorted({text[i:i + 3] for i in range(max(1, len(text) - 2))}))
 
 
 def _gram_similarity(a: str, b: str) -> float:
+    """Jaccard similarity of the two names' 3-grams."""
     ga, gb = _grams(a), _grams(b)
-    return len(ga & gb) / len(ga | gb) if ga and gb else 0.0
+    shared = len(set(ga).intersection(gb))
+    return shared / (len(ga) + len(gb) - shared) if ga and gb else 0.0
 
 
 # --------------------------------------------------------------------------- look-alikes
