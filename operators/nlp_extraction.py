@@ -103,6 +103,9 @@ _SPEECH_VERBS = frozenset(
 )
 _CONTRACTIONS = ("'ll", "'d", "'m", "'ve", "'re", "n't", "’ll", "’d", "’m", "’ve", "’re", "n’t")
 _ROMAN = re.compile(r"^[IVXLCDM]+$")
+# A small roman numeral (I to XXXIX: a regnal, sequel or war number) right after a name word
+# is part of the name (HENRY VIII, WORLD WAR II); alone it is none.
+_NAME_NUMERAL = re.compile(r"^(?=[IVX])X{0,3}(?:IX|IV|V?I{0,3})$")
 _UPPER = "A-Z\u00c0-\u00d6\u00d8-\u00de\u0391-\u03a9\u0410-\u042f"
 _LOWER_KEPT = "|".join(sorted((_CONNECTORS | _SPEECH_VERBS) - {"&"}, key=len, reverse=True))
 # Only the tokens spans care about (capitalised words, honorifics, connectors, speech verbs,
@@ -237,6 +240,13 @@ def _is_name_word(tok: _Tok) -> bool:
     return True
 
 
+def _numbers_name(toks: list[_Tok], k: int) -> bool:
+    """Whether token ``k`` is a small roman numeral written right after a name word
+    (the I of ELIZABETH I; not the pronoun after "and")."""
+    return (k > 0 and toks[k].joined and _NAME_NUMERAL.match(toks[k].text) is not None
+            and _is_name_word(toks[k - 1]))
+
+
 def _spans(toks: list[_Tok], mid_caps: set[str]) -> Iterable[tuple[int, int]]:
     """Yield [start, end) token ranges of proper-noun spans, edges trimmed."""
     run: list[int] = []
@@ -245,7 +255,8 @@ def _spans(toks: list[_Tok], mid_caps: set[str]) -> Iterable[tuple[int, int]]:
         i, j = (run[0], run[-1] + 1) if run else (0, 0)
         while i < j and (toks[i].lower in _STOPWORDS or toks[i].lower in _CONNECTORS):
             i += 1
-        while j > i and (toks[j - 1].lower in _STOPWORDS or toks[j - 1].lower in _CONNECTORS or toks[j - 1].honorific):
+        while j > i and (toks[j - 1].lower in _STOPWORDS and not _numbers_name(toks, j - 1)
+                         or toks[j - 1].lower in _CONNECTORS or toks[j - 1].honorific):
             j -= 1
         if j > i and not (j - i == 1 and toks[i].honorific) and j - i <= _MAX_SPAN_WORDS:
             yield i, j
@@ -258,7 +269,8 @@ def _spans(toks: list[_Tok], mid_caps: set[str]) -> Iterable[tuple[int, int]]:
             nxt = toks[k + 1] if k + 1 < len(toks) else None
             # A first name opening a sentence ("Ada Pennick designed") starts a span when a
             # name word follows it; a lone capitalised opener ("When", "Bah") does not.
-            opens_name = (nxt is not None and nxt.joined and _is_name_word(nxt) and not tok.possessive
+            opens_name = (nxt is not None and (_is_name_word(nxt) and nxt.joined or _numbers_name(toks, k + 1))
+                          and not tok.possessive
                           and tok.lower not in _STOPWORDS and tok.lower not in _DESCRIPTIVE_OPENERS)
             if tok.initial and not tok.honorific and tok.text not in mid_caps and not opens_name:
                 yield from flush()
@@ -268,6 +280,10 @@ def _spans(toks: list[_Tok], mid_caps: set[str]) -> Iterable[tuple[int, int]]:
                 yield from flush()
         elif run and tok.lower in _CONNECTORS and not tok.possessive:
             run.append(k)
+        elif run and _numbers_name(toks, k) and run[-1] == k - 1:
+            run.append(k)
+            if tok.possessive:  # HENRY VIII'S
+                yield from flush()
         else:
             yield from flush()
     yield from flush()

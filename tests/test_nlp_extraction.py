@@ -51,6 +51,15 @@ def test_headings_and_roman_numerals_skipped():
     assert {"ALICE", "LONDON"} <= names
 
 
+def test_a_roman_numeral_after_a_name_stays_in_it():
+    text = ("Henry VIII's wives met Louis XIV in Versailles. King Henry VIII ruled England. "
+            "World War I ended before World War II began. Later, Tom and I went to Paris.")
+    names = _names(extract_chunk_nlp(text))
+    assert {"HENRY VIII", "LOUIS XIV", "KING HENRY VIII", "WORLD WAR I", "WORLD WAR II"} <= names
+    assert not names & {"HENRY", "KING HENRY", "LOUIS", "WORLD WAR", "TOM AND I", "I"}
+    assert "TOM" in names
+
+
 def test_relations_count_shared_sentences_and_are_symmetric():
     result = extract_chunk_nlp(TEXT)
     rel = _rel(result, "SCROOGE", "BOB CRATCHIT")

@@ -1145,3 +1145,23 @@ def test_an_acronym_is_no_part_of_a_person_s_name() -> None:
     assert decision.verdict == "distinct" and not decision.part
     # A surname its text writes as a word stays one.
     assert not profile("FENWICK", description="Fenwick sold the mill.").capitals
+
+
+def test_blocking_index_updated_in_steps_finds_what_a_fresh_one_finds() -> None:
+    """Buckets grow from one name to a few (a tuple) to many (a set) and shrink back as names
+    come and go: the candidates stay those of an index built on the names left."""
+    from graphrag.operators.resolution import NameIndex
+
+    first = ["ANNA", "BORIS", "CARLA", "DMITRI", "ELENA", "FEDOR", "GALINA", "HUGO", "IRINA", "JAN", "KLARA"]
+    names = [f"{f} SMITH" for f in first] + ["SMYTHE", "SMITH FOUNDATION"]
+    for loose in (False, True):
+        index = NameIndex(names[:2], loose=loose)
+        index.update(names[2:], [])
+        index.update([], names[1:10])
+        index.update(["ZOE SMITH"], [names[0]])
+        left = [*names[10:], "ZOE SMITH"]
+        fresh = NameIndex(left, loose=loose)
+        for name in ("SMITH", "KLARA SMITH", "ZOE SMITH", "ANNA SMITH", "SMITH FOUNDATION"):
+            assert index.candidates(name) == fresh.candidates(name), (loose, name)
+        assert set(index.candidates("SMITH")) >= {"KLARA SMITH", "ZOE SMITH"}
+        assert "ANNA SMITH" not in index.candidates("SMITH")

@@ -18,6 +18,8 @@ _BANDS, _ROWS = 6, 3
 # Shorter names are looked up among the subsets of at most this many of a name's words.
 _MAX_SUBSET_WORDS = 8
 _PRIME = (1 << 31) - 1
+# Names a blocking bucket keeps in a tuple before it becomes a set.
+_SMALL_BUCKET = 8
 _PERMUTATIONS = [((i * 2654435761 + 97) % _PRIME or 1, (i * 40503 + 13) % _PRIME) for i in range(_BANDS * _ROWS)]
 
 
@@ -123,9 +125,10 @@ class NameIndex:
     def __init__(self, names: Iterable[str] = (), loose: bool = False) -> None:
         self.loose = loose
         self.names: set[str] = set()
-        # Most blocks hold one name: kept as the bare string, a set only from the second on
-        # (tens of thousands of small sets would weigh on every garbage collection).
-        self._buckets: dict[tuple[Any, ...], Union[str, set[str]]] = {}
+        # Most blocks hold one name: kept as the bare string, a few as a tuple, a set only
+        # past _SMALL_BUCKET (a set per small block would stay tracked by the garbage
+        # collector and weigh on every full collection; a tuple of strings is not tracked).
+        self._buckets: dict[tuple[Any, ...], Union[str, tuple[str, ...], set[str]]] = {}
         # With ``loose``: the LSH blocks of each indexed name (computed a batch at a time).
         self._lsh: dict[str, tuple[tuple[Any, ...], ...]] = {}
         self.update(names, ())
@@ -145,6 +148,9 @@ class NameIndex:
                     bucket.discard(name)
                     if len(bucket) == 1:
                         buckets[block] = next(iter(bucket))
+                elif isinstance(bucket, tuple) and name in bucket:
+                    left = tuple(n for n in bucket if n != name)
+                    buckets[block] = left[0] if len(left) == 1 else left
         for name in added:
             self.names.add(name)
             for block in self._blocks_of(name):
@@ -153,15 +159,20 @@ class NameIndex:
                     buckets[block] = name
                 elif isinstance(bucket, set):
                     bucket.add(name)
-                elif bucket != name:
-                    buckets[block] = {bucket, name}
+                elif isinstance(bucket, str):
+                    if bucket != name:
+                        buckets[block] = (bucket, name)
+                elif name not in bucket:
+                    buckets[block] = (*bucket, name) if len(bucket) < _SMALL_BUCKET else {*bucket, name}
         for name in removed if self.loose else ():
             if name not in self.names:
                 self._lsh.pop(name, None)
 
     def _bucket(self, block: tuple[Any, ...]) -> set[str]:
         found = self._buckets.get(block)
-        return {found} if isinstance(found, str) else found or set()
+        if isinstance(found, str):
+            return {found}
+        return set(found) if isinstance(found, tuple) else found or set()
 
     def _blocks_of(self, name: str) -> tuple[tuple[Any, ...], ...]:
         return _indexed_blocks(name) + (self._lsh_of(name) if self.loose else ())

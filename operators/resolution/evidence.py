@@ -90,13 +90,27 @@ class NameProfile:
         key = name_key(self.name)
         if len(key) != 1 or len(key[0]) < 2 or not key[0].isupper():
             return False
-        written = re.compile(rf"(?<!\w){re.escape(_accented_key(self.name, key[0]))}(?!\w)")
-        return any(written.search(text) for text in self.descriptions.values())
+        written = _accented_key(self.name, key[0])
+        return any(_stands_alone(written, text) for text in self.descriptions.values())
 
     @cached_property
     def pronoun_gender(self) -> Optional[str]:
         """"M" or "F" when the descriptions' pronouns clearly say so ("... with his wife")."""
         return gender_from_pronouns(self._signals[1])
+
+
+def _stands_alone(word: str, text: str) -> bool:
+    """Whether ``text`` writes ``word`` with no word character (``\\w``: alphanumeric or
+    ``_``) either side. A string search: a pattern compiled per name costs more than the
+    reading, and there are more names than ``re``'s cache holds."""
+    at = text.find(word)
+    while at >= 0:
+        end = at + len(word)
+        before, after = text[at - 1:at], text[end:end + 1]
+        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
+            return True
+        at = text.find(word, at + 1)
+    return False
 
 
 def name_targets(name: str) -> tuple[str, ...]:
@@ -180,11 +194,12 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
 
 
 def _cosine(pa: NameProfile, pb: NameProfile) -> float:
-    """Cosine of the two profiles' description words."""
+    """Cosine of the two profiles' description words (word counts: the dot product is an
+    integer, exact in any order, so only the shared words are visited)."""
     if not pa.words or not pb.words:
         return 0.0
-    small, large = sorted((pa.words, pb.words), key=len)
-    return sum(v * large.get(k, 0) for k, v in small.items()) / (pa.norm * pb.norm)
+    wa, wb = pa.words, pb.words
+    return sum([wa[k] * wb[k] for k in wa.keys() & wb.keys()]) / (pa.norm * pb.norm)
 
 
 _BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6, "first_name": 0.55,

@@ -155,14 +155,18 @@ def _relational(tokens: tuple[str, ...]) -> bool:
 
 
 @lru_cache(maxsize=1 << 17)
-def _grams(name: str) -> frozenset[str]:
+def _grams(name: str) -> tuple[str, ...]:
+    """The character 3-grams of a name's key, each once (a tuple of strings: cached per name,
+    it leaves the collector nothing to track, where a frozenset would stay tracked)."""
     text = f" {' '.join(name_key(name))} "
-    return frozenset(text[i:i + 3] for i in range(max(1, len(text) - 2)))
+    return tuple(sorted({text[i:i + 3] for i in range(max(1, len(text) - 2))}))
 
 
 def _gram_similarity(a: str, b: str) -> float:
+    """Jaccard similarity of the two names' 3-grams."""
     ga, gb = _grams(a), _grams(b)
-    return len(ga & gb) / len(ga | gb) if ga and gb else 0.0
+    shared = len(set(ga).intersection(gb))
+    return shared / (len(ga) + len(gb) - shared) if ga and gb else 0.0
 
 
 # --------------------------------------------------------------------------- look-alikes
@@ -226,11 +230,13 @@ def _accented_key(name: str, key: str) -> str:
 
 
 @lru_cache(maxsize=1 << 17)
-def _marks(name: str) -> tuple[tuple[str, ...], tuple[int, ...], frozenset[str], int]:
-    """What :func:`look_alike` compares of one name: its key, numbers, generation suffix and
-    how many initials lead it."""
+def _marks(name: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...], int]:
+    """What :func:`look_alike` compares of one name: its key, numbers, generation suffixes
+    (sorted) and how many initials lead it. Tuples of strings and numbers only: the
+    collector stops tracking those, where a frozenset per cached name stays tracked and
+    brings on full collections."""
     key = name_key(name)
-    return key, _numbers(key), frozenset(key) & _GENERATIONS, _leading_initials(key)
+    return key, _numbers(key), tuple(sorted(set(key) & _GENERATIONS)), _leading_initials(key)
 
 
 # Look-alike reasons no evidence overrides; a qualifier (``look_alike``) a model may.
@@ -292,7 +298,15 @@ def name_relation(a: str, b: str) -> Optional[str]:
       without case or spaces (北大 / 北京大学);
     - ``surname``, ``first_name``: a one-word name that ends or starts a person-like name;
     - ``overlap``: other shared words; ``fuzzy``: similar spelling only.
+
+    Symmetric: blocking asks it of a pair from both names, and grouping asks it again, so
+    each pair is worked out once, in one order.
     """
+    return _name_relation(a, b) if a <= b else _name_relation(b, a)
+
+
+@lru_cache(maxsize=1 << 17)
+def _name_relation(a: str, b: str) -> Optional[str]:
     if a == b:
         return "same_key"
     told = look_alike(a, b)

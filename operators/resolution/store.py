@@ -321,9 +321,18 @@ class EntityResolution:
         if missing:
             profiles.update(await self._profiles(missing, previous))
         _recorded_claims(profiles, claims)
-        decisions = [decide_pair(profiles[a], profiles[b], relation, threshold=self.settings.threshold,
-                                 ask_threshold=self.settings.ask_threshold)
-                     for (a, b), relation in sorted(candidates.items()) if a in profiles and b in profiles]
+        decided = (decide_pair(profiles[a], profiles[b], relation, threshold=self.settings.threshold,
+                               ask_threshold=self.settings.ask_threshold)
+                   for (a, b), relation in sorted(candidates.items()) if a in profiles and b in profiles)
+        # Only decisions the pass uses are kept (a merge, a question, a part, a person's pair):
+        # tens of thousands of distinct pairs kept to its end would outlive the collector's
+        # young generations and bring on full collections over the whole process.
+        checked = 0
+        decisions: list[PairDecision] = []
+        for decision in decided:
+            checked += 1
+            if decision.verdict != "distinct" or decision.part or decision.if_person:
+                decisions.append(decision)
         verdicts: dict[tuple[str, str], bool] = {}
         judged = {"pairs_asked": 0}
         # Pending pairs of untouched names wait on (a write without a model keeps them too);
@@ -356,7 +365,7 @@ class EntityResolution:
             await self.meta.delete(gone)
         if self.embed is not None:
             self._kept.vectors_records = written
-        stats = {"names": len(names), "aliases": len(aliases), "pairs_checked": len(decisions),
+        stats = {"names": len(names), "aliases": len(aliases), "pairs_checked": checked,
                  **judged, "names_moved": len(moved),
                  "seconds": round(time.perf_counter() - started, 3)}
         logger.info("Entity resolution: %s", stats)
