@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
+import openai  # a dependency of the package: the client nano-graphrag's users hold
 import pytest
 
 from graphrag import GraphRAG, QueryParam
 from graphrag.embedding import EmbeddingFunc
 from mock_llm_server import MockLLMServer
-
-openai = pytest.importorskip("openai")
 
 TEXT = ("Ada Pennick runs the Saltmarsh Lantern Works in Harrowgate. The Lantern Works sells lamps to the "
         "Harrowgate Lifeboat Station. Tobias Venn repairs the station's engines and buys wicks from Ada Pennick.")
