@@ -168,7 +168,7 @@ class GraphRAGConfig:
     extraction_fallback: Optional[Literal["nlp"]] = None
     extraction_failure_warning_share: float = 0.2
     # Entity resolution: one node per thing whatever names the extractions gave it
-    # (``JACOB MARLEY``, ``MARLEY``, ``MR. MARLEY``). False: names merge only when equal.
+    # (``ADA PENNICK``, ``PENNICK``, ``MRS. PENNICK``). False: names merge only when equal.
     entity_resolution: bool = True
     # A pair merges at this evidence score (name relation plus evidence, up to ~1.6); higher
     # misses more merges and makes fewer wrong ones.

@@ -75,7 +75,7 @@ def _unwrap(value: str) -> str:
 
 @functools.lru_cache(maxsize=1 << 16)
 def normalize_entity_name(name: str) -> str:
-    """Canonical key for an entity so "Scrooge", '"scrooge"' and ' **SCROOGE** ' merge.
+    """Canonical key for an entity so "Harlow", '"harlow"' and ' **HARLOW** ' merge.
 
     Every extractor names entities through this (the LLM-free one too), so both name the
     same entity the same way; full-width and compatibility forms fold (``ＮＥＯ４Ｊ`` is NEO4J)."""

@@ -10,7 +10,7 @@ Entity type heuristic (first match wins, types upper-case):
   * head word (last word before "of", else last word) is an organisation word -> ORGANIZATION
   * head word is a place word ("Street", "River", "Hall", ...)                 -> GEO
   * head word is an event word ("War", "Festival", "Christmas", "Day", ...)   -> EVENT
-  * a speech verb right next to it ("said Scrooge", "Scrooge replied")         -> PERSON
+  * a speech verb right next to it ("said Harlow", "Harlow replied")         -> PERSON
   * otherwise                                                                  -> UNKNOWN
 Within one chunk an entity takes its most frequent known type over its mentions.
 """
@@ -68,7 +68,7 @@ _PERSON_HONORIFICS = frozenset(
     "mr mrs ms miss dr sir lady lord madam madame dame mme mlle prof professor rev capt captain messrs".split()
 )
 _CONNECTORS = frozenset("of the de du da del della der van von la le &".split())
-# Capitalised only because they open a sentence, before a name: "Old Fezziwig laughed."
+# Capitalised only because they open a sentence, before a name: "Old Brandell laughed."
 _DESCRIPTIVE_OPENERS = frozenset("old young poor little dear good great kind brave wise".split())
 _HEADING_WORDS = frozenset("chapter stave part book section volume preface contents appendix".split())
 _STOPWORDS = frozenset(
@@ -104,7 +104,7 @@ _SPEECH_VERBS = frozenset(
 _CONTRACTIONS = ("'ll", "'d", "'m", "'ve", "'re", "n't", "’ll", "’d", "’m", "’ve", "’re", "n’t")
 _ROMAN = re.compile(r"^[IVXLCDM]+$")
 # A small roman numeral (I to XXXIX: a regnal, sequel or war number) right after a name word
-# is part of the name (HENRY VIII, WORLD WAR II); alone it is none.
+# is part of the name (OSRIC IV, WORLD WAR II); alone it is none.
 _NAME_NUMERAL = re.compile(r"^(?=[IVX])X{0,3}(?:IX|IV|V?I{0,3})$")
 _UPPER = "A-Z\u00c0-\u00d6\u00d8-\u00de\u0391-\u03a9\u0410-\u042f"
 _LOWER_KEPT = "|".join(sorted((_CONNECTORS | _SPEECH_VERBS) - {"&"}, key=len, reverse=True))
@@ -183,7 +183,7 @@ def _prose_sentences(para: str) -> list[tuple[str, bool]]:
     for m in _SENT_END.finditer(para):
         nxt = _NEXT_CHAR.match(para, m.end())
         if nxt and nxt.group(1).islower() and m.group()[0] in ".!?":
-            continue  # '"Bah!" said Scrooge' and 'e.g. this' stay one sentence
+            continue  # '"Bah!" said Harlow' and 'e.g. this' stay one sentence
         if m.group() == ".":
             before = _WORD_BEFORE.search(para, max(0, m.start() - 12), m.start())
             word = before.group(1) if before else ""
@@ -282,7 +282,7 @@ def _spans(toks: list[_Tok], mid_caps: set[str]) -> Iterable[tuple[int, int]]:
             run.append(k)
         elif run and _numbers_name(toks, k) and run[-1] == k - 1:
             run.append(k)
-            if tok.possessive:  # HENRY VIII'S
+            if tok.possessive:  # OSRIC IV'S
                 yield from flush()
         else:
             yield from flush()

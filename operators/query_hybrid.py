@@ -8,7 +8,7 @@ it has relations with) and restarts, half and half, at
 
 * the entities the question names (found by name: exact, normalised or fuzzy), each weighted
   by its specificity, ``1 / chunks mentioning it``, so a rare name counts more than a hub like
-  "UNITED STATES"; and
+  a country's name; and
 * the chunk most similar to the question.
 
 The walk ranks chunks by visit probability per link (a walk visits a well-linked node

@@ -73,8 +73,8 @@ def _trigrams(name: str) -> set[str]:
 
 def synonym_pairs(loose_names: list[str], by_word: dict[str, list[int]], min_cosine: float) -> list[tuple[int, int]]:
     """Entity pairs (by position) whose loose names are close as character 3-gram vectors:
-    spelling variants and partial names the resolution left as separate nodes (``IAIN BANKS``,
-    ``IAIN M BANKS``). A pair's link depends on its two names only, so it is the same
+    spelling variants and partial names the resolution left as separate nodes (``MARA TELLEN``,
+    ``MARA J TELLEN``). A pair's link depends on its two names only, so it is the same
     whatever else the graph holds: exact under any insert or delete."""
     grams = [_trigrams(n) for n in loose_names]
     seen: set[tuple[int, int]] = set()

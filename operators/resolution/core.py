@@ -173,7 +173,7 @@ class _Links:
 def _judged(a: str, b: str) -> tuple[str, ...]:
     """The names of an accepted pair whose ambiguity keeps them apart: a name said to be a
     designation is that one thing, however ambiguous a part of it is; a designation's head
-    ("THE CLERK") is not."""
+    ("THE STEWARD") is not."""
     da, db = designation(a), designation(b)
     if not da and not db:
         return a, b

@@ -69,7 +69,7 @@ _NAMED_AS = re.compile(r"\b(?:(renamed(?:\s+as|\s+to)?|changed\s+its\s+name\s+to
 # or a parenthesis, or an adverb ("also called").
 _NAMING_LEAD = re.compile(r"(?:[,(]\s*|\s(?:also|better|commonly|otherwise|often|sometimes|popularly|"
                           r"affectionately|simply)\s+|\s(formerly|previously|originally|later|now)\s+)$")
-# One more name of a list after a naming word: ", Chubby", "or the World Wrestling Federation".
+# One more name of a list after a naming word: ", Chubby", "or the Northland Rowing Federation".
 _LISTED_NAME = re.compile(r"[\"'”’]?\s*(?:,\s*(?:or\s+|and\s+)?|\s+(?:or|and)\s+)(?:the\s+)?[\"'“‘]?"
                           r"([A-Z][\w.'’-]*(?:\s+[A-Z][\w.'’-]*){0,4})")
 # An acronym in brackets ("(WWF)").
@@ -81,7 +81,7 @@ _HEAD_STOP = frozenset("""who whom whose which that or but with in at of for to 
 # Lower-case words inside a name ("School for Boys", "Mallik Rehan Dargah in Sira").
 _JOINING = frozenset("of and with from for to the de du da del von van in on at &".split())
 _NAME_GOES_ON = re.compile(r"\s+(?:of|from|with|for|the|de|du|da|del|von|van|in|on|at)\s+[A-Z]")
-# A sentence ends at a stop, not after an initial or a title ("E. B. White", "Mr. Brant").
+# A sentence ends at a stop, not after an initial or a title ("E. K. Marsh", "Mr. Brant").
 _SENTENCE = re.compile(r"(?<=[.!?;])(?<!\b[A-Z]\.)(?<!\bMr\.)(?<!\bMrs\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bSt\.)"
                        r"(?<!\bJr\.)(?<!\bSr\.)\s+")
 _SUBJECT_PRONOUNS = frozenset("he she it they this".split())
@@ -144,7 +144,7 @@ def _designation_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
 
 def _naming_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
     """"Tom, also called Thomas", "Ned Brant, known as Little Ned" (said in Little Ned's
-    description), "The Barion cut ... has been renamed the Princess cut"."""
+    description), "The Lindqvist method ... has been renamed the Harbour method"."""
     claims: set[str] = set()
     for match in _NAMED_AS.finditer(sentence):
         lead = _NAMING_LEAD.search(sentence[max(0, match.start() - 20):match.start()])
@@ -179,7 +179,7 @@ def _naming_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
 
 
 def _bracket_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
-    """"The World Wrestling Federation (WWF)": the name's acronym in brackets right after it
+    """"The Northland Rowing Federation (NRF)": the name's acronym in brackets right after it
     (other names in brackets are too often a place, a year or a role: "Alexandria
     International Airport (Louisiana)", "Anne Hathaway (Selina Kyle)")."""
     acronym = _acronym(own)

@@ -278,7 +278,7 @@ def _article_led(name: str) -> bool:
 
 def _qualified(a: str, b: str) -> bool:
     """Whether one name adds a qualifier to the other, beyond articles and counts: of a group,
-    "THE YOUNG BRANTS" are some of "THE BRANTS"; "THREE SPIRITS" are "THE SPIRITS"."""
+    "THE YOUNG BRANTS" are some of "THE BRANTS"; "THREE WARDENS" are "THE WARDENS"."""
     return set(_key(a, False)) - _NUMBER_WORDS != set(_key(b, False)) - _NUMBER_WORDS
 
 
@@ -305,7 +305,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     a, b = sorted((pa.name, pb.name))
     ta, tb = pa.type, pb.type
     told = look_alike(a, b)
-    if told in _NEVER_ALIKE:  # whatever else the pair shares, the names say two things (APOLLO 11 / 13)
+    if told in _NEVER_ALIKE:  # whatever else the pair shares, the names say two things (ORION 4 / 6)
         return PairDecision(a, b, relation, 0.0, "distinct", {"relation": relation, "look_alike": told})
     # A description stating the other name ("Frank is Hale's nephew") is the relation itself.
     if relation == "stated" and not _states(pa, pb):
@@ -362,7 +362,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # With nothing saying it is a person, a part of a name stands for the whole only
         # where a text used both (a surname after the full name), never a first name alone;
         # and the descriptions must agree ("Film Victoria" is described apart from
-        # "Victoria"; "Schubert" in the sentences about "Franz Schubert").
+        # "Victoria"; "Halvorsen" in the sentences about "Ingrid Halvorsen").
         # Untyped names that would merge as parts of a person's name: they do when their
         # group turns out to be a person (a titled name in it: "MR. EDWIN HALE").
         if_person = (not person and ta == tb == "UNKNOWN" and corroborated
@@ -403,10 +403,10 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     if relation == "category" and not (typed and ta == tb):
         corroborated = False  # a film "X" and its studio "X PICTURES" are typed apart
     if relation == "head":
-        # "THE CLERK" is "HALE'S CLERK" where it is told of with Hale.
+        # "THE STEWARD" is "HALE'S STEWARD" where it is told of with Hale.
         owner = (owned(a) or owned(b))[0]  # type: ignore[index]
         bare = pa if owned(pb.name) else pb
-        # A one-word head names the designation only as a common noun ("the clerk"), not as a
+        # A one-word head names the designation only as a common noun ("the steward"), not as a
         # word of its own ("DEATH" / "DEATH OF COLONEL BLIMP").
         common = len(name_key(bare.name)) > 1 or bare.described or _normal(bare.name).split()[0] in _ARTICLES
         corroborated = common and _tells_of(bare, owner)
@@ -436,7 +436,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
             evidence[flag] = sorted(p.name for p in (pa, pb) if getattr(p, flag))
     # A part of a name counts towards its ambiguity only if it could be that person.
     # So is a designation: one said of two people ("TOM'S SON": PAUL, NED) stays alone; and
-    # a head that could be two designations' ("THE CLERK": HALE'S, FENWICK'S).
+    # a head that could be two designations' ("THE STEWARD": HALE'S, FENWICK'S).
     part = (relation in _PARTS or relation in _SHORT_FORMS or relation == "stated" and bool(designation(a) or designation(b))) \
         and len(genders) < 2
     return PairDecision(a, b, relation, score, verdict, evidence, part=part,

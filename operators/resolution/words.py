@@ -25,8 +25,8 @@ DESCRIPTIVE = frozenset(
 CORPORATE = frozenset("INC CORP CORPORATION LTD LLC CO PLC GMBH LIMITED".split())
 # Words that join two names into a third thing ("Hale and Morrow", "Ghost of Midsummer").
 CONNECTORS = frozenset("AND & OF FOR AT IN ON TO WITH BY FROM DE DU DA DEL VON VAN".split())
-# Heads that make a name a different kind of thing than its other words ("United States
-# Army" is no "United States"; "Midsummer Day" no "Midsummer").
+# Heads that make a name a different kind of thing than its other words ("Northland
+# Army" is no "Northland"; "Midsummer Day" no "Midsummer").
 GENERIC_HEADS = frozenset(
     """ARMY NAVY COMPANY BANK UNIVERSITY COLLEGE SCHOOL ACADEMY CHURCH SOCIETY CLUB ASSOCIATION
     INSTITUTE COMMITTEE COUNCIL PARTY MINISTRY DEPARTMENT AGENCY FOUNDATION GROUP PRESS UNION
@@ -46,7 +46,7 @@ GENERIC_HEADS = frozenset(
 # Words that make a nickname of a first name ("LITTLE NED", "LITTLE ANNE").
 NICKNAME_WORDS = frozenset("TINY LITTLE BIG".split())
 # Words that say what kind of thing a name is without making it another thing
-# ("HANNA-BARBERA PRODUCTIONS", "THE NEW YORKER MAGAZINE").
+# ("BRISK-MORROW PRODUCTIONS", "THE HARBOUR GAZETTE MAGAZINE").
 CATEGORY_WORDS = frozenset("""PRODUCTIONS STUDIOS STUDIO PICTURES ENTERTAINMENT FILMS RECORDS RECORDINGS MAGAZINE
     NEWSPAPER RESORT BAND PUBLISHING PUBLISHERS""".split())
 # Words that make a place or a thing another one ("West Bengal" is no "Bengal").
