@@ -27,7 +27,9 @@ from graphrag.operators.modes import MODES, mode_names
 from graphrag.query_param import QueryParam
 from graphrag.readers import read_data
 from graphrag.redaction import redact, register_secret
+from graphrag.server.chat_api import chat_router
 from graphrag.server.errors import error_body, http_status
+from graphrag.server.graph_upkeep import upkeep_router
 from graphrag.server.security import (DEFAULT_POLICY, ASGIApp, check_binding, check_key, host_names, secured,
                                       uvicorn_config)
 from graphrag.server.service import GraphService, query_param
@@ -264,6 +266,8 @@ def create_app(service: GraphService) -> FastAPI:
                            limit: int = 50) -> list[dict[str, Any]]:
         return await service.graph("graph_search", q, top_k=top_k, depth=depth, decay=decay, limit=limit)
 
+    app.include_router(upkeep_router(service))
+    app.include_router(chat_router(service))
     return app
 
 
