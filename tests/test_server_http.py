@@ -434,6 +434,14 @@ STATE_CHANGING = [
     ("POST", "/query", {"json": {"question": "Who owns Kestrel Harbor?", "only_need_context": True}}),
     ("POST", "/retrieve", {"json": {"question": "Who owns Kestrel Harbor?"}}),
     ("POST", "/graph/subgraph", {"json": {"names": ["Kestrel Harbor"]}}),
+    ("POST", "/graph/merge", {"json": {"names": ["Pellham"], "into": "Kestrel Harbor"}}),
+    ("POST", "/graph/never-merge", {"json": {"names": ["Pellham", "Kestrel Harbor"]}}),
+    ("POST", "/graph/undo", {"json": {"names": ["Pellham"]}}),
+    ("POST", "/v1/chat/completions", {"json": {"model": "graphrag-local",
+                                               "messages": [{"role": "user", "content": "Who owns Kestrel Harbor?"}]}}),
+    ("POST", "/api/chat", {"json": {"model": "graphrag-local", "stream": False,
+                                    "messages": [{"role": "user", "content": "Who owns Kestrel Harbor?"}]}}),
+    ("POST", "/api/generate", {"json": {"model": "graphrag-local", "prompt": "Who owns Kestrel Harbor?"}}),
 ]
 
 
