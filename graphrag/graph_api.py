@@ -13,6 +13,7 @@ never per call; no call re-reads the graph from disk.
 """
 from __future__ import annotations
 
+import asyncio
 import difflib
 import re
 import heapq
@@ -41,6 +42,10 @@ _WORD = re.compile(r"\w[\w'&.-]*", re.UNICODE)
 # How alike a typed text and the start of a name (or one of its words) must be for a
 # fuzzy label match: SequenceMatcher's ratio, which one wrong letter in six keeps above.
 FUZZY_LABEL_RATIO = 0.75
+# Fuzzy label matching starts at this many letters (fewer match too much by chance), and
+# compares only texts with the typed first letter: misspellings rarely change it, and it
+# keeps a keystroke's scan of a large graph short.
+FUZZY_LABEL_MIN_CHARS = 3
 
 
 class NameIndex:
@@ -422,21 +427,8 @@ class KnowledgeGraph:
         key = name_key(query)
         if not key:
             return [label for label, _, _ in index[:limit]]
-        tiers: tuple[list[Label], ...] = ([], [], [])
-        rest = []
-        for label, name, words in index:
-            if name.startswith(key):
-                tiers[0].append(label)
-            elif any(w.startswith(key) for w in words):
-                tiers[1].append(label)
-            elif key in name:
-                tiers[2].append(label)
-            else:
-                rest.append((label, name, words))
-        found = [label for tier in tiers for label in tier][:limit]
-        if len(found) < limit:
-            found += _spelt_like(key, rest, limit - len(found))
-        return found
+        # A scan of every name: off the event loop (the index is never changed once built).
+        return await asyncio.to_thread(_matching_labels, key, index, limit)
 
     async def apopular(self, limit: int = 20) -> list[Label]:
         """The ``limit`` best connected entities (most relations first)."""
@@ -493,14 +485,37 @@ def _same_name(extracted: Any, node: str) -> bool:
     return isinstance(extracted, str) and name_key(extracted) == name_key(node)
 
 
+def _matching_labels(key: str, index: list[tuple[Label, str, tuple[str, ...]]], limit: int) -> list[Label]:
+    """``KnowledgeGraph.alabels``'s tiers over the label index, best connected first in each."""
+    tiers: tuple[list[Label], ...] = ([], [], [])
+    rest = []
+    for label, name, words in index:
+        if name.startswith(key):
+            tiers[0].append(label)
+        elif any(w.startswith(key) for w in words):
+            tiers[1].append(label)
+        elif key in name:
+            tiers[2].append(label)
+        else:
+            rest.append((label, name, words))
+    found = [label for tier in tiers for label in tier][:limit]
+    if len(found) < limit:
+        found += _spelt_like(key, rest, limit - len(found))
+    return found
+
+
 def _spelt_like(key: str, candidates: Iterable[tuple[Label, str, tuple[str, ...]]], limit: int) -> list[Label]:
     """The labels whose name's start, or one of whose words, is most alike ``key`` (at least
     ``FUZZY_LABEL_RATIO``), most alike first, then best connected."""
+    if len(key) < FUZZY_LABEL_MIN_CHARS:
+        return []
     matcher = difflib.SequenceMatcher(b=key, autojunk=False)
     scored = []
     for label, name, words in candidates:
         best = 0.0
         for text in (name[:len(key)], *words):
+            if text[:1] != key[:1]:
+                continue
             matcher.set_seq1(text)
             if matcher.real_quick_ratio() >= FUZZY_LABEL_RATIO and matcher.quick_ratio() >= FUZZY_LABEL_RATIO:
                 best = max(best, matcher.ratio())
