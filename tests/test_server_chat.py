@@ -45,6 +45,9 @@ def client(url: str) -> openai.OpenAI:
 
 def test_openai_models_are_the_registered_modes(client: openai.OpenAI) -> None:
     assert [m.id for m in client.models.list()] == MODELS
+    assert client.models.retrieve("graphrag-hybrid").id == "graphrag-hybrid"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-4o")
 
 
 def test_openai_chat_answers_with_citations_in_every_mode(client: openai.OpenAI) -> None:
@@ -93,6 +96,8 @@ def ollama_client(url: str) -> ollama.Client:
 
 def test_ollama_tags_and_version(ollama_client: ollama.Client, url: str) -> None:
     assert [m.model for m in ollama_client.list().models] == [f"{m}:latest" for m in MODELS]
+    shown = ollama_client.show("graphrag-naive:latest")
+    assert shown.modelinfo["graphrag.mode"] == "naive" and "completion" in shown.capabilities
     version = httpx.get(f"{url}/api/version", headers={"Authorization": f"Bearer {KEY}"})
     assert version.json() == {"version": __version__}
     assert httpx.get(f"{url}/api/tags").status_code == 401  # the key, as on every other path

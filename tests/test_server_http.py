@@ -59,7 +59,7 @@ def test_health_docs_and_openapi(api: httpx.Client) -> None:
                  "/graph/subgraph", "/graph/search", "/graph/graph_search", "/graph/view", "/chunks/{chunk_id}",
                  "/reports/{report_id}", "/health", "/graph/labels", "/graph/popular", "/graph/merge",
                  "/graph/never-merge", "/graph/undo", "/v1/models", "/v1/chat/completions", "/api/chat",
-                 "/api/generate", "/api/tags", "/api/version"):
+                 "/api/generate", "/api/tags", "/api/show", "/api/version"):
         assert path in schema["paths"], path
     # Every QueryParam field is an option of POST /query, with its default.
     query_fields = schema["components"]["schemas"]["QueryRequest"]["properties"]
@@ -444,6 +444,7 @@ STATE_CHANGING = [
     ("POST", "/api/chat", {"json": {"model": "graphrag-local", "stream": False,
                                     "messages": [{"role": "user", "content": "Who owns Kestrel Harbor?"}]}}),
     ("POST", "/api/generate", {"json": {"model": "graphrag-local", "prompt": "Who owns Kestrel Harbor?"}}),
+    ("POST", "/api/show", {"json": {"model": "graphrag-local"}}),
 ]
 
 

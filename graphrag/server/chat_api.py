@@ -1,6 +1,6 @@
 """The index as a chat model, in the two dialects chat front-ends speak: OpenAI's
 (``/v1/chat/completions``, ``/v1/models``) and Ollama's (``/api/chat``, ``/api/generate``,
-``/api/tags``, ``/api/version``), so Open WebUI or any OpenAI or Ollama client can use it.
+``/api/tags``, ``/api/show``, ``/api/version``), so Open WebUI or any OpenAI or Ollama client can use it.
 
 Each registered query mode is one model, ``graphrag-<mode>`` (Ollama clients may add a tag,
 ``:latest``). The last user message is the question: ``QueryParam`` holds no conversation,
@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 MODEL_PREFIX = "graphrag-"
 OWNER = "graphrag"
+DETAILS = {"format": OWNER, "family": OWNER, "families": [OWNER], "parameter_size": "", "quantization_level": ""}
 
 
 def model_names() -> list[str]:
@@ -69,6 +70,11 @@ class ChatRequest(BaseModel):
     model: str
     messages: list[Message]
     stream: Optional[bool] = None
+
+
+class ShowRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: str
 
 
 class GenerateRequest(BaseModel):
@@ -113,6 +119,11 @@ def chat_router(service: GraphService) -> APIRouter:
         return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": OWNER}
                                            for name in model_names()]}
 
+    @router.get("/v1/models/{model}", tags=["chat"], summary="OpenAI: one model")
+    async def openai_model(model: str) -> dict[str, Any]:
+        mode_of(model)
+        return {"id": model, "object": "model", "created": 0, "owned_by": OWNER}
+
     @router.post("/v1/chat/completions", tags=["chat"], response_model=None,
                  summary="OpenAI: answer the last user message, cited, in the model's mode (stream=true for SSE)")
     async def openai_chat(body: ChatRequest) -> Any:
@@ -150,10 +161,15 @@ def chat_router(service: GraphService) -> APIRouter:
     @router.get("/api/tags", tags=["chat"], summary="Ollama: the models, one per query mode")
     async def ollama_tags() -> dict[str, Any]:
         return {"models": [{"name": f"{name}:latest", "model": f"{name}:latest", "modified_at": _now_iso(),
-                            "size": 0, "digest": hashlib.sha256(name.encode()).hexdigest(),
-                            "details": {"format": OWNER, "family": OWNER, "families": [OWNER],
-                                        "parameter_size": "", "quantization_level": ""}}
+                            "size": 0, "digest": hashlib.sha256(name.encode()).hexdigest(), "details": DETAILS}
                            for name in model_names()]}
+
+    @router.post("/api/show", tags=["chat"], summary="Ollama: what a model is (its query mode)")
+    async def ollama_show(body: ShowRequest) -> dict[str, Any]:
+        mode = mode_of(body.model)
+        return {"modelfile": "", "parameters": "", "template": "", "details": DETAILS,
+                "model_info": {"graphrag.mode": mode, "graphrag.description": MODES[mode].description},
+                "capabilities": ["completion"], "modified_at": _now_iso()}
 
     @router.post("/api/chat", tags=["chat"], response_model=None,
                  summary="Ollama: answer the last user message, cited (streamed as NDJSON unless stream=false)")
