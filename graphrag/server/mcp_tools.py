@@ -21,6 +21,7 @@ from graphrag.errors import InvalidInputError
 from graphrag.operators.modes import describe_modes, mode_names
 from graphrag.server import graph_upkeep
 from graphrag.server.errors import error_body, validation_message
+from graphrag.server.jobs import Job
 from graphrag.server.service import GraphService, query_param
 
 logger = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ def create_mcp_server(service: GraphService) -> MCPServer:
 
         return add
 
-    async def finished(job: Any, wait: bool) -> dict[str, Any]:
+    async def finished(job: Job, wait: bool) -> dict[str, Any]:
         if wait:
             await service.jobs.wait_for(job.id)
         return job.to_dict()
