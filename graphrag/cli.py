@@ -461,7 +461,7 @@ def _add_serving_options(p: argparse.ArgumentParser, port: int) -> None:
 def cmd_entities(args: argparse.Namespace) -> int:
     """Entity resolution for a person: what was merged, what might be, and corrections."""
     wd = existing_working_dir(args.working_dir)
-    if args.merge or args.never:
+    if args.merge or args.never or args.undo:
         if bool(args.merge) != bool(args.into):
             raise CLIError("--merge NAME... needs --into NAME (and --into needs --merge)", EXIT_USAGE)
         offline = args.offline or _inspect(wd).built_offline() or not _llm_configured(False)
@@ -472,6 +472,12 @@ def cmd_entities(args: argparse.Namespace) -> int:
         if args.never:
             rag.never_merge(*args.never)
             print(f"{args.never[0]} and {args.never[1]} will never be merged")
+        if args.undo:
+            undone = rag.undo_entity_decisions(args.undo)["undone"]
+            for name, into in undone["merges"].items():
+                print(f"undone: {name} merged into {into}")
+            for a, b in undone["never"]:
+                print(f"undone: {a} and {b} never merged")
         return EXIT_OK
     if args.duplicates:
         groups = open_rag(wd, offline=True).entity_duplicates()
@@ -627,6 +633,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--merge", nargs="+", metavar="NAME", help="merge these entities (with --into), for good")
     p.add_argument("--into", metavar="NAME", help="the name the merged entity keeps")
     p.add_argument("--never", nargs=2, metavar=("NAME", "NAME"), help="never merge these two entities")
+    p.add_argument("--undo", nargs="+", metavar="NAME",
+                   help="drop every --merge or --never decision naming these entities")
     p.add_argument("--offline", action="store_true", help="rebuild touched entities without the LLM")
     p.set_defaults(func=cmd_entities)
     return parser

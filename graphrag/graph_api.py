@@ -13,6 +13,7 @@ never per call; no call re-reads the graph from disk.
 """
 from __future__ import annotations
 
+import asyncio
 import difflib
 import re
 import heapq
@@ -24,7 +25,7 @@ from graphrag.errors import EntityNotFound, InvalidInputError
 from graphrag.operators.community_index import largest_community, with_occurrence
 from graphrag.operators.chinese_text import split_words
 from graphrag.operators.names import compact_key as name_key
-from graphrag.records import Community, Entity, Path, Relation, Subgraph, split_field
+from graphrag.records import Community, Entity, Label, Path, Relation, Subgraph, split_field
 from graphrag.schema import edge_key
 
 if TYPE_CHECKING:
@@ -38,6 +39,13 @@ DIRECTIONS = ("both", "out", "in")
 # Longest run of words read as one entity name in a text.
 MAX_NAME_WORDS = 6
 _WORD = re.compile(r"\w[\w'&.-]*", re.UNICODE)
+# How alike a typed text and the start of a name (or one of its words) must be for a
+# fuzzy label match: SequenceMatcher's ratio, which one wrong letter in six keeps above.
+FUZZY_LABEL_RATIO = 0.75
+# Fuzzy label matching starts at this many letters (fewer match too much by chance), and
+# compares only texts with the typed first letter: misspellings rarely change it, and it
+# keeps a keystroke's scan of a large graph short.
+FUZZY_LABEL_MIN_CHARS = 3
 
 
 class NameIndex:
@@ -74,6 +82,7 @@ class KnowledgeGraph:
         self._version = version
         self._cache_key: Any = None
         self._names: Optional[NameIndex] = None
+        self._labels: Optional[list[tuple[Label, str, tuple[str, ...]]]] = None
         self._documents: Optional["DocumentLookup"] = None
 
     @classmethod
@@ -93,7 +102,7 @@ class KnowledgeGraph:
         if key != self._cache_key:
             from graphrag.operators.retrieval import DocumentLookup
 
-            self._cache_key, self._names = key, None
+            self._cache_key, self._names, self._labels = key, None, None
             self._documents = DocumentLookup(self._stores())
 
     @property
@@ -105,6 +114,19 @@ class KnowledgeGraph:
         if self._names is None:
             self._names = NameIndex(name for name, _ in await self._graph.get_all_nodes())
         return self._names
+
+    async def _label_index(self) -> list[tuple[Label, str, tuple[str, ...]]]:
+        """Every entity as a label with its name's key and its words' keys, best connected
+        first; built once per index version (autocomplete asks on every keystroke)."""
+        self._fresh()
+        if self._labels is None:
+            nodes = await self._graph.get_nodes_attributes(("entity_type",))
+            degrees = await self._graph.node_degrees_batch([name for name, _ in nodes])
+            labels = sorted((Label(name, Entity.from_stored(name, data).type, degree)
+                             for (name, data), degree in zip(nodes, degrees)), key=lambda l: (-l.degree, l.name))
+            self._labels = [(label, name_key(label.name), tuple(name_key(w) for w in label.name.split()))
+                            for label in labels]
+        return self._labels
 
     @property
     def documents(self) -> "DocumentLookup":
@@ -395,6 +417,23 @@ class KnowledgeGraph:
                     best[entity.name] = replace(entity, score=score)
         return sorted(best.values(), key=lambda e: (-(e.score or 0.0), e.name))[:limit]
 
+    async def alabels(self, query: str = "", limit: int = 20) -> list[Label]:
+        """Entity names for a name picker, each tier best connected first: names that start
+        with ``query`` (any case or punctuation), names one of whose words does, names that
+        contain it, then names whose start or one of whose words is spelt like it. An empty
+        query gives the best connected entities."""
+        _check_bounds(limit=(limit, None))
+        index = await self._label_index()
+        key = name_key(query)
+        if not key:
+            return [label for label, _, _ in index[:limit]]
+        # A scan of every name: off the event loop (the index is never changed once built).
+        return await asyncio.to_thread(_matching_labels, key, index, limit)
+
+    async def apopular(self, limit: int = 20) -> list[Label]:
+        """The ``limit`` best connected entities (most relations first)."""
+        return await self.alabels("", limit)
+
     # ------------------------------------------------------------------ sync twins
 
     def entity(self, name: str) -> Entity:
@@ -414,6 +453,12 @@ class KnowledgeGraph:
 
     def whole(self, max_nodes: Optional[int] = None) -> Subgraph:
         return run_sync(self.awhole(max_nodes))
+
+    def labels(self, query: str = "", limit: int = 20) -> list[Label]:
+        return run_sync(self.alabels(query, limit))
+
+    def popular(self, limit: int = 20) -> list[Label]:
+        return run_sync(self.apopular(limit))
 
     def names_in(self, text: str) -> list[str]:
         return run_sync(self.anames_in(text))
@@ -438,6 +483,45 @@ def _weight_of(relation: Optional[Relation]) -> float:
 
 def _same_name(extracted: Any, node: str) -> bool:
     return isinstance(extracted, str) and name_key(extracted) == name_key(node)
+
+
+def _matching_labels(key: str, index: list[tuple[Label, str, tuple[str, ...]]], limit: int) -> list[Label]:
+    """``KnowledgeGraph.alabels``'s tiers over the label index, best connected first in each."""
+    tiers: tuple[list[Label], ...] = ([], [], [])
+    rest = []
+    for label, name, words in index:
+        if name.startswith(key):
+            tiers[0].append(label)
+        elif any(w.startswith(key) for w in words):
+            tiers[1].append(label)
+        elif key in name:
+            tiers[2].append(label)
+        else:
+            rest.append((label, name, words))
+    found = [label for tier in tiers for label in tier][:limit]
+    if len(found) < limit:
+        found += _spelt_like(key, rest, limit - len(found))
+    return found
+
+
+def _spelt_like(key: str, candidates: Iterable[tuple[Label, str, tuple[str, ...]]], limit: int) -> list[Label]:
+    """The labels whose name's start, or one of whose words, is most alike ``key`` (at least
+    ``FUZZY_LABEL_RATIO``), most alike first, then best connected."""
+    if len(key) < FUZZY_LABEL_MIN_CHARS:
+        return []
+    matcher = difflib.SequenceMatcher(b=key, autojunk=False)
+    scored = []
+    for label, name, words in candidates:
+        best = 0.0
+        for text in (name[:len(key)], *words):
+            if text[:1] != key[:1]:
+                continue
+            matcher.set_seq1(text)
+            if matcher.real_quick_ratio() >= FUZZY_LABEL_RATIO and matcher.quick_ratio() >= FUZZY_LABEL_RATIO:
+                best = max(best, matcher.ratio())
+        if best >= FUZZY_LABEL_RATIO:
+            scored.append((-best, -label.degree, label.name, label))
+    return [label for *_, label in heapq.nsmallest(limit, scored)]
 
 
 def _check_bounds(**values: tuple[int, Optional[int]]) -> None:

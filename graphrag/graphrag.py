@@ -302,6 +302,14 @@ class GraphRAG:
 
     never_merge = blocking(anever_merge)
 
+    async def aundo_entity_decisions(self, names: Union[str, list[str]]) -> dict[str, Any]:
+        """Drop every manual decision (merge or never-merge) naming one of ``names``; the
+        graph goes back to what the evidence decides for them."""
+        names = [names] if isinstance(names, str) else list(names)
+        return await self._decide(lambda write: entity_decisions.undo_decisions(write, names))
+
+    undo_entity_decisions = blocking(aundo_entity_decisions)
+
     async def aresolve_pending(self) -> dict[str, Any]:
         """Ask the resolution judge every pair a write left pending for want of calls (a
         write asks at most a share of its extraction calls), and rebuild what its verdicts

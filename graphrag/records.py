@@ -112,6 +112,15 @@ class Entity:
 
 
 @dataclass(frozen=True)
+class Label:
+    """An entity as a name picker shows it (label search, popular entities)."""
+
+    name: str
+    type: str
+    degree: int
+
+
+@dataclass(frozen=True)
 class Relation:
     source: str
     target: str

@@ -791,6 +791,10 @@ def test_cli_lists_merges_and_duplicates_with_evidence(tmp_path: Any, capsys: An
     assert "JACOB MARLEY ~ MARLEY  (surname" in capsys.readouterr().out
     assert cli_main(["entities", "-w", wd, "--never", "MARLEY", "JACOB MARLEY", "--offline"]) == 0
     assert "MARLEY" in graph_of(rag)
+    # --undo drops the decision: the evidence merges the surname again.
+    assert cli_main(["entities", "-w", wd, "--undo", "Marley", "--offline"]) == 0
+    assert "undone: JACOB MARLEY and MARLEY never merged" in capsys.readouterr().out
+    assert "MARLEY" not in graph_of(GraphRAG(rag.config))
 
 
 # --------------------------------------------------------------------------- the model's check

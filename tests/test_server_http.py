@@ -57,7 +57,9 @@ def test_health_docs_and_openapi(api: httpx.Client) -> None:
     for path in ("/documents", "/documents/files", "/documents/{doc_id}", "/jobs", "/jobs/{job_id}", "/query",
                  "/retrieve", "/graph/entity/{name}", "/graph/neighbors/{name}", "/graph/paths",
                  "/graph/subgraph", "/graph/search", "/graph/graph_search", "/graph/view", "/chunks/{chunk_id}",
-                 "/reports/{report_id}", "/health"):
+                 "/reports/{report_id}", "/health", "/graph/labels", "/graph/popular", "/graph/merge",
+                 "/graph/never-merge", "/graph/undo", "/v1/models", "/v1/chat/completions", "/api/chat",
+                 "/api/generate", "/api/tags", "/api/show", "/api/version"):
         assert path in schema["paths"], path
     # Every QueryParam field is an option of POST /query, with its default.
     query_fields = schema["components"]["schemas"]["QueryRequest"]["properties"]
@@ -434,6 +436,15 @@ STATE_CHANGING = [
     ("POST", "/query", {"json": {"question": "Who owns Kestrel Harbor?", "only_need_context": True}}),
     ("POST", "/retrieve", {"json": {"question": "Who owns Kestrel Harbor?"}}),
     ("POST", "/graph/subgraph", {"json": {"names": ["Kestrel Harbor"]}}),
+    ("POST", "/graph/merge", {"json": {"names": ["Pellham"], "into": "Kestrel Harbor"}}),
+    ("POST", "/graph/never-merge", {"json": {"names": ["Pellham", "Kestrel Harbor"]}}),
+    ("POST", "/graph/undo", {"json": {"names": ["Pellham"]}}),
+    ("POST", "/v1/chat/completions", {"json": {"model": "graphrag-local",
+                                               "messages": [{"role": "user", "content": "Who owns Kestrel Harbor?"}]}}),
+    ("POST", "/api/chat", {"json": {"model": "graphrag-local", "stream": False,
+                                    "messages": [{"role": "user", "content": "Who owns Kestrel Harbor?"}]}}),
+    ("POST", "/api/generate", {"json": {"model": "graphrag-local", "prompt": "Who owns Kestrel Harbor?"}}),
+    ("POST", "/api/show", {"json": {"model": "graphrag-local"}}),
 ]
 
 

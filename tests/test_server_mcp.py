@@ -17,8 +17,10 @@ from mcp.client.stdio import StdioServerParameters
 from graphrag.operators.modes import mode_names
 from helpers_server import CHAIN, DOCS, build_index
 
-READ_TOOLS = {"query", "retrieve", "search_entities", "neighbors", "find_paths", "subgraph", "list_documents"}
-WRITE_TOOLS = {"insert_text", "delete_document"}
+READ_TOOLS = {"query", "retrieve", "search_entities", "neighbors", "find_paths", "subgraph", "list_documents",
+              "search_labels", "popular_entities"}
+WRITE_TOOLS = {"insert_text", "delete_document", "merge_entities", "never_merge", "undo_entity_decisions"}
+JOB_TOOLS = {"job_status"}  # a writing server's: reads the jobs its writing tools queue
 
 
 def server(wd: Path, *flags: str) -> StdioServerParameters:
@@ -43,7 +45,7 @@ def test_every_tool_over_stdio(wd: Path) -> None:
     async def session() -> None:
         async with Client(server(wd, "--offline"), read_timeout_seconds=120) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert set(tools) == READ_TOOLS | WRITE_TOOLS
+            assert set(tools) == READ_TOOLS | WRITE_TOOLS | JOB_TOOLS
             for tool in tools.values():  # an agent chooses by these
                 assert len(tool.description or "") > 60 and tool.input_schema["type"] == "object"
             assert tools["query"].input_schema["required"] == ["question"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from graphrag.errors import EntityNotFound
+from graphrag.errors import EntityNotFound, InvalidInputError
 from graphrag.indexing.pipeline import Pipeline
 from graphrag.operators.extraction import normalize_entity_name
 
@@ -26,6 +26,19 @@ async def merge_entities(write: Pipeline, names: list[str], into: str) -> dict[s
 async def never_merge(write: Pipeline, a: str, b: str) -> dict[str, Any]:
     return await _decide(write, [a, b], lambda manual: manual.keep_apart(normalize_entity_name(a),
                                                                          normalize_entity_name(b)))
+
+
+async def undo_decisions(write: Pipeline, names: list[str]) -> dict[str, Any]:
+    """Drop every manual decision naming one of ``names`` and rebuild what that changes:
+    the names go back to what the evidence decides."""
+    keys = {normalize_entity_name(n) for n in names}
+    resolution = write.entity_resolution(set(), {})
+    manual = await resolution.manual()
+    undone = manual.undo(keys)
+    if not undone["merges"] and not undone["never"]:
+        raise InvalidInputError(f"no merge or never-merge decision names {', '.join(names)}")
+    await resolution.save_manual(manual)
+    return {**await write.apply_changes({}, []), "undone": undone}
 
 
 async def resolve_pending(write: Pipeline) -> dict[str, Any]:

@@ -27,7 +27,9 @@ from graphrag.operators.modes import MODES, mode_names
 from graphrag.query_param import QueryParam
 from graphrag.readers import read_data
 from graphrag.redaction import redact, register_secret
-from graphrag.server.errors import error_body, http_status
+from graphrag.server.chat_api import chat_router
+from graphrag.server.errors import error_body, http_status, validation_message
+from graphrag.server.graph_upkeep import upkeep_router
 from graphrag.server.security import (DEFAULT_POLICY, ASGIApp, check_binding, check_key, host_names, secured,
                                       uvicorn_config)
 from graphrag.server.service import GraphService, query_param
@@ -103,8 +105,8 @@ def create_app(service: GraphService) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors())
-        return JSONResponse({"error": "InvalidInputError", "message": problems}, status_code=400)
+        return JSONResponse({"error": "InvalidInputError", "message": validation_message(exc.errors())},
+                            status_code=400)
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
@@ -264,6 +266,8 @@ def create_app(service: GraphService) -> FastAPI:
                            limit: int = 50) -> list[dict[str, Any]]:
         return await service.graph("graph_search", q, top_k=top_k, depth=depth, decay=decay, limit=limit)
 
+    app.include_router(upkeep_router(service))
+    app.include_router(chat_router(service))
     return app
 
 

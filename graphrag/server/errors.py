@@ -5,7 +5,7 @@ a secret (``graphrag/redaction.py`` masks keys, tokens and passwords in messages
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from graphrag.errors import (
     ConfigurationError,
@@ -54,3 +54,8 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     if suggestions:
         body["suggestions"] = list(suggestions)
     return body
+
+
+def validation_message(errors: Iterable[Mapping[str, Any]]) -> str:
+    """Pydantic's validation errors as one line: each field's path and what is wrong with it."""
+    return "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in errors)

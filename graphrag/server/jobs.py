@@ -38,7 +38,7 @@ Runner = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 @dataclass
 class Job:
     id: str
-    kind: str  # "insert" | "delete"
+    kind: str  # "insert" | "delete" | "entities" (a manual entity decision)
     description: str
     status: str = "queued"  # -> "running" -> "done" | "failed"
     created: float = field(default_factory=time.time)

@@ -12,20 +12,39 @@ import logging
 from typing import Any, Awaitable, Callable, Literal, Optional, Sequence
 
 from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult, TextContent
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ValidationError
 
+from graphrag import __version__
+from graphrag.errors import InvalidInputError
 from graphrag.operators.modes import describe_modes, mode_names
-from graphrag.server.errors import error_body
+from graphrag.server import graph_upkeep
+from graphrag.server.errors import error_body, validation_message
+from graphrag.server.jobs import Job
 from graphrag.server.service import GraphService, query_param
 
 logger = logging.getLogger(__name__)
 
-INSTRUCTIONS = (
+READING = (
     "A knowledge graph built from the user's documents: entities, their relations, and reports on "
-    "communities of related entities. Use `query` for an answer in prose, `retrieve` for the evidence, "
-    "`search_entities` to find entity names, then `neighbors`, `find_paths` and `subgraph` to explore "
-    "around them; `list_documents` to see what is indexed. Writing tools queue a background job and "
-    "return it (wait=true returns it finished); the index changes when it finishes.")
+    "communities of related entities. Use `query` for an answer in prose (with_references=true for one "
+    "citing its sources), `retrieve` for the evidence, `search_entities` or `search_labels` to find entity "
+    "names (`popular_entities` for the best connected), then `neighbors`, `find_paths` and `subgraph` to "
+    "explore around them; `list_documents` to see what is indexed.")
+WRITING = (
+    " Writing tools (`insert_text`, `delete_document`, `merge_entities`, `never_merge`, "
+    "`undo_entity_decisions`) queue a background job and return it (wait=true returns it finished; "
+    "`job_status` reports one); the index changes when it finishes.")
+
+
+def instructions(read_only: bool) -> str:
+    """What the server tells an agent; a read-only server names no tool it lacks."""
+    return READING if read_only else READING + WRITING
+
+
+def _error_result(exc: BaseException) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(error_body(exc)))], is_error=True)
 
 
 def _as_tool(work: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -37,35 +56,64 @@ def _as_tool(work: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any
             return await work(*args, **kwargs)
         except Exception as exc:
             logger.info("tool %s failed: %s", work.__name__, exc, exc_info=True)
-            return CallToolResult(content=[TextContent(type="text", text=json.dumps(error_body(exc)))],
-                                  is_error=True)
+            return _error_result(exc)
 
     return tool
 
 
+class _GraphMCPServer(MCPServer):
+    """The SDK's server, with a call it refuses before the tool runs (arguments that fail the
+    tool's schema, an unknown tool) answered in the same JSON error shape as a tool's failure."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            cause = exc.__cause__
+            message = validation_message(cause.errors()) if isinstance(cause, ValidationError) else str(exc)
+            logger.info("tool %s refused: %s", name, message)
+            return _error_result(InvalidInputError(f"{name}: {message}"))
+
+
+# What each kind of tool does to the index, as MCP's hints: a read changes nothing; every
+# write may replace or regroup what is there, and asking again for the same changes nothing more.
+READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
+
 def create_mcp_server(service: GraphService) -> MCPServer:
     """The tools over ``service``; the caller starts and stops the service (its job worker)."""
-    server = MCPServer("graphrag", instructions=INSTRUCTIONS)
+    server = _GraphMCPServer("graphrag", instructions=instructions(service.read_only), version=__version__)
 
     # The registered modes, as the tools' schema offers them (an annotation naming them is
     # set on each tool taking a mode before the SDK reads its signature).
     mode_type = Literal[mode_names()]  # type: ignore[valid-type]
 
-    def tool(description: str) -> Callable[[Callable[..., Awaitable[Any]]], Any]:
+    def tool(description: str, annotations: ToolAnnotations = READ) -> Callable[[Callable[..., Awaitable[Any]]], Any]:
         def add(fn: Callable[..., Awaitable[Any]]) -> Any:
             if "mode" in fn.__annotations__:
                 fn.__annotations__["mode"] = mode_type
-            return server.add_tool(_as_tool(fn), description=description)
+            return server.add_tool(_as_tool(fn), description=description, annotations=annotations)
 
         return add
 
+    async def finished(job: Job, wait: bool) -> dict[str, Any]:
+        if wait:
+            await service.jobs.wait_for(job.id)
+        return job.to_dict()
+
     @tool("Answer a question in prose from the knowledge graph, in one of the modes: "
-          f"{describe_modes()}. only_need_context=true returns the retrieved context instead of an answer.")
-    async def query(question: str, mode: str = "local",
+          f"{describe_modes()}. with_references=true returns an answer citing its sources as [n] and the "
+          "reference each n stands for. only_need_context=true returns the retrieved context instead of an answer.")
+    async def query(question: str, mode: str = "local", with_references: bool = False,
                     only_need_context: bool = False, top_k: int = 20,
                     response_type: str = "Multiple Paragraphs") -> dict[str, Any]:
         param = query_param({"mode": mode, "only_need_context": only_need_context, "top_k": top_k,
-                             "response_type": response_type})
+                             "response_type": response_type, "with_references": with_references})
+        if with_references:
+            return await service.answer(question, param)
         return {"answer": await service.query(question, param)}
 
     @tool("Retrieve, without writing an answer, what a query mode finds for a question: the passages "
@@ -106,23 +154,52 @@ def create_mcp_server(service: GraphService) -> MCPServer:
     async def list_documents() -> dict[str, Any]:
         return {"documents": await service.list_documents()}
 
+    @tool("Entity names as a person or agent types them: names starting with the text first (any case or "
+          "punctuation), then names one of whose words starts with it, then names spelt like it; each with "
+          "its type and degree (how many relations it has).")
+    async def search_labels(text: str, limit: int = 20) -> dict[str, Any]:
+        return {"entities": await service.graph("labels", text, limit)}
+
+    @tool("The best connected entities (most relations first), with their type and degree: where to start "
+          "exploring an unfamiliar graph.")
+    async def popular_entities(limit: int = 20) -> dict[str, Any]:
+        return {"entities": await service.graph("popular", limit)}
+
     if not service.read_only:
-        @tool("Add a text to the knowledge graph. Indexing runs in the background: the result is the job "
-              "(id, status); the text is searchable once it is done. A text with the same source as an "
-              "indexed document replaces that document.")
-        async def insert_text(text: str, source: Optional[str] = None, wait: bool = False) -> dict[str, Any]:
-            job = service.insert([text], [source])
-            if wait:
-                await service.jobs.wait_for(job.id)
+        @tool("A job's status (queued, running, done or failed), progress, stats or error, by the id a "
+              "writing tool returned.")
+        async def job_status(job_id: str) -> dict[str, Any]:
+            job = service.jobs.get(job_id)
+            if job is None:
+                raise InvalidInputError(f"no job {job_id}")
             return job.to_dict()
 
+        @tool("Merge entities the graph holds apart into one node named `into`, for good: the decision holds "
+              "across later inserts and deletes (undo_entity_decisions drops it). Runs in the background; "
+              "the result is the job.", WRITE)
+        async def merge_entities(names: list[str], into: str, wait: bool = False) -> dict[str, Any]:
+            return await finished(graph_upkeep.merge(service, names, into), wait)
+
+        @tool("Keep two entities in different nodes whatever the evidence says (undo_entity_decisions drops "
+              "the decision). Runs in the background; the result is the job.", WRITE)
+        async def never_merge(a: str, b: str, wait: bool = False) -> dict[str, Any]:
+            return await finished(graph_upkeep.never_merge(service, a, b), wait)
+
+        @tool("Drop every merge_entities or never_merge decision naming these entities: they go back to "
+              "what the evidence decides. Runs in the background; the result is the job.", WRITE)
+        async def undo_entity_decisions(names: list[str], wait: bool = False) -> dict[str, Any]:
+            return await finished(graph_upkeep.undo(service, names), wait)
+
+        @tool("Add a text to the knowledge graph. Indexing runs in the background: the result is the job "
+              "(id, status); the text is searchable once it is done. A text with the same source as an "
+              "indexed document replaces that document.", WRITE)
+        async def insert_text(text: str, source: Optional[str] = None, wait: bool = False) -> dict[str, Any]:
+            return await finished(service.insert([text], [source]), wait)
+
         @tool("Delete an indexed document by id (from list_documents), and every fact only it "
-              "contributed. Runs in the background; the result is the job.")
+              "contributed. Runs in the background; the result is the job.", WRITE)
         async def delete_document(document_id: str, wait: bool = False) -> dict[str, Any]:
-            job = await service.delete(document_id)
-            if wait:
-                await service.jobs.wait_for(job.id)
-            return job.to_dict()
+            return await finished(await service.delete(document_id), wait)
 
     return server
 

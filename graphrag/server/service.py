@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 # The job queue kept across restarts, in the working dir (a folder: no store file).
 JOBS_DIR = "server_jobs"
+# The manual entity decisions a job may run: ``GraphRAG.a<op>(**args)`` (graph_upkeep.py).
+ENTITY_DECISIONS = ("merge_entities", "never_merge", "undo_entity_decisions")
 # How often, at most, a query checks whether another process committed.
 DISK_CHECK_SECONDS = 1.0
 
@@ -208,6 +210,15 @@ class GraphService:
             raise DocumentNotFound(f"unknown document id: {doc_id}", missing=[doc_id])
         return self.jobs.submit("delete", f"delete {doc_id}", {"op": "delete", "doc_id": doc_id})
 
+    def decide(self, op: str, args: dict[str, Any], description: str) -> Job:
+        """A manual entity decision as a job: kept in the job list (what, when, its outcome)
+        like every write, and logged."""
+        self._writable()
+        if op not in ENTITY_DECISIONS:
+            raise InvalidInputError(f"unknown entity decision {op!r}")
+        logger.info("Entity decision queued: %s", description)
+        return self.jobs.submit("entities", description, {"op": op, "args": args})
+
     async def _perform(self, request: dict[str, Any]) -> dict[str, Any]:
         """A job's work from its request (JSON, so a restarted server can run it again)."""
         writer = self._writable()
@@ -217,6 +228,8 @@ class GraphService:
             return await writer.ainsert_read([
                 ReadDocument(d["text"], d["source"], d["title"], [Mark(**m) for m in d["marks"]])
                 for d in request["documents"]])
+        if request["op"] in ENTITY_DECISIONS:
+            return await getattr(writer, f"a{request['op']}")(**request["args"])
         return await writer.adelete_documents([request["doc_id"]])
 
     def _writable(self) -> GraphRAG:

@@ -6,7 +6,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Collection, Iterable, Mapping, Optional
 
 
 from .evidence import _COMPATIBLE
@@ -54,6 +54,16 @@ class ManualDecisions:
         for x, y in ((a, b), (b, a)):
             if self.merges.get(x) == y:
                 del self.merges[x]
+
+    def undo(self, names: Collection[str]) -> dict[str, Any]:
+        """Drop every decision naming one of ``names`` (a merge from or into it, a pair kept
+        apart with it); what was dropped, in the stored shape."""
+        merges = {a: b for a, b in self.merges.items() if a in names or b in names}
+        never = {p for p in self.never if p[0] in names or p[1] in names}
+        for name in merges:
+            del self.merges[name]
+        self.never -= never
+        return {"merges": dict(sorted(merges.items())), "never": sorted(list(p) for p in never)}
 
 
 # The version of the rules the derived record was decided by: a record of other rules is

@@ -1,0 +1,140 @@
+"""The chat dialects, driven by the official `openai` and `ollama` clients against uvicorn, behind
+the API key: one model per registered mode, answers with their citations, streamed and not."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import ollama
+import openai
+import pytest
+
+from graphrag import __version__
+from graphrag.operators.modes import mode_names
+from graphrag.server.app import build_app
+from graphrag.server.service import GraphService
+from helpers_server import DOCS, build_index, index_config, running
+from mock_llm_server import MockLLMServer
+
+KEY = "chat-key-0123456789abcdef"
+QUESTION = "Where is Brightwater Instruments based?"
+MODELS = [f"graphrag-{mode}" for mode in mode_names()]
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    wd = tmp_path_factory.mktemp("chat") / "wd"
+    build_index(wd)
+    with MockLLMServer(stream_chunk_delay=0.01) as llm:
+        service = GraphService(index_config(wd, llm_base_url=llm.base_url, llm_api_key="test-key"))
+        with running(build_app(service, api_key=KEY)) as base:
+            yield base
+
+
+def cited(text: str) -> bool:
+    """An answer citing [n] and ending with its reference list, naming an indexed document."""
+    return "References:" in text and "[1]" in text and any(source in text.split("References:")[1] for source in DOCS)
+
+
+@pytest.fixture(scope="module")
+def client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0)
+
+
+def test_openai_models_are_the_registered_modes(client: openai.OpenAI) -> None:
+    assert [m.id for m in client.models.list()] == MODELS
+    assert client.models.retrieve("graphrag-hybrid").id == "graphrag-hybrid"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-4o")
+
+
+def test_openai_chat_answers_with_citations_in_every_mode(client: openai.OpenAI) -> None:
+    for model in MODELS:
+        reply = client.chat.completions.create(model=model, messages=[
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Who founded Ashcombe Mills?"},
+            {"role": "assistant", "content": "Tobias Wren."},
+            {"role": "user", "content": [{"type": "text", "text": QUESTION}]}])
+        assert reply.object == "chat.completion" and reply.model == model
+        assert reply.choices[0].message.role == "assistant" and reply.choices[0].finish_reason == "stop"
+        assert cited(reply.choices[0].message.content), (model, reply.choices[0].message.content)
+
+
+def test_openai_chat_streams_chunks_ending_with_done(client: openai.OpenAI, url: str) -> None:
+    stream = client.chat.completions.create(model="graphrag-local", stream=True,
+                                            messages=[{"role": "user", "content": QUESTION}])
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert cited(text)
+    # On the wire: OpenAI's chunk objects, then the closing sentinel.
+    with httpx.stream("POST", f"{url}/v1/chat/completions", headers={"Authorization": f"Bearer {KEY}"},
+                      json={"model": "graphrag-naive", "stream": True,
+                            "messages": [{"role": "user", "content": QUESTION}]}) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        data = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
+    assert data[-1] == "[DONE]"
+    assert all(json.loads(d)["object"] == "chat.completion.chunk" for d in data[:-1])
+
+
+def test_openai_errors(client: openai.OpenAI, url: str) -> None:
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": QUESTION}])
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="graphrag-local", messages=[{"role": "system", "content": "Hello"}])
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"{url}/v1", api_key="wrong-key", max_retries=0).models.list()
+
+
+@pytest.fixture(scope="module")
+def ollama_client(url: str) -> ollama.Client:
+    return ollama.Client(host=url, headers={"Authorization": f"Bearer {KEY}"})
+
+
+def test_ollama_tags_and_version(ollama_client: ollama.Client, url: str) -> None:
+    assert [m.model for m in ollama_client.list().models] == [f"{m}:latest" for m in MODELS]
+    shown = ollama_client.show("graphrag-naive:latest")
+    assert shown.modelinfo["graphrag.mode"] == "naive" and "completion" in shown.capabilities
+    version = httpx.get(f"{url}/api/version", headers={"Authorization": f"Bearer {KEY}"})
+    assert version.json() == {"version": __version__}
+    assert httpx.get(f"{url}/api/tags").status_code == 401  # the key, as on every other path
+
+
+def test_ollama_chat_streamed_and_not(ollama_client: ollama.Client) -> None:
+    messages = [{"role": "user", "content": QUESTION}]
+    whole = ollama_client.chat(model="graphrag-hybrid:latest", messages=messages)
+    assert whole.done and whole.message.role == "assistant" and cited(whole.message.content)
+    parts = list(ollama_client.chat(model="graphrag-local", messages=messages, stream=True))
+    assert parts[-1].done and parts[-1].done_reason == "stop" and not any(p.done for p in parts[:-1])
+    assert cited("".join(p.message.content for p in parts))
+
+
+def test_ollama_generate_streamed_and_not(ollama_client: ollama.Client) -> None:
+    whole = ollama_client.generate(model="graphrag-naive", prompt=QUESTION)
+    assert whole.done and cited(whole.response)
+    parts = list(ollama_client.generate(model="graphrag-global", prompt=QUESTION, stream=True))
+    assert parts[-1].done and cited("".join(p.response for p in parts))
+    loaded = ollama_client.generate(model="graphrag-local", prompt="")  # how clients load a model
+    assert loaded.done and loaded.response == ""
+    with pytest.raises(ollama.ResponseError) as refused:
+        ollama_client.chat(model="llama3", messages=[{"role": "user", "content": QUESTION}])
+    assert refused.value.status_code == 404
+
+
+def test_a_failure_after_streaming_began_ends_each_stream_with_an_error(tmp_path: Path) -> None:
+    """No LLM server answering: the failure reaches each client as its dialect's error."""
+    wd = tmp_path / "wd"
+    build_index(wd)
+    service = GraphService(index_config(wd, llm_base_url="http://127.0.0.1:9/v1", llm_api_key="k",
+                                        llm_max_retries=0))
+    with running(build_app(service)) as base:
+        stream = openai.OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0).chat.completions.create(
+            model="graphrag-naive", stream=True, messages=[{"role": "user", "content": QUESTION}])
+        with pytest.raises(openai.APIError):
+            list(stream)
+        with pytest.raises(ollama.ResponseError):
+            list(ollama.Client(host=base).chat(model="graphrag-naive", stream=True,
+                                               messages=[{"role": "user", "content": QUESTION}]))
