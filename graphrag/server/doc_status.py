@@ -43,7 +43,8 @@ def iso(seconds: Optional[float]) -> Optional[str]:
     return None if seconds is None else datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")
 
 
-def _read_json(path: str, default: Any) -> Any:
+def read_json(path: str, default: Any) -> Any:
+    """A JSON file written by ``write_json``; ``default`` when there is none."""
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -56,7 +57,7 @@ def _read_json(path: str, default: Any) -> Any:
 
 def read_statuses(working_dir: str) -> dict[str, dict[str, Any]]:
     """The kept statuses by document id ({} for a working dir no server wrote to)."""
-    return _read_json(os.path.join(working_dir, STATUS_DIR, STATUS_FILE), {})
+    return read_json(os.path.join(working_dir, STATUS_DIR, STATUS_FILE), {})
 
 
 class DocumentStatus:
@@ -66,7 +67,7 @@ class DocumentStatus:
         self._dir = os.path.join(working_dir, STATUS_DIR)
         self._working_dir = working_dir
         self.entries: dict[str, dict[str, Any]] = read_statuses(working_dir)
-        self._redo: dict[str, dict[str, Any]] = _read_json(os.path.join(self._dir, REDO_FILE), {})
+        self._redo: dict[str, dict[str, Any]] = read_json(os.path.join(self._dir, REDO_FILE), {})
         self._written_at = 0.0
 
     # ------------------------------------------------------------------ transitions
@@ -90,15 +91,23 @@ class DocumentStatus:
             self._save()
 
     def finished(self, job_id: str, status: str, error: Optional[str] = None,
-                 redo: Optional[Mapping[str, dict[str, Any]]] = None) -> None:
-        """The job ended ``status`` (indexed, failed, cancelled); ``redo`` (per document id, the
-        request part that indexes it) is kept for the failed and cancelled ones."""
-        for doc_id in [d for d, e in self.entries.items() if e.get("job") == job_id]:
-            if status != "indexed" and redo and doc_id in redo:
+                 redo: Optional[Mapping[str, dict[str, Any]]] = None,
+                 failed: Optional[Mapping[str, str]] = None) -> None:
+        """The job ended ``status`` (indexed, failed, cancelled), but the documents in ``failed``
+        failed for their own reason; ``redo`` (per document id, the request part that indexes
+        it) is kept for the failed and cancelled ones."""
+        self._set(job_id, status, error)
+        for doc_id, reason in (failed or {}).items():
+            if doc_id in self.entries:
+                self.entries[doc_id].update(status="failed", error=reason)
+        for doc_id, entry in self.entries.items():
+            if entry.get("job") != job_id:
+                continue
+            if entry["status"] != "indexed" and redo and doc_id in redo:
                 self._redo[doc_id] = redo[doc_id]
             else:
                 self._redo.pop(doc_id, None)
-        self._set(job_id, status, error)
+        self._save()
 
     def deleted(self, doc_ids: Iterable[str]) -> None:
         for doc_id in doc_ids:

@@ -121,6 +121,11 @@ class JobQueue:
         await self.wait_for(job_id)
         return job
 
+    @property
+    def running_id(self) -> Optional[str]:
+        """The job running now (None between jobs)."""
+        return None if self._running is None else self._running[0]
+
     def get(self, job_id: str) -> Optional[Job]:
         return self._jobs.get(job_id)
 
