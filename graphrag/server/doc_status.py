@@ -25,8 +25,6 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Optional
 
-from graphrag.server.jobs import write_json
-
 logger = logging.getLogger(__name__)
 
 STATUS_DIR = "document_status"
@@ -41,6 +39,14 @@ DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
 
 def iso(seconds: Optional[float]) -> Optional[str]:
     return None if seconds is None else datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")
+
+
+def write_json(path: str, value: Any) -> None:
+    """Replace ``path`` whole (a crash leaves the old file or the new one, never half)."""
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="utf-8") as f:
+        json.dump(value, f, ensure_ascii=False)
+    os.replace(temporary, path)
 
 
 def read_json(path: str, default: Any) -> Any:

@@ -17,8 +17,7 @@ import asyncio
 import os
 from typing import TYPE_CHECKING, Any, Optional
 
-from graphrag.server.doc_status import STATUS_DIR, read_json
-from graphrag.server.jobs import write_json
+from graphrag.server.doc_status import STATUS_DIR, read_json, write_json
 
 if TYPE_CHECKING:
     from graphrag.graphrag import GraphRAG

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Awaitable, Callable, Optional
 
 from graphrag.progress import progress_listener
+from graphrag.server.doc_status import write_json
 from graphrag.server.errors import error_body
 
 logger = logging.getLogger(__name__)
@@ -60,14 +61,6 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def write_json(path: str, value: Any) -> None:
-    """Replace ``path`` whole (a crash leaves the old file or the new one, never half)."""
-    temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as f:
-        json.dump(value, f, ensure_ascii=False)
-    os.replace(temporary, path)
 
 
 class JobQueue:
