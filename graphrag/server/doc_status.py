@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Optional
@@ -75,6 +76,8 @@ class DocumentStatus:
         self.entries: dict[str, dict[str, Any]] = read_statuses(working_dir)
         self._redo: dict[str, dict[str, Any]] = read_json(os.path.join(self._dir, REDO_FILE), {})
         self._written_at = 0.0
+        # Progress is reported from the threads a write starts too (reading files).
+        self._writing = threading.Lock()
 
     # ------------------------------------------------------------------ transitions
 
@@ -113,13 +116,13 @@ class DocumentStatus:
                 self._redo[doc_id] = redo[doc_id]
             else:
                 self._redo.pop(doc_id, None)
-        self._save()
+        self._save(redo=True)
 
     def deleted(self, doc_ids: Iterable[str]) -> None:
         for doc_id in doc_ids:
             self.entries.pop(doc_id, None)
             self._redo.pop(doc_id, None)
-        self._save()
+        self._save(redo=True)
 
     def recover(self, requeued_jobs: Iterable[str]) -> None:
         """After a restart: documents of a job the queue runs again wait for it; the rest left
@@ -161,11 +164,14 @@ class DocumentStatus:
                 entry["stage"] = entry["progress"] = None
         self._save()
 
-    def _save(self) -> None:
-        os.makedirs(self._dir, exist_ok=True)
-        write_json(os.path.join(self._dir, REDO_FILE), self._redo)
-        write_json(os.path.join(self._dir, STATUS_FILE), self.entries)
-        self._written_at = time.monotonic()
+    def _save(self, redo: bool = False) -> None:
+        """Write the statuses down, and with ``redo`` the kept requests (they may be long)."""
+        with self._writing:
+            os.makedirs(self._dir, exist_ok=True)
+            if redo:
+                write_json(os.path.join(self._dir, REDO_FILE), self._redo)
+            write_json(os.path.join(self._dir, STATUS_FILE), self.entries)
+            self._written_at = time.monotonic()
 
 
 def document_rows(indexed: list[dict[str, Any]], statuses: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
