@@ -116,8 +116,12 @@ def test_cancelled_work_leaves_no_partial_document(tmp_path: Path, llm: MockLLMS
         running_job = client.post("/documents", json={"text": NEW_TEXT, "source": "press.txt"}).json()
         queued_job = client.post("/documents", json={"text": OTHER_TEXT, "source": "forge.txt"}).json()
         _wait_until_running(client, running_job["id"])
-        processing = _documents(client, status="processing")
+        deadline = time.monotonic() + 30
+        while not (processing := _documents(client, status="processing"))[0]["stage"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
         assert [d["source"] for d in processing] == ["press.txt"]
+        assert processing[0]["stage"] == "Extracting entities" and 0 <= processing[0]["progress"] < 1
         assert [d["source"] for d in _documents(client, status="queued")] == ["forge.txt"]
         cancelled = client.post(f"/jobs/{queued_job['id']}/cancel").json()
         assert cancelled["status"] == "cancelled" and cancelled["started"] is None

@@ -92,11 +92,13 @@ async def scan_parts(input_dir: str, working_dir: str) -> list[dict[str, Any]]:
 
 
 def record_scanned(working_dir: str, parts: list[dict[str, Any]], failed: dict[str, str]) -> None:
-    """Remember the files a scan read (not the failed ones: the next scan tries them again)."""
+    """Remember the files a job read (not the failed ones: the next scan tries them again)."""
+    paths = [p for part in parts if part["op"] == "files" for p in part["paths"]]
+    if not paths:
+        return
     scanned = read_json(_scanned_path(working_dir), {})
-    for part in parts:
-        for path in part.get("paths", []) if part["op"] == "files" else []:
-            if FILE_ID + path not in failed and os.path.exists(path):
-                scanned[path] = _state(path)
+    for path in paths:
+        if FILE_ID + path not in failed and os.path.exists(path):
+            scanned[path] = _state(path)
     os.makedirs(os.path.dirname(_scanned_path(working_dir)), exist_ok=True)
     write_json(_scanned_path(working_dir), scanned)

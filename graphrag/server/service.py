@@ -286,8 +286,7 @@ class GraphService:
         if job.status == "done":
             failed = failed_files(job.stats or {})
             status.finished(job.id, "indexed", redo=redo, failed=failed)
-            if job.kind == "scan":
-                record_scanned(self.config.working_dir, parts, failed)
+            record_scanned(self.config.working_dir, parts, failed)  # a scan's or a reprocess's files
         elif job.status == "cancelled":
             status.finished(job.id, "cancelled", "cancelled by request", redo=redo)
         else:
