@@ -21,7 +21,7 @@ from graphrag.config import GraphRAGConfig
 from graphrag.errors import DocumentNotFound, InvalidInputError, StoreUnavailableError
 from graphrag.graphrag import GraphRAG
 from graphrag.query_param import QueryParam
-from graphrag.readers import Mark, ReadDocument
+from graphrag.readers import ReadDocument
 from graphrag.records import Path
 from graphrag.redaction import protect_logs, redact, register_config_secrets
 from graphrag.server.doc_status import DocumentStatus, document_rows, read_statuses
@@ -257,7 +257,9 @@ class GraphService:
         if request["op"] == "delete":
             return await writer.adelete_documents([request["doc_id"]])
         if request["op"] == "scan" and not request["parts"]:  # the files are known once it runs
-            assert self.input_dir is not None and self.jobs.running_id is not None
+            if self.input_dir is None:  # a scan kept by a server started with --input-dir, run by one without
+                raise InvalidInputError("this server has no input folder to scan (start it with --input-dir DIR)")
+            assert self.jobs.running_id is not None  # this job's
             request["parts"] = await scan_parts(self.input_dir, self.config.working_dir)
             found = [d for part in request["parts"] for d in documents_of(part)]
             self._statuses().queued(self.jobs.running_id, found)
