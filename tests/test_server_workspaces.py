@@ -15,7 +15,7 @@ from graphrag.server.app import build_app
 from graphrag.server.service import GraphService
 from graphrag.server.workspaces import WORKSPACES_DIR, Workspaces, database_workspace
 from graphrag import GraphRAG
-from helpers_server import DOCS, free_port, index_config, running, wait_for_job
+from helpers_server import DOCS, build_index, free_port, index_config, running, wait_for_job
 
 ALL_POSTGRES = {"kv_storage": "postgres", "vector_storage": "pgvector", "graph_storage": "postgres"}
 # One made-up fact per workspace; each must stay in its own.
@@ -175,3 +175,26 @@ def test_mcp_over_http_calls_run_in_the_header_s_workspace(tmp_path: Path, stora
             await workspaces.stop()
 
     asyncio.run(main())
+
+
+def test_each_workspace_has_its_own_writer(tmp_path: Path) -> None:
+    """Two workspaces' inserts run at the same time (each has one writer), and a query in a third
+    answers meanwhile."""
+    from mock_llm_server import MockLLMServer
+
+    wd = tmp_path / "wd"
+    with MockLLMServer(latency=0.2) as llm:
+        build_index(wd)
+        service = GraphService(index_config(wd, llm_base_url=llm.base_url, llm_api_key="k", extraction="llm"))
+        with running(build_app(service)) as url, httpx.Client(base_url=url, timeout=60) as client:
+            jobs = {name: client.post("/documents", headers=_ws(name), json={"text": text}).json()["id"]
+                    for name, (text, _) in FACTS.items()}
+            both_running = False
+            while not both_running:
+                states = {n: client.get(f"/jobs/{j}", headers=_ws(n)).json()["status"] for n, j in jobs.items()}
+                assert "done" not in states.values(), states  # one finished before the other started
+                both_running = set(states.values()) == {"running"}
+                assert "MARGUERITE OLVANE" in _context(client, None, "Who founded Brightwater Instruments?")
+            for name, job_id in jobs.items():
+                with httpx.Client(base_url=url, timeout=60, headers=_ws(name)) as scoped:
+                    assert wait_for_job(scoped, job_id)["status"] == "done"
