@@ -352,16 +352,25 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
-    docs = _inspect(existing_working_dir(args.working_dir)).documents()
+    from graphrag.server.doc_status import document_rows, read_statuses
+
+    wd = existing_working_dir(args.working_dir)
+    # The server's statuses (queued, processing, failed, cancelled) beside the indexed documents.
+    docs = document_rows(_inspect(wd).documents(), read_statuses(wd))
+    if args.status:
+        docs = [d for d in docs if d["status"] == args.status]
     if args.json:
         print(json.dumps(docs, indent=2))
         return EXIT_OK
     if not docs:
-        print("no documents indexed")
+        print(f"no {args.status} documents" if args.status else "no documents indexed")
         return EXIT_OK
-    print(f"{'id':<40}  {'chars':>8}  {'chunks':>6}  {'failed':>6}  source")
+    print(f"{'id':<40}  {'status':<10}  {'chars':>8}  {'chunks':>6}  {'failed':>6}  source")
     for d in docs:
-        print(f"{d['id']:<40}  {d['chars']:>8}  {d['chunks']:>6}  {d['failed_chunks']:>6}  {d['source'] or '-'}")
+        print(f"{d['id']:<40}  {d['status']:<10}  {d['chars'] if d['chars'] is not None else '-':>8}  "
+              f"{d['chunks'] if d['chunks'] is not None else '-':>6}  {d['failed_chunks']:>6}  {d['source'] or '-'}")
+        if d["error"]:
+            print(f"{'':<40}  {d['error']}")
     waiting = sum(d["failed_chunks"] for d in docs)
     if waiting:
         print(f"{waiting} chunk(s) failed extraction and wait for a retry by the next `graphrag index`")
@@ -425,7 +434,10 @@ def _serving(args: argparse.Namespace) -> tuple[Any, Optional[str]]:
     offline = args.offline or (os.path.isdir(wd) and _inspect(wd).built_offline())
     config = GraphRAGConfig(working_dir=wd, extraction="nlp" if offline else "llm",
                             embedding_func=cli_embedding_func(), **_llm_options(args))
-    return GraphService(config, read_only=args.read_only), api_key
+    input_dir = getattr(args, "input_dir", None)
+    if input_dir is not None and not os.path.isdir(input_dir):
+        raise CLIError(f"--input-dir: no such folder: {input_dir}", EXIT_USAGE)
+    return GraphService(config, read_only=args.read_only, input_dir=input_dir), api_key
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -601,8 +613,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_stats)
 
-    p = add("docs", "list indexed documents: id, source, chars, chunks", [common, wd])
+    p = add("docs", "list documents: id, status, source, chars, chunks (with a server's queued, failed "
+                    "and cancelled ones)", [common, wd])
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    from graphrag.server.doc_status import STATUSES
+
+    p.add_argument("--status", choices=STATUSES,
+                   help="only the documents with this status")
     p.set_defaults(func=cmd_docs)
 
     p = add("delete", "delete documents by id, and everything only they contributed", [common, wd, llm])
@@ -614,6 +631,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("serve", "serve the index over HTTP: an API (OpenAPI at /docs) and a web page at /",
             [common, wd, llm])
     _add_serving_options(p, 8000)
+    p.add_argument("--input-dir", metavar="DIR",
+                   help="a folder POST /documents/scan indexes the new and changed files of (as `graphrag index DIR`)")
     p.set_defaults(func=cmd_serve)
 
     p = add("mcp", "serve the index to agents as MCP tools (stdio, or streamable HTTP at /mcp)", [common, wd, llm])

@@ -94,6 +94,10 @@ class DocumentNotFound(_NotFound):
     """A document id that is not indexed."""
 
 
+class WorkspaceNotFound(_NotFound):
+    """A workspace name no write created (the server's ``X-Workspace`` header)."""
+
+
 class EntityNotFound(_NotFound):
     """An entity name that is in no node; ``suggestions`` holds close matches."""
 

@@ -15,7 +15,7 @@ from dataclasses import MISSING, fields
 from importlib import resources
 from typing import Any, AsyncIterator, Awaitable, Literal, Optional, Sequence, get_type_hints
 
-from fastapi import FastAPI, File, Query, Request, UploadFile
+from fastapi import FastAPI, File, Query, Request, Response, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
@@ -28,11 +28,13 @@ from graphrag.query_param import QueryParam
 from graphrag.readers import read_data
 from graphrag.redaction import redact, register_secret
 from graphrag.server.chat_api import chat_router
+from graphrag.server.doc_status import DEFAULT_LIMIT, MAX_LIMIT, STATUSES, select
 from graphrag.server.errors import error_body, http_status, validation_message
 from graphrag.server.graph_upkeep import upkeep_router
 from graphrag.server.security import (DEFAULT_POLICY, ASGIApp, check_binding, check_key, host_names, secured,
                                       uvicorn_config)
 from graphrag.server.service import GraphService, query_param
+from graphrag.server.workspaces import Workspaces, selecting_workspace
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +79,10 @@ class DocumentsRequest(BaseModel):
     sources: Optional[list[Optional[str]]] = None
 
 
+class ReprocessRequest(BaseModel):
+    ids: Optional[list[str]] = None
+
+
 class SubgraphRequest(BaseModel):
     names: list[str] = Field(min_length=1)
     depth: int = 1
@@ -87,7 +93,9 @@ def _sse(event: Optional[str], data: dict[str, Any]) -> str:
     return (f"event: {event}\n" if event else "") + f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def create_app(service: GraphService) -> FastAPI:
+def create_app(service: "GraphService | Workspaces") -> FastAPI:
+    service = Workspaces.of(service)  # each call in the workspace the request names (X-Workspace)
+
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await service.start()
         try:
@@ -157,9 +165,17 @@ def create_app(service: GraphService) -> FastAPI:
     async def modes() -> list[dict[str, str]]:
         return [{"name": m.name, "description": m.description} for m in MODES.values()]
 
-    @app.get("/documents", summary="The indexed documents: id, source, chars, chunks")
-    async def list_documents() -> list[dict[str, Any]]:
-        return await service.list_documents()
+    @app.get("/documents", summary="Documents with their status, a page at a time (the total in X-Total-Count)")
+    async def list_documents(response: Response, status: Optional[Literal[STATUSES]] = None,  # type: ignore[valid-type]
+                             q: Optional[str] = None, offset: int = Query(0, ge=0),
+                             limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)) -> list[dict[str, Any]]:
+        total, page = select(await service.list_documents(), status, q, offset, limit)
+        response.headers["X-Total-Count"] = str(total)
+        return page
+
+    @app.get("/workspaces", summary="The named workspaces (the X-Workspace header selects one)")
+    async def list_workspaces() -> list[dict[str, Any]]:
+        return [{"name": name} for name in service.names()]
 
     if not service.read_only:  # a read-only server offers no write endpoint at all
         @app.post("/documents", status_code=202, summary="Index text in the background; returns the job")
@@ -182,6 +198,23 @@ def create_app(service: GraphService) -> FastAPI:
                 except UnreadableFileError as exc:  # a 400 naming the file, like any invalid input
                     raise InvalidInputError(f"{name}: {exc}") from None
             return service.insert_read(documents).to_dict()
+
+        @app.post("/documents/reprocess", status_code=202,
+                  summary="Index failed or cancelled documents again (no ids: every failed one); returns the job")
+        async def reprocess(body: Optional[ReprocessRequest] = None) -> dict[str, Any]:
+            return service.reprocess(body.ids if body is not None else None).to_dict()
+
+        @app.post("/documents/scan", status_code=202,
+                  summary="Index the new and changed files of the input folder (--input-dir); returns the job")
+        async def scan() -> dict[str, Any]:
+            return service.scan().to_dict()
+
+        @app.post("/jobs/{job_id}/cancel", summary="Cancel a queued or running job; returns it once it ended")
+        async def cancel_job(job_id: str) -> dict[str, Any]:
+            job = await service.jobs.cancel(job_id)
+            if job is None:
+                raise HTTPException(404, f"no job {job_id}")
+            return job.to_dict()
 
         @app.delete("/documents/{doc_id}", status_code=202,
                     summary="Delete a document, and what only it contributed, in the background")
@@ -306,7 +339,7 @@ def build_app(service: GraphService, api_key: Optional[str] = None, max_body_byt
     if api_key:
         check_key(api_key)
         register_secret(api_key)
-    return secured(create_app(service), api_key,
+    return secured(selecting_workspace(create_app(service)), api_key,
                    lambda path: max_upload_bytes if path == UPLOAD_PATH else max_body_bytes,
                    hosts=host_names(host, allowed_hosts), public=_is_public,
                    content_security_policy=content_security_policy())

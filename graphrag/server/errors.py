@@ -19,6 +19,7 @@ from graphrag.errors import (
     StorageError,
     StoreUnavailableError,
     WorkingDirLockedError,
+    WorkspaceNotFound,
 )
 from graphrag.redaction import redact
 
@@ -29,6 +30,7 @@ HTTP_STATUS: dict[type[BaseException], int] = {
     ContextOverflowError: 400,  # the question and its context are more than the model takes
     DocumentNotFound: 404,
     EntityNotFound: 404,
+    WorkspaceNotFound: 404,
     NoLLMConfiguredError: 503,
     LLMError: 502,  # the model's server failed after the retries
     WorkingDirLockedError: 503,

@@ -9,6 +9,11 @@ JSON object the service turns into work) in ``<id>.json`` until it finishes. A s
 again reports the job that was running when it stopped (``interrupted``: when) and runs it
 again, then the queued ones, in their order: a write already committed costs nothing the
 second time, and LLM answers already paid for come from the cache.
+
+``cancel`` drops a queued job, or cancels a running one's task: the engine's write scope
+(``GraphRAG._writing``) drops its half-applied state on any exception, cancellation too,
+and its stores' transaction makes nothing visible before the commit, so a cancelled write
+leaves the index as it was. A job whose commit won the race ends ``done`` all the same.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Awaitable, Callable, Optional
 
 from graphrag.progress import progress_listener
+from graphrag.server.doc_status import write_json
 from graphrag.server.errors import error_body
 
 logger = logging.getLogger(__name__)
@@ -33,14 +39,16 @@ KEPT_JOBS = 1000
 JOBS_FILE = "jobs.json"
 
 Runner = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+# Told of each job, with its request, as it starts running, progresses and ends (its status says how).
+Watcher = Callable[["Job", dict[str, Any]], None]
 
 
 @dataclass
 class Job:
     id: str
-    kind: str  # "insert" | "delete" | "entities" (a manual entity decision)
+    kind: str  # "insert" | "delete" | "reprocess" | "scan" | "entities" (a manual entity decision)
     description: str
-    status: str = "queued"  # -> "running" -> "done" | "failed"
+    status: str = "queued"  # -> "running" -> "done" | "failed"; or "cancelled" (from queued or running)
     created: float = field(default_factory=time.time)
     started: Optional[float] = None
     finished: Optional[float] = None
@@ -55,20 +63,15 @@ class Job:
         return asdict(self)
 
 
-def _write_json(path: str, value: Any) -> None:
-    """Replace ``path`` whole (a crash leaves the old file or the new one, never half)."""
-    temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as f:
-        json.dump(value, f, ensure_ascii=False)
-    os.replace(temporary, path)
-
-
 class JobQueue:
     """Jobs in submission order; ``start()`` runs them one at a time on the running loop,
     each by ``run(request)``; with a ``state_dir``, kept there across restarts."""
 
     def __init__(self, run: Runner, on_committed: Optional[Callable[[], Awaitable[None]]] = None,
-                 state_dir: Optional[str] = None) -> None:
+                 state_dir: Optional[str] = None, watch: Optional[Watcher] = None) -> None:
+        self._watch = watch
+        self._running: Optional[tuple[str, asyncio.Task]] = None  # the job running now, and its work
+        self._cancelling: set[str] = set()
         self._jobs: "OrderedDict[str, Job]" = OrderedDict()
         self._requests: dict[str, dict[str, Any]] = {}
         self._finished: dict[str, asyncio.Event] = {}
@@ -83,11 +86,38 @@ class JobQueue:
     def submit(self, kind: str, description: str, request: dict[str, Any]) -> Job:
         job = Job(id=uuid.uuid4().hex[:16], kind=kind, description=description)
         if self._state_dir is not None:  # before the job is listed: a listed job can always be resumed
-            _write_json(self._request_path(job.id), request)
+            write_json(self._request_path(job.id), request)
         self._enqueue(job, request)
         self._forget_old()
         self._save()
         return job
+
+    def request_of(self, job_id: str) -> Optional[dict[str, Any]]:
+        """What a queued job was asked to do (None once it started)."""
+        return self._requests.get(job_id)
+
+    async def cancel(self, job_id: str) -> Optional[Job]:
+        """Cancel a queued or running job and return it once it has ended (None: no such job).
+        A finished job is returned unchanged."""
+        job = self._jobs.get(job_id)
+        if job is None or job.finished is not None:
+            return job
+        if job.status == "queued":  # the worker skips it
+            request = self._requests.pop(job_id)
+            job.status, job.finished = "cancelled", time.time()
+            self._finished.pop(job_id).set()
+            self._ended(job, request)
+            return job
+        if self._running is not None and self._running[0] == job_id:
+            self._cancelling.add(job_id)
+            self._running[1].cancel()
+        await self.wait_for(job_id)
+        return job
+
+    @property
+    def running_id(self) -> Optional[str]:
+        """The job running now (None between jobs)."""
+        return None if self._running is None else self._running[0]
 
     def get(self, job_id: str) -> Optional[Job]:
         return self._jobs.get(job_id)
@@ -122,7 +152,8 @@ class JobQueue:
         while True:
             job_id = await self._queue.get()
             try:
-                await self._run(self._jobs[job_id], self._requests.pop(job_id))
+                if job_id in self._requests:  # not cancelled while it waited
+                    await self._run(self._jobs[job_id], self._requests.pop(job_id))
             finally:
                 self._queue.task_done()
 
@@ -130,16 +161,28 @@ class JobQueue:
         """Run one job; it is "done" only once readers see what it committed."""
         job.status, job.started = "running", time.time()
         self._save()
+        if self._watch is not None:
+            self._watch(job, request)
 
         def progressed(stage: str, done: int, total: int) -> None:
             job.progress = {"stage": stage, "done": done, "total": total}
+            if self._watch is not None:
+                self._watch(job, request)
 
         token = progress_listener.set(progressed)
+        work = asyncio.create_task(self._run_request(request), name=f"graphrag-job-{job.id}")
+        self._running = (job.id, work)
         try:
-            stats = await self._run_request(request)
-            if self._on_committed is not None:
-                await self._on_committed()
-            job.stats, job.status = stats, "done"
+            try:
+                stats = await work
+            except asyncio.CancelledError:
+                if job.id not in self._cancelling or not work.cancelled():
+                    raise  # the server is stopping
+                job.status = "cancelled"
+            else:
+                if self._on_committed is not None:
+                    await self._on_committed()
+                job.stats, job.status = stats, "done"
         except asyncio.CancelledError:
             # The server is stopping: the saved state still says "running", so the next
             # server reports the job interrupted and runs it again.
@@ -151,9 +194,16 @@ class JobQueue:
             job.status, job.error = "failed", error_body(exc)
         finally:
             progress_listener.reset(token)
+            self._running = None
+            self._cancelling.discard(job.id)
         job.finished = time.time()
         self._finished.pop(job.id).set()
+        self._ended(job, request)
+
+    def _ended(self, job: Job, request: dict[str, Any]) -> None:
         self._save()
+        if self._watch is not None:
+            self._watch(job, request)
         if self._state_dir is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(self._request_path(job.id))
@@ -171,7 +221,7 @@ class JobQueue:
 
     def _save(self) -> None:
         if self._state_dir is not None:
-            _write_json(os.path.join(self._state_dir, JOBS_FILE), [j.to_dict() for j in self._jobs.values()])
+            write_json(os.path.join(self._state_dir, JOBS_FILE), [j.to_dict() for j in self._jobs.values()])
 
     def _load(self, state_dir: str) -> None:
         """The jobs a previous server kept: finished ones listed, the one it was running
@@ -185,7 +235,7 @@ class JobQueue:
         known = {f.name for f in fields(Job)}
         for record in kept:
             job = Job(**{k: v for k, v in record.items() if k in known})
-            if job.status in ("done", "failed"):
+            if job.status in ("done", "failed", "cancelled"):
                 self._jobs[job.id] = job
                 continue
             try:

@@ -23,6 +23,7 @@ from graphrag.server import graph_upkeep
 from graphrag.server.errors import error_body, validation_message
 from graphrag.server.jobs import Job
 from graphrag.server.service import GraphService, query_param
+from graphrag.server.workspaces import WorkspaceMiddleware, Workspaces
 
 logger = logging.getLogger(__name__)
 
@@ -83,9 +84,12 @@ READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_h
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
-def create_mcp_server(service: GraphService) -> MCPServer:
-    """The tools over ``service``; the caller starts and stops the service (its job worker)."""
-    server = _GraphMCPServer("graphrag", instructions=instructions(service.read_only), version=__version__)
+def create_mcp_server(service: "GraphService | Workspaces") -> MCPServer:
+    """The tools over ``service``; the caller starts and stops the service (its job worker).
+    Over HTTP, a call runs in the workspace its ``X-Workspace`` header names."""
+    service = Workspaces.of(service)
+    server = _GraphMCPServer("graphrag", instructions=instructions(service.read_only), version=__version__,
+                             middleware=[WorkspaceMiddleware()])
 
     # The registered modes, as the tools' schema offers them (an annotation naming them is
     # set on each tool taking a mode before the SDK reads its signature).
@@ -204,10 +208,11 @@ def create_mcp_server(service: GraphService) -> MCPServer:
     return server
 
 
-def run_mcp(service: GraphService, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8001,
+def run_mcp(service: "GraphService | Workspaces", transport: str = "stdio", host: str = "127.0.0.1", port: int = 8001,
             api_key: Optional[str] = None, max_body_bytes: int = 1 << 20, allowed_hosts: Sequence[str] = ()) -> None:
     """Serve over stdio, or streamable HTTP at ``/mcp`` under the HTTP API's binding, Host,
     Origin and key rules (``security.py``)."""
+    service = Workspaces.of(service)
     server = create_mcp_server(service)
 
     async def run(serving: Callable[[], Awaitable[None]]) -> None:

@@ -21,9 +21,10 @@ from graphrag.config import GraphRAGConfig
 from graphrag.errors import DocumentNotFound, InvalidInputError, StoreUnavailableError
 from graphrag.graphrag import GraphRAG
 from graphrag.query_param import QueryParam
-from graphrag.readers import Mark, ReadDocument
+from graphrag.readers import ReadDocument
 from graphrag.records import Path
 from graphrag.redaction import protect_logs, redact, register_config_secrets
+from graphrag.server.doc_status import DocumentStatus, document_rows, read_statuses
 from graphrag.server.jobs import Job, JobQueue
 
 logger = logging.getLogger(__name__)
@@ -75,15 +76,20 @@ class _Reader:
 class GraphService:
     """Queries, document listing and write jobs over one working dir."""
 
-    def __init__(self, config: GraphRAGConfig, read_only: bool = False) -> None:
+    def __init__(self, config: GraphRAGConfig, read_only: bool = False, input_dir: Optional[str] = None) -> None:
         register_config_secrets(config)  # the LLM key and storage passwords: never in a log line
         self.config = config
         self.read_only = read_only
+        self.input_dir = input_dir  # the folder POST /documents/scan indexes
         self._reader = _Reader(GraphRAG(config))
         self._writer: Optional[GraphRAG] = None if read_only else GraphRAG(config)
-        # A read-only server runs no write: it leaves the jobs a writing server kept alone.
+        # A read-only server runs no write: it leaves the jobs and statuses a writing server kept alone.
+        self.doc_status = None if read_only else DocumentStatus(config.working_dir)
         self.jobs = JobQueue(self._perform, on_committed=self.refresh,
-                             state_dir=None if read_only else os.path.join(config.working_dir, JOBS_DIR))
+                             state_dir=None if read_only else os.path.join(config.working_dir, JOBS_DIR),
+                             watch=self._job_changed)
+        if self.doc_status is not None:
+            self.doc_status.recover(j.id for j in self.jobs.all() if j.status == "queued")
         self._disk_state = self._store_files_state()
         self._checked_at = time.monotonic()
         self._refreshing: Optional[asyncio.Task] = None
@@ -157,11 +163,16 @@ class GraphService:
         return None if found is None else {"id": record_id, **found}
 
     async def list_documents(self) -> list[dict[str, Any]]:
+        """Every document with its status (``doc_status.py``): the indexed ones and those
+        queued, processing, failed or cancelled."""
         async with self.reading() as rag:
-            return await rag.alist_documents()
+            indexed = await rag.inspection.adocuments()
+        statuses = read_statuses(self.config.working_dir) if self.doc_status is None else self.doc_status.entries
+        return document_rows(indexed, statuses)
 
     async def document_count(self) -> int:
-        return len(await self.list_documents())
+        async with self.reading() as rag:
+            return await rag.stores.full_docs.count()
 
     async def unreachable_stores(self, seconds: float) -> dict[str, str]:
         """Each kind of store ("kv", "vector", "graph") on a server that did not answer within
@@ -192,22 +203,40 @@ class GraphService:
 
     def insert(self, texts: list[str], sources: list[Optional[str]]) -> Job:
         self._writable()
-        described = ", ".join(s or "text" for s in sources[:3]) + ("..." if len(sources) > 3 else "")
-        return self.jobs.submit("insert", f"insert {len(texts)} document(s): {described}",
-                                {"op": "insert", "texts": texts, "sources": sources})
+        return self._submit_documents("insert", [
+            {"op": "insert", "texts": [t], "sources": [s]} for t, s in zip(texts, sources)])
 
     def insert_read(self, documents: list[ReadDocument]) -> Job:
         """Documents a reader made of uploaded files (``readers.read_data``)."""
         self._writable()
-        names = [d.source for d in documents]
-        described = ", ".join(names[:3]) + ("..." if len(names) > 3 else "")
-        return self.jobs.submit("insert", f"insert {len(documents)} document(s): {described}",
-                                {"op": "insert_read", "documents": [asdict(d) for d in documents]})
+        return self._submit_documents("insert", [{"op": "insert_read", "documents": [asdict(d)]} for d in documents])
+
+    def reprocess(self, doc_ids: Optional[list[str]] = None) -> Job:
+        """Index failed or cancelled documents again (``doc_ids``; None: every failed one) from
+        what they were asked to index."""
+        status = self._statuses()
+        wanted = status.ids_with("failed") if doc_ids is None else list(dict.fromkeys(doc_ids))
+        redo = status.redo_of(wanted)
+        unknown = [d for d in wanted if d not in redo]
+        if unknown:
+            raise InvalidInputError(f"not failed or cancelled (nothing to reprocess): {', '.join(unknown[:10])}")
+        if not redo:
+            raise InvalidInputError("no failed documents to reprocess")
+        return self._submit_documents("reprocess", list(redo.values()))
+
+    def scan(self) -> Job:
+        """Index the new and changed files of the input folder (``input_folder.py``); they are
+        known, and queued, once the job runs."""
+        self._writable()
+        if self.input_dir is None:
+            raise InvalidInputError("this server has no input folder (start it with --input-dir DIR)")
+        return self.jobs.submit("scan", f"scan {self.input_dir}", {"op": "scan", "parts": []})
 
     async def delete(self, doc_id: str) -> Job:
         self._writable()
-        if doc_id not in {d["id"] for d in await self.list_documents()}:
-            raise DocumentNotFound(f"unknown document id: {doc_id}", missing=[doc_id])
+        async with self.reading() as rag:
+            if await rag.stores.full_docs.get_by_id(doc_id) is None:
+                raise DocumentNotFound(f"unknown document id: {doc_id}", missing=[doc_id])
         return self.jobs.submit("delete", f"delete {doc_id}", {"op": "delete", "doc_id": doc_id})
 
     def decide(self, op: str, args: dict[str, Any], description: str) -> Job:
@@ -219,18 +248,71 @@ class GraphService:
         logger.info("Entity decision queued: %s", description)
         return self.jobs.submit("entities", description, {"op": op, "args": args})
 
+    def _submit_documents(self, kind: str, parts: list[dict[str, Any]]) -> Job:
+        """One job over request ``parts`` (each indexes one document); each document is
+        queued under the id its cleaned text gives (as ``prepare_documents`` ids it)."""
+        from graphrag.server.input_folder import documents_of
+
+        documents = [documents_of(part) for part in parts]
+        names = [source or "text" for found in documents for _, source in found] or ["nothing"]
+        described = ", ".join(names[:3]) + ("..." if len(names) > 3 else "")
+        job = self.jobs.submit(kind, f"{kind} {len(names)} document(s): {described}", {"op": kind, "parts": parts})
+        self._statuses().queued(job.id, [d for found in documents for d in found])
+        return job
+
     async def _perform(self, request: dict[str, Any]) -> dict[str, Any]:
         """A job's work from its request (JSON, so a restarted server can run it again)."""
+        from graphrag.server.input_folder import documents_of, run_parts, scan_parts
+
         writer = self._writable()
-        if request["op"] == "insert":
-            return await writer.ainsert(request["texts"], request["sources"])
-        if request["op"] == "insert_read":
-            return await writer.ainsert_read([
-                ReadDocument(d["text"], d["source"], d["title"], [Mark(**m) for m in d["marks"]])
-                for d in request["documents"]])
         if request["op"] in ENTITY_DECISIONS:
             return await getattr(writer, f"a{request['op']}")(**request["args"])
-        return await writer.adelete_documents([request["doc_id"]])
+        if request["op"] == "delete":
+            return await writer.adelete_documents([request["doc_id"]])
+        if request["op"] == "scan" and not request["parts"]:  # the files are known once it runs
+            if self.input_dir is None:  # a scan kept by a server started with --input-dir, run by one without
+                raise InvalidInputError("this server has no input folder to scan (start it with --input-dir DIR)")
+            assert self.jobs.running_id is not None  # this job's
+            request["parts"] = await scan_parts(self.input_dir, self.config.working_dir)
+            found = [d for part in request["parts"] for d in documents_of(part)]
+            self._statuses().queued(self.jobs.running_id, found)
+            self._statuses().processing(self.jobs.running_id)
+        return await run_parts(writer, request.get("parts", [request]))
+
+    def _job_changed(self, job: Job, request: dict[str, Any]) -> None:
+        """A job's documents follow it: processing while it runs, then its outcome."""
+        from graphrag.server.input_folder import documents_of, failed_files, record_scanned
+
+        status = self.doc_status
+        if status is None:
+            return
+        if job.status == "running":
+            if job.progress is None:
+                status.processing(job.id)
+            else:
+                status.progressed(job.id, job.progress["stage"], job.progress["done"], job.progress["total"])
+            return
+        if job.kind == "entities":  # no document's status changes
+            return
+        if job.kind == "delete":
+            if job.status == "done":
+                status.deleted([request["doc_id"]])
+            return
+        parts = request.get("parts", [request])
+        redo = {doc_id: part for part in parts for doc_id, _ in documents_of(part)}
+        if job.status == "done":
+            failed = failed_files(job.stats or {})
+            status.finished(job.id, "indexed", redo=redo, failed=failed)
+            record_scanned(self.config.working_dir, parts, failed)  # a scan's or a reprocess's files
+        elif job.status == "cancelled":
+            status.finished(job.id, "cancelled", "cancelled by request", redo=redo)
+        else:
+            status.finished(job.id, "failed", (job.error or {}).get("message"), redo=redo)
+
+    def _statuses(self) -> DocumentStatus:
+        if self.doc_status is None:
+            raise InvalidInputError("this server is read-only: it inserts and deletes nothing")
+        return self.doc_status
 
     def _writable(self) -> GraphRAG:
         if self._writer is None:
