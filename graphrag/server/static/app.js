@@ -4,7 +4,7 @@
 // never parsed as HTML. A server with an API key answers 401: the page then asks for the key,
 // keeps it for this tab (sessionStorage) and sends it as X-API-Key itself (the server takes no
 // Basic auth, which a browser would resend to it on its own). Endpoints a server does not offer
-// (404, 405) hide the feature that needs them.
+// (its OpenAPI document lists what it does) hide the feature that needs them.
 "use strict";
 
 const $ = id => document.getElementById(id);
@@ -13,7 +13,6 @@ const PAGE_SIZE = 20;
 const POPULAR = 40;   // entities drawn when the page opens
 const EXPAND = 40;    // neighbours added by one expand
 const SUGGEST = 12;   // names offered while typing
-const missing = status => status === 404 || status === 405;
 
 // A header carries bytes: the key's UTF-8 bytes, one character each.
 const keyHeaders = () => {
@@ -61,6 +60,17 @@ function button(text, onClick, className) {
 
 const sourcesOf = documents => (documents || []).map(d => d.source || d.id).join(", ");
 const showError = err => { $("status").textContent = err.message; };
+
+// The server's endpoints ("get /graph/labels", "post /jobs/{}/cancel"), from its OpenAPI document
+// (public, like the page): a feature whose endpoint is not there is not offered.
+let endpoints = new Set();
+const offers = (method, path) => endpoints.has(`${method} ${path}`);
+
+async function loadEndpoints() {
+  const schema = await fetch("/openapi.json").then(r => r.ok ? r.json() : {paths: {}}).catch(() => ({paths: {}}));
+  endpoints = new Set(Object.entries(schema.paths || {}).flatMap(([path, methods]) =>
+    Object.keys(methods).map(method => `${method} ${path.replace(/\{[^}]*\}/g, "{}")}`)));
+}
 
 $("key-form").addEventListener("submit", event => {
   event.preventDefault();
@@ -358,20 +368,11 @@ async function explore(name) {
   await showEntityByName(name);
 }
 
-let labelsOffered = true;
-
 // Names like the text typed: the label index (prefix and fuzzy) where the server has one, else
 // the entities whose descriptions are nearest.
-async function suggestions(text) {
-  if (labelsOffered) {
-    try {
-      return await api(`/graph/labels?q=${encodeURIComponent(text)}&limit=${SUGGEST}`);
-    } catch (err) {
-      if (!missing(err.status)) throw err;
-      labelsOffered = false;
-    }
-  }
-  return api(`/graph/search?q=${encodeURIComponent(text)}&top_k=${SUGGEST}`);
+function suggestions(text) {
+  return offers("get", "/graph/labels") ? api(`/graph/labels?q=${encodeURIComponent(text)}&limit=${SUGGEST}`)
+                                        : api(`/graph/search?q=${encodeURIComponent(text)}&top_k=${SUGGEST}`);
 }
 
 let typing = 0;
@@ -434,15 +435,12 @@ function listNodes() {
 
 // The most connected entities, drawn when the page opens (where the server lists them).
 async function drawPopular() {
-  try {
-    const popular = await api(`/graph/popular?limit=${POPULAR}`);
-    if (!popular.length || graph.cy.nodes().length) return;
-    graph.add(popular);
-    await connect(popular.map(e => e.name));
-    await graph.layout(true);
-  } catch (err) {
-    if (!missing(err.status)) throw err;
-  }
+  if (!offers("get", "/graph/popular")) return;
+  const popular = await api(`/graph/popular?limit=${POPULAR}`);
+  if (!popular.length || graph.cy.nodes().length) return;
+  graph.add(popular);
+  await connect(popular.map(e => e.name));
+  await graph.layout(true);
 }
 
 // ---------------------------------------------------------------- documents and jobs
@@ -493,10 +491,10 @@ function documentRow(doc) {
   const status = element("td", describeDocumentStatus(doc), `status status-${doc.status || "indexed"}`);
   if (doc.error) status.title = typeof doc.error === "string" ? doc.error : `${doc.error.error}: ${doc.error.message}`;
   const actions = element("td", undefined, "actions");
-  if (["failed", "cancelled"].includes(doc.status)) {
+  if (offers("post", "/documents/reprocess") && ["failed", "cancelled"].includes(doc.status)) {
     actions.append(button("reprocess", () => reprocess([doc.id]), "reprocess"));
   }
-  actions.append(button("delete", async () => {
+  if (offers("delete", "/documents/{}")) actions.append(button("delete", async () => {
     if (!confirm(`Delete ${doc.source || doc.id} and what only it contributed?`)) return;
     try {
       watchJob(await api(`/documents/${encodeURIComponent(doc.id)}`, {method: "DELETE"}));
@@ -549,8 +547,6 @@ function describeJob(job) {
   return text;
 }
 
-let cancelOffered = true;
-
 function watchJob(job) {
   const item = element("li", undefined, "job");
   const text = element("span", describeJob(job));
@@ -560,10 +556,10 @@ function watchJob(job) {
     try {
       await api(`/jobs/${encodeURIComponent(job.id)}/cancel`, {method: "POST"});
     } catch (err) {
-      if (missing(err.status)) { cancelOffered = false; cancel.remove(); } else alert(err.message);
+      alert(err.message);
     }
   }, "cancel");
-  if (cancelOffered) item.append(" ", cancel);
+  if (offers("post", "/jobs/{}/cancel")) item.append(" ", cancel);
   $("jobs").prepend(item);
   const poll = async () => {
     const now = await api(`/jobs/${encodeURIComponent(job.id)}`);
@@ -614,18 +610,17 @@ $("documents-section").addEventListener("drop", event => {
 
 // The suffixes the server's readers know (GET /readers), offered by the file picker.
 async function loadReadable() {
-  try {
-    const {suffixes} = await api("/readers");
-    $("file").accept = suffixes.join(",");
-    $("readable").textContent = `Read as documents: ${suffixes.join(" ")}; any other file as plain text.`;
-  } catch (err) {
-    if (!missing(err.status)) throw err;
-  }
+  $("upload-form").hidden = !offers("post", "/documents/files");
+  if (!offers("get", "/readers")) return;
+  const {suffixes} = await api("/readers");
+  $("file").accept = suffixes.join(",");
+  $("readable").textContent = `Read as documents: ${suffixes.join(" ")}; any other file as plain text.`;
 }
 
 // ---------------------------------------------------------------- start
 
-function start() {
+async function start() {
+  await loadEndpoints();
   loadModes().catch(showError);
   refreshDocuments().catch(showError);
   loadReadable().catch(showError);

@@ -1,13 +1,16 @@
 // The interactive graph, drawn on a canvas by Cytoscape.js (vendored: cytoscape.min.js, MIT,
 // see cytoscape.LICENSE.txt; it makes no network requests). Nodes are coloured by type and sized
-// by degree; labels keep one size on screen whatever the zoom, and only nodes drawn large enough
-// (or picked, or highlighted) carry one, so a zoomed-out graph stays readable. Names are drawn on
-// the canvas as text, never as markup.
+// by degree, labels sized with their node: zoomed out, a label drawn smaller than legible is left
+// out (the small nodes' first), except on picked and highlighted nodes; zoomed in, labels shrink
+// by powers of two so they stay near one size on screen. Names are drawn on the canvas as text,
+// never as markup. The layout is our own (below): Cytoscape's force layout takes tens of seconds
+// at a thousand nodes.
 "use strict";
 
-const LABEL_PX = 13;        // a label's height on screen
-const MIN_LABELLED_PX = 9;  // nodes drawn smaller than this carry no label (unless picked)
-const NODE_SIZE = [14, 56]; // model units, by degree
+const LABEL_RATIO = 0.45;   // a label's height, of its node's size (at zoom 1)
+const LABEL_MIN_PX = 9;     // the smallest label drawn
+const NODE_SIZE = [18, 60]; // model units, by degree
+const SPACING = 70;         // the layout's ideal edge length, model units
 
 // A type's colour: its name hashed to a hue, so a type keeps its colour across graphs and pages.
 function typeColour(type) {
@@ -26,11 +29,14 @@ class GraphView {
       minZoom: 0.02,
       maxZoom: 10,
       boxSelectionEnabled: false,
+      textureOnViewport: true,    // panning and zooming move a snapshot: smooth at a thousand nodes
+      hideEdgesOnViewport: true,
       style: this.style(),
     });
-    let frame = 0;
-    this.cy.on("zoom", () => {  // labels re-sized once per frame, not per wheel event
-      if (!frame) frame = requestAnimationFrame(() => { frame = 0; this.cy.style().update(); });
+    this.labelScale = 1;
+    this.cy.on("zoom", () => {  // restyled only when the zoom passes a power of two
+      const scale = 2 ** Math.max(0, Math.round(Math.log2(this.cy.zoom())));
+      if (scale !== this.labelScale) { this.labelScale = scale; this.cy.style().update(); }
     });
     this.cy.on("tap", "node", event => onPick(event.target.id()));
     this.cy.on("dbltap", "node", event => onExpand(event.target.id()));
@@ -38,24 +44,22 @@ class GraphView {
   }
 
   style() {
-    const zoom = () => this.cy ? this.cy.zoom() : 1;
-    const size = node => node.data("size");
+    const scale = () => this.labelScale || 1;
     return [
       {selector: "node", style: {
-        "background-color": "data(colour)", width: size, height: size,
-        label: node => (size(node) * zoom() >= MIN_LABELLED_PX || node.selected() || node.hasClass("why"))
-          ? node.data("label") : "",
-        "font-size": () => LABEL_PX / zoom(), "text-valign": "bottom", "text-margin-y": () => 2 / zoom(),
-        "text-outline-color": "#fff", "text-outline-width": () => 2.5 / zoom(), color: "#1d2430",
-        "text-max-width": () => 220 / zoom(), "text-wrap": "ellipsis", "min-zoomed-font-size": 0,
+        "background-color": "data(colour)", width: "data(size)", height: "data(size)", label: "data(label)",
+        "font-size": node => Math.max(11, node.data("size") * LABEL_RATIO) / scale(), "text-valign": "bottom",
+        "text-outline-color": "#fff", "text-outline-width": () => 2 / scale(), color: "#1d2430",
+        "text-max-width": () => 240 / scale(), "text-wrap": "ellipsis", "min-zoomed-font-size": LABEL_MIN_PX,
       }},
+      {selector: "node:selected, node.why", style: {"min-zoomed-font-size": 0, "z-index": 9}},
       {selector: "edge", style: {
         "curve-style": "haystack", "line-color": "#9aa6b8", opacity: 0.7,
         width: edge => 0.6 + Math.min(edge.data("weight") || 1, 10) * 0.35,
       }},
-      {selector: "node:selected", style: {"border-width": () => 3 / zoom(), "border-color": "#111"}},
+      {selector: "node:selected", style: {"border-width": 3, "border-color": "#111"}},
       {selector: ".faded", style: {opacity: 0.18}},
-      {selector: "node.why", style: {"border-width": () => 4 / zoom(), "border-color": "#e8a317"}},
+      {selector: "node.why", style: {"border-width": 4, "border-color": "#e8a317"}},
       {selector: "edge.why", style: {"line-color": "#e8a317", opacity: 1, width: 3, "z-index": 9}},
     ];
   }
@@ -65,6 +69,7 @@ class GraphView {
   add(entities, relations = [], near = null) {
     const added = [];
     const origin = near && this.cy.getElementById(near).nonempty() ? this.cy.getElementById(near).position() : null;
+    const side = SPACING * Math.sqrt(this.cy.nodes().length + entities.length);  // room for all
     this.cy.batch(() => {
       for (const e of entities) {
         const node = this.cy.getElementById(e.name);
@@ -73,7 +78,7 @@ class GraphView {
           continue;
         }
         const position = origin ? {x: origin.x + (Math.random() - 0.5) * 80, y: origin.y + (Math.random() - 0.5) * 80}
-                                : {x: Math.random() * 800, y: Math.random() * 600};
+                                : {x: Math.random() * side, y: Math.random() * side};
         this.cy.add({group: "nodes", position, data: {
           id: e.name, label: e.name, type: e.type || "UNKNOWN", degree: e.degree || 0,
           description: e.description || "", colour: typeColour(e.type || "UNKNOWN")}});
@@ -102,18 +107,53 @@ class GraphView {
     });
   }
 
-  // A force layout over what is drawn; nodes placed before keep their places as its start.
+  // A force layout over what is drawn (Fruchterman and Reingold's forces; nodes repel only those
+  // in the grid cells around them, so a step costs about n, not n squared). Nodes placed before
+  // start where they are, and the start's temperature is lower when most were placed.
   layout(fit = true) {
-    const n = this.cy.nodes().length;
-    if (!n) return Promise.resolve();
-    const layout = this.cy.layout({
-      name: "cose", animate: false, randomize: false, fit, padding: 30,
-      numIter: n > 400 ? 300 : 1000, nodeRepulsion: () => 9000, idealEdgeLength: () => 70,
-      nodeDimensionsIncludeLabels: false,
-    });
-    const done = layout.promiseOn("layoutstop");
-    layout.run();
-    return done.then(() => this.changed());
+    const nodes = this.cy.nodes();
+    const n = nodes.length;
+    if (!n) return Promise.resolve(this.changed());
+    const index = new Map(), xs = new Float64Array(n), ys = new Float64Array(n);
+    nodes.forEach((node, i) => { index.set(node.id(), i); ({x: xs[i], y: ys[i]} = node.position()); });
+    const edges = this.cy.edges().map(e => [index.get(e.source().id()), index.get(e.target().id())]);
+    const k = SPACING, cell = 2 * k, steps = 160;
+    let heat = k * Math.sqrt(n) / 4;
+    const dx = new Float64Array(n), dy = new Float64Array(n);
+    for (let step = 0; step < steps; step++, heat *= 0.97) {
+      dx.fill(0); dy.fill(0);
+      const grid = new Map();
+      for (let i = 0; i < n; i++) {
+        const key = `${Math.floor(xs[i] / cell)},${Math.floor(ys[i] / cell)}`;
+        (grid.get(key) || grid.set(key, []).get(key)).push(i);
+      }
+      for (let i = 0; i < n; i++) {
+        const gx = Math.floor(xs[i] / cell), gy = Math.floor(ys[i] / cell);
+        for (let ox = -1; ox <= 1; ox++) for (let oy = -1; oy <= 1; oy++) {
+          for (const j of grid.get(`${gx + ox},${gy + oy}`) || []) {
+            if (j === i) continue;
+            let ddx = xs[i] - xs[j], ddy = ys[i] - ys[j], d2 = ddx * ddx + ddy * ddy;
+            if (d2 < 0.01) { ddx = Math.random() - 0.5; ddy = Math.random() - 0.5; d2 = 0.5; }
+            if (d2 > cell * cell) continue;
+            const f = k * k / d2;
+            dx[i] += ddx * f; dy[i] += ddy * f;
+          }
+        }
+      }
+      for (const [a, b] of edges) {
+        const ddx = xs[a] - xs[b], ddy = ys[a] - ys[b], d = Math.sqrt(ddx * ddx + ddy * ddy) || 0.1;
+        const f = d / k;
+        dx[a] -= ddx * f; dy[a] -= ddy * f; dx[b] += ddx * f; dy[b] += ddy * f;
+      }
+      for (let i = 0; i < n; i++) {
+        const d = Math.sqrt(dx[i] * dx[i] + dy[i] * dy[i]) || 1, move = Math.min(d, heat);
+        xs[i] += dx[i] / d * move; ys[i] += dy[i] / d * move;
+      }
+    }
+    this.cy.batch(() => nodes.forEach((node, i) => node.position({x: xs[i], y: ys[i]})));
+    if (fit) this.cy.fit(undefined, 30);
+    this.changed();
+    return Promise.resolve();
   }
 
   clear() {
