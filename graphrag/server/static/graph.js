@@ -7,10 +7,12 @@
 // at a thousand nodes.
 "use strict";
 
-const LABEL_RATIO = 0.45;   // a label's height, of its node's size (at zoom 1)
+const LABEL_RATIO = 0.3;    // a label's height, of its node's size (at zoom 1)
+const LABEL_FLOOR = 10;     // the smallest label, model units
 const LABEL_MIN_PX = 9;     // the smallest label drawn
 const NODE_SIZE = [18, 60]; // model units, by degree
 const SPACING = 70;         // the layout's ideal edge length, model units
+const FIT_ZOOM = 1.3;       // the closest a fit comes
 
 // A type's colour: its name hashed to a hue, so a type keeps its colour across graphs and pages.
 function typeColour(type) {
@@ -48,9 +50,9 @@ class GraphView {
     return [
       {selector: "node", style: {
         "background-color": "data(colour)", width: "data(size)", height: "data(size)", label: "data(label)",
-        "font-size": node => Math.max(11, node.data("size") * LABEL_RATIO) / scale(), "text-valign": "bottom",
+        "font-size": node => Math.max(LABEL_FLOOR, node.data("size") * LABEL_RATIO) / scale(), "text-valign": "bottom",
         "text-outline-color": "#fff", "text-outline-width": () => 2 / scale(), color: "#1d2430",
-        "text-max-width": () => 240 / scale(), "text-wrap": "ellipsis", "min-zoomed-font-size": LABEL_MIN_PX,
+        "text-max-width": () => 360 / scale(), "text-wrap": "ellipsis", "min-zoomed-font-size": LABEL_MIN_PX,
       }},
       {selector: "node:selected, node.why", style: {"min-zoomed-font-size": 0, "z-index": 9}},
       {selector: "edge", style: {
@@ -107,17 +109,21 @@ class GraphView {
     });
   }
 
-  // A force layout over what is drawn (Fruchterman and Reingold's forces; nodes repel only those
-  // in the grid cells around them, so a step costs about n, not n squared). Nodes placed before
-  // start where they are, and the start's temperature is lower when most were placed.
+  // A force layout over what is drawn (Fruchterman and Reingold's forces, the ideal distance of
+  // two nodes SPACING plus their radii; nodes repel only those in the grid cells around them, so
+  // a step costs about n, not n squared). Nodes placed before start where they are.
   layout(fit = true) {
     const nodes = this.cy.nodes();
     const n = nodes.length;
     if (!n) return Promise.resolve(this.changed());
-    const index = new Map(), xs = new Float64Array(n), ys = new Float64Array(n);
-    nodes.forEach((node, i) => { index.set(node.id(), i); ({x: xs[i], y: ys[i]} = node.position()); });
+    const index = new Map(), xs = new Float64Array(n), ys = new Float64Array(n), rs = new Float64Array(n);
+    nodes.forEach((node, i) => {
+      index.set(node.id(), i);
+      ({x: xs[i], y: ys[i]} = node.position());
+      rs[i] = node.data("size") / 2;
+    });
     const edges = this.cy.edges().map(e => [index.get(e.source().id()), index.get(e.target().id())]);
-    const k = SPACING, cell = 2 * k, steps = 160;
+    const k = SPACING, cell = 2 * (k + NODE_SIZE[1]), steps = 160;
     let heat = k * Math.sqrt(n) / 4;
     const dx = new Float64Array(n), dy = new Float64Array(n);
     for (let step = 0; step < steps; step++, heat *= 0.97) {
@@ -135,14 +141,14 @@ class GraphView {
             let ddx = xs[i] - xs[j], ddy = ys[i] - ys[j], d2 = ddx * ddx + ddy * ddy;
             if (d2 < 0.01) { ddx = Math.random() - 0.5; ddy = Math.random() - 0.5; d2 = 0.5; }
             if (d2 > cell * cell) continue;
-            const f = k * k / d2;
+            const ideal = k + rs[i] + rs[j], f = ideal * ideal / d2;
             dx[i] += ddx * f; dy[i] += ddy * f;
           }
         }
       }
       for (const [a, b] of edges) {
         const ddx = xs[a] - xs[b], ddy = ys[a] - ys[b], d = Math.sqrt(ddx * ddx + ddy * ddy) || 0.1;
-        const f = d / k;
+        const f = d / (k + rs[a] + rs[b]);
         dx[a] -= ddx * f; dy[a] -= ddy * f; dx[b] += ddx * f; dy[b] += ddy * f;
       }
       for (let i = 0; i < n; i++) {
@@ -151,9 +157,19 @@ class GraphView {
       }
     }
     this.cy.batch(() => nodes.forEach((node, i) => node.position({x: xs[i], y: ys[i]})));
-    if (fit) this.cy.fit(undefined, 30);
+    if (fit) this.fit();
     this.changed();
     return Promise.resolve();
+  }
+
+  // The whole graph in view, but a small one no closer than FIT_ZOOM (its labels would be huge).
+  fit(elements) {
+    const target = elements || this.cy.elements();
+    this.cy.fit(target, 30);
+    if (this.cy.zoom() > FIT_ZOOM) {
+      this.cy.zoom(FIT_ZOOM);
+      this.cy.center(target);
+    }
   }
 
   clear() {
@@ -183,7 +199,7 @@ class GraphView {
     this.cy.style().update();
     return this.layout(false).then(() => {
       const why = this.cy.elements(".why");
-      if (why.nonempty()) this.cy.fit(why, 40);
+      if (why.nonempty()) this.fit(why);
       this.changed();
     });
   }
@@ -211,7 +227,7 @@ class GraphView {
     if (moves[event.key]) this.cy.panBy(moves[event.key]);
     else if (event.key === "+" || event.key === "=") this.cy.zoom({level: this.cy.zoom() * factor, renderedPosition: centre});
     else if (event.key === "-") this.cy.zoom({level: this.cy.zoom() / factor, renderedPosition: centre});
-    else if (event.key === "0") this.cy.fit(undefined, 30);
+    else if (event.key === "0") this.fit();
     else return;
     event.preventDefault();
   }
