@@ -175,7 +175,8 @@ def test_the_page_asks_explores_and_indexes(browser: webdriver.Chrome, page: str
 
     # Upload a file (picked), and one dropped on the section; their jobs finish, both are listed.
     upload = tmp_path / "harbour.md"
-    upload.write_text("Ilse Varga founded Quillmoor Press in Dunmere.", encoding="utf-8")
+    upload.write_text("# Harbour guide\n\n## Pilots\n\nIlse Varga founded Quillmoor Press in Dunmere.\n",
+                      encoding="utf-8")
     browser.find_element(By.ID, "file").send_keys(str(upload))
     browser.find_element(By.ID, "upload").click()
     wait(browser, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, '#jobs li[data-status="done"]'))
@@ -188,6 +189,19 @@ def test_the_page_asks_explores_and_indexes(browser: webdriver.Chrome, page: str
     wait(browser).until(lambda d: "5 document(s)" in d.find_element(By.ID, "status").text)
     listed = browser.find_element(By.ID, "documents").text
     assert "harbour.md" in listed and "dropped.txt" in listed
+
+    # A citation of the uploaded Markdown opens its passage under its heading.
+    Select(browser.find_element(By.ID, "mode")).select_by_value("naive")
+    question = browser.find_element(By.ID, "question")
+    question.clear()
+    question.send_keys("Who founded Quillmoor Press?")
+    browser.find_element(By.ID, "ask").click()
+    wait(browser).until(lambda d: d.find_element(By.ID, "answer").get_attribute("aria-busy") == "false")
+    cited = wait(browser).until(lambda d: next((a for a in d.find_elements(By.CSS_SELECTOR, "#answer a.citation")
+                                                if a.get_attribute("title") == "harbour.md"), None))
+    cited.click()
+    wait(browser).until(lambda d: "Ilse Varga" in d.find_element(By.ID, "passage-text").text)
+    assert browser.find_element(By.ID, "passage-where").text == "harbour.md · “Harbour guide” · § Harbour guide > Pilots"
 
     # Filter by source, then delete that document (after the confirmation).
     browser.find_element(By.ID, "doc-search").send_keys("dropped")

@@ -144,15 +144,19 @@ function showReferences() {
   $("references-title").hidden = !references.size;
 }
 
-// Where a passage sits: its document, pages and headings (the chunk's metadata).
+// Where a passage sits: its document and title, pages and headings (the chunk's metadata). The
+// headings are the paths spanned ("Guide", "Guide > Pilots"): a path another extends is left out.
 function whereabouts(record, fallback) {
-  const parts = [record.source || record.title || fallback];
+  const parts = [record.source || fallback];
+  if (record.title && record.title !== parts[0]) parts.push(`“${record.title}”`);
   const pages = record.pages || [];
   if (pages.length) {
     const first = Math.min(...pages), last = Math.max(...pages);
     parts.push(first === last ? `page ${first}` : `pages ${first}–${last}`);
   }
-  if ((record.headings || []).length) parts.push(`§ ${record.headings.join(" › ")}`);
+  const headings = record.headings || [];
+  const deepest = headings.filter(h => !headings.some(other => other !== h && other.startsWith(h)));
+  if (deepest.length) parts.push(`§ ${deepest.join("; ")}`);
   return parts.filter(Boolean).join(" · ");
 }
 
@@ -619,8 +623,18 @@ async function loadReadable() {
 
 // ---------------------------------------------------------------- start
 
+// Jobs queued or running when the page opens are watched like the page's own.
+async function watchRunningJobs() {
+  for (const job of await api("/jobs")) {
+    if ((job.status === "queued" || job.status === "running") && !$("jobs").querySelector(`[data-id="${CSS.escape(job.id)}"]`)) {
+      watchJob(job);
+    }
+  }
+}
+
 async function start() {
   await loadEndpoints();
+  watchRunningJobs().catch(showError);
   loadModes().catch(showError);
   refreshDocuments().catch(showError);
   loadReadable().catch(showError);
