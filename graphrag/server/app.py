@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException
 from graphrag.errors import GraphRAGError, InvalidInputError, StoreUnavailableError, UnreadableFileError
 from graphrag.operators.modes import MODES, mode_names
 from graphrag.query_param import QueryParam
-from graphrag.readers import known_suffixes, read_data
+from graphrag.readers import read_data
 from graphrag.redaction import redact, register_secret
 from graphrag.server.errors import error_body, http_status
 from graphrag.server.security import (DEFAULT_POLICY, ASGIApp, check_binding, check_key, host_names, secured,
@@ -155,10 +155,6 @@ def create_app(service: GraphService) -> FastAPI:
     async def modes() -> list[dict[str, str]]:
         return [{"name": m.name, "description": m.description} for m in MODES.values()]
 
-    @app.get("/readers", summary="The file suffixes an upload is read by (its reader), e.g. .pdf; others as text")
-    async def readers() -> dict[str, list[str]]:
-        return {"suffixes": known_suffixes()}
-
     @app.get("/documents", summary="The indexed documents: id, source, chars, chunks")
     async def list_documents() -> list[dict[str, Any]]:
         return await service.list_documents()
@@ -200,6 +196,12 @@ def create_app(service: GraphService) -> FastAPI:
         if job is None:
             raise HTTPException(404, f"no job {job_id}")
         return job.to_dict()
+
+    @app.get("/readers", summary="The file suffixes an upload is read by (its reader), e.g. .pdf; others as text")
+    async def readers() -> dict[str, list[str]]:
+        from graphrag.readers import known_suffixes
+
+        return {"suffixes": known_suffixes()}
 
     @app.post("/query", summary="Answer a question (mode and every QueryParam field; stream=true for SSE)",
               response_model=None)

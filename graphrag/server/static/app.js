@@ -632,13 +632,13 @@ async function watchRunningJobs() {
   }
 }
 
+// Everything the page shows on opening; the body is marked data-ready once all have answered.
 async function start() {
   await loadEndpoints();
-  watchRunningJobs().catch(showError);
-  loadModes().catch(showError);
-  refreshDocuments().catch(showError);
-  loadReadable().catch(showError);
-  drawPopular().catch(showError);
+  const loading = [watchRunningJobs(), loadModes(), refreshDocuments(), loadReadable(), drawPopular()];
+  loading.forEach(promise => promise.catch(showError));
+  await Promise.allSettled(loading);
+  document.body.dataset.ready = "true";
 }
 
 graph = new GraphView($("graph"), {onPick: showEntityByName, onExpand: expand, onChange: listNodes});
