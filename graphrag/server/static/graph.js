@@ -13,6 +13,7 @@ const LABEL_MIN_PX = 9;     // the smallest label drawn
 const NODE_SIZE = [18, 60]; // model units, by degree
 const SPACING = 70;         // the layout's ideal edge length, model units
 const FIT_ZOOM = 1.3;       // the closest a fit comes
+const CELL_KEY = 1 << 20;   // a grid cell's key: column * CELL_KEY + row (rows stay far below it)
 
 // A type's colour: its name hashed to a hue, so a type keeps its colour across graphs and pages.
 function typeColour(type) {
@@ -130,13 +131,13 @@ class GraphView {
       dx.fill(0); dy.fill(0);
       const grid = new Map();
       for (let i = 0; i < n; i++) {
-        const key = `${Math.floor(xs[i] / cell)},${Math.floor(ys[i] / cell)}`;
+        const key = Math.floor(xs[i] / cell) * CELL_KEY + Math.floor(ys[i] / cell);
         (grid.get(key) || grid.set(key, []).get(key)).push(i);
       }
       for (let i = 0; i < n; i++) {
         const gx = Math.floor(xs[i] / cell), gy = Math.floor(ys[i] / cell);
         for (let ox = -1; ox <= 1; ox++) for (let oy = -1; oy <= 1; oy++) {
-          for (const j of grid.get(`${gx + ox},${gy + oy}`) || []) {
+          for (const j of grid.get((gx + ox) * CELL_KEY + gy + oy) || []) {
             if (j === i) continue;
             let ddx = xs[i] - xs[j], ddy = ys[i] - ys[j], d2 = ddx * ddx + ddy * ddy;
             if (d2 < 0.01) { ddx = Math.random() - 0.5; ddy = Math.random() - 0.5; d2 = 0.5; }
