@@ -354,3 +354,55 @@ def test_a_thousand_nodes_draw_and_move(browser: webdriver.Chrome, page: str, tm
     assert browser.execute_script("return window.pwned") is None
     browser.save_screenshot(str(artifacts(tmp_path) / "page_thousand_nodes.png"))
     assert_clean(browser, page)
+
+
+MARKDOWN = """## Findings
+
+The **harbour** is *old* and `busy` [1, 2]; see [the map](https://example.org/map).
+
+1. first
+2. second
+   continued
+
+- a
+- b
+
+> quoted
+
+| name | kind |
+|------|------|
+| Dunmere | town |
+
+```
+raw <b>code</b>
+```
+"""
+
+
+def test_answers_render_as_markdown(browser: webdriver.Chrome, page: str) -> None:
+    """Headings, emphasis, code, citations, links, lists, quotes, tables and code blocks become
+    their elements; a citation only where the answer has that source."""
+    browser.get(page)
+    wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "body[data-ready]"))
+    shape = browser.execute_script("""
+        const box = document.createElement('div');
+        box.append(renderMarkdown(arguments[0], {citation: n => {
+          if (n !== 2) return null;
+          const a = document.createElement('a');
+          a.className = 'citation';
+          a.textContent = String(n);
+          return a;
+        }}));
+        const all = selector => [...box.querySelectorAll(selector)].map(e => e.textContent);
+        return {h: all('h4'), strong: all('strong'), em: all('em'), code: all('p code'), cite: all('a.citation'),
+                link: [...box.querySelectorAll('p a[href]')].map(a => [a.textContent, a.href, a.rel]),
+                ol: all('ol li'), ul: all('ul li'), quote: all('blockquote p'), th: all('th'), td: all('td'),
+                pre: all('pre code'), paragraph: box.querySelector('p').textContent};
+        """, MARKDOWN)
+    assert shape["h"] == ["Findings"] and shape["strong"] == ["harbour"] and shape["em"] == ["old"]
+    assert shape["code"] == ["busy"] and shape["cite"] == ["2"]
+    assert shape["link"] == [["the map", "https://example.org/map", "noopener noreferrer"]]
+    assert "[1, 2]" in shape["paragraph"]  # [1] is no source here: left as text
+    assert shape["ol"] == ["first", "second\ncontinued"] and shape["ul"] == ["a", "b"]
+    assert shape["quote"] == ["quoted"] and shape["th"] == ["name", "kind"] and shape["td"] == ["Dunmere", "town"]
+    assert shape["pre"] == ["raw <b>code</b>"]
