@@ -19,6 +19,7 @@ import pytest
 
 from graphrag.errors import ConfigurationError, LLMError
 from graphrag.query_param import QueryParam
+from graphrag.readers import known_suffixes
 from graphrag.server.app import build_app
 from graphrag.redaction import register_secret
 from graphrag.server.errors import error_body
@@ -70,10 +71,35 @@ def test_health_docs_and_openapi(api: httpx.Client) -> None:
 def test_the_page_and_its_assets_are_served_offline(api: httpx.Client) -> None:
     page = api.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
-    for asset in ("/static/app.js", "/static/style.css"):
+    for asset in ("/static/app.js", "/static/markdown.js", "/static/graph.js", "/static/cytoscape.min.js",
+                  "/static/style.css"):
         assert asset in page.text
         assert api.get(asset).status_code == 200
     assert "http://" not in page.text and "https://" not in page.text  # no CDN
+    assert "<script>" not in page.text  # no inline script: the policy allows none
+
+
+def test_the_upload_suffixes_are_the_readers(api: httpx.Client) -> None:
+    """The page's file picker offers what GET /readers lists: the readers' own registry."""
+    suffixes = api.get("/readers").json()["suffixes"]
+    assert suffixes == known_suffixes() and {".pdf", ".docx", ".html", ".md", ".txt", ".json"} <= set(suffixes)
+
+
+def test_the_vendored_graph_library_is_package_data_and_offline() -> None:
+    """Cytoscape.js ships in the wheel (package data ``static/*``) with its licence, and names
+    no address it could fetch (its only URLs are in its licence comments)."""
+    import re
+    import tomllib
+    from importlib import resources
+
+    static = resources.files("graphrag.server") / "static"
+    library = (static / "cytoscape.min.js").read_text(encoding="utf-8")
+    assert "Permission is hereby granted" in (static / "cytoscape.LICENSE.txt").read_text(encoding="utf-8")
+    assert not re.search(r"fetch\(|XMLHttpRequest|WebSocket|sendBeacon|importScripts|new Worker", library)
+    code = re.sub(r"/\*.*?\*/", "", library, flags=re.DOTALL)  # its comments: licences and credits
+    assert re.findall(r"https?://", library) and not re.findall(r"https?://", code)
+    pyproject = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text("utf-8"))
+    assert "static/*" in pyproject["tool"]["setuptools"]["package-data"]["graphrag.server"]
 
 
 def test_documents_are_listed(api: httpx.Client) -> None:

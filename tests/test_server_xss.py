@@ -3,7 +3,8 @@
 ``"><svg onload=...>``, ``<img onerror=...>``) and of the drawing template's own placeholders
 (``%DATA%``, ``%TITLE%``). On the exported HTML file, on /graph/view and on the web page (of a
 keyed server, whose key the page asks for): no alert, no global a payload sets, no element a
-payload spells, and the graph is drawn with every name as text."""
+payload spells, and the graph is drawn with every name as text; the page's Markdown renderer
+shows markup as its characters."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -70,6 +71,16 @@ def drawn_names(driver: webdriver.Chrome) -> set[str]:
     return {n.get_attribute("data-name") for n in driver.find_elements(By.CSS_SELECTOR, "svg .node")}
 
 
+# The page's own scripts: Cytoscape.js, the Markdown renderer, the graph view, the page.
+PAGE_SCRIPTS = 4
+
+
+def listed_nodes(driver: webdriver.Chrome) -> set[str]:
+    """The names of the page's graph, from the list beside its canvas."""
+    return set(driver.execute_script(
+        "return [...document.querySelectorAll('#node-list button')].map(b => b.textContent)"))
+
+
 def assert_nothing_ran(driver: webdriver.Chrome, scripts: int) -> None:
     """No alert open, no payload's global set, the document holds only its own ``scripts``
     script elements and no element a payload spells, and the page's policy blocked nothing
@@ -127,17 +138,36 @@ def test_the_page_and_graph_view_of_a_keyed_server(index: tuple[Path, str], brow
         browser.find_element(By.ID, "upload").click()
         WebDriverWait(browser, 60).until(lambda d: upload.name in d.find_element(By.ID, "documents").text)
 
-        # Exploring draws the payload entities in the frame, by the export's renderer.
+        # Exploring draws the payload entities on the canvas, and lists them as text.
         browser.find_element(By.ID, "entity").send_keys("%DATA% HARBOR")
         browser.find_element(By.ID, "explore").click()
         WebDriverWait(browser, 30).until(lambda d: "%DATA% HARBOR" in d.find_element(By.ID, "entity-info").text)
-        assert_nothing_ran(browser, scripts=1)
-        browser.switch_to.frame(browser.find_element(By.ID, "graph"))
-        try:
-            assert {"%DATA% HARBOR", "%TITLE% HARBOR", "<IMG SRC=X ONERROR=PWNED_C=1>"} <= drawn_names(browser)
-            assert_nothing_ran(browser, scripts=2)
-        finally:
-            browser.switch_to.default_content()
+        listed = WebDriverWait(browser, 30).until(lambda d: listed_nodes(d) if len(listed_nodes(d)) > 2 else None)
+        assert {"%DATA% HARBOR", "%TITLE% HARBOR"} <= listed and listed <= set(NAMES)
+        assert DESCRIPTION.split(" <img")[0] in browser.find_element(By.ID, "entity-info").text
+        assert_nothing_ran(browser, scripts=PAGE_SCRIPTS)
+
+        # A cited answer (Markdown) and why it was given: the payloads stay text there too.
+        browser.find_element(By.ID, "question").send_keys("What lies by %DATA% HARBOR?")
+        browser.find_element(By.ID, "ask").click()
+        WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "why").is_displayed())
+        chips = {b.get_attribute("textContent") for b in browser.find_elements(By.CSS_SELECTOR, "#why-entities button")}
+        assert chips and chips <= set(NAMES)
+        assert_nothing_ran(browser, scripts=PAGE_SCRIPTS)
+
+        # The renderer itself, given Markdown full of markup: every payload shows as its characters.
+        text = "\n".join(["# " + NAMES[0], TITLE, "* " + DESCRIPTION, "| a | b |", "|---|---|",
+                           f"| {NAMES[3]} | {SOURCES[1]} |", "```csv", "name,description", '"' + NAMES[2].replace('"', '""') + '",x', "```",
+                           "[click](javascript:alert(1)) [2] **<b>bold</b>** `<i>code</i>`"])
+        shown = browser.execute_script("""
+            const box = document.createElement('div');
+            box.append(renderMarkdown(arguments[0], {citation: () => null}));
+            document.body.append(box);
+            return [box.textContent, box.querySelectorAll('a').length, box.querySelectorAll('b, i, img, svg, script').length];
+            """, text)
+        assert NAMES[0] in shown[0] and NAMES[2] in shown[0] and NAMES[3] in shown[0] and "<b>bold</b>" in shown[0]
+        assert shown[1:] == [0, 0]
+        assert_nothing_ran(browser, scripts=PAGE_SCRIPTS)
 
         # /graph/view opened directly (with the key in a header, as a script would send it).
         browser.execute_cdp_cmd("Network.enable", {})

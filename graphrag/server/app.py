@@ -232,6 +232,12 @@ def create_app(service: "GraphService | Workspaces") -> FastAPI:
             raise HTTPException(404, f"no job {job_id}")
         return job.to_dict()
 
+    @app.get("/readers", summary="The file suffixes an upload is read by (its reader), e.g. .pdf; others as text")
+    async def readers() -> dict[str, list[str]]:
+        from graphrag.readers import known_suffixes
+
+        return {"suffixes": known_suffixes()}
+
     @app.post("/query", summary="Answer a question (mode and every QueryParam field; stream=true for SSE)",
               response_model=None)
     async def query(body: QueryRequest) -> Any:  # type: ignore[valid-type]
