@@ -1165,3 +1165,60 @@ def test_blocking_index_updated_in_steps_finds_what_a_fresh_one_finds() -> None:
             assert index.candidates(name) == fresh.candidates(name), (loose, name)
         assert set(index.candidates("SMITH")) >= {"KLARA SMITH", "ZOE SMITH"}
         assert "ANNA SMITH" not in index.candidates("SMITH")
+
+
+def _in(p: NameProfile, *chunks: str) -> NameProfile:
+    """``p`` mentioned in ``chunks`` (its description kept for each)."""
+    text = next(iter(p.descriptions.values()), "")
+    p.chunks.update(chunks)
+    p.descriptions = {c: text for c in chunks}
+    return p
+
+
+def test_an_untyped_surname_used_only_in_the_texts_of_the_full_name_refers_back_to_it() -> None:
+    # No types, no pronouns, nothing in common but the text: a surname used only where the
+    # full name is written refers back to it, in any language.
+    ilse = _in(profile("ILSE MARTEN", description="Ilse Marten founded a glassworks in 1901."), "c1")
+    marten = _in(profile("MARTEN", description="Marten sold the works in 1920."), "c1")
+    decision = decided(ilse, marten)
+    assert decision.verdict == "merge" and decision.part
+    karl = _in(profile("KARL WENDEROTH", description="Karl Wenderoth gründete 1890 eine Werft."), "d1")
+    wenderoth = _in(profile("WENDEROTH", description="Wenderoth verkaufte die Werft 1910."), "d1")
+    assert decided(karl, wenderoth).verdict == "merge"
+    # A surname that stands alone in another text may be anyone's: not from the names alone.
+    elsewhere = _in(profile("MARTEN", description="Marten sold the works in 1920."), "c1", "c9")
+    assert decided(ilse, elsewhere).verdict != "merge"
+    # Nor a first name alone, nor a full name made of initials (no first name to refer back to).
+    assert decided(ilse, _in(profile("ILSE", description="Ilse sold the works."), "c1")).verdict != "merge"
+    initials = _in(profile("K. L. MARTEN", description="K. L. Marten founded a glassworks."), "c1")
+    assert decided(initials, marten).verdict != "merge"
+
+
+def test_an_untyped_surname_related_to_the_full_name_or_written_after_another_first_name_is_someone_else() -> None:
+    # A relative named beside the famous bearer of the surname: the extraction relates the two
+    # names, and a name that refers back is no relation of itself.
+    erik = _in(profile("ERIK VOLLAN", neighbours=("VOLLAN", "THE NORTH ATLAS"), words="atlas edited maps",
+                       description="Erik Vollan, son of Vollan, edited The North Atlas."), "c1")
+    vollan = _in(profile("VOLLAN", neighbours=("ERIK VOLLAN", "THE NORTH ATLAS"), words="atlas edited maps",
+                         description="Vollan drew the maps of The North Atlas."), "c1")
+    decision = decided(erik, vollan)
+    assert decision.verdict == "distinct" and decision.evidence["related"] and decision.part
+    # A thing named after another: the airline of a country, related in the text.
+    country = _in(profile("NORDLAND", neighbours=("AIR NORDLAND",), description="Nordland is a country."), "c1")
+    airline = _in(profile("AIR NORDLAND", neighbours=("NORDLAND",), description="Air Nordland flies from it."), "c1")
+    assert decided(country, airline).verdict == "distinct"
+    # The surname's own text writes it after initials or another first name: another bearer.
+    for text in ("K. L. Vollan drew the maps of The North Atlas.", "The painter Anna Vollan drew the maps.",
+                 # a capitalised noun (German) cannot be told from a first name: kept apart too
+                 "Der Kartograf Vollan zeichnete die Karten."):
+        other = _in(profile("VOLLAN", description=text), "c1")
+        plain = _in(profile("ERIK VOLLAN", description="Erik Vollan edited The North Atlas."), "c1")
+        assert decided(plain, other).verdict == "distinct", text
+    # The full name's own first name before it, or the surname opening a sentence, is the person.
+    for text in ("Erik Vollan drew the maps.", "Later, Vollan drew the maps. Vollan died in 1950."):
+        same = _in(profile("VOLLAN", description=text), "c1")
+        plain = _in(profile("ERIK VOLLAN", description="Erik Vollan edited The North Atlas."), "c1")
+        assert decided(plain, same).verdict == "merge", text
+    # Typed people keep their own rule: one text naming both, a relation between them or not.
+    typed = [_in(profile(n, "PERSON", description=f"{n.title()} is a mapmaker."), "c1") for n in ("ERIK VOLLAN", "VOLLAN")]
+    assert decided(*typed).verdict == "merge"

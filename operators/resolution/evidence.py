@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping, Optional
 
+from graphrag.operators.names import fold_name
 from graphrag.schema import ChunkExtraction
 
 from .english import STOPWORDS, description_claims, description_signals, gender_from_pronouns, is_english, plural_name
@@ -271,6 +272,46 @@ def _told_apart(pa: NameProfile, pb: NameProfile) -> bool:
     return any(pattern.search(text) for text in company.descriptions.values())
 
 
+def _related(pa: NameProfile, pb: NameProfile) -> bool:
+    """Whether an extraction records a relation between the two names."""
+    return pb.name in pa.neighbours or pa.name in pb.neighbours
+
+
+_BEFORE_WORD = re.compile(r"(?:^|([.!?:;]\s+)|\s)([^\W\d_]+)(\.?)\s+$", re.UNICODE)
+
+
+def _another_bearer(pa: NameProfile, pb: NameProfile) -> bool:
+    """Whether the one-word name's descriptions write it after a word of a name that the
+    fuller name has not (an initial, or a capitalised word not opening the sentence): there it
+    is another bearer's surname (K. L. VOLLAN, ANNA VOLLAN beside ERIK VOLLAN). Scripts without
+    case have no such words and never tell."""
+    short, long = (pa, pb) if len(name_key(pa.name)) < len(name_key(pb.name)) else (pb, pa)
+    word, own = name_key(short.name)[-1], set(name_key(long.name))
+    for text in short.descriptions.values():
+        folded = fold_name(text)
+        if len(folded) != len(text):  # a letter folded into two: positions must stay the text's
+            folded = text.upper()
+        at = folded.find(word)
+        while at >= 0:
+            end = at + len(word)
+            if not folded[at - 1:at].isalnum() and not folded[end:end + 1].isalnum():
+                before = _BEFORE_WORD.search(text[:at])
+                if before and before.group(2)[0].isupper() and fold_name(before.group(2)) not in own \
+                        and (len(before.group(2)) == 1 and before.group(3) or before.group(1) is None
+                             and before.start(2) > 0):
+                    return True
+            at = folded.find(word, at + 1)
+    return False
+
+
+def _refers_back(pa: NameProfile, pb: NameProfile) -> bool:
+    """Whether the shorter name is only ever used in texts that name the fuller one too: a
+    surname written after the full name to refer back to it ("Ilse Marten ... Marten"), not
+    a name that stands on its own elsewhere. Read from the chunks alone, in any language."""
+    short, long = (pa, pb) if len(name_key(pa.name)) < len(name_key(pb.name)) else (pb, pa)
+    return bool(short.chunks) and short.chunks <= long.chunks
+
+
 def _article_led(name: str) -> bool:
     words = _normal(name).split()
     return bool(words) and words[0] in _ARTICLES
@@ -373,8 +414,19 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # keeps one that two full names share alone.
         people = all(p.type == "PERSON" or gender(p.name) or p.pronoun_gender for p in (pa, pb))
         full = all(len(t) > 1 for t in max(name_key(a), name_key(b), key=len))
+        untyped = not person and ta == tb == "UNKNOWN"
+        if untyped and (_related(pa, pb) or _another_bearer(pa, pb)):
+            # An extraction relating the two names holds them two things: a relative named
+            # with the famous bearer of the surname (ERIK VOLLAN, son of VOLLAN), a thing named
+            # after another (the airline of a country). A name that refers back is no relation
+            # of itself. Nor is a surname its own text writes after another first name or
+            # initials (K. L. VOLLAN, where the fuller name is ERIK VOLLAN).
+            return PairDecision(a, b, relation, round(score, 4), "distinct",
+                                {**_evidence(pa, pb, relation, shared, description, same_chunk), "related": True},
+                                part=True)
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
-                                         and description >= 0.3) or people and full and bool(pa.chunks & pb.chunks)
+                                         and description >= 0.3) or people and full and bool(pa.chunks & pb.chunks) \
+            or untyped and relation == "surname" and full and _refers_back(pa, pb)
         # Said to be different things ("a jester", "a dealer"): JACK MILLER is no OLD JACK.
         if pa.roles and pb.roles and not pa.roles & pb.roles:
             corroborated = if_person = False
