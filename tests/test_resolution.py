@@ -228,6 +228,10 @@ LOOK_ALIKES = [
     # A possessive added to a name built around a connector makes another thing.
     ("LABOURERS' FEDERATION OF NORTHLAND", "FEDERATION OF NORTHLAND", "ORGANIZATION", "qualifier"),
     ("WORKER'S FEDERATION OF NORTHLAND", "FEDERATION OF NORTHLAND", "ORGANIZATION", "qualifier"),
+    # The first part of a hyphenated word qualifies the rest: dropped, it leaves another thing.
+    ("MID-NORTHERN ROWING LEAGUE", "NORTHERN ROWING LEAGUE", "ORGANIZATION", "qualifier"),
+    ("ANNE-LISE BRODAL", "LISE BRODAL", "PERSON", "qualifier"),
+    ("ANNE BRODAL-HVAL", "ANNE BRODAL", "PERSON", None),  # a second surname added, not a first part dropped
 ]
 
 
