@@ -1226,3 +1226,21 @@ def test_an_untyped_surname_related_to_the_full_name_or_written_after_another_fi
     # Typed people keep their own rule: one text naming both, a relation between them or not.
     typed = [_in(profile(n, "PERSON", description=f"{n.title()} is a mapmaker."), "c1") for n in ("ERIK VOLLAN", "VOLLAN")]
     assert decided(*typed).verdict == "merge"
+
+
+def test_a_description_stating_what_the_name_abbreviates_or_a_pen_name_is_a_statement_of_the_name() -> None:
+    from graphrag.operators.resolution import description_claims
+
+    # The sentence's subject is the described name, the statement is about that name.
+    assert "K NORTHLAND ROWING FEDERATION" in description_claims("NRF", "NRF is the abbreviation of Northland Rowing "
+                                                                        "Federation.")
+    assert description_claims("NRF", "NRF stands for Northland Rowing Federation.") == {"K NORTHLAND ROWING FEDERATION"}
+    assert "K ILSE MARTEN" in description_claims("ANNA BERG", "Anna Berg was the pen name of Ilse Marten.")
+    assert description_claims("ILSE MARTEN", "Ilse Marten wrote under the pen name Anna Berg.") == {"K ANNA BERG"}
+    # Said of something else in the sentence, or of a common noun: no claim about the name.
+    assert description_claims("TOM", "Tom said the word was short for Thomas.") == set()
+    assert not any(c.startswith("K") for c in description_claims("NC", "NC is the abbreviation of the state of Northcove."))
+    # The pair a statement finds merges; a statement in one direction suffices.
+    berg = profile("ANNA BERG", description="Anna Berg was the pen name of Ilse Marten.")
+    ilse = profile("ILSE MARTEN", description="Ilse Marten was born in 1850.")
+    assert decide_pair(berg, ilse, "stated", threshold=0.7, ask_threshold=0.4).verdict == "merge"
