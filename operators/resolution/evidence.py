@@ -273,8 +273,17 @@ def _told_apart(pa: NameProfile, pb: NameProfile) -> bool:
 
 
 def _related(pa: NameProfile, pb: NameProfile) -> bool:
-    """Whether an extraction records a relation between the two names."""
-    return pb.name in pa.neighbours or pa.name in pb.neighbours
+    """Whether an extraction states a relation between the two names: a relation recorded,
+    and no text in common whose description of one holds the other's (one sentence read for
+    both, as an extractor without a model describes its names: there a relation says only
+    that the sentence names both)."""
+    if pb.name not in pa.neighbours and pa.name not in pb.neighbours:
+        return False
+    for chunk in pa.descriptions.keys() & pb.descriptions.keys():
+        da, db = pa.descriptions[chunk], pb.descriptions[chunk]
+        if da in db or db in da:
+            return False
+    return True
 
 
 _BEFORE_WORD = re.compile(r"(?:^|([.!?:;]\s+)|\s)([^\W\d_]+)(\.?)\s+$", re.UNICODE)
@@ -304,12 +313,60 @@ def _another_bearer(pa: NameProfile, pb: NameProfile) -> bool:
     return False
 
 
+def _written_as_a_name(p: NameProfile) -> bool:
+    """Whether the descriptions write each word of the name as a person's name is written in a
+    script with case: capitalised, neither in capitals (an acronym: "the Nordic OV Bible") nor
+    in lower case (a common noun). A word in a script without case passes."""
+    texts = list(p.descriptions.values())
+    for word in name_key(p.name):
+        if word[0].upper() == word[0].lower():
+            continue
+        seen = False
+        for text in texts:
+            folded = fold_name(text)
+            if len(folded) != len(text):
+                folded = text.upper()
+            at = folded.find(word)
+            while at >= 0:
+                end = at + len(word)
+                if not folded[at - 1:at].isalnum() and not folded[end:end + 1].isalnum():
+                    written = text[at:end]
+                    if not written[0].isupper() or len(written) > 1 and written[1:].isupper():
+                        return False
+                    seen = True
+                at = folded.find(word, at + 1)
+        if not seen:
+            return False
+    return True
+
+
+_SENTENCE_START = re.compile(r"(?:^|[.!?]\s+)[\"'“‘(]?$")
+
+
 def _refers_back(pa: NameProfile, pb: NameProfile) -> bool:
-    """Whether the shorter name is only ever used in texts that name the fuller one too: a
-    surname written after the full name to refer back to it ("Ilse Marten ... Marten"), not
-    a name that stands on its own elsewhere. Read from the chunks alone, in any language."""
+    """Whether the shorter name is only ever used in texts that name the fuller one too, and
+    its descriptions open a sentence with it alone: a surname written after the full name to
+    refer back to it, as the subject ("Ilse Marten ... Marten sold the works"), not a name
+    that stands on its own elsewhere, nor a place or a thing the text only mentions ("a club
+    playing in Marten"). Read from the chunks and the word order alone, in any language that
+    writes its subject first."""
     short, long = (pa, pb) if len(name_key(pa.name)) < len(name_key(pb.name)) else (pb, pa)
-    return bool(short.chunks) and short.chunks <= long.chunks
+    if not short.chunks or not short.chunks <= long.chunks or not _written_as_a_name(long):
+        return False
+    word = name_key(short.name)[-1]
+    for text in short.descriptions.values():
+        folded = fold_name(text)
+        if len(folded) != len(text):
+            folded = text.upper()
+        at = folded.find(word)
+        while at >= 0:
+            end = at + len(word)
+            after = text[end:end + 2]
+            if _SENTENCE_START.search(text[:at]) and not after[:1].isalnum() \
+                    and not (after[:1] == " " and after[1:].isupper() and after[1:].isalpha()):
+                return True
+            at = folded.find(word, at + 1)
+    return False
 
 
 def _article_led(name: str) -> bool:
