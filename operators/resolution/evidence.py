@@ -6,7 +6,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 from graphrag.operators.names import fold_name
 from graphrag.schema import ChunkExtraction
@@ -286,6 +286,20 @@ def _related(pa: NameProfile, pb: NameProfile) -> bool:
     return True
 
 
+def _places(word: str, text: str) -> Iterator[int]:
+    """Where ``text`` writes the key word ``word`` (upper case, accents folded) as a word of its
+    own, in any case and accents."""
+    folded = fold_name(text)
+    if len(folded) != len(text):  # a letter folded into two: positions must stay the text's
+        folded = text.upper()
+    at = folded.find(word)
+    while at >= 0:
+        end = at + len(word)
+        if not folded[at - 1:at].isalnum() and not folded[end:end + 1].isalnum():
+            yield at
+        at = folded.find(word, at + 1)
+
+
 _BEFORE_WORD = re.compile(r"(?:^|([.!?:;]\s+)|\s)([^\W\d_]+)(\.?)\s+$", re.UNICODE)
 
 
@@ -297,19 +311,12 @@ def _another_bearer(pa: NameProfile, pb: NameProfile) -> bool:
     short, long = (pa, pb) if len(name_key(pa.name)) < len(name_key(pb.name)) else (pb, pa)
     word, own = name_key(short.name)[-1], set(name_key(long.name))
     for text in short.descriptions.values():
-        folded = fold_name(text)
-        if len(folded) != len(text):  # a letter folded into two: positions must stay the text's
-            folded = text.upper()
-        at = folded.find(word)
-        while at >= 0:
-            end = at + len(word)
-            if not folded[at - 1:at].isalnum() and not folded[end:end + 1].isalnum():
-                before = _BEFORE_WORD.search(text[:at])
-                if before and before.group(2)[0].isupper() and fold_name(before.group(2)) not in own \
-                        and (len(before.group(2)) == 1 and before.group(3) or before.group(1) is None
-                             and before.start(2) > 0):
-                    return True
-            at = folded.find(word, at + 1)
+        for at in _places(word, text):
+            before = _BEFORE_WORD.search(text[:at])
+            if before and before.group(2)[0].isupper() and fold_name(before.group(2)) not in own \
+                    and (len(before.group(2)) == 1 and before.group(3) or before.group(1) is None
+                         and before.start(2) > 0):
+                return True
     return False
 
 
@@ -323,18 +330,11 @@ def _written_as_a_name(p: NameProfile) -> bool:
             continue
         seen = False
         for text in texts:
-            folded = fold_name(text)
-            if len(folded) != len(text):
-                folded = text.upper()
-            at = folded.find(word)
-            while at >= 0:
-                end = at + len(word)
-                if not folded[at - 1:at].isalnum() and not folded[end:end + 1].isalnum():
-                    written = text[at:end]
-                    if not written[0].isupper() or len(written) > 1 and written[1:].isupper():
-                        return False
-                    seen = True
-                at = folded.find(word, at + 1)
+            for at in _places(word, text):
+                written = text[at:at + len(word)]
+                if not written[0].isupper() or len(written) > 1 and written[1:].isupper():
+                    return False
+                seen = True
         if not seen:
             return False
     return True
@@ -355,17 +355,10 @@ def _refers_back(pa: NameProfile, pb: NameProfile) -> bool:
         return False
     word = name_key(short.name)[-1]
     for text in short.descriptions.values():
-        folded = fold_name(text)
-        if len(folded) != len(text):
-            folded = text.upper()
-        at = folded.find(word)
-        while at >= 0:
-            end = at + len(word)
-            after = text[end:end + 2]
-            if _SENTENCE_START.search(text[:at]) and not after[:1].isalnum() \
-                    and not (after[:1] == " " and after[1:].isupper() and after[1:].isalpha()):
+        for at in _places(word, text):
+            after = text[at + len(word):at + len(word) + 2]
+            if _SENTENCE_START.search(text[:at]) and not (after[:1] == " " and after[1:].isupper() and after[1:].isalpha()):
                 return True
-            at = folded.find(word, at + 1)
     return False
 
 
