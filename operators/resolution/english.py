@@ -113,7 +113,8 @@ def _inside_a_name(words: list[str], start: int) -> bool:
 def description_claims(name: str, text: str) -> set[str]:
     """What ``text``, a description of ``name``, states the name is, as claim keys:
     ``D OWNER WORD`` for each word of a designation it is given (its subject must be the
-    name or a pronoun), ``K TOKENS`` for another name it is called or was renamed. Nothing
+    name or a pronoun), ``K TOKENS`` for another name it is called, was renamed, abbreviates
+    or is the pen, stage or birth name of. Nothing
     from a text that is not English."""
     claims: set[str] = set()
     designated = _DESIGNATED.search(text) is not None
@@ -154,7 +155,8 @@ def _designation_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
 
 def _naming_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
     """"Tom, also called Thomas", "Ned Brant, known as Little Ned" (said in Little Ned's
-    description), "The Lindqvist method ... has been renamed the Harbour method"."""
+    description), "The Lindqvist method ... has been renamed the Harbour method", "NRF is the
+    abbreviation of Northland Rowing Federation"."""
     claims: set[str] = set()
     for match in _NAMED_AS.finditer(sentence):
         if match.group(1) and not match.group(1).startswith(("renamed", "changed")):
