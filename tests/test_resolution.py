@@ -1211,6 +1211,13 @@ def test_an_untyped_surname_related_to_the_full_name_or_written_after_another_fi
                          description="Vollan drew the maps of The North Atlas."), "c1")
     decision = decided(erik, vollan)
     assert decision.verdict == "distinct" and decision.evidence["related"] and decision.part
+    # Pronouns make both people, not one person: the relative is still another bearer.
+    son = _in(profile("ERIK VOLLAN", neighbours=("THE NORTH ATLAS",), words="atlas maps",
+                      description="Erik Vollan, the son of K. L. Vollan, edited his father's atlas; he "
+                                  "published it in 1950 with his notes."), "c1")
+    father = _in(profile("VOLLAN", neighbours=("THE NORTH ATLAS",), words="atlas maps",
+                         description="K. L. Vollan drew the maps of The North Atlas; his son edited it."), "c1")
+    assert son.pronoun_gender == "M" and decided(son, father).verdict == "distinct"
     # A thing named after another: the airline of a country, related in the text.
     country = _in(profile("NORDLAND", neighbours=("AIR NORDLAND",), description="Nordland is a country."), "c1")
     airline = _in(profile("AIR NORDLAND", neighbours=("NORDLAND",), description="Air Nordland flies from it."), "c1")

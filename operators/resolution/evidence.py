@@ -464,7 +464,9 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # keeps one that two full names share alone.
         people = all(p.type == "PERSON" or gender(p.name) or p.pronoun_gender for p in (pa, pb))
         full = all(len(t) > 1 for t in max(name_key(a), name_key(b), key=len))
-        untyped = not person and ta == tb == "UNKNOWN"
+        # Names with no type, people or not by their pronouns: pronouns tell a person, not
+        # which of a family.
+        untyped = ta == tb == "UNKNOWN"
         if untyped and (_related(pa, pb) or _another_bearer(pa, pb)):
             # An extraction relating the two names holds them two things: a relative named
             # with the famous bearer of the surname (ERIK VOLLAN, son of VOLLAN), a thing named
@@ -476,7 +478,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
                                 part=True)
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
                                          and description >= 0.3) or people and full and bool(pa.chunks & pb.chunks) \
-            or untyped and relation == "surname" and full and _refers_back(pa, pb)
+            or untyped and not person and relation == "surname" and full and _refers_back(pa, pb)
         # Said to be different things ("a jester", "a dealer"): JACK MILLER is no OLD JACK.
         if pa.roles and pb.roles and not pa.roles & pb.roles:
             corroborated = if_person = False
