@@ -1229,6 +1229,10 @@ def test_an_untyped_surname_related_to_the_full_name_or_written_after_another_fi
         other = _in(profile("VOLLAN", description=text), "c1")
         plain = _in(profile("ERIK VOLLAN", description="Erik Vollan edited The North Atlas."), "c1")
         assert decided(plain, other).verdict == "distinct", text
+    # A title before it is no other first name; a first name is not read this way.
+    titled = _in(profile("VOLLAN", description="Vollan drew the maps; later Professor Vollan taught."), "c1")
+    assert decided(_in(profile("ERIK VOLLAN", description="Erik Vollan edited The North Atlas."), "c1"),
+                   titled).verdict == "merge"
     # The surname opening a sentence, as its subject, refers back; a name the text only
     # mentions in passing (a place, the first word of a longer name) does not.
     for text, verdict in [("Vollan drew the maps.", "merge"), ("The maps were late. Vollan drew them in 1950.", "merge"),

@@ -12,7 +12,7 @@ from graphrag.operators.names import fold_name
 from graphrag.schema import ChunkExtraction
 
 from .english import STOPWORDS, description_claims, description_signals, gender_from_pronouns, is_english, plural_name
-from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _accented_key, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
+from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _HONORIFICS, _accented_key, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
 
 
 _WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
@@ -305,15 +305,16 @@ _BEFORE_WORD = re.compile(r"(?:^|([.!?:;]\s+)|\s)([^\W\d_]+)(\.?)\s+$", re.UNICO
 
 def _another_bearer(pa: NameProfile, pb: NameProfile) -> bool:
     """Whether the one-word name's descriptions write it after a word of a name that the
-    fuller name has not (an initial, or a capitalised word not opening the sentence): there it
-    is another bearer's surname (K. L. VOLLAN, ANNA VOLLAN beside ERIK VOLLAN). Scripts without
-    case have no such words and never tell."""
+    fuller name has not (an initial, or a capitalised word not opening the sentence; a title
+    is none: MR. VOLLAN): there it is another bearer's surname (K. L. VOLLAN, ANNA VOLLAN beside
+    ERIK VOLLAN). Scripts without case have no such words and never tell."""
     short, long = (pa, pb) if len(name_key(pa.name)) < len(name_key(pb.name)) else (pb, pa)
     word, own = name_key(short.name)[-1], set(name_key(long.name))
     for text in short.descriptions.values():
         for at in _places(word, text):
             before = _BEFORE_WORD.search(text[:at])
             if before and before.group(2)[0].isupper() and fold_name(before.group(2)) not in own \
+                    and fold_name(before.group(2)) not in _HONORIFICS \
                     and (len(before.group(2)) == 1 and before.group(3) or before.group(1) is None
                          and before.start(2) > 0):
                 return True
@@ -467,7 +468,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # Names with no type, people or not by their pronouns: pronouns tell a person, not
         # which of a family.
         untyped = ta == tb == "UNKNOWN"
-        if untyped and (_related(pa, pb) or _another_bearer(pa, pb)):
+        if untyped and (_related(pa, pb) or relation == "surname" and _another_bearer(pa, pb)):
             # An extraction relating the two names holds them two things: a relative named
             # with the famous bearer of the surname (ERIK VOLLAN, son of VOLLAN), a thing named
             # after another (the airline of a country). A name that refers back is no relation
