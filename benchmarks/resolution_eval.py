@@ -19,7 +19,7 @@ with and without resolution: entities, distinct names, merges, model calls and t
 resolution stage's share of the insert's wall time.
 
     python benchmarks/resolution_eval.py quality [--names] [--labels TEXT[,TEXT]] [--half dev|test]
-        [--extractor model|nlp] [--repeat N] [--save RUN.json]
+        [--extractor model|nlp] [--untyped] [--repeat N] [--save RUN.json]
     python benchmarks/resolution_eval.py compare BEFORE.json AFTER.json
     python benchmarks/resolution_eval.py scale [--corpus PATH] [--steps 250,500,1000] [--extractor nlp|mock]
         [--only-on]
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -86,10 +87,17 @@ def embedding_blocking(args: argparse.Namespace) -> dict[str, Any]:
     return {} if args.embedding is None else {"entity_resolution_embedding_threshold": args.embedding}
 
 
-def replaying(answers: dict[str, str]) -> Any:
+_ENTITY_TYPE = re.compile(r'(\("entity"<\|>"[^"]*"<\|>)"[^"]*"')
+
+
+def replaying(answers: dict[str, str], untyped: bool = False) -> Any:
     """A responder giving each chunk's extraction the answer a model wrote for it (by chunk id),
     no gleanings, and the mock's answers to every other prompt. A chunk with no written answer
-    is warned of: its chunking differs from the one the answers were written for."""
+    is warned of: its chunking differs from the one the answers were written for. ``untyped``:
+    every entity's type blanked, as from an extraction asked for no types."""
+    if untyped:
+        answers = {k: _ENTITY_TYPE.sub(r'\1""', v) for k, v in answers.items()}
+
     def respond(req: dict) -> str:
         found = prompt_of(req)
         kind = PROMPT_KINDS.get(found[0]) if found else None
@@ -108,7 +116,7 @@ def replaying(answers: dict[str, str]) -> Any:
 
 
 def build(docs: list[str], extractor: str, working_dir: str, server: Any = None, embedder: str = "hash",
-          **config: Any) -> tuple[GraphRAG, dict]:
+          untyped: bool = False, **config: Any) -> tuple[GraphRAG, dict]:
     settings: dict[str, Any] = dict(working_dir=working_dir, extraction="nlp", embedding_func=embedding(embedder),
                                     show_progress=False, **config)
     if extractor == "mock" or extractor.startswith("model:"):
@@ -116,7 +124,7 @@ def build(docs: list[str], extractor: str, working_dir: str, server: Any = None,
     server_responder = getattr(server, "responder", None)
     if extractor.startswith("model:"):
         with open(os.path.join(HERE, "model_answers", extractor[len("model:"):]), encoding="utf-8") as f:
-            server.responder = replaying(json.load(f)["answers"])
+            server.responder = replaying(json.load(f)["answers"], untyped)
     try:
         rag = GraphRAG(**settings)
         stats = rag.insert(docs)
@@ -219,7 +227,7 @@ def score(label: dict, path: str, extractor: str, half: str, docs: list[str], se
         with tempfile.TemporaryDirectory() as wd:
             clock.take()
             started = time.process_time()
-            rag, stats = build(docs, extractor, wd, server, args.embedder,
+            rag, stats = build(docs, extractor, wd, server, args.embedder, args.untyped,
                                entity_resolution_llm_check=args.llm_check, **embedding_blocking(args))
             cpu += time.process_time() - started
             resolve_cpu += clock.take()
@@ -346,6 +354,8 @@ def main() -> None:
     q.add_argument("--names", action="store_true", help="print every name (for labelling)")
     q.add_argument("--labels", help="only the label files whose name holds one of these comma-separated texts")
     q.add_argument("--llm-check", action="store_true", help="ask the (mock) model about ambiguous pairs")
+    q.add_argument("--untyped", action="store_true",
+                   help="blank the entity types of model-written answers (an extraction asked for no types)")
     q.add_argument("--half", choices=("dev", "test"), help="only this half of the split sets")
     q.add_argument("--repeat", type=int, default=1, help="build each index this many times, CPU summed")
     q.add_argument("--save", help="write every run's row to this JSON file (for compare)")

@@ -62,8 +62,18 @@ _POSSESSED = re.compile(_COPULA + _POSSESSIVE_START + r"+((?:[a-z][a-z-]*\s*){1,
 _OF_OWNER = re.compile(_COPULA + _OF_START + r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][\w-]*)(?![\w'-]*\s+[A-Z])")
 # Either, in one scan of a text: most texts have neither.
 _DESIGNATED = re.compile(_COPULA + f"(?:{_POSSESSIVE_START}|{_OF_START}[A-Z])")
-_NAMING_WORDS = ("known as", "called", "named", "dubbed", "aka", "a.k.a")
-_NAMED_AS = re.compile(r"\b(?:(renamed(?:\s+as|\s+to)?|changed\s+its\s+name\s+to)|known\s+as|called|named|nicknamed"
+_NAMING_WORDS = ("known as", "called", "named", "dubbed", "aka", "a.k.a", "pen name", "stage name", "birth name",
+                 "abbreviation", "acronym", "short form", "short for", "stands for")
+# Words between a name and a statement about it ("X is the abbreviation of", "X wrote under
+# the pen name").
+_STATEMENT_LINKS = frozenset("is was the a an also often commonly wrote writes under as its his her their "
+                             "has had been".split())
+# The first group names a history or a statement about the name itself ("renamed", "the
+# abbreviation of", "the pen name of", "stands for"): said only where the sentence opens with
+# the name it describes.
+_NAMED_AS = re.compile(r"\b(?:(renamed(?:\s+as|\s+to)?|changed\s+its\s+name\s+to"
+                       r"|(?:abbreviation|acronym|short\s+form|(?:pen|stage|birth)\s+name)\s+(?:of|for)"
+                       r"|(?:pen|stage)\s+name|short\s+for|stands\s+for)|known\s+as|called|named|nicknamed"
                        r"|dubbed|a\.k\.a\.?|aka)\s+(?:the\s+)?[\"'“‘]?([A-Z][\w.'’-]*(?:\s+[A-Z][\w.'’-]*){0,4})")
 # What stands before a naming word that names, not a verb ("Hale called Tom in"): a comma
 # or a parenthesis, or an adverb ("also called").
@@ -103,7 +113,8 @@ def _inside_a_name(words: list[str], start: int) -> bool:
 def description_claims(name: str, text: str) -> set[str]:
     """What ``text``, a description of ``name``, states the name is, as claim keys:
     ``D OWNER WORD`` for each word of a designation it is given (its subject must be the
-    name or a pronoun), ``K TOKENS`` for another name it is called or was renamed. Nothing
+    name or a pronoun), ``K TOKENS`` for another name it is called, was renamed, abbreviates
+    or is the pen, stage or birth name of. Nothing
     from a text that is not English."""
     claims: set[str] = set()
     designated = _DESIGNATED.search(text) is not None
@@ -144,9 +155,20 @@ def _designation_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
 
 def _naming_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
     """"Tom, also called Thomas", "Ned Brant, known as Little Ned" (said in Little Ned's
-    description), "The Lindqvist method ... has been renamed the Harbour method"."""
+    description), "The Lindqvist method ... has been renamed the Harbour method", "NRF is the
+    abbreviation of Northland Rowing Federation"."""
     claims: set[str] = set()
     for match in _NAMED_AS.finditer(sentence):
+        if match.group(1) and not match.group(1).startswith(("renamed", "changed")):
+            # A statement about the name itself: its subject must be the name, right before it.
+            subject = sentence[:match.start()].split()
+            while subject and subject[-1].lower() in _STATEMENT_LINKS:
+                subject.pop()
+            other = name_key(match.group(2))
+            if subject and name_key(" ".join(subject)) == own and other and other != own \
+                    and not _NAME_GOES_ON.match(sentence, match.end()):
+                claims.add("K " + " ".join(other))
+            continue
         lead = _NAMING_LEAD.search(sentence[max(0, match.start() - 20):match.start()])
         history = match.group(1) is not None or lead is not None and lead.group(1) is not None
         if lead is None and not history:

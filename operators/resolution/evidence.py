@@ -6,12 +6,13 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
+from graphrag.operators.names import fold_name
 from graphrag.schema import ChunkExtraction
 
 from .english import STOPWORDS, description_claims, description_signals, gender_from_pronouns, is_english, plural_name
-from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _accented_key, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
+from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _HONORIFICS, _accented_key, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
 
 
 _WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
@@ -271,6 +272,97 @@ def _told_apart(pa: NameProfile, pb: NameProfile) -> bool:
     return any(pattern.search(text) for text in company.descriptions.values())
 
 
+def _related(pa: NameProfile, pb: NameProfile) -> bool:
+    """Whether an extraction states a relation between the two names: a relation recorded,
+    and no text in common whose description of one holds the other's (one sentence read for
+    both, as an extractor without a model describes its names: there a relation says only
+    that the sentence names both)."""
+    if pb.name not in pa.neighbours and pa.name not in pb.neighbours:
+        return False
+    for chunk in pa.descriptions.keys() & pb.descriptions.keys():
+        da, db = pa.descriptions[chunk], pb.descriptions[chunk]
+        if da in db or db in da:
+            return False
+    return True
+
+
+def _places(word: str, text: str) -> Iterator[int]:
+    """Where ``text`` writes the key word ``word`` (upper case, accents folded) as a word of its
+    own, in any case and accents."""
+    folded = fold_name(text)
+    if len(folded) != len(text):  # a letter folded into two: positions must stay the text's
+        folded = text.upper()
+    at = folded.find(word)
+    while at >= 0:
+        end = at + len(word)
+        if not folded[at - 1:at].isalnum() and not folded[end:end + 1].isalnum():
+            yield at
+        at = folded.find(word, at + 1)
+
+
+_BEFORE_WORD = re.compile(r"(?:^|([.!?:;]\s+)|\s)([^\W\d_]+)(\.?)\s+$", re.UNICODE)
+
+
+def _another_bearer(pa: NameProfile, pb: NameProfile) -> bool:
+    """Whether the one-word name's descriptions write it after a word of a name that the
+    fuller name has not (an initial, or a capitalised word not opening the sentence; a title
+    is none: MR. VOLLAN): there it is another bearer's surname (K. L. VOLLAN, ANNA VOLLAN beside
+    ERIK VOLLAN). Scripts without case have no such words and never tell."""
+    short, long = (pa, pb) if len(name_key(pa.name)) < len(name_key(pb.name)) else (pb, pa)
+    word, own = name_key(short.name)[-1], set(name_key(long.name))
+    for text in short.descriptions.values():
+        for at in _places(word, text):
+            before = _BEFORE_WORD.search(text[:at])
+            if before and before.group(2)[0].isupper() and fold_name(before.group(2)) not in own \
+                    and fold_name(before.group(2)) not in _HONORIFICS \
+                    and (len(before.group(2)) == 1 and before.group(3) or before.group(1) is None
+                         and before.start(2) > 0):
+                return True
+    return False
+
+
+def _written_as_a_name(p: NameProfile) -> bool:
+    """Whether the descriptions write each word of the name as a person's name is written in a
+    script with case: capitalised, neither in capitals (an acronym: "the Nordic OV Bible") nor
+    in lower case (a common noun). A word in a script without case passes."""
+    texts = list(p.descriptions.values())
+    for word in name_key(p.name):
+        if word[0].upper() == word[0].lower():
+            continue
+        seen = False
+        for text in texts:
+            for at in _places(word, text):
+                written = text[at:at + len(word)]
+                if not written[0].isupper() or len(written) > 1 and written[1:].isupper():
+                    return False
+                seen = True
+        if not seen:
+            return False
+    return True
+
+
+_SENTENCE_START = re.compile(r"(?:^|[.!?]\s+)[\"'“‘(]?$")
+
+
+def _refers_back(pa: NameProfile, pb: NameProfile) -> bool:
+    """Whether the shorter name is only ever used in texts that name the fuller one too, and
+    its descriptions open a sentence with it alone: a surname written after the full name to
+    refer back to it, as the subject ("Ilse Marten ... Marten sold the works"), not a name
+    that stands on its own elsewhere, nor a place or a thing the text only mentions ("a club
+    playing in Marten"). Read from the chunks and the word order alone, in any language that
+    writes its subject first."""
+    short, long = (pa, pb) if len(name_key(pa.name)) < len(name_key(pb.name)) else (pb, pa)
+    if not short.chunks or not short.chunks <= long.chunks or not _written_as_a_name(long):
+        return False
+    word = name_key(short.name)[-1]
+    for text in short.descriptions.values():
+        for at in _places(word, text):
+            after = text[at + len(word):at + len(word) + 2]
+            if _SENTENCE_START.search(text[:at]) and not (after[:1] == " " and after[1:].isupper() and after[1:].isalpha()):
+                return True
+    return False
+
+
 def _article_led(name: str) -> bool:
     words = _normal(name).split()
     return bool(words) and words[0] in _ARTICLES
@@ -373,8 +465,21 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # keeps one that two full names share alone.
         people = all(p.type == "PERSON" or gender(p.name) or p.pronoun_gender for p in (pa, pb))
         full = all(len(t) > 1 for t in max(name_key(a), name_key(b), key=len))
+        # Names with no type, people or not by their pronouns: pronouns tell a person, not
+        # which of a family.
+        untyped = ta == tb == "UNKNOWN"
+        if untyped and (_related(pa, pb) or relation == "surname" and _another_bearer(pa, pb)):
+            # An extraction relating the two names holds them two things: a relative named
+            # with the famous bearer of the surname (ERIK VOLLAN, son of VOLLAN), a thing named
+            # after another (the airline of a country). A name that refers back is no relation
+            # of itself. Nor is a surname its own text writes after another first name or
+            # initials (K. L. VOLLAN, where the fuller name is ERIK VOLLAN).
+            return PairDecision(a, b, relation, round(score, 4), "distinct",
+                                {**_evidence(pa, pb, relation, shared, description, same_chunk), "related": True},
+                                part=True)
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
-                                         and description >= 0.3) or people and full and bool(pa.chunks & pb.chunks)
+                                         and description >= 0.3) or people and full and bool(pa.chunks & pb.chunks) \
+            or untyped and not person and relation == "surname" and full and _refers_back(pa, pb)
         # Said to be different things ("a jester", "a dealer"): JACK MILLER is no OLD JACK.
         if pa.roles and pb.roles and not pa.roles & pb.roles:
             corroborated = if_person = False

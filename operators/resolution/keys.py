@@ -273,6 +273,8 @@ def look_alike(a: str, b: str) -> Optional[str]:
         return "initials"
     if ka == kb and len(ka) == 1 and len(ka[0]) <= 5 and _accented_key(a, ka[0]) != _accented_key(b, kb[0]):
         return "accents"
+    if _compound_split(a, ka, kb) or _compound_split(b, kb, ka):
+        return "qualifier"
     if ka != kb and (_relational(ka) or _relational(kb)):
         short, long = sorted((ka, kb), key=len)
         added_at_an_end = long[:len(short)] == short or long[len(long) - len(short):] == short
@@ -285,6 +287,24 @@ def look_alike(a: str, b: str) -> Optional[str]:
         if added_at_an_end and not common_noun and not designated:
             return "qualifier"
     return None
+
+
+@lru_cache(maxsize=1 << 17)
+def _compounds(name: str) -> tuple[tuple[str, ...], ...]:
+    """The words of ``name`` written joined by hyphens (MID-WESTERN: (MID, WESTERN)), as key
+    tokens; the key splits them."""
+    text = fold_name(_normal(name))
+    return tuple(tuple(part) for word in _TOKEN.findall(text) if _HYPHEN_BETWEEN_WORDS.search(word)
+                 for part in [[p for p in _HYPHEN_BETWEEN_WORDS.split(word) if p]] if len(part) > 1)
+
+
+def _compound_split(long_name: str, long: tuple[str, ...], short: tuple[str, ...]) -> bool:
+    """Whether the shorter key keeps a later part of one of ``long_name``'s hyphenated words
+    without its first part: the first part qualifies the rest (MID-WESTERN is not WESTERN,
+    JEAN-LUC is not LUC), so the shorter name is another thing."""
+    if len(short) >= len(long):
+        return False
+    return any(parts[0] not in short and any(p in short for p in parts[1:]) for parts in _compounds(long_name))
 
 
 def name_relation(a: str, b: str) -> Optional[str]:
