@@ -513,6 +513,36 @@ def test_aliases_become_one_node_found_by_any_name(tmp_path: Any) -> None:
     assert check_integrity(rag.config.working_dir) == []
 
 
+
+def test_the_pass_sets_the_heap_aside_from_the_collector_and_leaves_it_as_it_was(tmp_path: Any,
+                                                                                monkeypatch: Any) -> None:
+    """The pass runs with the objects alive before it frozen (full collections then walk only
+    what it allocates); afterwards nothing stays frozen, and a heap someone else froze stays so."""
+    import gc
+
+    from graphrag.operators.resolution import EntityResolution
+
+    seen: list[int] = []
+    original = EntityResolution.resolve
+
+    async def resolve(self: EntityResolution, *args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.get_freeze_count())
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(EntityResolution, "resolve", resolve)
+    assert gc.get_freeze_count() == 0
+    rag = make(tmp_path)
+    rag.insert([DOC_JACOB, DOC_MARLEY])
+    assert seen and seen[0] > 0 and gc.get_freeze_count() == 0
+    assert "MARLEY" not in graph_of(rag)
+    gc.freeze()
+    try:
+        rag.insert([DOC_FEZZIWIG])
+        # Still frozen (an unfreeze would leave none: some frozen objects may have died).
+        assert len(seen) == 2 and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
 # How a capable model answers for three passages, each read alone: one man named three ways,
 # his wife, and two descriptions of two different girls.
 MODEL_ANSWERS = {
