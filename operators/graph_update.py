@@ -127,11 +127,17 @@ async def relation_vectors_to_backfill(graph: Any, relations_vdb: Any, tokenizer
             for k, e in zip(keys, await graph.get_edges_batch(keys)) if e is not None}
 
 
-def _about(extraction: ChunkExtraction, names: set[str]) -> ChunkExtraction:
-    """The records of ``extraction`` that name one of ``names``."""
-    return {"entities": [e for e in extraction.get("entities", []) if normalize_entity_name(e["name"]) in names],
-            "relations": [r for r in extraction.get("relations", [])
-                          if normalize_entity_name(r["source"]) in names or normalize_entity_name(r["target"]) in names]}
+def _about(extraction: ChunkExtraction, names: set[str], aliases: Optional[AliasMap] = None) -> ChunkExtraction:
+    """The records of ``extraction`` that name one of ``names`` (a name read through
+    ``aliases`` when given: the records of those nodes)."""
+    aliases = aliases or {}
+
+    def named(raw: str) -> bool:
+        name = normalize_entity_name(raw)
+        return aliases.get(name, name) in names
+
+    return {"entities": [e for e in extraction.get("entities", []) if named(e["name"])],
+            "relations": [r for r in extraction.get("relations", []) if named(r["source"]) or named(r["target"])]}
 
 
 def entity_vector_text(name: str, node: dict[str, Any]) -> str:
@@ -225,9 +231,11 @@ async def rebuild_graph(
     # What the pass touches: everything the changed chunks say, or after a change of the
     # alias map only what they say about the names that moved.
     scope = added if moved is None else {c: _about(e, moved) for c, e in added.items()}
+    # After a change of the alias map the added chunks are grouped below, for the rebuilt nodes only.
     (added_ents, added_rels), (scope_ents, scope_rels), (removed_ents, removed_rels), (left_ents, left_rels) = \
         await asyncio.to_thread(lambda: (
-            group_contributions(added, aliases), group_contributions(scope, aliases) if moved else ({}, {}),
+            group_contributions(added, aliases) if not moved else ({}, {}),
+            group_contributions(scope, aliases) if moved else ({}, {}),
             group_contributions(gone, before),
             group_contributions(scope, before) if previous_aliases is not None else ({}, {})))
     if not moved:
@@ -249,10 +257,17 @@ async def rebuild_graph(
     old_edges = dict(zip(edge_keys, await graph.get_edges_batch(edge_keys))) if edge_keys else {}
 
     def records() -> GraphRebuild:
-        entity_contribs, relation_contribs = group_contributions(earlier, aliases)
-        for name, contribs in added_ents.items():
+        grouped, new_ents, new_rels = earlier, added_ents, added_rels
+        if moved:
+            # Only the records of the rebuilt nodes and of the ends of the rebuilt relations are
+            # read: the rest of the chunks naming a moved name stays as it is.
+            kept = set(names) | {n for key in edge_keys for n in key}
+            grouped = {c: _about(e, kept, aliases) for c, e in earlier.items()}
+            new_ents, new_rels = group_contributions({c: _about(e, kept, aliases) for c, e in added.items()}, aliases)
+        entity_contribs, relation_contribs = group_contributions(grouped, aliases)
+        for name, contribs in new_ents.items():
             entity_contribs.setdefault(name, []).extend(contribs)
-        for key, contribs in added_rels.items():
+        for key, contribs in new_rels.items():
             relation_contribs.setdefault(key, []).extend(contribs)
         mentions: dict[str, set[str]] = defaultdict(set)
         endpoint_relations: dict[str, list] = defaultdict(list)

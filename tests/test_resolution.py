@@ -517,6 +517,68 @@ def test_aliases_become_one_node_found_by_any_name(tmp_path: Any) -> None:
     assert check_integrity(rag.config.working_dir) == []
 
 
+
+def test_the_pass_sets_the_heap_aside_from_the_collector_and_leaves_it_as_it_was(tmp_path: Any,
+                                                                                monkeypatch: Any) -> None:
+    """The pass runs with the objects alive before it frozen (full collections then walk only
+    what it allocates); afterwards nothing stays frozen, and a heap someone else froze stays so."""
+    import gc
+
+    from graphrag.operators.resolution import EntityResolution
+
+    seen: list[int] = []
+    original = EntityResolution.resolve
+
+    async def resolve(self: EntityResolution, *args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.get_freeze_count())
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(EntityResolution, "resolve", resolve)
+    assert gc.get_freeze_count() == 0
+    rag = make(tmp_path)
+    rag.insert([DOC_JACOB, DOC_MARLEY])
+    assert seen and seen[0] > 0 and gc.get_freeze_count() == 0
+    assert "MARLEY" not in graph_of(rag)
+    gc.freeze()
+    try:
+        rag.insert([DOC_FEZZIWIG])
+        # Still frozen (an unfreeze would leave none: some frozen objects may have died).
+        assert len(seen) == 2 and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
+def test_a_profile_kept_between_writes_is_read_again_once_another_writer_changed_its_node(
+        tmp_path: Any, monkeypatch: Any) -> None:
+    """One instance keeps the profiles it read; another instance's write adds a chunk naming
+    one of those names. The first instance's next pass reads that name's profile again (its
+    node lists other chunks now) and ends where a fresh index of everything does."""
+    from graphrag.operators.resolution import store
+
+    first = ("Jacob Marley was the partner of Ebenezer Scrooge. "
+             "Marley signed the ledger for Ebenezer Scrooge.")
+    second = "Jacob Marley walked to Cornhill at dawn. Jacob Marley counted cash in Cornhill."
+    third = ("On Christmas Eve, the ghost of Marley haunted Cornhill. "
+             "\"Mankind was my business,\" said Marley, dragging a chain through Cornhill.")
+    seen: list[set[str]] = []
+    original = store.decide_pair
+
+    def decide(pa: NameProfile, pb: NameProfile, relation: str, **kwargs: Any) -> Any:
+        seen.extend(p.neighbours for p in (pa, pb) if p.name == "JACOB MARLEY")
+        return original(pa, pb, relation, **kwargs)
+
+    monkeypatch.setattr(store, "decide_pair", decide)
+    one = make(tmp_path, "shared")
+    one.insert(first)
+    assert seen and "CORNHILL" not in seen[-1]
+    make(tmp_path, "shared").insert(second)
+    one.insert(third)
+    assert "CORNHILL" in seen[-1]
+    fresh = make(tmp_path, "fresh")
+    fresh.insert([first, second, third])
+    assert one.canonical_entity("Marley") == "JACOB MARLEY"
+    assert state_of(one) == state_of(fresh)
+
 # How a capable model answers for three passages, each read alone: one man named three ways,
 # his wife, and two descriptions of two different girls.
 MODEL_ANSWERS = {

@@ -17,11 +17,13 @@ over the stores and clients of that write, and handed to whatever changes the in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import gc
 import importlib
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterator, Optional, Protocol, TypeVar
 
 from graphrag.config import GraphRAGConfig, llm_configured
 from graphrag.embedding import EmbeddingFunc, warn_if_not_english
@@ -104,6 +106,24 @@ class Extracted:
     counts: dict[str, int]
     warning: Optional[str]
     failed: dict[str, Any]
+
+
+@contextlib.contextmanager
+def _heap_frozen() -> Iterator[None]:
+    """The objects alive on entry set aside from the garbage collector until the block ends
+    (``gc.freeze``). The resolution pass allocates tens of thousands of short-lived objects:
+    each full collection they bring on would otherwise walk the whole process's heap (the
+    graph, the stores' caches, the LLM client), none of which the pass can make garbage.
+    Left alone where the collector is off or something else froze objects (a server that
+    freezes its heap before forking must keep it frozen)."""
+    if not gc.isenabled() or gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 class Pipeline:
@@ -349,12 +369,13 @@ class Pipeline:
                       ) -> tuple[GraphRebuild, dict[str, Any]]:
         """Resolve the names the new and removed chunks mention; rebuild the nodes whose
         names moved."""
-        outcome = await resolution.resolve(extracted, removed, ask_all=judge_pending)
-        moved = await resolution.moved_chunks(outcome)
-        if moved:
-            rebuild = self.rebuild_pass(extracted, aliases=outcome.state.aliases)
-            rebuilt = rebuilt.then(await rebuild(moved, set(), previous_aliases=outcome.previous,
-                                                 moved=None if outcome.unresolved else outcome.moved))
+        with _heap_frozen():
+            outcome = await resolution.resolve(extracted, removed, ask_all=judge_pending)
+            moved = await resolution.moved_chunks(outcome)
+            if moved:
+                rebuild = self.rebuild_pass(extracted, aliases=outcome.state.aliases)
+                rebuilt = rebuilt.then(await rebuild(moved, set(), previous_aliases=outcome.previous,
+                                                     moved=None if outcome.unresolved else outcome.moved))
         return rebuilt, outcome.stats
 
     def summarise(self, rebuilt: GraphRebuild, background: BackgroundWork) -> GraphChanges:

@@ -174,6 +174,16 @@ class NameIndex:
             return {found}
         return set(found) if isinstance(found, tuple) else found or set()
 
+    def _gather(self, seen: set[str], blocks: Iterable[tuple[Any, ...]]) -> None:
+        """Add the names of ``blocks`` to ``seen`` (no set made per block: most hold one name)."""
+        buckets = self._buckets
+        for block in blocks:
+            found = buckets.get(block)
+            if isinstance(found, str):
+                seen.add(found)
+            elif found:
+                seen.update(found)
+
     def _blocks_of(self, name: str) -> tuple[tuple[Any, ...], ...]:
         return _indexed_blocks(name) + (self._lsh_of(name) if self.loose else ())
 
@@ -191,21 +201,18 @@ class NameIndex:
         """Indexed names that could denote the same thing as ``name``, each with its
         :func:`name_relation`."""
         seen: set[str] = set()
-        for block in _looked_up_blocks(name):
-            seen |= self._bucket(block)
+        self._gather(seen, _looked_up_blocks(name))
         words = [b for b in _indexed_blocks(name) if b[0] == "token"]
         if len(words) == 1 and not self.loose:
             # A one-word name is settled only as the first or last word of a name of two or
             # three (a first name, a surname): those, not every name with the word in it.
-            for end in ("first", "last"):
-                seen |= self._bucket((end, words[0][1]))
+            self._gather(seen, [(end, words[0][1]) for end in ("first", "last")])
+        elif self.loose:  # every name sharing a word or a spelling bucket (the fuller names among them)
+            self._gather(seen, [*words, *self._lsh_of(name)])
         else:
             postings = sorted((self._bucket(b) for b in words), key=len)
             if postings:  # fuller names holding every word of this one
                 seen |= set.intersection(*postings)
-        if self.loose:
-            for block in [*words, *self._lsh_of(name)]:
-                seen |= self._bucket(block)
         seen.discard(name)
         found = {}
         for other in seen:

@@ -45,16 +45,21 @@ ExtractionReader = Callable[[list[str]], Awaitable[list[Optional[ChunkExtraction
 class _Kept:
     """What one process keeps between the writes of one working dir: the blocking index of
     its names (rebuilt when the names it holds are not the recorded ones: another process
-    wrote) and, with embedding blocking, each name's vector (the text embedded, its unit
-    vector) with the derived records they were computed for. A name's text is its name and
-    sample description, read from its own extractions, so a vector is stale only when the
-    name was touched; all are dropped when the recorded state is not the one they were left
-    with (a failed write, another process's write). Not seen: another process's write that
-    re-describes names without changing the record; those vectors wait for the next touch."""
+    wrote); each profile read, with the node it was read from and that node's chunks (a
+    profile is read from the chunks naming its name, all of them in its node's
+    ``source_id``: while that node lists the same chunks, the profile is the same, whoever
+    wrote since); and with embedding blocking, each name's vector (the text embedded, its
+    unit vector) with the derived records they were computed for. A name's text is its name
+    and sample description, read from its own extractions, so a vector is stale only when
+    the name was touched; all are dropped when the recorded state is not the one they were
+    left with (a failed write, another process's write). Not seen: another process's write
+    that re-describes names without changing the record; those vectors wait for the next
+    touch."""
 
     index: Optional[NameIndex] = None
+    profiles: dict[str, tuple[str, str, NameProfile]] = field(default_factory=dict)
     vectors: dict[str, tuple[str, Any]] = field(default_factory=dict)
-    vectors_records: Optional[dict[str, Any]] = None
+    records: Optional[dict[str, Any]] = None
 
 
 # By the identity of the working dir's ``index_meta`` store object, not by a path: what is
@@ -263,16 +268,40 @@ class EntityResolution:
 
     # ----------------------------------------------------------------- profiles
 
-    async def _profiles(self, names: set[str], aliases: AliasMap,
-                        extra: Optional[dict[str, ChunkExtraction]] = None) -> dict[str, NameProfile]:
+    async def _profiles(self, names: set[str], aliases: AliasMap) -> dict[str, NameProfile]:
         """Profiles of ``names`` from every chunk of their current nodes (the graph is
-        grouped by ``aliases`` at this point)."""
-        nodes = sorted({aliases.get(n, n) for n in names})
-        chunk_ids = sorted({c for node in await self.graph.get_nodes_batch(nodes) if node
-                            for c in _split_ids(node.get("source_id"))})
-        found = {c: e for c, e in zip(chunk_ids, await self.read_extractions(chunk_ids)) if e}
-        found.update(extra or {})
-        return await asyncio.to_thread(name_profiles, found, names)
+        grouped by ``aliases`` at this point): kept ones while their node lists the chunks
+        they were read from, the others read."""
+        node_of = {n: aliases.get(n, n) for n in names}
+        order = sorted(set(node_of.values()))
+        sources = {node: str(found.get("source_id") or "")
+                   for node, found in zip(order, await self.graph.get_nodes_batch(order)) if found}
+        kept = self._kept.profiles
+        profiles: dict[str, NameProfile] = {}
+        for name, node in node_of.items():
+            known = kept.get(name)
+            if known is not None and known[0] == node and known[1] == sources.get(node):
+                profiles[name] = known[2]
+        need = names - set(profiles)
+        if need:
+            chunk_ids = sorted({c for node in {node_of[n] for n in need} for c in _split_ids(sources.get(node))})
+            found = {c: e for c, e in zip(chunk_ids, await self.read_extractions(chunk_ids)) if e}
+            read = await asyncio.to_thread(name_profiles, found, need)
+            kept.update((n, (node_of[n], sources[node_of[n]], p)) for n, p in read.items())
+            profiles.update(read)
+        return profiles
+
+    def _forget(self, touched: set[str], records: dict[str, Any]) -> None:
+        """Drop what is kept of the ``touched`` names, and every vector when ``records`` (the
+        derived state read at the start of a pass) are not the ones the last pass left
+        (until this pass has written its own, no other trusts them)."""
+        kept = self._kept
+        if kept.records is None or kept.records != records:
+            kept.vectors = {}
+        for name in touched:
+            kept.profiles.pop(name, None)
+            kept.vectors.pop(name, None)
+        kept.records = None
 
     # ----------------------------------------------------------------- the pass
 
@@ -305,14 +334,15 @@ class EntityResolution:
         maybe = {n for extraction in removed.values() for n in raw_names(extraction)}
         maybe = (maybe | set(manual.merges) | {n for pair in manual.never for n in pair}) - present
         previous = dict(state.aliases)
-        profiles = await self._profiles(maybe, previous) if maybe else {}
         touched = present | maybe
+        self._forget(touched, records)
+        profiles = await self._profiles(maybe, previous) if maybe else {}
         present |= set(profiles)
         names = (state.names - touched) | present
         index = self._index(state.names, names)
         candidates = _candidate_pairs(present, claims, index)
         if self.embed is not None:
-            similar = await self._similar(present, touched, names, profiles, previous, records)
+            similar = await self._similar(present, names, profiles, previous)
             for pair in sorted(similar - set(candidates)):
                 relation = name_relation(*pair) or "similar"
                 if self.llm is not None or relation not in UNSETTLED_RELATIONS:
@@ -363,8 +393,7 @@ class EntityResolution:
         gone = [k for k in records if k not in written]  # emptied shards, an earlier version's record
         if gone:
             await self.meta.delete(gone)
-        if self.embed is not None:
-            self._kept.vectors_records = written
+        self._kept.records = written
         stats = {"names": len(names), "aliases": len(aliases), "pairs_checked": checked,
                  **judged, "names_moved": len(moved),
                  "seconds": round(time.perf_counter() - started, 3)}
@@ -393,13 +422,12 @@ class EntityResolution:
         pending = (waiting | set(asking)) - set(verdicts)
         return verdicts, {**judged, "pairs_pending": len(pending)}, pending
 
-    async def _similar(self, present: set[str], touched: set[str], names: set[str], profiles: dict[str, NameProfile],
-                       aliases: AliasMap, records: dict[str, Any]) -> set[tuple[str, str]]:
+    async def _similar(self, present: set[str], names: set[str], profiles: dict[str, NameProfile],
+                       aliases: AliasMap) -> set[tuple[str, str]]:
         """Embedding blocking: pairs of a present name and any name whose vectors of name plus
         sample description are close. Vectors of touched names are computed again; the others
-        are kept from this process's last write if the records are still the ones it left."""
-        kept = self._kept.vectors if self._kept.vectors_records == records else {}
-        vectors = {n: v for n, v in kept.items() if n in names and n not in touched}
+        are kept from this process's last write (see :meth:`_forget`)."""
+        vectors = {n: v for n, v in self._kept.vectors.items() if n in names}
         need = sorted(names - set(vectors))
         if need:
             unknown = set(need) - set(profiles)
@@ -411,8 +439,7 @@ class EntityResolution:
             for name, row in zip(order, (r for batch in rows for r in batch)):
                 norm = float((row * row).sum()) ** 0.5 or 1.0
                 vectors[name] = (texts[name], row / norm)
-        # The records these belong to are set once written.
-        self._kept.vectors, self._kept.vectors_records = vectors, None
+        self._kept.vectors = vectors
         return await asyncio.to_thread(similar_pairs, {n: v for n, (_, v) in vectors.items()}, present,
                                        self.settings.embedding_threshold)
 
