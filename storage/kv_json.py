@@ -242,7 +242,7 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
                     target.pop(key, None)
         return len(entries)
 
-    def _append_journal(self, data: Any) -> None:
+    def _append_journal(self, data: dict[str, Any]) -> None:
         if self._journal_fd is None:
             os.makedirs(self.working_dir, exist_ok=True)
             self._journal_fd = os.open(self._journal_name, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
@@ -355,8 +355,9 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
         if removed:
             self._changed.update(dict.fromkeys(removed, _REMOVED))
             self._dirty = True
-            if self.journal:
-                self._append_journal(removed)
+            # Kept as they happen are upserts only; a deletion waits for the commit, which
+            # then writes the file whole (appending there could cut entries arriving meanwhile).
+            self._must_fold = self._must_fold or self.journal
 
     async def drop(self) -> None:
         self._parsed, self._lookup, self._overlay = {}, None, {}
