@@ -26,6 +26,16 @@ def committed(store, directory) -> None:
         run(store.index_done_callback())
 
 
+def two_commits(config, directory):
+    """A store whose file holds {a} and whose journal holds {b}."""
+    store = kv(config, "docs")
+    run(store.upsert({"a": {"v": 1}}))
+    committed(store, directory)
+    run(store.upsert({"b": {"v": 2}}))
+    committed(store, directory)
+    return store
+
+
 def test_a_small_commit_appends_and_leaves_the_json_file_alone(config, tmp_path, journaled):
     store = kv(config, "reports", lookup=True)
     run(store.upsert({"a": {"v": 1}, "b": {"v": 2}, "c": {"v": 3}}))
@@ -65,11 +75,7 @@ def test_the_journal_folds_into_the_file_when_it_outgrows_its_share(config, tmp_
 
 
 def test_fold_writes_the_whole_file_at_the_next_commit(config, tmp_path, journaled):
-    store = kv(config, "docs")
-    run(store.upsert({"a": {"v": 1}}))
-    committed(store, tmp_path)
-    run(store.upsert({"b": {"v": 2}}))
-    committed(store, tmp_path)
+    store = two_commits(config, tmp_path)
     assert store.journal_pending()
     run(store.fold())
     committed(store, tmp_path)
@@ -90,11 +96,7 @@ def test_another_processes_append_is_noticed_at_index_start(config, tmp_path, jo
 
 
 def test_an_append_cut_by_a_kill_is_redone_by_recovery(config, tmp_path, journaled, monkeypatch):
-    store = kv(config, "docs")
-    run(store.upsert({"a": {"v": 1}}))
-    committed(store, tmp_path)
-    run(store.upsert({"b": {"v": 2}}))
-    committed(store, tmp_path)
+    store = two_commits(config, tmp_path)
     journal = tmp_path / "kv_store_docs.journal.jsonl"
     good = journal.read_bytes()
 
@@ -121,11 +123,7 @@ def test_an_append_cut_by_a_kill_is_redone_by_recovery(config, tmp_path, journal
 
 
 def test_a_write_that_fails_before_the_manifest_leaves_the_journal_as_it_was(config, tmp_path, journaled):
-    store = kv(config, "docs")
-    run(store.upsert({"a": {"v": 1}}))
-    committed(store, tmp_path)
-    run(store.upsert({"b": {"v": 2}}))
-    committed(store, tmp_path)
+    store = two_commits(config, tmp_path)
     journal = tmp_path / "kv_store_docs.journal.jsonl"
     before = journal.read_bytes()
     run(store.upsert({"c": {"v": 3}}))
@@ -176,3 +174,17 @@ def test_close_folds_what_this_instances_writes_journaled(tmp_path, journaled):
     assert len(json.loads((wd / "kv_store_full_docs.json").read_text())) == 2
     assert len(GraphRAG(working_dir=str(wd), embedding_func=hash_embedding(32), extraction="nlp",
                         show_progress=False).list_documents()) == 2
+
+
+def test_a_deletion_from_the_eager_journal_waits_for_the_commit_which_folds(config, tmp_path, journaled):
+    cache = kv(config, "cache", journal=True)
+    run(cache.upsert({"h1": {"return": "one"}, "h2": {"return": "two"}}))
+    committed(cache, tmp_path)
+    run(cache.upsert({"h3": {"return": "three"}}))
+    committed(cache, tmp_path)
+    assert cache.journal_pending()  # kept as it arrived; the commit appended nothing more
+    run(cache.delete(["h1"]))
+    assert sorted(run(kv(config, "cache").all_keys())) == ["h1", "h2", "h3"]  # not before the commit
+    committed(cache, tmp_path)
+    assert not cache.journal_pending()
+    assert sorted(json.loads((tmp_path / "kv_store_cache.json").read_text())) == ["h2", "h3"]
