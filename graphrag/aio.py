@@ -95,10 +95,11 @@ def run_sync(coro: Coroutine[Any, Any, T], cleanup: Optional[Callable[[], Corout
 
 def blocking(method: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
     """The sync twin of an ``a*`` method of an object with ``aclose()``: run on the thread's
-    loop (``run_sync``), then release the connections the call opened."""
+    loop (``run_sync``), then release the connections the call opened (``arelease()`` where
+    the object has one: ``aclose()`` also does what only an explicit close should)."""
     @functools.wraps(method)
     def run(self: Any, *args: Any, **kwargs: Any) -> T:
-        return run_sync(method(self, *args, **kwargs), self.aclose)
+        return run_sync(method(self, *args, **kwargs), getattr(self, "arelease", self.aclose))
 
     run.__name__ = method.__name__.removeprefix("a")
     run.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.{run.__name__}".lstrip(".")

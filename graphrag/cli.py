@@ -207,8 +207,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     options = ReadOptions(text_field=args.text_field, title_field=args.title_field,
                           **({"max_file_bytes": int(args.max_file_size * 2**20)} if args.max_file_size else {}))
     started = time.perf_counter()
-    rag = open_rag(args.working_dir, args.offline, create=True, **config)
-    report = rag.insert_files(args.paths, include=args.include, exclude=args.exclude, options=options)
+    # Closed at the end (``with``): the store files are then folded whole (docs/CRASH_SAFETY.md).
+    with open_rag(args.working_dir, args.offline, create=True, **config) as rag:
+        report = rag.insert_files(args.paths, include=args.include, exclude=args.exclude, options=options)
     return _print_index_report(report, rag.inspection, time.perf_counter() - started, args.json)
 
 
@@ -386,8 +387,8 @@ def cmd_delete(args: argparse.Namespace) -> int:
                        f"--working-dir {wd}`)")
     # An offline index stays offline; an LLM index re-summarises with the LLM when one is set up.
     offline = args.offline or _inspect(wd).built_offline() or not _llm_configured(False)
-    rag = open_rag(wd, offline, **_llm_options(args))
-    stats = rag.delete_documents(args.doc_ids)
+    with open_rag(wd, offline, **_llm_options(args)) as rag:
+        stats = rag.delete_documents(args.doc_ids)
     calls, cached = _llm_totals(stats.get("llm", {}))
     print(f"deleted {stats['documents_removed']} document(s), {stats['chunks_removed']} chunk(s); "
           f"{stats['communities']} communities remain; LLM calls: {calls} ({cached} cached)")
@@ -477,19 +478,19 @@ def cmd_entities(args: argparse.Namespace) -> int:
         if bool(args.merge) != bool(args.into):
             raise CLIError("--merge NAME... needs --into NAME (and --into needs --merge)", EXIT_USAGE)
         offline = args.offline or _inspect(wd).built_offline() or not _llm_configured(False)
-        rag = open_rag(wd, offline, **_llm_options(args))
-        if args.merge:
-            rag.merge_entities(args.merge, into=args.into)
-            print(f"merged {', '.join(args.merge)} into {args.into} (kept across later inserts and deletes)")
-        if args.never:
-            rag.never_merge(*args.never)
-            print(f"{args.never[0]} and {args.never[1]} will never be merged")
-        if args.undo:
-            undone = rag.undo_entity_decisions(args.undo)["undone"]
-            for name, into in undone["merges"].items():
-                print(f"undone: {name} merged into {into}")
-            for a, b in undone["never"]:
-                print(f"undone: {a} and {b} never merged")
+        with open_rag(wd, offline, **_llm_options(args)) as rag:
+            if args.merge:
+                rag.merge_entities(args.merge, into=args.into)
+                print(f"merged {', '.join(args.merge)} into {args.into} (kept across later inserts and deletes)")
+            if args.never:
+                rag.never_merge(*args.never)
+                print(f"{args.never[0]} and {args.never[1]} will never be merged")
+            if args.undo:
+                undone = rag.undo_entity_decisions(args.undo)["undone"]
+                for name, into in undone["merges"].items():
+                    print(f"undone: {name} merged into {into}")
+                for a, b in undone["never"]:
+                    print(f"undone: {a} and {b} never merged")
         return EXIT_OK
     if args.duplicates:
         groups = open_rag(wd, offline=True).entity_duplicates()

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optio
 from graphrag.aio import blocking, run_sync
 from graphrag.config import GraphRAGConfig, check_no_nano_graphrag_only_options, llm_configured
 from graphrag.embedding import EmbeddingFunc, embedding_from_config, limited
-from graphrag.errors import ConfigurationError, DocumentNotFound
+from graphrag.errors import ConfigurationError, DocumentNotFound, WorkingDirLockedError
 from graphrag.indexing import entity_decisions
 from graphrag.indexing.documents import insert_documents
 from graphrag.indexing.index_meta import has_documents, update_index_meta
@@ -66,6 +66,7 @@ class GraphRAG:
         self._built_reranker: Any = None
         self.last_insert_stats: Optional[dict[str, Any]] = None
         self._index_version = 0
+        self._wrote = False  # committed since the last close: journals to fold
         self._knowledge_graph: Optional[KnowledgeGraph] = None
 
     # ------------------------------------------------------------------ clients
@@ -94,6 +95,21 @@ class GraphRAG:
         return self._llms
 
     async def aclose(self) -> None:
+        """Fold the store journals this instance's writes added to into their files (the
+        ``kv_store_*.json`` that nano-graphrag's tools read then hold every record; see
+        ``storage/kv_json.py``), then ``arelease()``. Idempotent."""
+        if self._wrote and self.stores.journals_pending():
+            try:
+                async with writer_lock(self.config.working_dir, self.config.lock_timeout):
+                    self.stores.recover()
+                    await self.stores.fold_journals()
+                self._wrote = False
+            except WorkingDirLockedError:
+                logger.info("Journals of %s left for a later close: another writer holds the lock",
+                            self.config.working_dir)
+        await self.arelease()
+
+    async def arelease(self) -> None:
         """Release the LLM clients' connections and the stores' (a database's pool) opened on
         the running loop. Idempotent; a later call opens them again. Every sync call ends
         with it; the sync calls' loop is the thread's (``aio.run_sync``), kept for the user's
@@ -143,11 +159,13 @@ class GraphRAG:
                 # (and the LLM cache journal keeps every answer already paid for).
                 failed, self.stores = self.stores, open_stores(self.config, self.embedding_func)
                 # A database's pool would live on, on the thread's loop, unless closed.
-                for close in (failed.close, self.aclose):
+                for close in (failed.close, self.arelease):
                     with contextlib.suppress(Exception):
                         await close()
                 self._llms = self._built_reranker = None  # they held the replaced cache store
                 raise
+            else:
+                self._wrote = True
             finally:
                 self._index_version += 1  # what the graph API remembered describes the index before
 

@@ -125,6 +125,22 @@ class Stores:
         without an embedding model or loading the vectors; None if it holds nothing."""
         return self._describe_vectors(name) if self._describe_vectors is not None else None
 
+    def journals_pending(self) -> list[StorageNameSpace]:
+        """The open stores whose journal holds entries their file does not (see ``storage/kv_json.py``)."""
+        return [s for s in self.all() if getattr(s, "journal_pending", lambda: False)()]
+
+    async def fold_journals(self) -> None:
+        """Write whole, in one commit, the files of the stores ``journals_pending()`` names
+        (writer lock held)."""
+        pending = self.journals_pending()
+        if not pending:
+            return
+        async with self.transaction():
+            for store in pending:
+                await store.index_start_callback()  # another process may have committed since
+                await store.fold()  # type: ignore[attr-defined]
+            await self.index_done()
+
     async def close(self) -> None:
         """Release the open stores' connections (a database's pool on this event loop)."""
         await asyncio.gather(*(s.close() for s in self.all()))

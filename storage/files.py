@@ -40,6 +40,8 @@ class StorageFileError(StorageError, RuntimeError):
 class _Transaction:
     directory: str
     renames: list[tuple[str, str]] = field(default_factory=list)
+    # (temp file holding the bytes, file they extend, its size before them): see atomic_append.
+    appends: list[tuple[str, str, int]] = field(default_factory=list)
     after_commit: list[Callable[[], None]] = field(default_factory=list)
     # Set by write_ahead: the manifest written (and what it listed), the redo files to remove.
     manifest: Optional[dict[str, Any]] = None
@@ -108,6 +110,38 @@ def _publish(path: str, tmp: str) -> None:
     _fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
+def atomic_append(path: str, data: bytes, offset: int) -> None:
+    """Make ``path`` its first ``offset`` bytes followed by ``data``; inside a transaction, at
+    its commit. ``data`` goes to a fsynced temporary file first and the manifest names it with
+    ``offset``, so an append cut by a kill is redone whole from the same offset at recovery (a
+    later append to the same file in the same transaction replaces an earlier one)."""
+    tmp = _write_temp(path, data)
+    txn = _current.get()
+    if txn is not None:
+        txn.appends.append((tmp, os.path.abspath(path), offset))
+        return
+    _apply_appends([(tmp, path, offset)])
+
+
+def _apply_appends(appends: list[tuple[str, str, int]]) -> None:
+    for tmp, final, offset in appends:
+        try:
+            with open(tmp, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            continue  # applied, and its temp file removed, before a kill
+        fd = os.open(final, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, offset)
+            os.pwrite(fd, data, offset)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    for tmp, _, _ in appends:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+
+
 def in_transaction() -> bool:
     return _current.get() is not None
 
@@ -141,16 +175,17 @@ def commit_transaction(directory: str) -> Iterator[None]:
     except BaseException:
         if txn.manifest is not None:
             raise  # past the point of no return: the next writer finishes the commit
-        for tmp, _ in txn.renames:
+        for tmp in [t for t, _ in txn.renames] + [t for t, _, _ in txn.appends]:
             with contextlib.suppress(OSError):
                 os.remove(tmp)
         raise
     finally:
         _current.reset(token)
-    if txn.renames or txn.manifest is not None:
-        if txn.manifest is None or txn.manifest["renames"] != txn.renames:
+    if txn.renames or txn.appends or txn.manifest is not None:
+        if txn.manifest is None or txn.manifest["renames"] != txn.renames or txn.manifest["appends"] != txn.appends:
             _write_manifest(txn, txn.manifest or {})
         _apply_renames(txn.directory, txn.renames)
+        _apply_appends(txn.appends)
         manifest = os.path.join(txn.directory, MANIFEST_NAME)
         os.remove(manifest)
         for redo in txn.redo_files:
@@ -163,7 +198,7 @@ def commit_transaction(directory: str) -> Iterator[None]:
 
 def _write_manifest(txn: _Transaction, extra: dict[str, Any]) -> None:
     """Write the manifest listing every rename so far (atomically: the point of no return)."""
-    txn.manifest = {**extra, "renames": list(txn.renames)}
+    txn.manifest = {**extra, "renames": list(txn.renames), "appends": list(txn.appends)}
     manifest = os.path.join(txn.directory, MANIFEST_NAME)
     os.replace(_write_temp(manifest, json.dumps(txn.manifest).encode("utf-8")), manifest)
     _fsync_dir(txn.directory)
@@ -229,14 +264,18 @@ def recover_pending_commit(directory: str) -> bool:
     rolled = False
     if os.path.exists(manifest):
         with open(manifest, "rb") as f:
-            renames = json.loads(f.read())["renames"]
+            listed = json.loads(f.read())
         # The manifest may name another absolute path if the folder was moved.
-        renames = [(os.path.join(directory, os.path.basename(t)), os.path.join(directory, os.path.basename(d)))
-                   for t, d in renames]
+        def here(path: str) -> str:
+            return os.path.join(directory, os.path.basename(path))
+
+        renames = [(here(t), here(d)) for t, d in listed["renames"]]
+        appends = [(here(t), here(d), offset) for t, d, offset in listed.get("appends", [])]
         _apply_renames(directory, renames)
+        _apply_appends(appends)
         os.remove(manifest)
         _fsync_dir(directory)
-        logger.warning("Completed an interrupted commit in %s (%d files)", directory, len(renames))
+        logger.warning("Completed an interrupted commit in %s (%d files)", directory, len(renames) + len(appends))
         rolled = True
     for name in os.listdir(directory):
         if TMP_MARKER in name:
@@ -293,7 +332,7 @@ class SingleFileStore:
     """
 
     _file_name: str
-    _loaded_signature: Optional[tuple[int, ...]]
+    _loaded_signature: Optional[tuple[Any, ...]]
     _dirty: bool
 
     def _load(self) -> None:
@@ -322,9 +361,13 @@ class SingleFileStore:
             self._dirty = True
             raise
 
+    def _signature(self) -> Optional[tuple[Any, ...]]:
+        """What changes on disk when another process commits this store."""
+        return file_signature(self._file_name)
+
     def reload_if_changed(self) -> bool:
         """Read the file again if another process committed a new one since; True if so."""
-        if file_signature(self._file_name) == self._loaded_signature:
+        if self._signature() == self._loaded_signature:
             return False
         self._load()
         return True
@@ -333,5 +376,5 @@ class SingleFileStore:
         self.reload_if_changed()
 
     def _remember_committed_file(self) -> None:
-        after_commit(lambda: setattr(self, "_loaded_signature", file_signature(self._file_name)))
+        after_commit(lambda: setattr(self, "_loaded_signature", self._signature()))
 

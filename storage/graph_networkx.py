@@ -1,6 +1,7 @@
 """Entity graph kept in ``graph_{namespace}.graphml``."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -31,6 +32,10 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
     _lookup: Optional[GraphLookup] = field(default=None, init=False, repr=False)
     _dirty: bool = field(default=False, init=False, repr=False)
     _loaded_signature: Optional[tuple[int, ...]] = field(default=None, init=False, repr=False)
+    # Community id -> nodes whose ``clusters`` named it since the graph was read: a superset
+    # (entries go stale, never missing), so a small write finds a community's members without
+    # reading every node. Built on first use; None until then.
+    _members: Optional[dict[int, set[str]]] = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._file_name = self.path_for(f"graph_{self.namespace}.graphml")
@@ -50,7 +55,7 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
 
     def _load(self) -> None:
         self._dirty = False
-        self._lookup = None
+        self._lookup, self._members = None, None
         try:
             f = open(self._file_name, "rb")
         except FileNotFoundError:
@@ -125,7 +130,9 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
         return list(self._graph.edges(source_node_id))
 
     async def upsert_node(self, node_id: str, node_data: dict[str, Any]) -> None:
-        self._graph.add_node(xml_safe(node_id), **safe_attrs(node_data))
+        node_id = xml_safe(node_id)
+        self._graph.add_node(node_id, **safe_attrs(node_data))
+        self._note_members(node_id, node_data.get("clusters"))
         self._dirty = True
 
     async def upsert_edge(self, source_node_id: str, target_node_id: str, edge_data: dict[str, Any]) -> None:
@@ -180,7 +187,56 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
             self._graph.nodes[node].pop("clusters", None)
         for node, value in clusters.items():
             self._graph.nodes[node]["clusters"] = value
+        self._members = None
         self._dirty = True
+
+    async def update_node_clusters(self, changes: dict[str, str]) -> None:
+        """Only these nodes' memberships are written ("": none), not every node's."""
+        nodes = self._graph.nodes
+        for node, value in changes.items():
+            if value:
+                nodes[node]["clusters"] = value
+                self._note_members(node, value)
+            else:
+                nodes[node].pop("clusters", None)
+        self._dirty = True
+
+    async def nodes_in_clusters(self, cluster_ids: list[int]) -> list[tuple[str, dict]]:
+        """From the community -> members map (built once per graph read), each node checked
+        against its current memberships by the caller."""
+        if self._members is None:
+            self._members = {}
+            for node, raw in self._graph.nodes(data="clusters"):
+                self._note_members(node, raw)
+        nodes = self._graph.nodes
+        found = sorted({node for c in cluster_ids for node in self._members.get(int(c), ())})
+        return [(node, {"clusters": nodes[node]["clusters"]}) for node in found
+                if node in nodes and nodes[node].get("clusters")]
+
+    async def get_edges_at(self, node_ids: list[str], names: tuple[str, ...]) -> list[tuple[str, str, dict]]:
+        """As the contract's default (same edges, same order), read off the adjacency at once
+        rather than one lookup per edge."""
+        if self._points() is not None:
+            return await super().get_edges_at(node_ids, names)
+        adjacency, seen = self._graph.adj, set()
+        edges = []
+        for node in map(xml_safe, node_ids):
+            for other, data in adjacency.get(node, {}).items():
+                a, b = sorted((node, other))
+                if (a, b) not in seen:
+                    seen.add((a, b))
+                    edges.append((a, b, {k: data[k] for k in names if k in data}))
+        return edges
+
+    def _note_members(self, node: str, raw: Any) -> None:
+        if self._members is None or not raw:
+            return
+        try:
+            ids = {int(c["cluster"]) for c in json.loads(raw)}
+        except (ValueError, TypeError, KeyError):
+            return  # unreadable: callers skip it too
+        for c in ids:
+            self._members.setdefault(c, set()).add(node)
 
     async def get_graph_attribute(self, name: str) -> Optional[str]:
         return self._graph.graph.get(name)
@@ -192,5 +248,5 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
     async def drop(self) -> None:
         import networkx as nx
 
-        self._parsed, self._lookup = nx.Graph(), None
+        self._parsed, self._lookup, self._members = nx.Graph(), None, None
         self._dirty = True

@@ -17,8 +17,10 @@ from .files import (
     SingleFileStore,
     StorageFileError,
     after_commit,
+    atomic_append,
     atomic_write_bytes,
     atomic_write_via,
+    file_signature,
     parse_json_file,
 )
 from .lookup_index import HashingWriter, KeyTable, ParsedOnDemand, open_index, pack
@@ -27,6 +29,38 @@ logger = logging.getLogger(__name__)
 
 _MAGIC = b"graphrag-kv-lookup 1\n"
 _ARRAYS = ("key_hash", "key_start", "key_bytes", "value_offset", "value_length")
+
+# A commit appends its changes to the journal instead of rewriting the JSON file once the
+# file is this large (below it, rewriting costs little and keeps the file complete)...
+JOURNAL_FROM_BYTES = 4 << 20
+# ...and folds the journal into the file when the journal would outgrow this share of it,
+# so replaying the journal at open stays a fraction of parsing the file.
+FOLD_AT_SHARE = 1 / 8
+
+_REMOVED = object()  # in an overlay of journal entries: the key was deleted
+
+
+def journal_line(entry: Any) -> bytes:
+    """One journal line: ``{key: value, ...}`` upserts, or ``[key, ...]`` deletions."""
+    return (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def read_journal(path: str) -> list[Any]:
+    """The entries of a journal, in order; a line torn by a kill (the last) is skipped."""
+    entries: list[Any] = []
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return entries
+    with f:
+        for line in f:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line torn by a kill; everything before it is intact
+            if isinstance(entry, (dict, list)):
+                entries.append(entry)
+    return entries
 
 
 @dataclass
@@ -98,6 +132,9 @@ class RecordLookup:
         slot = self._keys.find(key)
         return None if slot is None else self._value(slot)
 
+    def has(self, key: str) -> bool:
+        return self._keys.find(key) is not None
+
     def _decode(self, slot: int) -> Any:
         offset = int(self._offset[slot])
         return json.loads(self.mapped[offset:offset + int(self._length[slot])])
@@ -105,18 +142,25 @@ class RecordLookup:
 
 @dataclass
 class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
-    """Whole-file JSON KV store, with an optional append-only journal or lookup index.
+    """JSON KV store: ``kv_store_{namespace}.json`` plus a journal of the commits since it
+    was last written whole, ``kv_store_{namespace}.journal.jsonl``.
 
-    With ``journal=True`` every upsert is also appended to
-    ``kv_store_{namespace}.journal.jsonl`` as it happens, so the entries survive a
-    killed process without rewriting the whole file after each call (the LLM
-    response cache uses this). The journal is folded into the JSON file at
-    ``index_done_callback`` and emptied once that commit is in place.
+    A commit rewrites the JSON file only while it is small (``JOURNAL_FROM_BYTES``) or when
+    the journal would outgrow ``FOLD_AT_SHARE`` of it (the *fold*: the file written whole,
+    the journal removed after the commit); otherwise it appends one line of the changes
+    since the last commit to the journal, inside the commit's transaction
+    (``files.atomic_append``), so a small write costs what it changes. Opening replays the
+    journal on top of the file; ``fold()`` writes the file whole on demand.
 
-    With ``lookup=True`` every commit also writes ``kv_store_{namespace}.json.index``,
-    and a store opened on such a file answers ``get_by_id(s)`` by reading only those
-    records (:class:`RecordLookup`); it parses the file whole only when something needs
-    all of it. A local query thus reads a handful of reports and chunks, not all.
+    With ``journal=True`` every upsert is also appended to the journal as it happens, so the
+    entries survive a killed process before the commit (the LLM response cache uses this);
+    its journal folds by the same rule.
+
+    With ``lookup=True`` every fold also writes ``kv_store_{namespace}.json.index``, and a
+    store opened on such a file answers ``get_by_id(s)`` by reading only those records
+    (:class:`RecordLookup`), over the journal's entries held apart; it parses the file whole
+    only when something needs all of it. A local query thus reads a handful of reports and
+    chunks, not all.
     """
 
     journal: bool = False
@@ -124,12 +168,15 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
     _parsed: Optional[dict[str, Any]] = field(default=None, init=False, repr=False)
     _lookup: Optional[RecordLookup] = field(default=None, init=False, repr=False)
     _dirty: bool = field(default=False, init=False, repr=False)
-    _loaded_signature: Optional[tuple[int, ...]] = field(default=None, init=False, repr=False)
+    _loaded_signature: Optional[tuple[Any, ...]] = field(default=None, init=False, repr=False)
     _journal_fd: Optional[int] = field(default=None, init=False, repr=False)
+    # Journal entries not yet applied to the file's records (while read through the lookup).
+    _overlay: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    # What changed since the last commit (value, or _REMOVED), for the journal's next line.
+    _changed: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _must_fold: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.journal and self.lookup:
-            raise ValueError("a KV store keeps either a journal or a lookup index, not both")
         self._file_name = self.path_for(f"kv_store_{self.namespace}.json")
         self._journal_name = self.path_for(f"kv_store_{self.namespace}.journal.jsonl")
         self._index_name = self._file_name + ".index"
@@ -139,22 +186,28 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
     def options_for(cls, *, read_by_record: bool = False, durable_upserts: bool = False) -> dict[str, Any]:
         return {"journal": durable_upserts, "lookup": read_by_record and not durable_upserts}
 
+    def _signature(self) -> Optional[tuple[Any, ...]]:
+        # The journal of the eager kind grows between commits (answers arriving, queries of
+        # other processes); only a new file says another writer committed.
+        return file_signature(self._file_name) if self.journal else (
+            file_signature(self._file_name), file_signature(self._journal_name))
+
     def _load(self) -> None:
-        self._lookup, self._parsed = None, {}
+        self._lookup, self._parsed, self._overlay, self._changed = None, {}, {}, {}
+        self._must_fold = False
+        self._loaded_signature = self._signature()
         try:
             f = open(self._file_name, "rb")
         except FileNotFoundError:
-            self._loaded_signature = None
+            pass
         else:
             with f:
-                st = os.fstat(f.fileno())
-                self._loaded_signature = (st.st_mtime_ns, st.st_size, st.st_ino)
                 self._lookup = RecordLookup.open(f, self._index_name) if self.lookup else None
                 self._parsed = None if self._lookup is not None else self._parse(f.read())
         replayed = self._replay_journal()
-        self._dirty = replayed > 0
+        self._dirty = replayed > 0  # a small file takes the journal in at the next commit
         logger.debug("Opened KV %s: %s", self.namespace, "indexed" if self._lookup is not None else
-                     f"{len(self._data)} records ({replayed} from journal)")
+                     f"{len(self._data)} records ({replayed} journal entries)")
 
     def _parse(self, raw: bytes) -> dict[str, Any]:
         data = parse_json_file(raw, self._file_name, f"key-value store '{self.namespace}'")
@@ -163,26 +216,31 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
         return data
 
     def _parse_mapped(self, lookup: RecordLookup) -> dict[str, Any]:
-        return self._parse(bytes(lookup.mapped))
+        data = self._parse(bytes(lookup.mapped))
+        for key, value in self._overlay.items():
+            if value is _REMOVED:
+                data.pop(key, None)
+            else:
+                data[key] = value
+        self._overlay = {}
+        return data
 
     @property
     def _data(self) -> dict[str, Any]:
         return self._whole()
 
     def _replay_journal(self) -> int:
-        if not self.journal or not os.path.exists(self._journal_name):
-            return 0
-        count = 0
-        with open(self._journal_name, "rb") as f:
-            for line in f:
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue  # a line torn by a kill; everything before it is intact
-                if isinstance(entry, dict):
-                    self._data.update(entry)
-                    count += 1
-        return count
+        entries = read_journal(self._journal_name)
+        target = self._overlay if self._parsed is None else self._parsed
+        for entry in entries:
+            if isinstance(entry, dict):
+                target.update(entry)
+            elif target is self._overlay:
+                target.update(dict.fromkeys(entry, _REMOVED))
+            else:
+                for key in entry:
+                    target.pop(key, None)
+        return len(entries)
 
     def _append_journal(self, data: dict[str, Any]) -> None:
         if self._journal_fd is None:
@@ -193,7 +251,7 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
             size = os.fstat(self._journal_fd).st_size
             if size and os.pread(self._journal_fd, 1, size - 1) != b"\n":
                 os.write(self._journal_fd, b"\n")
-        os.write(self._journal_fd, (json.dumps(data, ensure_ascii=False) + "\n").encode("utf-8"))
+        os.write(self._journal_fd, journal_line(data))
 
     def _truncate_journal(self) -> None:
         if self._journal_fd is not None:
@@ -204,7 +262,25 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
         except FileNotFoundError:
             pass
 
+    def _change_line(self) -> bytes:
+        """This commit's journal line(s): upserts, then deletions."""
+        upserts = {k: v for k, v in self._changed.items() if v is not _REMOVED}
+        removed = [k for k, v in self._changed.items() if v is _REMOVED]
+        return (journal_line(upserts) if upserts else b"") + (journal_line(removed) if removed else b"")
+
     def _write_files(self) -> None:
+        file_size = os.path.getsize(self._file_name) if os.path.exists(self._file_name) else 0
+        journal_size = os.path.getsize(self._journal_name) if os.path.exists(self._journal_name) else 0
+        line = b"" if self.journal else self._change_line()  # the eager journal holds them already
+        if (self._must_fold or file_size < JOURNAL_FROM_BYTES
+                or journal_size + len(line) > file_size * FOLD_AT_SHARE):
+            self._fold()
+            return
+        if line:
+            atomic_append(self._journal_name, line, journal_size)
+        self._after_own_commit()
+
+    def _fold(self) -> None:
         layouts: list[JsonLayout] = []
         written: list[os.stat_result] = []
 
@@ -214,12 +290,30 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
             if self.lookup:
                 written.append(os.stat(tmp))  # a rename keeps mtime and inode
 
+        # A later write of this commit (after a write-ahead) folds too: the journal goes.
+        self._must_fold = True
         atomic_write_via(self._file_name, write)
         if self.lookup:
             atomic_write_bytes(self._index_name, RecordLookup.build(list(self._data), layouts[0], written[0]))
-        self._remember_committed_file()
-        if self.journal:
-            after_commit(self._truncate_journal)
+        # Entries left in the journal by a kill before its removal are in the file: replaying
+        # them again (last value per key wins) gives the same records.
+        after_commit(self._truncate_journal)
+        self._after_own_commit()
+
+    def _after_own_commit(self) -> None:
+        def committed() -> None:
+            self._changed, self._must_fold = {}, False
+            self._loaded_signature = self._signature()
+
+        after_commit(committed)
+
+    async def fold(self) -> None:
+        """Write the JSON file whole at the next commit (now, outside one), journal included."""
+        self._must_fold = self._dirty = True
+
+    def journal_pending(self) -> bool:
+        """The journal holds entries the JSON file does not."""
+        return os.path.exists(self._journal_name)
 
     async def query_done_callback(self) -> None:
         """Query-time writes (cached answers) already sit in the journal; nothing to rewrite."""
@@ -227,13 +321,19 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
     async def all_keys(self) -> list[str]:
         return list(self._data)
 
+    def _point(self, lookup: RecordLookup, key: str) -> Optional[Any]:
+        value = self._overlay.get(key, lookup)
+        if value is lookup:
+            return lookup.get(key)
+        return None if value is _REMOVED else value
+
     async def get_by_id(self, id: str) -> Optional[dict]:
         lookup = self._points()
-        return lookup.get(id) if lookup is not None else self._data.get(id)
+        return self._point(lookup, id) if lookup is not None else self._data.get(id)
 
     async def get_by_ids(self, ids: list[str], fields: Optional[set[str]] = None) -> list[Optional[dict]]:
         lookup = self._points()
-        records = [lookup.get(i) for i in ids] if lookup is not None else [self._data.get(i) for i in ids]
+        records = [self._point(lookup, i) for i in ids] if lookup is not None else [self._data.get(i) for i in ids]
         if fields is None:
             return records
         return [{k: v for k, v in r.items() if k in fields} if r is not None else None for r in records]
@@ -245,22 +345,29 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
         if not data:
             return
         self._data.update(data)
+        self._changed.update(data)
         self._dirty = True
         if self.journal:
             self._append_journal(data)
 
     async def delete(self, ids: list[str]) -> None:
-        for i in ids:
-            if self._data.pop(i, None) is not None:
-                self._dirty = True
+        removed = [i for i in ids if self._data.pop(i, None) is not None]
+        if removed:
+            self._changed.update(dict.fromkeys(removed, _REMOVED))
+            self._dirty = True
+            # Kept as they happen are upserts only; a deletion waits for the commit, which
+            # then writes the file whole (appending there could cut entries arriving meanwhile).
+            self._must_fold = self._must_fold or self.journal
 
     async def drop(self) -> None:
-        self._parsed, self._lookup = {}, None
-        self._dirty = True
+        self._parsed, self._lookup, self._overlay = {}, None, {}
+        self._must_fold = self._dirty = True
 
     async def count(self) -> int:
         lookup = self._points()
-        return len(lookup) if lookup is not None else len(self._data)
+        if lookup is None:
+            return len(self._data)
+        return len(lookup) + sum((v is not _REMOVED) - lookup.has(k) for k, v in self._overlay.items())
 
     def __len__(self) -> int:
         return len(self._data)
