@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import contextlib
 import functools
 import heapq
@@ -91,6 +92,26 @@ def run_sync(coro: Coroutine[Any, Any, T], cleanup: Optional[Callable[[], Corout
             loop.run_until_complete(asyncio.sleep(0))
     coro.close()
     raise RuntimeError(SYNC_IN_RUNNING_LOOP)
+
+
+class _InlineExecutor(concurrent.futures.ThreadPoolExecutor):
+    """Runs each call at once on the calling thread (it starts none): once the interpreter
+    exits, thread pools take no new work, and a file write handed to a thread would fail.
+    A ``ThreadPoolExecutor`` only because a loop's default executor must be one."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> "concurrent.futures.Future[T]":
+        future: "concurrent.futures.Future[T]" = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
+
+
+def run_at_exit(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """``run_sync`` for an ``atexit`` handler: work the loop hands to threads runs inline."""
+    thread_loop().set_default_executor(_InlineExecutor(max_workers=1))
+    return run_sync(work())
 
 
 def blocking(method: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:

@@ -9,15 +9,17 @@ pipeline, documents' outcomes, entity decisions); answering is the query section
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import os
 import time
+import weakref
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optional, Sequence, Union
 
-from graphrag.aio import blocking, run_sync
+from graphrag.aio import blocking, run_at_exit, run_sync
 from graphrag.config import GraphRAGConfig, check_no_nano_graphrag_only_options, llm_configured
 from graphrag.embedding import EmbeddingFunc, embedding_from_config, limited
 from graphrag.errors import ConfigurationError, DocumentNotFound, WorkingDirLockedError
@@ -121,6 +123,7 @@ class GraphRAG:
 
     def close(self) -> None:
         run_sync(self.aclose())
+        _unclosed_writers.discard(self)
 
     def __enter__(self) -> "GraphRAG":
         return self
@@ -166,6 +169,7 @@ class GraphRAG:
                 raise
             else:
                 self._wrote = True
+                _unclosed_writers.add(self)
             finally:
                 self._index_version += 1  # what the graph API remembered describes the index before
 
@@ -414,3 +418,18 @@ class GraphRAG:
         (``only_need_context``, no LLM) or a canned reply comes as one piece."""
         async for piece in self._querying().stream(query, param):
             yield piece
+
+
+# Instances that committed and were not closed. A script that ends without ``close()`` (as
+# nano-graphrag's examples do) still leaves every ``kv_store_*.json`` whole for the tools that
+# read them: the journals of its large stores are folded as the interpreter exits.
+_unclosed_writers: "weakref.WeakSet[GraphRAG]" = weakref.WeakSet()
+
+
+@atexit.register
+def _fold_at_exit() -> None:
+    for rag in list(_unclosed_writers):
+        try:
+            run_at_exit(rag.aclose)
+        except Exception as exc:  # the journals stay; this engine replays them on the next open
+            logger.warning("Journals of %s not folded at exit: %s", rag.config.working_dir, exc)

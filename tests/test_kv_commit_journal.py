@@ -188,3 +188,29 @@ def test_a_deletion_from_the_eager_journal_waits_for_the_commit_which_folds(conf
     committed(cache, tmp_path)
     assert not cache.journal_pending()
     assert sorted(json.loads((tmp_path / "kv_store_cache.json").read_text())) == ["h2", "h3"]
+
+
+def test_a_script_that_never_closes_leaves_whole_json_files_at_exit(tmp_path):
+    """nano-graphrag's examples insert and exit without ``close()``: the journals their large
+    stores were given are folded as the interpreter exits, so the JSON files hold every record."""
+    import subprocess
+    import sys
+    import textwrap
+
+    wd = tmp_path / "wd"
+    script = textwrap.dedent(f"""
+        import graphrag.storage.kv_json as kv_json
+        kv_json.JOURNAL_FROM_BYTES, kv_json.FOLD_AT_SHARE = 0, 1000.0  # every store journals
+        from graphrag import GraphRAG, hash_embedding
+        rag = GraphRAG(working_dir={str(wd)!r}, embedding_func=hash_embedding(32), extraction="nlp",
+                       show_progress=False)
+        rag.insert("Ada Lovelace wrote the first program for the Analytical Engine in London.")
+        rag.insert("Charles Babbage designed the Analytical Engine in London.")
+        import glob, os
+        print(len(glob.glob(os.path.join({str(wd)!r}, "kv_store_*.journal.jsonl"))))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[-1]) > 0  # journaled while the script ran
+    assert not list(wd.glob("kv_store_*.journal.jsonl"))
+    assert len(json.loads((wd / "kv_store_full_docs.json").read_text())) == 2
