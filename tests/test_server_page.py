@@ -105,11 +105,20 @@ def test_the_page_asks_explores_and_indexes(browser: webdriver.Chrome, page: str
     # The picker offers every suffix the readers know (the server's registry, GET /readers).
     assert browser.find_element(By.ID, "file").get_attribute("accept").split(",") == known_suffixes()
 
-    # Ask, cited: the answer cites [n]; a citation opens the passage it cites, with its source.
+    # The workspaces the server lists are offered; none chosen: the server's own index.
+    assert browser.find_element(By.ID, "workspace-choice").is_displayed()
+    assert browser.find_element(By.ID, "workspace").get_attribute("value") == ""
+
+    # Ask, cited and streamed at once: the answer is drawn again as its pieces arrive, then
+    # cites [n]; a citation opens the passage it cites, with its source.
+    browser.execute_script("""
+        window.renders = 0;
+        new MutationObserver(() => window.renders++).observe(document.getElementById('answer'), {childList: true});""")
     browser.find_element(By.ID, "question").send_keys(QUESTION)
     browser.find_element(By.ID, "ask").click()
     citation = wait(browser).until(ready.element_to_be_clickable((By.CSS_SELECTOR, "#answer a.citation")))
     assert browser.find_elements(By.CSS_SELECTOR, "#references li")
+    assert browser.execute_script("return window.renders") > 3  # the placeholder, pieces, the linked whole
     citation.click()
     wait(browser).until(lambda d: d.find_element(By.ID, "passage").is_displayed())
     wait(browser).until(lambda d: "Brightwater Instruments" in d.find_element(By.ID, "passage-text").text)
