@@ -11,6 +11,7 @@ import pytest
 
 from graphrag import GraphRAG, QueryParam
 from graphrag.errors import LLMError
+from graphrag.operators.modes import mode_names
 from helpers_server import build_index, index_config
 from mock_llm_server import Fault, MockLLMServer
 
@@ -87,9 +88,10 @@ def test_a_consumer_that_stops_reading_cancels_the_query(streaming: Any) -> None
     assert asyncio.run(first_piece_only())
 
 
-def test_a_cited_answer_streams_then_its_references(streaming: Any) -> None:
+@pytest.mark.parametrize("mode", mode_names())
+def test_a_cited_answer_streams_then_its_references(streaming: Any, mode: str) -> None:
     rag, llm = streaming
-    param = QueryParam(mode="local", with_references=True, response_type="cited and streamed")
+    param = QueryParam(mode=mode, with_references=True, response_type="cited and streamed")
 
     async def result_stream() -> tuple[list[str], Any]:
         stream = rag.aquery_result_stream(QUESTION, param)
