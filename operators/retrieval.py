@@ -14,7 +14,6 @@ import re
 from dataclasses import replace
 from typing import Any, Iterable, Optional
 
-from graphrag.prompts import render as render_prompt
 from graphrag.query_param import QueryParam
 from graphrag.records import Answer, Chunk, CommunityReport, Document, Reference, Retrieval
 
