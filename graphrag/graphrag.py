@@ -398,8 +398,9 @@ class GraphRAG:
         ``param.with_references`` the cited answer streams the same way and its reference list
         comes as the last piece: joined, the pieces are ``aquery``'s answer. For the references
         as records, use :meth:`aquery_result_stream`."""
-        async for piece in self._querying().stream(query, param):
-            yield piece
+        async with contextlib.aclosing(self._querying().stream(query, param)) as pieces:
+            async for piece in pieces:
+                yield piece
 
     query_stream = blocking_stream(aquery_stream)
 

@@ -3,6 +3,7 @@ completions against the mock server's SSE), the final answer only, a cached answ
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from pathlib import Path
 from typing import Any
@@ -124,9 +125,15 @@ def test_a_streamed_cited_answer_drops_citations_of_sources_not_sent() -> None:
     assert kept == "Founded in 1921 [1]. Built compasses. Both [2]. A [list] of [ 3 things ]. End [2]"
 
 
-def test_a_sync_stream_stopped_early_leaves_the_instance_usable(streaming: Any) -> None:
+def test_a_sync_stream_stopped_early_stops_its_query(streaming: Any, caplog: pytest.LogCaptureFixture) -> None:
+    from graphrag.aio import thread_loop
+
     rag, _ = streaming
     stream = rag.query_stream(QUESTION, QueryParam(mode="naive", response_type="sync, stopped early"))
     assert next(stream)
+    assert [t for t in asyncio.all_tasks(thread_loop()) if not t.done()]  # the query, paused between pieces
     stream.close()
+    assert not [t for t in asyncio.all_tasks(thread_loop()) if not t.done()]
     assert rag.query(QUESTION, QueryParam(mode="naive", only_need_context=True))
+    gc.collect()  # a query left running would end in an error once its connection closed
+    assert not [r for r in caplog.records if r.name == "asyncio"]

@@ -2,6 +2,7 @@
 how an answer with references is built (see the package docstring)."""
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optional
 
@@ -118,9 +119,9 @@ class QueryEngine:
     async def stream(self, query: str, param: QueryParam) -> AsyncIterator[str]:
         """:meth:`stream_result`'s pieces, then a cited answer's reference list as one last
         piece (what :meth:`answer` ends with)."""
-        pieces = self.stream_result(query, param)
-        async for piece in pieces:
-            yield piece
+        async with contextlib.aclosing(self.stream_result(query, param)) as pieces:
+            async for piece in pieces:
+                yield piece
         assert pieces.answer is not None  # set once the pieces end
         if tail := pieces.answer.reference_list():
             yield tail

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, AsyncIterator, Awaitable, Callable, Optional
+from typing import Any, AsyncGenerator, Awaitable, Callable, Optional
 
 from graphrag.operators.retrieval import CitationStream
 from graphrag.records import Answer, Retrieval
@@ -59,9 +59,23 @@ class AnswerStream:
 
     def __init__(self, run_query: Callable[[WrapLLM], Awaitable[Answer]]) -> None:
         self._run_query = run_query
+        self._pieces: Optional[AsyncGenerator[str, None]] = None
         self.answer: Optional[Answer] = None
 
-    async def __aiter__(self) -> AsyncIterator[str]:
+    def __aiter__(self) -> "AnswerStream":
+        return self
+
+    async def __anext__(self) -> str:
+        if self._pieces is None:  # the query starts with the first piece asked for
+            self._pieces = self._stream()
+        return await self._pieces.__anext__()
+
+    async def aclose(self) -> None:
+        """Stop reading before the end: the query stops too (``contextlib.aclosing``)."""
+        if self._pieces is not None:
+            await self._pieces.aclose()
+
+    async def _stream(self) -> AsyncGenerator[str, None]:
         pieces: asyncio.Queue[Any] = asyncio.Queue()
 
         def wrap(llm: Any, retrieval: Optional[Retrieval]) -> _StreamedAnswer:

@@ -139,8 +139,8 @@ class GraphService:
     async def answer_stream(self, question: str, param: QueryParam) -> AsyncIterator["AnswerStream"]:
         """The answer streamed on the reader for the block's duration: its text pieces, then
         ``.answer`` (with the references when ``param.with_references``)."""
-        async with self.reading() as rag:
-            yield rag.aquery_result_stream(question, param)
+        async with self.reading() as rag, contextlib.aclosing(rag.aquery_result_stream(question, param)) as stream:
+            yield stream
 
     async def answer(self, question: str, param: QueryParam) -> dict[str, Any]:
         """The answer citing ``[n]``, with the reference each ``n`` stands for."""
