@@ -135,7 +135,8 @@ def blocking_stream(method: Callable[..., AsyncIterable[T]]) -> Callable[..., It
 
     run.__name__ = method.__name__.removeprefix("a")
     run.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.{run.__name__}".lstrip(".")
-    run.__doc__ = f"``{method.__name__}``, as a blocking generator." + (f"\n\n{method.__doc__}" if method.__doc__ else "")
+    run.__doc__ = (f"``{method.__name__}``, as a blocking generator."
+                   + (f"\n\n{method.__doc__}" if method.__doc__ else ""))
     return run
 
 
