@@ -18,7 +18,7 @@ import itertools
 import threading
 import weakref
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, Coroutine, Generic, Optional, TypeVar
+from typing import Any, AsyncIterable, AsyncIterator, Callable, Coroutine, Generic, Iterator, Optional, TypeVar
 
 T = TypeVar("T")
 
@@ -114,17 +114,57 @@ def run_at_exit(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
     return run_sync(work())
 
 
+def _release(owner: Any) -> Callable[[], Coroutine[Any, Any, None]]:
+    """What a sync call ends with: ``arelease()`` where the object has one (its ``aclose()``
+    also does what only an explicit close should), else ``aclose()``."""
+    return getattr(owner, "arelease", owner.aclose)
+
+
 def blocking(method: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
     """The sync twin of an ``a*`` method of an object with ``aclose()``: run on the thread's
     loop (``run_sync``), then release the connections the call opened (``arelease()`` where
     the object has one: ``aclose()`` also does what only an explicit close should)."""
     @functools.wraps(method)
     def run(self: Any, *args: Any, **kwargs: Any) -> T:
-        return run_sync(method(self, *args, **kwargs), getattr(self, "arelease", self.aclose))
+        return run_sync(method(self, *args, **kwargs), _release(self))
 
     run.__name__ = method.__name__.removeprefix("a")
     run.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.{run.__name__}".lstrip(".")
     run.__doc__ = f"``{method.__name__}``, blocking." + (f"\n\n{method.__doc__}" if method.__doc__ else "")
+    return run
+
+
+def blocking_stream(method: Callable[..., AsyncIterable[T]]) -> Callable[..., Iterator[T]]:
+    """The sync twin of an ``a*`` method giving an async iterator: a generator that steps it on
+    the thread's loop (``run_sync``), then releases the connections the call opened. Stopping
+    early (``close()``, or dropping the generator) stops the query too."""
+    @functools.wraps(method)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Iterator[T]:
+        pieces = method(self, *args, **kwargs).__aiter__()
+
+        async def step() -> tuple[bool, Any]:
+            try:
+                return True, await pieces.__anext__()
+            except StopAsyncIteration:
+                return False, None
+
+        async def close() -> None:
+            if hasattr(pieces, "aclose"):
+                await pieces.aclose()
+
+        try:
+            while True:
+                more, piece = run_sync(step())
+                if not more:
+                    return
+                yield piece
+        finally:
+            run_sync(close(), _release(self))
+
+    run.__name__ = method.__name__.removeprefix("a")
+    run.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.{run.__name__}".lstrip(".")
+    run.__doc__ = (f"``{method.__name__}``, as a blocking generator."
+                   + (f"\n\n{method.__doc__}" if method.__doc__ else ""))
     return run
 
 

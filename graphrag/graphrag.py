@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optional, Sequence, Union
 
-from graphrag.aio import blocking, run_at_exit, run_sync
+from graphrag.aio import blocking, blocking_stream, run_at_exit, run_sync
 from graphrag.config import GraphRAGConfig, check_no_nano_graphrag_only_options, llm_configured
 from graphrag.embedding import EmbeddingFunc, embedding_from_config, limited
 from graphrag.errors import ConfigurationError, DocumentNotFound, WorkingDirLockedError
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from graphrag.file_insert import FilesReport
     from graphrag.graph_api import KnowledgeGraph
     from graphrag.querying import QueryEngine
+    from graphrag.querying.streaming import AnswerStream
     from graphrag.readers import ReadDocument, ReadOptions
     from graphrag.records import Answer, Retrieval
 
@@ -415,9 +416,21 @@ class GraphRAG:
 
     async def aquery_stream(self, query: str, param: QueryParam = QueryParam()) -> AsyncIterator[str]:
         """The answer in pieces as the model writes them; a cached answer, a context
-        (``only_need_context``, no LLM) or a canned reply comes as one piece."""
-        async for piece in self._querying().stream(query, param):
-            yield piece
+        (``only_need_context``, no LLM) or a canned reply comes as one piece. With
+        ``param.with_references`` the cited answer streams the same way and its reference list
+        comes as the last piece: joined, the pieces are ``aquery``'s answer. For the references
+        as records, use :meth:`aquery_result_stream`."""
+        async with contextlib.aclosing(self._querying().stream(query, param)) as pieces:
+            async for piece in pieces:
+                yield piece
+
+    query_stream = blocking_stream(aquery_stream)
+
+    def aquery_result_stream(self, query: str, param: QueryParam = QueryParam()) -> "AnswerStream":
+        """The answer's text in pieces as the model writes them (``async for piece in stream``),
+        then, once they have all come, ``stream.answer``: the :class:`Answer` they make, with the
+        cited references when ``param.with_references`` (what ``aquery_result`` returns)."""
+        return self._querying().stream_result(query, param)
 
 
 # Instances that committed and were not closed. A script that ends without ``close()`` (as

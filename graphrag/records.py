@@ -250,6 +250,11 @@ class Answer:
     retrieval: Optional[Retrieval] = None
 
     def __str__(self) -> str:
+        return (self.text.rstrip() + self.reference_list()) if self.references else self.text
+
+    def reference_list(self) -> str:
+        """What follows the text in ``str()``: a blank line, then one line per reference
+        (empty without references)."""
         if not self.references:
-            return self.text
-        return self.text.rstrip() + "\n\nReferences:\n" + "\n".join(r.line() for r in self.references)
+            return ""
+        return "\n\nReferences:\n" + "\n".join(r.line() for r in self.references)

@@ -14,19 +14,22 @@ import re
 from dataclasses import replace
 from typing import Any, Iterable, Optional
 
-from graphrag.prompts import render as render_prompt
 from graphrag.query_param import QueryParam
 from graphrag.records import Answer, Chunk, CommunityReport, Document, Reference, Retrieval
 
 from .modes import get_mode
-from .query_context import fail_response
+from .query_context import answer_from_context, fail_response
 from .query_global import map_reduce
 from .tokenizer import Tokenizer
 
 _CONTEXT_FIELD = {"local_rag_response_cited": "context_data", "naive_rag_response_cited": "content_data"}
 EXCERPT_CHARS = 160
+_DOCUMENT_FIELDS = {"source", "content", "chunk_ids", "title"}  # what Document.from_stored reads
 # A citation, with the blanks before it (dropped with a citation that keeps no number).
 _CITATION = re.compile(r"([ \t]*)\[(\d+(?:\s*,\s*\d+)*)\]")
+# The end of a text that may yet become a citation once more text arrives: blanks, then an
+# opened bracket with digits, commas and spaces only (nothing that would rule a citation out).
+_OPEN_CITATION = re.compile(r"[ \t]*(?:\[[\d\s,]*)?\Z")
 
 
 async def retrieve(question: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[Retrieval]:
@@ -37,7 +40,7 @@ async def retrieve(question: str, stores: Any, param: QueryParam, tokenizer: Tok
 
 
 class DocumentLookup:
-    """Which document (id and ``source``) each chunk came from, remembered once read: graph
+    """Which document (id, ``source``, size, chunks) each chunk came from, remembered once read: graph
     calls ask about the same chunks again and again. Build a new one when the index changes."""
 
     def __init__(self, stores: Any) -> None:
@@ -50,8 +53,10 @@ class DocumentLookup:
             chunks = await self._stores.text_chunks.get_by_ids(wanted, fields={"full_doc_id"})
             doc_of = {c: r.get("full_doc_id") for c, r in zip(wanted, chunks) if r and r.get("full_doc_id")}
             doc_ids = list(dict.fromkeys(doc_of.values()))
-            docs = await self._stores.full_docs.get_by_ids(doc_ids, fields={"source"})
-            by_id = {d: Document(id=d, source=r.get("source")) for d, r in zip(doc_ids, docs) if r is not None}
+            # The whole record's fields, so a reference shows the document's size and chunks;
+            # each document is read once per lookup (one per index version).
+            docs = await self._stores.full_docs.get_by_ids(doc_ids, fields=_DOCUMENT_FIELDS)
+            by_id = {d: Document.from_stored(d, r) for d, r in zip(doc_ids, docs) if r is not None}
             for c in wanted:
                 self._of_chunk[c] = by_id.get(doc_of.get(c, ""))
         return {c: d for c in chunk_ids if (d := self._of_chunk.get(c)) is not None}
@@ -87,9 +92,8 @@ async def answer_with_references(retrieval: Optional[Retrieval], param: QueryPar
         text = await map_reduce(retrieval.question, retrieval.context_groups, param, llm, tokenizer, *templates)
     else:
         template, = templates
-        system_prompt = render_prompt(template, **{_CONTEXT_FIELD[template]: retrieval.context},
-                                      response_type=param.response_type)
-        text = await llm(retrieval.question, stage="query", system_prompt=system_prompt)
+        text = await answer_from_context(retrieval.question, retrieval.context, param, llm, template,
+                                         _CONTEXT_FIELD[template])
     return keep_valid_citations(text, retrieval)
 
 
@@ -106,16 +110,42 @@ def all_references(retrieval: Optional[Retrieval]) -> tuple[Reference, ...]:
 def keep_valid_citations(text: str, retrieval: Retrieval) -> Answer:
     """``text`` with citations of numbers the context does not hold removed, and the
     references of the ones it keeps."""
-    valid = range(1, len(retrieval.citable()) + 1)
     cited: list[int] = []
+    kept = _strip_invalid_citations(text, len(retrieval.citable()), cited)
+    return Answer(text=kept, references=references_of(retrieval, cited), retrieval=retrieval)
 
+
+def _strip_invalid_citations(text: str, sources: int, cited: list[int]) -> str:
+    """``text`` keeping the citations of numbers 1..``sources`` (added to ``cited``)."""
     def keep(match: re.Match) -> str:
         numbers = [int(n) for n in re.split(r"\s*,\s*", match.group(2))]
-        kept = [n for n in numbers if n in valid]
+        kept = [n for n in numbers if 1 <= n <= sources]
         cited.extend(kept)
         return match.group(1) + "".join(f"[{n}]" for n in kept) if kept else ""
 
-    return Answer(text=_CITATION.sub(keep, text), references=references_of(retrieval, cited), retrieval=retrieval)
+    return _CITATION.sub(keep, text)
+
+
+class CitationStream:
+    """:func:`keep_valid_citations`'s text for an answer arriving in pieces: what cannot be
+    part of a citation goes out at once, a possible citation waits until it closes (or turns
+    out not to be one). The pieces given out join to the same text as the whole answer's."""
+
+    def __init__(self, retrieval: Retrieval) -> None:
+        self._sources = len(retrieval.citable())
+        self._held = ""
+
+    def feed(self, piece: str) -> str:
+        """The text ``piece`` lets out (maybe empty)."""
+        text = self._held + piece
+        cut = _OPEN_CITATION.search(text).start()  # type: ignore[union-attr]  # matches "" at the end
+        self._held = text[cut:]
+        return _strip_invalid_citations(text[:cut], self._sources, [])
+
+    def end(self) -> str:
+        """What was held back, once the answer is complete."""
+        text, self._held = self._held, ""
+        return _strip_invalid_citations(text, self._sources, [])
 
 
 def _excerpt(text: str) -> str:

@@ -86,6 +86,9 @@ def test_graph_down_local_answers_in_naive_mode_and_writes_refuse(tmp_path, serv
     cut_off = GraphRAG(**settings(tmp_path, server, **stores, storage_options=down(postgres_options)))
     assert_local_answered_in_naive_mode(cut_off, naive, caplog)
     assert DEAD_DSN not in caplog.text
+    # Streamed, the note goes out first, then the answer (here cached, in one piece).
+    streamed = list(cut_off.query_stream(question, QueryParam(mode="local")))
+    assert streamed[0] == f"{GRAPH_DOWN}\n\n" and "".join(streamed) == f"{GRAPH_DOWN}\n\n{naive}"
     assert cut_off.query(question, QueryParam(mode="global")) == global_answer  # reports need no graph
     assert cut_off.query(question, QueryParam(mode="naive")) == naive
 

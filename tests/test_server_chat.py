@@ -80,6 +80,25 @@ def test_openai_chat_streams_chunks_ending_with_done(client: openai.OpenAI, url:
     assert all(json.loads(d)["object"] == "chat.completion.chunk" for d in data[:-1])
 
 
+def test_cited_answers_stream_in_pieces_with_the_reference_list_last(client: openai.OpenAI,
+                                                                     ollama_client: "ollama.Client") -> None:
+    # Questions no other test asks: not in the LLM cache, so the model writes them as they stream.
+    asked = [{"role": "user", "content": "Who founded Brightwater Instruments, in pieces?"}]
+    openai_pieces = [c.choices[0].delta.content for c in client.chat.completions.create(
+        model="graphrag-naive", stream=True, messages=asked) if c.choices[0].delta.content]
+    asked_again = [{"role": "user", "content": "Where is Kestrel Harbor, in pieces?"}]
+    ollama_pieces = [p.message.content for p in ollama_client.chat(
+        model="graphrag-local", stream=True, messages=asked_again) if p.message.content]
+    for pieces, model, messages in ((openai_pieces, "graphrag-naive", asked),
+                                    (ollama_pieces, "graphrag-local", asked_again)):
+        answer = "".join(pieces[:-1])
+        assert len(pieces) > 3 and "[1]" in answer and "References:" not in answer, pieces
+        assert pieces[-1].startswith("\n\nReferences:\n") and cited("".join(pieces))
+        # The same text as the answer not streamed (cached by the stream).
+        whole = client.chat.completions.create(model=model, messages=messages)
+        assert whole.choices[0].message.content == "".join(pieces)
+
+
 def test_openai_errors(client: openai.OpenAI, url: str) -> None:
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": QUESTION}])

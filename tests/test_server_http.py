@@ -129,27 +129,53 @@ def test_query_with_references_cites_passages_that_open(api: httpx.Client) -> No
     assert api.get("/chunks/chunk-nope").status_code == 404
 
 
-def test_query_streams_server_sent_events(api: httpx.Client, llm: MockLLMServer) -> None:
-    question = {"question": "What does Brightwater Instruments make?", "mode": "naive",
-                "response_type": "One streamed paragraph"}
-    arrivals, texts, events = [], [], []
-    with api.stream("POST", "/query", json={**question, "stream": True}) as response:
+def sse(api: httpx.Client, body: dict) -> list[tuple[str, dict, float]]:
+    """POST /query's server-sent events: (event name, data, arrival time), in order."""
+    events, event = [], "message"
+    with api.stream("POST", "/query", json={**body, "stream": True}) as response:
         assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
-        event = None
         for line in response.iter_lines():
             if line.startswith("event: "):
                 event = line[7:]
             elif line.startswith("data: "):
-                events.append(event or "message")
-                if event is None:
-                    texts.append(json.loads(line[6:])["text"])
-                    arrivals.append(time.monotonic())
-                event = None
-    assert events[-1] == "done" and len(texts) > 2
+                events.append((event, json.loads(line[6:]), time.monotonic()))
+                event = "message"
+    return events
+
+
+def test_query_streams_server_sent_events(api: httpx.Client, llm: MockLLMServer) -> None:
+    question = {"question": "What does Brightwater Instruments make?", "mode": "naive",
+                "response_type": "One streamed paragraph"}
+    events = sse(api, question)
+    texts = [data["text"] for name, data, _ in events if name == "message"]
+    arrivals = [at for name, _, at in events if name == "message"]
+    assert [name for name, _, _ in events][-1] == "done" and len(texts) > 2
     assert arrivals[-1] - arrivals[0] > 0.02  # pieces arrived as written, not all at the end
     assert any(r.get("stream") for r in llm.chat_requests)
     # The streamed answer was cached whole: asked again, it is the same text in one piece.
     assert api.post("/query", json=question).json()["answer"] == "".join(texts)
+
+
+def test_a_cited_answer_streams_then_its_references_come_as_an_event(api: httpx.Client) -> None:
+    question = {"question": "Who founded Brightwater Instruments?", "mode": "local", "with_references": True,
+                "response_type": "One cited streamed paragraph"}
+    events = sse(api, question)
+    names = [name for name, _, _ in events]
+    texts = [data["text"] for name, data, _ in events if name == "message"]
+    assert len(texts) > 2 and names[-2:] == ["references", "done"] and set(names[:-2]) == {"message"}
+    assert events[len(texts) - 1][2] - events[0][2] > 0.02  # written in pieces, not all at the end
+    references = events[-2][1]["references"]
+    assert references and "[1]" in "".join(texts) and "References:" not in "".join(texts)
+    # The same answer and references as the cited answer not streamed (now cached).
+    assert api.post("/query", json=question).json() == {"answer": "".join(texts), "references": references}
+    # Each reference's document is the stored one: its size and its chunks, the cited one among them.
+    for ref in references:
+        doc, = ref["documents"]
+        assert doc["chars"] == len(DOCS[doc["source"]]) and ref["chunk_id"] in doc["chunk_ids"]
+    # What no model writes streams too: the numbered context in one piece, every source referenced.
+    context = sse(api, {**question, "only_need_context": True})
+    assert [name for name, _, _ in context] == ["message", "references", "done"]
+    assert "-----Sources-----" in context[0][1]["text"] and len(context[1][1]["references"]) >= len(references)
 
 
 def test_retrieve_returns_records_with_their_sources(api: httpx.Client) -> None:
@@ -157,6 +183,9 @@ def test_retrieve_returns_records_with_their_sources(api: httpx.Client) -> None:
     assert found["mode"] == "local" and found["context"]
     assert any(e["name"] == "MARGUERITE OLVANE" for e in found["entities"])
     assert all(c["documents"] and c["documents"][0]["source"] in DOCS for c in found["chunks"])
+    for chunk in found["chunks"]:  # each chunk's document as stored: its size and its chunks
+        doc, = chunk["documents"]
+        assert doc["chars"] == len(DOCS[doc["source"]]) and chunk["id"] in doc["chunk_ids"]
 
 
 def test_graph_endpoints(api: httpx.Client) -> None:

@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 from typing import Iterator
 
+import httpx
 import pytest
 from selenium import webdriver
 from selenium.webdriver.common.by import By
@@ -26,7 +27,7 @@ from graphrag.operators.modes import mode_names
 from graphrag.readers import known_suffixes
 from graphrag.server.app import build_app
 from graphrag.server.service import GraphService
-from helpers_server import build_index, chromium, index_config, running
+from helpers_server import build_index, chromium, index_config, running, wait_for_job
 from mock_llm_server import MockLLMServer
 
 QUESTION = "Where is Brightwater Instruments based?"
@@ -105,11 +106,20 @@ def test_the_page_asks_explores_and_indexes(browser: webdriver.Chrome, page: str
     # The picker offers every suffix the readers know (the server's registry, GET /readers).
     assert browser.find_element(By.ID, "file").get_attribute("accept").split(",") == known_suffixes()
 
-    # Ask, cited: the answer cites [n]; a citation opens the passage it cites, with its source.
+    # The workspaces the server lists are offered; none chosen: the server's own index.
+    assert browser.find_element(By.ID, "workspace-choice").is_displayed()
+    assert browser.find_element(By.ID, "workspace").get_attribute("value") == ""
+
+    # Ask, cited and streamed at once: the answer is drawn again as its pieces arrive, then
+    # cites [n]; a citation opens the passage it cites, with its source.
+    browser.execute_script("""
+        window.renders = 0;
+        new MutationObserver(() => window.renders++).observe(document.getElementById('answer'), {childList: true});""")
     browser.find_element(By.ID, "question").send_keys(QUESTION)
     browser.find_element(By.ID, "ask").click()
     citation = wait(browser).until(ready.element_to_be_clickable((By.CSS_SELECTOR, "#answer a.citation")))
     assert browser.find_elements(By.CSS_SELECTOR, "#references li")
+    assert browser.execute_script("return window.renders") > 3  # the placeholder, pieces, the linked whole
     citation.click()
     wait(browser).until(lambda d: d.find_element(By.ID, "passage").is_displayed())
     wait(browser).until(lambda d: "Brightwater Instruments" in d.find_element(By.ID, "passage-text").text)
@@ -406,3 +416,29 @@ def test_answers_render_as_markdown(browser: webdriver.Chrome, page: str) -> Non
     assert shape["ol"] == ["first", "second\ncontinued"] and shape["ul"] == ["a", "b"]
     assert shape["quote"] == ["quoted"] and shape["th"] == ["name", "kind"] and shape["td"] == ["Dunmere", "town"]
     assert shape["pre"] == ["raw <b>code</b>"]
+
+
+def test_a_chosen_workspace_is_the_index_the_page_shows_and_asks(browser: webdriver.Chrome, tmp_path: Path) -> None:
+    wd = tmp_path / "wd"
+    build_index(wd)
+    with MockLLMServer(stream_chunk_delay=0.01) as llm:
+        service = GraphService(index_config(wd, llm_base_url=llm.base_url, llm_api_key="test-key"))
+        with running(build_app(service)) as url:
+            with httpx.Client(base_url=url, headers={"X-Workspace": "team"}, timeout=60) as team:
+                job = team.post("/documents", json={"text": "Odile Varga founded Larkspur Glassworks in 1887.",
+                                                    "source": "team.txt"}).json()
+                assert wait_for_job(team, job["id"])["status"] == "done"
+            browser.get(url)
+            wait(browser).until(lambda d: "3 document(s)" in d.find_element(By.ID, "status").text)
+            Select(browser.find_element(By.ID, "workspace")).select_by_value("team")
+            wait(browser).until(lambda d: "1 document(s)" in d.find_element(By.ID, "status").text)
+            wait(browser).until(lambda d: [r.find_element(By.CSS_SELECTOR, "td").text for r in
+                                           d.find_elements(By.CSS_SELECTOR, "#documents tbody tr")] == ["team.txt"])
+            browser.find_element(By.ID, "question").send_keys("Who founded Larkspur Glassworks?")
+            browser.find_element(By.ID, "ask").click()
+            wait(browser).until(ready.element_to_be_clickable((By.CSS_SELECTOR, "#answer a.citation")))
+            sources = {li.find_element(By.CSS_SELECTOR, "a").text
+                       for li in browser.find_elements(By.CSS_SELECTOR, "#references li")}
+            assert sources == {"team.txt"}  # asked in the workspace chosen, not the server's own
+            Select(browser.find_element(By.ID, "workspace")).select_by_value("")
+            wait(browser).until(lambda d: "3 document(s)" in d.find_element(By.ID, "status").text)

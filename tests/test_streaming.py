@@ -3,6 +3,7 @@ completions against the mock server's SSE), the final answer only, a cached answ
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 
 from graphrag import GraphRAG, QueryParam
 from graphrag.errors import LLMError
+from graphrag.operators.modes import mode_names
 from helpers_server import build_index, index_config
 from mock_llm_server import Fault, MockLLMServer
 
@@ -85,3 +87,53 @@ def test_a_consumer_that_stops_reading_cancels_the_query(streaming: Any) -> None
         return piece
 
     assert asyncio.run(first_piece_only())
+
+
+@pytest.mark.parametrize("mode", mode_names())
+def test_a_cited_answer_streams_then_its_references(streaming: Any, mode: str) -> None:
+    rag, llm = streaming
+    param = QueryParam(mode=mode, with_references=True, response_type="cited and streamed")
+
+    async def result_stream() -> tuple[list[str], Any]:
+        stream = rag.aquery_result_stream(QUESTION, param)
+        return [piece async for piece in stream], stream.answer
+
+    pieces, answer = asyncio.run(result_stream())
+    assert len(pieces) > 2 and "".join(pieces) == answer.text and "[1]" in answer.text
+    assert len([r for r in llm.chat_requests if r.get("stream")]) == 1
+    # Cached now: the same answer and references as aquery_result, and the text stream ends with
+    # the reference list (joined, the pieces are aquery's cited answer); the sync twin likewise.
+    assert asyncio.run(rag.aquery_result(QUESTION, param)) == answer
+    text_pieces = [p for _, p in asyncio.run(pieces_of(rag, param))]
+    assert text_pieces == [answer.text, answer.reference_list()] and answer.references
+    assert list(rag.query_stream(QUESTION, param)) == text_pieces
+    assert "".join(text_pieces) == rag.query(QUESTION, param)
+
+
+def test_a_streamed_cited_answer_drops_citations_of_sources_not_sent() -> None:
+    from graphrag.operators.retrieval import CitationStream, keep_valid_citations
+    from graphrag.records import Chunk, Retrieval
+
+    retrieval = Retrieval(question="q", mode="naive", chunks=(Chunk(id="a", content="x", doc_id="d"),
+                                                              Chunk(id="b", content="y", doc_id="d")))
+    text = "Founded in 1921 [1]. Built compasses [7]. Both [2, 9]. A [list] of [ 3 things ]. End [2]"
+    kept = keep_valid_citations(text, retrieval).text
+    for size in (1, 2, 3, 5, 8):  # every way the model's pieces may split a citation
+        stream = CitationStream(retrieval)
+        out = [stream.feed(text[i:i + size]) for i in range(0, len(text), size)] + [stream.end()]
+        assert "".join(out) == kept
+    assert kept == "Founded in 1921 [1]. Built compasses. Both [2]. A [list] of [ 3 things ]. End [2]"
+
+
+def test_a_sync_stream_stopped_early_stops_its_query(streaming: Any, caplog: pytest.LogCaptureFixture) -> None:
+    from graphrag.aio import thread_loop
+
+    rag, _ = streaming
+    stream = rag.query_stream(QUESTION, QueryParam(mode="naive", response_type="sync, stopped early"))
+    assert next(stream)
+    assert [t for t in asyncio.all_tasks(thread_loop()) if not t.done()]  # the query, paused between pieces
+    stream.close()
+    assert not [t for t in asyncio.all_tasks(thread_loop()) if not t.done()]
+    assert rag.query(QUESTION, QueryParam(mode="naive", only_need_context=True))
+    gc.collect()  # a query left running would end in an error once its connection closed
+    assert not [r for r in caplog.records if r.name == "asyncio"]

@@ -2,9 +2,9 @@
 
 ``GraphRAG`` hands a :class:`~graphrag.querying.engine.QueryEngine` what a query reads (its
 config, stores, tokenizer, model windows, best model and document lookup) and delegates
-``aquery``, ``aquery_stream``, ``aquery_result`` and ``aretrieve`` to it. The modes themselves
-are registered in ``graphrag/operators/modes.py``; ``degraded.py`` answers around a store that
-is down, ``streaming.py`` streams the final answer.
+``aquery``, ``aquery_stream``, ``aquery_result_stream``, ``aquery_result`` and ``aretrieve``
+to it. The modes themselves are registered in ``graphrag/operators/modes.py``; ``degraded.py``
+answers around a store that is down, ``streaming.py`` streams the final answer, cited or not.
 """
 from __future__ import annotations
 

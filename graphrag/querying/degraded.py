@@ -78,4 +78,7 @@ async def answer(query: str, stores: Any, graph: "KnowledgeGraph", param: QueryP
         mode, reachable, how = fallback
         note = degraded_note(exc.store, how)
         logger.warning("%s (%s)", note, exc)
+        preface = getattr(kwargs.get("llm"), "preface", None)
+        if preface is not None:  # a streamed answer (streaming.py): the note goes out before its pieces
+            preface(f"{note}\n\n")
         return f"{note}\n\n" + await get_mode(mode).run()(query, reachable, replace(param, mode=mode), **kwargs)

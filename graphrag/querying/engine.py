@@ -2,6 +2,7 @@
 how an answer with references is built (see the package docstring)."""
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optional
 
@@ -10,7 +11,7 @@ from graphrag.operators.query_context import fail_response
 from graphrag.operators.retrieval import all_references, answer_with_references, retrieve
 from graphrag.query_param import QueryParam
 from graphrag.querying import degraded
-from graphrag.querying.streaming import stream_answer
+from graphrag.querying.streaming import AnswerStream, WrapLLM
 from graphrag.records import Answer, Retrieval
 
 if TYPE_CHECKING:
@@ -63,9 +64,10 @@ class QueryEngine:
         finally:
             await self.stores.query_done()
 
-    async def answer_result(self, query: str, param: QueryParam) -> Answer:
+    async def answer_result(self, query: str, param: QueryParam, wrap_llm: Optional[WrapLLM] = None) -> Answer:
         """The answer citing its sources; without an LLM (or with ``only_need_context``) the
-        numbered context, every source listed."""
+        numbered context, every source listed. ``wrap_llm`` wraps the best model's client
+        for this query (streaming does), handed the retrieval the answer cites."""
         param = replace(param, with_references=True)
         retrieval = await self.retrieve(query, param)
         if not retrieval.context:
@@ -74,12 +76,14 @@ class QueryEngine:
         if param.only_need_context or self.best_llm is None:
             note = "" if param.only_need_context else f"{NO_LLM_NOTE}\n\n"
             return Answer(text=note + retrieval.context, references=all_references(retrieval), retrieval=retrieval)
+        llm = self.best_llm()
         try:
-            return await answer_with_references(retrieval, param, self.best_llm(), self.tokenizer)
+            return await answer_with_references(retrieval, param, wrap_llm(llm, retrieval) if wrap_llm else llm,
+                                                self.tokenizer)
         finally:
             await self.stores.query_done()  # persists the answer in the LLM cache
 
-    async def answer(self, query: str, param: QueryParam, wrap_llm: Optional[Callable[[Any], Any]] = None) -> str:
+    async def answer(self, query: str, param: QueryParam, wrap_llm: Optional[WrapLLM] = None) -> str:
         """``param.mode``'s answer (with its reference list when ``param.with_references``);
         ``wrap_llm`` wraps the best model's client for this query (streaming does)."""
         _check_question(query)
@@ -95,18 +99,32 @@ class QueryEngine:
             param = self.windows.fit_query(query, param)
             llm = None if param.only_need_context or self.best_llm is None else self.best_llm()
             if llm is not None and wrap_llm is not None:
-                llm = wrap_llm(llm)
+                llm = wrap_llm(llm, None)
             # A graph or vector store that is down: answered from the others, with a warning.
             text = await degraded.answer(query, self.stores, self.graph, param, llm=llm, tokenizer=self.tokenizer)
         finally:
             await self.stores.query_done()
         return f"{NO_LLM_NOTE}\n\n{text}" if no_llm else text
 
+    def stream_result(self, query: str, param: QueryParam) -> AnswerStream:
+        """The answer's text in pieces as the model writes them, then the whole answer
+        (``.answer``): with ``param.with_references``, the cited one and its references."""
+        async def run(wrap_llm: WrapLLM) -> Answer:
+            if param.with_references:
+                return await self.answer_result(query, param, wrap_llm)
+            return Answer(text=await self.answer(query, param, wrap_llm))
+
+        return AnswerStream(run)
+
     async def stream(self, query: str, param: QueryParam) -> AsyncIterator[str]:
-        """The answer in pieces as the model writes them; a cached answer, a context, a cited
-        answer or a canned reply comes as one piece."""
-        async for piece in stream_answer(self.answer, query, param):
-            yield piece
+        """:meth:`stream_result`'s pieces, then a cited answer's reference list as one last
+        piece (what :meth:`answer` ends with)."""
+        async with contextlib.aclosing(self.stream_result(query, param)) as pieces:
+            async for piece in pieces:
+                yield piece
+        assert pieces.answer is not None  # set once the pieces end
+        if tail := pieces.answer.reference_list():
+            yield tail
 
 
 def _check_question(query: Any) -> None:

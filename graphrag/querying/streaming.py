@@ -1,25 +1,34 @@
-"""A query's answer streamed as the model writes it (``GraphRAG.aquery_stream``).
+"""A query's answer streamed as the model writes it (``GraphRAG.aquery_stream`` and
+``aquery_result_stream``).
 
 The query runs as usual; only its final answer call is streamed: the mode hands it to the
 llm's ``final_answer`` (``operators/query_context.answer_from_context``), which here forwards
-each piece to the caller while the query waits for the whole text.
+each piece to the caller while the query waits for the whole text. A cited answer's pieces
+pass through ``CitationStream`` first, so what is streamed is the answer's kept text: a
+citation of a number the context does not hold never goes out.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncGenerator, Awaitable, Callable, Optional
+
+from graphrag.operators.retrieval import CitationStream
+from graphrag.records import Answer, Retrieval
 
 _DONE = object()
+
+# Wraps the best model's client for one query; handed the retrieval a cited answer numbers.
+WrapLLM = Callable[[Any, Optional[Retrieval]], Any]
 
 
 class _StreamedAnswer:
     """The best model's client for one query: every call as usual, the final answer streamed."""
 
-    def __init__(self, llm: Any, pieces: "asyncio.Queue[Any]") -> None:
+    def __init__(self, llm: Any, pieces: "asyncio.Queue[Any]", citations: Optional[CitationStream]) -> None:
         self._llm = llm
         self._pieces = pieces
-        self.streamed = False
+        self._citations = citations
 
     async def __call__(self, *args: Any, **kwargs: Any) -> str:
         return await self._llm(*args, **kwargs)
@@ -28,31 +37,64 @@ class _StreamedAnswer:
         parts: list[str] = []
         async for piece in self._llm.stream(prompt, **kwargs):
             parts.append(piece)
-            self.streamed = True
-            self._pieces.put_nowait(piece)
+            self._send(self._citations.feed(piece) if self._citations is not None else piece)
+        if self._citations is not None:
+            self._send(self._citations.end())
         return "".join(parts)
 
+    def preface(self, text: str) -> None:
+        """Text the answer opens with, sent before the model writes (a degraded answer's note)."""
+        self._send(text)
 
-async def stream_answer(run_query: Callable[..., Awaitable[str]], query: str, param: Any) -> AsyncIterator[str]:
-    """Pieces of ``run_query(query, param, wrap_llm)``'s answer as they come; an answer that
-    was not streamed (a context, a canned reply, no LLM) as one piece at the end."""
-    pieces: asyncio.Queue[Any] = asyncio.Queue()
-    wrappers: list[_StreamedAnswer] = []
+    def _send(self, text: str) -> None:
+        if text:
+            self._pieces.put_nowait(text)
 
-    def wrap(llm: Any) -> _StreamedAnswer:
-        wrappers.append(_StreamedAnswer(llm, pieces))
-        return wrappers[-1]
 
-    task = asyncio.ensure_future(run_query(query, param, wrap))
-    task.add_done_callback(lambda _: pieces.put_nowait(_DONE))
-    try:
-        while (piece := await pieces.get()) is not _DONE:
-            yield piece
-        answer = task.result()
-        if not any(w.streamed for w in wrappers):
-            yield answer
-    finally:
-        if not task.done():  # the consumer stopped reading: stop the query too
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+class AnswerStream:
+    """An answer's text in pieces as the model writes them (``async for``); once they have
+    all come, :attr:`answer` is the whole :class:`~graphrag.records.Answer`: its text is the
+    pieces joined, its references the sources a cited answer kept. What no model wrote (a
+    cached answer, a context, a canned reply, no LLM) comes as one piece, at the end."""
+
+    def __init__(self, run_query: Callable[[WrapLLM], Awaitable[Answer]]) -> None:
+        self._run_query = run_query
+        self._pieces: Optional[AsyncGenerator[str, None]] = None
+        self.answer: Optional[Answer] = None
+
+    def __aiter__(self) -> "AnswerStream":
+        return self
+
+    async def __anext__(self) -> str:
+        if self._pieces is None:  # the query starts with the first piece asked for
+            self._pieces = self._stream()
+        return await self._pieces.__anext__()
+
+    async def aclose(self) -> None:
+        """Stop reading before the end: the query stops too (``contextlib.aclosing``)."""
+        if self._pieces is not None:
+            await self._pieces.aclose()
+
+    async def _stream(self) -> AsyncGenerator[str, None]:
+        pieces: asyncio.Queue[Any] = asyncio.Queue()
+
+        def wrap(llm: Any, retrieval: Optional[Retrieval]) -> _StreamedAnswer:
+            return _StreamedAnswer(llm, pieces, CitationStream(retrieval) if retrieval is not None else None)
+
+        task = asyncio.ensure_future(self._run_query(wrap))
+        task.add_done_callback(lambda _: pieces.put_nowait(_DONE))
+        sent: list[str] = []
+        try:
+            while (piece := await pieces.get()) is not _DONE:
+                sent.append(piece)
+                yield piece
+            self.answer = task.result()
+            # The text beyond what the model streamed (all of it when nothing was) comes last.
+            streamed = "".join(sent)
+            if self.answer.text.startswith(streamed) and len(self.answer.text) > len(streamed):
+                yield self.answer.text[len(streamed):]
+        finally:
+            if not task.done():  # the consumer stopped reading: stop the query too
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task

@@ -33,7 +33,7 @@ from graphrag.server.errors import error_body, http_status, validation_message
 from graphrag.server.graph_upkeep import upkeep_router
 from graphrag.server.security import (DEFAULT_POLICY, ASGIApp, check_binding, check_key, host_names, secured,
                                       uvicorn_config)
-from graphrag.server.service import GraphService, query_param
+from graphrag.server.service import GraphService, as_json, query_param
 from graphrag.server.workspaces import Workspaces, selecting_workspace
 
 logger = logging.getLogger(__name__)
@@ -238,7 +238,8 @@ def create_app(service: "GraphService | Workspaces") -> FastAPI:
 
         return {"suffixes": known_suffixes()}
 
-    @app.post("/query", summary="Answer a question (mode and every QueryParam field; stream=true for SSE)",
+    @app.post("/query", summary="Answer a question (mode and every QueryParam field; stream=true for SSE: text "
+                                "pieces, then a `references` event when with_references, then `done`)",
               response_model=None)
     async def query(body: QueryRequest) -> Any:  # type: ignore[valid-type]
         param = query_param(body.model_dump(exclude={"question", "stream"}))
@@ -246,12 +247,15 @@ def create_app(service: "GraphService | Workspaces") -> FastAPI:
             if param.with_references:
                 return await service.answer(body.question, param)
             return {"answer": await service.query(body.question, param)}
-        pieces = service.query_stream(body.question, param)
 
         async def events() -> AsyncIterator[str]:
             try:
-                async for piece in pieces:
-                    yield _sse(None, {"text": piece})
+                async with service.answer_stream(body.question, param) as pieces:
+                    async for piece in pieces:
+                        yield _sse(None, {"text": piece})
+                if param.with_references:  # known once the text has all come: the citations it kept
+                    assert pieces.answer is not None
+                    yield _sse("references", {"references": as_json(pieces.answer.references)})
                 yield _sse("done", {})
             except Exception as exc:  # the status line is gone: the error is the last event
                 if not isinstance(exc, GraphRAGError):

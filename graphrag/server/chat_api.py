@@ -5,7 +5,9 @@
 Each registered query mode is one model, ``graphrag-<mode>`` (Ollama clients may add a tag,
 ``:latest``). The last user message is the question: ``QueryParam`` holds no conversation,
 so earlier turns and system messages are not sent to the engine. Every answer is the cited
-one (``with_references``): it cites ``[n]`` and ends with the reference list.
+one (``with_references``): it cites ``[n]`` and ends with the reference list; streamed, the
+text comes as it is written and the reference list as the last piece (these protocols carry
+text only).
 """
 from __future__ import annotations
 

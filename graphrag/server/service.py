@@ -15,7 +15,7 @@ import logging
 import os
 import time
 from dataclasses import asdict, fields, is_dataclass
-from typing import Any, AsyncIterator, Optional
+from typing import TYPE_CHECKING, Any, AsyncIterator, Optional
 
 from graphrag.config import GraphRAGConfig
 from graphrag.errors import DocumentNotFound, InvalidInputError, StoreUnavailableError
@@ -26,6 +26,9 @@ from graphrag.records import Path
 from graphrag.redaction import protect_logs, redact, register_config_secrets
 from graphrag.server.doc_status import DocumentStatus, document_rows, read_statuses
 from graphrag.server.jobs import Job, JobQueue
+
+if TYPE_CHECKING:
+    from graphrag.querying.streaming import AnswerStream
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +134,13 @@ class GraphService:
         async with self.reading() as rag:
             async for piece in rag.aquery_stream(question, param):
                 yield piece
+
+    @contextlib.asynccontextmanager
+    async def answer_stream(self, question: str, param: QueryParam) -> AsyncIterator["AnswerStream"]:
+        """The answer streamed on the reader for the block's duration: its text pieces, then
+        ``.answer`` (with the references when ``param.with_references``)."""
+        async with self.reading() as rag, contextlib.aclosing(rag.aquery_result_stream(question, param)) as stream:
+            yield stream
 
     async def answer(self, question: str, param: QueryParam) -> dict[str, Any]:
         """The answer citing ``[n]``, with the reference each ``n`` stands for."""

@@ -1,4 +1,4 @@
-// The page: ask (answers streamed or cited, rendered as Markdown), see why (what the answer rested
+// The page: ask (answers streamed as written, cited or not, rendered as Markdown), see why (what the answer rested
 // on, outlined in the graph), explore the graph, manage documents. Everything goes through the
 // server's JSON API; text from the index is only ever set as textContent or drawn on the canvas,
 // never parsed as HTML. A server with an API key answers 401: the page then asks for the key,
@@ -9,6 +9,7 @@
 
 const $ = id => document.getElementById(id);
 const KEY = "graphrag-api-key";
+const WORKSPACE = "graphrag-workspace";
 const PAGE_SIZE = 20;
 const POPULAR = 40;   // entities drawn when the page opens
 const EXPAND = 40;    // neighbours added by one expand
@@ -20,8 +21,15 @@ const keyHeaders = () => {
   return key ? {"X-API-Key": String.fromCharCode(...new TextEncoder().encode(key))} : {};
 };
 
+// The workspace chosen (X-Workspace on every request); none: the server's own index.
+const workspaceHeaders = () => {
+  const name = sessionStorage.getItem(WORKSPACE);
+  return name ? {"X-Workspace": name} : {};
+};
+
 async function request(path, options = {}) {
-  const response = await fetch(path, {...options, headers: {...(options.headers || {}), ...keyHeaders()}});
+  const headers = {...(options.headers || {}), ...keyHeaders(), ...workspaceHeaders()};
+  const response = await fetch(path, {...options, headers});
   if (response.status === 401) $("key-form").hidden = false;
   return response;
 }
@@ -240,6 +248,38 @@ function renderer() {
   };
 }
 
+// The named workspaces (GET /workspaces, where the server has them) offered beside the default.
+async function loadWorkspaces() {
+  if (!offers("get", "/workspaces")) return;
+  const names = (await api("/workspaces")).map(w => w.name);
+  const chosen = sessionStorage.getItem(WORKSPACE) || "";
+  if (chosen && !names.includes(chosen)) names.push(chosen);
+  const select = $("workspace");
+  select.replaceChildren(select.options[0], ...names.map(name => {
+    const option = element("option", name);
+    option.value = name;
+    return option;
+  }));
+  select.value = chosen;
+  $("workspace-choice").hidden = false;
+}
+
+// Another workspace is another index: what the page shows of the last one is cleared, then loaded.
+$("workspace").addEventListener("change", () => {
+  const name = $("workspace").value;
+  if (name) sessionStorage.setItem(WORKSPACE, name); else sessionStorage.removeItem(WORKSPACE);
+  references = new Map();
+  retrieval = null;
+  showReferences();
+  $("answer").replaceChildren();
+  $("why").hidden = true;
+  $("passage").hidden = true;
+  $("jobs").replaceChildren();
+  documents.offset = 0;
+  graph.clear();
+  start();
+});
+
 $("ask-form").addEventListener("submit", async event => {
   event.preventDefault();
   const body = {question: $("question").value, mode: $("mode").value};
@@ -252,14 +292,10 @@ $("ask-form").addEventListener("submit", async event => {
   $("why").hidden = true;
   const why = postJSON("/retrieve", body).then(showWhy).catch(() => { retrieval = null; });
   try {
-    if ($("cite").checked) {
-      const result = await postJSON("/query", {...body, with_references: true});
-      references = new Map((result.references || []).map(r => [r.number, r]));
-      showAnswer(result.answer);
-    } else {
-      const view = renderer();
-      view.flush(await streamAnswer({...body, stream: true}, text => view.update(text)));
-    }
+    // Streamed either way; a cited answer's references come as an event once its text has come.
+    const cited = $("cite").checked ? {with_references: true} : {};
+    const view = renderer();
+    view.flush(await streamAnswer({...body, ...cited, stream: true}, text => view.update(text)));
     showReferences();
   } catch (err) {
     $("answer").replaceChildren(element("p", err.message, "error"));
@@ -635,7 +671,8 @@ async function watchRunningJobs() {
 // Everything the page shows on opening; the body is marked data-ready once all have answered.
 async function start() {
   await loadEndpoints();
-  const loading = [watchRunningJobs(), loadModes(), refreshDocuments(), loadReadable(), drawPopular()];
+  const loading = [loadWorkspaces(), watchRunningJobs(), loadModes(), refreshDocuments(), loadReadable(),
+                   drawPopular()];
   loading.forEach(promise => promise.catch(showError));
   await Promise.allSettled(loading);
   document.body.dataset.ready = "true";
