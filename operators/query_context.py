@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import logging
 from dataclasses import replace
 from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional, Sequence, TypeVar
@@ -130,6 +131,11 @@ def largest_fitting_prefix(
     return best_k, best_text
 
 
+def row_cost(row: Sequence[Any], tokenizer: Tokenizer) -> int:
+    """A row's own tokens, as a table of it alone counts them: what packing estimates from."""
+    return tokenizer.count(rows_to_csv_table([], [row]))
+
+
 def _estimate(n_items: int, fixed: int, costs: Iterable[int], max_tokens: int) -> int:
     """A cheap upper guess for :func:`largest_fitting_prefix`: how many items fit when each
     adds its own cost to ``fixed``. ``costs`` is read only up to the first overflow."""
@@ -150,6 +156,7 @@ def pack_csv_section(
     max_tokens: int,
     tokenizer: Tokenizer,
     cut_column: Optional[int] = None,
+    row_tokens: Sequence[int] = (),
 ) -> tuple[str, int]:
     """As many leading ``rows`` as fit, rendered by :func:`csv_section` within ``max_tokens``.
 
@@ -157,12 +164,13 @@ def pack_csv_section(
     except that when not even the first row fits and ``cut_column`` is given, that
     column of the first row is cut short so the section still carries the best row.
     Returns the section text (``""`` when even an empty table does not fit) and how
-    many rows it holds.
+    many rows it holds. ``row_tokens``: :func:`row_cost` of the leading rows, when the
+    caller counted them already.
     """
     if max_tokens <= 0:
         return "", 0
-    estimate = _estimate(len(rows), tokenizer.count(csv_section(title, header, [])),
-                         (tokenizer.count(rows_to_csv_table([], [row])) for row in rows), max_tokens)
+    costs = itertools.chain(row_tokens, (row_cost(row, tokenizer) for row in rows[len(row_tokens):]))
+    estimate = _estimate(len(rows), tokenizer.count(csv_section(title, header, [])), costs, max_tokens)
     k, text = largest_fitting_prefix(
         len(rows), lambda n: csv_section(title, header, rows[:n]), max_tokens, tokenizer, estimate
     )
@@ -217,13 +225,28 @@ async def pack_while_reading(title: str, header: list[str], batches: Iterable[li
     communities are not all read for the few that fit.
     """
     items: list[tuple[R, str]] = []
-    text, kept = "", 0
+    rows: list[list[Any]] = []
+    costs: list[int] = []
+    fixed = tokenizer.count(csv_section(title, header, []))
+    text, kept, packed = "", 0, True
     for batch in batches:
         items += await read(batch)
-        text, kept = pack_csv_section(title, header, [[first_id + i, t] for i, (_, t) in enumerate(items)], budget,
-                                      tokenizer, cut_column=1)
-        if kept < len(items):
-            break
+        rows += [[first_id + i, t] for i, (_, t) in enumerate(items[len(rows):], start=len(rows))]
+        # While the rows' own counts add up to less than the budget, every row read so far
+        # would be kept, so the section is packed (counted whole) only once they do not, or
+        # when the batches run out. Packing a longer list when the sum misjudged by a token
+        # keeps the same prefix: the rows after it do not change which prefix fits.
+        total = fixed + sum(costs)
+        while len(costs) < len(rows) and total <= budget:
+            costs.append(row_cost(rows[len(costs)], tokenizer))
+            total += costs[-1]
+        packed = total > budget
+        if packed:
+            text, kept = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=1, row_tokens=costs)
+            if kept < len(items):
+                break
+    if not packed:
+        text, kept = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=1, row_tokens=costs)
     return text, [item for item, _ in items[:kept]]
 
 
