@@ -90,11 +90,13 @@ def largest_fitting_prefix(
     max_tokens: int,
     tokenizer: Tokenizer,
     estimate: Optional[int] = None,
+    count: Optional[Callable[[int], int]] = None,
 ) -> tuple[int, str]:
     """The largest ``k <= n_items`` whose ``render(k)`` counts at most ``max_tokens`` tokens.
 
     ``estimate`` (an upper guess) bounds the search; each candidate is counted for real,
     so the returned text always fits. Returns ``(-1, "")`` when not even ``render(0)`` fits.
+    ``count``: the tokens of ``render(k)`` for ``k >= 1`` without rendering and encoding it.
     """
     hi = n_items if estimate is None else max(0, min(n_items, estimate))
     text0 = render(0)
@@ -102,6 +104,8 @@ def largest_fitting_prefix(
         return -1, ""
 
     def fitting(k: int) -> Optional[str]:
+        if count is not None:
+            return render(k) if count(k) <= max_tokens else None
         text = render(k)
         return text if tokenizer.count(text) <= max_tokens else None
 
@@ -129,6 +133,26 @@ def largest_fitting_prefix(
         else:
             hi = mid - 1
     return best_k, best_text
+
+
+def section_counter(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]],
+                    tokenizer: Tokenizer) -> Callable[[int], int]:
+    """``k -> tokens of csv_section(title, header, rows[:k])`` for ``k >= 1``, from counts of
+    its lines, each line counted once as the section grows: the section is its head (title,
+    fence, header line), each row's line with its newline, and the closing fence. For a
+    tokenizer with ``counts_add_by_line`` the count of a text cut there is the sum of its
+    parts' counts: every row starts with its number, and its pre-tokenizer never joins a
+    newline with a digit or a backtick after it."""
+    head = tokenizer.count(f"-----{title}-----\n```csv\n{rows_to_csv_table(header, [])}\n")
+    sums = [head + tokenizer.count("```")]
+
+    def count(k: int) -> int:
+        while len(sums) <= k:
+            line = rows_to_csv_table([], [rows[len(sums) - 1]])[1:]  # [1:]: the empty header's newline
+            sums.append(sums[-1] + tokenizer.count(line + "\n"))
+        return sums[k]
+
+    return count
 
 
 def row_cost(row: Sequence[Any], tokenizer: Tokenizer) -> int:
@@ -171,8 +195,9 @@ def pack_csv_section(
         return "", 0
     costs = itertools.chain(row_tokens, (row_cost(row, tokenizer) for row in rows[len(row_tokens):]))
     estimate = _estimate(len(rows), tokenizer.count(csv_section(title, header, [])), costs, max_tokens)
+    count = section_counter(title, header, rows, tokenizer) if getattr(tokenizer, "counts_add_by_line", False) else None
     k, text = largest_fitting_prefix(
-        len(rows), lambda n: csv_section(title, header, rows[:n]), max_tokens, tokenizer, estimate
+        len(rows), lambda n: csv_section(title, header, rows[:n]), max_tokens, tokenizer, estimate, count
     )
     if k < 0:
         return "", 0
