@@ -99,40 +99,37 @@ def largest_fitting_prefix(
     ``count``: the tokens of ``render(k)`` for ``k >= 1`` without rendering and encoding it.
     """
     hi = n_items if estimate is None else max(0, min(n_items, estimate))
-    text0 = render(0)
-    if tokenizer.count(text0) > max_tokens:
+    texts = {0: render(0)}  # what was rendered to be counted; with ``count``, only the answer is
+    if tokenizer.count(texts[0]) > max_tokens:
         return -1, ""
 
-    def fitting(k: int) -> Optional[str]:
+    def fitting(k: int) -> bool:
         if count is not None:
-            return render(k) if count(k) <= max_tokens else None
-        text = render(k)
-        return text if tokenizer.count(text) <= max_tokens else None
+            return count(k) <= max_tokens
+        texts[k] = render(k)
+        return tokenizer.count(texts[k]) <= max_tokens
 
+    best_k = 0
     if estimate is not None and hi >= 3:
         # Callers' estimates (per-item counts, plus 2) are nearly always right: count upwards
         # from estimate - 2 instead of a binary search that counts a whole table ~log2(n) times.
-        text = fitting(hi - 2)
-        if text is not None:
-            best_k, best_text = hi - 2, text
+        if fitting(hi - 2):
+            best_k = hi - 2
             for k in (hi - 1, hi):
-                text = fitting(k)
-                if text is None:
+                if not fitting(k):
                     break
-                best_k, best_text = k, text
-            return best_k, best_text
+                best_k = k
+            return best_k, texts[best_k] if best_k in texts else render(best_k)
         hi -= 3
-    best_k, best_text = 0, text0
     lo = 1
     while lo <= hi:
         mid = (lo + hi) // 2
-        text = fitting(mid)
-        if text is not None:
-            best_k, best_text = mid, text
+        if fitting(mid):
+            best_k = mid
             lo = mid + 1
         else:
             hi = mid - 1
-    return best_k, best_text
+    return best_k, texts[best_k] if best_k in texts else render(best_k)
 
 
 def section_counter(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]],
