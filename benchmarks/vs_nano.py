@@ -7,15 +7,16 @@ update, each implementation in its own interpreter, interleaved over rounds, on 
 
 An ``--impl`` is ``LABEL=PYTHON`` (this engine, as installed in that interpreter: compare two
 versions by pointing at two virtualenvs) or ``LABEL=PYTHON:nano`` (nano-graphrag as installed
-there: ``pip install nano-graphrag`` into a virtualenv of its own, since it pins numpy < 2).
-Both use the same 384-d hash embedding in process (this checkout's ``graphrag.embedding``,
-put on the nano interpreter's path) and the mock LLM at ``--latency`` seconds per call, with
-16 calls in flight at most. Each round runs every implementation in turn, the order rotated
+there: ``pip install nano-graphrag`` into a virtualenv of its own, since it pins numpy < 2,
+then ``pip install --no-deps -e .`` of this checkout beside it for the embedding and the
+prompt templates). Both use the same 384-d hash embedding in process (``graphrag.embedding``)
+and the mock LLM at ``--latency`` seconds per call, with 16 calls in flight at most. Each round runs every implementation in turn, the order rotated
 per round, and each step is a fresh process:
 
 - insert: open an empty dir, insert the corpus; wall, CPU and peak RSS of the process;
-- cold: open the dir and answer one local query, context only (the cold start), then
-  ``--queries`` questions per mode after one warm-up each; p50 per mode;
+- cold: import, open the dir and answer one local query, context only (the cold start, wall
+  and the process's CPU), then ``--queries`` questions per mode after one warm-up each; p50
+  per mode, wall and CPU;
 - update: open the dir and insert one new document; wall and LLM calls.
 
 Prints one JSON record per step on stdout as it goes, then the medians over rounds and each
