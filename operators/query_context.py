@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import logging
 from dataclasses import replace
 from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional, Sequence, TypeVar
@@ -89,45 +90,71 @@ def largest_fitting_prefix(
     max_tokens: int,
     tokenizer: Tokenizer,
     estimate: Optional[int] = None,
+    count: Optional[Callable[[int], int]] = None,
 ) -> tuple[int, str]:
     """The largest ``k <= n_items`` whose ``render(k)`` counts at most ``max_tokens`` tokens.
 
     ``estimate`` (an upper guess) bounds the search; each candidate is counted for real,
     so the returned text always fits. Returns ``(-1, "")`` when not even ``render(0)`` fits.
+    ``count``: the tokens of ``render(k)`` for ``k >= 1`` without rendering and encoding it.
     """
     hi = n_items if estimate is None else max(0, min(n_items, estimate))
-    text0 = render(0)
-    if tokenizer.count(text0) > max_tokens:
+    texts = {0: render(0)}  # what was rendered to be counted; with ``count``, only the answer is
+    if tokenizer.count(texts[0]) > max_tokens:
         return -1, ""
 
-    def fitting(k: int) -> Optional[str]:
-        text = render(k)
-        return text if tokenizer.count(text) <= max_tokens else None
+    def fitting(k: int) -> bool:
+        if count is not None:
+            return count(k) <= max_tokens
+        texts[k] = render(k)
+        return tokenizer.count(texts[k]) <= max_tokens
 
+    best_k = 0
     if estimate is not None and hi >= 3:
         # Callers' estimates (per-item counts, plus 2) are nearly always right: count upwards
         # from estimate - 2 instead of a binary search that counts a whole table ~log2(n) times.
-        text = fitting(hi - 2)
-        if text is not None:
-            best_k, best_text = hi - 2, text
+        if fitting(hi - 2):
+            best_k = hi - 2
             for k in (hi - 1, hi):
-                text = fitting(k)
-                if text is None:
+                if not fitting(k):
                     break
-                best_k, best_text = k, text
-            return best_k, best_text
+                best_k = k
+            return best_k, texts[best_k] if best_k in texts else render(best_k)
         hi -= 3
-    best_k, best_text = 0, text0
     lo = 1
     while lo <= hi:
         mid = (lo + hi) // 2
-        text = fitting(mid)
-        if text is not None:
-            best_k, best_text = mid, text
+        if fitting(mid):
+            best_k = mid
             lo = mid + 1
         else:
             hi = mid - 1
-    return best_k, best_text
+    return best_k, texts[best_k] if best_k in texts else render(best_k)
+
+
+def section_counter(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]],
+                    tokenizer: Tokenizer) -> Callable[[int], int]:
+    """``k -> tokens of csv_section(title, header, rows[:k])`` for ``k >= 1``, from counts of
+    its lines, each line counted once as the section grows: the section is its head (title,
+    fence, header line), each row's line with its newline, and the closing fence. For a
+    tokenizer with ``counts_add_by_line`` the count of a text cut there is the sum of its
+    parts' counts: every row starts with its number, and its pre-tokenizer never joins a
+    newline with a digit or a backtick after it."""
+    head = tokenizer.count(f"-----{title}-----\n```csv\n{rows_to_csv_table(header, [])}\n")
+    sums = [head + tokenizer.count("```")]
+
+    def count(k: int) -> int:
+        while len(sums) <= k:
+            line = rows_to_csv_table([], [rows[len(sums) - 1]])[1:]  # [1:]: the empty header's newline
+            sums.append(sums[-1] + tokenizer.count(line + "\n"))
+        return sums[k]
+
+    return count
+
+
+def row_cost(row: Sequence[Any], tokenizer: Tokenizer) -> int:
+    """A row's own tokens, as a table of it alone counts them: what packing estimates from."""
+    return tokenizer.count(rows_to_csv_table([], [row]))
 
 
 def _estimate(n_items: int, fixed: int, costs: Iterable[int], max_tokens: int) -> int:
@@ -150,6 +177,7 @@ def pack_csv_section(
     max_tokens: int,
     tokenizer: Tokenizer,
     cut_column: Optional[int] = None,
+    row_tokens: Sequence[int] = (),
 ) -> tuple[str, int]:
     """As many leading ``rows`` as fit, rendered by :func:`csv_section` within ``max_tokens``.
 
@@ -157,14 +185,16 @@ def pack_csv_section(
     except that when not even the first row fits and ``cut_column`` is given, that
     column of the first row is cut short so the section still carries the best row.
     Returns the section text (``""`` when even an empty table does not fit) and how
-    many rows it holds.
+    many rows it holds. ``row_tokens``: :func:`row_cost` of the leading rows, when the
+    caller counted them already.
     """
     if max_tokens <= 0:
         return "", 0
-    estimate = _estimate(len(rows), tokenizer.count(csv_section(title, header, [])),
-                         (tokenizer.count(rows_to_csv_table([], [row])) for row in rows), max_tokens)
+    costs = itertools.chain(row_tokens, (row_cost(row, tokenizer) for row in rows[len(row_tokens):]))
+    estimate = _estimate(len(rows), tokenizer.count(csv_section(title, header, [])), costs, max_tokens)
+    count = section_counter(title, header, rows, tokenizer) if getattr(tokenizer, "counts_add_by_line", False) else None
     k, text = largest_fitting_prefix(
-        len(rows), lambda n: csv_section(title, header, rows[:n]), max_tokens, tokenizer, estimate
+        len(rows), lambda n: csv_section(title, header, rows[:n]), max_tokens, tokenizer, estimate, count
     )
     if k < 0:
         return "", 0
@@ -217,13 +247,28 @@ async def pack_while_reading(title: str, header: list[str], batches: Iterable[li
     communities are not all read for the few that fit.
     """
     items: list[tuple[R, str]] = []
-    text, kept = "", 0
+    rows: list[list[Any]] = []
+    costs: list[int] = []
+    fixed = tokenizer.count(csv_section(title, header, []))
+    text, kept, packed = "", 0, True
     for batch in batches:
         items += await read(batch)
-        text, kept = pack_csv_section(title, header, [[first_id + i, t] for i, (_, t) in enumerate(items)], budget,
-                                      tokenizer, cut_column=1)
-        if kept < len(items):
-            break
+        rows += [[first_id + i, t] for i, (_, t) in enumerate(items[len(rows):], start=len(rows))]
+        # While the rows' own counts add up to less than the budget, every row read so far
+        # would be kept, so the section is packed (counted whole) only once they do not, or
+        # when the batches run out. Packing a longer list when the sum misjudged by a token
+        # keeps the same prefix: the rows after it do not change which prefix fits.
+        total = fixed + sum(costs)
+        while len(costs) < len(rows) and total <= budget:
+            costs.append(row_cost(rows[len(costs)], tokenizer))
+            total += costs[-1]
+        packed = total > budget
+        if packed:
+            text, kept = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=1, row_tokens=costs)
+            if kept < len(items):
+                break
+    if not packed:
+        text, kept = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=1, row_tokens=costs)
     return text, [item for item, _ in items[:kept]]
 
 

@@ -214,7 +214,7 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
     degree = np.concatenate([index.degree[offset:], np.ones(len(unlinked))])
     chunk_scores = scores[offset:] / degree
     order = np.lexsort((np.arange(len(chunk_scores)), -chunk_scores))  # ties: by id
-    walked = [chunks[j] for j in order[chunk_scores[order] > 0]]
+    walked = [chunks[j] for j in order[chunk_scores[order] > 0].tolist()]
     # Filtered in numpy: a per-element loop over every entity costs milliseconds a query.
     entity_order = np.lexsort((np.arange(offset), -scores[:offset]))
     entity_order = entity_order[scores[entity_order] > 0]

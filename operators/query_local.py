@@ -145,14 +145,15 @@ async def _related_relations(
     return out
 
 
-async def _related_chunks(
-    entities: list[dict], node_edges: list[list[tuple[str, str]]], stores: Any
+def _related_chunks(
+    entities: list[dict], node_edges: list[list[tuple[str, str]]], edge_data: dict[tuple[str, str], dict]
 ) -> list[tuple[str, int]]:
     """``(chunk id, links)`` of the entities' source chunks, most linked first.
 
     A chunk's links are the distinct relations between two retrieved entities whose source
     ids include it, where one endpoint lists the chunk; ties go to the chunk of the
-    better-ranked entity.
+    better-ranked entity. ``edge_data``: the relations' stored data by key, as
+    :func:`_related_relations` read them (every edge of the entities that exists).
     """
     retrieved = {e["entity_name"] for e in entities}
     inner_pairs: list[tuple[str, str]] = []
@@ -164,10 +165,7 @@ async def _related_chunks(
             if other in retrieved and key not in seen:
                 seen.add(key)
                 inner_pairs.append(key)
-    edge_chunks: dict[tuple[str, str], set[str]] = {}
-    if inner_pairs:
-        datas = await stores.graph.get_edges_batch(inner_pairs)
-        edge_chunks = {k: set(_split(d.get("source_id"))) for k, d in zip(inner_pairs, datas) if d}
+    edge_chunks = {k: set(_split(edge_data[k].get("source_id"))) for k in inner_pairs if edge_data.get(k)}
 
     order: dict[str, int] = {}
     linked: dict[str, set[tuple[str, str]]] = {}
@@ -216,7 +214,8 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
     node_edges = await _entity_edges(entities, stores)
     report_groups = _report_groups(entities, param)
     relations = await _related_relations(entities, node_edges, stores)
-    chunk_ids = _sources_by_walk(ranking, await _related_chunks(entities, node_edges, stores))
+    edge_data = {r["src_tgt"]: r["data"] for r in relations}
+    chunk_ids = _sources_by_walk(ranking, _related_chunks(entities, node_edges, edge_data))
     chunk_ids = await rerank_chunks(query, chunk_ids, stores, chunk_id=lambda ranked: ranked[0])
 
     entity_rows = [
@@ -240,25 +239,26 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
     if single:
         report_groups = report_groups[:1]
 
-    async def read_reports(ids: list[str]) -> list[tuple[CommunityReport, str]]:
+    # The readers hand back stored records; only those the sections keep become records.
+    async def read_reports(ids: list[str]) -> list[tuple[tuple[str, dict], str]]:
         found = [(i, r) for i, r in zip(ids, await stores.community_reports.get_by_ids(ids)) if r is not None]
         found.sort(key=lambda item: -stored_rating(item[1]))  # within a group of equal counts, best rated first
-        found = found[:1 if single else None]
-        largest = await largest_community(stores.index_meta) if found else None
-        return [(CommunityReport.from_stored(i, with_occurrence(r, largest)), r.get("report_string", ""))
-                for i, r in found]
+        return [(item, item[1].get("report_string", "")) for item in found[:1 if single else None]]
 
-    reports_text, reports = await pack_while_reading(
+    reports_text, kept_reports = await pack_while_reading(
         "Reports", REPORT_HEADER, report_groups, read_reports, param.local_max_token_for_community_report, tokenizer)
+    largest = await largest_community(stores.index_meta) if kept_reports else None
+    reports = [CommunityReport.from_stored(i, with_occurrence(r, largest)) for i, r in kept_reports]
 
-    async def read_chunks(ranked: list[tuple[str, int]]) -> list[tuple[Chunk, str]]:
+    async def read_chunks(ranked: list[tuple[str, int]]) -> list[tuple[tuple[str, int, dict], str]]:
         records = await stores.text_chunks.get_by_ids([i for i, _ in ranked])
-        return [(replace(Chunk.from_stored(i, r), score=float(links)), cited_content(r))
-                for (i, links), r in zip(ranked, records) if r is not None and r.get("content")]
+        return [((i, links, r), cited_content(r)) for (i, links), r in zip(ranked, records)
+                if r is not None and r.get("content")]
 
-    sources_text, chunks = await pack_while_reading(
+    sources_text, kept_chunks = await pack_while_reading(
         "Sources", SOURCE_HEADER, doubling_slices(chunk_ids), read_chunks, param.local_max_token_for_text_unit,
         tokenizer, first_id=1 if cited else 0)
+    chunks = [replace(Chunk.from_stored(i, r), score=float(links)) for i, links, r in kept_chunks]
     logger.info(
         "Local context: %d/%d entities, %d/%d relations, %d/%d communities, %d/%d chunks",
         n_entities, len(entity_rows), n_relations, len(relation_rows), len(reports),

@@ -177,6 +177,10 @@ class TiktokenTokenizer:
         install_bundled_encoding(encoding_name)
         self.model_name = model_name
         self.encoding_name = encoding_name
+        # The bundled encodings' pre-tokenizers cut text after a newline that a digit or a
+        # backtick follows, and tokens never span a cut: a table's count is the sum of its
+        # lines' counts (query_context.section_counter).
+        self.counts_add_by_line = encoding_name in _BUNDLED
         self._encoding = load_encoding(encoding_name)
 
     def encode(self, text: str) -> list[int]:

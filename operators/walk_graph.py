@@ -6,6 +6,7 @@ the graph is and when it is (re)built.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import weakref
 from dataclasses import dataclass
@@ -104,26 +105,25 @@ def build_graph_index(nodes: list[tuple[str, str]], edges: list[tuple[str, str]]
 
     nodes = sorted(nodes, key=lambda n: n[0])
     entities = [name for name, _ in nodes]
-    chunk_set: set[str] = set()
-    for _, source_id in nodes:
-        chunk_set.update(_split(source_id))
-    chunks = sorted(chunk_set)
+    sources = [_split(source_id) for _, source_id in nodes]
+    chunks = sorted(set(itertools.chain.from_iterable(sources)))
     entity_at = {n: i for i, n in enumerate(entities)}
     chunk_at = {c: len(entities) + i for i, c in enumerate(chunks)}
+    size = len(entities) + len(chunks)
 
-    rows: list[int] = []
-    cols: list[int] = []
-    mentions = np.zeros(len(entities), dtype=np.float64)
-    for i, (_, source_id) in enumerate(nodes):
-        linked = {chunk_at[c] for c in _split(source_id)}
-        mentions[i] = len(linked)
-        for j in sorted(linked):
-            rows += [i, j]
-            cols += [j, i]
-    for a, b in edges:
-        if a in entity_at and b in entity_at and a != b:
-            rows += [entity_at[a], entity_at[b]]
-            cols += [entity_at[b], entity_at[a]]
+    # Built in numpy from flat lists: a Python loop per mention was most of the build.
+    mention_entity = np.repeat(np.arange(len(entities)), np.fromiter(map(len, sources), np.intp, len(sources)))
+    flat = list(itertools.chain.from_iterable(sources))
+    mention_chunk = np.fromiter(map(chunk_at.__getitem__, flat), np.intp, len(flat))
+    # An entity listing a chunk twice still mentions it once.
+    pairs = np.unique(mention_entity * size + mention_chunk)
+    mentions = np.bincount(pairs // size, minlength=len(entities)).astype(np.float64)
+    ends = np.fromiter((entity_at.get(end, -1) for edge in edges for end in edge[:2]), np.intp, 2 * len(edges))
+    a, b = ends[0::2], ends[1::2]
+    linked = (a >= 0) & (b >= 0) & (a != b)
+    a, b = a[linked], b[linked]
+    rows = [pairs // size, pairs % size, a, b]
+    cols = [pairs % size, pairs // size, b, a]
     exact: dict[str, list[int]] = {}
     loose: dict[str, list[int]] = {}
     by_word: dict[str, list[int]] = {}
@@ -135,15 +135,16 @@ def build_graph_index(nodes: list[tuple[str, str]], edges: list[tuple[str, str]]
             for word in set(key.split()):
                 by_word.setdefault(word, []).append(i)
     if SYNONYM_MIN_COSINE is not None:
-        for i, j in synonym_pairs(loose_names, by_word, SYNONYM_MIN_COSINE):
-            rows += [i, j]
-            cols += [j, i]
-    size = len(entities) + len(chunks)
-    adjacency = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(size, size)).tocsr()
+        synonyms = np.array(synonym_pairs(loose_names, by_word, SYNONYM_MIN_COSINE), dtype=np.intp).reshape(-1, 2)
+        rows += [synonyms[:, 0], synonyms[:, 1]]
+        cols += [synonyms[:, 1], synonyms[:, 0]]
+    row, col = np.concatenate(rows), np.concatenate(cols)
+    adjacency = coo_matrix((np.ones(len(row)), (row, col)), shape=(size, size)).tocsr()
     adjacency.data[:] = 1.0  # an entity listed twice for a chunk is still one link
     out_degree = np.asarray(adjacency.sum(axis=1)).ravel()
     out_degree[out_degree == 0] = 1.0
-    transition = adjacency.multiply(1.0 / out_degree[:, None]).tocsr()
+    transition = adjacency  # every link weighs 1: its row's share is 1 / the row's degree
+    transition.data = np.repeat(1.0 / out_degree, np.diff(adjacency.indptr))
 
     return GraphIndex(entities=entities, chunks=chunks, transition_t=transition.T.tocsr(),
                       specificity=1.0 / np.maximum(mentions, 1.0), degree=out_degree, exact=exact, loose=loose,

@@ -24,6 +24,7 @@ from graphrag.operators.query_context import (
     pack_texts,
     pack_while_reading,
     rows_to_csv_table,
+    section_counter,
 )
 from graphrag.operators.query_global import build_global_context, global_query, parse_points
 from graphrag.operators.query_local import (
@@ -332,6 +333,22 @@ def test_local_context_is_the_same_through_lookup_indexes(tmp_path: Any) -> None
     parsed, used = contexts()
     assert used == [False, False, False]
     assert all(through_lookups) and through_lookups == parsed
+
+
+@pytest.mark.parametrize("encoding", ["gpt-4o", "cl100k_base"])
+def test_a_section_counts_as_the_sum_of_its_lines(encoding: str) -> None:
+    """The line-by-line count packing uses equals the count of the whole section, for cells
+    that end in quotes, spaces, punctuation or newlines, hold digits after a newline, or are
+    not in Latin script: where a line's newline joins the token before it, it is counted there."""
+    tokenizer = get_tokenizer(encoding)
+    assert tokenizer.counts_add_by_line
+    cells = ['plain words', 'a "quoted", cell', 'ends with a space ', 'ends with a newline\n', '1990\n2001 dates',
+             'tail//', '```fenced```', '中文的描述。', 'emoji 🙂!', '', '  leading spaces', 'x' * 300, '42']
+    rows = [[i, cells[i % len(cells)], cells[(i * 5) % len(cells)], i * 0.5] for i in range(40)]
+    count = section_counter("Relationships", ["id", "source", "description", "weight"], rows, tokenizer)
+    for k in range(1, len(rows) + 1):
+        assert count(k) == tokenizer.count(csv_section("Relationships", ["id", "source", "description", "weight"],
+                                                       rows[:k]))
 
 
 @pytest.mark.parametrize("budget", [0, 30, 200, 900, 5000])
