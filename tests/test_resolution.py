@@ -1250,6 +1250,28 @@ def test_an_untyped_surname_related_to_the_full_name_or_written_after_another_fi
     assert decided(*typed).verdict == "merge"
 
 
+def test_a_surname_written_only_in_relations_is_read_from_their_texts() -> None:
+    # A model often gives the surname no entity of its own, only relation ends: the relations'
+    # texts are what it wrote about the name, read as a description would be.
+    ilse = _in(profile("ILSE MARTEN", description="Ilse Marten founded a glassworks in 1901."), "c1")
+    only = NameProfile("MARTEN")
+    only.chunks.add("c1")
+    only.neighbours.add("THE GLASSWORKS")
+    only.relation_texts.append("Marten sold the glassworks in 1920.")
+    assert only.writings == ["Marten sold the glassworks in 1920."]
+    assert decided(ilse, only).verdict == "merge"
+    # Its relation texts also tell another bearer (initials the full name has not) ...
+    other = NameProfile("MARTEN")
+    other.chunks.add("c1")
+    other.relation_texts.extend(["Marten sold the glassworks in 1920.", "It was bought from K. L. Marten."])
+    assert decided(ilse, other).verdict == "distinct"
+    # ... and a relation text that only mentions it in passing refers back to nothing.
+    passing = NameProfile("MARTEN")
+    passing.chunks.add("c1")
+    passing.relation_texts.append("The glassworks is a Marten business.")
+    assert decided(ilse, passing).verdict != "merge"
+
+
 def test_a_description_stating_what_the_name_abbreviates_or_a_pen_name_is_a_statement_of_the_name() -> None:
     from graphrag.operators.resolution import description_claims
 
