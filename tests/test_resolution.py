@@ -1200,10 +1200,15 @@ def test_an_untyped_surname_used_only_in_the_texts_of_the_full_name_refers_back_
     # an acronym: "the Nordic OV Psalter"; in the offline extractor's sentence descriptions).
     psalter = _in(profile("NORDIC OV PSALTER", description="It is known as the Nordic OV Psalter."), "c1")
     assert decided(psalter, _in(profile("PSALTER", description="Psalter copies were rare."), "c1")).verdict != "merge"
-    # Nor a first name alone, nor a full name made of initials (no first name to refer back to).
+    # Nor a first name alone.
     assert decided(ilse, _in(profile("ILSE", description="Ilse sold the works."), "c1")).verdict != "merge"
+    # A full name written with initials is referred back to as one with a first name is ...
     initials = _in(profile("K. L. MARTEN", description="K. L. Marten founded a glassworks."), "c1")
-    assert decided(initials, marten).verdict != "merge"
+    decision = decided(initials, marten)
+    assert decision.verdict == "merge" and decision.part
+    # ... unless the surname's text writes other initials before it: another bearer.
+    other = _in(profile("MARTEN", description="Marten sold the works. A. B. Marten bought them."), "c1")
+    assert decided(initials, other).verdict == "distinct"
 
 
 def test_an_untyped_surname_related_to_the_full_name_or_written_after_another_first_name_is_someone_else() -> None:

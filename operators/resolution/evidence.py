@@ -482,7 +482,11 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         people = all(p.type == "PERSON" or gender(p.name) or p.pronoun_gender for p in (pa, pb))
         full = all(len(t) > 1 for t in max(name_key(a), name_key(b), key=len))
         # Names with no type, people or not by their pronouns: pronouns tell a person, not
-        # which of a family.
+        # which of a family. A surname that refers back (``_refers_back``) may follow a full
+        # name written with initials (K. L. MARTEN ... MARTEN) as well as one with a first name:
+        # the surname's text names no other bearer (``_another_bearer``: other initials or
+        # another first name before it), the two are not related, and a surname two full
+        # names of the graph carry stays alone (``part``), as after a first name.
         untyped = ta == tb == "UNKNOWN"
         if untyped and (_related(pa, pb) or relation == "surname" and _another_bearer(pa, pb)):
             # An extraction relating the two names holds them two things: a relative named
@@ -495,7 +499,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
                                 part=True)
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
                                          and description >= 0.3) or people and full and bool(pa.chunks & pb.chunks) \
-            or untyped and not person and relation == "surname" and full and _refers_back(pa, pb)
+            or untyped and not person and relation == "surname" and _refers_back(pa, pb)
         # Said to be different things ("a jester", "a dealer"): JACK MILLER is no OLD JACK.
         if pa.roles and pb.roles and not pa.roles & pb.roles:
             corroborated = if_person = False
