@@ -1262,10 +1262,15 @@ def test_an_untyped_surname_used_only_in_the_texts_of_the_full_name_refers_back_
     # an acronym: "the Nordic OV Psalter"; in the offline extractor's sentence descriptions).
     psalter = _in(profile("NORDIC OV PSALTER", description="It is known as the Nordic OV Psalter."), "c1")
     assert decided(psalter, _in(profile("PSALTER", description="Psalter copies were rare."), "c1")).verdict != "merge"
-    # Nor a first name alone, nor a full name made of initials (no first name to refer back to).
+    # Nor a first name alone.
     assert decided(ilse, _in(profile("ILSE", description="Ilse sold the works."), "c1")).verdict != "merge"
+    # A full name written with initials is referred back to as one with a first name is ...
     initials = _in(profile("K. L. MARTEN", description="K. L. Marten founded a glassworks."), "c1")
-    assert decided(initials, marten).verdict != "merge"
+    decision = decided(initials, marten)
+    assert decision.verdict == "merge" and decision.part
+    # ... unless the surname's text writes other initials before it: another bearer.
+    other = _in(profile("MARTEN", description="Marten sold the works. A. B. Marten bought them."), "c1")
+    assert decided(initials, other).verdict == "distinct"
 
 
 def test_an_untyped_surname_related_to_the_full_name_or_written_after_another_first_name_is_someone_else() -> None:
@@ -1310,6 +1315,28 @@ def test_an_untyped_surname_related_to_the_full_name_or_written_after_another_fi
     # Typed people keep their own rule: one text naming both, a relation between them or not.
     typed = [_in(profile(n, "PERSON", description=f"{n.title()} is a mapmaker."), "c1") for n in ("ERIK VOLLAN", "VOLLAN")]
     assert decided(*typed).verdict == "merge"
+
+
+def test_a_surname_written_only_in_relations_is_read_from_their_texts() -> None:
+    # A model often gives the surname no entity of its own, only relation ends: the relations'
+    # texts are what it wrote about the name, read as a description would be.
+    ilse = _in(profile("ILSE MARTEN", description="Ilse Marten founded a glassworks in 1901."), "c1")
+    only = NameProfile("MARTEN")
+    only.chunks.add("c1")
+    only.neighbours.add("THE GLASSWORKS")
+    only.relation_texts.append("Marten sold the glassworks in 1920.")
+    assert only.writings == ["Marten sold the glassworks in 1920."]
+    assert decided(ilse, only).verdict == "merge"
+    # Its relation texts also tell another bearer (initials the full name has not) ...
+    other = NameProfile("MARTEN")
+    other.chunks.add("c1")
+    other.relation_texts.extend(["Marten sold the glassworks in 1920.", "It was bought from K. L. Marten."])
+    assert decided(ilse, other).verdict == "distinct"
+    # ... and a relation text that only mentions it in passing refers back to nothing.
+    passing = NameProfile("MARTEN")
+    passing.chunks.add("c1")
+    passing.relation_texts.append("The glassworks is a Marten business.")
+    assert decided(ilse, passing).verdict != "merge"
 
 
 def test_a_description_stating_what_the_name_abbreviates_or_a_pen_name_is_a_statement_of_the_name() -> None:

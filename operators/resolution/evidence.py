@@ -32,6 +32,9 @@ class NameProfile:
     neighbours: set[str] = field(default_factory=set)
     chunks: set[str] = field(default_factory=set)
     descriptions: dict[str, str] = field(default_factory=dict)  # by chunk id
+    # The descriptions of the relations the name is an end of: a name a model writes only in
+    # relations ("Marten sold the works" as the text of MARTEN -> THE WORKS) is described there.
+    relation_texts: list[str] = field(default_factory=list)
 
     @property
     def sample(self) -> str:
@@ -68,6 +71,12 @@ class NameProfile:
     def roles(self) -> set[str]:
         """What the descriptions say the name is: "jester", "dealer"."""
         return self._signals[2]
+
+    @property
+    def writings(self) -> list[str]:
+        """Every text an extraction wrote about the name: its descriptions, then those of its
+        relations. Where a name is written, not what it is: the word-order rules read these."""
+        return [*self.descriptions.values(), *self.relation_texts]
 
     @cached_property
     def text(self) -> str:
@@ -188,6 +197,8 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
                     p = profile(end)
                     p.neighbours.add(other)
                     p.chunks.add(chunk_id)
+                    if rel.get("description"):
+                        p.relation_texts.append(str(rel["description"]))
     for p in profiles.values():
         for own in p.name.lower().split():
             p.words.pop(own, None)  # a description naming its entity says nothing about a match
@@ -310,7 +321,10 @@ def _another_bearer(pa: NameProfile, pb: NameProfile) -> bool:
     ERIK VOLLAN). Scripts without case have no such words and never tell."""
     short, long = (pa, pb) if len(name_key(pa.name)) < len(name_key(pb.name)) else (pb, pa)
     word, own = name_key(short.name)[-1], set(name_key(long.name))
-    for text in short.descriptions.values():
+    # Its relations' texts are read where it has no description (a name written only in
+    # relations): the offline extractor's relation texts are whole sentences, whose capitalised
+    # words before a surname are as often another name of the same person (OLD MARLEY).
+    for text in short.descriptions.values() or short.relation_texts:
         for at in _places(word, text):
             before = _BEFORE_WORD.search(text[:at])
             if before and before.group(2)[0].isupper() and fold_name(before.group(2)) not in own \
@@ -346,7 +360,9 @@ _SENTENCE_START = re.compile(r"(?:^|[.!?]\s+)[\"'“‘(]?$")
 
 def _refers_back(pa: NameProfile, pb: NameProfile) -> bool:
     """Whether the shorter name is only ever used in texts that name the fuller one too, and
-    its descriptions open a sentence with it alone: a surname written after the full name to
+    its descriptions (or its relations' texts, :attr:`NameProfile.writings`: a model often writes
+    a surname only in relations, "Marten sold the works") open a sentence with it alone: a
+    surname written after the full name to
     refer back to it, as the subject ("Ilse Marten ... Marten sold the works"), not a name
     that stands on its own elsewhere, nor a place or a thing the text only mentions ("a club
     playing in Marten"). Read from the chunks and the word order alone, in any language that
@@ -355,7 +371,7 @@ def _refers_back(pa: NameProfile, pb: NameProfile) -> bool:
     if not short.chunks or not short.chunks <= long.chunks or not _written_as_a_name(long):
         return False
     word = name_key(short.name)[-1]
-    for text in short.descriptions.values():
+    for text in short.writings:
         for at in _places(word, text):
             after = text[at + len(word):at + len(word) + 2]
             if _SENTENCE_START.search(text[:at]) and not (after[:1] == " " and after[1:].isupper() and after[1:].isalpha()):
@@ -466,7 +482,11 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         people = all(p.type == "PERSON" or gender(p.name) or p.pronoun_gender for p in (pa, pb))
         full = all(len(t) > 1 for t in max(name_key(a), name_key(b), key=len))
         # Names with no type, people or not by their pronouns: pronouns tell a person, not
-        # which of a family.
+        # which of a family. A surname that refers back (``_refers_back``) may follow a full
+        # name written with initials (K. L. MARTEN ... MARTEN) as well as one with a first name:
+        # the surname's text names no other bearer (``_another_bearer``: other initials or
+        # another first name before it), the two are not related, and a surname two full
+        # names of the graph carry stays alone (``part``), as after a first name.
         untyped = ta == tb == "UNKNOWN"
         if untyped and (_related(pa, pb) or relation == "surname" and _another_bearer(pa, pb)):
             # An extraction relating the two names holds them two things: a relative named
@@ -479,7 +499,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
                                 part=True)
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
                                          and description >= 0.3) or people and full and bool(pa.chunks & pb.chunks) \
-            or untyped and not person and relation == "surname" and full and _refers_back(pa, pb)
+            or untyped and not person and relation == "surname" and _refers_back(pa, pb)
         # Said to be different things ("a jester", "a dealer"): JACK MILLER is no OLD JACK.
         if pa.roles and pb.roles and not pa.roles & pb.roles:
             corroborated = if_person = False
