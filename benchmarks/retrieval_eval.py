@@ -2,7 +2,7 @@
 
     python benchmarks/retrieval_eval.py --corpus CORPUS --questions QUESTIONS
         [--extraction nlp,llm] [--modes naive,local,hybrid] [--working-dir DIR] [--limit N]
-        [--reuse-index] [--split dev|test|all] [--lexical on|off|both]
+        [--reuse-index] [--split dev|test|all] [--lexical on|off|both] [--ablation]
 
 Indexes the corpus (once per extraction; ``llm`` goes through the mock LLM server of
 ``tests/``), asks every question in every mode with ``only_need_context=True``, reads the
@@ -15,6 +15,7 @@ community reports, not passages, so it is not measured here.
 ``--variants`` asks hybrid again under other values of the constants of
 ``operators/query_hybrid.py`` or ``operators/walk_graph.py``, for ablations and tuning: ``"plain:FACT_SEED_SHARE=0;facts:FACT_SEED_SHARE=0.3"``
 reports ``hybrid[plain]`` and ``hybrid[facts]``. (Set from here, so the library keeps no study hook.)
+``--ablation`` adds the variants of :data:`PIECES`: none of them, each alone, all together.
 
 ``--reuse-index`` asks the questions of an index a previous run kept in ``--working-dir``
 (no indexing). ``--split`` scores the even-numbered questions (``dev``, the ones to tune
