@@ -2,7 +2,7 @@
 
     python benchmarks/retrieval_eval.py --corpus CORPUS --questions QUESTIONS
         [--extraction nlp,llm] [--modes naive,local,hybrid] [--working-dir DIR] [--limit N]
-        [--reuse-index] [--split dev|test|all] [--lexical on|off|both]
+        [--reuse-index] [--split dev|test|all] [--lexical on|off|both] [--ablation]
 
 Indexes the corpus (once per extraction; ``llm`` goes through the mock LLM server of
 ``tests/``), asks every question in every mode with ``only_need_context=True``, reads the
@@ -15,6 +15,7 @@ community reports, not passages, so it is not measured here.
 ``--variants`` asks hybrid again under other values of the constants of
 ``operators/query_hybrid.py`` or ``operators/walk_graph.py``, for ablations and tuning: ``"plain:FACT_SEED_SHARE=0;facts:FACT_SEED_SHARE=0.3"``
 reports ``hybrid[plain]`` and ``hybrid[facts]``. (Set from here, so the library keeps no study hook.)
+``--ablation`` adds the variants of :data:`PIECES`: none of them, each alone, all together.
 
 ``--reuse-index`` asks the questions of an index a previous run kept in ``--working-dir``
 (no indexing). ``--split`` scores the even-numbered questions (``dev``, the ones to tune
@@ -188,6 +189,26 @@ def parse_variants(text: str) -> dict[str, dict[str, float]]:
     return variants
 
 
+# The pieces issue 35 added to the hybrid ranking, each as the constants that switch it on;
+# ``--ablation`` asks hybrid with none of them, each alone and all together. (Facts only act
+# on an index built with relation vectors, ``--relation-vectors``.)
+PIECES: dict[str, dict[str, float]] = {
+    "facts": {"FACT_SEED_SHARE": 0.05},
+    "synonyms": {"SYNONYM_MIN_COSINE": 0.8},
+}
+
+
+def ablation_variants() -> dict[str, dict[str, float]]:
+    """``none`` (every piece off), each piece alone, and ``all`` of them."""
+    off = {name: 0.0 for constants in PIECES.values() for name in constants}
+    off["SYNONYM_MIN_COSINE"] = None  # type: ignore[assignment]  # None: no synonym links
+    variants = {"none": dict(off)}
+    for piece, constants in PIECES.items():
+        variants[piece] = {**off, **constants}
+    variants["all"] = {**off, **{k: v for constants in PIECES.values() for k, v in constants.items()}}
+    return variants
+
+
 def mode_runs(modes: Sequence[str], variants: dict[str, dict[str, float]]) -> list[tuple[str, str, dict[str, float]]]:
     """``(label, mode, constants)`` for each mode, then hybrid under each variant."""
     return [(m, m, {}) for m in modes] + [(f"hybrid[{n}]", "hybrid", c) for n, c in variants.items()]
@@ -205,7 +226,7 @@ async def ask_all(rag: Any, questions: list[Question], modes: Sequence[str], mat
         owners = {name: query_hybrid if hasattr(query_hybrid, name) else walk_graph for name in constants}
         saved = {name: getattr(owners[name], name) for name in constants}
         for name, value in constants.items():
-            setattr(owners[name], name, type(saved[name])(value) if saved[name] is not None else value)
+            setattr(owners[name], name, value if value is None or saved[name] is None else type(saved[name])(value))
         try:
             results[label] = await _ask_mode(rag, questions, mode, matcher, splits)
         finally:
@@ -296,6 +317,8 @@ def main() -> None:
                         help="even-numbered questions (dev), odd-numbered (test) or all; default: all three")
     parser.add_argument("--variants", default="",
                         help='hybrid again under other constants: "name:CONST=value,...;name2:..."')
+    parser.add_argument("--ablation", action="store_true",
+                        help="hybrid with none of issue 35's pieces, each alone and all together")
     parser.add_argument("--relation-vectors", action="store_true",
                         help="enable_relation_vectors=True: keep relation vectors, seed the walk from facts")
     parser.add_argument("--rerank", help="GraphRAGConfig.rerank for every query")
@@ -325,7 +348,8 @@ def main() -> None:
                       **({"rerank": args.rerank} if args.rerank else {})}
             for n, lexical in enumerate({"on": [True], "off": [False], "both": [True, False]}[args.lexical]):
                 records.append(evaluate(passages, questions, extraction, modes, working_dir, base_url, embedding,
-                                        args.reuse_index or n > 0, splits, lexical, parse_variants(args.variants),
+                                        args.reuse_index or n > 0, splits, lexical,
+                                        {**(ablation_variants() if args.ablation else {}), **parse_variants(args.variants)},
                                         **config))
                 print(json.dumps(records[-1]), flush=True)
         finally:

@@ -8,8 +8,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 from retrieval_eval import (  # noqa: E402
+    PIECES,
     SPLITS,
     PassageMatcher,
+    ablation_variants,
     context_passages,
     evaluate,
     load_qa,
@@ -94,3 +96,37 @@ def test_the_bundled_multihop_set_needs_two_or_three_of_its_passages() -> None:
     assert len(questions) >= 20
     for q in questions:
         assert 2 <= len(q.gold) <= 3 and q.gold <= set(passages), q.text
+
+
+def test_the_ablation_asks_hybrid_with_no_piece_each_alone_and_all(tmp_path: Path) -> None:
+    from graphrag.operators import query_hybrid, walk_graph
+
+    variants = ablation_variants()
+    assert list(variants) == ["none", *PIECES, "all"]
+    assert variants["none"] == {"FACT_SEED_SHARE": 0.0, "SYNONYM_MIN_COSINE": None}
+    for piece, constants in PIECES.items():
+        assert {k: v for k, v in variants[piece].items() if variants["none"][k] != v} == constants
+    assert variants["all"] == {k: v for c in PIECES.values() for k, v in c.items()}
+    shipped = (query_hybrid.FACT_SEED_SHARE, walk_graph.SYNONYM_MIN_COSINE)
+    passages, questions = load_qa(str(DATA / "corpus.json"), str(DATA / "questions.json"))
+    result = evaluate(passages, questions, "nlp", ["hybrid"], str(tmp_path), embedding_func=hash_embedding(256),
+                      variants=variants)
+    assert set(result["modes"]) == {"hybrid", *(f"hybrid[{name}]" for name in variants)}
+    for r in result["modes"].values():
+        assert 0 <= r["all"]["recall@2"] <= r["all"]["recall@5"] <= r["all"]["anywhere"] <= 100
+    # Every constant is put back after its run.
+    assert (query_hybrid.FACT_SEED_SHARE, walk_graph.SYNONYM_MIN_COSINE) == shipped
+
+
+def test_the_described_multihop_set_never_names_its_first_passage() -> None:
+    import json
+    import re
+
+    path = Path(__file__).parent.parent / "benchmarks" / "data" / "multihop_described" / "questions.json"
+    with open(path, encoding="utf-8") as f:
+        raw = json.load(f)
+    _, questions = load_qa(None, str(path))
+    assert len(questions) >= 20 and all(len(q.gold) == 2 for q in questions)
+    for q in raw:
+        first = q["paragraphs"][0]["title"]
+        assert re.sub(r" \(.*\)$", "", first).lower() not in q["question"].lower(), q["question"]
