@@ -29,13 +29,28 @@ from typing import Any
 
 import httpx
 
-from bench import free_port, host_cpu_ticks, percentile, pick_questions, start_server, steal_share
+from bench import free_port, host_cpu_ticks, percentile, pick_questions, proc_cpu_s, start_server, steal_share
 
 MODES = ("hybrid", "local", "naive", "global")
 
 
 def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of a process and its descendants alive now (the server's reader processes)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        total += proc_cpu_s(p) or 0.0
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return total
 
 
 def context_only(mode: str) -> dict[str, Any]:
@@ -65,8 +80,10 @@ def over_http(client: httpx.Client, questions: list[str], mode: str) -> list[flo
     return times
 
 
-async def concurrent(url: str, questions: list[str], clients: int, mode: str) -> dict[str, Any]:
-    """``clients`` queries sent at once; throughput over the whole burst and latency percentiles."""
+async def concurrent(url: str, questions: list[str], clients: int, mode: str, server_pid: int) -> dict[str, Any]:
+    """``clients`` queries sent at once; throughput over the whole burst, latency percentiles,
+    and the CPU seconds the server spent per query (on a shared machine it may get less than
+    every core: ``server_cores`` is how many it had on average)."""
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=httpx.Limits(max_connections=clients)) as http:
         async def one(q: str) -> float:
             t = time.perf_counter()
@@ -74,19 +91,20 @@ async def concurrent(url: str, questions: list[str], clients: int, mode: str) ->
             return time.perf_counter() - t
 
         await asyncio.gather(*(one(q) for q in questions[:clients]))  # connections opened
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), tree_cpu_s(server_pid)
         times = await asyncio.gather(*(one(questions[i % len(questions)]) for i in range(clients)))
-        wall = time.perf_counter() - t
+        wall, cpu = time.perf_counter() - t, tree_cpu_s(server_pid) - cpu
     return {"mode": mode, "queries": clients, "wall_s": round(wall, 3), "per_s": round(clients / wall, 1),
-            "p50_ms": round(statistics.median(times) * 1000, 1), "p95_ms": round(percentile(times, 0.95) * 1000, 1)}
+            "p50_ms": round(statistics.median(times) * 1000, 1), "p95_ms": round(percentile(times, 0.95) * 1000, 1),
+            "server_cpu_ms": round(cpu / clients * 1000, 1), "server_cores": round(cpu / wall, 2)}
 
 
 def summary(bursts: list[dict[str, Any]]) -> dict[str, Any]:
     """Median throughput and latencies over bursts."""
     if not bursts:
         return {"bursts": 0}
-    return {"bursts": len(bursts), **{k: round(statistics.median(b[k] for b in bursts), 1)
-                                      for k in ("per_s", "p50_ms", "p95_ms")}}
+    return {"bursts": len(bursts), **{k: round(statistics.median(b[k] for b in bursts), 2)
+                                      for k in ("per_s", "p50_ms", "p95_ms", "server_cpu_ms", "server_cores")}}
 
 
 def start_serving(working_dir: str, llm_url: str, extra: list[str]) -> tuple[subprocess.Popen, str]:
@@ -145,7 +163,7 @@ def main() -> None:
                 for _ in range(args.rounds):
                     local, cpu_s = asyncio.run(in_process(rag, questions, mode))
                     remote = over_http(client, questions, mode)
-                    burst = asyncio.run(concurrent(url, questions, args.clients, mode))
+                    burst = asyncio.run(concurrent(url, questions, args.clients, mode, server.pid))
                     cpu.append(cpu_s)
                     rounds.append({"in_process_p50_ms": round(statistics.median(local) * 1000, 2),
                                    "in_process_cpu_ms": round(cpu_s * 1000, 2),
@@ -164,7 +182,8 @@ def main() -> None:
             job = client.post("/documents", json={"texts": texts}).json()
             during: list[dict[str, Any]] = []
             while client.get(f"/jobs/{job['id']}").json()["status"] in ("queued", "running"):
-                burst = asyncio.run(concurrent(url, questions, args.clients, modes[len(during) % len(modes)]))
+                burst = asyncio.run(concurrent(url, questions, args.clients, modes[len(during) % len(modes)],
+                                              server.pid))
                 if client.get(f"/jobs/{job['id']}").json()["status"] == "running":
                     during.append(burst)
             finished = client.get(f"/jobs/{job['id']}").json()

@@ -158,6 +158,7 @@ class _Worker:
     conn: Any
     pending: dict[int, asyncio.Future] = field(default_factory=dict)
     alive: bool = True
+    answered: int = 0
 
 
 class ReaderProcesses:
@@ -193,6 +194,10 @@ class ReaderProcesses:
             self._workers.append(worker)
         await asyncio.wait_for(asyncio.gather(*ready), START_SECONDS)
         logger.info("%d reader process(es) serving queries", self._count)
+
+    def answered(self) -> list[int]:
+        """How many requests each worker has answered (in their start order)."""
+        return [w.answered for w in self._workers]
 
     async def call(self, generation: int, operation: str, question: str, param: QueryParam) -> Any:
         """``operation`` answered by a worker over ``generation`` or a newer commit."""
@@ -241,6 +246,7 @@ class ReaderProcesses:
         future = worker.pending.pop(request_id, None)
         if future is None or future.done():
             return
+        worker.answered += 1
         if ok:
             future.set_result(value)
         else:

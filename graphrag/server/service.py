@@ -74,6 +74,11 @@ class GraphService:
         self._refresh_lock = asyncio.Lock()
         self._closing: set[asyncio.Task] = set()
 
+    @property
+    def reader_processes(self) -> Optional[ReaderProcesses]:
+        """The processes answering queries, if the service was given ``workers``."""
+        return self._processes
+
     async def start(self) -> None:
         protect_logs()  # once the server's own logging (uvicorn's) is configured
         if self._processes is not None:
