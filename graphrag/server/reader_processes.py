@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import multiprocessing
 import pickle
@@ -40,6 +41,33 @@ START_SECONDS = 120.0  # a worker imports the engine and opens the index before 
 
 class ReaderProcessError(RuntimeError):
     """A reader process ended, or sent back an error that could not be rebuilt here."""
+
+
+def _portable(exc: Exception) -> tuple[str, str, tuple, dict[str, Any]]:
+    """An error as its class's name, its arguments and its attributes, each that pickles (the
+    rest as text): the engine's errors take keyword arguments that pickling would not replay."""
+    def plain(value: Any) -> Any:
+        try:
+            pickle.dumps(value)
+            return value
+        except Exception:
+            return str(value)
+
+    return (type(exc).__module__, type(exc).__qualname__, tuple(plain(a) for a in exc.args),
+            {k: plain(v) for k, v in vars(exc).items()})
+
+
+def _rebuilt(portable: tuple[str, str, tuple, dict[str, Any]]) -> Exception:
+    """The error ``_portable`` described, of its class (so the API answers with its status)."""
+    module, name, args, state = portable
+    try:
+        cls = getattr(importlib.import_module(module), name)
+        exc = cls.__new__(cls)
+        exc.args = args
+        vars(exc).update(state)
+        return exc
+    except Exception:
+        return ReaderProcessError(f"{name}: {args[0] if args else ''}")
 
 
 async def read(rag: Any, operation: str, question: str, param: QueryParam) -> Any:
@@ -121,11 +149,7 @@ async def _serve_requests(config: GraphRAGConfig, conn: Any) -> None:
                 with contextlib.suppress(Exception):
                     await reader.close_if_done()
         except Exception as exc:  # sent back; the server raises it for this request only
-            try:
-                reply = (request_id, False, pickle.dumps(exc))
-                pickle.loads(reply[2])
-            except Exception:
-                reply = (request_id, False, pickle.dumps(ReaderProcessError(f"{type(exc).__name__}: {exc}")))
+            reply = (request_id, False, _portable(exc))
         conn.send(reply)  # from the loop's thread only: sends never interleave
 
     threading.Thread(target=receive, name="graphrag-reader-requests", daemon=True).start()
@@ -250,7 +274,7 @@ class ReaderProcesses:
         if ok:
             future.set_result(value)
         else:
-            future.set_exception(pickle.loads(value))
+            future.set_exception(_rebuilt(value))
 
     @staticmethod
     def _lost(worker: _Worker) -> None:
