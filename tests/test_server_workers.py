@@ -106,3 +106,19 @@ def test_reader_processes_read_a_commit_made_by_another_process(tmp_path: Path) 
         before = service.reader_processes.answered()
         assert all("QUILLMOOR PRESS" in a for a in burst(url, "Who founded Quillmoor Press?", 6))
         assert all(a > b for a, b in zip(service.reader_processes.answered(), before))
+
+
+def test_an_error_in_a_reader_process_answers_with_its_own_class_and_status(tmp_path: Path) -> None:
+    from mock_llm_server import Fault, MockLLMServer
+
+    wd = tmp_path / "wd"
+    build_index(wd)
+    with MockLLMServer() as llm:
+        make = functools.partial(index_config, wd, llm_base_url=llm.base_url, llm_api_key="k", llm_max_retries=0)
+        service = GraphService(make(), read_only=True, workers=1, worker_config=make)
+        with running(build_app(service)) as url, httpx.Client(base_url=url, timeout=60) as client:
+            llm.inject(Fault.status(401, message="bad key"))
+            failed = client.post("/query", json={"question": "Who founded Brightwater Instruments?", "mode": "local"})
+            assert failed.status_code == 502 and failed.json()["error"] == "LLMError"
+            answered = client.post("/query", json={"question": "Who founded Brightwater Instruments?", "mode": "local"})
+            assert answered.status_code == 200 and answered.json()["answer"]

@@ -47,8 +47,8 @@ def _portable(exc: Exception) -> tuple[str, str, tuple, dict[str, Any]]:
     """An error as its class's name, its arguments and its attributes, each that pickles (the
     rest as text): the engine's errors take keyword arguments that pickling would not replay."""
     def plain(value: Any) -> Any:
-        try:
-            pickle.dumps(value)
+        try:  # unpickled too: an error whose class needs keyword arguments pickles but will not load
+            pickle.loads(pickle.dumps(value))
             return value
         except Exception:
             return str(value)
@@ -150,7 +150,10 @@ async def _serve_requests(config: GraphRAGConfig, conn: Any) -> None:
                     await reader.close_if_done()
         except Exception as exc:  # sent back; the server raises it for this request only
             reply = (request_id, False, _portable(exc))
-        conn.send(reply)  # from the loop's thread only: sends never interleave
+        try:
+            conn.send(reply)  # from the loop's thread only: sends never interleave
+        except Exception as exc:  # a value that would not pickle: the request fails, not the worker
+            conn.send((request_id, False, _portable(ReaderProcessError(f"unsendable answer: {exc}"))))
 
     threading.Thread(target=receive, name="graphrag-reader-requests", daemon=True).start()
     tasks: set[asyncio.Task] = set()
