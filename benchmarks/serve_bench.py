@@ -85,9 +85,17 @@ async def concurrent(url: str, questions: list[str], clients: int, mode: str, se
     and the CPU seconds the server spent per query (on a shared machine it may get less than
     every core: ``server_cores`` is how many it had on average)."""
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=httpx.Limits(max_connections=clients)) as http:
+        retried = 0
+
         async def one(q: str) -> float:
+            nonlocal retried
             t = time.perf_counter()
-            (await http.post("/query", json={"question": q, **context_only(mode)})).raise_for_status()
+            try:
+                response = await http.post("/query", json={"question": q, **context_only(mode)})
+            except httpx.TransportError:  # a kept-alive connection the server closed meanwhile
+                retried += 1
+                response = await http.post("/query", json={"question": q, **context_only(mode)})
+            response.raise_for_status()
             return time.perf_counter() - t
 
         await asyncio.gather(*(one(q) for q in questions[:clients]))  # connections opened
@@ -96,7 +104,7 @@ async def concurrent(url: str, questions: list[str], clients: int, mode: str, se
         wall, cpu = time.perf_counter() - t, tree_cpu_s(server_pid) - cpu
     return {"mode": mode, "queries": clients, "wall_s": round(wall, 3), "per_s": round(clients / wall, 1),
             "p50_ms": round(statistics.median(times) * 1000, 1), "p95_ms": round(percentile(times, 0.95) * 1000, 1),
-            "server_cpu_ms": round(cpu / clients * 1000, 1), "server_cores": round(cpu / wall, 2)}
+            "server_cpu_ms": round(cpu / clients * 1000, 1), "server_cores": round(cpu / wall, 2), "retried": retried}
 
 
 def summary(bursts: list[dict[str, Any]]) -> dict[str, Any]:
