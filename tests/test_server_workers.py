@@ -122,3 +122,36 @@ def test_an_error_in_a_reader_process_answers_with_its_own_class_and_status(tmp_
             assert failed.status_code == 502 and failed.json()["error"] == "LLMError"
             answered = client.post("/query", json={"question": "Who founded Brightwater Instruments?", "mode": "local"})
             assert answered.status_code == 200 and answered.json()["answer"]
+
+
+def test_graphrag_serve_workers_answers_through_its_reader_processes(tmp_path: Path) -> None:
+    """The CLI's reader processes build their config from the command line again (a picklable
+    recipe); a bad count is a usage error."""
+    import subprocess
+    import sys
+
+    from helpers_server import free_port
+
+    wd, port = tmp_path / "wd", free_port()
+    build_index(wd)
+    env = {"PATH": "/usr/bin:/bin", "GRAPHRAG_EMBEDDING": "hash"}
+    refused = subprocess.run([sys.executable, "-m", "graphrag.cli", "serve", "--working-dir", str(wd),
+                              "--workers", "-1"], capture_output=True, text=True, timeout=60, env=env)
+    assert refused.returncode == 2 and "--workers" in refused.stderr
+    process = subprocess.Popen([sys.executable, "-m", "graphrag.cli", "serve", "--working-dir", str(wd), "--port",
+                                str(port), "--workers", "2", "--read-only"], env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(url + "/livez").status_code == 200:
+                    break
+            except httpx.ConnectError:
+                assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+                time.sleep(0.1)
+        answers = burst(url, "Who founded Brightwater Instruments?", 6)
+        assert all("BRIGHTWATER INSTRUMENTS" in a for a in answers)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
