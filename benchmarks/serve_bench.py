@@ -1,14 +1,16 @@
 """What serving costs: a query over HTTP against the same query in process, and many clients
-at once, with and without an insert running. Prints one JSON record.
+at once, with and without an insert running, in each query mode. Prints one JSON record.
 
     python benchmarks/bench.py CORPUS --latency 0 --working-dir /tmp/wd --keep --queries 0
-    python benchmarks/serve_bench.py /tmp/wd --rounds 5
+    python benchmarks/serve_bench.py /tmp/wd --rounds 5 --modes hybrid,local,naive --server-args "--workers 2"
 
-The working dir must be built with hash embeddings (bench.py's default). `graphrag serve`
-runs as a subprocess (its own GIL, as in use) with a mock LLM server for the insert; queries
-are local and context only (`only_need_context`), so they measure the engine and the server,
-not a model. In-process and HTTP rounds are interleaved, so a change in the machine's load
-hits both alike.
+The working dir must be built with hash embeddings (bench.py's default); the benchmark serves
+a copy of it (the insert changes it). `graphrag serve` runs as a subprocess (its own GIL, as in
+use; `--server-args` are added to its command line) with a mock LLM server for the insert;
+queries are context only (`only_need_context`), so they measure the engine and the server, not
+a model. The bound on throughput is the machine's cores over the CPU seconds of one query in
+this process, measured in the same run. In-process and HTTP rounds are interleaved, so a change
+in the machine's load hits both alike.
 """
 from __future__ import annotations
 
@@ -16,65 +18,111 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
 import httpx
 
-from bench import free_port, host_cpu_ticks, percentile, pick_questions, start_server, steal_share
+from bench import free_port, host_cpu_ticks, percentile, pick_questions, proc_cpu_s, start_server, steal_share
 
-CONTEXT_ONLY = {"mode": "local", "only_need_context": True}  # --mode sets the mode
+MODES = ("hybrid", "local", "naive", "global")
 
 
 def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-async def in_process(rag: Any, questions: list[str]) -> list[float]:
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of a process and its descendants alive now (the server's reader processes)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        total += proc_cpu_s(p) or 0.0
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return total
+
+
+def context_only(mode: str) -> dict[str, Any]:
+    return {"mode": mode, "only_need_context": True}
+
+
+async def in_process(rag: Any, questions: list[str], mode: str) -> tuple[list[float], float]:
+    """Each question's wall time, and the CPU seconds of this process per question."""
     from graphrag import QueryParam
 
     times = []
+    cpu = time.process_time()
     for q in questions:
         t = time.perf_counter()
-        await rag.aquery(q, QueryParam(**CONTEXT_ONLY))
+        await rag.aquery(q, QueryParam(**context_only(mode)))
         times.append(time.perf_counter() - t)
-    return times
+    return times, (time.process_time() - cpu) / len(questions)
 
 
-def over_http(client: httpx.Client, questions: list[str]) -> list[float]:
+def over_http(client: httpx.Client, questions: list[str], mode: str) -> list[float]:
     times = []
     for q in questions:
         t = time.perf_counter()
-        response = client.post("/query", json={"question": q, **CONTEXT_ONLY})
+        response = client.post("/query", json={"question": q, **context_only(mode)})
         times.append(time.perf_counter() - t)
         response.raise_for_status()
     return times
 
 
-async def concurrent(url: str, questions: list[str], clients: int) -> dict[str, Any]:
-    """``clients`` queries sent at once; throughput over the whole burst and latency percentiles."""
+async def concurrent(url: str, questions: list[str], clients: int, mode: str, server_pid: int) -> dict[str, Any]:
+    """``clients`` queries sent at once; throughput over the whole burst, latency percentiles,
+    and the CPU seconds the server spent per query (on a shared machine it may get less than
+    every core: ``server_cores`` is how many it had on average)."""
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=httpx.Limits(max_connections=clients)) as http:
+        retried = 0
+
         async def one(q: str) -> float:
+            nonlocal retried
             t = time.perf_counter()
-            (await http.post("/query", json={"question": q, **CONTEXT_ONLY})).raise_for_status()
+            try:
+                response = await http.post("/query", json={"question": q, **context_only(mode)})
+            except httpx.TransportError:  # a kept-alive connection the server closed meanwhile
+                retried += 1
+                response = await http.post("/query", json={"question": q, **context_only(mode)})
+            response.raise_for_status()
             return time.perf_counter() - t
 
         await asyncio.gather(*(one(q) for q in questions[:clients]))  # connections opened
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), tree_cpu_s(server_pid)
         times = await asyncio.gather(*(one(questions[i % len(questions)]) for i in range(clients)))
-        wall = time.perf_counter() - t
-    return {"queries": clients, "wall_s": round(wall, 3), "per_s": round(clients / wall, 1),
-            "p50_ms": round(statistics.median(times) * 1000, 1), "p95_ms": round(percentile(times, 0.95) * 1000, 1)}
+        wall, cpu = time.perf_counter() - t, tree_cpu_s(server_pid) - cpu
+    return {"mode": mode, "queries": clients, "wall_s": round(wall, 3), "per_s": round(clients / wall, 1),
+            "p50_ms": round(statistics.median(times) * 1000, 1), "p95_ms": round(percentile(times, 0.95) * 1000, 1),
+            "server_cpu_ms": round(cpu / clients * 1000, 1), "server_cores": round(cpu / wall, 2), "retried": retried}
 
 
-def start_serving(working_dir: str, llm_url: str) -> tuple[subprocess.Popen, str]:
+def summary(bursts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median throughput and latencies over bursts."""
+    if not bursts:
+        return {"bursts": 0}
+    return {"bursts": len(bursts), **{k: round(statistics.median(b[k] for b in bursts), 2)
+                                      for k in ("per_s", "p50_ms", "p95_ms", "server_cpu_ms", "server_cores")}}
+
+
+def start_serving(working_dir: str, llm_url: str, extra: list[str]) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {**os.environ, "GRAPHRAG_EMBEDDING": "hash", "OPENAI_BASE_URL": llm_url, "OPENAI_API_KEY": "bench"}
+    # Run from the working dir's parent: `-m` puts the current folder first on sys.path, and
+    # the engine must be the one installed for this interpreter.
     proc = subprocess.Popen([sys.executable, "-m", "graphrag.cli", "serve", "--working-dir", working_dir,
-                             "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "--port", str(port), *extra], env=env, cwd=os.path.dirname(working_dir),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -90,57 +138,71 @@ def start_serving(working_dir: str, llm_url: str) -> tuple[subprocess.Popen, str
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("working_dir")
-    ap.add_argument("--questions", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=5, help="interleaved in-process/HTTP rounds")
+    ap.add_argument("--questions", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved in-process/HTTP rounds, and bursts, per mode")
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--insert-latency", type=float, default=0.2, help="mock LLM latency during the insert (s)")
-    ap.add_argument("--mode", choices=("local", "global", "naive"), default="local")
+    ap.add_argument("--modes", default="local", help=f"comma-separated, of {', '.join(MODES)}")
+    ap.add_argument("--server-args", default="", help="added to `graphrag serve`'s command line")
     args = ap.parse_args()
-    CONTEXT_ONLY["mode"] = args.mode
+    modes = [m for m in args.modes.split(",") if m]
+    if not modes or set(modes) - set(MODES):
+        ap.error(f"--modes: choose among {', '.join(MODES)}")
 
     from graphrag import GraphRAG, hash_embedding
 
-    questions = pick_questions(args.working_dir, args.questions)
+    copy = os.path.join(tempfile.mkdtemp(prefix="serve-bench-"), "wd")
+    shutil.copytree(args.working_dir, copy)
+    questions = pick_questions(copy, args.questions)
     llm_proc, llm_url = start_server(args.insert_latency)
-    server, url = start_serving(args.working_dir, llm_url)
-    record: dict[str, Any] = {"working_dir": args.working_dir, "mode": args.mode, "questions": len(questions),
+    server, url = start_serving(copy, llm_url, shlex.split(args.server_args))
+    cores = len(os.sched_getaffinity(0))
+    record: dict[str, Any] = {"working_dir": args.working_dir, "server_args": args.server_args,
+                              "questions": len(questions), "clients": args.clients, "cores": cores,
                               "load_average_before": load_average()}
     ticks = host_cpu_ticks()
     try:
-        rag = GraphRAG(working_dir=args.working_dir, embedding_func=hash_embedding(384),
-                       always_create_working_dir=False)
+        rag = GraphRAG(working_dir=copy, embedding_func=hash_embedding(384), always_create_working_dir=False)
         with httpx.Client(base_url=url, timeout=120) as client:
-            asyncio.run(in_process(rag, questions))  # both warm: stores read, connections open
-            over_http(client, questions)
-            rounds = []
-            for _ in range(args.rounds):
-                local = asyncio.run(in_process(rag, questions))
-                remote = over_http(client, questions)
-                rounds.append({"in_process_p50_ms": round(statistics.median(local) * 1000, 2),
-                               "http_p50_ms": round(statistics.median(remote) * 1000, 2),
-                               "overhead_ms": round((statistics.median(remote) - statistics.median(local)) * 1000, 2)})
-            record["sequential"] = {"rounds": rounds,
-                                    "overhead_ms_median": statistics.median(r["overhead_ms"] for r in rounds)}
-
-            record["concurrent"] = [asyncio.run(concurrent(url, questions, args.clients)) for _ in range(args.rounds)]
+            for mode in modes:
+                asyncio.run(in_process(rag, questions, mode))  # both warm: stores read, connections open
+                over_http(client, questions, mode)
+                rounds, cpu = [], []
+                for _ in range(args.rounds):
+                    local, cpu_s = asyncio.run(in_process(rag, questions, mode))
+                    remote = over_http(client, questions, mode)
+                    burst = asyncio.run(concurrent(url, questions, args.clients, mode, server.pid))
+                    cpu.append(cpu_s)
+                    rounds.append({"in_process_p50_ms": round(statistics.median(local) * 1000, 2),
+                                   "in_process_cpu_ms": round(cpu_s * 1000, 2),
+                                   "http_p50_ms": round(statistics.median(remote) * 1000, 2), "burst": burst})
+                cpu_s = statistics.median(cpu)
+                idle = summary([r["burst"] for r in rounds])
+                record[mode] = {"rounds": rounds, "query_cpu_ms": round(cpu_s * 1000, 2),
+                                "bound_per_s": round(cores / cpu_s, 1), "idle": idle,
+                                "share_of_bound": round(idle["per_s"] * cpu_s / cores, 2)}
 
             # An insert of new passages (LLM extraction at --insert-latency a call) while the
-            # same bursts run; each burst is kept only if the job was still running after it.
+            # same bursts run, mode after mode; each burst is kept only if the job was still
+            # running after it.
             texts = [f"Passage {i} of the serving benchmark: Orla Venn{i} met Caius Brandt{i} at the Harbor "
                      f"Guild of Tessaly{i}, where the Brandt{i} family kept ledgers." for i in range(40)]
             job = client.post("/documents", json={"texts": texts}).json()
-            during = []
+            during: list[dict[str, Any]] = []
             while client.get(f"/jobs/{job['id']}").json()["status"] in ("queued", "running"):
-                burst = asyncio.run(concurrent(url, questions, args.clients))
+                burst = asyncio.run(concurrent(url, questions, args.clients, modes[len(during) % len(modes)],
+                                              server.pid))
                 if client.get(f"/jobs/{job['id']}").json()["status"] == "running":
                     during.append(burst)
             finished = client.get(f"/jobs/{job['id']}").json()
-            record["concurrent_during_insert"] = during
+            for mode in modes:
+                record[mode]["during_insert"] = summary([b for b in during if b["mode"] == mode])
             record["insert_job"] = {"status": finished["status"], "seconds": (finished["stats"] or {}).get("seconds")}
     finally:
         server.terminate()
         llm_proc.terminate()
         server.wait(timeout=30)
+        shutil.rmtree(os.path.dirname(copy), ignore_errors=True)
     record["load_average_after"] = load_average()
     record["host_cpu_steal_share"] = steal_share(ticks, host_cpu_ticks())
     print(json.dumps(record, indent=2))

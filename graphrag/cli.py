@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -423,22 +424,32 @@ def _apply_storage_flags(args: argparse.Namespace) -> None:
 
 
 def _serving(args: argparse.Namespace) -> tuple[Any, Optional[str]]:
-    """The service over ``--working-dir`` (created if missing), and the API key if one is set.
-    Inserts are LLM-free with --offline, or when the index was built so."""
-    from graphrag.config import GraphRAGConfig
+    """The service over ``--working-dir`` (created if missing), and the API key if one is set."""
     from graphrag.server.security import API_KEY_ENV, check_binding
     from graphrag.server.service import GraphService
 
     api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
     check_binding(args.host, api_key, args.allowed_host)  # before any model loads: a refusal is immediate
-    wd = args.working_dir
-    offline = args.offline or (os.path.isdir(wd) and _inspect(wd).built_offline())
-    config = GraphRAGConfig(working_dir=wd, extraction="nlp" if offline else "llm",
-                            embedding_func=cli_embedding_func(), **_llm_options(args))
+    workers = getattr(args, "workers", 0)
+    if workers < 0:
+        raise CLIError("--workers must be 0 or more", EXIT_USAGE)
     input_dir = getattr(args, "input_dir", None)
     if input_dir is not None and not os.path.isdir(input_dir):
         raise CLIError(f"--input-dir: no such folder: {input_dir}", EXIT_USAGE)
-    return GraphService(config, read_only=args.read_only, input_dir=input_dir), api_key
+    # The reader processes build the same config from the same flags and variables.
+    return GraphService(_serving_config(args), read_only=args.read_only, input_dir=input_dir, workers=workers,
+                        worker_config=functools.partial(_serving_config, args)), api_key
+
+
+def _serving_config(args: argparse.Namespace) -> Any:
+    """The served working dir's config from the flags. Inserts are LLM-free with --offline, or
+    when the index was built so."""
+    from graphrag.config import GraphRAGConfig
+
+    wd = args.working_dir
+    offline = args.offline or (os.path.isdir(wd) and _inspect(wd).built_offline())
+    return GraphRAGConfig(working_dir=wd, extraction="nlp" if offline else "llm",
+                          embedding_func=cli_embedding_func(), **_llm_options(args))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -634,6 +645,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serving_options(p, 8000)
     p.add_argument("--input-dir", metavar="DIR",
                    help="a folder POST /documents/scan indexes the new and changed files of (as `graphrag index DIR`)")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="reader processes answering queries (default 1; up to one per core adds throughput); "
+                        "0 answers them in the server's process. Writes always run in the server's process")
     p.set_defaults(func=cmd_serve)
 
     p = add("mcp", "serve the index to agents as MCP tools (stdio, or streamable HTTP at /mcp)", [common, wd, llm])

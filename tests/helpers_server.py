@@ -100,3 +100,20 @@ def chromium() -> Iterator[Any]:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def slow_question_config(wd: str, marker: str, seconds: float) -> GraphRAGConfig:
+    """``index_config`` whose embedding keeps the CPU busy for ``seconds`` on a text holding
+    ``marker``: a query that long and CPU-bound. Module-level, so a reader process builds it."""
+    embedding = hash_embedding(EMBEDDING_DIM)
+    vectors = embedding.func
+
+    async def embed(texts: list[str]) -> Any:
+        if any(marker in t for t in texts):
+            deadline = time.process_time() + seconds
+            while time.process_time() < deadline:  # busy on this process's loop, as CPU work is
+                pass
+        return await vectors(texts)
+
+    embedding.func = embed
+    return index_config(Path(wd), embedding_func=embedding)

@@ -6,6 +6,10 @@ half-applied while it works. Once a write commits, a fresh reader is opened and 
 the background and then swapped in: queries already running finish on the old one, so no
 query ever straddles two commits. Commits by other processes are noticed the same way (the
 working dir's store files are checked at most once a second).
+
+With reader processes (``workers``, ``reader_processes.py``), queries, answers and retrievals run in
+worker processes instead, each told the generation of the reader in use here, so they move to
+a new commit together with it; the writer and its jobs stay in this process.
 """
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ import contextlib
 import logging
 import os
 import time
-from dataclasses import asdict, fields, is_dataclass
+from dataclasses import asdict, fields
 from typing import TYPE_CHECKING, Any, AsyncIterator, Optional
 
 from graphrag.config import GraphRAGConfig
@@ -22,10 +26,11 @@ from graphrag.errors import DocumentNotFound, InvalidInputError, StoreUnavailabl
 from graphrag.graphrag import GraphRAG
 from graphrag.query_param import QueryParam
 from graphrag.readers import ReadDocument
-from graphrag.records import Path
 from graphrag.redaction import protect_logs, redact, register_config_secrets
 from graphrag.server.doc_status import DocumentStatus, document_rows, read_statuses
 from graphrag.server.jobs import Job, JobQueue
+from graphrag.server.json_values import as_json
+from graphrag.server.reader_processes import ConfigFactory, Reader, ReaderProcesses, open_reader, read
 
 if TYPE_CHECKING:
     from graphrag.querying.streaming import AnswerStream
@@ -49,42 +54,23 @@ def query_param(options: dict[str, Any]) -> QueryParam:
     return QueryParam(**options)
 
 
-def as_json(value: Any) -> Any:
-    """The engine's records (``graphrag/records.py``) as plain JSON values; a path also lists
-    the entities it goes through."""
-    if isinstance(value, Path):
-        return {"entities": list(value.entities), "hops": as_json(value.hops)}
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: as_json(getattr(value, f.name)) for f in fields(value)}
-    if isinstance(value, (list, tuple)):
-        return [as_json(v) for v in value]
-    if isinstance(value, dict):
-        return {k: as_json(v) for k, v in value.items()}
-    return value
-
-
-class _Reader:
-    """A reader instance and the queries running on it (its connections close after the last)."""
-
-    def __init__(self, rag: GraphRAG) -> None:
-        self.rag = rag
-        self.running = 0
-        self.retired = False
-
-    async def close_if_done(self) -> None:
-        if self.retired and self.running == 0:
-            await self.rag.aclose()
-
-
 class GraphService:
-    """Queries, document listing and write jobs over one working dir."""
+    """Queries, document listing and write jobs over one working dir.
 
-    def __init__(self, config: GraphRAGConfig, read_only: bool = False, input_dir: Optional[str] = None) -> None:
+    ``workers`` > 0 answers queries in that many reader processes, which build their config with
+    ``worker_config`` (picklable; ``config`` itself may hold closures)."""
+
+    def __init__(self, config: GraphRAGConfig, read_only: bool = False, input_dir: Optional[str] = None,
+                 workers: int = 0, worker_config: Optional[ConfigFactory] = None) -> None:
         register_config_secrets(config)  # the LLM key and storage passwords: never in a log line
         self.config = config
         self.read_only = read_only
         self.input_dir = input_dir  # the folder POST /documents/scan indexes
-        self._reader = _Reader(GraphRAG(config))
+        if workers and worker_config is None:
+            raise InvalidInputError("reader processes need worker_config, a picklable function building the config")
+        self._processes = ReaderProcesses(worker_config, workers) if workers and worker_config else None
+        self._reader = Reader(GraphRAG(config))
+        self._generation = 0  # raised at each swap of the reader; the reader processes follow it
         self._writer: Optional[GraphRAG] = None if read_only else GraphRAG(config)
         # A read-only server runs no write: it leaves the jobs and statuses a writing server kept alone.
         self.doc_status = None if read_only else DocumentStatus(config.working_dir)
@@ -99,12 +85,21 @@ class GraphService:
         self._refresh_lock = asyncio.Lock()
         self._closing: set[asyncio.Task] = set()
 
+    @property
+    def reader_processes(self) -> Optional[ReaderProcesses]:
+        """The processes answering queries, if the service was given ``workers``."""
+        return self._processes
+
     async def start(self) -> None:
         protect_logs()  # once the server's own logging (uvicorn's) is configured
+        if self._processes is not None:
+            await self._processes.start()
         self.jobs.start()
 
     async def stop(self) -> None:
         await self.jobs.stop()
+        if self._processes is not None:
+            await self._processes.stop()
         if self._refreshing is not None:
             self._refreshing.cancel()
         for rag in (self._reader.rag, self._writer):
@@ -126,9 +121,17 @@ class GraphService:
             reader.running -= 1
             await reader.close_if_done()
 
-    async def query(self, question: str, param: QueryParam) -> str:
+    async def _read(self, operation: str, question: str, param: QueryParam) -> Any:
+        """A query, answer or retrieval (``reader_processes.read``): in a reader process if there are
+        some, else on this process's reader."""
+        if self._processes is not None:
+            self._notice_other_writers()
+            return await self._processes.call(self._generation, operation, question, param)
         async with self.reading() as rag:
-            return await rag.aquery(question, param)
+            return await read(rag, operation, question, param)
+
+    async def query(self, question: str, param: QueryParam) -> str:
+        return await self._read("query", question, param)
 
     async def query_stream(self, question: str, param: QueryParam) -> AsyncIterator[str]:
         async with self.reading() as rag:
@@ -144,13 +147,10 @@ class GraphService:
 
     async def answer(self, question: str, param: QueryParam) -> dict[str, Any]:
         """The answer citing ``[n]``, with the reference each ``n`` stands for."""
-        async with self.reading() as rag:
-            answer = await rag.aquery_result(question, param)
-        return {"answer": answer.text, "references": as_json(answer.references)}
+        return await self._read("answer", question, param)
 
     async def retrieve(self, question: str, param: QueryParam) -> dict[str, Any]:
-        async with self.reading() as rag:
-            return as_json(await rag.aretrieve(question, param))
+        return await self._read("retrieve", question, param)
 
     async def graph(self, call: str, *args: Any, **options: Any) -> Any:
         """``rag.knowledge_graph.a<call>(...)`` on the reader, as JSON (see ``graphrag/graph_api.py``)."""
@@ -337,19 +337,13 @@ class GraphService:
             self._disk_state = self._store_files_state()
             opened = self._reader.rag.stores.opened()
 
-            def open_fresh() -> GraphRAG:
-                # Off the loop (it may wait for another process's commit to finish): the stores
-                # the old reader had read are read now, so the first query after the swap finds
-                # them loaded. The fresh instance is not shared until the swap.
-                rag = GraphRAG(self.config)
-                for name in opened:
-                    rag.stores.open(name)
-                return rag
-
-            fresh = _Reader(await asyncio.to_thread(open_fresh))
+            # Off the loop (it may wait for another process's commit to finish). The fresh
+            # instance is not shared until the swap.
+            fresh = Reader(await asyncio.to_thread(open_reader, self.config, opened))
             # Nothing awaited from the swap to the return: a job is "done" once it returns, and
             # no query may still start on the old reader then.
             old, self._reader = self._reader, fresh
+            self._generation += 1
             old.retired = True
             if old.running == 0:  # else the last query on it closes it
                 self._closing.add(task := asyncio.create_task(old.close_if_done()))

@@ -1,0 +1,292 @@
+"""Reader processes: queries answered in worker processes over the served working dir, so
+their CPU work (embedding the question, graph walks, packing the context) runs beside the
+server's event loop, and on every core rather than one.
+
+Each worker holds its own ``GraphRAG`` over the last commit and runs many requests at once on
+its own event loop (a query waiting for the LLM holds no worker). Workers never write: the
+server's process keeps the one writer and its job queue, so a write is made once, by one
+process. Every request carries the server's *generation*, raised each time the server swaps
+in a reader over a new commit (its own job's, or another process's it noticed); a worker seeing
+a newer generation opens a fresh ``GraphRAG`` first, and the requests already running finish on
+the old one. A read sent after a job is done therefore reads what the job committed.
+
+The workers are started with ``spawn`` (a fork would copy the server's threads' locks): the
+config reaches them as a picklable zero-argument function that builds it again.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import multiprocessing
+import pickle
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from graphrag.config import GraphRAGConfig
+from graphrag.query_param import QueryParam
+from graphrag.server.json_values import as_json
+
+logger = logging.getLogger(__name__)
+
+ConfigFactory = Callable[[], GraphRAGConfig]
+
+# The reads a worker answers: the ones whose CPU work is the query's own (streams and graph
+# calls stay in the server's process, on its reader).
+OPERATIONS = ("query", "answer", "retrieve")
+START_SECONDS = 120.0  # a worker imports the engine and opens the index before it answers
+
+
+class ReaderProcessError(RuntimeError):
+    """A reader process ended, or sent back an error that could not be rebuilt here."""
+
+
+def _portable(exc: Exception) -> tuple[str, str, tuple, dict[str, Any]]:
+    """An error as its class's name, its arguments and its attributes, each that pickles (the
+    rest as text): the engine's errors take keyword arguments that pickling would not replay."""
+    def plain(value: Any) -> Any:
+        try:  # unpickled too: an error whose class needs keyword arguments pickles but will not load
+            pickle.loads(pickle.dumps(value))
+            return value
+        except Exception:
+            return str(value)
+
+    return (type(exc).__module__, type(exc).__qualname__, tuple(plain(a) for a in exc.args),
+            {k: plain(v) for k, v in vars(exc).items()})
+
+
+def _rebuilt(portable: tuple[str, str, tuple, dict[str, Any]]) -> Exception:
+    """The error ``_portable`` described, of its class (so the API answers with its status)."""
+    module, name, args, state = portable
+    try:
+        cls = getattr(importlib.import_module(module), name)
+        exc = cls.__new__(cls)
+        exc.args = args
+        vars(exc).update(state)
+        return exc
+    except Exception:
+        return ReaderProcessError(f"{name}: {args[0] if args else ''}")
+
+
+async def read(rag: Any, operation: str, question: str, param: QueryParam) -> Any:
+    """One of ``OPERATIONS`` on ``rag``, as JSON values: a query's text, an answer with its
+    references, or what a mode retrieves."""
+    if operation == "query":
+        return await rag.aquery(question, param)
+    if operation == "answer":
+        answer = await rag.aquery_result(question, param)
+        return {"answer": answer.text, "references": as_json(answer.references)}
+    return as_json(await rag.aretrieve(question, param))
+
+
+def open_reader(config: GraphRAGConfig, opened: list[str]) -> Any:
+    """A ``GraphRAG`` over the last commit with the stores ``opened`` already read, so the first
+    reads after it is swapped in find them loaded (blocking: run it off the loop)."""
+    from graphrag.graphrag import GraphRAG
+
+    rag = GraphRAG(config)
+    for name in opened:
+        rag.stores.open(name)
+    return rag
+
+
+class Reader:
+    """A ``GraphRAG`` over one commit (the server's ``generation`` of it) and the reads running
+    on it: its connections close after the last read, once a newer reader replaced it."""
+
+    def __init__(self, rag: Any, generation: int = 0) -> None:
+        self.rag, self.generation = rag, generation
+        self.running = 0
+        self.retired = False
+
+    async def close_if_done(self) -> None:
+        if self.retired and self.running == 0:
+            await self.rag.aclose()
+
+
+# ---------------------------------------------------------------------------- in the worker
+
+
+async def _serve_requests(config: GraphRAGConfig, conn: Any) -> None:
+    loop = asyncio.get_running_loop()
+    current = Reader(await asyncio.to_thread(open_reader, config, []))
+    opening = asyncio.Lock()
+    incoming: "asyncio.Queue[Optional[tuple]]" = asyncio.Queue()
+
+    def receive() -> None:  # a thread: the pipe's reads block
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                message = None
+            loop.call_soon_threadsafe(incoming.put_nowait, message)
+            if message is None:
+                return
+
+    async def reader_for(generation: int) -> Reader:
+        """The reader of ``generation`` or newer: one fresh instance per new commit."""
+        nonlocal current
+        if current.generation < generation:
+            async with opening:
+                if current.generation < generation:
+                    fresh = await asyncio.to_thread(open_reader, config, current.rag.stores.opened())
+                    old, current = current, Reader(fresh, generation)
+                    old.retired = True
+                    with contextlib.suppress(Exception):  # a close failing fails no read
+                        await old.close_if_done()
+        return current
+
+    async def handle(request_id: int, generation: int, operation: str, question: str, param: QueryParam) -> None:
+        try:
+            reader = await reader_for(generation)
+            reader.running += 1
+            try:
+                reply = (request_id, True, await read(reader.rag, operation, question, param))
+            finally:
+                reader.running -= 1
+                with contextlib.suppress(Exception):
+                    await reader.close_if_done()
+        except Exception as exc:  # sent back; the server raises it for this request only
+            reply = (request_id, False, _portable(exc))
+        try:
+            conn.send(reply)  # from the loop's thread only: sends never interleave
+        except Exception as exc:  # a value that would not pickle: the request fails, not the worker
+            conn.send((request_id, False, _portable(ReaderProcessError(f"unsendable answer: {exc}"))))
+
+    threading.Thread(target=receive, name="graphrag-reader-requests", daemon=True).start()
+    tasks: set[asyncio.Task] = set()
+    conn.send((-1, True, None))  # ready
+    while (message := await incoming.get()) is not None:
+        task = asyncio.create_task(handle(*message))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    for task in list(tasks):
+        task.cancel()
+    await current.rag.aclose()
+
+
+def _worker_main(make_config: ConfigFactory, conn: Any) -> None:
+    """A worker process's entry: answer requests until the server closes the pipe."""
+    try:
+        config = make_config()  # outside any loop: it may call the engine's sync API
+        asyncio.run(_serve_requests(config, conn))
+    except KeyboardInterrupt:  # the terminal's Ctrl-C reaches the whole process group
+        pass
+
+
+# ---------------------------------------------------------------------------- in the server
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Any
+    pending: dict[int, asyncio.Future] = field(default_factory=dict)
+    alive: bool = True
+    answered: int = 0
+
+
+class ReaderProcesses:
+    """``count`` worker processes answering ``OPERATIONS``; each request goes to the worker with
+    the fewest running."""
+
+    def __init__(self, make_config: ConfigFactory, count: int) -> None:
+        if count < 1:
+            raise ValueError("reader processes: count must be at least 1")
+        self._make_config = make_config
+        self._count = count
+        self._workers: list[_Worker] = []
+        self._next_id = 0
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+
+    async def start(self) -> None:
+        """Start the workers and wait until each has opened the index."""
+        self._loop = asyncio.get_running_loop()
+        context = multiprocessing.get_context("spawn")
+        ready = []
+        for i in range(self._count):
+            ours, theirs = context.Pipe()
+            process = context.Process(target=_worker_main, args=(self._make_config, theirs),
+                                      name=f"graphrag-reader-{i}", daemon=True)
+            process.start()
+            theirs.close()
+            worker = _Worker(process, ours)
+            started: asyncio.Future = self._loop.create_future()
+            worker.pending[-1] = started
+            ready.append(started)
+            threading.Thread(target=self._receive, args=(worker,), name=f"graphrag-reader-{i}-replies",
+                             daemon=True).start()
+            self._workers.append(worker)
+        await asyncio.wait_for(asyncio.gather(*ready), START_SECONDS)
+        logger.info("%d reader process(es) serving queries", self._count)
+
+    def answered(self) -> list[int]:
+        """How many requests each worker has answered (in their start order)."""
+        return [w.answered for w in self._workers]
+
+    async def call(self, generation: int, operation: str, question: str, param: QueryParam) -> Any:
+        """``operation`` answered by a worker over ``generation`` or a newer commit."""
+        assert self._loop is not None and operation in OPERATIONS
+        live = [w for w in self._workers if w.alive]
+        if not live:
+            raise ReaderProcessError("no reader process is running")
+        worker = min(live, key=lambda w: len(w.pending))
+        self._next_id += 1
+        request_id = self._next_id
+        future: asyncio.Future = self._loop.create_future()
+        worker.pending[request_id] = future
+        try:
+            worker.conn.send((request_id, generation, operation, question, param))
+        except (OSError, ValueError) as exc:
+            worker.pending.pop(request_id, None)
+            raise ReaderProcessError(f"reader process {worker.process.name} is gone") from exc
+        return await future
+
+    async def stop(self) -> None:
+        for worker in self._workers:
+            with contextlib.suppress(OSError, ValueError):
+                worker.conn.send(None)  # the worker closes its stores and exits
+        for worker in self._workers:
+            await asyncio.to_thread(worker.process.join, 10)
+            if worker.process.is_alive():
+                worker.process.terminate()
+            worker.conn.close()
+        self._workers.clear()
+
+    def _receive(self, worker: _Worker) -> None:
+        """A thread per worker: its replies handed to the loop, each to its request's future."""
+        assert self._loop is not None
+        while True:
+            try:
+                request_id, ok, value = worker.conn.recv()
+            except (EOFError, OSError, TypeError):
+                break
+            with contextlib.suppress(RuntimeError):  # the loop closed
+                self._loop.call_soon_threadsafe(self._settle, worker, request_id, ok, value)
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._lost, worker)
+
+    @staticmethod
+    def _settle(worker: _Worker, request_id: int, ok: bool, value: Any) -> None:
+        future = worker.pending.pop(request_id, None)
+        if future is None or future.done():
+            return
+        worker.answered += 1
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(_rebuilt(value))
+
+    @staticmethod
+    def _lost(worker: _Worker) -> None:
+        if worker.alive:
+            worker.alive = False
+            if worker.pending:
+                logger.error("reader process %s ended with %d request(s) running", worker.process.name,
+                             len(worker.pending))
+        for future in worker.pending.values():
+            if not future.done():
+                future.set_exception(ReaderProcessError(f"reader process {worker.process.name} ended"))
+        worker.pending.clear()

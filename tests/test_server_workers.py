@@ -1,0 +1,157 @@
+"""Queries in reader processes (``graphrag serve --workers N``), against real uvicorn: the
+server's loop stays free while a query computes, every worker answers, and every worker reads
+what a write committed, through the server or by another process."""
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from graphrag import GraphRAG
+from graphrag.server.app import build_app
+from graphrag.server.service import GraphService
+from helpers_server import build_index, index_config, running, slow_question_config, wait_for_job
+
+CONTEXT = {"mode": "local", "only_need_context": True}
+
+
+def served(wd: Path, workers: int, read_only: bool = False) -> GraphService:
+    make = functools.partial(index_config, wd)
+    return GraphService(make(), read_only=read_only, workers=workers, worker_config=make)
+
+
+def burst(url: str, question: str, count: int) -> list[str]:
+    """``count`` copies of one context-only query sent at once; their answers."""
+    async def ask() -> list[str]:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            replies = await asyncio.gather(*(client.post("/query", json={"question": question, **CONTEXT})
+                                             for _ in range(count)))
+        assert all(r.status_code == 200 for r in replies), [r.text for r in replies]
+        return [r.json()["answer"] for r in replies]
+
+    return asyncio.run(ask())
+
+
+def test_a_long_cpu_bound_query_holds_up_neither_the_loop_nor_other_queries(tmp_path: Path) -> None:
+    """Embedding a question marked "Ponder" keeps a CPU busy for 3 s; meanwhile /livez and a
+    plain query answer at once (in the server's process the loop would wait for all of it)."""
+    wd = tmp_path / "wd"
+    build_index(wd)
+    make = functools.partial(slow_question_config, str(wd), "Ponder", 3.0)
+    service = GraphService(make(), read_only=True, workers=2, worker_config=make)
+    with running(build_app(service)) as url, httpx.Client(base_url=url, timeout=60) as client, \
+            ThreadPoolExecutor(max_workers=1) as pool:
+        burst(url, "Who founded Brightwater Instruments?", 4)  # both workers have read the index
+
+        def slow_query() -> Any:
+            with httpx.Client(base_url=url, timeout=60) as own:
+                return own.post("/query", json={"question": "Ponder Marguerite Olvane", **CONTEXT})
+
+        slow = pool.submit(slow_query)
+        time.sleep(0.5)  # the slow query is computing
+        started = time.monotonic()
+        assert client.get("/livez").status_code == 200
+        livez_s = time.monotonic() - started
+        quick = client.post("/query", json={"question": "Where is Ashcombe Mills based?", **CONTEXT})
+        quick_done = slow.done()
+        assert quick.status_code == 200 and "ASHCOMBE MILLS" in quick.json()["answer"]
+        assert livez_s < 1.0 and not quick_done
+        assert slow.result().status_code == 200 and "MARGUERITE OLVANE" in slow.result().json()["answer"]
+
+
+def test_every_reader_process_answers_and_reads_a_write_made_through_the_server(tmp_path: Path) -> None:
+    wd = tmp_path / "wd"
+    build_index(wd)
+    service = served(wd, workers=2)
+    with running(build_app(service)) as url, httpx.Client(base_url=url, timeout=60) as client:
+        assert service.reader_processes is not None
+        burst(url, "Who founded Brightwater Instruments?", 8)
+        assert all(n > 0 for n in service.reader_processes.answered())
+
+        job = client.post("/documents", json={"text": "Quentin Ashdown founded Larkspur Observatory in Morrow "
+                                                      "Vale. Larkspur Observatory maps comets.",
+                                              "source": "observatory.txt"}).json()
+        assert wait_for_job(client, job["id"])["status"] == "done"
+        before = service.reader_processes.answered()
+        answers = burst(url, "Who founded Larkspur Observatory?", 8)
+        after = service.reader_processes.answered()
+        # Every answer after the job is done, from every worker, reads its commit.
+        assert all("LARKSPUR OBSERVATORY" in a for a in answers)
+        assert all(a > b for a, b in zip(after, before))
+        # The write was made once: one new document, and a retrieval sees its passage.
+        assert len(client.get("/documents").json()) == 4
+        found = client.post("/retrieve", json={"question": "Who founded Larkspur Observatory?", "mode": "naive"})
+        assert any("Larkspur" in c["content"] for c in found.json()["chunks"])
+
+
+def test_reader_processes_read_a_commit_made_by_another_process(tmp_path: Path) -> None:
+    wd = tmp_path / "wd"
+    build_index(wd)
+    service = served(wd, workers=2, read_only=True)
+    with running(build_app(service)) as url:
+        assert not any("QUILLMOOR" in a for a in burst(url, "Who founded Quillmoor Press?", 4))
+        GraphRAG(index_config(wd)).insert("Ilse Varga founded Quillmoor Press in Dunmere.", sources=["press.txt"])
+        deadline = time.monotonic() + 30
+        while True:  # the server checks the working dir at most once a second
+            answers = burst(url, "Who founded Quillmoor Press?", 4)
+            if all("QUILLMOOR PRESS" in a for a in answers):
+                break
+            assert time.monotonic() < deadline, answers
+            time.sleep(0.3)
+        before = service.reader_processes.answered()
+        assert all("QUILLMOOR PRESS" in a for a in burst(url, "Who founded Quillmoor Press?", 6))
+        assert all(a > b for a, b in zip(service.reader_processes.answered(), before))
+
+
+def test_an_error_in_a_reader_process_answers_with_its_own_class_and_status(tmp_path: Path) -> None:
+    from mock_llm_server import Fault, MockLLMServer
+
+    wd = tmp_path / "wd"
+    build_index(wd)
+    with MockLLMServer() as llm:
+        make = functools.partial(index_config, wd, llm_base_url=llm.base_url, llm_api_key="k", llm_max_retries=0)
+        service = GraphService(make(), read_only=True, workers=1, worker_config=make)
+        with running(build_app(service)) as url, httpx.Client(base_url=url, timeout=60) as client:
+            llm.inject(Fault.status(401, message="bad key"))
+            failed = client.post("/query", json={"question": "Who founded Brightwater Instruments?", "mode": "local"})
+            assert failed.status_code == 502 and failed.json()["error"] == "LLMError"
+            answered = client.post("/query", json={"question": "Who founded Brightwater Instruments?", "mode": "local"})
+            assert answered.status_code == 200 and answered.json()["answer"]
+
+
+def test_graphrag_serve_workers_answers_through_its_reader_processes(tmp_path: Path) -> None:
+    """The CLI's reader processes build their config from the command line again (a picklable
+    recipe); a bad count is a usage error."""
+    import subprocess
+    import sys
+
+    from helpers_server import free_port
+
+    wd, port = tmp_path / "wd", free_port()
+    build_index(wd)
+    env = {"PATH": "/usr/bin:/bin", "GRAPHRAG_EMBEDDING": "hash"}
+    refused = subprocess.run([sys.executable, "-m", "graphrag.cli", "serve", "--working-dir", str(wd),
+                              "--workers", "-1"], capture_output=True, text=True, timeout=60, env=env)
+    assert refused.returncode == 2 and "--workers" in refused.stderr
+    process = subprocess.Popen([sys.executable, "-m", "graphrag.cli", "serve", "--working-dir", str(wd), "--port",
+                                str(port), "--workers", "2", "--read-only"], env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(url + "/livez").status_code == 200:
+                    break
+            except httpx.ConnectError:
+                assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+                time.sleep(0.1)
+        answers = burst(url, "Who founded Brightwater Instruments?", 6)
+        assert all("BRIGHTWATER INSTRUMENTS" in a for a in answers)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
