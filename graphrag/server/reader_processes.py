@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from graphrag.config import GraphRAGConfig
+from graphrag.errors import GraphRAGError
 from graphrag.query_param import QueryParam
 from graphrag.server.json_values import as_json
 
@@ -39,8 +40,9 @@ OPERATIONS = ("query", "answer", "retrieve")
 START_SECONDS = 120.0  # a worker imports the engine and opens the index before it answers
 
 
-class ReaderProcessError(RuntimeError):
-    """A reader process ended, or sent back an error that could not be rebuilt here."""
+class ReaderProcessError(GraphRAGError, RuntimeError):
+    """A reader process ended, or sent back an error that could not be rebuilt here (its
+    message names only the error's class: a bug's message may hold anything)."""
 
 
 def _portable(exc: Exception) -> tuple[str, str, tuple, dict[str, Any]]:
@@ -67,7 +69,7 @@ def _rebuilt(portable: tuple[str, str, tuple, dict[str, Any]]) -> Exception:
         vars(exc).update(state)
         return exc
     except Exception:
-        return ReaderProcessError(f"{name}: {args[0] if args else ''}")
+        return ReaderProcessError(f"a reader process failed ({name})")
 
 
 async def read(rag: Any, operation: str, question: str, param: QueryParam) -> Any:
@@ -153,7 +155,7 @@ async def _serve_requests(config: GraphRAGConfig, conn: Any) -> None:
         try:
             conn.send(reply)  # from the loop's thread only: sends never interleave
         except Exception as exc:  # a value that would not pickle: the request fails, not the worker
-            conn.send((request_id, False, _portable(ReaderProcessError(f"unsendable answer: {exc}"))))
+            conn.send((request_id, False, _portable(ReaderProcessError(f"an answer the reader process could not send back ({type(exc).__name__})"))))
 
     threading.Thread(target=receive, name="graphrag-reader-requests", daemon=True).start()
     tasks: set[asyncio.Task] = set()
