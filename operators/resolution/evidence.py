@@ -5,7 +5,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Iterator, Mapping, Optional
 
 from graphrag.operators.names import fold_name
@@ -62,7 +62,15 @@ class NameProfile:
 
     @cached_property
     def _signals(self) -> tuple[set[str], Counter, set[str]]:
-        return description_signals(self.name, self.english)
+        lower: set[str] = set()
+        pronouns: Counter = Counter()
+        roles: set[str] = set()
+        for text in self.english:
+            words, counts, said = _text_signals(self.name, text)
+            lower.update(words)
+            pronouns.update(dict(counts))
+            roles.update(said)
+        return lower, pronouns, roles
 
     @property
     def roles(self) -> set[str]:
@@ -98,6 +106,28 @@ class NameProfile:
     def pronoun_gender(self) -> Optional[str]:
         """"M" or "F" when the descriptions' pronouns clearly say so ("... with his wife")."""
         return gender_from_pronouns(self._signals[1])
+
+
+# What one description says, kept per text (and name): a write that touches a name reads
+# its profile again, old descriptions and all. Keyed by the text itself, so exact whoever
+# wrote or deleted since; bounded like the other caches of pure functions here; tuples of
+# strings only, which the collector stops tracking. A profile's signals are the union (the
+# sum, for pronoun counts) of its texts' signals: :func:`.english.description_signals`
+# reads each text on its own.
+_TEXTS_KEPT = 1 << 15
+
+
+@lru_cache(maxsize=_TEXTS_KEPT)
+def _text_signals(name: str, text: str) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...], tuple[str, ...]]:
+    """:func:`.english.description_signals` of one English description."""
+    lower, pronouns, roles = description_signals(name, [text])
+    return tuple(lower), tuple(pronouns.items()), tuple(roles)
+
+
+@lru_cache(maxsize=_TEXTS_KEPT)
+def _description_words(text: str) -> tuple[str, ...]:
+    """The words of a description a profile counts (stopwords left out), in order."""
+    return tuple(w for w in _WORD.findall(text.lower()) if w not in STOPWORDS)
 
 
 def _stands_alone(word: str, text: str) -> bool:
@@ -176,8 +206,7 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
             if name in names:
                 p = profile(name)
                 p.types[str(ent.get("type") or "UNKNOWN").upper()] += 1
-                p.words.update(w for w in _WORD.findall(str(ent.get("description", "")).lower())
-                               if w not in STOPWORDS)
+                p.words.update(_description_words(str(ent.get("description", ""))))
                 p.chunks.add(chunk_id)
                 if ent.get("description"):
                     p.descriptions.setdefault(chunk_id, str(ent["description"]))
