@@ -315,12 +315,18 @@ def _related(pa: NameProfile, pb: NameProfile) -> bool:
     return True
 
 
+@lru_cache(maxsize=_TEXTS_KEPT)  # a description is searched for each pair its name is in
+def _searched(text: str) -> str:
+    """``text`` as :func:`_places` searches it: folded, or in capitals where a letter folds
+    into two (positions must stay the text's)."""
+    folded = fold_name(text)
+    return folded if len(folded) == len(text) else text.upper()
+
+
 def _places(word: str, text: str) -> Iterator[int]:
     """Where ``text`` writes the key word ``word`` (upper case, accents folded) as a word of its
     own, in any case and accents."""
-    folded = fold_name(text)
-    if len(folded) != len(text):  # a letter folded into two: positions must stay the text's
-        folded = text.upper()
+    folded = _searched(text)
     at = folded.find(word)
     while at >= 0:
         end = at + len(word)
