@@ -62,15 +62,7 @@ class NameProfile:
 
     @cached_property
     def _signals(self) -> tuple[set[str], Counter, set[str]]:
-        lower: set[str] = set()
-        pronouns: Counter = Counter()
-        roles: set[str] = set()
-        for text in self.english:
-            words, counts, said = _text_signals(self.name, text)
-            lower.update(words)
-            pronouns.update(dict(counts))
-            roles.update(said)
-        return lower, pronouns, roles
+        return description_signals(self.name, self.english)
 
     @property
     def roles(self) -> set[str]:
@@ -108,20 +100,12 @@ class NameProfile:
         return gender_from_pronouns(self._signals[1])
 
 
-# What one description says, kept per text (and name): a write that touches a name reads
-# its profile again, old descriptions and all. Keyed by the text itself, so exact whoever
-# wrote or deleted since; bounded like the other caches of pure functions here; tuples of
-# strings only, which the collector stops tracking. A profile's signals are the union (the
-# sum, for pronoun counts) of its texts' signals: :func:`.english.description_signals`
-# reads each text on its own.
+# Kept per description text: a write that touches a name reads its profile again, old
+# descriptions and all, and a pair's rules search a name's descriptions for each pair it is
+# in. Keyed by the text itself, so exact whoever wrote or deleted since; bounded like the
+# other caches of pure functions here; strings and tuples of strings only, which the
+# collector stops tracking.
 _TEXTS_KEPT = 1 << 15
-
-
-@lru_cache(maxsize=_TEXTS_KEPT)
-def _text_signals(name: str, text: str) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...], tuple[str, ...]]:
-    """:func:`.english.description_signals` of one English description."""
-    lower, pronouns, roles = description_signals(name, [text])
-    return tuple(lower), tuple(pronouns.items()), tuple(roles)
 
 
 @lru_cache(maxsize=_TEXTS_KEPT)
