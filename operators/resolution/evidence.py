@@ -5,7 +5,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Iterator, Mapping, Optional
 
 from graphrag.operators.names import fold_name
@@ -109,6 +109,20 @@ class NameProfile:
         return gender_from_pronouns(self._signals[1])
 
 
+# Kept per description text: a write that touches a name reads its profile again, old
+# descriptions and all, and a pair's rules search a name's descriptions for each pair it is
+# in. Keyed by the text itself, so exact whoever wrote or deleted since; bounded like the
+# other caches of pure functions here; strings and tuples of strings only, which the
+# collector stops tracking.
+_TEXTS_KEPT = 1 << 15
+
+
+@lru_cache(maxsize=_TEXTS_KEPT)
+def _description_words(text: str) -> tuple[str, ...]:
+    """The words of a description a profile counts (stopwords left out), in order."""
+    return tuple(w for w in _WORD.findall(text.lower()) if w not in STOPWORDS)
+
+
 def _stands_alone(word: str, text: str) -> bool:
     """Whether ``text`` writes ``word`` with no word character (``\\w``: alphanumeric or
     ``_``) either side. A string search: a pattern compiled per name costs more than the
@@ -185,8 +199,7 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
             if name in names:
                 p = profile(name)
                 p.types[str(ent.get("type") or "UNKNOWN").upper()] += 1
-                p.words.update(w for w in _WORD.findall(str(ent.get("description", "")).lower())
-                               if w not in STOPWORDS)
+                p.words.update(_description_words(str(ent.get("description", ""))))
                 p.chunks.add(chunk_id)
                 if ent.get("description"):
                     p.descriptions.setdefault(chunk_id, str(ent["description"]))
@@ -297,12 +310,18 @@ def _related(pa: NameProfile, pb: NameProfile) -> bool:
     return True
 
 
+@lru_cache(maxsize=_TEXTS_KEPT)  # a description is searched for each pair its name is in
+def _searched(text: str) -> str:
+    """``text`` as :func:`_places` searches it: folded, or in capitals where a letter folds
+    into two (positions must stay the text's)."""
+    folded = fold_name(text)
+    return folded if len(folded) == len(text) else text.upper()
+
+
 def _places(word: str, text: str) -> Iterator[int]:
     """Where ``text`` writes the key word ``word`` (upper case, accents folded) as a word of its
     own, in any case and accents."""
-    folded = fold_name(text)
-    if len(folded) != len(text):  # a letter folded into two: positions must stay the text's
-        folded = text.upper()
+    folded = _searched(text)
     at = folded.find(word)
     while at >= 0:
         end = at + len(word)
