@@ -72,12 +72,6 @@ class NameProfile:
         """What the descriptions say the name is: "jester", "dealer"."""
         return self._signals[2]
 
-    @property
-    def writings(self) -> list[str]:
-        """Every text an extraction wrote about the name: its descriptions, then those of its
-        relations. Where a name is written, not what it is: the word-order rules read these."""
-        return [*self.descriptions.values(), *self.relation_texts]
-
     @cached_property
     def text(self) -> str:
         """The descriptions in lower case (to look for a word cheaply)."""
@@ -358,20 +352,31 @@ def _written_as_a_name(p: NameProfile) -> bool:
 _SENTENCE_START = re.compile(r"(?:^|[.!?]\s+)[\"'“‘(]?$")
 
 
+def _subject_texts(p: NameProfile) -> list[str]:
+    """The texts whose word order tells whether the name is used as a subject: its relations'
+    texts where it has any, else its descriptions. A model opens every description with the
+    name it describes ("Harbury is where the painter was born"), a place or a thing as much as
+    a person, so there the opening says nothing; a relation's text is written about two names,
+    and the one opening it is the subject ("Marten sold the works"), the other an object ("the
+    painter was born in Harbury"). The offline extractor's texts are the source's sentences,
+    which open with a subject in either kind."""
+    return p.relation_texts or list(p.descriptions.values())
+
+
 def _refers_back(pa: NameProfile, pb: NameProfile) -> bool:
     """Whether the shorter name is only ever used in texts that name the fuller one too, and
-    its descriptions (or its relations' texts, :attr:`NameProfile.writings`: a model often writes
-    a surname only in relations, "Marten sold the works") open a sentence with it alone: a
-    surname written after the full name to
-    refer back to it, as the subject ("Ilse Marten ... Marten sold the works"), not a name
-    that stands on its own elsewhere, nor a place or a thing the text only mentions ("a club
-    playing in Marten"). Read from the chunks and the word order alone, in any language that
-    writes its subject first."""
+    the texts telling its role (:func:`_subject_texts`: a model often writes a surname only in
+    relations, "Marten sold the works") open a sentence with it alone: a surname written after
+    the full name to refer back to it, as the subject ("Ilse Marten ... Marten sold the
+    works"), not a name that stands on its own elsewhere, nor a place or a thing the text only
+    mentions ("a club playing in Marten"; the city that ends an institution's name: "studied at
+    Selby College Harbury ... her parents lived in Harbury"). Read from the chunks and the word
+    order alone, in any language that writes its subject first."""
     short, long = (pa, pb) if len(name_key(pa.name)) < len(name_key(pb.name)) else (pb, pa)
     if not short.chunks or not short.chunks <= long.chunks or not _written_as_a_name(long):
         return False
     word = name_key(short.name)[-1]
-    for text in short.writings:
+    for text in _subject_texts(short):
         for at in _places(word, text):
             after = text[at + len(word):at + len(word) + 2]
             if _SENTENCE_START.search(text[:at]) and not (after[:1] == " " and after[1:].isupper() and after[1:].isalpha()):
