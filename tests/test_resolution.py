@@ -1347,6 +1347,14 @@ def test_a_place_ending_an_institutions_name_is_no_surname_that_refers_back() ->
     city = _in(profile("HARBURY", description="Harbury is where the painter's parents lived."), "c1")
     city.relation_texts.append("The painter's parents lived in Harbury.")
     assert decided(college, city).verdict != "merge"
+    # Nor with a neighbour in common whose name makes the descriptions alike: both mention it.
+    college = _in(profile("SELBY COLLEGE HARBURY", neighbours=("WILMA",), words="wilma studied",
+                          description="Selby College Harbury is where Wilma studied."), "c1")
+    city = _in(profile("HARBURY", neighbours=("WILMA",), words="wilma parents lived",
+                       description="Harbury is where Wilma's parents lived."), "c1")
+    city.relation_texts.append("Wilma's parents lived in Harbury.")
+    college.relation_texts.append("Wilma studied at Selby College Harbury.")
+    assert decided(college, city).verdict != "merge"
     # A surname with a description and relations of its own still refers back where a
     # relation's text opens with it, the subject ...
     ilse = _in(profile("ILSE MARTEN", description="Ilse Marten founded a glassworks in 1901."), "c1")
