@@ -1325,7 +1325,6 @@ def test_a_surname_written_only_in_relations_is_read_from_their_texts() -> None:
     only.chunks.add("c1")
     only.neighbours.add("THE GLASSWORKS")
     only.relation_texts.append("Marten sold the glassworks in 1920.")
-    assert only.writings == ["Marten sold the glassworks in 1920."]
     assert decided(ilse, only).verdict == "merge"
     # Its relation texts also tell another bearer (initials the full name has not) ...
     other = NameProfile("MARTEN")
@@ -1337,6 +1336,37 @@ def test_a_surname_written_only_in_relations_is_read_from_their_texts() -> None:
     passing.chunks.add("c1")
     passing.relation_texts.append("The glassworks is a Marten business.")
     assert decided(ilse, passing).verdict != "merge"
+
+
+def test_a_place_ending_an_institutions_name_is_no_surname_that_refers_back() -> None:
+    # Untyped, one text: a model opens every description with its name, a city as much as a
+    # surname. Where the short name has relations, their texts tell its role: a city the text
+    # names as an object ("lived in Harbury") is not the institution named after it.
+    college = _in(profile("SELBY COLLEGE HARBURY", description="Selby College Harbury is where the painter studied."),
+                  "c1")
+    city = _in(profile("HARBURY", description="Harbury is where the painter's parents lived."), "c1")
+    city.relation_texts.append("The painter's parents lived in Harbury.")
+    assert decided(college, city).verdict != "merge"
+    # Nor with a neighbour in common whose name makes the descriptions alike: both mention it.
+    college = _in(profile("SELBY COLLEGE HARBURY", neighbours=("WILMA",), words="wilma studied",
+                          description="Selby College Harbury is where Wilma studied."), "c1")
+    city = _in(profile("HARBURY", neighbours=("WILMA",), words="wilma parents lived",
+                       description="Harbury is where Wilma's parents lived."), "c1")
+    city.relation_texts.append("Wilma's parents lived in Harbury.")
+    college.relation_texts.append("Wilma studied at Selby College Harbury.")
+    assert decided(college, city).verdict != "merge"
+    # A surname with a description and relations of its own still refers back where a
+    # relation's text opens with it, the subject ...
+    ilse = _in(profile("ILSE MARTEN", description="Ilse Marten founded a glassworks in 1901."), "c1")
+    marten = _in(profile("MARTEN", description="Marten is the founder's later name in the text."), "c1")
+    marten.relation_texts.append("Marten sold the glassworks in 1920.")
+    assert decided(ilse, marten).verdict == "merge"
+    # ... and in German (nouns capitalised, so the case of the words tells nothing) a place
+    # that relation texts write only as an object stays apart too.
+    karl = _in(profile("KARL WENDEROTH", description="Karl Wenderoth gründete 1890 eine Werft."), "d1")
+    object_only = _in(profile("WENDEROTH", description="Wenderoth ist der Ort der Werft."), "d1")
+    object_only.relation_texts.append("Die Werft liegt in Wenderoth.")
+    assert decided(karl, object_only).verdict != "merge"
 
 
 def test_a_description_stating_what_the_name_abbreviates_or_a_pen_name_is_a_statement_of_the_name() -> None:

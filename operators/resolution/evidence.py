@@ -72,12 +72,6 @@ class NameProfile:
         """What the descriptions say the name is: "jester", "dealer"."""
         return self._signals[2]
 
-    @property
-    def writings(self) -> list[str]:
-        """Every text an extraction wrote about the name: its descriptions, then those of its
-        relations. Where a name is written, not what it is: the word-order rules read these."""
-        return [*self.descriptions.values(), *self.relation_texts]
-
     @cached_property
     def text(self) -> str:
         """The descriptions in lower case (to look for a word cheaply)."""
@@ -377,25 +371,56 @@ def _written_as_a_name(p: NameProfile) -> bool:
 _SENTENCE_START = re.compile(r"(?:^|[.!?]\s+)[\"'“‘(]?$")
 
 
+def _subject_texts(p: NameProfile) -> list[str]:
+    """The texts whose word order tells whether the name is used as a subject: its relations'
+    texts where it has any, else its descriptions. A model opens every description with the
+    name it describes ("Harbury is where the painter was born"), a place or a thing as much as
+    a person, so there the opening says nothing; a relation's text is written about two names,
+    and the one opening it is the subject ("Marten sold the works"), the other an object ("the
+    painter was born in Harbury"). The offline extractor's texts are the source's sentences,
+    which open with a subject in either kind."""
+    return p.relation_texts or list(p.descriptions.values())
+
+
 def _refers_back(pa: NameProfile, pb: NameProfile) -> bool:
     """Whether the shorter name is only ever used in texts that name the fuller one too, and
-    its descriptions (or its relations' texts, :attr:`NameProfile.writings`: a model often writes
-    a surname only in relations, "Marten sold the works") open a sentence with it alone: a
-    surname written after the full name to
-    refer back to it, as the subject ("Ilse Marten ... Marten sold the works"), not a name
-    that stands on its own elsewhere, nor a place or a thing the text only mentions ("a club
-    playing in Marten"). Read from the chunks and the word order alone, in any language that
-    writes its subject first."""
+    the texts telling its role (:func:`_subject_texts`: a model often writes a surname only in
+    relations, "Marten sold the works") open a sentence with it alone: a surname written after
+    the full name to refer back to it, as the subject ("Ilse Marten ... Marten sold the
+    works"), not a name that stands on its own elsewhere, nor a place or a thing the text only
+    mentions ("a club playing in Marten"; the city that ends an institution's name: "studied at
+    Selby College Harbury ... her parents lived in Harbury"). Read from the chunks and the word
+    order alone, in any language that writes its subject first."""
     short, long = (pa, pb) if len(name_key(pa.name)) < len(name_key(pb.name)) else (pb, pa)
     if not short.chunks or not short.chunks <= long.chunks or not _written_as_a_name(long):
         return False
-    word = name_key(short.name)[-1]
-    for text in short.writings:
+    return _opens_a_sentence(name_key(short.name)[-1], _subject_texts(short))
+
+
+def _opens_a_sentence(word: str, texts: list[str]) -> bool:
+    """Whether one of ``texts`` opens a sentence with the key word ``word`` alone (not as the
+    first word of a longer name: "Marten Harbour is ...")."""
+    for text in texts:
         for at in _places(word, text):
             after = text[at + len(word):at + len(word) + 2]
             if _SENTENCE_START.search(text[:at]) and not (after[:1] == " " and after[1:].isupper() and after[1:].isalpha()):
                 return True
     return False
+
+
+def _only_an_object(pa: NameProfile, pb: NameProfile) -> bool:
+    """Whether the shorter name's relations' texts, written about each relation, all write it
+    as an object, none opening a sentence with it: a place or a thing the relations mention
+    ("her parents lived in Harbury"), not a surname standing for the fuller name, which is the
+    subject of what is told of that person. Descriptions alike in the words of a third name
+    both mention ("Harbury is where Wilma's parents lived", "Selby College Harbury is where
+    Wilma studied") say no more than that they share the neighbour. A relation's text that a
+    description holds is a source sentence quoted for every name in it (the offline
+    extractor's), written about none of its relations: a surname sits inside such a sentence
+    ("a sonata by Schubert") as often as a place, so it is not read here."""
+    short = pa if len(name_key(pa.name)) < len(name_key(pb.name)) else pb
+    written = [t for t in short.relation_texts if not any(t in d for d in short.descriptions.values())]
+    return bool(written) and not _opens_a_sentence(name_key(short.name)[-1], written)
 
 
 def _article_led(name: str) -> bool:
@@ -517,7 +542,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
                                 {**_evidence(pa, pb, relation, shared, description, same_chunk), "related": True},
                                 part=True)
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
-                                         and description >= 0.3) or people and full and bool(pa.chunks & pb.chunks) \
+                                         and description >= 0.3 and not _only_an_object(pa, pb)) or people and full and bool(pa.chunks & pb.chunks) \
             or untyped and not person and relation == "surname" and _refers_back(pa, pb)
         # Said to be different things ("a jester", "a dealer"): JACK MILLER is no OLD JACK.
         if pa.roles and pb.roles and not pa.roles & pb.roles:
