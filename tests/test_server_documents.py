@@ -202,3 +202,22 @@ def test_scan_indexes_the_input_folder_s_new_and_changed_files(tmp_path: Path) -
     # Without an input folder there is nothing to scan.
     with running(build_app(GraphService(index_config(wd)))) as url, httpx.Client(base_url=url, timeout=60) as client:
         assert client.post("/documents/scan").status_code == 400
+
+
+def test_scan_reads_no_file_outside_the_input_folder(tmp_path: Path) -> None:
+    """Whoever may drop files into the input folder cannot have the server index a file
+    elsewhere on its disk through a symlink; a symlink to a file inside the folder is read."""
+    wd, folder, elsewhere = tmp_path / "wd", tmp_path / "inbox", tmp_path / "private"
+    folder.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "secret.txt").write_text(OTHER_TEXT, encoding="utf-8")
+    (folder / "press.txt").write_text(NEW_TEXT, encoding="utf-8")
+    os.symlink(elsewhere / "secret.txt", folder / "notes.txt")
+    os.symlink(folder / "press.txt", folder / "alias.txt")
+    with running(build_app(GraphService(index_config(wd), input_dir=str(folder)))) as url, \
+            httpx.Client(base_url=url, timeout=60) as client:
+        job = client.post("/documents/scan").json()
+        assert wait_for_job(client, job["id"])["status"] == "done"
+        assert sorted(os.path.basename(d["source"]) for d in _documents(client)) == ["alias.txt", "press.txt"]
+        labels = client.get("/graph/labels", params={"q": "Ashgrove"}).json()
+        assert all("ASHGROVE" not in label["name"] for label in labels)

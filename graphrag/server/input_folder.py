@@ -9,7 +9,10 @@ once). A failed or cancelled document keeps its part, which is how reprocess sen
 ``POST /documents/scan`` walks the input folder as ``graphrag index DIR`` does
 (``file_insert.walk``) and indexes the files whose size or modification time changed since
 the last scan that read them (``scanned.json`` beside the statuses); a file no reader could
-read fails with the reason and is tried again by the next scan.
+read fails with the reason and is tried again by the next scan. Only files inside the folder
+are read: a symlink whose target lies outside it (``notes.txt -> ~/.ssh/...``) is left alone,
+so whoever may drop files into the folder cannot have the server index files they could not
+read themselves; special files (FIFOs, devices) are left alone too.
 """
 from __future__ import annotations
 
@@ -85,10 +88,17 @@ async def scan_parts(input_dir: str, working_dir: str) -> list[dict[str, Any]]:
     from graphrag.readers import reader_for
 
     files = await asyncio.to_thread(walk, [input_dir])
+    root = os.path.realpath(input_dir)
     scanned = read_json(_scanned_path(working_dir), {})
     # As in `graphrag index DIR`, a folder's file no reader knows is left alone.
     return [{"op": "files", "paths": [path]} for path, _ in files
-            if reader_for(path) is not None and os.path.isfile(path) and scanned.get(path) != _state(path)]
+            if reader_for(path) is not None and _inside(path, root) and os.path.isfile(path)
+            and scanned.get(path) != _state(path)]
+
+
+def _inside(path: str, root: str) -> bool:
+    """Whether ``path``, its symlinks followed, lies inside the folder ``root`` (a real path)."""
+    return os.path.commonpath([os.path.realpath(path), root]) == root
 
 
 def record_scanned(working_dir: str, parts: list[dict[str, Any]], failed: dict[str, str]) -> None:
