@@ -204,9 +204,11 @@ def test_scan_indexes_the_input_folder_s_new_and_changed_files(tmp_path: Path) -
         assert client.post("/documents/scan").status_code == 400
 
 
-def test_scan_reads_no_file_outside_the_input_folder(tmp_path: Path) -> None:
+def test_scan_reads_only_the_input_folder_s_own_files_with_text_names(tmp_path: Path) -> None:
     """Whoever may drop files into the input folder cannot have the server index a file
-    elsewhere on its disk through a symlink; a symlink to a file inside the folder is read."""
+    elsewhere on its disk through a symlink (one to a file inside the folder is read), and a
+    file whose name is not UTF-8 is left out rather than breaking the scan, the document list
+    and the jobs after it."""
     wd, folder, elsewhere = tmp_path / "wd", tmp_path / "inbox", tmp_path / "private"
     folder.mkdir()
     elsewhere.mkdir()
@@ -214,6 +216,7 @@ def test_scan_reads_no_file_outside_the_input_folder(tmp_path: Path) -> None:
     (folder / "press.txt").write_text(NEW_TEXT, encoding="utf-8")
     os.symlink(elsewhere / "secret.txt", folder / "notes.txt")
     os.symlink(folder / "press.txt", folder / "alias.txt")
+    (Path(os.fsdecode(bytes(folder) + b"/caf\xe9.txt"))).write_text(OTHER_TEXT, encoding="utf-8")  # Latin-1
     with running(build_app(GraphService(index_config(wd), input_dir=str(folder)))) as url, \
             httpx.Client(base_url=url, timeout=60) as client:
         job = client.post("/documents/scan").json()
@@ -221,3 +224,9 @@ def test_scan_reads_no_file_outside_the_input_folder(tmp_path: Path) -> None:
         assert sorted(os.path.basename(d["source"]) for d in _documents(client)) == ["alias.txt", "press.txt"]
         labels = client.get("/graph/labels", params={"q": "Ashgrove"}).json()
         assert all("ASHGROVE" not in label["name"] for label in labels)
+        after = client.post("/documents", json={"text": OTHER_TEXT, "source": "forge.txt"}).json()
+        assert wait_for_job(client, after["id"])["status"] == "done"
+        # Nor can a client send such text: JSON's escapes carry lone surrogates.
+        refused = client.post("/documents", content=b'{"text": "x", "source": "caf\\udce9.txt"}',
+                              headers={"content-type": "application/json"})
+        assert refused.status_code == 400 and refused.json()["error"] == "InvalidInputError"
