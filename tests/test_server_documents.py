@@ -230,3 +230,25 @@ def test_scan_reads_only_the_input_folder_s_own_files_with_text_names(tmp_path: 
         refused = client.post("/documents", content=b'{"text": "x", "source": "caf\\udce9.txt"}',
                               headers={"content-type": "application/json"})
         assert refused.status_code == 400 and refused.json()["error"] == "InvalidInputError"
+
+
+def test_a_file_edited_while_its_scan_runs_is_read_again_by_the_next(tmp_path: Path, llm: MockLLMServer) -> None:
+    """The scan remembers a file as it found it, not as it is when the job ends: an edit made
+    while the job read and indexed the older text is indexed by the next scan."""
+    wd, folder = tmp_path / "wd", tmp_path / "inbox"
+    folder.mkdir()
+    press = folder / "press.txt"
+    press.write_text(NEW_TEXT, encoding="utf-8")
+    with running(build_app(GraphService(_llm_config(wd, llm), input_dir=str(folder)))) as url, \
+            httpx.Client(base_url=url, timeout=60) as client:
+        llm.inject(Fault.delay(1.5))  # the job is still extracting when the file is saved again
+        job = client.post("/documents/scan").json()
+        deadline = time.monotonic() + 30
+        while not llm.requests:  # read and sent to the model
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        press.write_text(NEW_TEXT + " Quillmoor Press also binds atlases.", encoding="utf-8")
+        assert wait_for_job(client, job["id"])["status"] == "done"
+        again = client.post("/documents/scan").json()
+        assert [os.path.basename(p) for p in wait_for_job(client, again["id"])["stats"]["updated"]] == ["press.txt"]
+        assert _documents(client, q="press.txt")[0]["chars"] > len(NEW_TEXT)

@@ -2,7 +2,8 @@
 
 A part is a small JSON request: ``{"op": "insert", "texts", "sources"}`` (text),
 ``{"op": "insert_read", "documents"}`` (an upload a reader read) or ``{"op": "files",
-"paths"}`` (a file of the input folder, read when the job runs). A job's parts of one kind
+"paths", "states"}`` (a file of the input folder, read when the job runs, with its size and
+modification time when the scan found it). A job's parts of one kind
 run as one insert, so a job commits once per kind it holds (an upload or a text insert:
 once). A failed or cancelled document keeps its part, which is how reprocess sends it again.
 
@@ -91,9 +92,14 @@ async def scan_parts(input_dir: str, working_dir: str) -> list[dict[str, Any]]:
     root = os.path.realpath(input_dir)
     scanned = read_json(_scanned_path(working_dir), {})
     # As in `graphrag index DIR`, a folder's file no reader knows is left alone.
-    return [{"op": "files", "paths": [path]} for path, _ in files
-            if reader_for(path) is not None and _inside(path, root) and os.path.isfile(path)
-            and scanned.get(path) != _state(path)]
+    parts = []
+    for path, _ in files:
+        if reader_for(path) is None or not _inside(path, root) or not os.path.isfile(path):
+            continue
+        state = _state(path)
+        if scanned.get(path) != state:
+            parts.append({"op": "files", "paths": [path], "states": [state]})
+    return parts
 
 
 def _inside(path: str, root: str) -> bool:
@@ -102,13 +108,16 @@ def _inside(path: str, root: str) -> bool:
 
 
 def record_scanned(working_dir: str, parts: list[dict[str, Any]], failed: dict[str, str]) -> None:
-    """Remember the files a job read (not the failed ones: the next scan tries them again)."""
-    paths = [p for part in parts if part["op"] == "files" for p in part["paths"]]
-    if not paths:
+    """Remember the files a job read (not the failed ones: the next scan tries them again),
+    each as the scan saw it before reading: a file edited while the job ran differs from
+    that, so the next scan reads it again rather than keeping the older text for good."""
+    seen = [(p, s) for part in parts if part["op"] == "files"
+            for p, s in zip(part["paths"], part.get("states") or [None] * len(part["paths"]))]
+    if not seen:
         return
     scanned = read_json(_scanned_path(working_dir), {})
-    for path in paths:
+    for path, state in seen:
         if FILE_ID + path not in failed and os.path.exists(path):
-            scanned[path] = _state(path)
+            scanned[path] = state or _state(path)
     os.makedirs(os.path.dirname(_scanned_path(working_dir)), exist_ok=True)
     write_json(_scanned_path(working_dir), scanned)
