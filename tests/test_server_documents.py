@@ -17,6 +17,7 @@ import pytest
 from graphrag import GraphRAG
 from graphrag.server.app import build_app
 from graphrag.server.doc_status import STATUS_DIR, DocumentStatus, read_statuses
+from graphrag.server.input_folder import OUTSIDE
 from graphrag.server.service import GraphService
 from helpers_server import DOCS, build_index, index_config, running, wait_for_job
 from mock_llm_server import Fault, MockLLMServer
@@ -206,7 +207,7 @@ def test_scan_indexes_the_input_folder_s_new_and_changed_files(tmp_path: Path) -
 
 def test_scan_reads_only_the_input_folder_s_own_files_with_text_names(tmp_path: Path) -> None:
     """Whoever may drop files into the input folder cannot have the server index a file
-    elsewhere on its disk through a symlink (one to a file inside the folder is read), and a
+    elsewhere on its disk through a symlink (it fails as outside the folder), and a
     file whose name is not UTF-8 is left out rather than breaking the scan, the document list
     and the jobs after it."""
     wd, folder, elsewhere = tmp_path / "wd", tmp_path / "inbox", tmp_path / "private"
@@ -214,14 +215,23 @@ def test_scan_reads_only_the_input_folder_s_own_files_with_text_names(tmp_path: 
     elsewhere.mkdir()
     (elsewhere / "secret.txt").write_text(OTHER_TEXT, encoding="utf-8")
     (folder / "press.txt").write_text(NEW_TEXT, encoding="utf-8")
+    (folder / "empty.txt").write_text("", encoding="utf-8")
     os.symlink(elsewhere / "secret.txt", folder / "notes.txt")
-    os.symlink(folder / "press.txt", folder / "alias.txt")
-    (Path(os.fsdecode(bytes(folder) + b"/caf\xe9.txt"))).write_text(OTHER_TEXT, encoding="utf-8")  # Latin-1
+    open(os.path.join(os.fsencode(folder), b"caf\xe9.txt"), "w").write(OTHER_TEXT)  # a Latin-1 name
     with running(build_app(GraphService(index_config(wd), input_dir=str(folder)))) as url, \
             httpx.Client(base_url=url, timeout=60) as client:
         job = client.post("/documents/scan").json()
         assert wait_for_job(client, job["id"])["status"] == "done"
-        assert sorted(os.path.basename(d["source"]) for d in _documents(client)) == ["alias.txt", "press.txt"]
+        statuses = {os.path.basename(d["source"]): (d["status"], d["error"]) for d in _documents(client)}
+        assert statuses.keys() == {"press.txt", "notes.txt", "empty.txt"}
+        assert statuses["press.txt"] == ("indexed", None)
+        assert statuses["notes.txt"] == ("failed", OUTSIDE) and statuses["empty.txt"][0] == "failed"
+        # A failed file that has become a symlink out of the folder is not read by a reprocess.
+        os.remove(folder / "empty.txt")
+        os.symlink(elsewhere / "secret.txt", folder / "empty.txt")
+        again = client.post("/documents/reprocess").json()
+        assert wait_for_job(client, again["id"])["status"] == "done"
+        assert {d["status"] for d in _documents(client, q="empty.txt")} == {"failed"}
         labels = client.get("/graph/labels", params={"q": "Ashgrove"}).json()
         assert all("ASHGROVE" not in label["name"] for label in labels)
         after = client.post("/documents", json={"text": OTHER_TEXT, "source": "forge.txt"}).json()

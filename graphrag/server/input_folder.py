@@ -11,9 +11,10 @@ once). A failed or cancelled document keeps its part, which is how reprocess sen
 (``file_insert.walk``) and indexes the files whose size or modification time changed since
 the last scan that read them (``scanned.json`` beside the statuses); a file no reader could
 read fails with the reason and is tried again by the next scan. Only files inside the folder
-are read: a symlink whose target lies outside it (``notes.txt -> ~/.ssh/...``) is left alone,
-so whoever may drop files into the folder cannot have the server index files they could not
-read themselves; special files (FIFOs, devices) are left alone too.
+are read, checked as they are read: a symlink whose target lies outside it (``notes.txt ->
+~/.ssh/...``) fails as outside, so whoever may drop files into the folder cannot have the
+server index files they could not read themselves; special files (FIFOs, devices) are left
+alone.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from graphrag.graphrag import GraphRAG
 
 SCANNED_FILE = "scanned.json"
+OUTSIDE = "outside the input folder (a symlink out of it?): not read"
 FILE_ID = "file:"  # a folder's file is known by its path until it is read (then by its content's id)
 
 
@@ -45,9 +47,11 @@ def documents_of(part: dict[str, Any]) -> list[tuple[str, Optional[str]]]:
     return [(doc_id, record.get("source")) for doc_id, record in prepared.items()]
 
 
-async def run_parts(writer: "GraphRAG", parts: list[dict[str, Any]]) -> dict[str, Any]:
+async def run_parts(writer: "GraphRAG", parts: list[dict[str, Any]], input_dir: Optional[str]) -> dict[str, Any]:
     """Index the parts, one write per kind; the write's stats (with several kinds, by kind).
-    A request kept by an earlier server is one part itself."""
+    A request kept by an earlier server is one part itself. A file is read only if it lies
+    inside ``input_dir`` as it is read (a scan's, or a reprocess of one whose file has since
+    become a symlink out of the folder); any other is skipped as outside it."""
     from graphrag.readers import Mark, ReadDocument
 
     merged: dict[str, dict[str, list[Any]]] = {}
@@ -64,7 +68,12 @@ async def run_parts(writer: "GraphRAG", parts: list[dict[str, Any]]) -> dict[str
             ReadDocument(d["text"], d["source"], d["title"], [Mark(**m) for m in d["marks"]])
             for d in merged["insert_read"]["documents"]])
     if "files" in merged:
-        stats["files"] = (await writer.ainsert_files(merged["files"]["paths"])).to_dict()
+        root = os.path.realpath(input_dir) if input_dir is not None else None
+        paths = merged["files"]["paths"]
+        outside = {p for p in paths if root is None or not _inside(p, root)}
+        report = (await writer.ainsert_files([p for p in paths if p not in outside])).to_dict()
+        report["skipped"] += [{"path": p, "reason": OUTSIDE} for p in paths if p in outside]
+        stats["files"] = report
     return next(iter(stats.values())) if len(stats) == 1 else stats
 
 
@@ -89,12 +98,11 @@ async def scan_parts(input_dir: str, working_dir: str) -> list[dict[str, Any]]:
     from graphrag.readers import reader_for
 
     files = await asyncio.to_thread(walk, [input_dir])
-    root = os.path.realpath(input_dir)
     scanned = read_json(_scanned_path(working_dir), {})
     # As in `graphrag index DIR`, a folder's file no reader knows is left alone.
     parts = []
     for path, _ in files:
-        if reader_for(path) is None or not _inside(path, root) or not os.path.isfile(path):
+        if reader_for(path) is None or not os.path.isfile(path):
             continue
         state = _state(path)
         if scanned.get(path) != state:
