@@ -38,7 +38,8 @@ def walk(paths: Sequence[str], include: Sequence[str] = (), exclude: Sequence[st
 
     Folders are walked recursively; hidden files and folders are left out, and so are the
     ``exclude`` globs (a folder they match is not entered); with ``include`` globs, only
-    matching files are kept."""
+    matching files are kept. A name that is not UTF-8 text is left out with a warning: its
+    path could be neither stored (the stores keep JSON) nor shown."""
     missing = [p for p in paths if not os.path.exists(p)]
     if missing:
         raise FileNotFoundError(f"no such file or directory: {', '.join(missing)}")
@@ -50,14 +51,25 @@ def walk(paths: Sequence[str], include: Sequence[str] = (), exclude: Sequence[st
         for root, dirs, files in os.walk(path):
             rel_root = os.path.relpath(root, path).replace(os.sep, "/")
             rel = (lambda name: name) if rel_root == "." else (lambda name: f"{rel_root}/{name}")
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not _matches(rel(d), exclude))
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not _matches(rel(d), exclude)
+                             and _is_text(os.path.join(root, d)))
             for name in sorted(files):
-                if name.startswith(".") or _matches(rel(name), exclude):
+                if name.startswith(".") or _matches(rel(name), exclude) or not _is_text(os.path.join(root, name)):
                     continue
                 if include and not _matches(rel(name), include):
                     continue
                 out.setdefault(os.path.abspath(os.path.join(root, name)), bool(include))
     return list(out.items())
+
+
+def _is_text(path: str) -> bool:
+    """Whether ``path`` is text (a name of bytes that are not UTF-8 comes as lone surrogates)."""
+    try:
+        path.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        logger.warning("Left out %r: its name is not UTF-8", path)
+        return False
 
 
 @dataclass

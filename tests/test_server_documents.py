@@ -17,6 +17,7 @@ import pytest
 from graphrag import GraphRAG
 from graphrag.server.app import build_app
 from graphrag.server.doc_status import STATUS_DIR, DocumentStatus, read_statuses
+from graphrag.server.input_folder import OUTSIDE
 from graphrag.server.service import GraphService
 from helpers_server import DOCS, build_index, index_config, running, wait_for_job
 from mock_llm_server import Fault, MockLLMServer
@@ -202,3 +203,62 @@ def test_scan_indexes_the_input_folder_s_new_and_changed_files(tmp_path: Path) -
     # Without an input folder there is nothing to scan.
     with running(build_app(GraphService(index_config(wd)))) as url, httpx.Client(base_url=url, timeout=60) as client:
         assert client.post("/documents/scan").status_code == 400
+
+
+def test_scan_reads_only_the_input_folder_s_own_files_with_text_names(tmp_path: Path) -> None:
+    """Whoever may drop files into the input folder cannot have the server index a file
+    elsewhere on its disk through a symlink (it fails as outside the folder), and a
+    file whose name is not UTF-8 is left out rather than breaking the scan, the document list
+    and the jobs after it."""
+    wd, folder, elsewhere = tmp_path / "wd", tmp_path / "inbox", tmp_path / "private"
+    folder.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "secret.txt").write_text(OTHER_TEXT, encoding="utf-8")
+    (folder / "press.txt").write_text(NEW_TEXT, encoding="utf-8")
+    (folder / "empty.txt").write_text("", encoding="utf-8")
+    os.symlink(elsewhere / "secret.txt", folder / "notes.txt")
+    open(os.path.join(os.fsencode(folder), b"caf\xe9.txt"), "w").write(OTHER_TEXT)  # a Latin-1 name
+    with running(build_app(GraphService(index_config(wd), input_dir=str(folder)))) as url, \
+            httpx.Client(base_url=url, timeout=60) as client:
+        job = client.post("/documents/scan").json()
+        assert wait_for_job(client, job["id"])["status"] == "done"
+        statuses = {os.path.basename(d["source"]): (d["status"], d["error"]) for d in _documents(client)}
+        assert statuses.keys() == {"press.txt", "notes.txt", "empty.txt"}
+        assert statuses["press.txt"] == ("indexed", None)
+        assert statuses["notes.txt"] == ("failed", OUTSIDE) and statuses["empty.txt"][0] == "failed"
+        # A failed file that has become a symlink out of the folder is not read by a reprocess.
+        os.remove(folder / "empty.txt")
+        os.symlink(elsewhere / "secret.txt", folder / "empty.txt")
+        again = client.post("/documents/reprocess").json()
+        assert wait_for_job(client, again["id"])["status"] == "done"
+        assert {d["status"] for d in _documents(client, q="empty.txt")} == {"failed"}
+        labels = client.get("/graph/labels", params={"q": "Ashgrove"}).json()
+        assert all("ASHGROVE" not in label["name"] for label in labels)
+        after = client.post("/documents", json={"text": OTHER_TEXT, "source": "forge.txt"}).json()
+        assert wait_for_job(client, after["id"])["status"] == "done"
+        # Nor can a client send such text: JSON's escapes carry lone surrogates.
+        refused = client.post("/documents", content=b'{"text": "x", "source": "caf\\udce9.txt"}',
+                              headers={"content-type": "application/json"})
+        assert refused.status_code == 400 and refused.json()["error"] == "InvalidInputError"
+
+
+def test_a_file_edited_while_its_scan_runs_is_read_again_by_the_next(tmp_path: Path, llm: MockLLMServer) -> None:
+    """The scan remembers a file as it found it, not as it is when the job ends: an edit made
+    while the job read and indexed the older text is indexed by the next scan."""
+    wd, folder = tmp_path / "wd", tmp_path / "inbox"
+    folder.mkdir()
+    press = folder / "press.txt"
+    press.write_text(NEW_TEXT, encoding="utf-8")
+    with running(build_app(GraphService(_llm_config(wd, llm), input_dir=str(folder)))) as url, \
+            httpx.Client(base_url=url, timeout=60) as client:
+        llm.inject(Fault.delay(1.5))  # the job is still extracting when the file is saved again
+        job = client.post("/documents/scan").json()
+        deadline = time.monotonic() + 30
+        while not llm.requests:  # read and sent to the model
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        press.write_text(NEW_TEXT + " Quillmoor Press also binds atlases.", encoding="utf-8")
+        assert wait_for_job(client, job["id"])["status"] == "done"
+        again = client.post("/documents/scan").json()
+        assert [os.path.basename(p) for p in wait_for_job(client, again["id"])["stats"]["updated"]] == ["press.txt"]
+        assert _documents(client, q="press.txt")[0]["chars"] > len(NEW_TEXT)

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from graphrag.server.app import build_app
+from graphrag.server.graph_upkeep import MAX_DECISION_NAMES, MAX_NAME_CHARS
 from graphrag.server.service import GraphService
 from helpers_server import build_index, index_config, running, wait_for_job
 
@@ -69,6 +70,25 @@ def test_merge_never_merge_and_undo_run_as_jobs(api: httpx.Client) -> None:
     refused = api.post("/graph/never-merge", json={"names": ["Pellham"]})
     assert refused.status_code == 400 and refused.json()["error"] == "InvalidInputError"
     assert [j["kind"] for j in api.get("/jobs").json()].count("entities") == 6  # each decision kept
+
+
+
+def test_hostile_decisions_are_refused_before_they_are_queued(api: httpx.Client) -> None:
+    """A decision's names end up in the job list and the log, and a merge may create its
+    ``into``: blank, oversized or too many names, or a never-merge of one entity with
+    itself, are a 400 in the README's error shape, and no job is queued."""
+    jobs_before = len(api.get("/jobs").json())
+    for path, body in [
+        ("/graph/merge", {"names": ["Pellham"], "into": "x" * (MAX_NAME_CHARS + 1)}),
+        ("/graph/merge", {"names": ["Pellham"], "into": " ** "}),
+        ("/graph/merge", {"names": [f"name {i}" for i in range(MAX_DECISION_NAMES + 1)], "into": "Pellham"}),
+        ("/graph/never-merge", {"names": ["Pellham", '"pellham"']}),
+        ("/graph/undo", {"names": [""]}),
+    ]:
+        refused = api.post(path, json=body)
+        assert refused.status_code == 400, (path, refused.text)
+        assert refused.json()["error"] == "InvalidInputError" and len(refused.text) < 1000
+    assert len(api.get("/jobs").json()) == jobs_before
 
 
 def test_a_read_only_server_has_reads_only(tmp_path: Path) -> None:

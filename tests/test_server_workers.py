@@ -155,3 +155,31 @@ def test_graphrag_serve_workers_answers_through_its_reader_processes(tmp_path: P
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_a_reader_process_that_dies_is_replaced(tmp_path: Path) -> None:
+    """A worker killed (the OOM killer, a crash in a native library) fails only the requests it
+    was running; the next queries are answered, by a worker started in its place."""
+    import os
+    import signal
+
+    wd = tmp_path / "wd"
+    build_index(wd)
+    service = served(wd, workers=1, read_only=True)
+    with running(build_app(service)) as url, httpx.Client(base_url=url, timeout=60) as client:
+        question = {"question": "Who founded Brightwater Instruments?", **CONTEXT}
+        assert client.post("/query", json=question).status_code == 200
+        processes = service.reader_processes
+        assert processes is not None
+        for _ in range(2):  # and again: the replacement is replaced too
+            pid = processes.pids()[0]
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 60
+            while True:
+                reply = client.post("/query", json=question)
+                if reply.status_code == 200:
+                    break
+                assert reply.status_code == 500 and reply.json()["error"] == "ReaderProcessError", reply.text
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            assert processes.pids()[0] != pid and processes.answered()[0] >= 1

@@ -66,11 +66,12 @@ def served(tmp_path: Path, storage: dict[str, Any]) -> Iterator[tuple[httpx.Clie
 def test_workspaces_see_only_their_own_documents_queries_graph_and_jobs(served: tuple[httpx.Client, Path]) -> None:
     client, wd = served
     assert client.get("/workspaces").json() == []
-    # Reads of a workspace no write created are 404s, and create nothing.
+    # Reads of a workspace no write created are 404s, and create nothing; so are a reprocess
+    # and a scan, which a workspace with no documents and no input folder cannot do.
     for method, path in (("GET", "/documents"), ("GET", "/jobs"), ("GET", "/health"), ("GET", "/graph/search?q=x"),
-                         ("POST", "/query")):
+                         ("POST", "/query"), ("POST", "/documents/reprocess"), ("POST", "/documents/scan")):
         missing = client.request(method, path, headers=_ws("north"),
-                                 json={"question": "Who?", "only_need_context": True} if method == "POST" else None)
+                                 json={"question": "Who?", "only_need_context": True} if path == "/query" else None)
         assert missing.status_code == 404 and missing.json()["error"] == "WorkspaceNotFound", (path, missing.text)
     assert not (wd / WORKSPACES_DIR / "north").exists()
     for bad in ("../wd", "a b", "x" * 65, "", "é"):

@@ -1,6 +1,12 @@
 """The graph's upkeep over HTTP: entity names for a picker (label search, popular entities)
 and the manual entity decisions the CLI makes (``graphrag entities --merge/--never/--undo``),
 each run as a job. A read-only server has the two reads only.
+
+A decision's names are checked before it is queued (HTTP and MCP alike): at most
+``MAX_DECISION_NAMES`` of them, each at most ``MAX_NAME_CHARS`` long and not blank once
+cleaned as extraction cleans names, and a never-merge names two different entities. A merge
+may name a new entity (``into``), and names are kept in the job list and the log: an
+unbounded one would be stored and echoed for good.
 """
 from __future__ import annotations
 
@@ -9,11 +15,13 @@ from typing import Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from graphrag.errors import ConfigurationError
+from graphrag.errors import ConfigurationError, InvalidInputError
 from graphrag.server.jobs import Job
 from graphrag.server.service import GraphService
 
 MAX_LABELS = 1000
+MAX_NAME_CHARS = 500
+MAX_DECISION_NAMES = 100
 
 
 class MergeRequest(BaseModel):
@@ -33,17 +41,37 @@ class UndoRequest(BaseModel):
 
 
 def merge(service: GraphService, names: list[str], into: str) -> Job:
+    _check_names(names)
+    _check_names([into])
     return _decide(service, "merge_entities", {"names": names, "into": into},
                    f"merge {', '.join(names)} into {into}")
 
 
 def never_merge(service: GraphService, a: str, b: str) -> Job:
+    from graphrag.operators.extraction import normalize_entity_name
+
+    _check_names([a, b])
+    if normalize_entity_name(a) == normalize_entity_name(b):
+        raise InvalidInputError(f"never-merge needs two different entities, not {a!r} twice")
     return _decide(service, "never_merge", {"a": a, "b": b}, f"never merge {a} and {b}")
 
 
 def undo(service: GraphService, names: list[str]) -> Job:
+    _check_names(names)
     return _decide(service, "undo_entity_decisions", {"names": names},
                    f"undo the entity decisions naming {', '.join(names)}")
+
+
+def _check_names(names: list[str]) -> None:
+    from graphrag.operators.extraction import normalize_entity_name
+
+    if len(names) > MAX_DECISION_NAMES:
+        raise InvalidInputError(f"a decision names at most {MAX_DECISION_NAMES} entities, got {len(names)}")
+    for name in names:
+        if len(name) > MAX_NAME_CHARS:
+            raise InvalidInputError(f"an entity name is at most {MAX_NAME_CHARS} characters, got one of {len(name)}")
+        if not normalize_entity_name(name):
+            raise InvalidInputError(f"{name!r} names no entity (blank once cleaned)")
 
 
 def _decide(service: GraphService, op: str, args: dict[str, Any], description: str) -> Job:

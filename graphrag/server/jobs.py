@@ -28,6 +28,7 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Awaitable, Callable, Optional
 
+from graphrag.errors import InvalidInputError
 from graphrag.progress import progress_listener
 from graphrag.server.doc_status import write_json
 from graphrag.server.errors import error_body
@@ -63,6 +64,16 @@ class Job:
         return asdict(self)
 
 
+def _check_text(*values: Any) -> None:
+    """Refuse a request holding text that is not Unicode (a lone surrogate, which JSON's
+    ``\\uXXXX`` escapes can carry): it could be neither kept, nor indexed, nor shown."""
+    try:
+        json.dumps(values, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError("the request holds text that is not valid Unicode (a lone surrogate "
+                                f"at character {exc.start} of its JSON)") from None
+
+
 class JobQueue:
     """Jobs in submission order; ``start()`` runs them one at a time on the running loop,
     each by ``run(request)``; with a ``state_dir``, kept there across restarts."""
@@ -84,6 +95,7 @@ class JobQueue:
             self._load(state_dir)
 
     def submit(self, kind: str, description: str, request: dict[str, Any]) -> Job:
+        _check_text(description, request)
         job = Job(id=uuid.uuid4().hex[:16], kind=kind, description=description)
         if self._state_dir is not None:  # before the job is listed: a listed job can always be resumed
             write_json(self._request_path(job.id), request)
@@ -154,6 +166,8 @@ class JobQueue:
             try:
                 if job_id in self._requests:  # not cancelled while it waited
                     await self._run(self._jobs[job_id], self._requests.pop(job_id))
+            except Exception:  # a bug in one job's bookkeeping must not stop every later job
+                logger.exception("job %s: recording its outcome failed", job_id)
             finally:
                 self._queue.task_done()
 

@@ -185,6 +185,8 @@ def _worker_main(make_config: ConfigFactory, conn: Any) -> None:
 class _Worker:
     process: Any
     conn: Any
+    index: int
+    started: asyncio.Future  # done once the worker has opened the index
     pending: dict[int, asyncio.Future] = field(default_factory=dict)
     alive: bool = True
     answered: int = 0
@@ -202,27 +204,34 @@ class ReaderProcesses:
         self._workers: list[_Worker] = []
         self._next_id = 0
         self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._stopping = False
 
     async def start(self) -> None:
         """Start the workers and wait until each has opened the index."""
         self._loop = asyncio.get_running_loop()
-        context = multiprocessing.get_context("spawn")
-        ready = []
-        for i in range(self._count):
-            ours, theirs = context.Pipe()
-            process = context.Process(target=_worker_main, args=(self._make_config, theirs),
-                                      name=f"graphrag-reader-{i}", daemon=True)
-            process.start()
-            theirs.close()
-            worker = _Worker(process, ours)
-            started: asyncio.Future = self._loop.create_future()
-            worker.pending[-1] = started
-            ready.append(started)
-            threading.Thread(target=self._receive, args=(worker,), name=f"graphrag-reader-{i}-replies",
-                             daemon=True).start()
-            self._workers.append(worker)
-        await asyncio.wait_for(asyncio.gather(*ready), START_SECONDS)
+        self._stopping = False
+        self._workers = [self._spawn(i) for i in range(self._count)]
+        await asyncio.wait_for(asyncio.gather(*(w.started for w in self._workers)), START_SECONDS)
         logger.info("%d reader process(es) serving queries", self._count)
+
+    def _spawn(self, index: int) -> _Worker:
+        """Worker ``index`` started; ``started`` is done once it has opened the index."""
+        assert self._loop is not None
+        context = multiprocessing.get_context("spawn")
+        ours, theirs = context.Pipe()
+        process = context.Process(target=_worker_main, args=(self._make_config, theirs),
+                                  name=f"graphrag-reader-{index}", daemon=True)
+        process.start()
+        theirs.close()
+        worker = _Worker(process, ours, index, self._loop.create_future())
+        worker.pending[-1] = worker.started
+        threading.Thread(target=self._receive, args=(worker,), name=f"graphrag-reader-{index}-replies",
+                         daemon=True).start()
+        return worker
+
+    def pids(self) -> list[Optional[int]]:
+        """The workers' process ids (in their start order)."""
+        return [w.process.pid for w in self._workers]
 
     def answered(self) -> list[int]:
         """How many requests each worker has answered (in their start order)."""
@@ -231,9 +240,13 @@ class ReaderProcesses:
     async def call(self, generation: int, operation: str, question: str, param: QueryParam) -> Any:
         """``operation`` answered by a worker over ``generation`` or a newer commit."""
         assert self._loop is not None and operation in OPERATIONS
-        live = [w for w in self._workers if w.alive]
-        if not live:
-            raise ReaderProcessError("no reader process is running")
+        live = [w for w in self._workers if w.alive and w.started.done()]
+        if not live:  # each is a replacement still opening the index, or gone for good
+            starting = [w.started for w in self._workers if w.alive]
+            if not starting:
+                raise ReaderProcessError("no reader process is running")
+            await asyncio.wait_for(asyncio.wait(starting, return_when=asyncio.FIRST_COMPLETED), START_SECONDS)
+            return await self.call(generation, operation, question, param)
         worker = min(live, key=lambda w: len(w.pending))
         self._next_id += 1
         request_id = self._next_id
@@ -247,6 +260,7 @@ class ReaderProcesses:
         return await future
 
     async def stop(self) -> None:
+        self._stopping = True
         for worker in self._workers:
             with contextlib.suppress(OSError, ValueError):
                 worker.conn.send(None)  # the worker closes its stores and exits
@@ -281,14 +295,24 @@ class ReaderProcesses:
         else:
             future.set_exception(_rebuilt(value))
 
-    @staticmethod
-    def _lost(worker: _Worker) -> None:
-        if worker.alive:
-            worker.alive = False
-            if worker.pending:
-                logger.error("reader process %s ended with %d request(s) running", worker.process.name,
-                             len(worker.pending))
+    def _lost(self, worker: _Worker) -> None:
+        """A worker's pipe closed: its requests fail, and a worker that had opened the index is
+        replaced (one that never did would fail again: its error is the server's start's)."""
+        if not worker.alive:
+            return
+        worker.alive = False
+        opened = worker.started.done() and not worker.started.cancelled() and worker.started.exception() is None
+        replace = opened and not self._stopping
+        running = len(worker.pending) - (not worker.started.done())
+        if running or replace:
+            logger.error("reader process %s ended with %d request(s) running%s", worker.process.name, running,
+                         "; starting another" if replace else "")
         for future in worker.pending.values():
             if not future.done():
                 future.set_exception(ReaderProcessError(f"reader process {worker.process.name} ended"))
         worker.pending.clear()
+        with contextlib.suppress(Exception):
+            worker.conn.close()
+        if replace:
+            worker.process.join(0)  # reaped: no zombie left behind
+            self._workers[worker.index] = self._spawn(worker.index)

@@ -287,7 +287,7 @@ class GraphService:
             found = [d for part in request["parts"] for d in documents_of(part)]
             self._statuses().queued(self.jobs.running_id, found)
             self._statuses().processing(self.jobs.running_id)
-        return await run_parts(writer, request.get("parts", [request]))
+        return await run_parts(writer, request.get("parts", [request]), self.input_dir)
 
     def _job_changed(self, job: Job, request: dict[str, Any]) -> None:
         """A job's documents follow it: processing while it runs, then its outcome."""

@@ -8,8 +8,9 @@ workspace names are lower case and short: see ``database_workspace``). Each has 
 document statuses; so one workspace's write never waits for another's, and a reader never
 waits for a write. No header is the server's own working dir, as before workspaces.
 
-A workspace is created by its first write (an insert, upload, reprocess or scan); any
-other call on a workspace that does not exist is a 404. ``Workspaces`` stands where the HTTP
+A workspace is created by its first insert or upload; any other call on a workspace that
+does not exist is a 404 (a reprocess or a scan too: a new workspace has no failed documents
+and no input folder, and a call that fails must leave no empty workspace behind). ``Workspaces`` stands where the HTTP
 API and the MCP tools take a ``GraphService``: each call goes to the service of the workspace
 the request named (a context variable, set per HTTP request by ``selecting_workspace`` and
 per MCP message by ``WorkspaceMiddleware``).
@@ -32,7 +33,7 @@ WORKSPACE_HEADER = "X-Workspace"
 WORKSPACES_DIR = "workspaces"
 VALID_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # The service methods that create a missing workspace; every other call needs it to exist.
-CREATING = frozenset({"insert", "insert_read", "reprocess", "scan"})
+CREATING = frozenset({"insert", "insert_read"})
 
 # The workspace the request being served named (None: the default one).
 requested: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("graphrag_workspace", default=None)
