@@ -167,6 +167,33 @@ def test_a_part_of_a_name_needs_corroboration_and_the_right_kind() -> None:
     assert decide_pair(bob, tim, "overlap", threshold=0.7, ask_threshold=0.4).evidence["same_chunk"] is False
 
 
+def test_the_pairs_a_pass_does_not_build_are_those_the_first_check_stops() -> None:
+    """``cannot_be_asked`` (the pass skips those pairs) holds exactly where ``decide_pair``
+    scores a relation only a model settles below ``ask_threshold``: a distinct decision with
+    no part and no person's pair. The other relations are always decided."""
+    from graphrag.operators.resolution.evidence import cannot_be_asked
+
+    seen = set()
+    for (type_a, type_b), shared, (words_a, words_b), relation in itertools.product(
+            [("UNKNOWN", "UNKNOWN"), ("PERSON", "PERSON"), ("PERSON", "GEO"), ("UNKNOWN", "GEO")],
+            range(5), [("", ""), ("clerk office", "clerk office"), ("clerk office", "clerk ship port"),
+                       ("clerk", "ship port")],
+            ["overlap", "fuzzy", "similar", "surname", "same_key"]):
+        neighbours = tuple(f"N{i}" for i in range(shared)) + ("TIM CRATCHIT", "BOB CRATCHIT")
+        pa = profile("TIM CRATCHIT", type_a, neighbours, words_a)
+        pb = profile("BOB CRATCHIT", type_b, neighbours, words_b)
+        decision = decide_pair(pa, pb, relation, threshold=0.7, ask_threshold=0.4)
+        skipped = cannot_be_asked(pa, pb, relation, 0.4)
+        if relation in ("surname", "same_key"):
+            assert not skipped
+            continue
+        assert skipped == (decision.score < 0.4)
+        if skipped:
+            assert decision.verdict == "distinct" and not decision.part and not decision.if_person
+        seen.add(skipped)
+    assert seen == {True, False}
+
+
 def test_descriptions_state_what_a_name_is() -> None:
     assert designation("SCROOGE'S PARTNER") == ("SCROOGE", ("PARTNER",))
     assert designation("MR. SCROOGE'S NEPHEW") == ("SCROOGE", ("NEPHEW",))

@@ -443,6 +443,34 @@ def _evidence(pa: NameProfile, pb: NameProfile, relation: str, shared: list[str]
             "same_chunk": same_chunk}
 
 
+def _type_weight(pa: NameProfile, pb: NameProfile) -> float:
+    """What the types add to a relation only a model settles: a little where both are known
+    and agree, much against where they disagree."""
+    if pa.type == "UNKNOWN" or pb.type == "UNKNOWN":
+        return 0.0
+    return 0.05 if pa.type == pb.type else -0.5
+
+
+def _reach(pa: NameProfile, pb: NameProfile, relation: str, shared: int, description: float) -> float:
+    """The highest score a pair of a relation only a model settles (``UNSETTLED_RELATIONS``)
+    can have: nothing else :func:`decide_pair` reads adds to it."""
+    return round(_BASE[relation] + 0.1 * min(shared, 3) + 0.5 * description + _type_weight(pa, pb), 4)
+
+
+def cannot_be_asked(pa: NameProfile, pb: NameProfile, relation: str, ask_threshold: float) -> bool:
+    """Whether :func:`decide_pair` stops the pair at its first check: a relation only a model
+    settles, whose score cannot reach ``ask_threshold``. Such a decision is ``distinct``, no
+    ``part`` and no person's pair, so a pass keeping only the decisions it uses need not
+    build it (most pairs of loose blocking). Reads only the neighbours, types and words."""
+    if relation not in UNSETTLED_RELATIONS:
+        return False
+    common = pa.neighbours & pb.neighbours
+    shared = len(common) - (pa.name in common) - (pb.name in common)
+    if _reach(pa, pb, relation, shared, 1.0) < ask_threshold:  # not even with alike descriptions
+        return True
+    return _reach(pa, pb, relation, shared, _cosine(pa, pb)) < ask_threshold
+
+
 def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: float,
                 ask_threshold: float) -> PairDecision:
     """Score a candidate pair from the name relation and the evidence of both profiles.
@@ -471,12 +499,10 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     if relation in UNSETTLED_RELATIONS:
         # Only a model merges these, and only from ``ask_threshold`` on: a score that cannot
         # reach it is settled here, before the costlier signals (pronouns, plurals) are read.
-        # Nothing below adds to the score of such a relation.
-        reach = _BASE[relation] + 0.1 * min(len(shared), 3) + 0.5 * description \
-            + (0.0 if not typed else 0.05 if pa.type == pb.type else -0.5)
-        if round(reach, 4) < ask_threshold:
-            return PairDecision(a, b, relation, round(reach, 4), "distinct", _evidence(pa, pb, relation, shared,
-                                                                                     description, same_chunk))
+        reach = _reach(pa, pb, relation, len(shared), description)
+        if reach < ask_threshold:
+            return PairDecision(a, b, relation, reach, "distinct", _evidence(pa, pb, relation, shared,
+                                                                            description, same_chunk))
     # An acronym of three letters or more that spells the other name's initials, accents
     # and all (TLS, ÉTS), names it without more evidence: two letters (CT, EU) are too many
     # things' initials. An acronym of two expansions stays alone (``part``).

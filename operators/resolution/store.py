@@ -23,7 +23,7 @@ from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
 
 from .candidates import NameIndex, similar_pairs
 from .core import RULES, AliasMap, ManualDecisions, ResolutionState, group_names, regroup
-from .evidence import NameProfile, PairDecision, chunk_claims, decide_pair, name_profiles, name_targets, raw_names
+from .evidence import NameProfile, PairDecision, cannot_be_asked, chunk_claims, decide_pair, name_profiles, name_targets, raw_names
 from .judge import Judge
 from .keys import UNSETTLED_RELATIONS, name_relation
 
@@ -351,16 +351,21 @@ class EntityResolution:
         if missing:
             profiles.update(await self._profiles(missing, previous))
         _recorded_claims(profiles, claims)
-        decided = (decide_pair(profiles[a], profiles[b], relation, threshold=self.settings.threshold,
-                               ask_threshold=self.settings.ask_threshold)
-                   for (a, b), relation in sorted(candidates.items()) if a in profiles and b in profiles)
         # Only decisions the pass uses are kept (a merge, a question, a part, a person's pair):
         # tens of thousands of distinct pairs kept to its end would outlive the collector's
-        # young generations and bring on full collections over the whole process.
+        # young generations and bring on full collections over the whole process. Most pairs
+        # of loose blocking stop at ``decide_pair``'s first check, so they are not built.
         checked = 0
         decisions: list[PairDecision] = []
-        for decision in decided:
+        threshold, ask_threshold = self.settings.threshold, self.settings.ask_threshold
+        for (a, b), relation in sorted(candidates.items()):
+            pa, pb = profiles.get(a), profiles.get(b)
+            if pa is None or pb is None:
+                continue
             checked += 1
+            if cannot_be_asked(pa, pb, relation, ask_threshold):
+                continue
+            decision = decide_pair(pa, pb, relation, threshold=threshold, ask_threshold=ask_threshold)
             if decision.verdict != "distinct" or decision.part or decision.if_person:
                 decisions.append(decision)
         verdicts: dict[tuple[str, str], bool] = {}
