@@ -10,15 +10,15 @@ import pytest
 from helpers_storage import kv, run
 
 import graphrag.storage.files as files
-import graphrag.storage.kv_json as kv_json
+import graphrag.storage.journal as commit_journal
 from graphrag.storage import commit_transaction, recover_pending_commit
 
 
 @pytest.fixture
 def journaled(monkeypatch):
     """Every store journals (whatever its file's size) and folds only when told to."""
-    monkeypatch.setattr(kv_json, "JOURNAL_FROM_BYTES", 0)
-    monkeypatch.setattr(kv_json, "FOLD_AT_SHARE", 1000.0)
+    monkeypatch.setattr(commit_journal, "JOURNAL_FROM_BYTES", 0)
+    monkeypatch.setattr(commit_journal, "FOLD_AT_SHARE", 1000.0)
 
 
 def committed(store, directory) -> None:
@@ -66,7 +66,7 @@ def test_the_journal_folds_into_the_file_when_it_outgrows_its_share(config, tmp_
     committed(store, tmp_path)
     journal = tmp_path / "kv_store_docs.journal.jsonl"
     assert journal.exists()
-    monkeypatch.setattr(kv_json, "FOLD_AT_SHARE", 0.0)
+    monkeypatch.setattr(commit_journal, "FOLD_AT_SHARE", 0.0)
     run(store.upsert({"k1": {"text": "changed too"}}))
     committed(store, tmp_path)
     assert not journal.exists()
@@ -199,8 +199,8 @@ def test_a_script_that_never_closes_leaves_whole_json_files_at_exit(tmp_path):
 
     wd = tmp_path / "wd"
     script = textwrap.dedent(f"""
-        import graphrag.storage.kv_json as kv_json
-        kv_json.JOURNAL_FROM_BYTES, kv_json.FOLD_AT_SHARE = 0, 1000.0  # every store journals
+        import graphrag.storage.journal as commit_journal
+        commit_journal.JOURNAL_FROM_BYTES, commit_journal.FOLD_AT_SHARE = 0, 1000.0  # every store journals
         from graphrag import GraphRAG, hash_embedding
         rag = GraphRAG(working_dir={str(wd)!r}, embedding_func=hash_embedding(32), extraction="nlp",
                        show_progress=False)
