@@ -162,15 +162,15 @@ def test_close_folds_what_this_instances_writes_journaled(tmp_path, journaled):
     rag = GraphRAG(working_dir=str(wd), embedding_func=hash_embedding(32), extraction="nlp", show_progress=False)
     rag.insert("Ada Lovelace wrote the first program for the Analytical Engine in London.")
     rag.insert("Charles Babbage designed the Analytical Engine in London.")
-    journals = sorted(p.name for p in wd.glob("kv_store_*.journal.jsonl"))
-    assert "kv_store_full_docs.journal.jsonl" in journals
+    journals = sorted(p.name for p in wd.glob("*.journal.jsonl"))
+    assert {"kv_store_full_docs.journal.jsonl", "vdb_entities.journal.jsonl"} <= set(journals)
     assert len(json.loads((wd / "kv_store_full_docs.json").read_text())) == 1
     reader = GraphRAG(working_dir=str(wd), embedding_func=hash_embedding(32), extraction="nlp", show_progress=False)
     assert len(reader.list_documents()) == 2  # the engine reads the journal
     reader.close()
-    assert sorted(p.name for p in wd.glob("kv_store_*.journal.jsonl")) == journals  # a reader folds nothing
+    assert sorted(p.name for p in wd.glob("*.journal.jsonl")) == journals  # a reader folds nothing
     rag.close()
-    assert not list(wd.glob("kv_store_*.journal.jsonl"))
+    assert not list(wd.glob("*.journal.jsonl"))
     assert len(json.loads((wd / "kv_store_full_docs.json").read_text())) == 2
     assert len(GraphRAG(working_dir=str(wd), embedding_func=hash_embedding(32), extraction="nlp",
                         show_progress=False).list_documents()) == 2
@@ -207,10 +207,10 @@ def test_a_script_that_never_closes_leaves_whole_json_files_at_exit(tmp_path):
         rag.insert("Ada Lovelace wrote the first program for the Analytical Engine in London.")
         rag.insert("Charles Babbage designed the Analytical Engine in London.")
         import glob, os
-        print(len(glob.glob(os.path.join({str(wd)!r}, "kv_store_*.journal.jsonl"))))
+        print(len(glob.glob(os.path.join({str(wd)!r}, "vdb_*.journal.jsonl"))))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout.split()[-1]) > 0  # journaled while the script ran
-    assert not list(wd.glob("kv_store_*.journal.jsonl"))
+    assert not list(wd.glob("*.journal.jsonl"))
     assert len(json.loads((wd / "kv_store_full_docs.json").read_text())) == 2
