@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from helpers_storage import kv, run
+from helpers_storage import commit_killed_mid_append, committed, kv, run
 
 import graphrag.storage.files as files
 import graphrag.storage.journal as commit_journal
@@ -19,11 +19,6 @@ def journaled(monkeypatch):
     """Every store journals (whatever its file's size) and folds only when told to."""
     monkeypatch.setattr(commit_journal, "JOURNAL_FROM_BYTES", 0)
     monkeypatch.setattr(commit_journal, "FOLD_AT_SHARE", 1000.0)
-
-
-def committed(store, directory) -> None:
-    with commit_transaction(str(directory)):
-        run(store.index_done_callback())
 
 
 def two_commits(config, directory):
@@ -100,19 +95,8 @@ def test_an_append_cut_by_a_kill_is_redone_by_recovery(config, tmp_path, journal
     journal = tmp_path / "kv_store_docs.journal.jsonl"
     good = journal.read_bytes()
 
-    def killed(appends):  # the manifest is written; the process dies mid-append
-        for _, final, offset in appends:
-            with open(final, "r+b") as f:
-                f.truncate(offset)
-                f.seek(offset)
-                f.write(b'{"c": {"v"')
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(files, "_apply_appends", killed)
     run(store.upsert({"c": {"v": 3}}))
-    with pytest.raises(KeyboardInterrupt):
-        committed(store, tmp_path)
-    monkeypatch.undo()
+    commit_killed_mid_append(store, tmp_path, monkeypatch, b'{"c": {"v"')
     assert journal.read_bytes() == good + b'{"c": {"v"'  # torn on disk
     assert os.path.exists(tmp_path / files.MANIFEST_NAME)
 

@@ -8,12 +8,12 @@ import os
 
 import numpy as np
 import pytest
-from helpers_storage import run
+from helpers_storage import commit_killed_mid_append, committed, run
 
 import graphrag.storage.files as files
 import graphrag.storage.journal as commit_journal
 from graphrag.embedding import hash_embedding
-from graphrag.storage import NanoVectorDBStorage, commit_transaction, recover_pending_commit
+from graphrag.storage import NanoVectorDBStorage, recover_pending_commit
 
 
 @pytest.fixture
@@ -26,11 +26,6 @@ def journaled(monkeypatch):
 def vdb(config) -> NanoVectorDBStorage:
     return NanoVectorDBStorage(namespace="entities", global_config=config, embedding_func=hash_embedding(16),
                                meta_fields={"entity_name"})
-
-
-def committed(store, directory) -> None:
-    with commit_transaction(str(directory)):
-        run(store.index_done_callback())
 
 
 def record(name: str) -> dict:
@@ -102,19 +97,8 @@ def test_an_append_cut_by_a_kill_is_redone_by_recovery(config, tmp_path, journal
     journal = tmp_path / "vdb_entities.journal.jsonl"
     good = journal.read_bytes()
 
-    def killed(appends):  # the manifest is written; the process dies mid-append
-        for _, final, offset in appends:
-            with open(final, "r+b") as f:
-                f.truncate(offset)
-                f.seek(offset)
-                f.write(b'{"d": {"entity_name"')
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(files, "_apply_appends", killed)
     run(store.upsert({"d": record("d")}))
-    with pytest.raises(KeyboardInterrupt):
-        committed(store, tmp_path)
-    monkeypatch.undo()
+    commit_killed_mid_append(store, tmp_path, monkeypatch, b'{"d": {"entity_name"')
     assert journal.read_bytes() == good + b'{"d": {"entity_name"'  # torn on disk
     assert run(vdb(config).get_ids()) == {"b", "c"}  # the torn line is skipped
     assert os.path.exists(tmp_path / files.MANIFEST_NAME)
