@@ -14,54 +14,19 @@ import xxhash
 
 from .base import BaseKVStorage
 from .files import (
-    SingleFileStore,
     StorageFileError,
-    after_commit,
-    atomic_append,
     atomic_write_bytes,
     atomic_write_via,
     file_signature,
     parse_json_file,
 )
+from .journal import REMOVED, JournaledFile, apply_changes, journal_for, journal_line, net_changes, read_journal
 from .lookup_index import HashingWriter, KeyTable, ParsedOnDemand, open_index, pack
 
 logger = logging.getLogger(__name__)
 
 _MAGIC = b"graphrag-kv-lookup 1\n"
 _ARRAYS = ("key_hash", "key_start", "key_bytes", "value_offset", "value_length")
-
-# A commit appends its changes to the journal instead of rewriting the JSON file once the
-# file is this large (below it, rewriting costs little and keeps the file complete)...
-JOURNAL_FROM_BYTES = 4 << 20
-# ...and folds the journal into the file when the journal would outgrow this share of it,
-# so replaying the journal at open stays a fraction of parsing the file.
-FOLD_AT_SHARE = 1 / 8
-
-_REMOVED = object()  # in an overlay of journal entries: the key was deleted
-
-
-def journal_line(entry: Any) -> bytes:
-    """One journal line: ``{key: value, ...}`` upserts, or ``[key, ...]`` deletions."""
-    return (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
-
-
-def read_journal(path: str) -> list[Any]:
-    """The entries of a journal, in order; a line torn by a kill (the last) is skipped."""
-    entries: list[Any] = []
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        return entries
-    with f:
-        for line in f:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue  # a line torn by a kill; everything before it is intact
-            if isinstance(entry, (dict, list)):
-                entries.append(entry)
-    return entries
-
 
 @dataclass
 class JsonLayout:
@@ -141,16 +106,12 @@ class RecordLookup:
 
 
 @dataclass
-class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
+class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
     """JSON KV store: ``kv_store_{namespace}.json`` plus a journal of the commits since it
     was last written whole, ``kv_store_{namespace}.journal.jsonl``.
 
-    A commit rewrites the JSON file only while it is small (``JOURNAL_FROM_BYTES``) or when
-    the journal would outgrow ``FOLD_AT_SHARE`` of it (the *fold*: the file written whole,
-    the journal removed after the commit); otherwise it appends one line of the changes
-    since the last commit to the journal, inside the commit's transaction
-    (``files.atomic_append``), so a small write costs what it changes. Opening replays the
-    journal on top of the file; ``fold()`` writes the file whole on demand.
+    A commit appends the changes since the last commit to the journal, or folds it, by the
+    rules of :class:`storage.journal.JournaledFile`, so a small write costs what it changes.
 
     With ``journal=True`` every upsert is also appended to the journal as it happens, so the
     entries survive a killed process before the commit (the LLM response cache uses this);
@@ -172,13 +133,13 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
     _journal_fd: Optional[int] = field(default=None, init=False, repr=False)
     # Journal entries not yet applied to the file's records (while read through the lookup).
     _overlay: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
-    # What changed since the last commit (value, or _REMOVED), for the journal's next line.
+    # What changed since the last commit (value, or REMOVED), for the journal's next line.
     _changed: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _must_fold: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._file_name = self.path_for(f"kv_store_{self.namespace}.json")
-        self._journal_name = self.path_for(f"kv_store_{self.namespace}.journal.jsonl")
+        self._journal_name = journal_for(self._file_name)
         self._index_name = self._file_name + ".index"
         self._load()
 
@@ -189,8 +150,7 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
     def _signature(self) -> Optional[tuple[Any, ...]]:
         # The journal of the eager kind grows between commits (answers arriving, queries of
         # other processes); only a new file says another writer committed.
-        return file_signature(self._file_name) if self.journal else (
-            file_signature(self._file_name), file_signature(self._journal_name))
+        return file_signature(self._file_name) if self.journal else super()._signature()
 
     def _load(self) -> None:
         self._lookup, self._parsed, self._overlay, self._changed = None, {}, {}, {}
@@ -217,11 +177,7 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
 
     def _parse_mapped(self, lookup: RecordLookup) -> dict[str, Any]:
         data = self._parse(bytes(lookup.mapped))
-        for key, value in self._overlay.items():
-            if value is _REMOVED:
-                data.pop(key, None)
-            else:
-                data[key] = value
+        apply_changes(data, self._overlay)
         self._overlay = {}
         return data
 
@@ -231,15 +187,10 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
 
     def _replay_journal(self) -> int:
         entries = read_journal(self._journal_name)
-        target = self._overlay if self._parsed is None else self._parsed
-        for entry in entries:
-            if isinstance(entry, dict):
-                target.update(entry)
-            elif target is self._overlay:
-                target.update(dict.fromkeys(entry, _REMOVED))
-            else:
-                for key in entry:
-                    target.pop(key, None)
+        if self._parsed is None:
+            self._overlay.update(net_changes(entries))
+        else:
+            apply_changes(self._parsed, net_changes(entries))
         return len(entries)
 
     def _append_journal(self, data: dict[str, Any]) -> None:
@@ -257,30 +208,12 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
         if self._journal_fd is not None:
             os.close(self._journal_fd)
             self._journal_fd = None
-        try:
-            os.remove(self._journal_name)
-        except FileNotFoundError:
-            pass
+        super()._truncate_journal()
 
-    def _change_line(self) -> bytes:
-        """This commit's journal line(s): upserts, then deletions."""
-        upserts = {k: v for k, v in self._changed.items() if v is not _REMOVED}
-        removed = [k for k, v in self._changed.items() if v is _REMOVED]
-        return (journal_line(upserts) if upserts else b"") + (journal_line(removed) if removed else b"")
+    def _journal_line(self) -> bytes:
+        return b"" if self.journal else super()._journal_line()  # the eager journal holds them already
 
-    def _write_files(self) -> None:
-        file_size = os.path.getsize(self._file_name) if os.path.exists(self._file_name) else 0
-        journal_size = os.path.getsize(self._journal_name) if os.path.exists(self._journal_name) else 0
-        line = b"" if self.journal else self._change_line()  # the eager journal holds them already
-        if (self._must_fold or file_size < JOURNAL_FROM_BYTES
-                or journal_size + len(line) > file_size * FOLD_AT_SHARE):
-            self._fold()
-            return
-        if line:
-            atomic_append(self._journal_name, line, journal_size)
-        self._after_own_commit()
-
-    def _fold(self) -> None:
+    def _write_whole(self) -> None:
         layouts: list[JsonLayout] = []
         written: list[os.stat_result] = []
 
@@ -290,30 +223,9 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
             if self.lookup:
                 written.append(os.stat(tmp))  # a rename keeps mtime and inode
 
-        # A later write of this commit (after a write-ahead) folds too: the journal goes.
-        self._must_fold = True
         atomic_write_via(self._file_name, write)
         if self.lookup:
             atomic_write_bytes(self._index_name, RecordLookup.build(list(self._data), layouts[0], written[0]))
-        # Entries left in the journal by a kill before its removal are in the file: replaying
-        # them again (last value per key wins) gives the same records.
-        after_commit(self._truncate_journal)
-        self._after_own_commit()
-
-    def _after_own_commit(self) -> None:
-        def committed() -> None:
-            self._changed, self._must_fold = {}, False
-            self._loaded_signature = self._signature()
-
-        after_commit(committed)
-
-    async def fold(self) -> None:
-        """Write the JSON file whole at the next commit (now, outside one), journal included."""
-        self._must_fold = self._dirty = True
-
-    def journal_pending(self) -> bool:
-        """The journal holds entries the JSON file does not."""
-        return os.path.exists(self._journal_name)
 
     async def query_done_callback(self) -> None:
         """Query-time writes (cached answers) already sit in the journal; nothing to rewrite."""
@@ -325,7 +237,7 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
         value = self._overlay.get(key, lookup)
         if value is lookup:
             return lookup.get(key)
-        return None if value is _REMOVED else value
+        return None if value is REMOVED else value
 
     async def get_by_id(self, id: str) -> Optional[dict]:
         lookup = self._points()
@@ -353,7 +265,7 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
     async def delete(self, ids: list[str]) -> None:
         removed = [i for i in ids if self._data.pop(i, None) is not None]
         if removed:
-            self._changed.update(dict.fromkeys(removed, _REMOVED))
+            self._changed.update(dict.fromkeys(removed, REMOVED))
             self._dirty = True
             # Kept as they happen are upserts only; a deletion waits for the commit, which
             # then writes the file whole (appending there could cut entries arriving meanwhile).
@@ -367,7 +279,7 @@ class JsonKVStorage(ParsedOnDemand, SingleFileStore, BaseKVStorage[dict]):
         lookup = self._points()
         if lookup is None:
             return len(self._data)
-        return len(lookup) + sum((v is not _REMOVED) - lookup.has(k) for k, v in self._overlay.items())
+        return len(lookup) + sum((v is not REMOVED) - lookup.has(k) for k, v in self._overlay.items())
 
     def __len__(self) -> int:
         return len(self._data)

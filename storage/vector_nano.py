@@ -1,7 +1,10 @@
-"""Vector store kept in ``vdb_{namespace}.json`` (nano-vectordb's own file format)."""
+"""Vector store kept in ``vdb_{namespace}.json`` (nano-vectordb's own file format), plus the
+commit journal beside it once the file is large (``vdb_{namespace}.journal.jsonl``,
+``storage/journal.py``)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import binascii
 import logging
 import os
@@ -13,7 +16,8 @@ import numpy as np
 from graphrag.config import GraphRAGConfig
 
 from .base import BaseVectorStorage
-from .files import SingleFileStore, StorageFileError, atomic_write_via, file_signature, parse_json_file
+from .files import StorageFileError, atomic_write_via, file_signature, parse_json_file
+from .journal import REMOVED, JournaledFile, journal_for, net_changes, read_journal
 
 logger = logging.getLogger(__name__)
 
@@ -67,11 +71,18 @@ def _file_for(namespace: str) -> str:
 
 
 @dataclass
-class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
+class NanoVectorDBStorage(JournaledFile, BaseVectorStorage):
+    """nano-vectordb's store. A commit into a large file appends its upserted records (vector
+    as base64 float32, as the file holds its matrix) and deleted ids to the journal, which
+    folds by the rules of :class:`storage.journal.JournaledFile`."""
+
     cosine_better_than_threshold: Optional[float] = None
     _client: Any = field(default=None, init=False, repr=False)
     _dirty: bool = field(default=False, init=False, repr=False)
-    _loaded_signature: Optional[tuple[int, ...]] = field(default=None, init=False, repr=False)
+    _loaded_signature: Optional[tuple[Any, ...]] = field(default=None, init=False, repr=False)
+    # What changed since the last commit (journal record, or REMOVED), for the journal's next line.
+    _changed: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _must_fold: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.embedding_func is None:
@@ -82,10 +93,12 @@ class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
                 "query_better_than_threshold", self.global_config.query_better_than_threshold
             )
         self._file_name = self.path_for(_file_for(self.namespace))
+        self._journal_name = journal_for(self._file_name)
         self._max_batch_size = self.global_config.embedding_batch_num
         self._load()
 
     def _load(self) -> None:
+        self._changed, self._must_fold = {}, False
         dim = self.embedding_func.embedding_dim
         self._loaded_signature = file_signature(self._file_name)
         if self._loaded_signature is not None:
@@ -99,7 +112,21 @@ class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
                 f"vector file {self._file_name!r} is corrupt ({type(exc).__name__}: {exc}). It was left "
                 "untouched: delete it to re-embed."
             ) from exc
-        self._dirty = False
+        entries = read_journal(self._journal_name)
+        self._replay(net_changes(entries))
+        self._dirty = bool(entries)  # a small file takes the journal in at the next commit
+
+    def _replay(self, changes: dict[str, Any]) -> None:
+        """Apply a journal's net changes: one delete and one upsert (each scans every record)."""
+        removed = [k for k, v in changes.items() if v is REMOVED]
+        if removed:
+            self._client.delete(removed)
+        records = [
+            {**v, "__id__": k, "__vector__": np.frombuffer(base64.b64decode(v["__vector__"]), dtype=np.float32)}
+            for k, v in changes.items() if v is not REMOVED
+        ]
+        if records:
+            self._client.upsert(datas=records)
 
     @classmethod
     def check_compatible(cls, global_config: GraphRAGConfig, namespace: str, embedding_dim: int) -> None:
@@ -120,7 +147,13 @@ class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
         data = parse_json_file(raw, file_name, f"vector store '{namespace}'")
         if not isinstance(data, dict):
             return None
-        return {"vectors": len(data.get("data", [])), "dim": int(data.get("embedding_dim", 0) or 0)}
+        ids = {d.get("__id__") for d in data.get("data", [])}
+        for key, value in net_changes(read_journal(journal_for(file_name))).items():
+            if value is REMOVED:
+                ids.discard(key)
+            else:
+                ids.add(key)
+        return {"vectors": len(ids), "dim": int(data.get("embedding_dim", 0) or 0)}
 
     async def _embed(self, contents: list[str]) -> np.ndarray:
         # Batches of texts of like length: a model pads each batch to its longest text, so
@@ -142,6 +175,10 @@ class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
         records = [{"__id__": k, **{f: v[f] for f in self.meta_fields if f in v}} for k, v in data.items()]
         vectors = await self._embed([v["content"] for v in data.values()])
         for record, vector in zip(records, vectors):
+            self._changed[record["__id__"]] = {
+                **{k: v for k, v in record.items() if k != "__id__"},
+                "__vector__": base64.b64encode(vector.tobytes()).decode("ascii"),
+            }
             record["__vector__"] = vector
         self._client.upsert(datas=records)
         self._dirty = True
@@ -161,6 +198,7 @@ class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
     async def delete(self, ids: list[str]) -> None:
         if ids:
             self._client.delete(list(ids))
+            self._changed.update(dict.fromkeys(ids, REMOVED))
             self._dirty = True
 
     async def get_ids(self) -> set[str]:
@@ -186,7 +224,7 @@ class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
     def __len__(self) -> int:
         return len(self._client)
 
-    def _write_files(self) -> None:
+    def _write_whole(self) -> None:
         def write(tmp: str) -> None:
             target = self._client.storage_file
             self._client.storage_file = tmp
@@ -196,8 +234,7 @@ class NanoVectorDBStorage(SingleFileStore, BaseVectorStorage):
                 self._client.storage_file = target
 
         atomic_write_via(self._file_name, write)
-        self._remember_committed_file()
 
     async def drop(self) -> None:
         self._client.delete([d["__id__"] for d in self._all_records()])
-        self._dirty = True
+        self._must_fold = self._dirty = True

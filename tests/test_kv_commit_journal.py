@@ -7,23 +7,18 @@ import json
 import os
 
 import pytest
-from helpers_storage import kv, run
+from helpers_storage import commit_killed_mid_append, committed, kv, run
 
 import graphrag.storage.files as files
-import graphrag.storage.kv_json as kv_json
+import graphrag.storage.journal as commit_journal
 from graphrag.storage import commit_transaction, recover_pending_commit
 
 
 @pytest.fixture
 def journaled(monkeypatch):
     """Every store journals (whatever its file's size) and folds only when told to."""
-    monkeypatch.setattr(kv_json, "JOURNAL_FROM_BYTES", 0)
-    monkeypatch.setattr(kv_json, "FOLD_AT_SHARE", 1000.0)
-
-
-def committed(store, directory) -> None:
-    with commit_transaction(str(directory)):
-        run(store.index_done_callback())
+    monkeypatch.setattr(commit_journal, "JOURNAL_FROM_BYTES", 0)
+    monkeypatch.setattr(commit_journal, "FOLD_AT_SHARE", 1000.0)
 
 
 def two_commits(config, directory):
@@ -66,7 +61,7 @@ def test_the_journal_folds_into_the_file_when_it_outgrows_its_share(config, tmp_
     committed(store, tmp_path)
     journal = tmp_path / "kv_store_docs.journal.jsonl"
     assert journal.exists()
-    monkeypatch.setattr(kv_json, "FOLD_AT_SHARE", 0.0)
+    monkeypatch.setattr(commit_journal, "FOLD_AT_SHARE", 0.0)
     run(store.upsert({"k1": {"text": "changed too"}}))
     committed(store, tmp_path)
     assert not journal.exists()
@@ -100,19 +95,8 @@ def test_an_append_cut_by_a_kill_is_redone_by_recovery(config, tmp_path, journal
     journal = tmp_path / "kv_store_docs.journal.jsonl"
     good = journal.read_bytes()
 
-    def killed(appends):  # the manifest is written; the process dies mid-append
-        for _, final, offset in appends:
-            with open(final, "r+b") as f:
-                f.truncate(offset)
-                f.seek(offset)
-                f.write(b'{"c": {"v"')
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(files, "_apply_appends", killed)
     run(store.upsert({"c": {"v": 3}}))
-    with pytest.raises(KeyboardInterrupt):
-        committed(store, tmp_path)
-    monkeypatch.undo()
+    commit_killed_mid_append(store, tmp_path, monkeypatch, b'{"c": {"v"')
     assert journal.read_bytes() == good + b'{"c": {"v"'  # torn on disk
     assert os.path.exists(tmp_path / files.MANIFEST_NAME)
 
@@ -162,15 +146,15 @@ def test_close_folds_what_this_instances_writes_journaled(tmp_path, journaled):
     rag = GraphRAG(working_dir=str(wd), embedding_func=hash_embedding(32), extraction="nlp", show_progress=False)
     rag.insert("Ada Lovelace wrote the first program for the Analytical Engine in London.")
     rag.insert("Charles Babbage designed the Analytical Engine in London.")
-    journals = sorted(p.name for p in wd.glob("kv_store_*.journal.jsonl"))
-    assert "kv_store_full_docs.journal.jsonl" in journals
+    journals = sorted(p.name for p in wd.glob("*.journal.jsonl"))
+    assert {"kv_store_full_docs.journal.jsonl", "vdb_entities.journal.jsonl"} <= set(journals)
     assert len(json.loads((wd / "kv_store_full_docs.json").read_text())) == 1
     reader = GraphRAG(working_dir=str(wd), embedding_func=hash_embedding(32), extraction="nlp", show_progress=False)
     assert len(reader.list_documents()) == 2  # the engine reads the journal
     reader.close()
-    assert sorted(p.name for p in wd.glob("kv_store_*.journal.jsonl")) == journals  # a reader folds nothing
+    assert sorted(p.name for p in wd.glob("*.journal.jsonl")) == journals  # a reader folds nothing
     rag.close()
-    assert not list(wd.glob("kv_store_*.journal.jsonl"))
+    assert not list(wd.glob("*.journal.jsonl"))
     assert len(json.loads((wd / "kv_store_full_docs.json").read_text())) == 2
     assert len(GraphRAG(working_dir=str(wd), embedding_func=hash_embedding(32), extraction="nlp",
                         show_progress=False).list_documents()) == 2
@@ -199,18 +183,18 @@ def test_a_script_that_never_closes_leaves_whole_json_files_at_exit(tmp_path):
 
     wd = tmp_path / "wd"
     script = textwrap.dedent(f"""
-        import graphrag.storage.kv_json as kv_json
-        kv_json.JOURNAL_FROM_BYTES, kv_json.FOLD_AT_SHARE = 0, 1000.0  # every store journals
+        import graphrag.storage.journal as commit_journal
+        commit_journal.JOURNAL_FROM_BYTES, commit_journal.FOLD_AT_SHARE = 0, 1000.0  # every store journals
         from graphrag import GraphRAG, hash_embedding
         rag = GraphRAG(working_dir={str(wd)!r}, embedding_func=hash_embedding(32), extraction="nlp",
                        show_progress=False)
         rag.insert("Ada Lovelace wrote the first program for the Analytical Engine in London.")
         rag.insert("Charles Babbage designed the Analytical Engine in London.")
         import glob, os
-        print(len(glob.glob(os.path.join({str(wd)!r}, "kv_store_*.journal.jsonl"))))
+        print(len(glob.glob(os.path.join({str(wd)!r}, "vdb_*.journal.jsonl"))))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout.split()[-1]) > 0  # journaled while the script ran
-    assert not list(wd.glob("kv_store_*.journal.jsonl"))
+    assert not list(wd.glob("*.journal.jsonl"))
     assert len(json.loads((wd / "kv_store_full_docs.json").read_text())) == 2
