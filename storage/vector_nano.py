@@ -100,8 +100,9 @@ class NanoVectorDBStorage(JournaledFile, BaseVectorStorage):
     def _load(self) -> None:
         self._changed, self._must_fold = {}, False
         dim = self.embedding_func.embedding_dim
-        self._loaded_signature = file_signature(self._file_name)
-        if self._loaded_signature is not None:
+        # The file's and the journal's, as ``reload_if_changed`` compares them.
+        self._loaded_signature = self._signature()
+        if self._loaded_signature[0] is not None:
             _check_dimension(self._file_name, dim)
         try:
             self._client = _nano_vectordb_class()(dim, storage_file=self._file_name)

@@ -114,3 +114,16 @@ def test_drop_folds(config, tmp_path, journaled):
     committed(store, tmp_path)
     assert not store.journal_pending()
     assert run(vdb(config).get_ids()) == set()
+
+
+def test_uncommitted_upserts_are_no_change_by_another_process(config, tmp_path):
+    """A store that never committed (no file, no journal) and one that did both see their own
+    uncommitted upserts at index start: only another process's commit reloads the file."""
+    store = vdb(config)
+    run(store.upsert({"a": record("a")}))
+    assert store.reload_if_changed() is False
+    assert run(store.get_ids()) == {"a"}
+    committed(store, tmp_path)
+    run(store.upsert({"b": record("b")}))
+    run(store.index_start_callback())
+    assert run(store.get_ids()) == {"a", "b"}
