@@ -120,6 +120,14 @@ def _release(owner: Any) -> Callable[[], Coroutine[Any, Any, None]]:
     return getattr(owner, "arelease", owner.aclose)
 
 
+def _sync_twin(run: Callable[..., T], method: Callable[..., Any], how: str) -> Callable[..., T]:
+    """``run`` named and documented as ``method`` without its ``a`` prefix."""
+    run.__name__ = method.__name__.removeprefix("a")
+    run.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.{run.__name__}".lstrip(".")
+    run.__doc__ = f"``{method.__name__}``, {how}." + (f"\n\n{method.__doc__}" if method.__doc__ else "")
+    return run
+
+
 def blocking(method: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
     """The sync twin of an ``a*`` method of an object with ``aclose()``: run on the thread's
     loop (``run_sync``), then release the connections the call opened (``arelease()`` where
@@ -128,10 +136,7 @@ def blocking(method: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
     def run(self: Any, *args: Any, **kwargs: Any) -> T:
         return run_sync(method(self, *args, **kwargs), _release(self))
 
-    run.__name__ = method.__name__.removeprefix("a")
-    run.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.{run.__name__}".lstrip(".")
-    run.__doc__ = f"``{method.__name__}``, blocking." + (f"\n\n{method.__doc__}" if method.__doc__ else "")
-    return run
+    return _sync_twin(run, method, "blocking")
 
 
 def blocking_stream(method: Callable[..., AsyncIterable[T]]) -> Callable[..., Iterator[T]]:
@@ -161,11 +166,7 @@ def blocking_stream(method: Callable[..., AsyncIterable[T]]) -> Callable[..., It
         finally:
             run_sync(close(), _release(self))
 
-    run.__name__ = method.__name__.removeprefix("a")
-    run.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.{run.__name__}".lstrip(".")
-    run.__doc__ = (f"``{method.__name__}``, as a blocking generator."
-                   + (f"\n\n{method.__doc__}" if method.__doc__ else ""))
-    return run
+    return _sync_twin(run, method, "as a blocking generator")
 
 
 class PerLoop(Generic[T]):

@@ -107,6 +107,7 @@ class GraphRAG:
                     self.stores.recover()
                     await self.stores.fold_journals()
                 self._wrote = False
+                _unclosed_writers.discard(self)
             except WorkingDirLockedError:
                 logger.info("Journals of %s left for a later close: another writer holds the lock",
                             self.config.working_dir)
@@ -124,7 +125,6 @@ class GraphRAG:
 
     def close(self) -> None:
         run_sync(self.aclose())
-        _unclosed_writers.discard(self)
 
     def __enter__(self) -> "GraphRAG":
         return self
