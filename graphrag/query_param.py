@@ -63,6 +63,11 @@ class QueryParam:
     # reference list (``aquery_result`` returns them as records). Not in nano-graphrag.
     with_references: bool = False
 
+    # Earlier turns of a chat, oldest first, each {"role": "user" | "assistant", "content": text}
+    # (LightRAG's name and shape). The answer model reads them before the question; the search
+    # reads the question alone. Not in nano-graphrag.
+    conversation_history: list[dict[str, str]] = field(default_factory=list)
+
     def __post_init__(self) -> None:
         get_mode(self.mode)
         for name in _NON_NEGATIVE_INT_FIELDS:
@@ -76,8 +81,24 @@ class QueryParam:
             raise InvalidInputError(f"global_min_community_rating must be a number, got {rating!r}")
         if not isinstance(self.response_type, str) or not self.response_type.strip():
             raise InvalidInputError(f"response_type must be a non-empty string, got {self.response_type!r}")
+        self.conversation_history = _checked_history(self.conversation_history)
         if not isinstance(self.global_special_community_map_llm_kwargs, dict):
             raise InvalidInputError(
                 "global_special_community_map_llm_kwargs must be a dict, "
                 f"got {type(self.global_special_community_map_llm_kwargs).__name__}"
             )
+
+
+HISTORY_ROLES: tuple[str, ...] = ("user", "assistant")
+
+
+def _checked_history(history: Any) -> list[dict[str, str]]:
+    """The turns with their role and content only: other keys a client sends (names, tool
+    calls) are not forwarded to the model."""
+    if not isinstance(history, list):
+        raise InvalidInputError(f"conversation_history must be a list of turns, got {type(history).__name__}")
+    for i, turn in enumerate(history):
+        if not (isinstance(turn, dict) and turn.get("role") in HISTORY_ROLES and isinstance(turn.get("content"), str)):
+            raise InvalidInputError(f"conversation_history[{i}] must be {{'role': 'user' or 'assistant', "
+                                    f"'content': text}}, got {repr(turn)[:80]}")
+    return [{"role": turn["role"], "content": turn["content"]} for turn in history]

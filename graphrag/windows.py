@@ -6,6 +6,7 @@ before anything is paid for, with the numbers and the option to change.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from graphrag.config import GraphRAGConfig
@@ -17,6 +18,10 @@ from graphrag.query_param import QueryParam
 # data, in either model's window.
 ANSWER_TOKENS = 2000
 MIN_PROMPT_DATA_TOKENS = 128
+# At most this share of a query prompt's data room goes to a chat's earlier turns.
+HISTORY_SHARE = 0.5
+# What a chat message costs beside its text (role and separators in the chat template).
+TURN_OVERHEAD_TOKENS = 4
 
 
 class ModelWindows:
@@ -70,10 +75,30 @@ class ModelWindows:
 
         mode = get_mode(param.mode)
         templates = mode.cited_prompts if param.with_references else mode.prompts
-        room = min(self._room("best_model_max_token_size", template, ANSWER_TOKENS, question=query,
-                              response_type=param.response_type, **EMPTY_PROMPT_DATA)
-                   for template in templates)
-        return fit_to_room(param, room)
+
+        def room(history_tokens: int) -> int:
+            return min(self._room("best_model_max_token_size", template, ANSWER_TOKENS + history_tokens,
+                                  question=query, response_type=param.response_type, **EMPTY_PROMPT_DATA)
+                       for template in templates)
+
+        history, history_tokens = self._recent_turns(param.conversation_history, room(0))
+        if len(history) < len(param.conversation_history):
+            param = replace(param, conversation_history=history)
+        return fit_to_room(param, room(history_tokens))
+
+    def _recent_turns(self, history: list[dict[str, str]], room: int) -> tuple[list[dict[str, str]], int]:
+        """The newest turns of a chat that fit in ``HISTORY_SHARE`` of ``room`` (the data the
+        prompt could carry without them), and their tokens: the retrieved data answers the
+        question, so earlier turns never crowd it out, and the oldest go first."""
+        kept: list[dict[str, str]] = []
+        total, limit = 0, min(int(room * HISTORY_SHARE), room - MIN_PROMPT_DATA_TOKENS)
+        for turn in reversed(history):
+            tokens = self.tokenizer.count(turn["content"]) + TURN_OVERHEAD_TOKENS
+            if total + tokens > limit:
+                break
+            kept.append(turn)
+            total += tokens
+        return kept[::-1], total
 
     def _room(self, window_option: str, template: str, answer_tokens: int, question: str = "",
               **empty: str) -> int:

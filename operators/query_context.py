@@ -49,7 +49,8 @@ def fail_response() -> str:
 async def answer_from_context(query: str, context: Optional[str], param: Any, llm: Any, template: str,
                               context_field: str) -> str:
     """The last step every mode shares: no context -> the fail text; context only -> it;
-    otherwise one answer call with the context in the system prompt."""
+    otherwise one answer call with the context in the system prompt (and a chat's earlier turns,
+    ``param.conversation_history``, before the question)."""
     if context is None:
         return fail_response()
     if param.only_need_context:
@@ -58,7 +59,10 @@ async def answer_from_context(query: str, context: Optional[str], param: Any, ll
     # A caller streaming the answer (graphrag/querying/streaming.py) hands an llm whose ``final_answer``
     # streams this call, and only this one: a global query's map calls are not the answer.
     answer = getattr(llm, "final_answer", llm)
-    return await answer(query, stage="query", system_prompt=system_prompt)
+    # A chat's earlier turns go before the question; without them the call (and its cache key)
+    # is what it always was.
+    history = {"history_messages": list(param.conversation_history)} if param.conversation_history else {}
+    return await answer(query, stage="query", system_prompt=system_prompt, **history)
 
 
 def _cell(value: Any) -> str:

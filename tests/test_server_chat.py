@@ -157,3 +157,38 @@ def test_a_failure_after_streaming_began_ends_each_stream_with_an_error(tmp_path
         with pytest.raises(ollama.ResponseError):
             list(ollama.Client(host=base).chat(model="graphrag-naive", stream=True,
                                                messages=[{"role": "user", "content": QUESTION}]))
+
+
+def test_earlier_turns_reach_the_answer_model_and_a_clients_system_message_does_not(tmp_path: Path) -> None:
+    """A follow-up in a chat: the model answering it reads the user and assistant turns before
+    the question (after the engine's own system prompt), in both dialects, over /query too."""
+    wd = tmp_path / "wd"
+    build_index(wd)
+    turns = [{"role": "user", "content": "Who founded Ashcombe Mills?"},
+             {"role": "assistant", "content": "Tobias Wren founded it [1]."}]
+    with MockLLMServer() as llm:
+        service = GraphService(index_config(wd, llm_base_url=llm.base_url, llm_api_key="test-key"))
+        with running(build_app(service)) as base:
+            def last_answer_messages() -> list[dict]:
+                messages = llm.chat_requests[-1]["messages"]
+                llm.reset()
+                return messages
+
+            openai.OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0).chat.completions.create(
+                model="graphrag-hybrid", messages=[{"role": "system", "content": "Answer like a pirate."},
+                                                   *turns, {"role": "user", "content": QUESTION}])
+            sent = last_answer_messages()
+            assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+            assert sent[1:3] == turns and sent[3]["content"] == QUESTION
+            assert "pirate" not in json.dumps(sent) and "Brightwater" in sent[0]["content"]
+
+            ollama.Client(host=base).chat(model="graphrag-local", stream=False,
+                                          messages=[*turns, {"role": "user", "content": QUESTION}])
+            assert last_answer_messages()[1:3] == turns
+
+            answered = httpx.post(f"{base}/query", json={"question": QUESTION, "mode": "naive",
+                                                         "conversation_history": turns})
+            assert answered.status_code == 200 and last_answer_messages()[1:3] == turns
+            refused = httpx.post(f"{base}/query", json={"question": QUESTION, "mode": "naive",
+                                                        "conversation_history": [{"role": "tool", "content": "x"}]})
+            assert refused.status_code == 400 and "conversation_history[0]" in refused.json()["message"]

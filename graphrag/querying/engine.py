@@ -68,7 +68,9 @@ class QueryEngine:
         """The answer citing its sources; without an LLM (or with ``only_need_context``) the
         numbered context, every source listed. ``wrap_llm`` wraps the best model's client
         for this query (streaming does), handed the retrieval the answer cites."""
-        param = replace(param, with_references=True)
+        _check_question(query)
+        # Fitted before retrieving: the answer call carries the chat turns the window keeps.
+        param = self.windows.fit_query(query, replace(param, with_references=True))
         retrieval = await self.retrieve(query, param)
         if not retrieval.context:
             empty = not await self.has_documents()

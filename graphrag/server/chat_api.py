@@ -3,8 +3,10 @@
 ``/api/tags``, ``/api/show``, ``/api/version``), so Open WebUI or any OpenAI or Ollama client can use it.
 
 Each registered query mode is one model, ``graphrag-<mode>`` (Ollama clients may add a tag,
-``:latest``). The last user message is the question: ``QueryParam`` holds no conversation,
-so earlier turns and system messages are not sent to the engine. Every answer is the cited
+``:latest``). The last user message is the question, which the search reads; the user and
+assistant turns before it are the conversation the answer model reads
+(``QueryParam.conversation_history``). A client's system messages are not sent: the engine's
+answer prompt, holding the retrieved context, is the system prompt. Every answer is the cited
 one (``with_references``): it cites ``[n]`` and ends with the reference list; streamed, the
 text comes as it is written and the reference list as the last piece (these protocols carry
 text only).
@@ -27,7 +29,7 @@ from starlette.exceptions import HTTPException
 from graphrag import __version__
 from graphrag.errors import GraphRAGError, InvalidInputError
 from graphrag.operators.modes import MODES, mode_names
-from graphrag.query_param import QueryParam
+from graphrag.query_param import HISTORY_ROLES, QueryParam
 from graphrag.server.errors import error_body
 from graphrag.server.service import GraphService
 
@@ -86,16 +88,19 @@ class GenerateRequest(BaseModel):
     stream: bool = True
 
 
-def question_of(messages: list[Message]) -> str:
-    """The last user message's text: the question the engine answers."""
-    for message in reversed(messages):
-        if message.role == "user" and message.text().strip():
-            return message.text()
+def conversation_of(messages: list[Message]) -> tuple[str, list[dict[str, str]]]:
+    """The last user message's text (the question the engine answers) and the user and
+    assistant turns with text before it, oldest first."""
+    for last in range(len(messages) - 1, -1, -1):
+        if messages[last].role == "user" and messages[last].text().strip():
+            history = [{"role": m.role, "content": m.text()} for m in messages[:last]
+                       if m.role in HISTORY_ROLES and m.text().strip()]
+            return messages[last].text(), history
     raise InvalidInputError("no user message with text to answer")
 
 
-def cited_param(model: str) -> QueryParam:
-    return QueryParam(mode=mode_of(model), with_references=True)
+def cited_param(model: str, history: Optional[list[dict[str, str]]] = None) -> QueryParam:
+    return QueryParam(mode=mode_of(model), with_references=True, conversation_history=history or [])
 
 
 def _now_iso() -> str:
@@ -129,7 +134,8 @@ def chat_router(service: GraphService) -> APIRouter:
     @router.post("/v1/chat/completions", tags=["chat"], response_model=None,
                  summary="OpenAI: answer the last user message, cited, in the model's mode (stream=true for SSE)")
     async def openai_chat(body: ChatRequest) -> Any:
-        param, question = cited_param(body.model), question_of(body.messages)
+        question, history = conversation_of(body.messages)
+        param = cited_param(body.model, history)
         completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if not body.stream:
             text = await service.query(question, param)
@@ -176,8 +182,9 @@ def chat_router(service: GraphService) -> APIRouter:
     @router.post("/api/chat", tags=["chat"], response_model=None,
                  summary="Ollama: answer the last user message, cited (streamed as NDJSON unless stream=false)")
     async def ollama_chat(body: ChatRequest) -> Any:
-        param, question = cited_param(body.model), question_of(body.messages)
-        return await _ollama_answer(service, body.model, question, param, body.stream is not False,
+        question, history = conversation_of(body.messages)
+        return await _ollama_answer(service, body.model, question, cited_param(body.model, history),
+                                    body.stream is not False,
                                     lambda text: {"message": {"role": "assistant", "content": text}})
 
     @router.post("/api/generate", tags=["chat"], response_model=None,

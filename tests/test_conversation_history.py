@@ -1,0 +1,65 @@
+"""A chat's earlier turns (``QueryParam.conversation_history``): checked, trimmed to the model's
+window oldest first, and sent to the answer model only."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from graphrag import GraphRAG, QueryParam
+from graphrag.errors import InvalidInputError
+from graphrag.operators.tokenizer import get_tokenizer
+from graphrag.windows import HISTORY_SHARE, ModelWindows
+from helpers_server import build_index, index_config
+from mock_llm_server import MockLLMServer
+
+QUESTION = "Where is Brightwater Instruments based?"
+
+
+@pytest.mark.parametrize("history", ["hello", [{"role": "system", "content": "x"}], [{"role": "user"}],
+                                     [{"role": "user", "content": 3}], ["user: hi"]])
+def test_malformed_turns_are_refused(history: object) -> None:
+    with pytest.raises(InvalidInputError, match="conversation_history"):
+        QueryParam(conversation_history=history)  # type: ignore[arg-type]
+
+
+def test_only_role_and_content_are_kept() -> None:
+    param = QueryParam(conversation_history=[{"role": "user", "content": "hi", "name": "x", "tool_calls": []}])
+    assert param.conversation_history == [{"role": "user", "content": "hi"}]
+
+
+def test_the_newest_turns_that_fit_half_the_room_are_kept(tmp_path: Path) -> None:
+    config = index_config(tmp_path, best_model_max_token_size=6000)
+    tokenizer = get_tokenizer(config.tiktoken_model_name)
+    windows = ModelWindows(config, tokenizer)
+    alone = windows.fit_query(QUESTION, QueryParam(mode="naive"))
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "word " * 300}
+             for i in range(12)]
+    fitted = windows.fit_query(QUESTION, QueryParam(mode="naive", conversation_history=turns))
+    kept = fitted.conversation_history
+    assert 0 < len(kept) < len(turns) and kept == turns[-len(kept):]  # the oldest went first
+    history_tokens = sum(tokenizer.count(t["content"]) for t in kept)
+    assert history_tokens <= alone.naive_max_token_for_text_unit * HISTORY_SHARE
+    # The context gives up what the turns take, so the prompt still fits the window.
+    assert fitted.naive_max_token_for_text_unit <= alone.naive_max_token_for_text_unit - history_tokens
+    assert windows.fit_query(QUESTION, fitted) == fitted  # fitting again changes nothing
+
+
+def test_the_python_api_sends_the_turns_before_the_question_in_every_mode(tmp_path: Path) -> None:
+    build_index(tmp_path / "wd")
+    turns = [{"role": "user", "content": "Who founded Ashcombe Mills?"},
+             {"role": "assistant", "content": "Tobias Wren."}]
+    with MockLLMServer() as llm:
+        rag = GraphRAG(config=index_config(tmp_path / "wd", llm_base_url=llm.base_url, llm_api_key="k"))
+        with rag:
+            for mode in ("local", "global", "naive", "hybrid"):
+                for cited in (False, True):
+                    llm.reset()
+                    rag.query(QUESTION, QueryParam(mode=mode, with_references=cited, conversation_history=turns))
+                    answer = llm.chat_requests[-1]["messages"]
+                    assert answer[1:] == [*turns, {"role": "user", "content": QUESTION}], (mode, cited)
+                    # A global query's map calls read the reports alone; the reduce reads the chat.
+                    assert all(len(r["messages"]) == 2 for r in llm.chat_requests[:-1]), (mode, cited)
+            llm.reset()
+            rag.query(QUESTION, QueryParam(mode="naive"))  # without turns, the call is as before
+            assert [m["role"] for m in llm.chat_requests[-1]["messages"]] == ["system", "user"]
