@@ -200,7 +200,7 @@ def local_embedding(long_texts: Optional[str] = None) -> EmbeddingFunc:
     if key not in _local:
         model = _LocalSentenceTransformer(scheme)
         _local[key] = EmbeddingFunc(embedding_dim=model.dim, max_token_size=model.window, func=model,
-                                    long_texts=scheme)
+                                    long_texts=scheme, latin_only=True)
     return _local[key]
 
 
@@ -297,7 +297,7 @@ def warn_if_not_english(texts: list[str], func: EmbeddingFunc) -> bool:
     when it did."""
     from graphrag.operators.chinese_text import mostly_latin
 
-    if func.long_texts is None or func.name is not None or not texts:
+    if not func.latin_only or not texts:
         return False
     foreign = sum(not mostly_latin(text) and any(ch.isalpha() for ch in text) for text in texts)
     if 2 * foreign <= len(texts):

@@ -27,6 +27,9 @@ class EmbeddingFunc:
     # recorded in the index so vectors of two models never mix; None: the bundled model
     # (``long_texts`` set) or a user's function (not recorded).
     name: Optional[str] = None
+    # The model reads Latin script only (the bundled English model): it ranks a question mostly
+    # in another script poorly, and the lexical channel's ranking stands in for its own.
+    latin_only: bool = False
     _semaphores: PerLoop[asyncio.Semaphore] = field(init=False, repr=False, compare=False)
     # The last single text embedded and its vector: one query asks several vector stores
     # (chunks, then relations or entities) with the same question, which is embedded once.

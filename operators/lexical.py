@@ -139,3 +139,14 @@ async def lexical_ranking(question: str, stores: Any, top_k: int) -> list[str]:
     scores = bm25_scores(terms, {t: p for t, p in postings.items() if p}, stats["chunks"],
                          stats["tokens"] / stats["chunks"])
     return sorted(scores, key=lambda c: (-scores[c], c))[:top_k]
+
+
+def dense_for_fusion(question: str, dense: list[str], lexical: list[str], vectors: Optional[object]) -> list[str]:
+    """The vector ranking as it joins the fusion: none for a question mostly not in Latin script
+    when the embedder reads Latin script only (``EmbeddingFunc.latin_only``) and the lexical
+    channel ranked chunks for it (``vectors``: the chunk vector store, whose ``embedding_func``
+    says). Fused beside BM25 such a ranking only displaced BM25's best chunks (benchmarks/README.md, "The vector ranking of an embedder that cannot read the question")."""
+    embedder = getattr(vectors, "embedding_func", None)
+    if lexical and getattr(embedder, "latin_only", False) and not mostly_latin(question):
+        return []
+    return dense

@@ -38,7 +38,7 @@ from graphrag.records import Chunk, Entity, Relation, Retrieval
 from .chinese_text import join_words, split_words
 from .extraction import normalize_entity_name
 from .fact_seeds import fact_seed
-from .lexical import lexical_ranking
+from .lexical import dense_for_fusion, lexical_ranking
 from .nlp_extraction import _STOPWORDS as STOPWORDS
 from .positions import cited_content
 from .rerank import rerank_chunks
@@ -219,7 +219,8 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
     entity_order = np.lexsort((np.arange(offset), -scores[:offset]))
     entity_order = entity_order[scores[entity_order] > 0]
     entity_scores = dict(zip([index.entities[i] for i in entity_order], scores[entity_order].tolist()))
-    return Ranking(chunk_ids=fuse([walked, dense, lexical]), entity_scores=entity_scores)
+    fused = fuse([walked, dense_for_fusion(question, dense, lexical, stores.chunks_vdb), lexical])
+    return Ranking(chunk_ids=fused, entity_scores=entity_scores)
 
 
 # --------------------------------------------------------------------------- the context

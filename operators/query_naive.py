@@ -8,7 +8,7 @@ from typing import Any, Optional
 from graphrag.query_param import QueryParam
 from graphrag.records import Chunk, Retrieval
 
-from .lexical import lexical_ranking
+from .lexical import dense_for_fusion, lexical_ranking
 from .positions import cited_content
 from .query_hybrid import fuse
 from .query_context import answer_from_context, pack_texts
@@ -37,8 +37,9 @@ async def retrieve_naive(query: str, stores: Any, param: QueryParam, tokenizer: 
             similarity[hit["id"]] = hit.get("distance")
     # The lexical channel's ranking joins the vector ranking by reciprocal-rank fusion; the
     # rerank stage (when configured) reorders the fused list's head.
-    ids = await rerank_chunks(query, fuse([list(similarity), await lexical_ranking(query, stores, param.top_k)]),
-                              stores)
+    lexical = await lexical_ranking(query, stores, param.top_k)
+    dense = dense_for_fusion(query, list(similarity), lexical, stores.chunks_vdb)
+    ids = await rerank_chunks(query, fuse([dense, lexical]), stores)
     if not ids:
         return None
     records = await stores.text_chunks.get_by_ids(ids)

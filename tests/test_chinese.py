@@ -328,3 +328,31 @@ def test_the_chinese_set_is_retrieved_through_the_lexical_channel(tmp_path: Path
                    embedding_func=hash_embedding(256), lexical=False)
     assert off["modes"]["naive"]["all"]["recall@5"] <= 10
     assert off["modes"]["hybrid"]["all"]["recall@5"] < on["modes"]["hybrid"]["all"]["recall@5"]
+
+
+def test_an_embedder_reading_latin_script_only_leaves_a_chinese_questions_ranking_to_bm25(tmp_path: Path) -> None:
+    """The bundled model is English only (``latin_only``): for a Chinese question its vector
+    ranking stays out of the fusion, so naive's order is BM25's; an English question, or an
+    embedder not so marked, fuses the two as before."""
+    import asyncio
+    import dataclasses
+
+    from graphrag import QueryParam
+    from graphrag.embedding import local_embedding
+    from graphrag.operators.lexical import dense_for_fusion, lexical_ranking
+    from graphrag.operators.query_naive import retrieve_naive
+
+    assert local_embedding().latin_only and not hash_embedding(64).latin_only
+    passages = _passages()
+    _offline(tmp_path).insert(list(passages.values()))
+    english_only = dataclasses.replace(hash_embedding(64), latin_only=True)
+    rag = GraphRAG(working_dir=str(tmp_path), extraction="nlp", embedding_func=english_only, show_progress=False)
+    question, param = "莫高窟的藏经洞是谁发现的？", QueryParam(mode="naive", top_k=5)
+    bm25 = asyncio.run(lexical_ranking(question, rag.stores, 5))
+    found = asyncio.run(retrieve_naive(question, rag.stores, param, rag.tokenizer))
+    assert bm25 and [c.id for c in found.chunks] == bm25
+    vectors = rag.stores.chunks_vdb
+    assert dense_for_fusion(question, ["v1"], bm25, vectors) == []
+    assert dense_for_fusion("Who found the Library Cave?", ["v1"], bm25, vectors) == ["v1"]
+    assert dense_for_fusion(question, ["v1"], [], vectors) == ["v1"]  # no lexical ranking: vectors stay
+    assert dense_for_fusion(question, ["v1"], bm25, _offline(tmp_path).stores.chunks_vdb) == ["v1"]

@@ -90,12 +90,13 @@ async def _zeros(texts: list[str]) -> np.ndarray:
 
 
 def test_one_warning_when_most_chunks_are_not_english_for_the_bundled_model(caplog: pytest.LogCaptureFixture) -> None:
-    bundled = EmbeddingFunc(embedding_dim=4, max_token_size=256, func=_zeros, long_texts="pooled")
+    bundled = EmbeddingFunc(embedding_dim=4, max_token_size=256, func=_zeros, long_texts="pooled", latin_only=True)
     chinese = ["知识图谱用来存储实体和关系。", "社区报告由大模型生成。", "An English line."]
     with caplog.at_level(logging.WARNING, logger="graphrag.embedding"):
         assert warn_if_not_english(chinese, bundled)
         assert not warn_if_not_english(["An English line.", "Another one.", "知识图谱"], bundled)
         named = EmbeddingFunc(embedding_dim=4, max_token_size=256, func=_zeros, name="openai-compatible:bge-m3")
+        assert not warn_if_not_english(chinese, EmbeddingFunc(embedding_dim=4, max_token_size=256, func=_zeros))
         assert not warn_if_not_english(chinese, named)
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "embedding_base_url" in warnings[0].getMessage()
