@@ -684,3 +684,15 @@ def test_health_is_ok_with_every_store_on_a_live_server(tmp_path: Path, postgres
     with running(build_app(GraphService(config))) as url:
         health = httpx.get(url + "/health")
         assert health.status_code == 200 and health.json()["documents"] == 0
+
+
+def test_messages_quoting_what_a_client_sent_are_capped(api: httpx.Client) -> None:
+    """An unknown id, model or entity of many kilobytes is named in the 404, cut short."""
+    from graphrag.server.errors import MAX_MESSAGE_CHARS
+
+    long = "x" * 20_000
+    for answer in (api.delete(f"/documents/{long}"), api.get(f"/v1/models/graphrag-{long}"),
+                   api.get(f"/graph/entity/{long}")):
+        assert answer.status_code in (400, 404), answer.text
+        message = answer.json()["message"]
+        assert len(message) <= MAX_MESSAGE_CHARS + 40 and "more characters" in message

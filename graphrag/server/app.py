@@ -29,7 +29,7 @@ from graphrag.readers import read_data
 from graphrag.redaction import redact, register_secret
 from graphrag.server.chat_api import chat_router
 from graphrag.server.doc_status import DEFAULT_LIMIT, MAX_LIMIT, STATUSES, select
-from graphrag.server.errors import error_body, http_status, validation_message
+from graphrag.server.errors import capped, error_body, http_status, validation_message
 from graphrag.server.graph_upkeep import upkeep_router
 from graphrag.server.security import (DEFAULT_POLICY, ASGIApp, check_binding, check_key, host_names, secured,
                                       uvicorn_config)
@@ -113,12 +113,12 @@ def create_app(service: "GraphService | Workspaces") -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": "InvalidInputError", "message": validation_message(exc.errors())},
+        return JSONResponse({"error": "InvalidInputError", "message": capped(validation_message(exc.errors()))},
                             status_code=400)
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        return JSONResponse({"error": "HTTPError", "message": str(exc.detail)}, status_code=exc.status_code)
+        return JSONResponse({"error": "HTTPError", "message": capped(str(exc.detail))}, status_code=exc.status_code)
 
     @app.exception_handler(Exception)
     async def internal_error(_: Request, exc: Exception) -> JSONResponse:

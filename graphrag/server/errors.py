@@ -40,6 +40,9 @@ HTTP_STATUS: dict[type[BaseException], int] = {
 }
 
 INTERNAL_MESSAGE = "internal error (the server's log has the details)"
+# Messages quote what the client sent (ids, names, model names): a client sending kilobytes
+# does not get them all back.
+MAX_MESSAGE_CHARS = 1000
 
 
 def http_status(exc: BaseException) -> int:
@@ -51,11 +54,18 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     only that it failed for anything else (a bug's message may hold anything)."""
     if not isinstance(exc, GraphRAGError):
         return {"error": "InternalError", "message": INTERNAL_MESSAGE}
-    body = {"error": type(exc).__name__, "message": redact(str(exc))}
+    body = {"error": type(exc).__name__, "message": capped(redact(str(exc)))}
     suggestions = getattr(exc, "suggestions", None)
     if suggestions:
         body["suggestions"] = list(suggestions)
     return body
+
+
+def capped(message: str) -> str:
+    """``message`` cut to ``MAX_MESSAGE_CHARS``, saying how much was left out."""
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    return f"{message[:MAX_MESSAGE_CHARS]}... ({len(message) - MAX_MESSAGE_CHARS} more characters)"
 
 
 def validation_message(errors: Iterable[Mapping[str, Any]]) -> str:
