@@ -70,15 +70,6 @@ ENTITY_SEED_SHARE = 0.5
 # Reciprocal-rank fusion's constant (Cormack et al., 2009): a passage scores
 # 1 / (RRF_K + rank) in each order it is in; 60 is the usual value, not tuned here.
 RRF_K = 60
-# Study knobs (benchmarks/README.md, issue 35 round 4); the defaults are the shipped ranking.
-# WALK_FUSION_WEIGHT: the walk's order counts this many times the other orders in the fusion.
-WALK_FUSION_WEIGHT = 1.0
-# ABSENT_AT_END: in the fusion, an id missing from an order ranks just past that order's end
-# instead of scoring nothing there.
-ABSENT_AT_END = False
-# MIX_WEIGHT: when > 0, chunks rank by cos + MIX_WEIGHT * log(walk score / best walk score)
-# (a chunk outside the vector order gets the lowest cosine seen) instead of by the fusion.
-MIX_WEIGHT = 0.0
 # Share of the restart mass given to the facts nearest the question (operators/fact_seeds.py),
 # when the index keeps relation vectors (``enable_relation_vectors``); the rest is split
 # between entities and the chunk as above. And how many facts are read.
@@ -168,18 +159,13 @@ class Ranking:
     entity_scores: dict[str, float]  # every reached entity, best first
 
 
-def fuse(rankings: list[list[str]], k: int = RRF_K, weights: Optional[list[float]] = None) -> list[str]:
-    """Reciprocal-rank fusion: every id scores ``weight / (k + rank)`` in each ranking it is in
+def fuse(rankings: list[list[str]], k: int = RRF_K) -> list[str]:
+    """Reciprocal-rank fusion: every id scores ``1 / (k + rank)`` in each ranking it is in
     (rank from 0); best first, ties in the order of first appearance across the rankings."""
     scores: dict[str, float] = {}
-    weights = weights or [1.0] * len(rankings)
-    everything = set().union(*rankings) if ABSENT_AT_END else set()
-    for ranking, weight in zip(rankings, weights):
+    for ranking in rankings:
         for position, item in enumerate(ranking):
-            scores[item] = scores.get(item, 0.0) + weight / (k + position)
-        if ranking:
-            for item in everything.difference(ranking):
-                scores[item] = scores.get(item, 0.0) + weight / (k + len(ranking))
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + position)
     first_seen = {item: i for i, item in enumerate(dict.fromkeys(i for r in rankings for i in r))}
     return sorted(scores, key=lambda item: (-scores[item], first_seen[item]))
 
@@ -191,11 +177,8 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
     the walk."""
     index = await graph_index(stores)
     dense: list[str] = []
-    cosine: dict[str, float] = {}
     if stores.chunks_vdb is not None:
-        hits = await stores.chunks_vdb.query(question, top_k=param.top_k)
-        dense = [h["id"] for h in hits]
-        cosine = {h["id"]: float(h.get("distance", 0.0)) for h in hits}
+        dense = [h["id"] for h in await stores.chunks_vdb.query(question, top_k=param.top_k)]
     # The lexical channel's BM25 ranking is the third order fused (none when it is off), and
     # its best chunk seeds the walk beside the most similar one.
     lexical = await lexical_ranking(question, stores, param.top_k)
@@ -236,15 +219,7 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
     entity_order = np.lexsort((np.arange(offset), -scores[:offset]))
     entity_order = entity_order[scores[entity_order] > 0]
     entity_scores = dict(zip([index.entities[i] for i in entity_order], scores[entity_order].tolist()))
-    if MIX_WEIGHT > 0 and walked:
-        floor = min(cosine.values(), default=0.0)
-        walk_score = dict(zip(walked, chunk_scores[order[:len(walked)]].tolist()))
-        top_walk = max(walk_score.values())
-        mixed = {c: cosine.get(c, floor) + MIX_WEIGHT * np.log(max(walk_score.get(c, 0.0), 1e-12) / top_walk)
-                 for c in dict.fromkeys(walked + dense)}
-        return Ranking(chunk_ids=sorted(mixed, key=lambda c: -mixed[c]), entity_scores=entity_scores)
-    return Ranking(chunk_ids=fuse([walked, dense, lexical], weights=[WALK_FUSION_WEIGHT, 1.0, 1.0]),
-                   entity_scores=entity_scores)
+    return Ranking(chunk_ids=fuse([walked, dense, lexical]), entity_scores=entity_scores)
 
 
 # --------------------------------------------------------------------------- the context
