@@ -130,3 +130,47 @@ def test_the_described_multihop_set_never_names_its_first_passage() -> None:
     for q in raw:
         first = q["paragraphs"][0]["title"]
         assert re.sub(r" \(.*\)$", "", first).lower() not in q["question"].lower(), q["question"]
+
+
+def test_the_2wiki_multihop_set_is_well_formed_and_its_halves_share_nothing() -> None:
+    import json
+    import re
+
+    bundled = Path(__file__).parent.parent / "benchmarks" / "data" / "multihop_2wiki"
+    with open(bundled / "questions.json", encoding="utf-8") as f:
+        raw = json.load(f)
+    passages, questions = load_qa(str(bundled / "corpus.json"), str(bundled / "questions.json"))
+    assert len(questions) >= 40 and len(passages) >= 300
+    for q, entry in zip(questions, raw):
+        assert len(q.gold) == 2 and q.gold <= set(passages), q.text
+        first, second = (p["title"] for p in entry["paragraphs"])
+        if entry["type"] == "bridge":
+            # Reached only through the first passage: the question never names the second's
+            # title, and the answer is a fact the second one states.
+            assert re.sub(r" \(.*\)$", "", second).lower() not in q.text.lower(), q.text
+            assert entry["answer"] in passages[second], q.text
+        else:
+            assert entry["type"] == "comparison" and entry["answer"] in {"yes", "no", first, second}, q.text
+    halves = {split: [(q, raw[i]["type"]) for i, q in enumerate(questions) if in_split(i, split)]
+              for split in ("dev", "test")}
+    for half in halves.values():
+        assert len(half) >= 20 and {kind for _, kind in half} == {"bridge", "comparison"}
+    dev_gold = set().union(*(q.gold for q, _ in halves["dev"]))
+    test_gold = set().union(*(q.gold for q, _ in halves["test"]))
+    assert not dev_gold & test_gold
+    assert not {q.text for q, _ in halves["dev"]} & {q.text for q, _ in halves["test"]}
+
+
+def test_the_2wiki_corpus_keeps_the_passages_around_each_questions_gold() -> None:
+    import importlib.util
+
+    path = Path(__file__).parent.parent / "benchmarks" / "data" / "multihop_2wiki" / "build_corpus.py"
+    spec = importlib.util.spec_from_file_location("build_corpus_2wiki", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    source = [{"title": f"P{i}", "text": f"passage {i}"} for i in range(30)]
+    questions = [{"paragraphs": [{"title": "P7", "is_supporting": True}, {"title": "P5", "is_supporting": True}]},
+                 {"paragraphs": [{"title": "P27", "is_supporting": True}, {"title": "P0", "is_supporting": False}]}]
+    kept = [p["title"] for p in module.build(source, questions)]
+    w = module.WINDOW
+    assert kept == [f"P{i}" for i in [*range(5 - w, 7 + w + 1), *range(27 - w, 30)]]
