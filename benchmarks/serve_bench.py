@@ -99,12 +99,17 @@ async def concurrent(url: str, questions: list[str], clients: int, mode: str, se
             return time.perf_counter() - t
 
         await asyncio.gather(*(one(q) for q in questions[:clients]))  # connections opened
-        t, cpu = time.perf_counter(), tree_cpu_s(server_pid)
+        t, cpu, loop_cpu, own_cpu = time.perf_counter(), tree_cpu_s(server_pid), proc_cpu_s(server_pid), time.process_time()
         times = await asyncio.gather(*(one(questions[i % len(questions)]) for i in range(clients)))
         wall, cpu = time.perf_counter() - t, tree_cpu_s(server_pid) - cpu
+        loop_cpu, own_cpu = (proc_cpu_s(server_pid) or 0.0) - (loop_cpu or 0.0), time.process_time() - own_cpu
     return {"mode": mode, "queries": clients, "wall_s": round(wall, 3), "per_s": round(clients / wall, 1),
             "p50_ms": round(statistics.median(times) * 1000, 1), "p95_ms": round(percentile(times, 0.95) * 1000, 1),
-            "server_cpu_ms": round(cpu / clients * 1000, 1), "server_cores": round(cpu / wall, 2), "retried": retried}
+            "server_cpu_ms": round(cpu / clients * 1000, 1), "server_cores": round(cpu / wall, 2),
+            # the server's own process (its loop; during an insert, the writer too), and this
+            # benchmark's clients, which share the machine's cores with the server
+            "server_process_cpu_ms": round(loop_cpu / clients * 1000, 2),
+            "client_cpu_ms": round(own_cpu / clients * 1000, 2), "retried": retried}
 
 
 def summary(bursts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -112,7 +117,8 @@ def summary(bursts: list[dict[str, Any]]) -> dict[str, Any]:
     if not bursts:
         return {"bursts": 0}
     return {"bursts": len(bursts), **{k: round(statistics.median(b[k] for b in bursts), 2)
-                                      for k in ("per_s", "p50_ms", "p95_ms", "server_cpu_ms", "server_cores")}}
+                                      for k in ("per_s", "p50_ms", "p95_ms", "server_cpu_ms", "server_cores",
+                                                "server_process_cpu_ms", "client_cpu_ms")}}
 
 
 def start_serving(working_dir: str, llm_url: str, extra: list[str]) -> tuple[subprocess.Popen, str]:
@@ -142,6 +148,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="interleaved in-process/HTTP rounds, and bursts, per mode")
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--insert-latency", type=float, default=0.2, help="mock LLM latency during the insert (s)")
+    ap.add_argument("--insert-passages", type=int, default=40, help="passages the insert during the bursts adds")
     ap.add_argument("--modes", default="local", help=f"comma-separated, of {', '.join(MODES)}")
     ap.add_argument("--server-args", default="", help="added to `graphrag serve`'s command line")
     args = ap.parse_args()
@@ -186,7 +193,7 @@ def main() -> None:
             # same bursts run, mode after mode; each burst is kept only if the job was still
             # running after it.
             texts = [f"Passage {i} of the serving benchmark: Orla Venn{i} met Caius Brandt{i} at the Harbor "
-                     f"Guild of Tessaly{i}, where the Brandt{i} family kept ledgers." for i in range(40)]
+                     f"Guild of Tessaly{i}, where the Brandt{i} family kept ledgers." for i in range(args.insert_passages)]
             job = client.post("/documents", json={"texts": texts}).json()
             during: list[dict[str, Any]] = []
             while client.get(f"/jobs/{job['id']}").json()["status"] in ("queued", "running"):
