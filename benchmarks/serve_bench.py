@@ -196,15 +196,23 @@ def main() -> None:
                      f"Guild of Tessaly{i}, where the Brandt{i} family kept ledgers." for i in range(args.insert_passages)]
             job = client.post("/documents", json={"texts": texts}).json()
             during: list[dict[str, Any]] = []
+            livez: list[float] = []  # how long the server's loop took to answer, between bursts
             while client.get(f"/jobs/{job['id']}").json()["status"] in ("queued", "running"):
                 burst = asyncio.run(concurrent(url, questions, args.clients, modes[len(during) % len(modes)],
                                               server.pid))
+                for _ in range(5):
+                    t = time.perf_counter()
+                    client.get("/livez").raise_for_status()
+                    livez.append(time.perf_counter() - t)
                 if client.get(f"/jobs/{job['id']}").json()["status"] == "running":
                     during.append(burst)
             finished = client.get(f"/jobs/{job['id']}").json()
             for mode in modes:
                 record[mode]["during_insert"] = summary([b for b in during if b["mode"] == mode])
             record["insert_job"] = {"status": finished["status"], "seconds": (finished["stats"] or {}).get("seconds")}
+            if livez:
+                record["livez_during_insert_ms"] = {"p50": round(statistics.median(livez) * 1000, 1),
+                                                    "max": round(max(livez) * 1000, 1), "samples": len(livez)}
     finally:
         server.terminate()
         llm_proc.terminate()
