@@ -200,12 +200,14 @@ def main() -> None:
             while client.get(f"/jobs/{job['id']}").json()["status"] in ("queued", "running"):
                 burst = asyncio.run(concurrent(url, questions, args.clients, modes[len(during) % len(modes)],
                                               server.pid))
+                answered = []
                 for _ in range(5):
                     t = time.perf_counter()
                     client.get("/livez").raise_for_status()
-                    livez.append(time.perf_counter() - t)
+                    answered.append(time.perf_counter() - t)
                 if client.get(f"/jobs/{job['id']}").json()["status"] == "running":
                     during.append(burst)
+                    livez += answered
             finished = client.get(f"/jobs/{job['id']}").json()
             for mode in modes:
                 record[mode]["during_insert"] = summary([b for b in during if b["mode"] == mode])
