@@ -42,7 +42,7 @@ def test_the_loop_and_queries_answer_while_an_insert_computes(tmp_path: Path) ->
     wd = tmp_path / "wd"
     build_index(wd)
     computing = threading.Event()
-    service = GraphService(index_config(wd, embedding_func=busy_embedding(3.0, computing)))
+    service = GraphService(index_config(wd, embedding_func=busy_embedding(2.0, computing)))
     with running(build_app(service)) as url, httpx.Client(base_url=url, timeout=60) as client:
         job = client.post("/documents", json={"text": f"{MARKER}: Ilse Varga founded Quillmoor Press in Dunmere.",
                                               "source": "press.txt"}).json()
@@ -56,9 +56,9 @@ def test_the_loop_and_queries_answer_while_an_insert_computes(tmp_path: Path) ->
         answered_s = time.monotonic() - started
         still_running = client.get(f"/jobs/{job['id']}").json()["status"] == "running"
         assert answer.status_code == 200 and "ASHCOMBE MILLS" in answer.json()["answer"]
-        # On the server's loop the 3 s of CPU would hold each of these until it ended.
+        # On the server's loop the 2 s of CPU would hold each of these until it ended.
         assert livez_s < 1.0 and answered_s < 2.0 and status == "running" and still_running
-        assert wait_for_job(client, job["id"])["status"] == "done"
+        assert wait_for_job(client, job["id"], timeout=180)["status"] == "done"
         after = client.post("/query", json={"question": "Who founded Quillmoor Press?", "mode": "local",
                                             "only_need_context": True})
         assert "QUILLMOOR PRESS" in after.json()["answer"]
@@ -105,3 +105,30 @@ def test_progress_reaches_the_callers_loop_and_a_cancel_waits_for_the_write_to_e
             await writing.stop()
 
     asyncio.run(main())
+
+
+def test_the_write_runs_at_a_lower_cpu_priority_than_the_server_and_so_do_its_threads() -> None:
+    import os
+    import sys
+
+    from graphrag.server.writer_thread import WRITER_NICE
+
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    async def main() -> tuple[int, int, int]:
+        writing = WriterThread()
+
+        async def write() -> tuple[int, int]:
+            return nice(), await asyncio.to_thread(nice)
+
+        try:
+            return (nice(), *await writing.run(write()))
+        finally:
+            await writing.stop()
+
+    server, writer, its_thread = asyncio.run(main())
+    if sys.platform.startswith("linux"):  # a thread's own nice value
+        assert writer == its_thread == min(server + WRITER_NICE, 19) and nice() == server
+    else:
+        assert writer >= server

@@ -6,6 +6,10 @@ ended. On a thread of its own the loop only waits for the interpreter lock, whic
 hands over every few milliseconds (``sys.getswitchinterval()``), so ``/livez``, the job
 status and the queries forwarded to reader processes keep being answered during an insert.
 
+The thread also runs at a lower CPU priority (``WRITER_NICE``, on Linux where a thread has a
+nice value of its own; the threads and processes it starts inherit it): on a machine whose
+cores the reader processes keep busy, queries go first and the write takes what they leave.
+
 The writer's ``GraphRAG`` is used only on this thread's loop (the engine keeps its clients per
 loop). What the job queue needs stays on the server's loop: a job's progress reaches its
 listener there, and cancelling the job cancels the write here and waits until it has ended
@@ -15,12 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import threading
 from typing import Any, Coroutine, Optional, TypeVar
 
 from graphrag.progress import progress_listener
 
 T = TypeVar("T")
+
+# How much lower the writer's CPU priority is than the server's (nice, 0..19 higher).
+WRITER_NICE = 5
 
 
 class WriterThread:
@@ -38,9 +46,19 @@ class WriterThread:
     def _started(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
-            self._thread = threading.Thread(target=self._loop.run_forever, name=self._name, daemon=True)
+            self._thread = threading.Thread(target=self._run_forever, args=(self._loop,), name=self._name,
+                                            daemon=True)
             self._thread.start()
         return self._loop
+
+    @staticmethod
+    def _run_forever(loop: asyncio.AbstractEventLoop) -> None:
+        try:  # this thread only (Linux); elsewhere the writer keeps the server's priority
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
+                           os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) + WRITER_NICE)
+        except (AttributeError, OSError):
+            pass
+        loop.run_forever()
 
     async def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """``coro``'s outcome, run on the writer's loop with the caller's context; the progress
