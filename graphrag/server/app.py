@@ -243,10 +243,10 @@ def create_app(service: "GraphService | Workspaces") -> FastAPI:
               response_model=None)
     async def query(body: QueryRequest) -> Any:  # type: ignore[valid-type]
         param = query_param(body.model_dump(exclude={"question", "stream"}))
-        if not body.stream:
+        if not body.stream:  # the JSON as encoded where the query ran (a reader process's: not decoded here)
             if param.with_references:
-                return await service.answer(body.question, param)
-            return {"answer": await service.query(body.question, param)}
+                return _json_response(await service.read_json("answer", body.question, param))
+            return _json_response(b'{"answer":' + await service.read_json("query", body.question, param) + b"}")
 
         async def events() -> AsyncIterator[str]:
             try:
@@ -265,8 +265,9 @@ def create_app(service: "GraphService | Workspaces") -> FastAPI:
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
 
     @app.post("/retrieve", summary="What a mode retrieves for a question, as records with their sources")
-    async def retrieve(body: QueryRequest) -> dict[str, Any]:  # type: ignore[valid-type]
-        return await service.retrieve(body.question, query_param(body.model_dump(exclude={"question", "stream"})))
+    async def retrieve(body: QueryRequest) -> Response:  # type: ignore[valid-type]
+        param = query_param(body.model_dump(exclude={"question", "stream"}))
+        return _json_response(await service.read_json("retrieve", body.question, param))
 
     @app.get("/chunks/{chunk_id}", summary="A chunk (a cited passage): its text and document")
     async def chunk(chunk_id: str) -> dict[str, Any]:
@@ -312,6 +313,10 @@ def create_app(service: "GraphService | Workspaces") -> FastAPI:
     app.include_router(upkeep_router(service))
     app.include_router(chat_router(service))
     return app
+
+
+def _json_response(body: bytes) -> Response:
+    return Response(body, media_type="application/json")
 
 
 async def _found(lookup: Awaitable[Optional[dict[str, Any]]], missing: str) -> dict[str, Any]:

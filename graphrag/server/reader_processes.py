@@ -10,6 +10,11 @@ in a reader over a new commit (its own job's, or another process's it noticed); 
 a newer generation opens a fresh ``GraphRAG`` first, and the requests already running finish on
 the old one. A read sent after a job is done therefore reads what the job committed.
 
+Server and worker talk over a Unix socket pair, each side on its own event loop (length-prefixed
+pickles): no thread wakes to hand each message over, so none contends for the interpreter lock
+with the server's loop. A reply the HTTP API sends as it is comes already encoded as JSON, so
+the server's loop only copies its bytes.
+
 The workers are started with ``spawn`` (a fork would copy the server's threads' locks): the
 config reaches them as a picklable zero-argument function that builds it again.
 """
@@ -18,10 +23,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import json
 import logging
 import multiprocessing
 import pickle
-import threading
+import socket
+import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -108,24 +115,37 @@ class Reader:
             await self.rag.aclose()
 
 
+def json_bytes(value: Any) -> bytes:
+    """``value`` as the JSON text an HTTP response carries (as Starlette's ``JSONResponse``
+    writes it), so a reply encoded in a worker passes through the server untouched."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+
+
+# A message between the server and a worker: its pickle's length, then the pickle.
+_LENGTH = struct.Struct("!Q")
+
+
+def _frame(message: Any) -> bytes:
+    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _LENGTH.pack(len(payload)) + payload
+
+
+async def _next_message(incoming: asyncio.StreamReader) -> Any:
+    """The next message, or None once the other side closed the connection (or sent None)."""
+    try:
+        size, = _LENGTH.unpack(await incoming.readexactly(_LENGTH.size))
+        return pickle.loads(await incoming.readexactly(size))
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
+
+
 # ---------------------------------------------------------------------------- in the worker
 
 
-async def _serve_requests(config: GraphRAGConfig, conn: Any) -> None:
-    loop = asyncio.get_running_loop()
+async def _serve_requests(config: GraphRAGConfig, sock: socket.socket) -> None:
+    incoming, outgoing = await asyncio.open_unix_connection(sock=sock)
     current = Reader(await asyncio.to_thread(open_reader, config, []))
     opening = asyncio.Lock()
-    incoming: "asyncio.Queue[Optional[tuple]]" = asyncio.Queue()
-
-    def receive() -> None:  # a thread: the pipe's reads block
-        while True:
-            try:
-                message = conn.recv()
-            except (EOFError, OSError):
-                message = None
-            loop.call_soon_threadsafe(incoming.put_nowait, message)
-            if message is None:
-                return
 
     async def reader_for(generation: int) -> Reader:
         """The reader of ``generation`` or newer: one fresh instance per new commit."""
@@ -140,12 +160,14 @@ async def _serve_requests(config: GraphRAGConfig, conn: Any) -> None:
                         await old.close_if_done()
         return current
 
-    async def handle(request_id: int, generation: int, operation: str, question: str, param: QueryParam) -> None:
+    async def handle(request_id: int, generation: int, operation: str, question: str, param: QueryParam,
+                     encoded: bool) -> None:
         try:
             reader = await reader_for(generation)
             reader.running += 1
             try:
-                reply = (request_id, True, await read(reader.rag, operation, question, param))
+                value = await read(reader.rag, operation, question, param)
+                reply = (request_id, True, json_bytes(value) if encoded else value)
             finally:
                 reader.running -= 1
                 with contextlib.suppress(Exception):
@@ -153,14 +175,15 @@ async def _serve_requests(config: GraphRAGConfig, conn: Any) -> None:
         except Exception as exc:  # sent back; the server raises it for this request only
             reply = (request_id, False, _portable(exc))
         try:
-            conn.send(reply)  # from the loop's thread only: sends never interleave
+            frame = _frame(reply)
         except Exception as exc:  # a value that would not pickle: the request fails, not the worker
-            conn.send((request_id, False, _portable(ReaderProcessError(f"an answer the reader process could not send back ({type(exc).__name__})"))))
+            frame = _frame((request_id, False, _portable(ReaderProcessError(
+                f"an answer the reader process could not send back ({type(exc).__name__})"))))
+        outgoing.write(frame)  # one whole frame per call, from the loop's thread: frames never interleave
 
-    threading.Thread(target=receive, name="graphrag-reader-requests", daemon=True).start()
     tasks: set[asyncio.Task] = set()
-    conn.send((-1, True, None))  # ready
-    while (message := await incoming.get()) is not None:
+    outgoing.write(_frame((-1, True, None)))  # ready
+    while (message := await _next_message(incoming)) is not None:
         task = asyncio.create_task(handle(*message))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
@@ -169,11 +192,11 @@ async def _serve_requests(config: GraphRAGConfig, conn: Any) -> None:
     await current.rag.aclose()
 
 
-def _worker_main(make_config: ConfigFactory, conn: Any) -> None:
-    """A worker process's entry: answer requests until the server closes the pipe."""
+def _worker_main(make_config: ConfigFactory, sock: socket.socket) -> None:
+    """A worker process's entry: answer requests until the server closes the connection."""
     try:
         config = make_config()  # outside any loop: it may call the engine's sync API
-        asyncio.run(_serve_requests(config, conn))
+        asyncio.run(_serve_requests(config, sock))
     except KeyboardInterrupt:  # the terminal's Ctrl-C reaches the whole process group
         pass
 
@@ -184,9 +207,10 @@ def _worker_main(make_config: ConfigFactory, conn: Any) -> None:
 @dataclass
 class _Worker:
     process: Any
-    conn: Any
     index: int
     started: asyncio.Future  # done once the worker has opened the index
+    outgoing: Optional[asyncio.StreamWriter] = None  # set once the connection is open, before ``started``
+    replies: Optional[asyncio.Task] = None  # reads the worker's replies
     pending: dict[int, asyncio.Future] = field(default_factory=dict)
     alive: bool = True
     answered: int = 0
@@ -218,15 +242,14 @@ class ReaderProcesses:
         """Worker ``index`` started; ``started`` is done once it has opened the index."""
         assert self._loop is not None
         context = multiprocessing.get_context("spawn")
-        ours, theirs = context.Pipe()
+        ours, theirs = socket.socketpair()
         process = context.Process(target=_worker_main, args=(self._make_config, theirs),
                                   name=f"graphrag-reader-{index}", daemon=True)
         process.start()
         theirs.close()
-        worker = _Worker(process, ours, index, self._loop.create_future())
+        worker = _Worker(process, index, self._loop.create_future())
         worker.pending[-1] = worker.started
-        threading.Thread(target=self._receive, args=(worker,), name=f"graphrag-reader-{index}-replies",
-                         daemon=True).start()
+        worker.replies = self._loop.create_task(self._receive(worker, ours), name=f"graphrag-reader-{index}-replies")
         return worker
 
     def pids(self) -> list[Optional[int]]:
@@ -237,8 +260,10 @@ class ReaderProcesses:
         """How many requests each worker has answered (in their start order)."""
         return [w.answered for w in self._workers]
 
-    async def call(self, generation: int, operation: str, question: str, param: QueryParam) -> Any:
-        """``operation`` answered by a worker over ``generation`` or a newer commit."""
+    async def call(self, generation: int, operation: str, question: str, param: QueryParam,
+                   encoded: bool = False) -> Any:
+        """``operation`` answered by a worker over ``generation`` or a newer commit; ``encoded``:
+        as its JSON text (UTF-8 bytes), encoded in the worker."""
         assert self._loop is not None and operation in OPERATIONS
         live = [w for w in self._workers if w.alive and w.started.done()]
         if not live:  # each is a replacement still opening the index, or gone for good
@@ -246,15 +271,16 @@ class ReaderProcesses:
             if not starting:
                 raise ReaderProcessError("no reader process is running")
             await asyncio.wait_for(asyncio.wait(starting, return_when=asyncio.FIRST_COMPLETED), START_SECONDS)
-            return await self.call(generation, operation, question, param)
+            return await self.call(generation, operation, question, param, encoded)
         worker = min(live, key=lambda w: len(w.pending))
+        assert worker.outgoing is not None  # open before the worker said it started
         self._next_id += 1
         request_id = self._next_id
         future: asyncio.Future = self._loop.create_future()
         worker.pending[request_id] = future
         try:
-            worker.conn.send((request_id, generation, operation, question, param))
-        except (OSError, ValueError) as exc:
+            worker.outgoing.write(_frame((request_id, generation, operation, question, param, encoded)))
+        except (OSError, RuntimeError) as exc:
             worker.pending.pop(request_id, None)
             raise ReaderProcessError(f"reader process {worker.process.name} is gone") from exc
         return await future
@@ -262,27 +288,31 @@ class ReaderProcesses:
     async def stop(self) -> None:
         self._stopping = True
         for worker in self._workers:
-            with contextlib.suppress(OSError, ValueError):
-                worker.conn.send(None)  # the worker closes its stores and exits
+            if worker.outgoing is not None:
+                with contextlib.suppress(OSError, RuntimeError):
+                    worker.outgoing.write(_frame(None))  # the worker closes its stores and exits
         for worker in self._workers:
             await asyncio.to_thread(worker.process.join, 10)
             if worker.process.is_alive():
                 worker.process.terminate()
-            worker.conn.close()
+            if worker.replies is not None:
+                worker.replies.cancel()
+                with contextlib.suppress(BaseException):
+                    await worker.replies
         self._workers.clear()
 
-    def _receive(self, worker: _Worker) -> None:
-        """A thread per worker: its replies handed to the loop, each to its request's future."""
-        assert self._loop is not None
-        while True:
-            try:
-                request_id, ok, value = worker.conn.recv()
-            except (EOFError, OSError, TypeError):
-                break
-            with contextlib.suppress(RuntimeError):  # the loop closed
-                self._loop.call_soon_threadsafe(self._settle, worker, request_id, ok, value)
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._lost, worker)
+    async def _receive(self, worker: _Worker, sock: socket.socket) -> None:
+        """A worker's replies, each to its request's future, until its connection closes."""
+        try:
+            incoming, worker.outgoing = await asyncio.open_unix_connection(sock=sock)
+            while (message := await _next_message(incoming)) is not None:
+                self._settle(worker, *message)
+        finally:
+            if worker.outgoing is not None:
+                worker.outgoing.close()
+            else:
+                sock.close()
+            self._lost(worker)
 
     @staticmethod
     def _settle(worker: _Worker, request_id: int, ok: bool, value: Any) -> None:
@@ -296,8 +326,8 @@ class ReaderProcesses:
             future.set_exception(_rebuilt(value))
 
     def _lost(self, worker: _Worker) -> None:
-        """A worker's pipe closed: its requests fail, and a worker that had opened the index is
-        replaced (one that never did would fail again: its error is the server's start's)."""
+        """A worker's connection closed: its requests fail, and a worker that had opened the
+        index is replaced (one that never did would fail again: its error is the server's start's)."""
         if not worker.alive:
             return
         worker.alive = False
@@ -311,8 +341,6 @@ class ReaderProcesses:
             if not future.done():
                 future.set_exception(ReaderProcessError(f"reader process {worker.process.name} ended"))
         worker.pending.clear()
-        with contextlib.suppress(Exception):
-            worker.conn.close()
         if replace:
             worker.process.join(0)  # reaped: no zombie left behind
             self._workers[worker.index] = self._spawn(worker.index)

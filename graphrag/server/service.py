@@ -9,7 +9,9 @@ working dir's store files are checked at most once a second).
 
 With reader processes (``workers``, ``reader_processes.py``), queries, answers and retrievals run in
 worker processes instead, each told the generation of the reader in use here, so they move to
-a new commit together with it; the writer and its jobs stay in this process.
+a new commit together with it; the writer and its jobs stay in this process, the writer's work
+on a thread of its own (``writer_thread.py``) so that the loop serving requests never waits
+for a write's CPU work.
 """
 from __future__ import annotations
 
@@ -30,7 +32,9 @@ from graphrag.redaction import protect_logs, redact, register_config_secrets
 from graphrag.server.doc_status import DocumentStatus, document_rows, read_statuses
 from graphrag.server.jobs import Job, JobQueue
 from graphrag.server.json_values import as_json
-from graphrag.server.reader_processes import ConfigFactory, Reader, ReaderProcesses, open_reader, read
+from graphrag.server.reader_processes import (ConfigFactory, Reader, ReaderProcesses, json_bytes, open_reader,
+                                              read)
+from graphrag.server.writer_thread import WriterThread
 
 if TYPE_CHECKING:
     from graphrag.querying.streaming import AnswerStream
@@ -72,6 +76,7 @@ class GraphService:
         self._reader = Reader(GraphRAG(config))
         self._generation = 0  # raised at each swap of the reader; the reader processes follow it
         self._writer: Optional[GraphRAG] = None if read_only else GraphRAG(config)
+        self._writing = WriterThread()  # the writer runs there, off the loop serving requests
         # A read-only server runs no write: it leaves the jobs and statuses a writing server kept alone.
         self.doc_status = None if read_only else DocumentStatus(config.working_dir)
         self.jobs = JobQueue(self._perform, on_committed=self.refresh,
@@ -102,10 +107,12 @@ class GraphService:
             await self._processes.stop()
         if self._refreshing is not None:
             self._refreshing.cancel()
-        for rag in (self._reader.rag, self._writer):
-            if rag is not None:
-                with contextlib.suppress(Exception):
-                    await rag.aclose()
+        with contextlib.suppress(Exception):
+            await self._reader.rag.aclose()
+        if self._writer is not None:
+            with contextlib.suppress(Exception):  # on the loop it was used on
+                await (self._writing.run(self._writer.aclose()) if self._writing.started else self._writer.aclose())
+        await self._writing.stop()
 
     # ------------------------------------------------------------------ reading
 
@@ -121,14 +128,20 @@ class GraphService:
             reader.running -= 1
             await reader.close_if_done()
 
-    async def _read(self, operation: str, question: str, param: QueryParam) -> Any:
+    async def _read(self, operation: str, question: str, param: QueryParam, encoded: bool = False) -> Any:
         """A query, answer or retrieval (``reader_processes.read``): in a reader process if there are
-        some, else on this process's reader."""
+        some, else on this process's reader; ``encoded``: as JSON text (``json_bytes``)."""
         if self._processes is not None:
             self._notice_other_writers()
-            return await self._processes.call(self._generation, operation, question, param)
+            return await self._processes.call(self._generation, operation, question, param, encoded)
         async with self.reading() as rag:
-            return await read(rag, operation, question, param)
+            value = await read(rag, operation, question, param)
+        return json_bytes(value) if encoded else value
+
+    async def read_json(self, operation: str, question: str, param: QueryParam) -> bytes:
+        """``query`` (its text), ``answer`` or ``retrieve`` as JSON text: a reader process's
+        encoding passes through, so the server's loop never decodes and encodes it again."""
+        return await self._read(operation, question, param, encoded=True)
 
     async def query(self, question: str, param: QueryParam) -> str:
         return await self._read("query", question, param)
@@ -276,9 +289,9 @@ class GraphService:
 
         writer = self._writable()
         if request["op"] in ENTITY_DECISIONS:
-            return await getattr(writer, f"a{request['op']}")(**request["args"])
+            return await self._writing.run(getattr(writer, f"a{request['op']}")(**request["args"]))
         if request["op"] == "delete":
-            return await writer.adelete_documents([request["doc_id"]])
+            return await self._writing.run(writer.adelete_documents([request["doc_id"]]))
         if request["op"] == "scan" and not request["parts"]:  # the files are known once it runs
             if self.input_dir is None:  # a scan kept by a server started with --input-dir, run by one without
                 raise InvalidInputError("this server has no input folder to scan (start it with --input-dir DIR)")
@@ -287,7 +300,7 @@ class GraphService:
             found = [d for part in request["parts"] for d in documents_of(part)]
             self._statuses().queued(self.jobs.running_id, found)
             self._statuses().processing(self.jobs.running_id)
-        return await run_parts(writer, request.get("parts", [request]), self.input_dir)
+        return await self._writing.run(run_parts(writer, request.get("parts", [request]), self.input_dir))
 
     def _job_changed(self, job: Job, request: dict[str, Any]) -> None:
         """A job's documents follow it: processing while it runs, then its outcome."""
