@@ -191,10 +191,16 @@ def test_a_script_that_never_closes_leaves_whole_json_files_at_exit(tmp_path):
         rag.insert("Ada Lovelace wrote the first program for the Analytical Engine in London.")
         rag.insert("Charles Babbage designed the Analytical Engine in London.")
         import glob, os
-        print(len(glob.glob(os.path.join({str(wd)!r}, "vdb_*.journal.jsonl"))))
+        print(len(glob.glob(os.path.join({str(wd)!r}, "vdb_*.journal.jsonl"))),
+              len(glob.glob(os.path.join({str(wd)!r}, "graph_*.journal.jsonl"))),
+              len(rag.stores.graph.graph))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert int(done.stdout.split()[-1]) > 0  # journaled while the script ran
+    vector_journals, graph_journals, nodes = map(int, done.stdout.split()[-3:])
+    assert vector_journals > 0 and graph_journals == 1  # journaled while the script ran
     assert not list(wd.glob("*.journal.jsonl"))
     assert len(json.loads((wd / "kv_store_full_docs.json").read_text())) == 2
+    import networkx as nx
+
+    assert nx.read_graphml(wd / "graph_chunk_entity_relation.graphml").number_of_nodes() == nodes > 0
