@@ -142,12 +142,18 @@ def test_another_processes_append_is_noticed_and_read(config, tmp_path, journale
     assert not writer.reload_if_changed()  # its own commit is not mistaken for another's
 
 
-def test_an_append_cut_by_a_kill_is_redone_by_recovery(config, tmp_path, journaled, monkeypatch):
+def two_commits(config, directory):
+    """A store whose GraphML holds A and whose journal holds B's upsert."""
     store = graph(config)
     run(store.upsert_node("A", {"description": "a"}))
-    committed(store, tmp_path)
+    committed(store, directory)
     run(store.upsert_node("B", {"description": "b"}))
-    committed(store, tmp_path)
+    committed(store, directory)
+    return store
+
+
+def test_an_append_cut_by_a_kill_is_redone_by_recovery(config, tmp_path, journaled, monkeypatch):
+    store = two_commits(config, tmp_path)
     journal = tmp_path / JOURNAL
     good = journal.read_bytes()
 
@@ -166,11 +172,7 @@ def test_an_append_cut_by_a_kill_is_redone_by_recovery(config, tmp_path, journal
 
 @pytest.mark.parametrize("whole", ["drop", "set_node_clusters"])
 def test_a_change_to_the_whole_graph_folds(config, tmp_path, journaled, whole):
-    store = graph(config)
-    run(store.upsert_node("A", {"description": "a"}))
-    committed(store, tmp_path)
-    run(store.upsert_node("B", {"description": "b"}))
-    committed(store, tmp_path)
+    store = two_commits(config, tmp_path)
     assert store.journal_pending()
     if whole == "drop":
         run(store.drop())
