@@ -182,3 +182,49 @@ def test_a_change_to_the_whole_graph_folds(config, tmp_path, journaled, whole):
     assert not store.journal_pending()
     expected = {} if whole == "drop" else {"A": clusters(1), "B": clusters(2)}
     assert dict(graph(config).graph.nodes(data="clusters")) == expected
+
+
+def test_a_killed_writers_journaled_graph_is_read_by_the_next_process(tmp_path):
+    """A writer process killed after its commits (no close, no exit fold) leaves its latest
+    graph changes in the journal only: the next process reads them through the index, and its
+    next commit folds them into a GraphML networkx reads whole (the file is under the size
+    from which this process journals)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from graphrag import GraphRAG, hash_embedding
+
+    wd = tmp_path / "wd"
+    script = textwrap.dedent(f"""
+        import json, os
+        import graphrag.storage.journal as commit_journal
+        commit_journal.JOURNAL_FROM_BYTES, commit_journal.FOLD_AT_SHARE = 0, 1000.0  # every store journals
+        from graphrag import GraphRAG, hash_embedding
+        rag = GraphRAG(working_dir={str(wd)!r}, embedding_func=hash_embedding(32), extraction="nlp",
+                       show_progress=False)
+        rag.insert("Ada Lovelace wrote the first program for the Analytical Engine in London.")
+        rag.insert("Charles Babbage designed the Analytical Engine in Cambridge.")
+        print(json.dumps(sorted(rag.stores.graph.graph.nodes)), flush=True)
+        os._exit(0)  # killed: no close, no fold at exit
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    written = json.loads(done.stdout.strip().splitlines()[-1])  # the writer's node names
+    assert (wd / JOURNAL).exists()
+    on_disk = set(nx.read_graphml(wd / GRAPHML).nodes)
+    late = [n for n in written if n not in on_disk]
+    assert late, "the second insert's entities should be in the journal only"
+
+    rag = GraphRAG(working_dir=str(wd), embedding_func=hash_embedding(32), extraction="nlp", show_progress=False)
+    graph_store = rag.stores.graph
+
+    async def read():
+        return [await graph_store.get_node(n) for n in written], await graph_store.get_walk_links()
+
+    nodes, (walk_nodes, _) = run(read())
+    assert all(nodes) and sorted(n for n, _ in walk_nodes) == written
+    rag.insert("Ada Lovelace met Charles Babbage in London.")
+    rag.close()
+    assert not (wd / JOURNAL).exists()
+    assert set(written) <= set(nx.read_graphml(wd / GRAPHML).nodes)
