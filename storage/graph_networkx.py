@@ -100,6 +100,9 @@ class NetworkXStorage(ParsedOnDemand, JournaledFile, BaseGraphStorage, ClusterMe
             self._lookup = JournaledLookup(lookup, changes)
         else:
             changes.apply(self._graph)
+            # A GraphML with no index that describes it (written by another tool): the next
+            # commit writes it whole with one, or every reader would go on parsing it whole.
+            self._must_fold = f is not None
         self._dirty = bool(entries)  # a small file takes the journal in at the next commit
         logger.debug("Opened graph %s: %s (%d journal entries)", self.namespace,
                      f"{len(self._lookup)} nodes, indexed" if self._lookup is not None else

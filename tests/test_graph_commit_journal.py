@@ -10,7 +10,7 @@ import random
 
 import networkx as nx
 import pytest
-from helpers_storage import commit_killed_mid_append, committed, graph, run
+from helpers_storage import commit_killed_mid_append, committed, graph, run, run_journaling_writer
 
 import graphrag.storage.files as files
 import graphrag.storage.journal as commit_journal
@@ -142,6 +142,22 @@ def test_another_processes_append_is_noticed_and_read(config, tmp_path, journale
     assert not writer.reload_if_changed()  # its own commit is not mistaken for another's
 
 
+def test_a_graphml_another_tool_wrote_is_written_whole_with_its_index_at_the_next_commit(config, tmp_path, journaled):
+    """A GraphML no index describes is parsed whole by every reader: the next commit folds,
+    writing the index again, rather than journaling on top of it."""
+    store = two_commits(config, tmp_path)
+    whole = store.graph.copy()
+    nx.write_graphml(whole, tmp_path / GRAPHML)  # another tool: no seal, the index stale
+    index = (tmp_path / (GRAPHML + ".index")).read_bytes()
+    (tmp_path / JOURNAL).unlink()  # its entries are in the file
+    reopened = graph(config)
+    run(reopened.upsert_node("C", {"description": "c"}))
+    committed(reopened, tmp_path)
+    assert not (tmp_path / JOURNAL).exists() and (tmp_path / (GRAPHML + ".index")).read_bytes() != index
+    assert b"graphrag-seal" in (tmp_path / GRAPHML).read_bytes()[-100:]
+    assert run(graph(config).get_node("C")) == {"description": "c"}
+
+
 def two_commits(config, directory):
     """A store whose GraphML holds A and whose journal holds B's upsert."""
     store = graph(config)
@@ -189,28 +205,15 @@ def test_a_killed_writers_journaled_graph_is_read_by_the_next_process(tmp_path):
     graph changes in the journal only: the next process reads them through the index, and its
     next commit folds them into a GraphML networkx reads whole (the file is under the size
     from which this process journals)."""
-    import subprocess
-    import sys
-    import textwrap
-
     from graphrag import GraphRAG, hash_embedding
 
     wd = tmp_path / "wd"
-    script = textwrap.dedent(f"""
+    stdout = run_journaling_writer(wd, """
         import json, os
-        import graphrag.storage.journal as commit_journal
-        commit_journal.JOURNAL_FROM_BYTES, commit_journal.FOLD_AT_SHARE = 0, 1000.0  # every store journals
-        from graphrag import GraphRAG, hash_embedding
-        rag = GraphRAG(working_dir={str(wd)!r}, embedding_func=hash_embedding(32), extraction="nlp",
-                       show_progress=False)
-        rag.insert("Ada Lovelace wrote the first program for the Analytical Engine in London.")
-        rag.insert("Charles Babbage designed the Analytical Engine in Cambridge.")
         print(json.dumps(sorted(rag.stores.graph.graph.nodes)), flush=True)
         os._exit(0)  # killed: no close, no fold at exit
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    written = json.loads(done.stdout.strip().splitlines()[-1])  # the writer's node names
+    written = json.loads(stdout.strip().splitlines()[-1])  # the writer's node names
     assert (wd / JOURNAL).exists()
     on_disk = set(nx.read_graphml(wd / GRAPHML).nodes)
     late = [n for n in written if n not in on_disk]
