@@ -117,9 +117,15 @@ def largest_fitting_prefix(
     if estimate is not None and hi >= 3:
         # Callers' estimates (per-item counts, plus 2) are nearly always right: count upwards
         # from estimate - 2 instead of a binary search that counts a whole table ~log2(n) times.
+        # An estimate of every item mostly means they all fit: one count settles that first.
+        upper = hi
+        if hi == n_items:
+            if fitting(hi):
+                return hi, texts[hi] if hi in texts else render(hi)
+            upper = hi - 1
         if fitting(hi - 2):
             best_k = hi - 2
-            for k in (hi - 1, hi):
+            for k in range(hi - 1, upper + 1):
                 if not fitting(k):
                     break
                 best_k = k

@@ -13,6 +13,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -214,13 +215,30 @@ class TiktokenTokenizer:
         return text if len(tokens) <= max_tokens else self.decode(tokens[:max_tokens])
 
 
+# After a newline and before a digit or a backtick: where the bundled encodings' pre-tokenizers
+# always cut (see ``TiktokenTokenizer.counts_add_by_line``).
+_LINE_CUTS = re.compile(r"(?<=\n)(?=[0-9`])")
+
+
 def fits(tokenizer: Tokenizer, text: str, max_tokens: int) -> bool:
     """Whether ``text`` is at most ``max_tokens`` tokens.
 
     A token covers at least one UTF-8 byte, so a text with no more bytes than the budget
     fits without being tokenised: most descriptions and report contexts are that short.
+    With a tokenizer whose counts add up across line cuts, a longer text is counted piece
+    by piece only until past the budget: a large community's tables, thousands of rows
+    over a budget of a few hundred, are not tokenised whole to learn that they do not fit.
     """
-    return len(text.encode("utf-8")) <= max_tokens or tokenizer.count(text) <= max_tokens
+    if len(text.encode("utf-8")) <= max_tokens:
+        return True
+    if not getattr(tokenizer, "counts_add_by_line", False):
+        return tokenizer.count(text) <= max_tokens
+    total = 0
+    for piece in _LINE_CUTS.split(text):
+        total += tokenizer.count(piece)
+        if total > max_tokens:
+            return False
+    return True
 
 
 @lru_cache(maxsize=8)

@@ -375,6 +375,3 @@ class SingleFileStore:
     async def index_start_callback(self) -> None:
         self.reload_if_changed()
 
-    def _remember_committed_file(self) -> None:
-        after_commit(lambda: setattr(self, "_loaded_signature", self._signature()))
-

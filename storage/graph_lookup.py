@@ -14,17 +14,28 @@ GraphML is parsed whole as before.
 
 Nodes are kept in a :class:`KeyTable` by name; edges are found by the table slots
 of their two ends.
+
+The commits since the GraphML was last written whole sit in the graph's journal
+(``storage/journal.py``); :class:`JournaledLookup` answers through their net changes
+(:class:`GraphChanges`) laid over the index, so the index and the walk file are written
+only when the GraphML is.
 """
 from __future__ import annotations
 
 import logging
 import mmap
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, BinaryIO, Optional
+from typing import TYPE_CHECKING, Any, BinaryIO, Optional
 
 import numpy as np
 
+if TYPE_CHECKING:
+    import networkx as nx
+
+from .capabilities import WalkLinks
 from .graphml import GraphMLLayout, element_data, key_decoders, read_seal
+from .journal import REMOVED
 from .lookup_index import KeyTable, open_index, pack
 
 logger = logging.getLogger(__name__)
@@ -147,3 +158,153 @@ class GraphLookup:
     def edge(self, a: str, b: str) -> Optional[dict[str, Any]]:
         slot = self._edge_slot(a, b)
         return None if slot is None else self._element(int(self._edge_offset[slot]), int(self._edge_length[slot]))
+
+
+# A graph journal's entry keys name what a change is to: a node, an edge (its ends in sorted
+# order, as the graph is undirected) or a graph attribute. The separator is a character XML 1.0
+# cannot carry, so no node name holds it (``graphml.xml_safe`` drops it).
+_SEP = "\x1f"
+
+
+def node_entry(name: str) -> str:
+    return f"n{_SEP}{name}"
+
+
+def edge_entry(a: str, b: str) -> str:
+    return f"e{_SEP}{min(a, b)}{_SEP}{max(a, b)}"
+
+
+def attribute_entry(name: str) -> str:
+    return f"g{_SEP}{name}"
+
+
+def _replace(data: dict[str, Any], new: dict[str, Any]) -> None:
+    data.clear()
+    data.update(new)
+
+
+@dataclass
+class GraphChanges:
+    """A graph journal's net changes (``journal.net_changes``): each changed node's and edge's
+    attributes, whole (an upsert in the journal is the element's state at its commit, not a
+    merge), or ``REMOVED``, and the graph attributes set. A node's removal also lists its edges."""
+
+    nodes: dict[str, Any] = field(default_factory=dict)
+    edges: dict[tuple[str, str], Any] = field(default_factory=dict)  # (low end, high end)
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, changes: dict[str, Any]) -> GraphChanges:
+        parsed = cls()
+        for key, value in changes.items():
+            kind, _, rest = key.partition(_SEP)
+            if kind == "n":
+                parsed.nodes[rest] = value
+            elif kind == "e":
+                a, _, b = rest.partition(_SEP)
+                parsed.edges[(a, b)] = value
+            elif kind == "g":
+                parsed.attributes[rest] = value
+        return parsed
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes or self.edges or self.attributes)
+
+    def apply(self, graph: nx.Graph) -> None:
+        """Bring a graph read from the GraphML to the journal's last commit."""
+        for name, data in self.nodes.items():
+            if data is REMOVED:
+                if name in graph:
+                    graph.remove_node(name)
+            elif name in graph:
+                _replace(graph.nodes[name], data)
+            else:
+                graph.add_node(name, **data)
+        for (a, b), data in self.edges.items():
+            if data is REMOVED:
+                if graph.has_edge(a, b):
+                    graph.remove_edge(a, b)
+            elif graph.has_edge(a, b):
+                _replace(graph.edges[a, b], data)
+            else:
+                graph.add_edge(a, b, **data)
+        for name, value in self.attributes.items():
+            if value is REMOVED:
+                graph.graph.pop(name, None)
+            else:
+                graph.graph[name] = value
+
+
+def _source(data: dict[str, Any]) -> str:
+    return str(data.get("source_id") or "")
+
+
+class JournaledLookup:
+    """:class:`GraphLookup`'s answers about the GraphML's version brought to the journal's last
+    commit: a changed node or edge is answered from the changes, the rest from the index; a
+    node's neighbours are the index's less the removed edges, then the added ones (the order a
+    parse of the graph with the changes applied gives them)."""
+
+    def __init__(self, base: GraphLookup, changes: GraphChanges) -> None:
+        self.base, self.changes = base, changes
+        self.graphml, self.seal = base.graphml, base.seal
+        self._added: dict[str, list[str]] = {}  # node -> ends of edges the GraphML lacks
+        for (a, b), data in changes.edges.items():
+            if data is not REMOVED and not base.has_edge(a, b):
+                self._added.setdefault(a, []).append(b)
+                if a != b:
+                    self._added.setdefault(b, []).append(a)
+
+    def __len__(self) -> int:
+        return len(self.base) + sum((data is not REMOVED) - self.base.has_node(name)
+                                    for name, data in self.changes.nodes.items())
+
+    def _edge_change(self, a: str, b: str) -> Any:
+        """The edge's change; ``REMOVED`` also where an end was removed; None if unchanged."""
+        change = self.changes.edges.get((min(a, b), max(a, b)))
+        if change is None and REMOVED in (self.changes.nodes.get(a), self.changes.nodes.get(b)):
+            return REMOVED
+        return change
+
+    def has_node(self, name: str) -> bool:
+        change = self.changes.nodes.get(name)
+        return self.base.has_node(name) if change is None else change is not REMOVED
+
+    def node(self, name: str) -> Optional[dict[str, Any]]:
+        change = self.changes.nodes.get(name)
+        if change is None:
+            return self.base.node(name)
+        return None if change is REMOVED else change
+
+    def node_edges(self, name: str) -> Optional[list[tuple[str, str]]]:
+        if not self.has_node(name):
+            return None
+        kept = [(a, b) for a, b in self.base.node_edges(name) or () if self._edge_change(a, b) is not REMOVED]
+        return kept + [(name, other) for other in self._added.get(name, ())]
+
+    def degree(self, name: str) -> int:
+        return sum(2 if a == b else 1 for a, b in self.node_edges(name) or ())
+
+    def has_edge(self, a: str, b: str) -> bool:
+        change = self._edge_change(a, b)
+        return self.base.has_edge(a, b) if change is None else change is not REMOVED
+
+    def edge(self, a: str, b: str) -> Optional[dict[str, Any]]:
+        change = self._edge_change(a, b)
+        if change is None:
+            return self.base.edge(a, b)
+        return None if change is REMOVED else change
+
+    def walk_links(self, links: WalkLinks) -> WalkLinks:
+        """The walk file's links (of the GraphML) with the changes applied."""
+        if not self.changes:
+            return links
+        node_changes = self.changes.nodes
+        nodes = [(name, source if (change := node_changes.get(name)) is None else _source(change))
+                 for name, source in links[0] if node_changes.get(name) is not REMOVED]
+        nodes += [(name, _source(data)) for name, data in node_changes.items()
+                  if data is not REMOVED and not self.base.has_node(name)]
+        edges = [(a, b) for a, b in links[1] if self._edge_change(a, b) is not REMOVED]
+        edges += [(a, b) for (a, b), data in self.changes.edges.items()
+                  if data is not REMOVED and not self.base.has_edge(a, b)]
+        return nodes, edges

@@ -1,4 +1,5 @@
-"""Entity graph kept in ``graph_{namespace}.graphml``."""
+"""Entity graph kept in ``graph_{namespace}.graphml``, with the commits since it was last written
+whole in ``graph_{namespace}.journal.jsonl``."""
 from __future__ import annotations
 
 import json
@@ -12,26 +13,47 @@ if TYPE_CHECKING:
     import networkx as nx
 
 from .base import BaseGraphStorage, ClusterMemberships, KeepsWalkLinks, WalkLinks, walk_links_from_graph
-from .files import SingleFileStore, StorageFileError, atomic_write_bytes, atomic_write_via
-from .graph_lookup import GraphLookup, build_lookup_index
+from .files import StorageFileError, atomic_write_bytes, atomic_write_via
+from .graph_lookup import (
+    GraphChanges,
+    GraphLookup,
+    JournaledLookup,
+    attribute_entry,
+    build_lookup_index,
+    edge_entry,
+    node_entry,
+)
 from .graph_walk import build_walk_file, read_walk_file
-from .graphml import GraphMLLayout, read_graphml, safe_attrs, write_graphml, xml_safe
+from .graphml import GraphMLLayout, read_graphml, safe_attrs, scalar_attrs, write_graphml, xml_safe
+from .journal import REMOVED, JournaledFile, change_lines, journal_for, net_changes, read_journal
 from .lookup_index import ParsedOnDemand
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, ClusterMemberships, KeepsWalkLinks):
+class NetworkXStorage(ParsedOnDemand, JournaledFile, BaseGraphStorage, ClusterMemberships, KeepsWalkLinks):
     """The graph, parsed whole only when something needs all of it (an insert, clustering,
     ``.graph``). Until then, the point reads a query makes go through a lookup index
     written beside the GraphML (see ``graph_lookup``), or parse the whole file where
-    there is none."""
+    there is none.
+
+    A commit into a large GraphML appends the nodes, edges and graph attributes it changed
+    (each whole, or its removal) to the journal instead of rewriting the GraphML, its index
+    and its walk file, by the rules of :class:`storage.journal.JournaledFile` (folded at a
+    share of the file, at ``close()`` and at interpreter exit); opening lays the journal over
+    the index (:class:`graph_lookup.JournaledLookup`) or applies it to the parsed graph."""
 
     _parsed: Optional[nx.Graph] = field(default=None, init=False, repr=False)
-    _lookup: Optional[GraphLookup] = field(default=None, init=False, repr=False)
+    _lookup: Optional[JournaledLookup] = field(default=None, init=False, repr=False)
     _dirty: bool = field(default=False, init=False, repr=False)
-    _loaded_signature: Optional[tuple[int, ...]] = field(default=None, init=False, repr=False)
+    _loaded_signature: Optional[tuple[Any, ...]] = field(default=None, init=False, repr=False)
+    # What changed since the last commit: entry key (``graph_lookup.node_entry`` ...) -> the
+    # live attribute dict (or value) to journal at the commit, or REMOVED.
+    _changed: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _must_fold: bool = field(default=False, init=False, repr=False)
+    # The journal's net changes read at load, applied when the graph is parsed from the GraphML.
+    _replayed: GraphChanges = field(default_factory=GraphChanges, init=False, repr=False)
     # Community id -> nodes whose ``clusters`` named it since the graph was read: a superset
     # (entries go stale, never missing), so a small write finds a community's members without
     # reading every node. Built on first use; None until then.
@@ -41,6 +63,7 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
         self._file_name = self.path_for(f"graph_{self.namespace}.graphml")
         self._index_name = self.path_for(f"graph_{self.namespace}.graphml.index")
         self._walk_name = self.path_for(f"graph_{self.namespace}.graphml.walk")
+        self._journal_name = journal_for(self._file_name)
         self._load()
 
     def _parse(self, source: Union[str, BinaryIO]) -> nx.Graph:
@@ -54,33 +77,48 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
             ) from exc
 
     def _load(self) -> None:
-        self._dirty = False
+        self._dirty, self._must_fold, self._changed = False, False, {}
         self._lookup, self._members = None, None
+        # The file, then the journal, as the KV store: a fold by another process in between
+        # leaves an older state, noticed by the signature at the next ``reload_if_changed``.
+        self._loaded_signature = self._signature()
         try:
             f = open(self._file_name, "rb")
         except FileNotFoundError:
+            f = None
+        if f is None:
             import networkx as nx
 
-            self._loaded_signature, self._parsed = None, nx.Graph()
-            return
-        with f:
-            st = os.fstat(f.fileno())
-            self._loaded_signature = (st.st_mtime_ns, st.st_size, st.st_ino)
-            self._lookup = GraphLookup.open(f, self._index_name)
-            self._parsed = None if self._lookup is not None else self._parse(f)
-        logger.debug("Opened graph %s: %s", self.namespace,
+            self._parsed, lookup = nx.Graph(), None
+        else:
+            with f:
+                lookup = GraphLookup.open(f, self._index_name)
+                self._parsed = None if lookup is not None else self._parse(f)
+        entries = read_journal(self._journal_name)
+        changes = GraphChanges.parse(net_changes(entries))
+        if lookup is not None:
+            self._lookup = JournaledLookup(lookup, changes)
+        else:
+            changes.apply(self._graph)
+            # A GraphML with no index that describes it (written by another tool): the next
+            # commit writes it whole with one, or every reader would go on parsing it whole.
+            self._must_fold = f is not None
+        self._dirty = bool(entries)  # a small file takes the journal in at the next commit
+        logger.debug("Opened graph %s: %s (%d journal entries)", self.namespace,
                      f"{len(self._lookup)} nodes, indexed" if self._lookup is not None else
-                     f"{self._graph.number_of_nodes()} nodes, {self._graph.number_of_edges()} edges")
+                     f"{self._graph.number_of_nodes()} nodes, {self._graph.number_of_edges()} edges", len(entries))
 
-    def _parse_mapped(self, lookup: GraphLookup) -> nx.Graph:
+    def _parse_mapped(self, lookup: JournaledLookup) -> nx.Graph:
         lookup.graphml.seek(0)
-        return self._parse(lookup.graphml)  # type: ignore[arg-type]
+        graph = self._parse(lookup.graphml)  # type: ignore[arg-type]
+        lookup.changes.apply(graph)
+        return graph
 
     @property
     def _graph(self) -> nx.Graph:
         return self._whole()
 
-    def _write_files(self) -> None:
+    def _write_whole(self) -> None:
         graph = self._graph
         layouts: list[GraphMLLayout] = []
         atomic_write_via(self._file_name, lambda tmp: layouts.append(write_graphml(graph, tmp)))
@@ -88,7 +126,11 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
         # reader between the two renames sees an index that does not match and ignores it.
         atomic_write_bytes(self._index_name, build_lookup_index(layouts[0]))
         atomic_write_bytes(self._walk_name, build_walk_file(graph, layouts[0]))
-        self._remember_committed_file()
+
+    def _journal_line(self) -> bytes:
+        # The changed elements' attributes as they are now (what GraphML would carry), whole.
+        return change_lines({key: value if value is REMOVED or not isinstance(value, dict) else scalar_attrs(value)
+                             for key, value in self._changed.items()})
 
     @property
     def graph(self) -> nx.Graph:
@@ -130,25 +172,37 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
         return list(self._graph.edges(source_node_id))
 
     async def upsert_node(self, node_id: str, node_data: dict[str, Any]) -> None:
-        node_id = xml_safe(node_id)
-        self._graph.add_node(node_id, **safe_attrs(node_data))
+        node_id, graph = xml_safe(node_id), self._graph
+        graph.add_node(node_id, **safe_attrs(node_data))
+        self._changed[node_entry(node_id)] = graph.nodes[node_id]
         self._note_members(node_id, node_data.get("clusters"))
         self._dirty = True
 
     async def upsert_edge(self, source_node_id: str, target_node_id: str, edge_data: dict[str, Any]) -> None:
-        self._graph.add_edge(xml_safe(source_node_id), xml_safe(target_node_id), **safe_attrs(edge_data))
+        a, b, graph = xml_safe(source_node_id), xml_safe(target_node_id), self._graph
+        for end in (a, b):
+            if end not in graph:  # added by the edge, as networkx's add_edge would
+                graph.add_node(end)
+                self._changed[node_entry(end)] = graph.nodes[end]
+        graph.add_edge(a, b, **safe_attrs(edge_data))
+        self._changed[edge_entry(a, b)] = graph.edges[a, b]
         self._dirty = True
 
     async def delete_node(self, node_id: str) -> None:
-        node_id = xml_safe(node_id)
-        if self._graph.has_node(node_id):
-            self._graph.remove_node(node_id)
+        node_id, graph = xml_safe(node_id), self._graph
+        if graph.has_node(node_id):
+            # Its edges go with it: each is journaled as removed, so a reader of the index
+            # (which lists them) needs no rule for it.
+            self._changed.update(dict.fromkeys((edge_entry(node_id, other) for other in graph.adj[node_id]), REMOVED))
+            self._changed[node_entry(node_id)] = REMOVED
+            graph.remove_node(node_id)
             self._dirty = True
 
     async def delete_edge(self, source_node_id: str, target_node_id: str) -> None:
         a, b = xml_safe(source_node_id), xml_safe(target_node_id)
         if self._graph.has_edge(a, b):
             self._graph.remove_edge(a, b)
+            self._changed[edge_entry(a, b)] = REMOVED
             self._dirty = True
 
     # Read through the public iterators that hand out networkx's own attribute dicts
@@ -171,7 +225,7 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
         process); from the parsed graph otherwise, or where the file is missing or stale."""
         lookup = self._points()
         links = read_walk_file(self._walk_name, lookup.seal, len(lookup.graphml)) if lookup is not None else None
-        return links if links is not None else await walk_links_from_graph(self)
+        return lookup.walk_links(links) if lookup is not None and links is not None else await walk_links_from_graph(self)
 
     async def get_adjacency(self) -> Mapping[str, Mapping[str, dict]]:
         return dict(self._graph.adjacency())
@@ -188,7 +242,7 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
         for node, value in clusters.items():
             self._graph.nodes[node]["clusters"] = value
         self._members = None
-        self._dirty = True
+        self._must_fold = self._dirty = True  # every node changes: the GraphML is written whole
 
     async def update_node_clusters(self, changes: dict[str, str]) -> None:
         """Only these nodes' memberships are written ("": none), not every node's."""
@@ -199,6 +253,7 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
                 self._note_members(node, value)
             else:
                 nodes[node].pop("clusters", None)
+            self._changed[node_entry(node)] = nodes[node]
         self._dirty = True
 
     async def nodes_in_clusters(self, cluster_ids: list[int]) -> list[tuple[str, dict]]:
@@ -243,10 +298,11 @@ class NetworkXStorage(ParsedOnDemand, SingleFileStore, BaseGraphStorage, Cluster
 
     async def set_graph_attribute(self, name: str, value: str) -> None:
         self._graph.graph[name] = value
+        self._changed[attribute_entry(name)] = value
         self._dirty = True
 
     async def drop(self) -> None:
         import networkx as nx
 
         self._parsed, self._lookup, self._members = nx.Graph(), None, None
-        self._dirty = True
+        self._must_fold = self._dirty = True

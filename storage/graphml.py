@@ -32,15 +32,15 @@ def safe_attrs(data: dict[str, Any]) -> dict[str, Any]:
 _GRAPHML_TYPES = {bool: "boolean", int: "long", float: "double", str: "string"}
 
 
-def _scalars(data: dict[str, Any]) -> dict[str, Any]:
-    # Like networkx's reader/writer pair: only scalar attributes travel in GraphML.
+def scalar_attrs(data: dict[str, Any]) -> dict[str, Any]:
+    """The attributes GraphML carries: like networkx's reader/writer pair, only scalars."""
     return {k: v for k, v in data.items() if type(v) in _GRAPHML_TYPES}
 
 
 def _attribute_types(items: Any) -> dict[str, type]:
     types: dict[str, type] = {}
     for data in items:
-        for name, value in _scalars(data).items():
+        for name, value in scalar_attrs(data).items():
             seen = types.setdefault(name, type(value))
             if seen is not type(value):
                 types[name] = float if {seen, type(value)} <= {int, float} else str
@@ -91,7 +91,7 @@ def write_graphml(graph: nx.Graph, path: str) -> GraphMLLayout:
         return "".join(
             f'<data key="{keys[(scope, name)]}">'
             f'{("true" if value else "false") if types[name] is bool else escape(str(value))}</data>'
-            for name, value in _scalars(attrs).items()
+            for name, value in scalar_attrs(attrs).items()
         )
 
     layout = GraphMLLayout(seal="", size=0, keys={

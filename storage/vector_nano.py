@@ -39,6 +39,22 @@ def _nano_vectordb_class() -> Any:
     return _NanoVectorDB
 
 
+_blas_threads: Any = None
+
+
+def _blas_on_one_thread() -> Any:
+    """A context in which BLAS runs on the calling thread alone. A query's matrix-vector product
+    is memory-bound and takes well under a millisecond on one thread, but OpenBLAS splits it
+    over its threads once the matrix passes a size threshold (a few thousand vectors), and
+    their hand-off and spin-waiting then cost many times the product itself."""
+    global _blas_threads
+    if _blas_threads is None:
+        from threadpoolctl import ThreadpoolController
+
+        _blas_threads = ThreadpoolController()
+    return _blas_threads.limit(limits=1, user_api="blas")
+
+
 class EmbeddingDimensionError(StorageFileError):
     """The file on disk was built with another embedding model."""
 
@@ -188,9 +204,10 @@ class NanoVectorDBStorage(JournaledFile, BaseVectorStorage):
         if len(self._client) == 0 or top_k <= 0:
             return []
         vector = (await self._embed([query]))[0]
-        results = self._client.query(
-            query=vector, top_k=top_k, better_than_threshold=self.cosine_better_than_threshold
-        )
+        with _blas_on_one_thread():
+            results = self._client.query(
+                query=vector, top_k=top_k, better_than_threshold=self.cosine_better_than_threshold
+            )
         return [
             {**{k: v for k, v in r.items() if not k.startswith("__")}, "id": r["__id__"], "distance": float(r["__metrics__"])}
             for r in results

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import textwrap
 from typing import Any
 
 import pytest
@@ -45,3 +48,21 @@ def commit_killed_mid_append(store: Any, directory: Any, monkeypatch: Any, torn:
     with pytest.raises(KeyboardInterrupt):
         committed(store, directory)
     monkeypatch.undo()
+
+
+def run_journaling_writer(working_dir: Any, then: str) -> str:
+    """Run, in a process of its own, a writer whose every store journals (whatever its file's
+    size, never folding by share) inserting two documents, then the code ``then`` (``rag`` is
+    the instance); returns what the process printed."""
+    script = textwrap.dedent(f"""
+        import graphrag.storage.journal as commit_journal
+        commit_journal.JOURNAL_FROM_BYTES, commit_journal.FOLD_AT_SHARE = 0, 1000.0
+        from graphrag import GraphRAG, hash_embedding
+        rag = GraphRAG(working_dir={str(working_dir)!r}, embedding_func=hash_embedding(32), extraction="nlp",
+                       show_progress=False)
+        rag.insert("Ada Lovelace wrote the first program for the Analytical Engine in London.")
+        rag.insert("Charles Babbage designed the Analytical Engine in London.")
+    """) + textwrap.dedent(then)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout

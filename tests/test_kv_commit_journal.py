@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from helpers_storage import commit_killed_mid_append, committed, kv, run
+from helpers_storage import commit_killed_mid_append, committed, kv, run, run_journaling_writer
 
 import graphrag.storage.files as files
 import graphrag.storage.journal as commit_journal
@@ -177,24 +177,17 @@ def test_a_deletion_from_the_eager_journal_waits_for_the_commit_which_folds(conf
 def test_a_script_that_never_closes_leaves_whole_json_files_at_exit(tmp_path):
     """nano-graphrag's examples insert and exit without ``close()``: the journals their large
     stores were given are folded as the interpreter exits, so the JSON files hold every record."""
-    import subprocess
-    import sys
-    import textwrap
-
     wd = tmp_path / "wd"
-    script = textwrap.dedent(f"""
-        import graphrag.storage.journal as commit_journal
-        commit_journal.JOURNAL_FROM_BYTES, commit_journal.FOLD_AT_SHARE = 0, 1000.0  # every store journals
-        from graphrag import GraphRAG, hash_embedding
-        rag = GraphRAG(working_dir={str(wd)!r}, embedding_func=hash_embedding(32), extraction="nlp",
-                       show_progress=False)
-        rag.insert("Ada Lovelace wrote the first program for the Analytical Engine in London.")
-        rag.insert("Charles Babbage designed the Analytical Engine in London.")
+    stdout = run_journaling_writer(wd, f"""
         import glob, os
-        print(len(glob.glob(os.path.join({str(wd)!r}, "vdb_*.journal.jsonl"))))
+        print(len(glob.glob(os.path.join({str(wd)!r}, "vdb_*.journal.jsonl"))),
+              len(glob.glob(os.path.join({str(wd)!r}, "graph_*.journal.jsonl"))),
+              len(rag.stores.graph.graph))
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert int(done.stdout.split()[-1]) > 0  # journaled while the script ran
+    vector_journals, graph_journals, nodes = map(int, stdout.split()[-3:])
+    assert vector_journals > 0 and graph_journals == 1  # journaled while the script ran
     assert not list(wd.glob("*.journal.jsonl"))
     assert len(json.loads((wd / "kv_store_full_docs.json").read_text())) == 2
+    import networkx as nx
+
+    assert nx.read_graphml(wd / "graph_chunk_entity_relation.graphml").number_of_nodes() == nodes > 0

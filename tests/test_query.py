@@ -234,7 +234,8 @@ def test_pack_csv_section_never_exceeds(budget: int) -> None:
 
 def test_largest_fitting_prefix_is_exact_whatever_the_estimate() -> None:
     """The estimate (an upper guess) only bounds the search and saves counting: the answer
-    is the largest fitting prefix up to it, and a right estimate costs at most four counts."""
+    is the largest fitting prefix up to it, and a right estimate costs at most four counts;
+    two where it takes every item and they all fit."""
     rng = random.Random(7)
     words = [" ".join(["word"] * rng.randint(1, 30)) for _ in range(25)]
 
@@ -261,6 +262,10 @@ def test_largest_fitting_prefix_is_exact_whatever_the_estimate() -> None:
             Counting.calls = 0
             largest_fitting_prefix(len(words), render, budget, Counting(), expected + 2)
             assert Counting.calls <= 3 + 1  # render(0), then estimate - 2 upwards
+        if expected == len(words):
+            Counting.calls = 0
+            assert largest_fitting_prefix(len(words), render, budget, Counting(), len(words))[0] == expected
+            assert Counting.calls == 2  # render(0), then every item at once
 
 
 # --------------------------------------------------------------------------- QueryParam

@@ -160,6 +160,37 @@ def test_vector_round_trip_query_threshold_delete(config, tmp_path):
     run(main())
 
 
+def test_vector_search_runs_blas_on_one_thread_and_restores_it(config, monkeypatch):
+    """A query's matrix-vector product is too small to gain from BLAS threads (their hand-off
+    costs more than it): the search runs on one, and the process's setting is left as it was."""
+    from nano_vectordb import NanoVectorDB
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads() -> set[int]:
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    seen: list[set[int]] = []
+    search = NanoVectorDB.query
+
+    def watched(self, *args, **kwargs):
+        seen.append(blas_threads())
+        return search(self, *args, **kwargs)
+
+    monkeypatch.setattr(NanoVectorDB, "query", watched)
+
+    async def main():
+        store = vdb(config, cosine_better_than_threshold=-1.0)
+        await store.upsert({"a": {"content": "apple fruit", "entity_name": "A"},
+                            "b": {"content": "car engine", "entity_name": "B"}})
+        return await store.query("apple fruit", top_k=2)
+
+    with threadpool_limits(2, user_api="blas"):
+        before = blas_threads()
+        results = run(main())
+        assert blas_threads() == before
+    assert [r["id"] for r in results] == ["a", "b"] and seen == [{1}]
+
+
 def test_vector_threshold_from_config_kwargs(tmp_path):
     config = GraphRAGConfig(working_dir=str(tmp_path),
                             vector_db_storage_cls_kwargs={"query_better_than_threshold": 0.7})

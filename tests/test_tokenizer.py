@@ -140,6 +140,30 @@ def test_fits_skips_tokenising_short_texts():
     assert not fits(tok, "longer text", 5) and tok.calls == 1
 
 
+@pytest.mark.parametrize("encoding", ["gpt-4o", "cl100k_base"])
+def test_a_table_over_its_budget_is_counted_only_until_past_it(encoding):
+    """Counted piece by piece at the line cuts, a table is found to fit or not exactly as
+    counting it whole finds, and one far over the budget is not tokenised whole."""
+    tok = get_tokenizer(encoding)
+    cells = ['plain words', 'a "quoted", cell', 'ends with a newline\n', '1990\n2001 dates', '```fenced```',
+             '中文的描述。', 'emoji 🙂!', '  leading spaces', 'trailing. ']
+    lines = [f'{i},"{cells[i % len(cells)]}",{cells[(i * 4) % len(cells)]}\n' for i in range(300)]
+    text = "-----Entities-----\n```csv\nid,name,description\n" + "".join(lines) + "```\n"
+    n = tok.count(text)
+    for budget in (0, 1, 50, n // 2, n - 1, n, n + 1):
+        assert fits(tok, text, budget) == (n <= budget)
+
+    class Counting:
+        counts_add_by_line = True
+        counted = 0
+
+        def count(self, piece):
+            Counting.counted += len(piece)
+            return tok.count(piece)
+
+    assert not fits(Counting(), text, 200) and Counting.counted < len(text) // 10
+
+
 def test_unknown_model_falls_back_to_o200k():
     tok = TiktokenTokenizer("my-private-model-xyz")
     assert tok.encoding_name == "o200k_base"
