@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
@@ -37,6 +39,28 @@ def _nano_vectordb_class() -> Any:
             root.setLevel(level)
         _NanoVectorDB = NanoVectorDB
     return _NanoVectorDB
+
+
+_blas_lock = threading.Lock()
+_blas_controller: Any = None
+
+
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """BLAS on the calling thread only, for one search. A search is one matrix-vector product;
+    OpenBLAS splits a large one over every core, and its threads then spin waiting for more
+    work, which cost several times the product's own CPU a query (benchmarks/README.md,
+    "The local query's CPU"), and the split's partial sums make the scores depend on the
+    machine's core count. The limit is process-wide, so searches take it one at a time and
+    each restores what it found."""
+    global _blas_controller
+    with _blas_lock:
+        if _blas_controller is None:
+            from threadpoolctl import ThreadpoolController
+
+            _blas_controller = ThreadpoolController()
+        with _blas_controller.limit(limits=1, user_api="blas"):
+            yield
 
 
 class EmbeddingDimensionError(StorageFileError):
@@ -188,9 +212,10 @@ class NanoVectorDBStorage(JournaledFile, BaseVectorStorage):
         if len(self._client) == 0 or top_k <= 0:
             return []
         vector = (await self._embed([query]))[0]
-        results = self._client.query(
-            query=vector, top_k=top_k, better_than_threshold=self.cosine_better_than_threshold
-        )
+        with _one_blas_thread():
+            results = self._client.query(
+                query=vector, top_k=top_k, better_than_threshold=self.cosine_better_than_threshold
+            )
         return [
             {**{k: v for k, v in r.items() if not k.startswith("__")}, "id": r["__id__"], "distance": float(r["__metrics__"])}
             for r in results

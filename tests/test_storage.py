@@ -160,6 +160,36 @@ def test_vector_round_trip_query_threshold_delete(config, tmp_path):
     run(main())
 
 
+def test_vector_search_runs_blas_on_one_thread_and_restores_the_limit(config, monkeypatch):
+    """A search is one matrix-vector product: OpenBLAS's threads would cost more CPU than they save
+    and make the scores depend on the core count; the process's own limit is back afterwards."""
+    from nano_vectordb import NanoVectorDB
+    from threadpoolctl import threadpool_info
+
+    def blas_threads() -> list[int]:
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    during: list[list[int]] = []
+    search = NanoVectorDB.query
+
+    def recording(self, *args, **kwargs):
+        during.append(blas_threads())
+        return search(self, *args, **kwargs)
+
+    monkeypatch.setattr(NanoVectorDB, "query", recording)
+
+    async def main():
+        store = vdb(config, cosine_better_than_threshold=-1.0)
+        await store.upsert({f"id-{i}": {"content": f"item {i} word{i % 7}", "entity_name": f"E{i}"} for i in range(50)})
+        before = blas_threads()
+        hits = await store.query("item 3 word3", top_k=5)
+        assert hits[0]["id"] == "id-3"
+        assert during and during[-1] and all(n == 1 for n in during[-1])
+        assert blas_threads() == before
+
+    run(main())
+
+
 def test_vector_threshold_from_config_kwargs(tmp_path):
     config = GraphRAGConfig(working_dir=str(tmp_path),
                             vector_db_storage_cls_kwargs={"query_better_than_threshold": 0.7})
