@@ -16,6 +16,7 @@ from graphrag.prompts import load as load_prompt
 from graphrag.prompts import render as render_prompt
 
 from .modes import get_mode
+from .text_cache import TextCache
 from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -69,14 +70,36 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _render_line(row: Sequence[Any]) -> str:
+    """One row as a CSV line, standard quoting, without its newline."""
+    buf = io.StringIO()
+    csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n").writerow([_cell(v) for v in row])
+    return buf.getvalue()[:-1]
+
+
+# A row's line after its number, by the row's other cells as text: the same records' rows come
+# back in every query, numbered differently (kept while their lines hold up to this many characters).
+_RESTS: TextCache[tuple[str, ...], str] = TextCache(1 << 22, lambda _, rest: len(rest))
+
+
+def _numbered(row: Sequence[Any]) -> Optional[tuple[str, str]]:
+    """``(number, rest)`` of a row whose first cell is an int, its line being ``number + rest``
+    (rest starts with the comma; cells are quoted one by one); None for any other row."""
+    if len(row) < 2 or type(row[0]) is not int:
+        return None
+    cells = tuple([_cell(v) for v in row[1:]])
+    return str(row[0]), _RESTS.get(cells, lambda: _render_line(("0", *cells))[1:])
+
+
+def _row_line(row: Sequence[Any]) -> str:
+    parts = _numbered(row)
+    return _render_line(row) if parts is None else parts[0] + parts[1]
+
+
 def rows_to_csv_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A CSV table (header first) with standard quoting for commas, quotes and newlines."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
-    writer.writerow([_cell(h) for h in header])
-    for row in rows:
-        writer.writerow([_cell(v) for v in row])
-    return buf.getvalue().rstrip("\n")
+    # As one writer writes it: the lines one after another, trailing newlines dropped.
+    return (_render_line(header) + "".join(["\n" + _row_line(row) for row in rows])).rstrip("\n")
 
 
 def csv_section(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -139,14 +162,18 @@ def section_counter(title: str, header: Sequence[str], rows: Sequence[Sequence[A
     fence, header line), each row's line with its newline, and the closing fence. For a
     tokenizer with ``counts_add_by_line`` the count of a text cut there is the sum of its
     parts' counts: every row starts with its number, and its pre-tokenizer never joins a
-    newline with a digit or a backtick after it."""
+    newline with a digit or a backtick after it; nor a number with the comma after it, so a
+    row's line counts as its number plus the rest, which the tokenizer remembers per record."""
     head = tokenizer.count(f"-----{title}-----\n```csv\n{rows_to_csv_table(header, [])}\n")
     sums = [head + tokenizer.count("```")]
 
     def count(k: int) -> int:
         while len(sums) <= k:
-            line = rows_to_csv_table([], [rows[len(sums) - 1]])[1:]  # [1:]: the empty header's newline
-            sums.append(sums[-1] + tokenizer.count(line + "\n"))
+            row = rows[len(sums) - 1]
+            parts = _numbered(row)
+            line = (tokenizer.count(parts[0]) + tokenizer.count(parts[1] + "\n") if parts is not None
+                    else tokenizer.count(_render_line(row) + "\n"))
+            sums.append(sums[-1] + line)
         return sums[k]
 
     return count
@@ -154,7 +181,10 @@ def section_counter(title: str, header: Sequence[str], rows: Sequence[Sequence[A
 
 def row_cost(row: Sequence[Any], tokenizer: Tokenizer) -> int:
     """A row's own tokens, as a table of it alone counts them: what packing estimates from."""
-    return tokenizer.count(rows_to_csv_table([], [row]))
+    parts = _numbered(row) if getattr(tokenizer, "counts_add_by_line", False) else None
+    if parts is None:
+        return tokenizer.count(rows_to_csv_table([], [row]))
+    return tokenizer.count("\n") + tokenizer.count(parts[0]) + tokenizer.count(parts[1])
 
 
 def _estimate(n_items: int, fixed: int, costs: Iterable[int], max_tokens: int) -> int:

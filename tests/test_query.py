@@ -23,6 +23,7 @@ from graphrag.operators.query_context import (
     pack_csv_section,
     pack_texts,
     pack_while_reading,
+    row_cost,
     rows_to_csv_table,
     section_counter,
 )
@@ -35,6 +36,7 @@ from graphrag.operators.query_local import (
     local_query,
 )
 from graphrag.operators.query_naive import build_naive_context, naive_query
+from graphrag.operators.text_cache import TextCache
 from graphrag.operators.tokenizer import get_tokenizer
 from graphrag.query_param import QueryParam
 from graphrag.schema import GRAPH_FIELD_SEP
@@ -349,6 +351,68 @@ def test_a_section_counts_as_the_sum_of_its_lines(encoding: str) -> None:
     for k in range(1, len(rows) + 1):
         assert count(k) == tokenizer.count(csv_section("Relationships", ["id", "source", "description", "weight"],
                                                        rows[:k]))
+
+
+def _csv_reference(rows: list[list[Any]]) -> str:
+    """What one csv writer writes for ``rows`` (cells as packing renders them), trailing newlines cut."""
+    import csv
+    import io
+
+    def cell(v: Any) -> str:
+        return "" if v is None else str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
+    for row in rows:
+        writer.writerow([cell(v) for v in row])
+    return buf.getvalue().rstrip("\n")
+
+
+@pytest.mark.parametrize("encoding", ["gpt-4o", "cl100k_base"])
+def test_a_row_counts_as_its_number_plus_the_rest(encoding: str) -> None:
+    """Rows are rendered and counted from their text after the number, kept per record: the
+    table is what one csv writer writes, and each row's count is the whole row's, for numbers
+    of any length and cells starting with digits, commas, quotes, spaces or other scripts.
+    Cells equal as values but not as text (``True`` and ``1``, ``1.0`` and ``1``) stay apart."""
+    tokenizer = get_tokenizer(encoding)
+    cells = ['plain words', '"quoted" first', ',comma first', ' space first', '1990 starts with digits', '12,5',
+             '中文的描述。', 'emoji 🙂!', '', 'ends with a newline\n', True, 1, 1.0, 2.5, None, 'x' * 300]
+    numbers = [0, 7, 42, 999, 1000, 1234, 100000]
+    rows: list[list[Any]] = [[numbers[i % len(numbers)], cells[i % len(cells)], cells[(i * 7 + 3) % len(cells)]]
+                             for i in range(len(cells) * 3)]
+    numbered = len(rows)  # sections hold numbered rows only (section_counter)
+    rows += [[5, ""], [5], [], [""], ["text first", 1], [True, "a bool first"], [2.0, "a float first"]]
+    for row in rows:
+        whole = rows_to_csv_table([], [row])
+        assert whole == "\n" + _csv_reference([row]) if row else whole == ""
+        assert row_cost(row, tokenizer) == len(tokenizer.encode(whole))
+    header = ["id", "a", "b"]
+    assert rows_to_csv_table(header, rows) == _csv_reference([header, *rows])
+    for k in (1, 10, numbered):
+        text = csv_section("Entities", header, rows[:k])
+        assert section_counter("Entities", header, rows, tokenizer)(k) == len(tokenizer.encode(text))
+
+
+def test_text_cache_keeps_the_recently_used_within_its_size() -> None:
+    """Entries past the size in characters go least recently used first; one larger than the
+    whole size is computed but not kept."""
+    computed: list[str] = []
+
+    def value(key: str) -> Any:
+        return lambda: computed.append(key) or key.upper()
+
+    cache: TextCache[str, str] = TextCache(10, lambda key, _: len(key))
+    for key in ("aaa", "bbb", "ccc"):
+        assert cache.get(key, value(key)) == key.upper()
+    assert cache.get("aaa", value("aaa")) == "AAA" and computed == ["aaa", "bbb", "ccc"]  # kept: not computed again
+    cache.get("dddd", value("dddd"))  # 13 characters: the least recently used ("bbb") goes
+    assert cache.chars <= 10 and len(cache) == 3
+    cache.get("bbb", value("bbb"))
+    assert computed[-1] == "bbb"
+    cache.get("x" * 11, value("x" * 11))
+    assert len(cache) == 3 and cache.chars <= 10
+    cache.get("x" * 11, value("x" * 11))
+    assert computed.count("x" * 11) == 2
 
 
 @pytest.mark.parametrize("budget", [0, 30, 200, 900, 5000])

@@ -1,0 +1,55 @@
+"""A bounded memo of values computed from texts: what queries recompute for the same records.
+
+Queries render and count the same entity, relation and passage rows again and again (a hub
+entity is in most questions' contexts). What is kept is a pure function of its key (the
+record's text), so a record another write changed is simply another key: nothing needs
+invalidating, and the least recently used entries go once the kept texts pass a size in
+characters, so memory stays bounded however large the corpus grows.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Callable, Generic, Hashable, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class TextCache(Generic[K, V]):
+    """``compute()``'s value per key, the least recently used dropped first once the entries'
+    ``size(key, value)`` add up to more than ``max_chars``. Safe to share between threads."""
+
+    def __init__(self, max_chars: int, size: Callable[[K, V], int]) -> None:
+        self.max_chars = max_chars
+        self._size = size
+        self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: K, compute: Callable[[], V]) -> V:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                return found[0]
+        value = compute()
+        size = self._size(key, value)
+        if size > self.max_chars:
+            return value
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = (value, size)
+                self._chars += size
+                while self._chars > self.max_chars:
+                    _, (_, dropped) = self._items.popitem(last=False)
+                    self._chars -= dropped
+        return value
+
+    @property
+    def chars(self) -> int:
+        """The kept entries' total size."""
+        return self._chars
+
+    def __len__(self) -> int:
+        return len(self._items)
