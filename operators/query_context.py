@@ -79,7 +79,7 @@ def _render_line(row: Sequence[Any]) -> str:
 
 # A row's line after its number, by the row's other cells as text: the same records' rows come
 # back in every query, numbered differently (kept while their lines hold up to this many characters).
-_RESTS: TextCache[tuple[str, ...], str] = TextCache(1 << 22, lambda _, rest: len(rest))
+_RESTS: TextCache[tuple[str, ...], str] = TextCache(1 << 23, lambda _, rest: len(rest))
 
 
 def _numbered(row: Sequence[Any]) -> Optional[tuple[str, str]]:

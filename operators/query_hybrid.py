@@ -157,6 +157,7 @@ def personalized_pagerank(transition_t: "csr_matrix", restart: np.ndarray) -> np
 class Ranking:
     chunk_ids: list[str]  # every chunk the walk reached or the vector search found, best first
     entity_scores: dict[str, float]  # every reached entity, best first
+    named: list[str]  # the entities the question names (link_entities), strongest match first
 
 
 def fuse(rankings: list[list[str]], k: int = RRF_K) -> list[str]:
@@ -166,8 +167,8 @@ def fuse(rankings: list[list[str]], k: int = RRF_K) -> list[str]:
     for ranking in rankings:
         for position, item in enumerate(ranking):
             scores[item] = scores.get(item, 0.0) + 1.0 / (k + position)
-    first_seen = {item: i for i, item in enumerate(dict.fromkeys(i for r in rankings for i in r))}
-    return sorted(scores, key=lambda item: (-scores[item], first_seen[item]))
+    # ``scores`` holds the ids in order of first appearance, which a stable sort keeps for ties.
+    return sorted(scores, key=scores.__getitem__, reverse=True)
 
 
 async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Ranking]:
@@ -187,7 +188,8 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
     chunks = index.chunks + unlinked
     size = len(index.entities) + len(chunks)
     entity_seed = np.zeros(size)
-    for i, strength in link_entities(question, index).items():
+    linked = link_entities(question, index)
+    for i, strength in linked.items():
         entity_seed[i] = strength * index.specificity[i]
     chunk_seed = np.zeros(size)
     for chunk_id in best:
@@ -218,8 +220,15 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
     # Filtered in numpy: a per-element loop over every entity costs milliseconds a query.
     entity_order = np.lexsort((np.arange(offset), -scores[:offset]))
     entity_order = entity_order[scores[entity_order] > 0]
-    entity_scores = dict(zip([index.entities[i] for i in entity_order], scores[entity_order].tolist()))
-    return Ranking(chunk_ids=fuse([walked, dense, lexical]), entity_scores=entity_scores)
+    entities = index.entities
+    entity_scores = dict(zip([entities[i] for i in entity_order.tolist()], scores[entity_order].tolist()))
+    return Ranking(chunk_ids=fuse([walked, dense, lexical]), entity_scores=entity_scores,
+                   named=named_in_order(linked, index))
+
+
+def named_in_order(linked: dict[int, float], index: GraphIndex) -> list[str]:
+    """The names of :func:`link_entities`' entities, strongest match first (ties by position)."""
+    return [index.entities[i] for i in sorted(linked, key=lambda i: (-linked[i], i))]
 
 
 # --------------------------------------------------------------------------- the context

@@ -15,6 +15,7 @@ so the entities and relationships together also stay within
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from dataclasses import replace
@@ -73,12 +74,11 @@ def _weight(edge: dict) -> float:
 async def _named_entities(query: str, stores: Any) -> list[str]:
     """The entities the question names, found by name as hybrid mode finds them (exact,
     normalised or fuzzy; a Chinese question segmented into words), strongest match first."""
-    from .query_hybrid import link_entities
+    from .query_hybrid import link_entities, named_in_order
     from .walk_graph import graph_index
 
     index = await graph_index(stores)
-    linked = link_entities(query, index)
-    return [index.entities[i] for i in sorted(linked, key=lambda i: (-linked[i], i))]
+    return named_in_order(link_entities(query, index), index)
 
 
 async def _find_entities(query: str, stores: Any, param: QueryParam, ranking: Any = None) -> list[dict]:
@@ -95,8 +95,13 @@ async def _find_entities(query: str, stores: Any, param: QueryParam, ranking: An
         name = hit.get("entity_name")
         if name and name not in similarity:
             similarity[name] = hit.get("distance")
-    walked = list(ranking.entity_scores) if ranking is not None else []
-    names = list(dict.fromkeys(await _named_entities(query, stores) + list(similarity) + walked))[:param.top_k]
+    # The walk linked the question's names already (without a walk, or with none to seed it, linking again
+    # finds the same).
+    named = ranking.named if ranking is not None else await _named_entities(query, stores)
+    # Of the walk's entities, no more than these can be among the first top_k distinct names.
+    walked = list(itertools.islice(ranking.entity_scores, param.top_k + len(named) + len(similarity))
+                  ) if ranking is not None else []
+    names = list(dict.fromkeys(named + list(similarity) + walked))[:param.top_k]
     if not names:
         return []
     nodes = await stores.graph.get_nodes_batch(names)

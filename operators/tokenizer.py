@@ -33,7 +33,7 @@ _THREADED_BATCH_CHARS = 1 << 16
 # Counts kept per tokenizer: texts up to _COUNTED_TEXT_CHARS long, _COUNTED_CHARS characters in all
 # (a query counts the rows of the same records again and again; a whole context is not kept).
 _COUNTED_TEXT_CHARS = 1 << 14
-_COUNTED_CHARS = 1 << 22
+_COUNTED_CHARS = 1 << 24
 
 
 def _tiktoken_cache_dir() -> str:
