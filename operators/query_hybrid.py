@@ -156,8 +156,22 @@ def personalized_pagerank(transition_t: "csr_matrix", restart: np.ndarray) -> np
 @dataclass
 class Ranking:
     chunk_ids: list[str]  # every chunk the walk reached or the vector search found, best first
-    entity_scores: dict[str, float]  # every reached entity, best first
     named: list[str]  # the entities the question names (link_entities), strongest match first
+    entity_names: list[str]  # the walk's graph's entities, by position (GraphIndex.entities)
+    entity_order: np.ndarray  # the positions of every reached entity, best first
+    entity_visits: np.ndarray  # the walk's score per entity position
+
+    def best_entities(self, n: Optional[int] = None) -> dict[str, float]:
+        """The ``n`` best-reached entities (all with None) and their scores, best first. Named
+        on demand: a walk reaches most of the graph, and a query reads a few dozen."""
+        order = self.entity_order[:n]
+        names = self.entity_names
+        return dict(zip([names[i] for i in order.tolist()], self.entity_visits[order].tolist()))
+
+    @property
+    def entity_scores(self) -> dict[str, float]:
+        """Every reached entity, best first."""
+        return self.best_entities()
 
 
 def fuse(rankings: list[list[str]], k: int = RRF_K) -> list[str]:
@@ -220,10 +234,8 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
     # Filtered in numpy: a per-element loop over every entity costs milliseconds a query.
     entity_order = np.lexsort((np.arange(offset), -scores[:offset]))
     entity_order = entity_order[scores[entity_order] > 0]
-    entities = index.entities
-    entity_scores = dict(zip([entities[i] for i in entity_order.tolist()], scores[entity_order].tolist()))
-    return Ranking(chunk_ids=fuse([walked, dense, lexical]), entity_scores=entity_scores,
-                   named=named_in_order(linked, index))
+    return Ranking(chunk_ids=fuse([walked, dense, lexical]), named=named_in_order(linked, index),
+                   entity_names=index.entities, entity_order=entity_order, entity_visits=scores[:offset])
 
 
 def named_in_order(linked: dict[int, float], index: GraphIndex) -> list[str]:
@@ -245,10 +257,11 @@ async def retrieve_hybrid(question: str, stores: Any, param: QueryParam, tokeniz
     ranking = await rank(question, stores, param)
     if ranking is None or not ranking.chunk_ids:
         return None
-    names = list(ranking.entity_scores)[:param.top_k]
+    entity_scores = ranking.best_entities(param.top_k)
+    names = list(entity_scores)
     found = [(n, d) for n, d in zip(names, await stores.graph.get_nodes_batch(names)) if d]
     entity_rows = [[i, n, d.get("entity_type", "UNKNOWN"), d.get("description", "UNKNOWN"),
-                    f"{ranking.entity_scores[n]:.4g}"] for i, (n, d) in enumerate(found)]
+                    f"{entity_scores[n]:.4g}"] for i, (n, d) in enumerate(found)]
     entity_budget = param.local_max_token_for_local_context // 2
     entities_text, n_entities = pack_csv_section("Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer,
                                                  cut_column=3)
@@ -273,7 +286,7 @@ async def retrieve_hybrid(question: str, stores: Any, param: QueryParam, tokeniz
     return Retrieval(
         question=question, mode="hybrid", chunks=tuple(chunks),
         context="\n\n".join(s for s in (entities_text, relations_text, sources_text) if s),
-        entities=tuple(replace(Entity.from_stored(n, d), score=ranking.entity_scores[n]) for n, d in found[:n_entities]),
+        entities=tuple(replace(Entity.from_stored(n, d), score=entity_scores[n]) for n, d in found[:n_entities]),
         relations=tuple(Relation.from_stored(a, b, d) for (a, b), d in edges[:n_relations]))
 
 

@@ -15,7 +15,6 @@ so the entities and relationships together also stay within
 """
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 from dataclasses import replace
@@ -99,8 +98,7 @@ async def _find_entities(query: str, stores: Any, param: QueryParam, ranking: An
     # finds the same).
     named = ranking.named if ranking is not None else await _named_entities(query, stores)
     # Of the walk's entities, no more than these can be among the first top_k distinct names.
-    walked = list(itertools.islice(ranking.entity_scores, param.top_k + len(named) + len(similarity))
-                  ) if ranking is not None else []
+    walked = list(ranking.best_entities(param.top_k + len(named) + len(similarity))) if ranking is not None else []
     names = list(dict.fromkeys(named + list(similarity) + walked))[:param.top_k]
     if not names:
         return []
