@@ -166,13 +166,20 @@ def section_counter(title: str, header: Sequence[str], rows: Sequence[Sequence[A
     row's line counts as its number plus the rest, which the tokenizer remembers per record."""
     head = tokenizer.count(f"-----{title}-----\n```csv\n{rows_to_csv_table(header, [])}\n")
     sums = [head + tokenizer.count("```")]
+    newline = tokenizer.count("\n")
 
     def count(k: int) -> int:
         while len(sums) <= k:
             row = rows[len(sums) - 1]
             parts = _numbered(row)
-            line = (tokenizer.count(parts[0]) + tokenizer.count(parts[1] + "\n") if parts is not None
-                    else tokenizer.count(_render_line(row) + "\n"))
+            if parts is None:
+                line = tokenizer.count(_render_line(row) + "\n")
+            else:
+                number, rest = parts
+                # Nor a newline with an ASCII letter or digit before it (a row ending in its rank).
+                ends_apart = rest[-1:].isascii() and rest[-1:].isalnum()
+                line = tokenizer.count(number) + (tokenizer.count(rest) + newline if ends_apart
+                                                  else tokenizer.count(rest + "\n"))
             sums.append(sums[-1] + line)
         return sums[k]
 
@@ -218,8 +225,23 @@ def pack_csv_section(
     many rows it holds. ``row_tokens``: :func:`row_cost` of the leading rows, when the
     caller counted them already.
     """
+    text, kept, _ = pack_counted_csv_section(title, header, rows, max_tokens, tokenizer, cut_column, row_tokens)
+    return text, kept
+
+
+def pack_counted_csv_section(
+    title: str,
+    header: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    max_tokens: int,
+    tokenizer: Tokenizer,
+    cut_column: Optional[int] = None,
+    row_tokens: Sequence[int] = (),
+) -> tuple[str, int, int]:
+    """:func:`pack_csv_section`, and the tokens of the text it returns (known from the packing
+    where its lines were counted, so a caller budgeting the next section need not count it)."""
     if max_tokens <= 0:
-        return "", 0
+        return "", 0, 0
     costs = itertools.chain(row_tokens, (row_cost(row, tokenizer) for row in rows[len(row_tokens):]))
     estimate = _estimate(len(rows), tokenizer.count(csv_section(title, header, [])), costs, max_tokens)
     count = section_counter(title, header, rows, tokenizer) if getattr(tokenizer, "counts_add_by_line", False) else None
@@ -227,12 +249,12 @@ def pack_csv_section(
         len(rows), lambda n: csv_section(title, header, rows[:n]), max_tokens, tokenizer, estimate, count
     )
     if k < 0:
-        return "", 0
+        return "", 0, 0
     if k == 0 and rows and cut_column is not None:
         cut = _cut_row_to_fit(title, header, rows[0], cut_column, max_tokens, tokenizer)
         if cut is not None:
-            return cut, 1
-    return text, k
+            return cut, 1, tokenizer.count(cut)
+    return text, k, count(k) if count is not None and k > 0 else tokenizer.count(text)
 
 
 def _cut_row_to_fit(

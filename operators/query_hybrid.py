@@ -42,7 +42,8 @@ from .lexical import lexical_ranking
 from .nlp_extraction import _STOPWORDS as STOPWORDS
 from .positions import cited_content
 from .rerank import rerank_chunks
-from .query_context import answer_from_context, doubling_slices, pack_csv_section, pack_while_reading
+from .query_context import (answer_from_context, doubling_slices, pack_counted_csv_section, pack_csv_section,
+                            pack_while_reading)
 from .tokenizer import Tokenizer
 from .walk_graph import GraphIndex, graph_index, loose_name
 
@@ -263,15 +264,15 @@ async def retrieve_hybrid(question: str, stores: Any, param: QueryParam, tokeniz
     entity_rows = [[i, n, d.get("entity_type", "UNKNOWN"), d.get("description", "UNKNOWN"),
                     f"{entity_scores[n]:.4g}"] for i, (n, d) in enumerate(found)]
     entity_budget = param.local_max_token_for_local_context // 2
-    entities_text, n_entities = pack_csv_section("Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer,
-                                                 cut_column=3)
+    entities_text, n_entities, entities_tokens = pack_counted_csv_section(
+        "Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer, cut_column=3)
     chosen = set(names)
     pairs = sorted({tuple(sorted(e)) for edges in await stores.graph.get_nodes_edges_batch(names)
                     for e in edges if e[0] in chosen and e[1] in chosen})
     edges = [(pair, d or {}) for pair, d in zip(pairs, await stores.graph.get_edges_batch(pairs))]
     relation_rows = [[i, a, b, d.get("description", "UNKNOWN"), d.get("weight", 1.0)]
                      for i, ((a, b), d) in enumerate(edges)]
-    relation_budget = param.local_max_token_for_local_context - tokenizer.count(entities_text)
+    relation_budget = param.local_max_token_for_local_context - entities_tokens
     relations_text, n_relations = pack_csv_section("Relationships", RELATION_HEADER, relation_rows, relation_budget,
                                                    tokenizer, cut_column=3)
 

@@ -27,7 +27,8 @@ from graphrag.schema import GRAPH_FIELD_SEP, edge_key
 from .community_index import largest_community, with_occurrence
 from .positions import cited_content
 from .report_parsing import stored_rating
-from .query_context import answer_from_context, doubling_slices, pack_csv_section, pack_while_reading
+from .query_context import (answer_from_context, doubling_slices, pack_counted_csv_section, pack_csv_section,
+                            pack_while_reading)
 from .rerank import rerank_chunks
 from .tokenizer import Tokenizer
 
@@ -208,6 +209,12 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
     """The entities nearest the question and what surrounds them, as packed into the local
     context; None when no entity matches. ``cited``: the Sources rows are numbered from 1,
     the numbers a cited answer uses."""
+    return await _retrieve(query, stores, param, tokenizer, cited, records=True)
+
+
+async def _retrieve(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer, cited: bool,
+                    records: bool) -> Optional[Retrieval]:
+    """:func:`retrieve_local`; without ``records``, the context alone (an answer needs no records)."""
     if stores.entities_vdb is None:
         return None
     ranking = await _walk_ranking(query, stores, param)
@@ -226,10 +233,10 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
         for i, e in enumerate(entities)
     ]
     entity_budget = param.local_max_token_for_local_context // 2
-    entities_text, n_entities = pack_csv_section("Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer,
-                                                     cut_column=3)
+    entities_text, n_entities, entities_tokens = pack_counted_csv_section(
+        "Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer, cut_column=3)
 
-    relation_budget = param.local_max_token_for_local_context - tokenizer.count(entities_text)
+    relation_budget = param.local_max_token_for_local_context - entities_tokens
     relation_rows = [
         [i, r["src_tgt"][0], r["src_tgt"][1], r["data"].get("description", "UNKNOWN"), _weight(r["data"]), r["rank"]]
         for i, r in enumerate(relations)
@@ -250,8 +257,6 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
 
     reports_text, kept_reports = await pack_while_reading(
         "Reports", REPORT_HEADER, report_groups, read_reports, param.local_max_token_for_community_report, tokenizer)
-    largest = await largest_community(stores.index_meta) if kept_reports else None
-    reports = [CommunityReport.from_stored(i, with_occurrence(r, largest)) for i, r in kept_reports]
 
     async def read_chunks(ranked: list[tuple[str, int]]) -> list[tuple[tuple[str, int, dict], str]]:
         records = await stores.text_chunks.get_by_ids([i for i, _ in ranked])
@@ -261,15 +266,19 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
     sources_text, kept_chunks = await pack_while_reading(
         "Sources", SOURCE_HEADER, doubling_slices(chunk_ids), read_chunks, param.local_max_token_for_text_unit,
         tokenizer, first_id=1 if cited else 0)
-    chunks = [replace(Chunk.from_stored(i, r), score=float(links)) for i, links, r in kept_chunks]
     logger.info(
         "Local context: %d/%d entities, %d/%d relations, %d/%d communities, %d/%d chunks",
-        n_entities, len(entity_rows), n_relations, len(relation_rows), len(reports),
-        sum(len(g) for g in report_groups), len(chunks), len(chunk_ids),
+        n_entities, len(entity_rows), n_relations, len(relation_rows), len(kept_reports),
+        sum(len(g) for g in report_groups), len(kept_chunks), len(chunk_ids),
     )
-    sections = [s for s in (reports_text, entities_text, relations_text, sources_text) if s]
+    context = "\n\n".join(s for s in (reports_text, entities_text, relations_text, sources_text) if s)
+    if not records:
+        return Retrieval(question=query, mode="local", context=context)
+    largest = await largest_community(stores.index_meta) if kept_reports else None
+    reports = [CommunityReport.from_stored(i, with_occurrence(r, largest)) for i, r in kept_reports]
+    chunks = [replace(Chunk.from_stored(i, r), score=float(links)) for i, links, r in kept_chunks]
     return Retrieval(
-        question=query, mode="local", chunks=tuple(chunks), reports=tuple(reports), context="\n\n".join(sections),
+        question=query, mode="local", chunks=tuple(chunks), reports=tuple(reports), context=context,
         entities=tuple(replace(Entity.from_stored(e["entity_name"], e["data"]), degree=e["rank"], score=e["score"])
                        for e in entities[:n_entities]),
         relations=tuple(Relation.from_stored(*r["src_tgt"], r["data"]) for r in relations[:n_relations]),
@@ -278,7 +287,7 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
 
 async def build_local_context(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[str]:
     """The data tables a local answer is grounded in, or None when no entity matches."""
-    retrieval = await retrieve_local(query, stores, param, tokenizer)
+    retrieval = await _retrieve(query, stores, param, tokenizer, cited=False, records=False)
     return retrieval.context if retrieval is not None else None
 
 

@@ -184,10 +184,11 @@ class TiktokenTokenizer:
         self.model_name = model_name
         self.encoding_name = encoding_name
         # The bundled encodings' pre-tokenizers cut text after a newline that a digit or a
-        # backtick follows, and between a digit and a comma after it (digits only ever join
-        # digits), and tokens never span a cut: a table's count is the sum of its lines'
-        # counts, and a row line's the count of its leading number plus the rest's
-        # (query_context.section_counter, row_cost).
+        # backtick follows, before a newline that an ASCII letter or digit precedes, and
+        # between a digit and a comma after it (digits only ever join digits), and tokens
+        # never span a cut: a table's count is the sum of its lines' counts, and a row
+        # line's the count of its leading number plus the rest's (query_context.section_counter,
+        # row_cost).
         self.counts_add_by_line = encoding_name in _BUNDLED
         self._encoding = load_encoding(encoding_name)
         self._counts: TextCache[str, int] = TextCache(_COUNTED_CHARS, lambda text, _: len(text))

@@ -20,6 +20,7 @@ from graphrag.operators.query_context import (
     fail_response,
     largest_fitting_prefix,
     doubling_slices,
+    pack_counted_csv_section,
     pack_csv_section,
     pack_texts,
     pack_while_reading,
@@ -375,7 +376,7 @@ def test_a_row_counts_as_its_number_plus_the_rest(encoding: str) -> None:
     of any length and cells starting with digits, commas, quotes, spaces or other scripts.
     Cells equal as values but not as text (``True`` and ``1``, ``1.0`` and ``1``) stay apart."""
     tokenizer = get_tokenizer(encoding)
-    cells = ['plain words', '"quoted" first', ',comma first', ' space first', '1990 starts with digits', '12,5',
+    cells = ['plain words', '"quoted" first', ',comma first', ' space first', '1990 starts with digits', '12,5', 'café',
              '中文的描述。', 'emoji 🙂!', '', 'ends with a newline\n', True, 1, 1.0, 2.5, None, 'x' * 300]
     numbers = [0, 7, 42, 999, 1000, 1234, 100000]
     rows: list[list[Any]] = [[numbers[i % len(numbers)], cells[i % len(cells)], cells[(i * 7 + 3) % len(cells)]]
@@ -391,6 +392,20 @@ def test_a_row_counts_as_its_number_plus_the_rest(encoding: str) -> None:
     for k in (1, 10, numbered):
         text = csv_section("Entities", header, rows[:k])
         assert section_counter("Entities", header, rows, tokenizer)(k) == len(tokenizer.encode(text))
+
+
+@pytest.mark.parametrize("budget", [0, 12, 40, 300, 5000])
+def test_a_packed_section_reports_its_own_tokens(budget: int) -> None:
+    """The count a packed section comes with is its text's, whether rows were kept whole, the
+    first row was cut to fit, or nothing fit; and the text is what plain packing gives."""
+    rnd = random.Random(budget)
+    rows = [[i, f"NAME {i}", " ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(3, 60))), i * 3]
+            for i in range(30)]
+    text, kept, tokens = pack_counted_csv_section("Entities", ["id", "entity", "description", "rank"], rows, budget,
+                                                  TOKENIZER, cut_column=2)
+    assert (text, kept) == pack_csv_section("Entities", ["id", "entity", "description", "rank"], rows, budget,
+                                            TOKENIZER, cut_column=2)
+    assert tokens == len(TOKENIZER.encode(text)) <= max(budget, 0)
 
 
 def test_text_cache_keeps_the_recently_used_within_its_size() -> None:
