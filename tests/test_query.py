@@ -6,7 +6,7 @@ import json
 import os
 import random
 import re
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -310,6 +310,88 @@ def test_local_context_holds_entity_relations_and_source(tmp_path: Any) -> None:
     # the public entry point returns the same context without calling any model
     assert asyncio.run(local_query("Who is Teodor Kask and what did Kask build?", stores, param,
                                    llm=None, tokenizer=TOKENIZER)) == ctx
+
+
+_OTHER_PROCESS = """
+import asyncio, json, sys
+from graphrag.config import GraphRAGConfig
+from graphrag.embedding import hash_embedding
+from graphrag.operators.query_local import build_local_context
+from graphrag.operators.tokenizer import get_tokenizer
+from graphrag.query_param import QueryParam
+from graphrag.stores import open_stores
+
+working_dir, question, change = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+
+async def main():
+    stores = open_stores(GraphRAGConfig(working_dir=working_dir, embedding_func=hash_embedding(64),
+                                        query_better_than_threshold=-1.0), hash_embedding(64))
+    if change:
+        await stores.index_start()
+        for name, description in change["nodes"].items():
+            await stores.graph.upsert_node(name, {**await stores.graph.get_node(name), "description": description})
+        chunks = await stores.text_chunks.get_by_ids(list(change["chunks"]))
+        await stores.text_chunks.upsert({c: {**old, "content": new} for (c, new), old in zip(change["chunks"].items(), chunks)})
+        await stores.index_done()
+    param = QueryParam(mode="local", top_k=4, only_need_context=True)
+    print(json.dumps(await build_local_context(question, stores, param, get_tokenizer("gpt-4o"))))
+
+asyncio.run(main())
+"""
+
+
+def test_local_context_follows_writes_of_this_and_another_process(tmp_path: Any) -> None:
+    """What queries keep between them (row lines and token counts per record text, a graph
+    lookup's answers per file version) never outlives a write: after this process's write and
+    after another process's, the context shows the new texts and is the context a process
+    that never queried before builds."""
+    import subprocess
+    import sys
+
+    question = "Who is Teodor Kask and what did Kask build?"
+    param = QueryParam(mode="local", top_k=4, only_need_context=True)
+    stores = small_stores(tmp_path)
+    asyncio.run(stores.index_done())
+
+    def fresh_process(change: Optional[dict] = None) -> str:
+        out = subprocess.run([sys.executable, "-c", _OTHER_PROCESS, str(tmp_path), question, json.dumps(change)],
+                             capture_output=True, text=True, timeout=120, check=True)
+        return json.loads(out.stdout)
+
+    def local(on: Stores) -> str:
+        context = asyncio.run(build_local_context(question, on, param, TOKENIZER))
+        assert context is not None
+        return context
+
+    def shown(context: str) -> str:  # the entities and passages (reports are not rewritten by these writes)
+        parts = sections(context)
+        return parts["Entities"] + parts["Sources"]
+
+    before = shown(local(stores))
+    assert "who built the brass telescope Ondine" in before and "Kask built the brass telescope" in before
+
+    async def write() -> None:  # this process: same-length texts, so no size tells them apart
+        await stores.index_start()
+        node = await stores.graph.get_node("TEODOR KASK")
+        await stores.graph.upsert_node("TEODOR KASK", {**node, "description": node["description"].replace(
+            "who built the brass telescope Ondine", "who built the steel telescope Ondine")})
+        chunk = (await stores.text_chunks.get_by_ids(["chunk-b1"]))[0]
+        await stores.text_chunks.upsert({"chunk-b1": {**chunk, "content": chunk["content"].replace(
+            "Kask built the brass telescope", "Kask built the steel telescope")}})
+        await stores.index_done()
+
+    asyncio.run(write())
+    after_ours = local(stores)
+    assert "who built the steel telescope Ondine" in shown(after_ours) and "Kask built the steel" in shown(after_ours)
+    assert "who built the brass" not in shown(after_ours) and "Kask built the brass" not in shown(after_ours)
+    assert after_ours == fresh_process() == local(open_stores(_config(tmp_path), hash_embedding(64)))
+
+    theirs = fresh_process({"nodes": {"TEODOR KASK": "Teodor Kask designed the copper telescope Ondine."},
+                            "chunks": {"chunk-b1": "Teodor Kask made the copper telescope Ondine in 1911."}})
+    assert "designed the copper telescope" in shown(theirs) and "made the copper telescope" in shown(theirs)
+    assert "steel" not in shown(theirs)
+    again = open_stores(_config(tmp_path), hash_embedding(64))  # a reader opens the new commit
+    assert local(again) == theirs
 
 
 def test_local_context_is_the_same_through_lookup_indexes(tmp_path: Any) -> None:
