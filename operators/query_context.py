@@ -215,31 +215,17 @@ def pack_csv_section(
     tokenizer: Tokenizer,
     cut_column: Optional[int] = None,
     row_tokens: Sequence[int] = (),
-) -> tuple[str, int]:
+) -> tuple[str, int, int]:
     """As many leading ``rows`` as fit, rendered by :func:`csv_section` within ``max_tokens``.
 
     The title line, fences and header count against the budget. Rows are kept whole,
     except that when not even the first row fits and ``cut_column`` is given, that
     column of the first row is cut short so the section still carries the best row.
-    Returns the section text (``""`` when even an empty table does not fit) and how
-    many rows it holds. ``row_tokens``: :func:`row_cost` of the leading rows, when the
-    caller counted them already.
+    Returns the section text (``""`` when even an empty table does not fit), how many
+    rows it holds and its tokens (known from the packing where its lines were counted, so
+    a caller budgeting the next section need not count it). ``row_tokens``:
+    :func:`row_cost` of the leading rows, when the caller counted them already.
     """
-    text, kept, _ = pack_counted_csv_section(title, header, rows, max_tokens, tokenizer, cut_column, row_tokens)
-    return text, kept
-
-
-def pack_counted_csv_section(
-    title: str,
-    header: Sequence[str],
-    rows: Sequence[Sequence[Any]],
-    max_tokens: int,
-    tokenizer: Tokenizer,
-    cut_column: Optional[int] = None,
-    row_tokens: Sequence[int] = (),
-) -> tuple[str, int, int]:
-    """:func:`pack_csv_section`, and the tokens of the text it returns (known from the packing
-    where its lines were counted, so a caller budgeting the next section need not count it)."""
     if max_tokens <= 0:
         return "", 0, 0
     costs = itertools.chain(row_tokens, (row_cost(row, tokenizer) for row in rows[len(row_tokens):]))
@@ -316,11 +302,11 @@ async def pack_while_reading(title: str, header: list[str], batches: Iterable[li
             total += costs[-1]
         packed = total > budget
         if packed:
-            text, kept = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=1, row_tokens=costs)
+            text, kept, _ = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=1, row_tokens=costs)
             if kept < len(items):
                 break
     if not packed:
-        text, kept = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=1, row_tokens=costs)
+        text, kept, _ = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=1, row_tokens=costs)
     return text, [item for item, _ in items[:kept]]
 
 

@@ -42,8 +42,7 @@ from .lexical import lexical_ranking
 from .nlp_extraction import _STOPWORDS as STOPWORDS
 from .positions import cited_content
 from .rerank import rerank_chunks
-from .query_context import (answer_from_context, doubling_slices, pack_counted_csv_section, pack_csv_section,
-                            pack_while_reading)
+from .query_context import (answer_from_context, doubling_slices, pack_csv_section, pack_while_reading)
 from .tokenizer import Tokenizer
 from .walk_graph import GraphIndex, graph_index, loose_name
 
@@ -264,7 +263,7 @@ async def retrieve_hybrid(question: str, stores: Any, param: QueryParam, tokeniz
     entity_rows = [[i, n, d.get("entity_type", "UNKNOWN"), d.get("description", "UNKNOWN"),
                     f"{entity_scores[n]:.4g}"] for i, (n, d) in enumerate(found)]
     entity_budget = param.local_max_token_for_local_context // 2
-    entities_text, n_entities, entities_tokens = pack_counted_csv_section(
+    entities_text, n_entities, entities_tokens = pack_csv_section(
         "Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer, cut_column=3)
     chosen = set(names)
     pairs = sorted({tuple(sorted(e)) for edges in await stores.graph.get_nodes_edges_batch(names)
@@ -273,7 +272,7 @@ async def retrieve_hybrid(question: str, stores: Any, param: QueryParam, tokeniz
     relation_rows = [[i, a, b, d.get("description", "UNKNOWN"), d.get("weight", 1.0)]
                      for i, ((a, b), d) in enumerate(edges)]
     relation_budget = param.local_max_token_for_local_context - entities_tokens
-    relations_text, n_relations = pack_csv_section("Relationships", RELATION_HEADER, relation_rows, relation_budget,
+    relations_text, n_relations, _ = pack_csv_section("Relationships", RELATION_HEADER, relation_rows, relation_budget,
                                                    tokenizer, cut_column=3)
 
     async def read_chunks(ids: list[str]) -> list[tuple[Chunk, str]]:

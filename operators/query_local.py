@@ -27,8 +27,7 @@ from graphrag.schema import GRAPH_FIELD_SEP, edge_key
 from .community_index import largest_community, with_occurrence
 from .positions import cited_content
 from .report_parsing import stored_rating
-from .query_context import (answer_from_context, doubling_slices, pack_counted_csv_section, pack_csv_section,
-                            pack_while_reading)
+from .query_context import (answer_from_context, doubling_slices, pack_csv_section, pack_while_reading)
 from .rerank import rerank_chunks
 from .tokenizer import Tokenizer
 
@@ -233,7 +232,7 @@ async def _retrieve(query: str, stores: Any, param: QueryParam, tokenizer: Token
         for i, e in enumerate(entities)
     ]
     entity_budget = param.local_max_token_for_local_context // 2
-    entities_text, n_entities, entities_tokens = pack_counted_csv_section(
+    entities_text, n_entities, entities_tokens = pack_csv_section(
         "Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer, cut_column=3)
 
     relation_budget = param.local_max_token_for_local_context - entities_tokens
@@ -241,7 +240,7 @@ async def _retrieve(query: str, stores: Any, param: QueryParam, tokenizer: Token
         [i, r["src_tgt"][0], r["src_tgt"][1], r["data"].get("description", "UNKNOWN"), _weight(r["data"]), r["rank"]]
         for i, r in enumerate(relations)
     ]
-    relations_text, n_relations = pack_csv_section(
+    relations_text, n_relations, _ = pack_csv_section(
         "Relationships", RELATION_HEADER, relation_rows, relation_budget, tokenizer, cut_column=3
     )
 

@@ -20,7 +20,6 @@ from graphrag.operators.query_context import (
     fail_response,
     largest_fitting_prefix,
     doubling_slices,
-    pack_counted_csv_section,
     pack_csv_section,
     pack_texts,
     pack_while_reading,
@@ -224,7 +223,7 @@ def test_csv_table_quotes() -> None:
 @pytest.mark.parametrize("budget", [0, 5, 20, 37, 64, 150, 1000])
 def test_pack_csv_section_never_exceeds(budget: int) -> None:
     rows = [[i, f"row {i} " + "lorem ipsum, dolor \"sit\" amet " * (i % 4 + 1)] for i in range(40)]
-    text, kept = pack_csv_section("Entities", ["id", "content"], rows, budget, TOKENIZER)
+    text, kept, _ = pack_csv_section("Entities", ["id", "content"], rows, budget, TOKENIZER)
     assert TOKENIZER.count(text) <= budget
     if text:
         assert text.startswith("-----Entities-----\n```csv\nid,content")
@@ -479,14 +478,12 @@ def test_a_row_counts_as_its_number_plus_the_rest(encoding: str) -> None:
 @pytest.mark.parametrize("budget", [0, 12, 40, 300, 5000])
 def test_a_packed_section_reports_its_own_tokens(budget: int) -> None:
     """The count a packed section comes with is its text's, whether rows were kept whole, the
-    first row was cut to fit, or nothing fit; and the text is what plain packing gives."""
+    first row was cut to fit, or nothing fit."""
     rnd = random.Random(budget)
     rows = [[i, f"NAME {i}", " ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(3, 60))), i * 3]
             for i in range(30)]
-    text, kept, tokens = pack_counted_csv_section("Entities", ["id", "entity", "description", "rank"], rows, budget,
-                                                  TOKENIZER, cut_column=2)
-    assert (text, kept) == pack_csv_section("Entities", ["id", "entity", "description", "rank"], rows, budget,
-                                            TOKENIZER, cut_column=2)
+    text, kept, tokens = pack_csv_section("Entities", ["id", "entity", "description", "rank"], rows, budget,
+                                          TOKENIZER, cut_column=2)
     assert tokens == len(TOKENIZER.encode(text)) <= max(budget, 0)
 
 
@@ -553,7 +550,7 @@ def test_local_reports_ranked_by_shared_entities_then_rating(big: Stores, single
     reports.sort(key=lambda item: (-counts[item[0]], -stored_rating(item[1])))
     assert len({counts[c] for c, _ in reports}) > 1 and len({stored_rating(r) for _, r in reports}) > 1
     rows = [[i, r["report_string"]] for i, (_, r) in enumerate(reports[:1] if single else reports)]
-    expected, kept = pack_csv_section("Reports", ["id", "content"], rows, 10**6, TOKENIZER, cut_column=1)
+    expected, kept, _ = pack_csv_section("Reports", ["id", "content"], rows, 10**6, TOKENIZER, cut_column=1)
     assert sections(ctx)["Reports"] == expected
     assert kept == len(rows)  # the whole order is compared (where reading stops is tested above)
 
