@@ -9,6 +9,7 @@ import csv
 import io
 import itertools
 import logging
+import sys
 from dataclasses import replace
 from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional, Sequence, TypeVar
 
@@ -78,8 +79,9 @@ def _render_line(row: Sequence[Any]) -> str:
 
 
 # A row's line after its number, by the row's other cells as text: the same records' rows come
-# back in every query, numbered differently (kept while their lines hold up to this many characters).
-_RESTS: TextCache[tuple[str, ...], str] = TextCache(1 << 23, lambda _, rest: len(rest))
+# back in every query, numbered differently. Sized as twice the line: the cells it keeps are the
+# same text again.
+_RESTS: TextCache[tuple[str, ...], str] = TextCache(1 << 24, lambda _, rest: 2 * sys.getsizeof(rest))
 
 
 def _numbered(row: Sequence[Any]) -> Optional[tuple[str, str]]:

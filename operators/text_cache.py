@@ -4,7 +4,7 @@ Queries render and count the same entity, relation and passage rows again and ag
 entity is in most questions' contexts). What is kept is a pure function of its key (the
 record's text), so a record another write changed is simply another key: nothing needs
 invalidating, and the least recently used entries go once the kept texts pass a size in
-characters, so memory stays bounded however large the corpus grows.
+bytes, so memory stays bounded however large the corpus grows.
 """
 from __future__ import annotations
 
@@ -18,13 +18,14 @@ V = TypeVar("V")
 
 class TextCache(Generic[K, V]):
     """``compute()``'s value per key, the least recently used dropped first once the entries'
-    ``size(key, value)`` add up to more than ``max_chars``. Safe to share between threads."""
+    ``size(key, value)`` (what they hold, in bytes) add up to more than ``max_bytes``. Safe to
+    share between threads."""
 
-    def __init__(self, max_chars: int, size: Callable[[K, V], int]) -> None:
-        self.max_chars = max_chars
+    def __init__(self, max_bytes: int, size: Callable[[K, V], int]) -> None:
+        self.max_bytes = max_bytes
         self._size = size
         self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
-        self._chars = 0
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, key: K, compute: Callable[[], V]) -> V:
@@ -35,21 +36,21 @@ class TextCache(Generic[K, V]):
                 return found[0]
         value = compute()
         size = self._size(key, value)
-        if size > self.max_chars:
+        if size > self.max_bytes:
             return value
         with self._lock:
             if key not in self._items:
                 self._items[key] = (value, size)
-                self._chars += size
-                while self._chars > self.max_chars:
+                self._bytes += size
+                while self._bytes > self.max_bytes:
                     _, (_, dropped) = self._items.popitem(last=False)
-                    self._chars -= dropped
+                    self._bytes -= dropped
         return value
 
     @property
-    def chars(self) -> int:
+    def bytes(self) -> int:
         """The kept entries' total size."""
-        return self._chars
+        return self._bytes
 
     def __len__(self) -> int:
         return len(self._items)

@@ -30,10 +30,10 @@ _BUNDLED = ("cl100k_base", "o200k_base")
 _install_lock = threading.Lock()
 # Below this many characters a batch is encoded on the calling thread.
 _THREADED_BATCH_CHARS = 1 << 16
-# Counts kept per tokenizer: texts up to _COUNTED_TEXT_CHARS long, _COUNTED_CHARS characters in all
+# Counts kept per tokenizer: texts up to _COUNTED_TEXT_CHARS long, _COUNTED_BYTES of them in all
 # (a query counts the rows of the same records again and again; a whole context is not kept).
 _COUNTED_TEXT_CHARS = 1 << 14
-_COUNTED_CHARS = 1 << 24
+_COUNTED_BYTES = 1 << 24
 
 
 def _tiktoken_cache_dir() -> str:
@@ -191,7 +191,7 @@ class TiktokenTokenizer:
         # row_cost).
         self.counts_add_by_line = encoding_name in _BUNDLED
         self._encoding = load_encoding(encoding_name)
-        self._counts: TextCache[str, int] = TextCache(_COUNTED_CHARS, lambda text, _: len(text))
+        self._counts: TextCache[str, int] = TextCache(_COUNTED_BYTES, lambda text, _: sys.getsizeof(text))
 
     def encode(self, text: str) -> list[int]:
         return self._encoding.encode(text, disallowed_special=())

@@ -488,8 +488,8 @@ def test_a_packed_section_reports_its_own_tokens(budget: int) -> None:
 
 
 def test_text_cache_keeps_the_recently_used_within_its_size() -> None:
-    """Entries past the size in characters go least recently used first; one larger than the
-    whole size is computed but not kept."""
+    """Entries past the size go least recently used first; one larger than the whole size is
+    computed but not kept."""
     computed: list[str] = []
 
     def value(key: str) -> Any:
@@ -499,12 +499,12 @@ def test_text_cache_keeps_the_recently_used_within_its_size() -> None:
     for key in ("aaa", "bbb", "ccc"):
         assert cache.get(key, value(key)) == key.upper()
     assert cache.get("aaa", value("aaa")) == "AAA" and computed == ["aaa", "bbb", "ccc"]  # kept: not computed again
-    cache.get("dddd", value("dddd"))  # 13 characters: the least recently used ("bbb") goes
-    assert cache.chars <= 10 and len(cache) == 3
+    cache.get("dddd", value("dddd"))  # 13 in all: the least recently used ("bbb") goes
+    assert cache.bytes <= 10 and len(cache) == 3
     cache.get("bbb", value("bbb"))
     assert computed[-1] == "bbb"
     cache.get("x" * 11, value("x" * 11))
-    assert len(cache) == 3 and cache.chars <= 10
+    assert len(cache) == 3 and cache.bytes <= 10
     cache.get("x" * 11, value("x" * 11))
     assert computed.count("x" * 11) == 2
 
