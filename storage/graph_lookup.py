@@ -95,8 +95,8 @@ class GraphLookup:
         # What a lookup answers never changes (it maps one version of the files), so the
         # answers to the calls each query repeats are kept too, bounded like the elements.
         self._element = lru_cache(maxsize=1 << 14)(self._parse_element)
-        self._edge = lru_cache(maxsize=1 << 16)(self._read_edge)
-        self._neighbours_of = lru_cache(maxsize=1 << 14)(self._read_neighbours)
+        self._edge = lru_cache(maxsize=1 << 14)(self._read_edge)
+        self._neighbours_of = lru_cache(maxsize=1 << 12)(self._read_neighbours)  # a hub's list is long
 
     @classmethod
     def open(cls, graphml_file: BinaryIO, index_path: str) -> Optional[GraphLookup]:
