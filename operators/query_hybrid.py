@@ -158,15 +158,20 @@ class Ranking:
     chunk_ids: list[str]  # every chunk the walk reached or the vector search found, best first
     named: list[str]  # the entities the question names (link_entities), strongest match first
     entity_names: list[str]  # the walk's graph's entities, by position (GraphIndex.entities)
-    entity_order: np.ndarray  # the positions of every reached entity, best first
     entity_visits: np.ndarray  # the walk's score per entity position
 
     def best_entities(self, n: Optional[int] = None) -> dict[str, float]:
-        """The ``n`` best-reached entities (all with None) and their scores, best first. Named
-        on demand: a walk reaches most of the graph, and a query reads a few dozen."""
-        order = self.entity_order[:n]
+        """The ``n`` best-reached entities (all with None) and their scores, best first, ties by
+        position. Ordered and named on demand: a walk reaches most of the graph, and a query
+        reads a few dozen, so only those scoring at least the ``n``-th best are sorted."""
+        visits = self.entity_visits
+        reached = np.flatnonzero(visits > 0)
+        if n is not None and 0 < n < len(reached):
+            nth_best = np.partition(visits[reached], len(reached) - n)[len(reached) - n]
+            reached = reached[visits[reached] >= nth_best]
+        order = reached[np.lexsort((reached, -visits[reached]))][:n]
         names = self.entity_names
-        return dict(zip([names[i] for i in order.tolist()], self.entity_visits[order].tolist()))
+        return dict(zip([names[i] for i in order.tolist()], visits[order].tolist()))
 
     @property
     def entity_scores(self) -> dict[str, float]:
@@ -231,11 +236,8 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
     chunk_scores = scores[offset:] / degree
     order = np.lexsort((np.arange(len(chunk_scores)), -chunk_scores))  # ties: by id
     walked = [chunks[j] for j in order[chunk_scores[order] > 0].tolist()]
-    # Filtered in numpy: a per-element loop over every entity costs milliseconds a query.
-    entity_order = np.lexsort((np.arange(offset), -scores[:offset]))
-    entity_order = entity_order[scores[entity_order] > 0]
     return Ranking(chunk_ids=fuse([walked, dense, lexical]), named=named_in_order(linked, index),
-                   entity_names=index.entities, entity_order=entity_order, entity_visits=scores[:offset])
+                   entity_names=index.entities, entity_visits=scores[:offset])
 
 
 def named_in_order(linked: dict[int, float], index: GraphIndex) -> list[str]:

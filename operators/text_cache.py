@@ -29,11 +29,15 @@ class TextCache(Generic[K, V]):
         self._lock = threading.Lock()
 
     def get(self, key: K, compute: Callable[[], V]) -> V:
-        with self._lock:
-            found = self._items.get(key)
-            if found is not None:
+        # A hit takes no lock: each OrderedDict call is atomic, and an entry another thread
+        # drops between the two is still the right value.
+        found = self._items.get(key)
+        if found is not None:
+            try:
                 self._items.move_to_end(key)
-                return found[0]
+            except KeyError:
+                pass
+            return found[0]
         value = compute()
         size = self._size(key, value)
         if size > self.max_bytes:
