@@ -42,7 +42,7 @@ from .lexical import lexical_ranking
 from .nlp_extraction import _STOPWORDS as STOPWORDS
 from .positions import cited_content
 from .rerank import rerank_chunks
-from .query_context import (answer_from_context, doubling_slices, pack_csv_section, pack_while_reading)
+from .query_context import answer_from_context, doubling_slices, pack_csv_section, pack_while_reading
 from .tokenizer import Tokenizer
 from .walk_graph import GraphIndex, graph_index, loose_name
 

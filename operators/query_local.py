@@ -27,7 +27,7 @@ from graphrag.schema import GRAPH_FIELD_SEP, edge_key
 from .community_index import largest_community, with_occurrence
 from .positions import cited_content
 from .report_parsing import stored_rating
-from .query_context import (answer_from_context, doubling_slices, pack_csv_section, pack_while_reading)
+from .query_context import answer_from_context, doubling_slices, pack_csv_section, pack_while_reading
 from .rerank import rerank_chunks
 from .tokenizer import Tokenizer
 
