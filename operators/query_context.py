@@ -9,6 +9,7 @@ import csv
 import io
 import itertools
 import logging
+import sys
 from dataclasses import replace
 from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional, Sequence, TypeVar
 
@@ -16,6 +17,7 @@ from graphrag.prompts import load as load_prompt
 from graphrag.prompts import render as render_prompt
 
 from .modes import get_mode
+from .text_cache import TextCache
 from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -73,14 +75,37 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _render_line(row: Sequence[Any]) -> str:
+    """One row as a CSV line, standard quoting, without its newline."""
+    buf = io.StringIO()
+    csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n").writerow([_cell(v) for v in row])
+    return buf.getvalue()[:-1]
+
+
+# A row's line after its number, by the row's other cells as text: the same records' rows come
+# back in every query, numbered differently. Sized as twice the line: the cells it keeps are the
+# same text again.
+_RESTS: TextCache[tuple[str, ...], str] = TextCache(1 << 24, lambda _, rest: 2 * sys.getsizeof(rest))
+
+
+def _numbered(row: Sequence[Any]) -> Optional[tuple[str, str]]:
+    """``(number, rest)`` of a row whose first cell is an int, its line being ``number + rest``
+    (rest starts with the comma; cells are quoted one by one); None for any other row."""
+    if len(row) < 2 or type(row[0]) is not int:
+        return None
+    cells = tuple([_cell(v) for v in row[1:]])
+    return str(row[0]), _RESTS.get(cells, lambda: _render_line(("0", *cells))[1:])
+
+
+def _row_line(row: Sequence[Any]) -> str:
+    parts = _numbered(row)
+    return _render_line(row) if parts is None else parts[0] + parts[1]
+
+
 def rows_to_csv_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A CSV table (header first) with standard quoting for commas, quotes and newlines."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
-    writer.writerow([_cell(h) for h in header])
-    for row in rows:
-        writer.writerow([_cell(v) for v in row])
-    return buf.getvalue().rstrip("\n")
+    # As one writer writes it: the lines one after another, trailing newlines dropped.
+    return (_render_line(header) + "".join(["\n" + _row_line(row) for row in rows])).rstrip("\n")
 
 
 def csv_section(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -149,14 +174,25 @@ def section_counter(title: str, header: Sequence[str], rows: Sequence[Sequence[A
     fence, header line), each row's line with its newline, and the closing fence. For a
     tokenizer with ``counts_add_by_line`` the count of a text cut there is the sum of its
     parts' counts: every row starts with its number, and its pre-tokenizer never joins a
-    newline with a digit or a backtick after it."""
+    newline with a digit or a backtick after it; nor a number with the comma after it, so a
+    row's line counts as its number plus the rest, which the tokenizer remembers per record."""
     head = tokenizer.count(f"-----{title}-----\n```csv\n{rows_to_csv_table(header, [])}\n")
     sums = [head + tokenizer.count("```")]
+    newline = tokenizer.count("\n")
 
     def count(k: int) -> int:
         while len(sums) <= k:
-            line = rows_to_csv_table([], [rows[len(sums) - 1]])[1:]  # [1:]: the empty header's newline
-            sums.append(sums[-1] + tokenizer.count(line + "\n"))
+            row = rows[len(sums) - 1]
+            parts = _numbered(row)
+            if parts is None:
+                line = tokenizer.count(_render_line(row) + "\n")
+            else:
+                number, rest = parts
+                # Nor a newline with an ASCII letter or digit before it (a row ending in its rank).
+                ends_apart = rest[-1:].isascii() and rest[-1:].isalnum()
+                line = tokenizer.count(number) + (tokenizer.count(rest) + newline if ends_apart
+                                                  else tokenizer.count(rest + "\n"))
+            sums.append(sums[-1] + line)
         return sums[k]
 
     return count
@@ -164,7 +200,10 @@ def section_counter(title: str, header: Sequence[str], rows: Sequence[Sequence[A
 
 def row_cost(row: Sequence[Any], tokenizer: Tokenizer) -> int:
     """A row's own tokens, as a table of it alone counts them: what packing estimates from."""
-    return tokenizer.count(rows_to_csv_table([], [row]))
+    parts = _numbered(row) if getattr(tokenizer, "counts_add_by_line", False) else None
+    if parts is None:
+        return tokenizer.count(rows_to_csv_table([], [row]))
+    return tokenizer.count("\n") + tokenizer.count(parts[0]) + tokenizer.count(parts[1])
 
 
 def _estimate(n_items: int, fixed: int, costs: Iterable[int], max_tokens: int) -> int:
@@ -188,18 +227,19 @@ def pack_csv_section(
     tokenizer: Tokenizer,
     cut_column: Optional[int] = None,
     row_tokens: Sequence[int] = (),
-) -> tuple[str, int]:
+) -> tuple[str, int, int]:
     """As many leading ``rows`` as fit, rendered by :func:`csv_section` within ``max_tokens``.
 
     The title line, fences and header count against the budget. Rows are kept whole,
     except that when not even the first row fits and ``cut_column`` is given, that
     column of the first row is cut short so the section still carries the best row.
-    Returns the section text (``""`` when even an empty table does not fit) and how
-    many rows it holds. ``row_tokens``: :func:`row_cost` of the leading rows, when the
-    caller counted them already.
+    Returns the section text (``""`` when even an empty table does not fit), how many
+    rows it holds and its tokens (known from the packing where its lines were counted, so
+    a caller budgeting the next section need not count it). ``row_tokens``:
+    :func:`row_cost` of the leading rows, when the caller counted them already.
     """
     if max_tokens <= 0:
-        return "", 0
+        return "", 0, 0
     costs = itertools.chain(row_tokens, (row_cost(row, tokenizer) for row in rows[len(row_tokens):]))
     estimate = _estimate(len(rows), tokenizer.count(csv_section(title, header, [])), costs, max_tokens)
     count = section_counter(title, header, rows, tokenizer) if getattr(tokenizer, "counts_add_by_line", False) else None
@@ -207,12 +247,12 @@ def pack_csv_section(
         len(rows), lambda n: csv_section(title, header, rows[:n]), max_tokens, tokenizer, estimate, count
     )
     if k < 0:
-        return "", 0
+        return "", 0, 0
     if k == 0 and rows and cut_column is not None:
         cut = _cut_row_to_fit(title, header, rows[0], cut_column, max_tokens, tokenizer)
         if cut is not None:
-            return cut, 1
-    return text, k
+            return cut, 1, tokenizer.count(cut)
+    return text, k, count(k) if count is not None and k > 0 else tokenizer.count(text)
 
 
 def _cut_row_to_fit(
@@ -274,11 +314,11 @@ async def pack_while_reading(title: str, header: list[str], batches: Iterable[li
             total += costs[-1]
         packed = total > budget
         if packed:
-            text, kept = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=1, row_tokens=costs)
+            text, kept, _ = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=1, row_tokens=costs)
             if kept < len(items):
                 break
     if not packed:
-        text, kept = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=1, row_tokens=costs)
+        text, kept, _ = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=1, row_tokens=costs)
     return text, [item for item, _ in items[:kept]]
 
 

@@ -91,7 +91,7 @@ def _group_reports(reports: tuple[tuple[str, float, float], ...], max_tokens: in
         rows = [[n, text, rating, occurrence]
                 for n, (text, rating, occurrence) in enumerate(reports[start:], number)]
         # A report too long for a group of its own is cut short; dropped only if not even that fits.
-        text, kept = pack_csv_section(title, REPORT_HEADER, rows, max_tokens, tokenizer, cut_column=1)
+        text, kept, _ = pack_csv_section(title, REPORT_HEADER, rows, max_tokens, tokenizer, cut_column=1)
         if kept == 0:
             start += 1
             continue

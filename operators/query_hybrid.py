@@ -156,7 +156,27 @@ def personalized_pagerank(transition_t: "csr_matrix", restart: np.ndarray) -> np
 @dataclass
 class Ranking:
     chunk_ids: list[str]  # every chunk the walk reached or the vector search found, best first
-    entity_scores: dict[str, float]  # every reached entity, best first
+    named: list[str]  # the entities the question names (link_entities), strongest match first
+    entity_names: list[str]  # the walk's graph's entities, by position (GraphIndex.entities)
+    entity_visits: np.ndarray  # the walk's score per entity position
+
+    def best_entities(self, n: Optional[int] = None) -> dict[str, float]:
+        """The ``n`` best-reached entities (all with None) and their scores, best first, ties by
+        position. Ordered and named on demand: a walk reaches most of the graph, and a query
+        reads a few dozen, so only those scoring at least the ``n``-th best are sorted."""
+        visits = self.entity_visits
+        reached = np.flatnonzero(visits > 0)
+        if n is not None and 0 < n < len(reached):
+            nth_best = np.partition(visits[reached], len(reached) - n)[len(reached) - n]
+            reached = reached[visits[reached] >= nth_best]
+        order = reached[np.lexsort((reached, -visits[reached]))][:n]
+        names = self.entity_names
+        return dict(zip([names[i] for i in order.tolist()], visits[order].tolist()))
+
+    @property
+    def entity_scores(self) -> dict[str, float]:
+        """Every reached entity, best first."""
+        return self.best_entities()
 
 
 def fuse(rankings: list[list[str]], k: int = RRF_K) -> list[str]:
@@ -166,8 +186,8 @@ def fuse(rankings: list[list[str]], k: int = RRF_K) -> list[str]:
     for ranking in rankings:
         for position, item in enumerate(ranking):
             scores[item] = scores.get(item, 0.0) + 1.0 / (k + position)
-    first_seen = {item: i for i, item in enumerate(dict.fromkeys(i for r in rankings for i in r))}
-    return sorted(scores, key=lambda item: (-scores[item], first_seen[item]))
+    # ``scores`` holds the ids in order of first appearance, which a stable sort keeps for ties.
+    return sorted(scores, key=scores.__getitem__, reverse=True)
 
 
 async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Ranking]:
@@ -187,7 +207,8 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
     chunks = index.chunks + unlinked
     size = len(index.entities) + len(chunks)
     entity_seed = np.zeros(size)
-    for i, strength in link_entities(question, index).items():
+    linked = link_entities(question, index)
+    for i, strength in linked.items():
         entity_seed[i] = strength * index.specificity[i]
     chunk_seed = np.zeros(size)
     for chunk_id in best:
@@ -215,12 +236,14 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
     chunk_scores = scores[offset:] / degree
     order = np.lexsort((np.arange(len(chunk_scores)), -chunk_scores))  # ties: by id
     walked = [chunks[j] for j in order[chunk_scores[order] > 0].tolist()]
-    # Filtered in numpy: a per-element loop over every entity costs milliseconds a query.
-    entity_order = np.lexsort((np.arange(offset), -scores[:offset]))
-    entity_order = entity_order[scores[entity_order] > 0]
-    entity_scores = dict(zip([index.entities[i] for i in entity_order], scores[entity_order].tolist()))
     fused = fuse([walked, dense_for_fusion(question, dense, lexical, stores.chunks_vdb), lexical])
-    return Ranking(chunk_ids=fused, entity_scores=entity_scores)
+    return Ranking(chunk_ids=fused, named=named_in_order(linked, index),
+                   entity_names=index.entities, entity_visits=scores[:offset])
+
+
+def named_in_order(linked: dict[int, float], index: GraphIndex) -> list[str]:
+    """The names of :func:`link_entities`' entities, strongest match first (ties by position)."""
+    return [index.entities[i] for i in sorted(linked, key=lambda i: (-linked[i], i))]
 
 
 # --------------------------------------------------------------------------- the context
@@ -237,21 +260,22 @@ async def retrieve_hybrid(question: str, stores: Any, param: QueryParam, tokeniz
     ranking = await rank(question, stores, param)
     if ranking is None or not ranking.chunk_ids:
         return None
-    names = list(ranking.entity_scores)[:param.top_k]
+    entity_scores = ranking.best_entities(param.top_k)
+    names = list(entity_scores)
     found = [(n, d) for n, d in zip(names, await stores.graph.get_nodes_batch(names)) if d]
     entity_rows = [[i, n, d.get("entity_type", "UNKNOWN"), d.get("description", "UNKNOWN"),
-                    f"{ranking.entity_scores[n]:.4g}"] for i, (n, d) in enumerate(found)]
+                    f"{entity_scores[n]:.4g}"] for i, (n, d) in enumerate(found)]
     entity_budget = param.local_max_token_for_local_context // 2
-    entities_text, n_entities = pack_csv_section("Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer,
-                                                 cut_column=3)
+    entities_text, n_entities, entities_tokens = pack_csv_section(
+        "Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer, cut_column=3)
     chosen = set(names)
     pairs = sorted({tuple(sorted(e)) for edges in await stores.graph.get_nodes_edges_batch(names)
                     for e in edges if e[0] in chosen and e[1] in chosen})
     edges = [(pair, d or {}) for pair, d in zip(pairs, await stores.graph.get_edges_batch(pairs))]
     relation_rows = [[i, a, b, d.get("description", "UNKNOWN"), d.get("weight", 1.0)]
                      for i, ((a, b), d) in enumerate(edges)]
-    relation_budget = param.local_max_token_for_local_context - tokenizer.count(entities_text)
-    relations_text, n_relations = pack_csv_section("Relationships", RELATION_HEADER, relation_rows, relation_budget,
+    relation_budget = param.local_max_token_for_local_context - entities_tokens
+    relations_text, n_relations, _ = pack_csv_section("Relationships", RELATION_HEADER, relation_rows, relation_budget,
                                                    tokenizer, cut_column=3)
 
     async def read_chunks(ids: list[str]) -> list[tuple[Chunk, str]]:
@@ -265,7 +289,7 @@ async def retrieve_hybrid(question: str, stores: Any, param: QueryParam, tokeniz
     return Retrieval(
         question=question, mode="hybrid", chunks=tuple(chunks),
         context="\n\n".join(s for s in (entities_text, relations_text, sources_text) if s),
-        entities=tuple(replace(Entity.from_stored(n, d), score=ranking.entity_scores[n]) for n, d in found[:n_entities]),
+        entities=tuple(replace(Entity.from_stored(n, d), score=entity_scores[n]) for n, d in found[:n_entities]),
         relations=tuple(Relation.from_stored(a, b, d) for (a, b), d in edges[:n_relations]))
 
 

@@ -73,12 +73,11 @@ def _weight(edge: dict) -> float:
 async def _named_entities(query: str, stores: Any) -> list[str]:
     """The entities the question names, found by name as hybrid mode finds them (exact,
     normalised or fuzzy; a Chinese question segmented into words), strongest match first."""
-    from .query_hybrid import link_entities
+    from .query_hybrid import link_entities, named_in_order
     from .walk_graph import graph_index
 
     index = await graph_index(stores)
-    linked = link_entities(query, index)
-    return [index.entities[i] for i in sorted(linked, key=lambda i: (-linked[i], i))]
+    return named_in_order(link_entities(query, index), index)
 
 
 async def _find_entities(query: str, stores: Any, param: QueryParam, ranking: Any = None) -> list[dict]:
@@ -95,8 +94,12 @@ async def _find_entities(query: str, stores: Any, param: QueryParam, ranking: An
         name = hit.get("entity_name")
         if name and name not in similarity:
             similarity[name] = hit.get("distance")
-    walked = list(ranking.entity_scores) if ranking is not None else []
-    names = list(dict.fromkeys(await _named_entities(query, stores) + list(similarity) + walked))[:param.top_k]
+    # The walk linked the question's names already (without a walk, or with none to seed it, linking again
+    # finds the same).
+    named = ranking.named if ranking is not None else await _named_entities(query, stores)
+    # Of the walk's entities, no more than these can be among the first top_k distinct names.
+    walked = list(ranking.best_entities(param.top_k + len(named) + len(similarity))) if ranking is not None else []
+    names = list(dict.fromkeys(named + list(similarity) + walked))[:param.top_k]
     if not names:
         return []
     nodes = await stores.graph.get_nodes_batch(names)
@@ -205,6 +208,12 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
     """The entities nearest the question and what surrounds them, as packed into the local
     context; None when no entity matches. ``cited``: the Sources rows are numbered from 1,
     the numbers a cited answer uses."""
+    return await _retrieve(query, stores, param, tokenizer, cited, records=True)
+
+
+async def _retrieve(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer, cited: bool,
+                    records: bool) -> Optional[Retrieval]:
+    """:func:`retrieve_local`; without ``records``, the context alone (an answer needs no records)."""
     if stores.entities_vdb is None:
         return None
     ranking = await _walk_ranking(query, stores, param)
@@ -223,15 +232,15 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
         for i, e in enumerate(entities)
     ]
     entity_budget = param.local_max_token_for_local_context // 2
-    entities_text, n_entities = pack_csv_section("Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer,
-                                                     cut_column=3)
+    entities_text, n_entities, entities_tokens = pack_csv_section(
+        "Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer, cut_column=3)
 
-    relation_budget = param.local_max_token_for_local_context - tokenizer.count(entities_text)
+    relation_budget = param.local_max_token_for_local_context - entities_tokens
     relation_rows = [
         [i, r["src_tgt"][0], r["src_tgt"][1], r["data"].get("description", "UNKNOWN"), _weight(r["data"]), r["rank"]]
         for i, r in enumerate(relations)
     ]
-    relations_text, n_relations = pack_csv_section(
+    relations_text, n_relations, _ = pack_csv_section(
         "Relationships", RELATION_HEADER, relation_rows, relation_budget, tokenizer, cut_column=3
     )
 
@@ -247,8 +256,6 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
 
     reports_text, kept_reports = await pack_while_reading(
         "Reports", REPORT_HEADER, report_groups, read_reports, param.local_max_token_for_community_report, tokenizer)
-    largest = await largest_community(stores.index_meta) if kept_reports else None
-    reports = [CommunityReport.from_stored(i, with_occurrence(r, largest)) for i, r in kept_reports]
 
     async def read_chunks(ranked: list[tuple[str, int]]) -> list[tuple[tuple[str, int, dict], str]]:
         records = await stores.text_chunks.get_by_ids([i for i, _ in ranked])
@@ -258,15 +265,19 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
     sources_text, kept_chunks = await pack_while_reading(
         "Sources", SOURCE_HEADER, doubling_slices(chunk_ids), read_chunks, param.local_max_token_for_text_unit,
         tokenizer, first_id=1 if cited else 0)
-    chunks = [replace(Chunk.from_stored(i, r), score=float(links)) for i, links, r in kept_chunks]
     logger.info(
         "Local context: %d/%d entities, %d/%d relations, %d/%d communities, %d/%d chunks",
-        n_entities, len(entity_rows), n_relations, len(relation_rows), len(reports),
-        sum(len(g) for g in report_groups), len(chunks), len(chunk_ids),
+        n_entities, len(entity_rows), n_relations, len(relation_rows), len(kept_reports),
+        sum(len(g) for g in report_groups), len(kept_chunks), len(chunk_ids),
     )
-    sections = [s for s in (reports_text, entities_text, relations_text, sources_text) if s]
+    context = "\n\n".join(s for s in (reports_text, entities_text, relations_text, sources_text) if s)
+    if not records:
+        return Retrieval(question=query, mode="local", context=context)
+    largest = await largest_community(stores.index_meta) if kept_reports else None
+    reports = [CommunityReport.from_stored(i, with_occurrence(r, largest)) for i, r in kept_reports]
+    chunks = [replace(Chunk.from_stored(i, r), score=float(links)) for i, links, r in kept_chunks]
     return Retrieval(
-        question=query, mode="local", chunks=tuple(chunks), reports=tuple(reports), context="\n\n".join(sections),
+        question=query, mode="local", chunks=tuple(chunks), reports=tuple(reports), context=context,
         entities=tuple(replace(Entity.from_stored(e["entity_name"], e["data"]), degree=e["rank"], score=e["score"])
                        for e in entities[:n_entities]),
         relations=tuple(Relation.from_stored(*r["src_tgt"], r["data"]) for r in relations[:n_relations]),
@@ -275,7 +286,7 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
 
 async def build_local_context(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[str]:
     """The data tables a local answer is grounded in, or None when no entity matches."""
-    retrieval = await retrieve_local(query, stores, param, tokenizer)
+    retrieval = await _retrieve(query, stores, param, tokenizer, cited=False, records=False)
     return retrieval.context if retrieval is not None else None
 
 

@@ -22,6 +22,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Optional, Protocol, Sequence
 
+from .text_cache import TextCache
+
 logger = logging.getLogger(__name__)
 
 _BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
@@ -29,6 +31,10 @@ _BUNDLED = ("cl100k_base", "o200k_base")
 _install_lock = threading.Lock()
 # Below this many characters a batch is encoded on the calling thread.
 _THREADED_BATCH_CHARS = 1 << 16
+# Counts kept per tokenizer: texts up to _COUNTED_TEXT_CHARS long, _COUNTED_BYTES of them in all
+# (a query counts the rows of the same records again and again; a whole context is not kept).
+_COUNTED_TEXT_CHARS = 1 << 14
+_COUNTED_BYTES = 1 << 24
 
 
 def _tiktoken_cache_dir() -> str:
@@ -179,10 +185,14 @@ class TiktokenTokenizer:
         self.model_name = model_name
         self.encoding_name = encoding_name
         # The bundled encodings' pre-tokenizers cut text after a newline that a digit or a
-        # backtick follows, and tokens never span a cut: a table's count is the sum of its
-        # lines' counts (query_context.section_counter).
+        # backtick follows, before a newline that an ASCII letter or digit precedes, and
+        # between a digit and a comma after it (digits only ever join digits), and tokens
+        # never span a cut: a table's count is the sum of its lines' counts, and a row
+        # line's the count of its leading number plus the rest's (query_context.section_counter,
+        # row_cost).
         self.counts_add_by_line = encoding_name in _BUNDLED
         self._encoding = load_encoding(encoding_name)
+        self._counts: TextCache[str, int] = TextCache(_COUNTED_BYTES, lambda text, _: sys.getsizeof(text))
 
     def encode(self, text: str) -> list[int]:
         return self._encoding.encode(text, disallowed_special=())
@@ -203,7 +213,10 @@ class TiktokenTokenizer:
         return self._encoding.decode_batch([list(t) for t in batch], num_threads=2)
 
     def count(self, text: str) -> int:
-        return len(self.encode(text))
+        """Tokens in ``text``; a short text's count is remembered (``TextCache``)."""
+        if len(text) > _COUNTED_TEXT_CHARS:
+            return len(self.encode(text))
+        return self._counts.get(text, lambda: len(self.encode(text)))
 
     def truncate(self, text: str, max_tokens: int) -> str:
         """``text`` cut to at most ``max_tokens`` tokens (the whole text when it fits)."""

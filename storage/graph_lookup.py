@@ -103,7 +103,11 @@ class GraphLookup:
             arrays["edge_key"], arrays["edge_offset"], arrays["edge_length"])
         # Queries about neighbouring entities read the same elements again; like the parsed
         # graph, this hands out the same attribute dicts each time (callers only read them).
+        # What a lookup answers never changes (it maps one version of the files), so the
+        # answers to the calls each query repeats are kept too, bounded like the elements.
         self._element = lru_cache(maxsize=1 << 14)(self._parse_element)
+        self._edge = lru_cache(maxsize=1 << 14)(self._read_edge)
+        self._neighbours_of = lru_cache(maxsize=1 << 12)(self._read_neighbours)  # a hub's list is long
 
     @classmethod
     def open(cls, graphml_file: BinaryIO, index_path: str) -> Optional[GraphLookup]:
@@ -144,20 +148,27 @@ class GraphLookup:
         slot = self._nodes.find(name)
         return 0 if slot is None else int(self._node_degree[slot])
 
-    def node_edges(self, name: str) -> Optional[list[tuple[str, str]]]:
-        """``graph.edges(name)`` of the fully parsed graph, in the same order."""
+    def _read_neighbours(self, name: str) -> Optional[tuple[str, ...]]:
         slot = self._nodes.find(name)
         if slot is None:
             return None
         start, end = self._neighbour_start[slot], self._neighbour_start[slot + 1]
-        return [(name, self._nodes.key(int(other))) for other in self._neighbours[start:end]]
+        return tuple(self._nodes.key(other) for other in self._neighbours[start:end].tolist())
+
+    def node_edges(self, name: str) -> Optional[list[tuple[str, str]]]:
+        """``graph.edges(name)`` of the fully parsed graph, in the same order."""
+        neighbours = self._neighbours_of(name)
+        return None if neighbours is None else [(name, other) for other in neighbours]
 
     def has_edge(self, a: str, b: str) -> bool:
         return self._edge_slot(a, b) is not None
 
-    def edge(self, a: str, b: str) -> Optional[dict[str, Any]]:
+    def _read_edge(self, a: str, b: str) -> Optional[dict[str, Any]]:
         slot = self._edge_slot(a, b)
         return None if slot is None else self._element(int(self._edge_offset[slot]), int(self._edge_length[slot]))
+
+    def edge(self, a: str, b: str) -> Optional[dict[str, Any]]:
+        return self._edge(a, b)
 
 
 # A graph journal's entry keys name what a change is to: a node, an edge (its ends in sorted

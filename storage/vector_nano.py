@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
@@ -39,20 +41,26 @@ def _nano_vectordb_class() -> Any:
     return _NanoVectorDB
 
 
-_blas_threads: Any = None
+_blas_lock = threading.Lock()
+_blas_controller: Any = None
 
 
-def _blas_on_one_thread() -> Any:
-    """A context in which BLAS runs on the calling thread alone. A query's matrix-vector product
-    is memory-bound and takes well under a millisecond on one thread, but OpenBLAS splits it
-    over its threads once the matrix passes a size threshold (a few thousand vectors), and
-    their hand-off and spin-waiting then cost many times the product itself."""
-    global _blas_threads
-    if _blas_threads is None:
-        from threadpoolctl import ThreadpoolController
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """BLAS on the calling thread only, for one search. A search is one matrix-vector product;
+    OpenBLAS splits a large one over every core, and its threads then spin waiting for more
+    work, which cost several times the product's own CPU a query (benchmarks/README.md,
+    "The local query's CPU"), and the split's partial sums make the scores depend on the
+    machine's core count. The limit is process-wide, so searches take it one at a time and
+    each restores what it found."""
+    global _blas_controller
+    with _blas_lock:
+        if _blas_controller is None:
+            from threadpoolctl import ThreadpoolController
 
-        _blas_threads = ThreadpoolController()
-    return _blas_threads.limit(limits=1, user_api="blas")
+            _blas_controller = ThreadpoolController()
+        with _blas_controller.limit(limits=1, user_api="blas"):
+            yield
 
 
 class EmbeddingDimensionError(StorageFileError):
@@ -204,7 +212,7 @@ class NanoVectorDBStorage(JournaledFile, BaseVectorStorage):
         if len(self._client) == 0 or top_k <= 0:
             return []
         vector = (await self._embed([query]))[0]
-        with _blas_on_one_thread():
+        with _one_blas_thread():
             results = self._client.query(
                 query=vector, top_k=top_k, better_than_threshold=self.cosine_better_than_threshold
             )

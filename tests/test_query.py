@@ -6,7 +6,7 @@ import json
 import os
 import random
 import re
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -23,6 +23,7 @@ from graphrag.operators.query_context import (
     pack_csv_section,
     pack_texts,
     pack_while_reading,
+    row_cost,
     rows_to_csv_table,
     section_counter,
 )
@@ -35,6 +36,7 @@ from graphrag.operators.query_local import (
     local_query,
 )
 from graphrag.operators.query_naive import build_naive_context, naive_query
+from graphrag.operators.text_cache import TextCache
 from graphrag.operators.tokenizer import get_tokenizer
 from graphrag.query_param import QueryParam
 from graphrag.schema import GRAPH_FIELD_SEP
@@ -221,7 +223,7 @@ def test_csv_table_quotes() -> None:
 @pytest.mark.parametrize("budget", [0, 5, 20, 37, 64, 150, 1000])
 def test_pack_csv_section_never_exceeds(budget: int) -> None:
     rows = [[i, f"row {i} " + "lorem ipsum, dolor \"sit\" amet " * (i % 4 + 1)] for i in range(40)]
-    text, kept = pack_csv_section("Entities", ["id", "content"], rows, budget, TOKENIZER)
+    text, kept, _ = pack_csv_section("Entities", ["id", "content"], rows, budget, TOKENIZER)
     assert TOKENIZER.count(text) <= budget
     if text:
         assert text.startswith("-----Entities-----\n```csv\nid,content")
@@ -314,6 +316,88 @@ def test_local_context_holds_entity_relations_and_source(tmp_path: Any) -> None:
                                    llm=None, tokenizer=TOKENIZER)) == ctx
 
 
+_OTHER_PROCESS = """
+import asyncio, json, sys
+from graphrag.config import GraphRAGConfig
+from graphrag.embedding import hash_embedding
+from graphrag.operators.query_local import build_local_context
+from graphrag.operators.tokenizer import get_tokenizer
+from graphrag.query_param import QueryParam
+from graphrag.stores import open_stores
+
+working_dir, question, change = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+
+async def main():
+    stores = open_stores(GraphRAGConfig(working_dir=working_dir, embedding_func=hash_embedding(64),
+                                        query_better_than_threshold=-1.0), hash_embedding(64))
+    if change:
+        await stores.index_start()
+        for name, description in change["nodes"].items():
+            await stores.graph.upsert_node(name, {**await stores.graph.get_node(name), "description": description})
+        chunks = await stores.text_chunks.get_by_ids(list(change["chunks"]))
+        await stores.text_chunks.upsert({c: {**old, "content": new} for (c, new), old in zip(change["chunks"].items(), chunks)})
+        await stores.index_done()
+    param = QueryParam(mode="local", top_k=4, only_need_context=True)
+    print(json.dumps(await build_local_context(question, stores, param, get_tokenizer("gpt-4o"))))
+
+asyncio.run(main())
+"""
+
+
+def test_local_context_follows_writes_of_this_and_another_process(tmp_path: Any) -> None:
+    """What queries keep between them (row lines and token counts per record text, a graph
+    lookup's answers per file version) never outlives a write: after this process's write and
+    after another process's, the context shows the new texts and is the context a process
+    that never queried before builds."""
+    import subprocess
+    import sys
+
+    question = "Who is Teodor Kask and what did Kask build?"
+    param = QueryParam(mode="local", top_k=4, only_need_context=True)
+    stores = small_stores(tmp_path)
+    asyncio.run(stores.index_done())
+
+    def fresh_process(change: Optional[dict] = None) -> str:
+        out = subprocess.run([sys.executable, "-c", _OTHER_PROCESS, str(tmp_path), question, json.dumps(change)],
+                             capture_output=True, text=True, timeout=120, check=True)
+        return json.loads(out.stdout)
+
+    def local(on: Stores) -> str:
+        context = asyncio.run(build_local_context(question, on, param, TOKENIZER))
+        assert context is not None
+        return context
+
+    def shown(context: str) -> str:  # the entities and passages (reports are not rewritten by these writes)
+        parts = sections(context)
+        return parts["Entities"] + parts["Sources"]
+
+    before = shown(local(stores))
+    assert "who built the brass telescope Ondine" in before and "Kask built the brass telescope" in before
+
+    async def write() -> None:  # this process: same-length texts, so no size tells them apart
+        await stores.index_start()
+        node = await stores.graph.get_node("TEODOR KASK")
+        await stores.graph.upsert_node("TEODOR KASK", {**node, "description": node["description"].replace(
+            "who built the brass telescope Ondine", "who built the steel telescope Ondine")})
+        chunk = (await stores.text_chunks.get_by_ids(["chunk-b1"]))[0]
+        await stores.text_chunks.upsert({"chunk-b1": {**chunk, "content": chunk["content"].replace(
+            "Kask built the brass telescope", "Kask built the steel telescope")}})
+        await stores.index_done()
+
+    asyncio.run(write())
+    after_ours = local(stores)
+    assert "who built the steel telescope Ondine" in shown(after_ours) and "Kask built the steel" in shown(after_ours)
+    assert "who built the brass" not in shown(after_ours) and "Kask built the brass" not in shown(after_ours)
+    assert after_ours == fresh_process() == local(open_stores(_config(tmp_path), hash_embedding(64)))
+
+    theirs = fresh_process({"nodes": {"TEODOR KASK": "Teodor Kask designed the copper telescope Ondine."},
+                            "chunks": {"chunk-b1": "Teodor Kask made the copper telescope Ondine in 1911."}})
+    assert "designed the copper telescope" in shown(theirs) and "made the copper telescope" in shown(theirs)
+    assert "steel" not in shown(theirs)
+    again = open_stores(_config(tmp_path), hash_embedding(64))  # a reader opens the new commit
+    assert local(again) == theirs
+
+
 def test_local_context_is_the_same_through_lookup_indexes(tmp_path: Any) -> None:
     """A process that opens a working dir answers local queries through the lookup indexes
     of the graph, the reports and the chunks, never parsing those files whole, with the very
@@ -354,6 +438,80 @@ def test_a_section_counts_as_the_sum_of_its_lines(encoding: str) -> None:
     for k in range(1, len(rows) + 1):
         assert count(k) == tokenizer.count(csv_section("Relationships", ["id", "source", "description", "weight"],
                                                        rows[:k]))
+
+
+def _csv_reference(rows: list[list[Any]]) -> str:
+    """What one csv writer writes for ``rows`` (cells as packing renders them), trailing newlines cut."""
+    import csv
+    import io
+
+    def cell(v: Any) -> str:
+        return "" if v is None else str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
+    for row in rows:
+        writer.writerow([cell(v) for v in row])
+    return buf.getvalue().rstrip("\n")
+
+
+@pytest.mark.parametrize("encoding", ["gpt-4o", "cl100k_base"])
+def test_a_row_counts_as_its_number_plus_the_rest(encoding: str) -> None:
+    """Rows are rendered and counted from their text after the number, kept per record: the
+    table is what one csv writer writes, and each row's count is the whole row's, for numbers
+    of any length and cells starting with digits, commas, quotes, spaces or other scripts.
+    Cells equal as values but not as text (``True`` and ``1``, ``1.0`` and ``1``) stay apart."""
+    tokenizer = get_tokenizer(encoding)
+    cells = ['plain words', '"quoted" first', ',comma first', ' space first', '1990 starts with digits', '12,5', 'café',
+             '中文的描述。', 'emoji 🙂!', '', 'ends with a newline\n', True, 1, 1.0, 2.5, None, 'x' * 300]
+    numbers = [0, 7, 42, 999, 1000, 1234, 100000]
+    rows: list[list[Any]] = [[numbers[i % len(numbers)], cells[i % len(cells)], cells[(i * 7 + 3) % len(cells)]]
+                             for i in range(len(cells) * 3)]
+    numbered = len(rows)  # sections hold numbered rows only (section_counter)
+    rows += [[5, ""], [5], [], [""], ["text first", 1], [True, "a bool first"], [2.0, "a float first"]]
+    for row in rows:
+        whole = rows_to_csv_table([], [row])
+        assert whole == "\n" + _csv_reference([row]) if row else whole == ""
+        assert row_cost(row, tokenizer) == len(tokenizer.encode(whole))
+    header = ["id", "a", "b"]
+    assert rows_to_csv_table(header, rows) == _csv_reference([header, *rows])
+    for k in (1, 10, numbered):
+        text = csv_section("Entities", header, rows[:k])
+        assert section_counter("Entities", header, rows, tokenizer)(k) == len(tokenizer.encode(text))
+
+
+@pytest.mark.parametrize("budget", [0, 12, 40, 300, 5000])
+def test_a_packed_section_reports_its_own_tokens(budget: int) -> None:
+    """The count a packed section comes with is its text's, whether rows were kept whole, the
+    first row was cut to fit, or nothing fit."""
+    rnd = random.Random(budget)
+    rows = [[i, f"NAME {i}", " ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(3, 60))), i * 3]
+            for i in range(30)]
+    text, kept, tokens = pack_csv_section("Entities", ["id", "entity", "description", "rank"], rows, budget,
+                                          TOKENIZER, cut_column=2)
+    assert tokens == len(TOKENIZER.encode(text)) <= max(budget, 0)
+
+
+def test_text_cache_keeps_the_recently_used_within_its_size() -> None:
+    """Entries past the size go least recently used first; one larger than the whole size is
+    computed but not kept."""
+    computed: list[str] = []
+
+    def value(key: str) -> Any:
+        return lambda: computed.append(key) or key.upper()
+
+    cache: TextCache[str, str] = TextCache(10, lambda key, _: len(key))
+    for key in ("aaa", "bbb", "ccc"):
+        assert cache.get(key, value(key)) == key.upper()
+    assert cache.get("aaa", value("aaa")) == "AAA" and computed == ["aaa", "bbb", "ccc"]  # kept: not computed again
+    cache.get("dddd", value("dddd"))  # 13 in all: the least recently used ("bbb") goes
+    assert cache.bytes <= 10 and len(cache) == 3
+    cache.get("bbb", value("bbb"))
+    assert computed[-1] == "bbb"
+    cache.get("x" * 11, value("x" * 11))
+    assert len(cache) == 3 and cache.bytes <= 10
+    cache.get("x" * 11, value("x" * 11))
+    assert computed.count("x" * 11) == 2
 
 
 @pytest.mark.parametrize("budget", [0, 30, 200, 900, 5000])
@@ -397,7 +555,7 @@ def test_local_reports_ranked_by_shared_entities_then_rating(big: Stores, single
     reports.sort(key=lambda item: (-counts[item[0]], -stored_rating(item[1])))
     assert len({counts[c] for c, _ in reports}) > 1 and len({stored_rating(r) for _, r in reports}) > 1
     rows = [[i, r["report_string"]] for i, (_, r) in enumerate(reports[:1] if single else reports)]
-    expected, kept = pack_csv_section("Reports", ["id", "content"], rows, 10**6, TOKENIZER, cut_column=1)
+    expected, kept, _ = pack_csv_section("Reports", ["id", "content"], rows, 10**6, TOKENIZER, cut_column=1)
     assert sections(ctx)["Reports"] == expected
     assert kept == len(rows)  # the whole order is compared (where reading stops is tested above)
 

@@ -11,7 +11,7 @@ import pytest
 from graphrag import GraphRAG, QueryParam
 from graphrag.embedding import hash_embedding
 from graphrag.operators import query_hybrid, walk_graph
-from graphrag.operators.query_hybrid import fuse, link_entities, personalized_pagerank
+from graphrag.operators.query_hybrid import Ranking, fuse, link_entities, personalized_pagerank
 from graphrag.operators.walk_graph import build_graph_index, graph_index
 from graphrag.storage.base import KeepsWalkLinks
 
@@ -201,3 +201,17 @@ def test_the_most_similar_chunk_and_the_walk_are_fused() -> None:
     stores = _Stores(nodes, [], dense=["bridge", "look-alike", "other", "answer"])
     ranking = asyncio.run(query_hybrid.rank("which river flows past her town?", stores, QueryParam(top_k=4)))
     assert ranking is not None and ranking.chunk_ids[:3] == ["bridge", "answer", "look-alike"]
+
+
+def test_the_best_entities_are_the_head_of_the_whole_order() -> None:
+    """A ranking orders only the entities that can be among the ``n`` best, and gives what
+    sorting every reached entity by score (ties by position) gives, ties at the cut included."""
+    rnd = np.random.default_rng(3)
+    visits = rnd.choice([0.0, 0.1, 0.2, 0.25, 0.5], size=200) * rnd.choice([1.0, 1.0, 0.5], size=200)
+    names = [f"E{i:03d}" for i in range(len(visits))]
+    ranking = Ranking(chunk_ids=[], named=[], entity_names=names, entity_visits=visits)
+    whole = sorted((i for i in range(len(visits)) if visits[i] > 0), key=lambda i: (-visits[i], i))
+    expected = {names[i]: float(visits[i]) for i in whole}
+    assert ranking.entity_scores == expected and list(ranking.entity_scores) == list(expected)
+    for n in (0, 1, 2, 7, 40, len(whole) - 1, len(whole), len(whole) + 5):
+        assert list(ranking.best_entities(n).items()) == list(expected.items())[:n]
