@@ -109,22 +109,21 @@ class Extracted:
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The garbage collector off until the block ends. The resolution pass allocates tens of
-    thousands of objects (candidate pairs, profiles, decisions), most freed as soon as they
-    are read and nearly none in a reference cycle: each collection they bring on would walk
-    every young object again (and a full one the whole process's heap: the graph, the
-    stores' caches, the LLM client), and none of them can be garbage the refcounts miss.
-    What the pass keeps is examined once, by the first collection after it. Left alone where
-    the collector is off already."""
-    if not gc.isenabled():
+def _heap_frozen() -> Iterator[None]:
+    """The objects alive on entry set aside from the garbage collector until the block ends
+    (``gc.freeze``). The resolution pass allocates tens of thousands of short-lived objects:
+    each full collection they bring on would otherwise walk the whole process's heap (the
+    graph, the stores' caches, the LLM client), none of which the pass can make garbage.
+    Left alone where the collector is off or something else froze objects (a server that
+    freezes its heap before forking must keep it frozen)."""
+    if not gc.isenabled() or gc.get_freeze_count():
         yield
         return
-    gc.disable()
+    gc.freeze()
     try:
         yield
     finally:
-        gc.enable()
+        gc.unfreeze()
 
 
 class Pipeline:
@@ -370,7 +369,7 @@ class Pipeline:
                       ) -> tuple[GraphRebuild, dict[str, Any]]:
         """Resolve the names the new and removed chunks mention; rebuild the nodes whose
         names moved."""
-        with _collector_paused():
+        with _heap_frozen():
             outcome = await resolution.resolve(extracted, removed, ask_all=judge_pending)
             moved = await resolution.moved_chunks(outcome)
             if moved:
