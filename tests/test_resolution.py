@@ -1412,3 +1412,19 @@ def test_a_description_stating_what_the_name_abbreviates_or_a_pen_name_is_a_stat
     berg = profile("ANNA BERG", description="Anna Berg was the pen name of Ilse Marten.")
     ilse = profile("ILSE MARTEN", description="Ilse Marten was born in 1850.")
     assert decide_pair(berg, ilse, "stated", threshold=0.7, ask_threshold=0.4).verdict == "merge"
+
+
+def test_a_descriptions_pronouns_and_lower_case_words_are_read_in_one_scan() -> None:
+    """A pronoun counts in either case ("He", "his"), never inside a longer word or after an
+    apostrophe or an underscore ("he'd", "her1", "_his", "O'his"); the lower-case words hold
+    no capitalised pronoun; a gendered noun after "is a" counts as a pronoun of its gender."""
+    from graphrag.operators.resolution.english import description_signals, gender_from_pronouns
+
+    lower, pronouns, roles = description_signals("JOHN SMITH", [
+        "John Smith is a man. He said his wife's name; he'd go. Hers was red, hiss",
+        "She and her1 herself, Himself _his O'his"])
+    assert dict(pronouns) == {"M": 4, "F": 3} and roles == {"man"}
+    assert {"his", "herself", "he'd", "wife's", "hiss"} <= lower
+    assert not lower & {"He", "Hers", "She", "Himself", "her", "her1", "he"}
+    assert gender_from_pronouns(pronouns) is None  # 4 against 3: no clear gender
+    assert gender_from_pronouns(description_signals("ANNA", ["Anna met her sister. She left."])[1]) == "F"

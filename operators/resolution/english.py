@@ -36,10 +36,16 @@ _LOWER_WORD = re.compile(r"\b[a-z]+\b")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _ASCII_LETTER = re.compile(r"[A-Za-z]")
 
-_LOWER_DESCRIPTION_WORD = re.compile(r"(?<![\w'])[a-z][a-z']*(?![\w'])")
 _PRONOUNS = {**dict.fromkeys("he his him himself".split(), "M"), **dict.fromkeys("she her hers herself".split(), "F")}
-_PRONOUN = re.compile(r"(?<![\w'])(?:%s)(?![\w'])" % "|".join(
-    sorted((w for p in _PRONOUNS for w in (p, p.capitalize())), key=len, reverse=True)))
+# A pronoun in either case ("his", "His"), by gender.
+_PRONOUN_FORMS = {**_PRONOUNS, **{p.capitalize(): g for p, g in _PRONOUNS.items()}}
+# What a description's signals read of its words, in one scan: every word written in lower case
+# (a pronoun in lower case among them) and a pronoun written with a capital. The same words as
+# separate scans for each: a match never starts right after a word character or an apostrophe,
+# so neither kind can hide the other.
+_SIGNAL_WORD = re.compile(r"(?<![\w'])(?:[a-z][a-z']*|%s)(?![\w'])" % "|".join(
+    sorted((p.capitalize() for p in _PRONOUNS), key=len, reverse=True)))
+_CAPITALISED_PRONOUNS = frozenset(_PRONOUN_FORMS) - frozenset(_PRONOUNS)
 # What a description says someone is ("Old Fenwick is a jovial old gentleman"): the noun of
 # the phrase after "is a" / "was the", before any preposition, relative word or punctuation.
 _GENDERED_NOUNS = {
@@ -246,15 +252,17 @@ def description_signals(name: str, texts: list[str]) -> tuple[set[str], Counter,
     roles: set[str] = set()
     own = set(name_key(name))
     for text in texts:
-        lower.update(_LOWER_DESCRIPTION_WORD.findall(text))
-        pronouns.update(_PRONOUNS[word.lower()] for word in _PRONOUN.findall(text))
+        counts = Counter(_SIGNAL_WORD.findall(text))
+        lower.update(counts)
+        for form in counts.keys() & _PRONOUN_FORMS.keys():
+            pronouns[_PRONOUN_FORMS[form]] += counts[form]
         said = _PREDICATE.search(text.lower())
         gendered = next((g for w in said.group(1).split() if (g := _GENDERED_NOUNS.get(w))), None) if said else None
         if gendered:
             pronouns[gendered] += 1
         if said and said.group(1).split() and _subject_is(own, text, said.start()):
             roles.add(said.group(1).split()[-1])
-    return lower, pronouns, roles
+    return lower - _CAPITALISED_PRONOUNS, pronouns, roles
 
 
 def _subject_is(own: set[str], text: str, at: int) -> bool:
