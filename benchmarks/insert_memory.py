@@ -1,6 +1,6 @@
 """The insert's peak RSS and CPU, and what holds memory at the peak.
 
-    python benchmarks/insert_memory.py CORPUS [--limit N] [--tracemalloc] [--profile FILE]
+    python benchmarks/insert_memory.py CORPUS [--limit N] [--tracemalloc FRAMES] [--profile FILE]
 
 Inserts the corpus into an empty working dir over the mock LLM (0 ms) with the 384-d hash
 embedding, as ``vs_nano.py``'s insert step does, and prints one JSON record: wall, CPU, peak
@@ -29,7 +29,7 @@ sys.path.insert(0, HERE)
 from bench import load_corpus, log, peak_rss_mb, start_server  # noqa: E402
 
 MAX_ASYNC = 16
-SNAPSHOT_STEP_MB = 60
+SNAPSHOT_STEP_MB = 100
 
 
 def rss_mb() -> float:
@@ -97,7 +97,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("corpus")
     ap.add_argument("--limit", type=int, default=0, help="first N documents only")
-    ap.add_argument("--tracemalloc", action="store_true")
+    ap.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES",
+                    help="trace allocations, keeping FRAMES frames each")
     ap.add_argument("--profile", help="write a cProfile of the insert here")
     ap.add_argument("--keep", help="copy the working dir here afterwards")
     ap.add_argument("--timeline", help="write (seconds, RSS MiB) samples here as JSON")
@@ -118,7 +119,7 @@ def main() -> None:
         if args.tracemalloc:
             import tracemalloc
 
-            tracemalloc.start(8)
+            tracemalloc.start(args.tracemalloc)
         before = tracemalloc.take_snapshot() if args.tracemalloc else None
         watcher = PeakWatcher(args.tracemalloc)
         watcher.start()

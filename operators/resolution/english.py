@@ -11,6 +11,7 @@ writes every noun capitalised; a Chinese text has no case at all).
 from __future__ import annotations
 
 import re
+import sys
 from collections import Counter
 from functools import lru_cache
 from typing import Optional
@@ -246,7 +247,7 @@ def description_signals(name: str, texts: list[str]) -> tuple[set[str], Counter,
     roles: set[str] = set()
     own = set(name_key(name))
     for text in texts:
-        lower.update(_LOWER_DESCRIPTION_WORD.findall(text))
+        lower.update(map(sys.intern, _LOWER_DESCRIPTION_WORD.findall(text)))  # kept per profile: shared
         pronouns.update(_PRONOUNS[word.lower()] for word in _PRONOUN.findall(text))
         said = _PREDICATE.search(text.lower())
         gendered = next((g for w in said.group(1).split() if (g := _GENDERED_NOUNS.get(w))), None) if said else None
