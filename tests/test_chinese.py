@@ -328,3 +328,17 @@ def test_the_chinese_set_is_retrieved_through_the_lexical_channel(tmp_path: Path
                    embedding_func=hash_embedding(256), lexical=False)
     assert off["modes"]["naive"]["all"]["recall@5"] <= 10
     assert off["modes"]["hybrid"]["all"]["recall@5"] < on["modes"]["hybrid"]["all"]["recall@5"]
+
+
+def test_search_tokens_leave_the_part_of_speech_tables_unloaded() -> None:
+    """Search tokens (the lexical index of any text with a Han character) need jieba's words
+    only: its tagger's tables, tens of MB, load where tags are read (the LLM-free extractor)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from graphrag.operators.chinese_text import search_tokens, tagged_words; "
+            "words = search_tokens('蔡元培任北京大学校长'); print(words, 'jieba.posseg' in sys.modules); "
+            "tagged_words('蔡元培任北京大学校长'); print('jieba.posseg' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0].endswith("False") and "北京大学" in out[0]
+    assert out[1] == "True"
