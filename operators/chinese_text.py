@@ -32,7 +32,8 @@ _MAX_TERM_CHARS = 10  # longer noun runs are phrases, not terms
 _LATIN_WORD = re.compile(r"[^\W_]+(?:['’.-][^\W_]+)*")
 
 _lock = threading.Lock()
-_segmenters: dict[Optional[str], tuple[Any, frozenset[str]]] = {}
+_tokenizers: dict[Optional[str], tuple[Any, frozenset[str]]] = {}
+_taggers: dict[Optional[str], Any] = {}
 
 
 def has_han(text: str) -> bool:
@@ -69,32 +70,42 @@ def _read_user_words(path: str) -> frozenset[str]:
         return frozenset(line.split()[0] for line in f if line.strip() and not line.lstrip().startswith("#"))
 
 
-def _segmenter(user_dictionary: Optional[str]) -> tuple[Any, frozenset[str]]:
-    """A part-of-speech segmenter with the user dictionary loaded (one per dictionary, built
-    once: each has its own word list, so two indexes with different dictionaries do not mix),
-    and the dictionary's words."""
+def _word_tokenizer(user_dictionary: Optional[str]) -> tuple[Any, frozenset[str]]:
+    """jieba's word segmenter with the user dictionary loaded (one per dictionary, built once:
+    each has its own word list, so two indexes with different dictionaries do not mix), and
+    the dictionary's words. Search tokens need no part-of-speech tags: the tagger's tables
+    (tens of MB) load only where tags are read (:func:`_tagger`)."""
     with _lock:
-        if user_dictionary not in _segmenters:
+        if user_dictionary not in _tokenizers:
             import jieba
-            import jieba.posseg
 
             jieba.setLogLevel(logging.WARNING)  # its own logger prints the dictionary's loading
             words: frozenset[str] = frozenset()
             if user_dictionary is None:
-                segmenter = jieba.posseg.dt
+                tokenizer = jieba.dt
             else:
                 tokenizer = jieba.Tokenizer()
                 tokenizer.load_userdict(user_dictionary)
-                segmenter = jieba.posseg.POSTokenizer(tokenizer)
                 words = _read_user_words(user_dictionary)
-            _segmenters[user_dictionary] = (segmenter, words)
-        return _segmenters[user_dictionary]
+            _tokenizers[user_dictionary] = (tokenizer, words)
+        return _tokenizers[user_dictionary]
+
+
+def _tagger(user_dictionary: Optional[str]) -> Any:
+    """A part-of-speech segmenter over :func:`_word_tokenizer`'s segmenter of the dictionary."""
+    tokenizer, _ = _word_tokenizer(user_dictionary)
+    with _lock:
+        if user_dictionary not in _taggers:
+            import jieba.posseg
+
+            _taggers[user_dictionary] = (jieba.posseg.dt if user_dictionary is None
+                                         else jieba.posseg.POSTokenizer(tokenizer))
+        return _taggers[user_dictionary]
 
 
 def tagged_words(text: str, user_dictionary: Optional[str] = None) -> list[tuple[str, str]]:
     """``(word, part-of-speech tag)`` pairs of the text, in order."""
-    segmenter, _ = _segmenter(user_dictionary)
-    return [(pair.word, pair.flag) for pair in segmenter.cut(text)]
+    return [(pair.word, pair.flag) for pair in _tagger(user_dictionary).cut(text)]
 
 
 class SentenceNames:
@@ -140,7 +151,7 @@ def sentence_names(sentence: str, user_dictionary: Optional[str] = None) -> Sent
     """Proper nouns and noun terms of one sentence (empty when it holds no Han character)."""
     if not has_han(sentence):
         return SentenceNames([], frozenset())
-    _, user_words = _segmenter(user_dictionary)
+    _, user_words = _word_tokenizer(user_dictionary)
     return SentenceNames(tagged_words(sentence, user_dictionary), user_words)
 
 
@@ -160,8 +171,8 @@ def split_words(words: list[str], user_dictionary: Optional[str] = None) -> list
     out: list[str] = []
     for word in words:
         if has_han(word):
-            segmenter, _ = _segmenter(user_dictionary)
-            out.extend(w for w in segmenter.tokenizer.cut(fold_width(word)) if w.strip())
+            tokenizer, _ = _word_tokenizer(user_dictionary)
+            out.extend(w for w in tokenizer.cut(fold_width(word)) if w.strip())
         else:
             out.append(word)
     return out
@@ -182,9 +193,9 @@ def search_tokens(text: str, user_dictionary: Optional[str] = None) -> list[str]
     text = fold_width(text)
     if not has_han(text):
         return [w.lower() for w in _LATIN_WORD.findall(text)]
-    segmenter, _ = _segmenter(user_dictionary)
+    tokenizer, _ = _word_tokenizer(user_dictionary)
     tokens = []
-    for word in segmenter.tokenizer.cut(text):
+    for word in tokenizer.cut(text):
         if has_han(word):
             tokens.append(word)
         else:

@@ -99,9 +99,11 @@ class JournaledFile(SingleFileStore):
     def _write_files(self) -> None:
         file_size = os.path.getsize(self._file_name) if os.path.exists(self._file_name) else 0
         journal_size = os.path.getsize(self._journal_name) if os.path.exists(self._journal_name) else 0
-        line = self._journal_line()
-        if (self._must_fold or file_size < JOURNAL_FROM_BYTES
-                or journal_size + len(line) > file_size * FOLD_AT_SHARE):
+        # The line is built only where it may be appended: a fold needs none, and a first
+        # write's line would be the whole store over again, held beside it.
+        folds = self._must_fold or file_size < JOURNAL_FROM_BYTES
+        line = b"" if folds else self._journal_line()
+        if folds or journal_size + len(line) > file_size * FOLD_AT_SHARE:
             # A later write of this commit (after a write-ahead) folds too: the journal goes.
             self._must_fold = True
             self._write_whole()

@@ -19,7 +19,7 @@ from graphrag.config import GraphRAGConfig
 
 from .base import BaseVectorStorage
 from .files import StorageFileError, atomic_write_via, file_signature, parse_json_file
-from .journal import REMOVED, JournaledFile, journal_for, net_changes, read_journal
+from .journal import REMOVED, JournaledFile, change_lines, journal_for, net_changes, read_journal
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class NanoVectorDBStorage(JournaledFile, BaseVectorStorage):
     _client: Any = field(default=None, init=False, repr=False)
     _dirty: bool = field(default=False, init=False, repr=False)
     _loaded_signature: Optional[tuple[Any, ...]] = field(default=None, init=False, repr=False)
-    # What changed since the last commit (journal record, or REMOVED), for the journal's next line.
+    # What changed since the last commit ((fields, vector), or REMOVED), for the journal's next line.
     _changed: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _must_fold: bool = field(default=False, init=False, repr=False)
 
@@ -200,10 +200,8 @@ class NanoVectorDBStorage(JournaledFile, BaseVectorStorage):
         records = [{"__id__": k, **{f: v[f] for f in self.meta_fields if f in v}} for k, v in data.items()]
         vectors = await self._embed([v["content"] for v in data.values()])
         for record, vector in zip(records, vectors):
-            self._changed[record["__id__"]] = {
-                **{k: v for k, v in record.items() if k != "__id__"},
-                "__vector__": base64.b64encode(vector.tobytes()).decode("ascii"),
-            }
+            # The vector as given, encoded only if this commit appends to the journal.
+            self._changed[record["__id__"]] = ({k: v for k, v in record.items() if k != "__id__"}, vector)
             record["__vector__"] = vector
         self._client.upsert(datas=records)
         self._dirty = True
@@ -249,6 +247,13 @@ class NanoVectorDBStorage(JournaledFile, BaseVectorStorage):
 
     def __len__(self) -> int:
         return len(self._client)
+
+    def _journal_line(self) -> bytes:
+        """Upserted records as the file holds them (vector as base64 float32), and deletions."""
+        return change_lines({
+            key: change if change is REMOVED else
+            {**change[0], "__vector__": base64.b64encode(change[1].tobytes()).decode("ascii")}
+            for key, change in self._changed.items()})
 
     def _write_whole(self) -> None:
         def write(tmp: str) -> None:

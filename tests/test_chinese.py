@@ -356,3 +356,16 @@ def test_an_embedder_reading_latin_script_only_leaves_a_chinese_questions_rankin
     assert dense_for_fusion("Who found the Library Cave?", ["v1"], bm25, vectors) == ["v1"]
     assert dense_for_fusion(question, ["v1"], [], vectors) == ["v1"]  # no lexical ranking: vectors stay
     assert dense_for_fusion(question, ["v1"], bm25, _offline(tmp_path).stores.chunks_vdb) == ["v1"]
+
+def test_search_tokens_leave_the_part_of_speech_tables_unloaded() -> None:
+    """Search tokens (the lexical index of any text with a Han character) need jieba's words
+    only: its tagger's tables, tens of MB, load where tags are read (the LLM-free extractor)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from graphrag.operators.chinese_text import search_tokens, tagged_words; "
+            "words = search_tokens('蔡元培任北京大学校长'); print(words, 'jieba.posseg' in sys.modules); "
+            "tagged_words('蔡元培任北京大学校长'); print('jieba.posseg' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0].endswith("False") and "北京大学" in out[0]
+    assert out[1] == "True"

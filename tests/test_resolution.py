@@ -545,26 +545,35 @@ def test_aliases_become_one_node_found_by_any_name(tmp_path: Any) -> None:
 
 
 
-def test_the_pass_sets_the_heap_aside_from_the_collector_and_leaves_it_as_it_was(tmp_path: Any,
-                                                                                monkeypatch: Any) -> None:
-    """The pass runs with the objects alive before it frozen (full collections then walk only
-    what it allocates); afterwards nothing stays frozen, and a heap someone else froze stays so."""
+def test_the_write_sets_the_heap_aside_from_the_collector_and_leaves_it_as_it_was(tmp_path: Any,
+                                                                                 monkeypatch: Any) -> None:
+    """The stages run with the objects alive before them frozen, and what extraction and the
+    resolution pass leave is set aside too (full collections then walk only what each stage
+    allocates); afterwards nothing stays frozen, and a heap someone else froze stays so."""
     import gc
 
+    from graphrag.indexing.pipeline import Pipeline
     from graphrag.operators.resolution import EntityResolution
 
     seen: list[int] = []
-    original = EntityResolution.resolve
+    at_cluster: list[int] = []
+    original, original_cluster = EntityResolution.resolve, Pipeline.cluster
 
     async def resolve(self: EntityResolution, *args: Any, **kwargs: Any) -> Any:
         seen.append(gc.get_freeze_count())
         return await original(self, *args, **kwargs)
 
+    async def cluster(self: Pipeline, *args: Any, **kwargs: Any) -> Any:
+        at_cluster.append(gc.get_freeze_count())
+        return await original_cluster(self, *args, **kwargs)
+
     monkeypatch.setattr(EntityResolution, "resolve", resolve)
+    monkeypatch.setattr(Pipeline, "cluster", cluster)
     assert gc.get_freeze_count() == 0
     rag = make(tmp_path)
     rag.insert([DOC_JACOB, DOC_MARLEY])
     assert seen and seen[0] > 0 and gc.get_freeze_count() == 0
+    assert at_cluster and at_cluster[0] > seen[0]  # what the pass left was set aside as well
     assert "MARLEY" not in graph_of(rag)
     gc.freeze()
     try:

@@ -17,13 +17,12 @@ over the stores and clients of that write, and handed to whatever changes the in
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import gc
 import importlib
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterator, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, Protocol, TypeVar
 
 from graphrag.config import GraphRAGConfig, llm_configured
 from graphrag.embedding import EmbeddingFunc, warn_if_not_english
@@ -108,22 +107,34 @@ class Extracted:
     failed: dict[str, Any]
 
 
-@contextlib.contextmanager
-def _heap_frozen() -> Iterator[None]:
+class _FrozenHeap:
     """The objects alive on entry set aside from the garbage collector until the block ends
-    (``gc.freeze``). The resolution pass allocates tens of thousands of short-lived objects:
-    each full collection they bring on would otherwise walk the whole process's heap (the
-    graph, the stores' caches, the LLM client), none of which the pass can make garbage.
-    Left alone where the collector is off or something else froze objects (a server that
-    freezes its heap before forking must keep it frozen)."""
-    if not gc.isenabled() or gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
+    (``gc.freeze``), and those alive at each :meth:`settle` too. A write allocates millions
+    of objects that live to its end (extractions, merged records, the graph's updates, the
+    resolution's profiles); each full collection their growth brings on would otherwise walk
+    all of them again, and the whole process's heap besides (the graph, the stores' caches,
+    the LLM client), none of which can be garbage yet. Garbage in a cycle made of frozen
+    objects waits for the block's end. Left alone where the collector is off or something
+    else froze objects (a server that freezes its heap before forking must keep it frozen)."""
+
+    def __init__(self) -> None:
+        self._owned = False
+
+    def __enter__(self) -> "_FrozenHeap":
+        if gc.isenabled() and not gc.get_freeze_count():
+            gc.freeze()
+            self._owned = True
+        return self
+
+    def settle(self) -> None:
+        """Set aside the objects alive now as well (a stage's results, kept to the end)."""
+        if self._owned:
+            gc.freeze()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._owned:
+            gc.unfreeze()
+            self._owned = False
 
 
 class Pipeline:
@@ -189,47 +200,52 @@ class Pipeline:
         if self.config.extraction != "llm" or not work.to_extract:
             first_answer.set()
 
-        async with BackgroundWork(timer) as background:
-            chunk_vectors = background.start(self.embed_chunks(plan.new_chunks), after=(first_answer,), stage="embed")
-            # Merge ahead: what is extracted so far is merged while the last calls are in flight.
-            merge = self.merge_ahead(work, aliases, background)
-            with timer.stage("extract"):
-                extracted = await self.extract(work, merge, first_answer)
-            with timer.stage("merge"):
-                rebuilt = await merge.finish(extracted.changed)
-            resolved: dict[str, Any] = {}
-            if resolution is not None:
-                with timer.stage("resolve"):
-                    rebuilt, resolved = await self.resolve(resolution, rebuilt, extracted.changed, work.removed,
-                                                            judge_pending)
-            with timer.stage("merge"):
-                # Descriptions are summarised in the background; what needs one waits for it.
-                changes = self.summarise(rebuilt, background)
-            await self.record(docs_to_store, removed_doc_ids, plan, extracted.changed,
-                              (work.failed_before, extracted.failed))
-            # Entity vectors wait for the summaries; nothing below needs them, so they are
-            # embedded beside clustering and reports. Relation vectors go with them; an index
-            # written before they were on gets the missing ones here.
-            stores = self.stores
-            entity_vectors = background.start(store_entity_vectors(
-                stores.entities_vdb, changes, stores.relations_vdb,
-                backfill=lambda: relation_vectors_to_backfill(stores.graph, stores.relations_vdb, self.tokenizer,
-                                                              self.vector_tokens)),
-                after=(chunk_vectors,), stage="embed")
-            communities = len(await self.stores.community_reports.all_keys())
-            reports_generated, report_failures = 0, None
-            if changes.entities_changed:
-                with timer.stage("cluster"):
-                    schema, changed_communities = await self.cluster(rebuilt)
-                # The stores the reports leave alone are written while the reports are generated.
-                background.start(self.stores.write_ahead(WRITTEN_BEFORE_REPORTS), after=(entity_vectors,),
-                                 finish_on_error=True)
-                with timer.stage("report"):
-                    # Communities containing a description still being summarised wait for it.
-                    communities, reports_generated, report_failures = await self.report(
-                        schema, changes, touched=rebuilt.touched, only=changed_communities)
-            else:
-                logger.info("No entity or relation changed; community reports kept as they are")
+        # One frozen heap over the stages; what extraction and resolution leave is set aside too.
+        with _FrozenHeap() as heap:
+            async with BackgroundWork(timer) as background:
+                chunk_vectors = background.start(self.embed_chunks(plan.new_chunks), after=(first_answer,),
+                                                 stage="embed")
+                # Merge ahead: what is extracted so far is merged while the last calls are in flight.
+                merge = self.merge_ahead(work, aliases, background)
+                with timer.stage("extract"):
+                    extracted = await self.extract(work, merge, first_answer)
+                heap.settle()
+                with timer.stage("merge"):
+                    rebuilt = await merge.finish(extracted.changed)
+                resolved: dict[str, Any] = {}
+                if resolution is not None:
+                    with timer.stage("resolve"):
+                        rebuilt, resolved = await self.resolve(resolution, rebuilt, extracted.changed, work.removed,
+                                                                judge_pending)
+                    heap.settle()
+                with timer.stage("merge"):
+                    # Descriptions are summarised in the background; what needs one waits for it.
+                    changes = self.summarise(rebuilt, background)
+                await self.record(docs_to_store, removed_doc_ids, plan, extracted.changed,
+                                  (work.failed_before, extracted.failed))
+                # Entity vectors wait for the summaries; nothing below needs them, so they are
+                # embedded beside clustering and reports. Relation vectors go with them; an index
+                # written before they were on gets the missing ones here.
+                stores = self.stores
+                entity_vectors = background.start(store_entity_vectors(
+                    stores.entities_vdb, changes, stores.relations_vdb,
+                    backfill=lambda: relation_vectors_to_backfill(stores.graph, stores.relations_vdb, self.tokenizer,
+                                                                  self.vector_tokens)),
+                    after=(chunk_vectors,), stage="embed")
+                communities = len(await self.stores.community_reports.all_keys())
+                reports_generated, report_failures = 0, None
+                if changes.entities_changed:
+                    with timer.stage("cluster"):
+                        schema, changed_communities = await self.cluster(rebuilt)
+                    # The stores the reports leave alone are written while the reports are generated.
+                    background.start(self.stores.write_ahead(WRITTEN_BEFORE_REPORTS), after=(entity_vectors,),
+                                     finish_on_error=True)
+                    with timer.stage("report"):
+                        # Communities containing a description still being summarised wait for it.
+                        communities, reports_generated, report_failures = await self.report(
+                            schema, changes, touched=rebuilt.touched, only=changed_communities)
+                else:
+                    logger.info("No entity or relation changed; community reports kept as they are")
 
         return {
             "documents_inserted": len(new_docs),
@@ -369,13 +385,12 @@ class Pipeline:
                       ) -> tuple[GraphRebuild, dict[str, Any]]:
         """Resolve the names the new and removed chunks mention; rebuild the nodes whose
         names moved."""
-        with _heap_frozen():
-            outcome = await resolution.resolve(extracted, removed, ask_all=judge_pending)
-            moved = await resolution.moved_chunks(outcome)
-            if moved:
-                rebuild = self.rebuild_pass(extracted, aliases=outcome.state.aliases)
-                rebuilt = rebuilt.then(await rebuild(moved, set(), previous_aliases=outcome.previous,
-                                                     moved=None if outcome.unresolved else outcome.moved))
+        outcome = await resolution.resolve(extracted, removed, ask_all=judge_pending)
+        moved = await resolution.moved_chunks(outcome)
+        if moved:
+            rebuild = self.rebuild_pass(extracted, aliases=outcome.state.aliases)
+            rebuilt = rebuilt.then(await rebuild(moved, set(), previous_aliases=outcome.previous,
+                                                 moved=None if outcome.unresolved else outcome.moved))
         return rebuilt, outcome.stats
 
     def summarise(self, rebuilt: GraphRebuild, background: BackgroundWork) -> GraphChanges:

@@ -11,6 +11,7 @@ writes every noun capitalised; a Chinese text has no case at all).
 from __future__ import annotations
 
 import re
+import sys
 from collections import Counter
 from functools import lru_cache
 from typing import Optional
@@ -252,7 +253,7 @@ def description_signals(name: str, texts: list[str]) -> tuple[set[str], Counter,
     roles: set[str] = set()
     own = set(name_key(name))
     for text in texts:
-        counts = Counter(_SIGNAL_WORD.findall(text))
+        counts = Counter(map(sys.intern, _SIGNAL_WORD.findall(text)))  # kept per profile: shared
         lower.update(counts)
         for form in counts.keys() & _PRONOUN_FORMS.keys():
             pronouns[_PRONOUN_FORMS[form]] += counts[form]

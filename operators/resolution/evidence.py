@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -113,8 +114,9 @@ _TEXTS_KEPT = 1 << 15
 
 @lru_cache(maxsize=_TEXTS_KEPT)
 def _description_words(text: str) -> tuple[str, ...]:
-    """The words of a description a profile counts (stopwords left out), in order."""
-    return tuple(w for w in _WORD.findall(text.lower()) if w not in STOPWORDS)
+    """The words of a description a profile counts (stopwords left out), in order; interned,
+    so the descriptions kept here and the profiles' counts share one string per word."""
+    return tuple(sys.intern(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS)
 
 
 def _stands_alone(word: str, text: str) -> bool:
