@@ -28,6 +28,7 @@ import difflib
 import logging
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
@@ -187,13 +188,21 @@ class Ranking:
         return self.best_entities()
 
 
+@lru_cache(maxsize=16)
+def _rank_weights(k: int, n: int) -> tuple[float, ...]:
+    """``1 / (k + rank)`` for ranks 0 to ``n - 1``, kept: asked for powers of two, a few sizes serve
+    every ranking."""
+    return tuple([1.0 / (k + position) for position in range(n)])
+
+
 def fuse(rankings: list[list[str]], k: int = RRF_K) -> list[str]:
     """Reciprocal-rank fusion: every id scores ``1 / (k + rank)`` in each ranking it is in
     (rank from 0); best first, ties in the order of first appearance across the rankings."""
     scores: dict[str, float] = {}
+    get = scores.get
     for ranking in rankings:
-        for position, item in enumerate(ranking):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + position)
+        for item, weight in zip(ranking, _rank_weights(k, 1 << len(ranking).bit_length())):
+            scores[item] = get(item, 0.0) + weight
     # ``scores`` holds the ids in order of first appearance, which a stable sort keeps for ties.
     return sorted(scores, key=scores.__getitem__, reverse=True)
 
@@ -243,7 +252,7 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
     degree = np.concatenate([index.degree[offset:], np.ones(len(unlinked))])
     chunk_scores = scores[offset:] / degree
     order = np.lexsort((np.arange(len(chunk_scores)), -chunk_scores))  # ties: by id
-    walked = [chunks[j] for j in order[chunk_scores[order] > 0].tolist()]
+    walked = list(map(chunks.__getitem__, order[chunk_scores[order] > 0].tolist()))
     fused = fuse([walked, dense_for_fusion(question, dense, lexical, stores.chunks_vdb), lexical])
     return Ranking(chunk_ids=fused, named=named_in_order(linked, index),
                    entity_names=index.entities, entity_visits=scores[:offset])
