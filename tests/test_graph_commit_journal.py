@@ -132,6 +132,8 @@ def test_a_small_commit_leaves_the_other_nodes_answered_by_the_index(config, tmp
     assert answers(graph(config), names + ["HUB", "NEW"]) == expected
     assert expected["N2"][2] == 2 and expected["HUB"][2] == 11 and expected["N0"][2] == 5
     assert answers(first, names + ["HUB"]) == before  # the version it opened
+    assert first.reload_if_changed()  # another writer's commit: the reader answers the new version
+    assert answers(first, names + ["HUB", "NEW"]) == expected
 
 
 def test_a_small_commit_appends_only_what_it_changed(config, tmp_path, journaled):
