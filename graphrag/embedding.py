@@ -44,6 +44,8 @@ def wrap_embedding_func_with_attrs(**attrs: Any) -> Callable[[Callable], Embeddi
 
 
 LONG_TEXT_SCHEMES = ("pooled", "truncated")
+# Texts up to this many characters in all are hash-embedded on the caller's thread.
+INLINE_HASH_EMBEDDING_CHARS = 2000
 DEFAULT_LONG_TEXTS = "pooled"  # why: benchmarks/README.md, "Chunk embeddings that see the whole chunk"
 
 
@@ -346,7 +348,11 @@ def hash_embedding(dim: int = 64) -> EmbeddingFunc:
         return out / norms
 
     async def embed(texts: list[str]) -> np.ndarray:
-        # In a worker thread, like the bundled model: inserts embed beside LLM calls.
+        # A question or a few names is embedded at once: handing it to a thread costs more than
+        # embedding it. Longer batches go to a worker thread, like the bundled model's: inserts
+        # embed beside LLM calls.
+        if sum(map(len, texts)) <= INLINE_HASH_EMBEDDING_CHARS:
+            return embed_now(texts)
         return await asyncio.to_thread(embed_now, texts)
 
     return EmbeddingFunc(embedding_dim=dim, max_token_size=8192, func=embed)

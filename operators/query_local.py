@@ -198,7 +198,7 @@ def _sources_by_walk(ranking: Any, ranked: list[tuple[str, int]]) -> list[tuple[
     if ranking is None:
         return ranked
     links = dict(ranked)
-    walked = [c for c in ranking.chunk_ids if c in links]
+    walked = list(filter(links.__contains__, ranking.chunk_ids))  # the walk reaches most chunks
     reached = set(walked)
     return [(c, links[c]) for c in walked] + [(c, n) for c, n in ranked if c not in reached]
 

@@ -265,6 +265,13 @@ class JournaledLookup:
                 self._added.setdefault(a, []).append(b)
                 if a != b:
                     self._added.setdefault(b, []).append(a)
+        # The nodes whose edges the changes can touch: the changed nodes, the ends of the changed
+        # edges and the GraphML neighbours of the removed nodes. Any other node's edges and degree
+        # are the index's, read without going through its edges (a hub has hundreds).
+        self._touched: set[str] = set(changes.nodes).union(*changes.edges)
+        for name, data in changes.nodes.items():
+            if data is REMOVED:
+                self._touched.update(other for _, other in base.node_edges(name) or ())
 
     def __len__(self) -> int:
         return len(self.base) + sum((data is not REMOVED) - self.base.has_node(name)
@@ -288,12 +295,16 @@ class JournaledLookup:
         return None if change is REMOVED else change
 
     def node_edges(self, name: str) -> Optional[list[tuple[str, str]]]:
+        if name not in self._touched:
+            return self.base.node_edges(name)
         if not self.has_node(name):
             return None
         kept = [(a, b) for a, b in self.base.node_edges(name) or () if self._edge_change(a, b) is not REMOVED]
         return kept + [(name, other) for other in self._added.get(name, ())]
 
     def degree(self, name: str) -> int:
+        if name not in self._touched:
+            return self.base.degree(name)
         return sum(2 if a == b else 1 for a, b in self.node_edges(name) or ())
 
     def has_edge(self, a: str, b: str) -> bool:

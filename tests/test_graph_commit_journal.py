@@ -107,6 +107,35 @@ def test_journaled_commits_read_back_as_the_writers_graph(config, tmp_path, jour
     assert answers(graph(config), names) == expected
 
 
+def test_a_small_commit_leaves_the_other_nodes_answered_by_the_index(config, tmp_path, journaled):
+    """A reader answers a node the journal does not touch from the index alone (its degree and
+    edges are read per query); the changed nodes, the ends of changed edges and the neighbours
+    of a removed node through the changes. Every answer is the writer's."""
+    store = graph(config)
+    names = [f"N{i}" for i in range(12)]
+    for n in names + ["HUB"]:
+        run(store.upsert_node(n, {"description": n}))
+    for i, n in enumerate(names):
+        run(store.upsert_edge("HUB", n, {"weight": 1.0}))
+        run(store.upsert_edge(n, names[(i + 1) % len(names)], {"weight": 2.0}))
+    run(store.upsert_edge("N0", "N0", {"weight": 3.0}))  # a self-loop: two degrees
+    committed(store, tmp_path)
+    first = graph(config)
+    before = answers(first, names + ["HUB"])
+
+    run(store.delete_node("N3"))  # N2, N4 and HUB lose an edge
+    run(store.upsert_edge("N6", "N9", {"weight": 5.0}))
+    run(store.upsert_node("N7", {"description": "changed"}))
+    committed(store, tmp_path)
+    assert (tmp_path / JOURNAL).exists()
+    expected = answers(store, names + ["HUB", "NEW"])
+    assert answers(graph(config), names + ["HUB", "NEW"]) == expected
+    assert expected["N2"][2] == 2 and expected["HUB"][2] == 11 and expected["N0"][2] == 5
+    assert answers(first, names + ["HUB"]) == before  # the version it opened
+    assert first.reload_if_changed()  # another writer's commit: the reader answers the new version
+    assert answers(first, names + ["HUB", "NEW"]) == expected
+
+
 def test_a_small_commit_appends_only_what_it_changed(config, tmp_path, journaled):
     store = graph(config)
     for n in ("A", "B", "C"):

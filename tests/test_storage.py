@@ -687,3 +687,28 @@ def test_a_storage_class_written_for_nano_graphrag_works_unchanged(tmp_path):
         assert "MARA QUILL" in reopened.query("Who founded the guild?", QueryParam(mode=mode)).upper(), mode
     with pytest.raises(KeyError):
         reopened.config["no_such_key"]
+
+
+def test_hash_embedding_of_a_short_text_stays_on_the_callers_thread(monkeypatch):
+    """A question is embedded at once (a thread hand-off costs more); a long batch goes to a
+    worker thread. The vectors are the same either way."""
+    import asyncio
+
+    import numpy as np
+
+    import graphrag.embedding as embedding
+
+    handed_off = []
+    to_thread = asyncio.to_thread
+
+    async def counting(fn, *args):
+        handed_off.append(len(args[0]))
+        return await to_thread(fn, *args)
+
+    monkeypatch.setattr(embedding.asyncio, "to_thread", counting)
+    embed = hash_embedding(32)
+    short = run(embed.func(["Who wrote the novel?"]))
+    long_batch = ["Who wrote the novel?"] + ["word " * 100] * 10
+    many = run(embed.func(long_batch))
+    assert handed_off == [len(long_batch)]
+    assert np.array_equal(short[0], many[0]) and short.shape == (1, 32)
