@@ -101,4 +101,9 @@ def _checked_history(history: Any) -> list[dict[str, str]]:
         if not (isinstance(turn, dict) and turn.get("role") in HISTORY_ROLES and isinstance(turn.get("content"), str)):
             raise InvalidInputError(f"conversation_history[{i}] must be {{'role': 'user' or 'assistant', "
                                     f"'content': text}}, got {repr(turn)[:80]}")
+        try:
+            turn["content"].encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: no model request can carry it
+            raise InvalidInputError(f"conversation_history[{i}] is not valid Unicode (a lone surrogate at "
+                                    f"character {exc.start})") from None
     return [{"role": turn["role"], "content": turn["content"]} for turn in history]

@@ -23,6 +23,13 @@ def test_malformed_turns_are_refused(history: object) -> None:
         QueryParam(conversation_history=history)  # type: ignore[arg-type]
 
 
+def test_a_turn_that_is_not_unicode_is_refused() -> None:
+    """A lone surrogate (JSON's \\uXXXX escapes carry one) cannot be sent to the model: the
+    caller is told, rather than the model call failing inside the query."""
+    with pytest.raises(InvalidInputError, match=r"conversation_history\[1\].*Unicode"):
+        QueryParam(conversation_history=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "a\ud800"}])
+
+
 def test_only_role_and_content_are_kept() -> None:
     param = QueryParam(conversation_history=[{"role": "user", "content": "hi", "name": "x", "tool_calls": []}])
     assert param.conversation_history == [{"role": "user", "content": "hi"}]
