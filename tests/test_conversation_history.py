@@ -70,3 +70,14 @@ def test_the_python_api_sends_the_turns_before_the_question_in_every_mode(tmp_pa
             llm.reset()
             rag.query(QUESTION, QueryParam(mode="naive"))  # without turns, the call is as before
             assert [m["role"] for m in llm.chat_requests[-1]["messages"]] == ["system", "user"]
+
+
+def test_a_question_that_is_not_unicode_is_refused_before_the_model_call(tmp_path: Path) -> None:
+    """The Python API and MCP take a question as is (HTTP's JSON parsing refuses one already):
+    a lone surrogate is the caller's error, not a failure inside the model call."""
+    build_index(tmp_path / "wd")
+    with MockLLMServer() as llm:
+        with GraphRAG(config=index_config(tmp_path / "wd", llm_base_url=llm.base_url, llm_api_key="k")) as rag:
+            with pytest.raises(InvalidInputError, match="query.*Unicode"):
+                rag.query("Where is \ud800 based?", QueryParam(mode="naive"))
+            assert not llm.chat_requests
