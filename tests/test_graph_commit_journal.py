@@ -231,3 +231,25 @@ def test_a_killed_writers_journaled_graph_is_read_by_the_next_process(tmp_path):
     rag.close()
     assert not (wd / JOURNAL).exists()
     assert set(written) <= set(nx.read_graphml(wd / GRAPHML).nodes)
+
+
+def test_a_carriage_return_reads_back_the_same_from_the_journal_and_from_the_graphml(config, tmp_path, journaled):
+    """XML parsers turn a raw \\r in text into \\n: the GraphML writes it as a character reference
+    (as networkx's writer does), so a value reads the same before a fold and after."""
+    store = graph(config)
+    run(store.upsert_node("A", {"description": "a"}))
+    committed(store, tmp_path)  # written whole
+    value = "line one\r\nline two\rend"
+    run(store.upsert_node("B", {"description": value}))
+    run(store.upsert_edge("A", "B", {"description": value, "weight": 1.0}))
+    run(store.set_graph_attribute("note", value))
+    committed(store, tmp_path)  # journaled
+    expected = answers(store, ["A", "B"])
+    assert answers(graph(config), ["A", "B"]) == expected
+    run(store.fold())
+    committed(store, tmp_path)
+    assert not (tmp_path / JOURNAL).exists()
+    assert answers(graph(config), ["A", "B"]) == expected
+    assert run(graph(config).get_graph_attribute("note")) == value
+    on_disk = nx.read_graphml(tmp_path / GRAPHML)
+    assert on_disk.nodes["B"]["description"] == value == on_disk.graph["note"]
