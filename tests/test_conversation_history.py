@@ -81,3 +81,14 @@ def test_a_question_that_is_not_unicode_is_refused_before_the_model_call(tmp_pat
             with pytest.raises(InvalidInputError, match="query.*Unicode"):
                 rag.query("Where is \ud800 based?", QueryParam(mode="naive"))
             assert not llm.chat_requests
+
+
+@pytest.mark.parametrize("history", [None, "hello", [{"role": "user", "content": 3}]])
+def test_turns_set_after_the_param_was_made_are_checked_too(tmp_path: Path, history: object) -> None:
+    """A dataclass field can be set after ``__post_init__`` checked it (``param.conversation_history
+    = ...``): the query refuses malformed turns then too, as a caller's error."""
+    config = index_config(tmp_path, best_model_max_token_size=6000)
+    param = QueryParam(mode="naive")
+    param.conversation_history = history  # type: ignore[assignment]
+    with pytest.raises(InvalidInputError, match="conversation_history"):
+        ModelWindows(config, get_tokenizer(config.tiktoken_model_name)).fit_query(QUESTION, param)
