@@ -212,13 +212,25 @@ class NanoVectorDBStorage(JournaledFile, BaseVectorStorage):
         if len(self._client) == 0 or top_k <= 0:
             return []
         vector = (await self._embed([query]))[0]
+        # A zero vector (what a hashing embedder gives a text without words) has no cosine
+        # similarity: nano-vectordb scores it NaN and ranks such a record first for every
+        # question. A question without one matches nothing; such records are skipped, asking
+        # for as many more as were skipped.
+        if not np.any(vector):
+            return []
+        wanted = top_k
         with _one_blas_thread():
-            results = self._client.query(
-                query=vector, top_k=top_k, better_than_threshold=self.cosine_better_than_threshold
-            )
+            while True:
+                results = self._client.query(
+                    query=vector, top_k=wanted, better_than_threshold=self.cosine_better_than_threshold
+                )
+                scored = [r for r in results if np.isfinite(r["__metrics__"])]
+                if len(scored) >= top_k or len(results) < wanted:
+                    break
+                wanted += len(results) - len(scored)
         return [
             {**{k: v for k, v in r.items() if not k.startswith("__")}, "id": r["__id__"], "distance": float(r["__metrics__"])}
-            for r in results
+            for r in scored[:top_k]
         ]
 
     async def delete(self, ids: list[str]) -> None:
