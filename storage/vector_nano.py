@@ -205,7 +205,8 @@ class NanoVectorDBStorage(JournaledFile, BaseVectorStorage):
                 "__vector__": base64.b64encode(vector.tobytes()).decode("ascii"),
             }
             record["__vector__"] = vector
-        self._client.upsert(datas=records)
+        with np.errstate(invalid="ignore"):  # a zero vector normalises to NaN: ``query`` skips it
+            self._client.upsert(datas=records)
         self._dirty = True
 
     async def query(self, query: str, top_k: int) -> list[dict[str, Any]]:
