@@ -14,7 +14,6 @@ import contextlib
 import logging
 import os
 import time
-import weakref
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optional, Sequence, Union
@@ -111,6 +110,8 @@ class GraphRAG:
             except WorkingDirLockedError:
                 logger.info("Journals of %s left for a later close: another writer holds the lock",
                             self.config.working_dir)
+        else:  # a later commit of its own folded them: nothing is left for the exit
+            _unclosed_writers.discard(self)
         await self.arelease()
 
     async def arelease(self) -> None:
@@ -170,7 +171,8 @@ class GraphRAG:
                 raise
             else:
                 self._wrote = True
-                _unclosed_writers.add(self)
+                if self.stores.journals_pending():
+                    _unclosed_writers.add(self)
             finally:
                 self._index_version += 1  # what the graph API remembered describes the index before
 
@@ -433,10 +435,12 @@ class GraphRAG:
         return self._querying().stream_result(query, param)
 
 
-# Instances that committed and were not closed. A script that ends without ``close()`` (as
-# nano-graphrag's examples do) still leaves every ``kv_store_*.json`` whole for the tools that
-# read them: the journals of its large stores are folded as the interpreter exits.
-_unclosed_writers: "weakref.WeakSet[GraphRAG]" = weakref.WeakSet()
+# Instances that committed into a journal and were not closed. A script that ends without
+# ``close()`` (as nano-graphrag's examples do) still leaves every ``kv_store_*.json`` whole for
+# the tools that read them: the journals of its large stores are folded as the interpreter
+# exits. Held strongly: those examples drop the instance (it lives in a function) before the
+# exit, and its in-memory stores are what the fold writes.
+_unclosed_writers: "set[GraphRAG]" = set()
 
 
 @atexit.register

@@ -92,6 +92,15 @@ class QueryParam:
 HISTORY_ROLES: tuple[str, ...] = ("user", "assistant")
 
 
+def check_unicode(text: str, name: str) -> None:
+    """Refuse ``text`` holding a lone surrogate (JSON's \\uXXXX escapes and Python strings can
+    carry one): no model request can encode it, so the caller is told before any work."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"{name} is not valid Unicode (a lone surrogate at character {exc.start})") from None
+
+
 def _checked_history(history: Any) -> list[dict[str, str]]:
     """The turns with their role and content only: other keys a client sends (names, tool
     calls) are not forwarded to the model."""
@@ -101,4 +110,5 @@ def _checked_history(history: Any) -> list[dict[str, str]]:
         if not (isinstance(turn, dict) and turn.get("role") in HISTORY_ROLES and isinstance(turn.get("content"), str)):
             raise InvalidInputError(f"conversation_history[{i}] must be {{'role': 'user' or 'assistant', "
                                     f"'content': text}}, got {repr(turn)[:80]}")
+        check_unicode(turn["content"], f"conversation_history[{i}]")
     return [{"role": turn["role"], "content": turn["content"]} for turn in history]

@@ -81,6 +81,7 @@ class ModelWindows:
                                   question=query, response_type=param.response_type, **EMPTY_PROMPT_DATA)
                        for template in templates)
 
+        param = replace(param)  # checked again: a caller may have set a field after making it
         history, history_tokens = self._recent_turns(param.conversation_history, room(0))
         if len(history) < len(param.conversation_history):
             param = replace(param, conversation_history=history)

@@ -71,6 +71,9 @@ class GraphMLLayout:
 
 
 _INDENT = "    "
+# XML parsers read a raw \r in text as \n (end-of-line handling): a character reference keeps
+# it, as networkx's writer (lxml) writes it.
+_TEXT_ENTITIES = {"\r": "&#13;"}
 
 
 def write_graphml(graph: nx.Graph, path: str) -> GraphMLLayout:
@@ -90,7 +93,7 @@ def write_graphml(graph: nx.Graph, path: str) -> GraphMLLayout:
         types = scopes[scope]
         return "".join(
             f'<data key="{keys[(scope, name)]}">'
-            f'{("true" if value else "false") if types[name] is bool else escape(str(value))}</data>'
+            f'{("true" if value else "false") if types[name] is bool else escape(str(value), _TEXT_ENTITIES)}</data>'
             for name, value in scalar_attrs(attrs).items()
         )
 

@@ -107,8 +107,11 @@ class JournaledFile(SingleFileStore):
             # A later write of this commit (after a write-ahead) folds too: the journal goes.
             self._must_fold = True
             self._write_whole()
-            # Entries left in the journal by a kill before its removal are in the file:
-            # replaying them again (last value per key wins) gives the same records.
+            if journal_size:
+                # Emptied with the commit's files (and again by recovery after a kill): replayed
+                # over the file written whole, the journal's older values would override this
+                # commit's own changes to the same keys. Removed once the commit is done.
+                atomic_append(self._journal_name, b"", 0)
             after_commit(self._truncate_journal)
         elif line:
             atomic_append(self._journal_name, line, journal_size)

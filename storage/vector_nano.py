@@ -203,20 +203,33 @@ class NanoVectorDBStorage(JournaledFile, BaseVectorStorage):
             # The vector as given, encoded only if this commit appends to the journal.
             self._changed[record["__id__"]] = ({k: v for k, v in record.items() if k != "__id__"}, vector)
             record["__vector__"] = vector
-        self._client.upsert(datas=records)
+        with np.errstate(invalid="ignore"):  # a zero vector normalises to NaN: ``query`` skips it
+            self._client.upsert(datas=records)
         self._dirty = True
 
     async def query(self, query: str, top_k: int) -> list[dict[str, Any]]:
         if len(self._client) == 0 or top_k <= 0:
             return []
         vector = (await self._embed([query]))[0]
+        # A zero vector (what a hashing embedder gives a text without words) has no cosine
+        # similarity: nano-vectordb scores it NaN and ranks such a record first for every
+        # question. A question without one matches nothing; such records are skipped, asking
+        # for as many more as were skipped.
+        if not np.any(vector):
+            return []
+        wanted = top_k
         with _one_blas_thread():
-            results = self._client.query(
-                query=vector, top_k=top_k, better_than_threshold=self.cosine_better_than_threshold
-            )
+            while True:
+                results = self._client.query(
+                    query=vector, top_k=wanted, better_than_threshold=self.cosine_better_than_threshold
+                )
+                scored = [r for r in results if np.isfinite(r["__metrics__"])]
+                if len(scored) >= top_k or len(results) < wanted:
+                    break
+                wanted += len(results) - len(scored)
         return [
             {**{k: v for k, v in r.items() if not k.startswith("__")}, "id": r["__id__"], "distance": float(r["__metrics__"])}
-            for r in results
+            for r in scored[:top_k]
         ]
 
     async def delete(self, ids: list[str]) -> None:

@@ -23,6 +23,13 @@ def test_malformed_turns_are_refused(history: object) -> None:
         QueryParam(conversation_history=history)  # type: ignore[arg-type]
 
 
+def test_a_turn_that_is_not_unicode_is_refused() -> None:
+    """A lone surrogate (JSON's \\uXXXX escapes carry one) cannot be sent to the model: the
+    caller is told, rather than the model call failing inside the query."""
+    with pytest.raises(InvalidInputError, match=r"conversation_history\[1\].*Unicode"):
+        QueryParam(conversation_history=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "a\ud800"}])
+
+
 def test_only_role_and_content_are_kept() -> None:
     param = QueryParam(conversation_history=[{"role": "user", "content": "hi", "name": "x", "tool_calls": []}])
     assert param.conversation_history == [{"role": "user", "content": "hi"}]
@@ -63,3 +70,25 @@ def test_the_python_api_sends_the_turns_before_the_question_in_every_mode(tmp_pa
             llm.reset()
             rag.query(QUESTION, QueryParam(mode="naive"))  # without turns, the call is as before
             assert [m["role"] for m in llm.chat_requests[-1]["messages"]] == ["system", "user"]
+
+
+def test_a_question_that_is_not_unicode_is_refused_before_the_model_call(tmp_path: Path) -> None:
+    """The Python API and MCP take a question as is (HTTP's JSON parsing refuses one already):
+    a lone surrogate is the caller's error, not a failure inside the model call."""
+    build_index(tmp_path / "wd")
+    with MockLLMServer() as llm:
+        with GraphRAG(config=index_config(tmp_path / "wd", llm_base_url=llm.base_url, llm_api_key="k")) as rag:
+            with pytest.raises(InvalidInputError, match="query.*Unicode"):
+                rag.query("Where is \ud800 based?", QueryParam(mode="naive"))
+            assert not llm.chat_requests
+
+
+@pytest.mark.parametrize("history", [None, "hello", [{"role": "user", "content": 3}]])
+def test_turns_set_after_the_param_was_made_are_checked_too(tmp_path: Path, history: object) -> None:
+    """A dataclass field can be set after ``__post_init__`` checked it (``param.conversation_history
+    = ...``): the query refuses malformed turns then too, as a caller's error."""
+    config = index_config(tmp_path, best_model_max_token_size=6000)
+    param = QueryParam(mode="naive")
+    param.conversation_history = history  # type: ignore[assignment]
+    with pytest.raises(InvalidInputError, match="conversation_history"):
+        ModelWindows(config, get_tokenizer(config.tiktoken_model_name)).fit_query(QUESTION, param)

@@ -260,3 +260,47 @@ def test_a_killed_writers_journaled_graph_is_read_by_the_next_process(tmp_path):
     rag.close()
     assert not (wd / JOURNAL).exists()
     assert set(written) <= set(nx.read_graphml(wd / GRAPHML).nodes)
+
+
+def test_a_carriage_return_reads_back_the_same_from_the_journal_and_from_the_graphml(config, tmp_path, journaled):
+    """XML parsers turn a raw \\r in text into \\n: the GraphML writes it as a character reference
+    (as networkx's writer does), so a value reads the same before a fold and after."""
+    store = graph(config)
+    run(store.upsert_node("A", {"description": "a"}))
+    committed(store, tmp_path)  # written whole
+    value = "line one\r\nline two\rend"
+    run(store.upsert_node("B", {"description": value}))
+    run(store.upsert_edge("A", "B", {"description": value, "weight": 1.0}))
+    run(store.set_graph_attribute("note", value))
+    committed(store, tmp_path)  # journaled
+    expected = answers(store, ["A", "B"])
+    assert answers(graph(config), ["A", "B"]) == expected
+    run(store.fold())
+    committed(store, tmp_path)
+    assert not (tmp_path / JOURNAL).exists()
+    assert answers(graph(config), ["A", "B"]) == expected
+    assert run(graph(config).get_graph_attribute("note")) == value
+    on_disk = nx.read_graphml(tmp_path / GRAPHML)
+    assert on_disk.nodes["B"]["description"] == value == on_disk.graph["note"]
+
+
+def test_a_fold_killed_before_the_journal_is_removed_does_not_replay_older_values(config, tmp_path, journaled,
+                                                                                   monkeypatch):
+    """A fold's commit writes the GraphML whole, with its own changes; a kill after the commit's
+    files are in place but before the journal is removed must not let the journal's older
+    values (and deletions) override the newer ones in the file at the next open."""
+    store = graph(config)
+    for n in ("A", "B", "C"):
+        run(store.upsert_node(n, {"description": f"{n} first"}))
+    committed(store, tmp_path)  # written whole
+    run(store.upsert_node("A", {"description": "A journaled"}))
+    run(store.delete_node("C"))
+    committed(store, tmp_path)  # journaled
+    run(store.upsert_node("A", {"description": "A folded"}))
+    run(store.upsert_node("C", {"description": "C again"}))
+    run(store.fold())
+    monkeypatch.setattr(commit_journal.JournaledFile, "_truncate_journal", lambda self: None)  # killed
+    committed(store, tmp_path)
+    expected = answers(store, ["A", "B", "C"])
+    assert run(store.get_node("A")) == {"description": "A folded"} and run(store.has_node("C"))
+    assert answers(graph(config), ["A", "B", "C"]) == expected

@@ -191,3 +191,22 @@ def test_a_script_that_never_closes_leaves_whole_json_files_at_exit(tmp_path):
     import networkx as nx
 
     assert nx.read_graphml(wd / "graph_chunk_entity_relation.graphml").number_of_nodes() == nodes > 0
+
+
+def test_a_script_whose_instance_is_dropped_before_exit_still_leaves_whole_files(tmp_path):
+    """nano-graphrag's examples insert in a function (``def insert(): rag = GraphRAG(...);
+    rag.insert(...)``): the instance is gone before the interpreter exits, and its journals are
+    folded at exit all the same."""
+    wd = tmp_path / "wd"
+    stdout = run_journaling_writer(wd, """
+        import gc
+        print(len(rag.stores.graph.graph))
+        del rag
+        gc.collect()
+    """)
+    nodes = int(stdout.split()[-1])
+    assert not list(wd.glob("*.journal.jsonl"))
+    assert len(json.loads((wd / "kv_store_full_docs.json").read_text())) == 2
+    import networkx as nx
+
+    assert nx.read_graphml(wd / "graph_chunk_entity_relation.graphml").number_of_nodes() == nodes > 0

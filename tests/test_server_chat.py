@@ -192,3 +192,12 @@ def test_earlier_turns_reach_the_answer_model_and_a_clients_system_message_does_
             refused = httpx.post(f"{base}/query", json={"question": QUESTION, "mode": "naive",
                                                         "conversation_history": [{"role": "tool", "content": "x"}]})
             assert refused.status_code == 400 and "conversation_history[0]" in refused.json()["message"]
+            # A lone surrogate in an earlier turn (JSON escapes carry one) is the client's error.
+            not_unicode = '{"role": "user", "content": "a\\ud800"}'
+            for path, body in [("/query", '{"question": "%s", "conversation_history": [%s]}'),
+                               ("/v1/chat/completions", '{"model": "graphrag-naive", "messages": [%s, {"role": "user", "content": "%s"}]}'),
+                               ("/api/chat", '{"model": "graphrag-naive", "stream": false, "messages": [%s, {"role": "user", "content": "%s"}]}')]:
+                parts = (QUESTION, not_unicode) if path == "/query" else (not_unicode, QUESTION)
+                refused = httpx.post(f"{base}{path}", content=(body % parts).encode(),
+                                     headers={"content-type": "application/json"})
+                assert refused.status_code == 400 and "Unicode" in refused.json()["message"], path

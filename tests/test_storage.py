@@ -712,3 +712,18 @@ def test_hash_embedding_of_a_short_text_stays_on_the_callers_thread(monkeypatch)
     many = run(embed.func(long_batch))
     assert handed_off == [len(long_batch)]
     assert np.array_equal(short[0], many[0]) and short.shape == (1, 32)
+
+
+def test_a_text_the_embedder_gives_no_direction_matches_nothing(config):
+    """A hashing embedder gives a text without words (punctuation only) a zero vector, whose
+    cosine similarity is undefined: nano-vectordb scores it NaN and ranks it first for every
+    question. It is left out of every answer, and a question without words matches nothing."""
+    async def main():
+        store = vdb(config)
+        await store.upsert({"id-a": {"content": "Brightwater Instruments makes compasses"},
+                            "id-z": {"content": "!!! ... ???"}, "id-b": {"content": "Pellham hosts a fair"}})
+        found = await store.query("Brightwater compasses", top_k=5)
+        assert [r["id"] for r in found][:1] == ["id-a"] and "id-z" not in [r["id"] for r in found]
+        assert all(r["distance"] == r["distance"] for r in found)  # no NaN
+        assert await store.query("?", top_k=5) == []
+    run(main())

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optio
 from graphrag.errors import InvalidInputError
 from graphrag.operators.query_context import fail_response
 from graphrag.operators.retrieval import all_references, answer_with_references, retrieve
-from graphrag.query_param import QueryParam
+from graphrag.query_param import QueryParam, check_unicode
 from graphrag.querying import degraded
 from graphrag.querying.streaming import AnswerStream, WrapLLM
 from graphrag.records import Answer, Retrieval
@@ -132,3 +132,4 @@ class QueryEngine:
 def _check_question(query: Any) -> None:
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("query must be a non-empty string")
+    check_unicode(query, "query")
