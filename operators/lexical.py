@@ -147,6 +147,8 @@ def dense_for_fusion(question: str, dense: list[str], lexical: list[str], vector
     channel ranked chunks for it (``vectors``: the chunk vector store, whose ``embedding_func``
     says). Fused beside BM25 such a ranking only displaced BM25's best chunks (benchmarks/README.md, "The vector ranking of an embedder that cannot read the question")."""
     embedder = getattr(vectors, "embedding_func", None)
-    if lexical and getattr(embedder, "latin_only", False) and not mostly_latin(question):
+    # A question without letters (a year, a code) is in no script: the vectors keep their say.
+    if (lexical and getattr(embedder, "latin_only", False) and not mostly_latin(question)
+            and any(ch.isalpha() for ch in question)):
         return []
     return dense

@@ -355,6 +355,7 @@ def test_an_embedder_reading_latin_script_only_leaves_a_chinese_questions_rankin
     assert dense_for_fusion(question, ["v1"], bm25, vectors) == []
     assert dense_for_fusion("Who found the Library Cave?", ["v1"], bm25, vectors) == ["v1"]
     assert dense_for_fusion(question, ["v1"], [], vectors) == ["v1"]  # no lexical ranking: vectors stay
+    assert dense_for_fusion("1921 2024?", ["v1"], bm25, vectors) == ["v1"]  # no letters, no script
     assert dense_for_fusion(question, ["v1"], bm25, _offline(tmp_path).stores.chunks_vdb) == ["v1"]
 
 def test_search_tokens_leave_the_part_of_speech_tables_unloaded() -> None:

@@ -30,6 +30,7 @@ from typing import Any, Awaitable, Callable, Optional
 
 from graphrag.errors import InvalidInputError
 from graphrag.progress import progress_listener
+from graphrag.query_param import check_unicode
 from graphrag.server.doc_status import write_json
 from graphrag.server.errors import error_body
 
@@ -65,13 +66,9 @@ class Job:
 
 
 def _check_text(*values: Any) -> None:
-    """Refuse a request holding text that is not Unicode (a lone surrogate, which JSON's
-    ``\\uXXXX`` escapes can carry): it could be neither kept, nor indexed, nor shown."""
-    try:
-        json.dumps(values, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInputError("the request holds text that is not valid Unicode (a lone surrogate "
-                                f"at character {exc.start} of its JSON)") from None
+    """Refuse a request holding text that is not Unicode: it could be neither kept, nor
+    indexed, nor shown."""
+    check_unicode(json.dumps(values, ensure_ascii=False), "the request's JSON")
 
 
 class JobQueue:
