@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import mmap
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, BinaryIO, Optional
 
 import numpy as np
@@ -105,9 +104,11 @@ class GraphLookup:
         # graph, this hands out the same attribute dicts each time (callers only read them).
         # What a lookup answers never changes (it maps one version of the files), so the
         # answers to the calls each query repeats are kept too, bounded like the elements.
-        self._element = lru_cache(maxsize=1 << 14)(self._parse_element)
-        self._edge = lru_cache(maxsize=1 << 14)(self._read_edge)
-        self._neighbours_of = lru_cache(maxsize=1 << 12)(self._read_neighbours)  # a hub's list is long
+        # Plain dicts, not ``lru_cache`` over bound methods: those would refer back to the
+        # lookup, so a replaced version's maps would stay open until a full collection.
+        self._elements: dict[tuple[int, int], dict[str, Any]] = {}
+        self._edges: dict[tuple[str, str], Optional[dict[str, Any]]] = {}
+        self._neighbour_lists: dict[str, Optional[tuple[str, ...]]] = {}
 
     @classmethod
     def open(cls, graphml_file: BinaryIO, index_path: str) -> Optional[GraphLookup]:
@@ -134,8 +135,12 @@ class GraphLookup:
         slot = int(np.searchsorted(self._edge_key, wanted))
         return slot if slot < len(self._edge_key) and self._edge_key[slot] == wanted else None
 
-    def _parse_element(self, offset: int, length: int) -> dict[str, Any]:
-        return element_data(self.graphml[offset:offset + length], self._attributes)
+    def _element(self, offset: int, length: int) -> dict[str, Any]:
+        found = self._elements.get((offset, length))
+        if found is None:
+            found = _kept(self._elements, (offset, length), 1 << 14,
+                          element_data(self.graphml[offset:offset + length], self._attributes))
+        return found
 
     def has_node(self, name: str) -> bool:
         return self._nodes.find(name) is not None
@@ -157,7 +162,10 @@ class GraphLookup:
 
     def node_edges(self, name: str) -> Optional[list[tuple[str, str]]]:
         """``graph.edges(name)`` of the fully parsed graph, in the same order."""
-        neighbours = self._neighbours_of(name)
+        if name in self._neighbour_lists:
+            neighbours = self._neighbour_lists[name]
+        else:  # a hub's list is long: fewer are kept
+            neighbours = _kept(self._neighbour_lists, name, 1 << 12, self._read_neighbours(name))
         return None if neighbours is None else [(name, other) for other in neighbours]
 
     def has_edge(self, a: str, b: str) -> bool:
@@ -168,7 +176,18 @@ class GraphLookup:
         return None if slot is None else self._element(int(self._edge_offset[slot]), int(self._edge_length[slot]))
 
     def edge(self, a: str, b: str) -> Optional[dict[str, Any]]:
-        return self._edge(a, b)
+        if (a, b) in self._edges:
+            return self._edges[a, b]
+        return _kept(self._edges, (a, b), 1 << 14, self._read_edge(a, b))
+
+
+def _kept(cache: dict[Any, Any], key: Any, limit: int, value: Any) -> Any:
+    """``value``, kept in ``cache`` under ``key``; a full cache starts over (the answers a
+    query repeats come back within a few calls)."""
+    if len(cache) >= limit:
+        cache.clear()
+    cache[key] = value
+    return value
 
 
 # A graph journal's entry keys name what a change is to: a node, an edge (its ends in sorted

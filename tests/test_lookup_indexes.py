@@ -349,3 +349,22 @@ def test_hashing_writer_hashes_and_counts_what_it_writes_across_flushes() -> Non
     body = b"".join(pieces)
     assert f.getvalue() == body and out.position == len(body) and lengths == [len(p) for p in pieces]
     assert digest == xxhash.xxh3_128_hexdigest(body)
+
+
+def test_a_dropped_lookup_unmaps_its_files_without_waiting_for_the_collector(tmp_path: Any) -> None:
+    """A lookup answered from its caches holds no reference cycle: the last reference gone,
+    its maps of a replaced version close at once, not at the next full collection."""
+    import gc
+    import weakref
+
+    g = tricky_graph()
+    path, index = write_with_index(g, tmp_path)
+    lookup = open_lookup(path, index)
+    assert_answers_as_parsed(lookup, read_graphml(path))  # every cache filled
+    gone = weakref.ref(lookup)
+    gc.disable()
+    try:
+        del lookup
+        assert gone() is None
+    finally:
+        gc.enable()
