@@ -696,3 +696,17 @@ def test_messages_quoting_what_a_client_sent_are_capped(api: httpx.Client) -> No
         assert answer.status_code in (400, 404), answer.text
         message = answer.json()["message"]
         assert len(message) <= MAX_MESSAGE_CHARS + 40 and "more characters" in message
+
+
+def test_a_jobs_description_quoting_a_huge_name_is_capped(tmp_path: Path) -> None:
+    """A job's description names what it works on (sources, ids): kilobytes of a client's
+    name are not repeated in every listing of the jobs."""
+    from graphrag.server.errors import MAX_MESSAGE_CHARS
+    from graphrag.server.jobs import JobQueue
+
+    async def run(request: dict) -> dict:
+        return {}
+
+    queue = JobQueue(run, state_dir=str(tmp_path))
+    job = queue.submit("insert", "insert 1 document(s): " + "n" * 30_000, {"op": "insert", "parts": []})
+    assert len(job.description) <= MAX_MESSAGE_CHARS + 40 and job.description.startswith("insert 1 document(s): n")

@@ -32,7 +32,7 @@ from graphrag.errors import InvalidInputError
 from graphrag.progress import progress_listener
 from graphrag.query_param import check_unicode
 from graphrag.server.doc_status import write_json
-from graphrag.server.errors import error_body
+from graphrag.server.errors import capped, error_body
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class JobQueue:
 
     def submit(self, kind: str, description: str, request: dict[str, Any]) -> Job:
         _check_text(description, request)
-        job = Job(id=uuid.uuid4().hex[:16], kind=kind, description=description)
+        job = Job(id=uuid.uuid4().hex[:16], kind=kind, description=capped(description))
         if self._state_dir is not None:  # before the job is listed: a listed job can always be resumed
             write_json(self._request_path(job.id), request)
         self._enqueue(job, request)
