@@ -11,9 +11,10 @@ are still being summarised, only the communities that contain one of them wait.
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import json
 import logging
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Collection, Iterable, Optional, Protocol, Union
 
@@ -24,9 +25,7 @@ from graphrag.schema import GRAPH_FIELD_SEP, CommunitySchema
 
 from .extractive_report import build_extractive_report, community_pairs, edge_data, render_report_markdown
 from .format_failures import FormatFailures
-from .query_context import csv_row
 from .report_parsing import parse_report_json
-from .text_cache import TextCache
 from .tokenizer import Tokenizer, fits
 
 logger = logging.getLogger(__name__)
@@ -70,42 +69,37 @@ def _entity_type(value: Any) -> str:
 # --------------------------------------------------------------------------- fingerprint
 
 
-# A member's or relation's digest by its content: a large community changed by a write is
-# fingerprinted again, its unchanged members and relations with it, at every write. Kept between
-# writes, so only what a write changed is serialised and hashed again; sized as its key's texts.
-_DIGESTS: TextCache[tuple, str] = TextCache(
-    1 << 24, lambda key, _: sum(sys.getsizeof(part) for part in key) + 64)
-
-
-def _digest(parts: tuple) -> str:
-    def compute() -> str:
-        canon = json.dumps(list(parts[1:]), ensure_ascii=False, separators=(",", ":"))
-        return xxhash.xxh128_hexdigest(canon.encode("utf-8"))
-
-    return _DIGESTS.get(parts, compute)
-
-
 def community_fingerprint(
     community: CommunitySchema,
     nodes: dict[str, dict],
     edges: dict[tuple[str, str], dict],
+    digests: Optional[dict[tuple, str]] = None,
 ) -> str:
     """xxh128 hex of the community's content: members, internal relations and level.
 
-    Each member and relation is hashed once by its content (``_DIGESTS``): a member of a large
-    community sits in one community per level, and re-serialising its description for each
-    would dominate the report stage's set-up.
+    Each member and relation is hashed once into ``digests`` (pass the same dict for all
+    communities of a run): a member of a large community sits in one community per level,
+    and re-serialising its description for each would dominate the report stage's set-up.
     """
+    digests = {} if digests is None else digests
+
+    def digest(key: tuple, parts: list) -> str:
+        found = digests.get(key)
+        if found is None:
+            canon = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
+            found = digests[key] = xxhash.xxh128_hexdigest(canon.encode("utf-8"))
+        return found
+
     entities = sorted(
-        _digest(("entity", name, _entity_type((nodes.get(name) or {}).get("entity_type")),
-                 str((nodes.get(name) or {}).get("description") or "")))
+        digest(("entity", name), [name, _entity_type((nodes.get(name) or {}).get("entity_type")),
+                                  str((nodes.get(name) or {}).get("description") or "")])
         for name in dict.fromkeys(map(str, community.get("nodes") or []))
     )
     relations = []
     for a, b in community_pairs(community):
         data = edge_data(edges, a, b)
-        relations.append(_digest(("relation", a, b, str(data.get("description") or ""),
-                                  _float(data.get("weight"), 1.0))))
+        relations.append(digest(("relation", a, b),
+                                [a, b, str(data.get("description") or ""), _float(data.get("weight"), 1.0)]))
     relations.sort()
     canon = json.dumps({"v": _FINGERPRINT_VERSION, "level": int(community.get("level", 0) or 0),
                         "entities": entities, "relations": relations}, separators=(",", ":"))
@@ -116,7 +110,9 @@ def community_fingerprint(
 
 
 def _csv_line(fields: list[Any]) -> str:
-    return csv_row(fields) + "\n"
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(fields)
+    return buf.getvalue()
 
 
 def _section(title: str, header: list[str], rows: list[str]) -> str:
@@ -489,7 +485,7 @@ async def generate_community_reports(
         nonlocal reused
         community = communities[cid]
         old = existing.get(cid)
-        fp = old["fingerprint"] if cid in known else community_fingerprint(community, nodes, edges)
+        fp = old["fingerprint"] if cid in known else community_fingerprint(community, nodes, edges, digests)
         if not _reusable(old, fp, extractive):
             old = by_fingerprint.get(fp)
         if _reusable(old, fp, extractive):
@@ -519,6 +515,7 @@ async def generate_community_reports(
     ordered = sorted(communities, key=lambda c: -int(communities[c].get("level", 0) or 0))
     todo: list[tuple[str, str]] = []
     reused = 0
+    digests: dict[tuple, str] = {}
     async def start_all(cids: list[str]) -> None:
         # Read a batch's graph data at once, then start its communities: the first calls go
         # out while later batches are still unread.

@@ -97,9 +97,7 @@ def _numbered(row: Sequence[Any]) -> Optional[tuple[str, str]]:
     return str(row[0]), _RESTS.get(cells, lambda: _render_line(("0", *cells))[1:])
 
 
-def csv_row(row: Sequence[Any]) -> str:
-    """One row as a CSV line without its newline; a numbered row's line after its number is
-    kept between calls (``_RESTS``), since the same records come back renumbered."""
+def _row_line(row: Sequence[Any]) -> str:
     parts = _numbered(row)
     return _render_line(row) if parts is None else parts[0] + parts[1]
 
@@ -107,7 +105,7 @@ def csv_row(row: Sequence[Any]) -> str:
 def rows_to_csv_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A CSV table (header first) with standard quoting for commas, quotes and newlines."""
     # As one writer writes it: the lines one after another, trailing newlines dropped.
-    return (_render_line(header) + "".join(["\n" + csv_row(row) for row in rows])).rstrip("\n")
+    return (_render_line(header) + "".join(["\n" + _row_line(row) for row in rows])).rstrip("\n")
 
 
 def csv_section(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

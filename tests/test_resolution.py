@@ -1412,3 +1412,40 @@ def test_a_description_stating_what_the_name_abbreviates_or_a_pen_name_is_a_stat
     berg = profile("ANNA BERG", description="Anna Berg was the pen name of Ilse Marten.")
     ilse = profile("ILSE MARTEN", description="Ilse Marten was born in 1850.")
     assert decide_pair(berg, ilse, "stated", threshold=0.7, ask_threshold=0.4).verdict == "merge"
+
+
+def test_state_records_rebuilt_from_the_changed_shards_are_the_whole_ones() -> None:
+    """A write's records built from the previous records plus what changed equal, key order
+    and all, those built from the whole state (so the stored file is the same bytes)."""
+    from graphrag.operators.resolution.store import state_records
+
+    rng = random.Random(7)
+    pool = [f"NAME {i}" for i in range(400)]
+
+    def random_state() -> ResolutionState:
+        names = set(rng.sample(pool, 300))
+        listed = sorted(names)
+        pairs = {tuple(sorted(rng.sample(listed, 2))) for _ in range(150)}
+        return ResolutionState(
+            names=names, pairs=pairs,  # type: ignore[arg-type]
+            aliases={a: rng.choice(listed) for a in rng.sample(listed, 60)},
+            parts=set(list(pairs)[:20]), person_pairs=set(list(pairs)[20:30]), manual="m",
+            claims={(n, f"claim {rng.randrange(9)}", f"chunk-{rng.randrange(50)}") for n in rng.sample(listed, 80)},
+            pending=set(list(pairs)[30:40]))
+
+    for _ in range(20):
+        before = random_state()
+        after = ResolutionState(**{f: (set(v) if isinstance(v, set) else dict(v) if isinstance(v, dict) else v)
+                                   for f, v in vars(before).items()})
+        # A small write: some names, pairs, aliases and claims come, go or change.
+        after.names -= set(rng.sample(sorted(after.names), 5))
+        after.names |= set(rng.sample(pool, 5))
+        after.pairs = {p for p in after.pairs if rng.random() > 0.05} | {("NAME 1", "NAME 399")}
+        after.aliases = {a: (c if rng.random() > 0.1 else "NAME 0") for a, c in after.aliases.items() if rng.random() > 0.05}
+        after.claims = {c for c in after.claims if rng.random() > 0.1} | {("NAME 5", "claim x", "chunk-new")}
+        after.pending = set()
+        base = json.loads(json.dumps(state_records(before)))  # as read back from the store
+        whole = state_records(after)
+        rebuilt = state_records(after, before, base)
+        assert rebuilt == whole
+        assert json.dumps(rebuilt) == json.dumps(whole)

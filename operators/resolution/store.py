@@ -16,7 +16,7 @@ import time
 import weakref
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping, Optional
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Optional
 
 from graphrag.operators.extraction import LLMCall
 from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
@@ -190,19 +190,62 @@ def joined_state(records: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     return {**joined, **{k: v for k, v in head.items() if k != "shards"}}
 
 
-def _state_records(state: ResolutionState) -> dict[str, Any]:
-    """The records ``state`` is written as: the head and every non-empty shard."""
-    shards: list[dict[str, Any]] = [{} for _ in range(SHARDS)]
-    for name in sorted(state.names):
-        shards[_shard(name, SHARDS)].setdefault("names", []).append(name)
-    for alias, canonical in sorted(state.aliases.items()):
-        shards[_shard(alias, SHARDS)].setdefault("aliases", {})[alias] = canonical
-    for key, rows in (("pairs", state.pairs), ("parts", state.parts), ("person_pairs", state.person_pairs),
-                      ("claims", state.claims), ("pending", state.pending)):
-        for row in sorted(rows):
-            shards[_shard(row[0], SHARDS)].setdefault(key, []).append(list(row))
+_ROW_FIELDS = ("pairs", "parts", "person_pairs", "claims", "pending")
+
+
+def _shard_record(names: Iterable[str], aliases: Mapping[str, str], rows: Mapping[str, Iterable[tuple]]
+                  ) -> dict[str, Any]:
+    """One shard's record from the elements in it (each list sorted; empty fields left out)."""
+    record: dict[str, Any] = {}
+    if names:
+        record["names"] = sorted(names)
+    if aliases:
+        record["aliases"] = dict(sorted(aliases.items()))
+    for key in _ROW_FIELDS:
+        if rows.get(key):
+            record[key] = [list(row) for row in sorted(rows[key])]
+    return record
+
+
+def state_records(state: ResolutionState, previous: Optional[ResolutionState] = None,
+                   base: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """The records ``state`` is written as: the head and every non-empty shard. With
+    ``previous`` and ``base`` (the records ``previous`` is written as), only the shards holding
+    an element that came, went or changed are built again; the others are ``base``'s: a shard
+    is a function of the elements in it, and a write changes few of the names."""
+    if previous is None or base is None:
+        shards = [(set(), {}, {key: set() for key in _ROW_FIELDS}) for _ in range(SHARDS)]
+        for name in state.names:
+            shards[_shard(name, SHARDS)][0].add(name)
+        for alias, canonical in state.aliases.items():
+            shards[_shard(alias, SHARDS)][1][alias] = canonical
+        for key in _ROW_FIELDS:
+            for row in getattr(state, key):
+                shards[_shard(row[0], SHARDS)][2][key].add(row)
+        records = [_shard_record(*shard) for shard in shards]
+    else:
+        changed: set[int] = {_shard(n, SHARDS) for n in state.names ^ previous.names}
+        changed |= {_shard(a, SHARDS) for a, _ in state.aliases.items() ^ previous.aliases.items()}
+        for key in _ROW_FIELDS:
+            changed |= {_shard(row[0], SHARDS) for row in getattr(state, key) ^ getattr(previous, key)}
+        records = [base.get(k) or {} for k in _shard_keys(SHARDS)]
+        for i in changed:
+            # The shard's elements now: its recorded ones still in the state, and the state's
+            # new ones that fall in it.
+            old = records[i]
+            names = {n for n in old.get("names", ()) if n in state.names}
+            names |= {n for n in state.names - previous.names if _shard(n, SHARDS) == i}
+            keys = set(old.get("aliases", {})) | {a for a, _ in state.aliases.items() - previous.aliases.items()
+                                                   if _shard(a, SHARDS) == i}
+            aliases = {a: state.aliases[a] for a in keys if a in state.aliases}
+            rows = {}
+            for key in _ROW_FIELDS:
+                now = getattr(state, key)
+                rows[key] = {tuple(r) for r in old.get(key, ()) if tuple(r) in now}
+                rows[key] |= {r for r in now - getattr(previous, key) if _shard(r[0], SHARDS) == i}
+            records[i] = _shard_record(names, aliases, rows)
     head = {"rules": RULES, "shards": SHARDS, **({"manual": state.manual} if state.manual is not None else {})}
-    return {HEAD_RECORD: head, **{k: s for k, s in zip(_shard_keys(SHARDS), shards) if s}}
+    return {HEAD_RECORD: head, **{k: r for k, r in zip(_shard_keys(SHARDS), records) if r}}
 
 
 async def _read_records(meta: Any) -> dict[str, Any]:
@@ -291,17 +334,19 @@ class EntityResolution:
             profiles.update(read)
         return profiles
 
-    def _forget(self, touched: set[str], records: dict[str, Any]) -> None:
+    def _forget(self, touched: set[str], records: dict[str, Any]) -> bool:
         """Drop what is kept of the ``touched`` names, and every vector when ``records`` (the
         derived state read at the start of a pass) are not the ones the last pass left
-        (until this pass has written its own, no other trusts them)."""
+        (until this pass has written its own, no other trusts them). Returns whether they are."""
         kept = self._kept
-        if kept.records is None or kept.records != records:
+        ours = kept.records is not None and kept.records == records
+        if not ours:
             kept.vectors = {}
         for name in touched:
             kept.profiles.pop(name, None)
             kept.vectors.pop(name, None)
         kept.records = None
+        return ours
 
     # ----------------------------------------------------------------- the pass
 
@@ -317,7 +362,11 @@ class EntityResolution:
         manual = await self.manual()
         present = {n for extraction in added.values() for n in raw_names(extraction)}
         unresolved: list[str] = []
-        if state is None or recorded.get("rules") != RULES:  # type: ignore[union-attr]
+        # The records as the last pass of this process wrote them from ``state``, of these rules:
+        # the shards the pass leaves as they were need not be built again.
+        written_from: Optional[ResolutionState] = state
+        if state is None or recorded.get("rules") != RULES:
+            written_from = None  # type: ignore[union-attr]
             # First pass on this working dir, or a record of other rules: every recorded name,
             # from the nodes as they are (grouped by the old map).
             state = ResolutionState(aliases=state.aliases if state else {})
@@ -335,7 +384,8 @@ class EntityResolution:
         maybe = (maybe | set(manual.merges) | {n for pair in manual.never for n in pair}) - present
         previous = dict(state.aliases)
         touched = present | maybe
-        self._forget(touched, records)
+        if not self._forget(touched, records):
+            written_from = None
         profiles = await self._profiles(maybe, previous) if maybe else {}
         present |= set(profiles)
         names = (state.names - touched) | present
@@ -391,7 +441,7 @@ class EntityResolution:
         new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases, parts=parts, person_pairs=person_pairs,
                                     manual=fingerprint, claims=claims, pending=pending)
         moved = {n for n in set(previous) | set(aliases) if previous.get(n, n) != aliases.get(n, n)}
-        written = _state_records(new_state)
+        written = state_records(new_state, written_from, records if written_from is not None else None)
         changed_records = {k: r for k, r in written.items() if records.get(k) != r}
         if changed_records:
             await self.meta.upsert(changed_records)
