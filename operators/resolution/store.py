@@ -224,26 +224,32 @@ def state_records(state: ResolutionState, previous: Optional[ResolutionState] = 
                 shards[_shard(row[0], SHARDS)][2][key].add(row)
         records = [_shard_record(*shard) for shard in shards]
     else:
-        changed: set[int] = {_shard(n, SHARDS) for n in state.names ^ previous.names}
-        changed |= {_shard(a, SHARDS) for a, _ in state.aliases.items() ^ previous.aliases.items()}
+        # What came or changed, by shard (each difference taken once), and the shards of what went.
+        added: dict[int, tuple[set[str], set[str], dict[str, set[tuple]]]] = {}
+
+        def bucket(i: int) -> tuple[set[str], set[str], dict[str, set[tuple]]]:
+            return added.setdefault(i, (set(), set(), {key: set() for key in _ROW_FIELDS}))
+
+        changed = {_shard(n, SHARDS) for n in previous.names - state.names}
+        for name in state.names - previous.names:
+            bucket(_shard(name, SHARDS))[0].add(name)
+        for alias, _ in state.aliases.items() ^ previous.aliases.items():
+            bucket(_shard(alias, SHARDS))[1].add(alias)
         for key in _ROW_FIELDS:
-            changed |= {_shard(row[0], SHARDS) for row in getattr(state, key) ^ getattr(previous, key)}
+            now, before = getattr(state, key), getattr(previous, key)
+            changed |= {_shard(row[0], SHARDS) for row in before - now}
+            for row in now - before:
+                bucket(_shard(row[0], SHARDS))[2][key].add(row)
         records = [base.get(k) or {} for k in _shard_keys(SHARDS)]
-        for i in changed:
-            # The shard's elements now: its recorded ones still in the state, and the state's
-            # new ones that fall in it.
-            old = records[i]
-            names = {n for n in old.get("names", ()) if n in state.names}
-            names |= {n for n in state.names - previous.names if _shard(n, SHARDS) == i}
-            keys = set(old.get("aliases", {})) | {a for a, _ in state.aliases.items() - previous.aliases.items()
-                                                   if _shard(a, SHARDS) == i}
+        for i in changed | set(added):
+            # The shard's elements now: its recorded ones still in the state, and its new ones.
+            old, (names, aliases_in, rows) = records[i], added.get(i) or (set(), set(), {})
+            names = names | {n for n in old.get("names", ()) if n in state.names}
+            keys = aliases_in | set(old.get("aliases", {}))
             aliases = {a: state.aliases[a] for a in keys if a in state.aliases}
-            rows = {}
-            for key in _ROW_FIELDS:
-                now = getattr(state, key)
-                rows[key] = {tuple(r) for r in old.get(key, ()) if tuple(r) in now}
-                rows[key] |= {r for r in now - getattr(previous, key) if _shard(r[0], SHARDS) == i}
-            records[i] = _shard_record(names, aliases, rows)
+            kept = {key: {tuple(r) for r in old.get(key, ()) if tuple(r) in getattr(state, key)} | rows.get(key, set())
+                    for key in _ROW_FIELDS}
+            records[i] = _shard_record(names, aliases, kept)
     head = {"rules": RULES, "shards": SHARDS, **({"manual": state.manual} if state.manual is not None else {})}
     return {HEAD_RECORD: head, **{k: r for k, r in zip(_shard_keys(SHARDS), records) if r}}
 
