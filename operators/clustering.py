@@ -147,10 +147,13 @@ async def community_schema(graph: ClusterMemberships, only: Optional[Collection[
         nodes = await graph.get_nodes_attributes(("clusters", "source_id"))
     else:
         wanted = sorted({int(c) for c in only})
-        members = [node for node, data in await graph.nodes_in_clusters(wanted)
-                   if not set(map(str, membership_path(node, data.get("clusters") or "") or ())).isdisjoint(only)]
-        nodes = await graph.get_nodes_attributes_of(members, ("clusters", "source_id"))
+        candidates = [node for node, _ in await graph.nodes_in_clusters(wanted)]
+        nodes = await graph.get_nodes_attributes_of(candidates, ("clusters", "source_id"))
     memberships = read_memberships(nodes)
+    if only is not None:  # a member by its memberships as read now, each parsed once
+        nodes = [(node, data) for node, data in nodes
+                 if not {str(c["cluster"]) for c in memberships.get(node) or ()}.isdisjoint(only)]
+        memberships = {node: memberships[node] for node, _ in nodes}
     for node, data in nodes:
         clusters = memberships.get(node)
         if not clusters:

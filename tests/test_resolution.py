@@ -1437,3 +1437,40 @@ def test_a_descriptions_pronouns_and_lower_case_words_are_read_in_one_scan() -> 
     assert not lower & {"He", "Hers", "She", "Himself", "her", "her1", "he"}
     assert gender_from_pronouns(pronouns) is None  # 4 against 3: no clear gender
     assert gender_from_pronouns(description_signals("ANNA", ["Anna met her sister. She left."])[1]) == "F"
+
+
+def test_state_records_rebuilt_from_the_changed_shards_are_the_whole_ones() -> None:
+    """A write's records built from the previous records plus what changed equal, key order
+    and all, those built from the whole state (so the stored file is the same bytes)."""
+    from graphrag.operators.resolution.store import state_records
+
+    rng = random.Random(7)
+    pool = [f"NAME {i}" for i in range(400)]
+
+    def random_state() -> ResolutionState:
+        names = set(rng.sample(pool, 300))
+        listed = sorted(names)
+        pairs = {tuple(sorted(rng.sample(listed, 2))) for _ in range(150)}
+        return ResolutionState(
+            names=names, pairs=pairs,  # type: ignore[arg-type]
+            aliases={a: rng.choice(listed) for a in rng.sample(listed, 60)},
+            parts=set(list(pairs)[:20]), person_pairs=set(list(pairs)[20:30]), manual="m",
+            claims={(n, f"claim {rng.randrange(9)}", f"chunk-{rng.randrange(50)}") for n in rng.sample(listed, 80)},
+            pending=set(list(pairs)[30:40]))
+
+    for _ in range(20):
+        before = random_state()
+        after = ResolutionState(**{f: (set(v) if isinstance(v, set) else dict(v) if isinstance(v, dict) else v)
+                                   for f, v in vars(before).items()})
+        # A small write: some names, pairs, aliases and claims come, go or change.
+        after.names -= set(rng.sample(sorted(after.names), 5))
+        after.names |= set(rng.sample(pool, 5))
+        after.pairs = {p for p in after.pairs if rng.random() > 0.05} | {("NAME 1", "NAME 399")}
+        after.aliases = {a: (c if rng.random() > 0.1 else "NAME 0") for a, c in after.aliases.items() if rng.random() > 0.05}
+        after.claims = {c for c in after.claims if rng.random() > 0.1} | {("NAME 5", "claim x", "chunk-new")}
+        after.pending = set()
+        base = json.loads(json.dumps(state_records(before)))  # as read back from the store
+        whole = state_records(after)
+        rebuilt = state_records(after, before, base)
+        assert rebuilt == whole
+        assert json.dumps(rebuilt) == json.dumps(whole)

@@ -16,7 +16,7 @@ import time
 import weakref
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping, Optional
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Optional
 
 from graphrag.operators.extraction import LLMCall
 from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
@@ -190,19 +190,68 @@ def joined_state(records: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     return {**joined, **{k: v for k, v in head.items() if k != "shards"}}
 
 
-def _state_records(state: ResolutionState) -> dict[str, Any]:
-    """The records ``state`` is written as: the head and every non-empty shard."""
-    shards: list[dict[str, Any]] = [{} for _ in range(SHARDS)]
-    for name in sorted(state.names):
-        shards[_shard(name, SHARDS)].setdefault("names", []).append(name)
-    for alias, canonical in sorted(state.aliases.items()):
-        shards[_shard(alias, SHARDS)].setdefault("aliases", {})[alias] = canonical
-    for key, rows in (("pairs", state.pairs), ("parts", state.parts), ("person_pairs", state.person_pairs),
-                      ("claims", state.claims), ("pending", state.pending)):
-        for row in sorted(rows):
-            shards[_shard(row[0], SHARDS)].setdefault(key, []).append(list(row))
+_ROW_FIELDS = ("pairs", "parts", "person_pairs", "claims", "pending")
+
+
+def _shard_record(names: Iterable[str], aliases: Mapping[str, str], rows: Mapping[str, Iterable[tuple]]
+                  ) -> dict[str, Any]:
+    """One shard's record from the elements in it (each list sorted; empty fields left out)."""
+    record: dict[str, Any] = {}
+    if names:
+        record["names"] = sorted(names)
+    if aliases:
+        record["aliases"] = dict(sorted(aliases.items()))
+    for key in _ROW_FIELDS:
+        if rows.get(key):
+            record[key] = [list(row) for row in sorted(rows[key])]
+    return record
+
+
+def state_records(state: ResolutionState, previous: Optional[ResolutionState] = None,
+                   base: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """The records ``state`` is written as: the head and every non-empty shard. With
+    ``previous`` and ``base`` (the records ``previous`` is written as), only the shards holding
+    an element that came, went or changed are built again; the others are ``base``'s: a shard
+    is a function of the elements in it, and a write changes few of the names."""
+    if previous is None or base is None:
+        shards = [(set(), {}, {key: set() for key in _ROW_FIELDS}) for _ in range(SHARDS)]
+        for name in state.names:
+            shards[_shard(name, SHARDS)][0].add(name)
+        for alias, canonical in state.aliases.items():
+            shards[_shard(alias, SHARDS)][1][alias] = canonical
+        for key in _ROW_FIELDS:
+            for row in getattr(state, key):
+                shards[_shard(row[0], SHARDS)][2][key].add(row)
+        records = [_shard_record(*shard) for shard in shards]
+    else:
+        # What came or changed, by shard (each difference taken once), and the shards of what went.
+        added: dict[int, tuple[set[str], set[str], dict[str, set[tuple]]]] = {}
+
+        def bucket(i: int) -> tuple[set[str], set[str], dict[str, set[tuple]]]:
+            return added.setdefault(i, (set(), set(), {key: set() for key in _ROW_FIELDS}))
+
+        changed = {_shard(n, SHARDS) for n in previous.names - state.names}
+        for name in state.names - previous.names:
+            bucket(_shard(name, SHARDS))[0].add(name)
+        for alias, _ in state.aliases.items() ^ previous.aliases.items():
+            bucket(_shard(alias, SHARDS))[1].add(alias)
+        for key in _ROW_FIELDS:
+            now, before = getattr(state, key), getattr(previous, key)
+            changed |= {_shard(row[0], SHARDS) for row in before - now}
+            for row in now - before:
+                bucket(_shard(row[0], SHARDS))[2][key].add(row)
+        records = [base.get(k) or {} for k in _shard_keys(SHARDS)]
+        for i in changed | set(added):
+            # The shard's elements now: its recorded ones still in the state, and its new ones.
+            old, (names, aliases_in, rows) = records[i], added.get(i) or (set(), set(), {})
+            names = names | {n for n in old.get("names", ()) if n in state.names}
+            keys = aliases_in | set(old.get("aliases", {}))
+            aliases = {a: state.aliases[a] for a in keys if a in state.aliases}
+            kept = {key: {tuple(r) for r in old.get(key, ()) if tuple(r) in getattr(state, key)} | rows.get(key, set())
+                    for key in _ROW_FIELDS}
+            records[i] = _shard_record(names, aliases, kept)
     head = {"rules": RULES, "shards": SHARDS, **({"manual": state.manual} if state.manual is not None else {})}
-    return {HEAD_RECORD: head, **{k: s for k, s in zip(_shard_keys(SHARDS), shards) if s}}
+    return {HEAD_RECORD: head, **{k: r for k, r in zip(_shard_keys(SHARDS), records) if r}}
 
 
 async def _read_records(meta: Any) -> dict[str, Any]:
@@ -291,17 +340,19 @@ class EntityResolution:
             profiles.update(read)
         return profiles
 
-    def _forget(self, touched: set[str], records: dict[str, Any]) -> None:
+    def _forget(self, touched: set[str], records: dict[str, Any]) -> bool:
         """Drop what is kept of the ``touched`` names, and every vector when ``records`` (the
         derived state read at the start of a pass) are not the ones the last pass left
-        (until this pass has written its own, no other trusts them)."""
+        (until this pass has written its own, no other trusts them). Returns whether they are."""
         kept = self._kept
-        if kept.records is None or kept.records != records:
+        ours = kept.records is not None and kept.records == records
+        if not ours:
             kept.vectors = {}
         for name in touched:
             kept.profiles.pop(name, None)
             kept.vectors.pop(name, None)
         kept.records = None
+        return ours
 
     # ----------------------------------------------------------------- the pass
 
@@ -317,7 +368,11 @@ class EntityResolution:
         manual = await self.manual()
         present = {n for extraction in added.values() for n in raw_names(extraction)}
         unresolved: list[str] = []
-        if state is None or recorded.get("rules") != RULES:  # type: ignore[union-attr]
+        # The records as the last pass of this process wrote them from ``state``, of these rules:
+        # the shards the pass leaves as they were need not be built again.
+        written_from: Optional[ResolutionState] = state
+        if state is None or recorded.get("rules") != RULES:
+            written_from = None  # type: ignore[union-attr]
             # First pass on this working dir, or a record of other rules: every recorded name,
             # from the nodes as they are (grouped by the old map).
             state = ResolutionState(aliases=state.aliases if state else {})
@@ -335,7 +390,8 @@ class EntityResolution:
         maybe = (maybe | set(manual.merges) | {n for pair in manual.never for n in pair}) - present
         previous = dict(state.aliases)
         touched = present | maybe
-        self._forget(touched, records)
+        if not self._forget(touched, records):
+            written_from = None
         profiles = await self._profiles(maybe, previous) if maybe else {}
         present |= set(profiles)
         names = (state.names - touched) | present
@@ -391,7 +447,7 @@ class EntityResolution:
         new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases, parts=parts, person_pairs=person_pairs,
                                     manual=fingerprint, claims=claims, pending=pending)
         moved = {n for n in set(previous) | set(aliases) if previous.get(n, n) != aliases.get(n, n)}
-        written = _state_records(new_state)
+        written = state_records(new_state, written_from, records if written_from is not None else None)
         changed_records = {k: r for k, r in written.items() if records.get(k) != r}
         if changed_records:
             await self.meta.upsert(changed_records)
