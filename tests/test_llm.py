@@ -645,56 +645,13 @@ def _record_http_clients(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     given: list[Any] = []
 
-    for name in ("DefaultAsyncHttpxClient", "DefaultAioHttpClient"):
-        base = getattr(openai, name, None)
-        if base is None:
-            continue
+    class Recording(openai.DefaultAsyncHttpxClient):  # type: ignore[misc, valid-type]
+        def __init__(self, **kwargs: Any) -> None:
+            given.append(kwargs.get("verify"))
+            super().__init__(**kwargs)
 
-        class Recording(base):  # type: ignore[misc, valid-type]
-            def __init__(self, **kwargs: Any) -> None:
-                given.append(kwargs.get("verify"))
-                super().__init__(**kwargs)
-
-        monkeypatch.setattr(openai, name, Recording)
+    monkeypatch.setattr(openai, "DefaultAsyncHttpxClient", Recording)
     return given
-
-
-def test_the_model_func_sends_over_aiohttp_when_installed_and_over_httpx_without_it(
-        llm_server: MockLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib.util
-
-    import openai
-
-    pytest.importorskip("aiohttp")
-    if not hasattr(openai, "DefaultAioHttpClient"):
-        pytest.skip("this openai has no aiohttp transport")
-    built: list[str] = []
-    for name in ("DefaultAsyncHttpxClient", "DefaultAioHttpClient"):
-        class Noting(getattr(openai, name)):  # type: ignore[misc, valid-type]
-            def __init__(self, _name: str = name, **kwargs: Any) -> None:
-                built.append(_name)
-                super().__init__(**kwargs)
-
-        monkeypatch.setattr(openai, name, Noting)
-
-    async def ask() -> str:
-        func = openai_model_func("gpt-4o-mini", base_url=llm_server.base_url, api_key="k")
-        try:
-            return await func("hello", system_prompt="Be brief.")
-        finally:
-            await func.aclose()
-
-    llm_server.reset()
-    over_aiohttp = asyncio.run(ask())
-    assert built == ["DefaultAioHttpClient"]
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *args: None if name == "aiohttp" else real_find_spec(name, *args))
-    over_httpx = asyncio.run(ask())
-    assert built == ["DefaultAioHttpClient", "DefaultAsyncHttpxClient"]
-    assert over_aiohttp and over_aiohttp == over_httpx
-    sent = llm_server.chat_requests
-    assert len(sent) == 2 and sent[0] == sent[1]  # the same request body over either transport
 
 
 def test_every_openai_client_of_the_process_shares_one_tls_context(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import importlib
-import importlib.util
 import logging
 import os
 import sys
@@ -81,27 +80,13 @@ def _build_tls_context(future: "concurrent.futures.Future") -> None:
         future.set_exception(exc)
 
 
-def _http_client_class() -> Any:
-    """openai's async HTTP client over aiohttp's transport where openai ships it and aiohttp is
-    installed, else openai's default (httpx's transport).
-
-    Both send the same requests and raise the same errors (openai maps aiohttp's into httpx's).
-    aiohttp parses HTTP in C and keeps no per-request pool bookkeeping: the httpx/httpcore/anyio
-    path costs about twice its CPU per call, which bounds an insert at low model latency.
-    """
+def _http_client(tls: "concurrent.futures.Future") -> Any:
+    """openai's default async HTTP client on the shared TLS context; None (openai builds its
+    own) if that context could not be made."""
     import openai
 
-    aio_client = getattr(openai, "DefaultAioHttpClient", None)
-    if aio_client is not None and importlib.util.find_spec("aiohttp") is not None:
-        return aio_client
-    return openai.DefaultAsyncHttpxClient
-
-
-def _http_client(tls: "concurrent.futures.Future") -> Any:
-    """The async HTTP client (:func:`_http_client_class`) on the shared TLS context; None
-    (openai builds its own, httpx's) if that context could not be made."""
     try:
-        return _http_client_class()(verify=tls.result())
+        return openai.DefaultAsyncHttpxClient(verify=tls.result())
     except Exception as exc:
         logger.debug("No shared TLS context (%r); the HTTP client builds its own", exc)
         return None
