@@ -76,17 +76,33 @@ class PeakWatcher(threading.Thread):
                     log(f"snapshot at {traced:.0f} MiB traced, RSS {now:.0f}")
 
 
+def _graph_canon(file: str) -> bytes:
+    """A GraphML graph's nodes and edges with their data, sorted: the graph is built in the
+    order the model's answers arrive, so the file's node order varies where the graph does not."""
+    import networkx as nx
+
+    graph = nx.read_graphml(file)
+    nodes = sorted((n, sorted(d.items())) for n, d in graph.nodes(data=True))
+    edges = sorted((min(u, v), max(u, v), sorted(d.items())) for u, v, d in graph.edges(data=True))
+    return json.dumps([nodes, edges], ensure_ascii=False).encode("utf-8")
+
+
 def digest(path: str) -> str:
     """One hash over the index the insert wrote: each JSON file's records with keys sorted
-    (the model's answers arrive in any order, and so do the keys they add), every other file's
-    bytes. Left out: the LLM cache (call order) and the lookup indexes (they name their file
-    by mtime and inode)."""
+    (the model's answers arrive in any order, and so do the keys they add), the graph's nodes
+    and edges sorted, every other file's bytes. Left out: the LLM cache (call order), the lookup
+    indexes (they name their file by mtime and inode) and the walk adjacency (derived from the
+    graph, in the file's node order)."""
     h = hashlib.sha256()
     for name in sorted(os.listdir(path)):
-        if "llm_response_cache" in name or name.endswith(".index"):
+        if "llm_response_cache" in name or name.endswith((".index", ".walk")):
             continue
-        with open(os.path.join(path, name), "rb") as f:
-            raw = f.read()
+        file = os.path.join(path, name)
+        if name.endswith(".graphml"):
+            raw = _graph_canon(file)
+        else:
+            with open(file, "rb") as f:
+                raw = f.read()
         if name.endswith(".json"):
             raw = json.dumps(json.loads(raw), sort_keys=True, ensure_ascii=False).encode("utf-8")
         h.update(name.encode() + hashlib.sha256(raw).digest())
