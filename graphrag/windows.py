@@ -76,16 +76,18 @@ class ModelWindows:
         mode = get_mode(param.mode)
         templates = mode.cited_prompts if param.with_references else mode.prompts
 
-        def room(history_tokens: int) -> int:
-            return min(self._room("best_model_max_token_size", template, ANSWER_TOKENS + history_tokens,
-                                  question=query, response_type=param.response_type, **EMPTY_PROMPT_DATA)
-                       for template in templates)
-
+        room = min(self._room("best_model_max_token_size", template, ANSWER_TOKENS, question=query,
+                              response_type=param.response_type, **EMPTY_PROMPT_DATA)
+                   for template in templates)
+        if param.conversation_history == []:  # the usual case; anything else is checked below
+            return fit_to_room(param, room)
         param = replace(param)  # checked again: a caller may have set a field after making it
-        history, history_tokens = self._recent_turns(param.conversation_history, room(0))
+        history, history_tokens = self._recent_turns(param.conversation_history, room)
         if len(history) < len(param.conversation_history):
             param = replace(param, conversation_history=history)
-        return fit_to_room(param, room(history_tokens))
+        # The turns' tokens come out of the data's room (a prompt's room is its window less
+        # what it keeps for everything else); ``_recent_turns`` leaves it at least the minimum.
+        return fit_to_room(param, room - history_tokens)
 
     def _recent_turns(self, history: list[dict[str, str]], room: int) -> tuple[list[dict[str, str]], int]:
         """The newest turns of a chat that fit in ``HISTORY_SHARE`` of ``room`` (the data the

@@ -54,10 +54,14 @@ class QueryEngine:
         """What ``param.mode`` retrieves for ``query`` as records (each with its documents);
         nothing found (or nothing indexed): a Retrieval with no records and no context."""
         _check_question(query)
+        return await self._retrieve_fitted(query, self.windows.fit_query(query, param))
+
+    async def _retrieve_fitted(self, query: str, param: QueryParam) -> Retrieval:
+        """:meth:`retrieve` with ``param`` already fitted to the model's window."""
         try:
             if not await self.has_documents():
                 return Retrieval(question=query, mode=param.mode)
-            found = await retrieve(query, self.stores, self.windows.fit_query(query, param), self.tokenizer)
+            found = await retrieve(query, self.stores, param, self.tokenizer)
             if found is None:
                 return Retrieval(question=query, mode=param.mode)
             return await self.graph.documents.attach(found)
@@ -71,7 +75,7 @@ class QueryEngine:
         _check_question(query)
         # Fitted before retrieving: the answer call carries the chat turns the window keeps.
         param = self.windows.fit_query(query, replace(param, with_references=True))
-        retrieval = await self.retrieve(query, param)
+        retrieval = await self._retrieve_fitted(query, param)
         if not retrieval.context:
             empty = not await self.has_documents()
             return Answer(text=self._empty_index() if empty else fail_response(), retrieval=retrieval)

@@ -268,8 +268,9 @@ class GraphService:
         self._writable()
         if op not in ENTITY_DECISIONS:
             raise InvalidInputError(f"unknown entity decision {op!r}")
-        logger.info("Entity decision queued: %s", description)
-        return self.jobs.submit("entities", description, {"op": op, "args": args})
+        job = self.jobs.submit("entities", description, {"op": op, "args": args})
+        logger.info("Entity decision queued: %r", job.description)  # capped, newlines escaped
+        return job
 
     def _submit_documents(self, kind: str, parts: list[dict[str, Any]]) -> Job:
         """One job over request ``parts`` (each indexes one document); each document is
