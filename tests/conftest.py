@@ -18,12 +18,8 @@ def _no_real_openai(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def llm_server() -> Iterator[MockLLMServer]:
-    server = MockLLMServer()
-    server.start()
-    try:
+    with MockLLMServer() as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

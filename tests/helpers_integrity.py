@@ -264,3 +264,9 @@ def snapshot(working_dir: str) -> dict[str, Any]:
         "communities": sorted((level, sorted(members)) for (level, _), members in groups.items()),
         "reports": len(state["community_reports"]),
     }
+
+
+def assert_clean(wd: Any) -> None:
+    """Fail with the problems ``check_integrity`` finds in ``wd``, if any."""
+    problems = check_integrity(str(wd))
+    assert problems == [], problems

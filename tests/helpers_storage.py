@@ -18,6 +18,15 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
+async def graph_shape(rag: Any) -> tuple[set[str], set[tuple[str, str]]]:
+    """The node names and undirected edges of ``rag``'s graph (its stores closed after)."""
+    graph = rag.stores.graph
+    nodes = {n for n, _ in await graph.get_all_nodes()}
+    edges = {tuple(sorted((a, b))) for a, b, _ in await graph.get_all_edges()}
+    await rag.stores.close()
+    return nodes, edges  # type: ignore[return-value]
+
+
 def kv(config: GraphRAGConfig, namespace: str = "docs", **kw: Any) -> JsonKVStorage:
     return JsonKVStorage(namespace=namespace, global_config=config, **kw)
 

@@ -24,7 +24,8 @@ from graphrag.operators.modes import mode_names
 from graphrag.storage.graph_neo4j import Neo4jGraphStorage
 from graphrag.storage.vector_milvus import MilvusVectorStorage
 import database_servers
-from test_graph_api import CHAIN, DOCS
+from helpers_server import CHAIN, DOCS
+from helpers_storage import graph_shape, run
 from test_incremental import CORPUS, DOC_E
 
 BOLT_MILVUS = {"vector_storage": "milvus", "graph_storage": "neo4j"}
@@ -47,18 +48,6 @@ def make_rag(server, tmp_path, falkordb_uri):
         return GraphRAG(**{**settings, **overrides})
 
     return make
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
-async def graph_shape(rag: GraphRAG) -> tuple[set[str], set[tuple[str, str]]]:
-    graph = rag.stores.graph
-    nodes = {n for n, _ in await graph.get_all_nodes()}
-    edges = {tuple(sorted((a, b))) for a, b, _ in await graph.get_all_edges()}
-    await rag.stores.close()
-    return nodes, edges  # type: ignore[return-value]
 
 
 def test_the_engine_on_bolt_and_milvus_builds_what_it_builds_on_files(make_rag, server):

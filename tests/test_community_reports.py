@@ -5,7 +5,6 @@ import asyncio
 import copy
 import csv
 import json
-import logging
 
 import networkx as nx
 import pytest

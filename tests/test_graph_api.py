@@ -14,17 +14,9 @@ from graphrag import GraphRAG, QueryParam, hash_embedding
 from graphrag.errors import EntityNotFound, InvalidInputError
 from graphrag.graph_api import KnowledgeGraph, NameIndex
 from graphrag.records import Answer, Retrieval
+from helpers_server import CHAIN, DOCS
 from mock_llm_server import MockLLMServer, prompt_of
 
-DOCS = {
-    "people.txt": "Marguerite Olvane founded Brightwater Instruments in 1921. Marguerite Olvane was trained as a "
-                  "clockmaker. Tobias Wren founded Ashcombe Mills. Tobias Wren liked to sail.",
-    "companies.txt": "Brightwater Instruments is based in Kestrel Harbor. Brightwater Instruments makes compasses. "
-                     "Ashcombe Mills is based in Pellham. Ashcombe Mills weaves wool.",
-    "places.txt": "Kestrel Harbor is the capital of Norland. Kestrel Harbor has a lighthouse. Pellham is a town "
-                  "in Vastria. Pellham hosts a fair.",
-}
-CHAIN = ["MARGUERITE OLVANE", "BRIGHTWATER INSTRUMENTS", "KESTREL HARBOR", "NORLAND"]
 QUESTION = "In which country is the capital city where the company Marguerite Olvane founded is based?"
 
 

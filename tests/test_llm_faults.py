@@ -20,7 +20,7 @@ from graphrag.operators.chunking import doc_id_for
 from mock_llm_server import TUPLE, Fault, MockLLMServer, detect_kind, realistic_responder
 
 sys.path.insert(0, os.path.dirname(__file__))
-from helpers_integrity import check_integrity, load_state, snapshot  # noqa: E402
+from helpers_integrity import assert_clean, load_state, snapshot  # noqa: E402
 
 DOC_A = ("Alice Moreau founded Northwind Labs in Lisbon. Bruno Tanaka joined Northwind Labs as its first "
          "engineer. Alice Moreau and Bruno Tanaka later opened an office in Osaka.")
@@ -34,11 +34,6 @@ def make_rag(wd: Any, server: MockLLMServer, **kw: Any) -> GraphRAG:
     options.update(kw)
     return GraphRAG(working_dir=str(wd), embedding_func=hash_embedding(64), llm_base_url=server.base_url,
                     llm_api_key="k", **options)
-
-
-def assert_clean(wd: Any) -> None:
-    problems = check_integrity(str(wd))
-    assert problems == [], problems
 
 
 @pytest.fixture(scope="module")

@@ -165,12 +165,8 @@ def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerPool]:
 
 @pytest.fixture(scope="module")
 def slow_server() -> Iterator[MockLLMServer]:
-    server = MockLLMServer(latency=0.03)
-    server.start()
-    try:
+    with MockLLMServer(latency=0.03) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

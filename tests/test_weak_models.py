@@ -26,7 +26,7 @@ from graphrag.operators.nlp_extraction import extract_chunk_nlp
 from mock_llm_server import COMPLETE, MockLLMServer, _styled_extraction, weak_responder
 
 sys.path.insert(0, os.path.dirname(__file__))
-from helpers_integrity import check_integrity, load_state, snapshot  # noqa: E402
+from helpers_integrity import assert_clean, load_state, snapshot  # noqa: E402
 
 DOC_A = ("Alice Moreau founded Northwind Labs in Lisbon. Bruno Tanaka joined Northwind Labs as its first "
          "engineer. Alice Moreau and Bruno Tanaka later opened an office in Osaka. "
@@ -44,11 +44,6 @@ def make_rag(wd: Any, server: MockLLMServer, **kw: Any) -> GraphRAG:
     options.update(kw)
     return GraphRAG(working_dir=str(wd), embedding_func=hash_embedding(64), llm_base_url=server.base_url,
                     llm_api_key="k", **options)
-
-
-def assert_clean(wd: Any) -> None:
-    problems = check_integrity(str(wd))
-    assert problems == [], problems
 
 
 def failed_record(wd: Any) -> dict:
