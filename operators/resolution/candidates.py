@@ -8,7 +8,7 @@ from itertools import combinations
 from typing import Any, Iterable, Mapping, Union
 
 
-from .keys import UNSETTLED_RELATIONS, _NICKNAME_WORDS, _abbreviated, _acronym, _acronyms, _grams, _name_words, designation, name_key, name_relation, owned
+from .keys import UNSETTLED_RELATIONS, _NICKNAME_WORDS, _SPELLING_LETTERS, _abbreviated, _acronym, _acronyms, _grams, _letters, _name_words, designation, name_key, name_relation, owned
 
 
 # MinHash over character 3-grams: BANDS x ROWS signature, bucketed per band. Two names
@@ -18,6 +18,9 @@ _BANDS, _ROWS = 6, 3
 # Shorter names are looked up among the subsets of at most this many of a name's words.
 _MAX_SUBSET_WORDS = 8
 _PRIME = (1 << 31) - 1
+# A long name meets its spelling variants by its first or its last letters, this many: an edit
+# or two leaves one end as it was unless there is one at each end.
+_SPELLING_END = 6
 # Names a blocking bucket keeps in a tuple before it becomes a set.
 _SMALL_BUCKET = 8
 _PERMUTATIONS = [((i * 2654435761 + 97) % _PRIME or 1, (i * 40503 + 13) % _PRIME) for i in range(_BANDS * _ROWS)]
@@ -73,12 +76,22 @@ def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
         blocks.append(("designation", found[0], found[1][-1]))
     if found := owned(name):  # ... and "GHOST OF JAMES MORROW" meets "MORROW'S GHOST", "THE GHOST"
         blocks += [("owned", *found), ("head", found[1])]
+    blocks += _spelling_blocks(key)
     if len(key) > 1:  # "J. MORROW" meets "JAMES MORROW" by the shape of their initials
         shape = tuple(t[0] for t in key)
         blocks.append(("shape", shape))
         if any(len(t) == 1 for t in key):
             blocks.append(("shape-with-initial", shape))
     return tuple(blocks)
+
+
+def _spelling_blocks(key: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    """Where a name long enough to have spelling variants (:func:`.keys.name_relation`'s
+    ``spelling``) meets them: its first and its last letters, run together."""
+    letters = _letters(key)
+    if len(letters) < _SPELLING_LETTERS:
+        return []
+    return [("spelt", "head", letters[:_SPELLING_END]), ("spelt", "tail", letters[-_SPELLING_END:])]
 
 
 @lru_cache(maxsize=1 << 16)
@@ -88,7 +101,8 @@ def _looked_up_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
     words are found from its words' postings (see :meth:`NameIndex.candidates`)."""
     key = name_key(name)
     flipped = {"acronym": "expands", "expands": "acronym"}
-    own = [(flipped.get(b[0], b[0]), *b[1:]) for b in _indexed_blocks(name) if b[0] in ("key", "words", *flipped)]
+    own = [(flipped.get(b[0], b[0]), *b[1:]) for b in _indexed_blocks(name)
+           if b[0] in ("key", "words", "spelt", *flipped)]
     parts = sorted(set(key))[:_MAX_SUBSET_WORDS]
     own += [("words", c) for size in range(1, len(parts)) for c in combinations(parts, size)]
     own.append(("head", key))
