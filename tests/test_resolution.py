@@ -1474,3 +1474,24 @@ def test_state_records_rebuilt_from_the_changed_shards_are_the_whole_ones() -> N
         rebuilt = state_records(after, before, base)
         assert rebuilt == whole
         assert json.dumps(rebuilt) == json.dumps(whole)
+
+
+# --------------------------------------------------------------------------- spelling variants
+
+
+@pytest.mark.parametrize("a, b, relation", [
+    ("KALO PAHARER DESH", "KAALO PAHARER DESH", "spelling"),  # a vowel doubled (transliteration)
+    ("NORDWIND SEEFAHRT", "NORDWINDSEEFAHRT", "spelling"),  # words joined
+    ("SVETLANA ORLOVSKAYA", "SWETLANA ORLOVSKAJA", "spelling"),  # two edits in many letters
+    ("SVETLANA ORLOVSKAYA", "SWETLANA ORLOWSKAJA", None),  # three edits: another name
+    ("MIREN OSTRAVI", "MIREN OSTRAVA", "spelling"),  # one edit in twelve letters
+    ("ANNA BERG", "ANNA BERK", "overlap"),  # too few letters to tell by the names alone
+    ("HENRIK VALLANDER", "HENRIKE VALLANDER", "overlap"),  # a given name's other sex
+    ("ALEXANDER KOVALENKO", "ALEXANDRA KOVALENKO", "overlap"),
+    ("ANNA K. VALLANDER", "ANNA R. VALLANDER", None),  # other initials: another person
+    ("ANNA KARIN VALLANDER", "ANNA K. VALLANDER", "initials"),  # an initial is no spelling
+    ("NORDWIND 1 SEEFAHRT", "NORDWIND 7 SEEFAHRT", None),  # a number is another thing
+    ("CORVINA BASSETTE MORAINE", "CORVINA BASSETTE MORAINE TRIO", "overlap"),  # a word added
+])
+def test_long_names_an_edit_or_two_apart_are_spelling_variants(a: str, b: str, relation: Any) -> None:
+    assert name_relation(a, b) == name_relation(b, a) == relation

@@ -215,7 +215,7 @@ def _spelling_variant(ka: tuple[str, ...], kb: tuple[str, ...]) -> bool:
     ``look_alike``), nor where only the ending of the first word changes (:func:`_inflected`)."""
     la, lb = _letters(ka), _letters(kb)
     shorter = min(len(la), len(lb))
-    if la == lb or shorter < _SPELLING_LETTERS or any(len(t) == 1 for t in ka + kb) \
+    if shorter < _SPELLING_LETTERS or any(len(t) == 1 for t in ka + kb) \
             or any(c.isdigit() for c in la + lb) or _inflected(ka[0], kb[0]):
         return False
     limit = min(_SPELLING_EDITS, shorter // _LETTERS_PER_EDIT)
