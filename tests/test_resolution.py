@@ -1495,3 +1495,70 @@ def test_state_records_rebuilt_from_the_changed_shards_are_the_whole_ones() -> N
 ])
 def test_long_names_an_edit_or_two_apart_are_spelling_variants(a: str, b: str, relation: Any) -> None:
     assert name_relation(a, b) == name_relation(b, a) == relation
+
+
+def test_a_spelling_variant_merges_from_two_texts_around_a_neighbour_described_alike() -> None:
+    from graphrag.operators.resolution import NameIndex
+
+    def film(name: str, chunk: str, type_: str = "UNKNOWN", neighbours: tuple[str, ...] = ("MIREN OSTRAVI",),
+             words: str = "film directed miren ostravi mountains") -> NameProfile:
+        return _in(profile(name, type_, neighbours, words, f"{name.title()} is a film directed by Miren Ostravi."),
+                   chunk)
+
+    # A title transliterated two ways in two passages (no types: an extraction asked for none).
+    kalo = film("KALO PAHARER DESH", "c1")
+    assert decided(kalo, film("KAALO PAHARER DESH", "c2")).verdict == "merge"
+    # A company's name with its words joined, typed alike, in a German technical text.
+    ship = dict(neighbours=("HAFENAMT KIEL",), words="reederei fährt hafenamt kiel")
+    assert decided(_in(profile("NORDWIND SEEFAHRT", "ORGANIZATION", **ship), "d1"),  # type: ignore[arg-type]
+                   _in(profile("NORDWINDSEEFAHRT", "ORGANIZATION", **ship), "d2")).verdict == "merge"  # type: ignore[arg-type]
+    # Both found by blocking from either side, without a model (no loose index).
+    index = NameIndex(["KALO PAHARER DESH", "NORDWIND SEEFAHRT", "MIREN OSTRAVI"])
+    assert index.candidates("KAALO PAHARER DESH") == {"KALO PAHARER DESH": "spelling"}
+    assert NameIndex(["KAALO PAHARER DESH"]).candidates("KALO PAHARER DESH") == {"KAALO PAHARER DESH": "spelling"}
+    assert index.candidates("NORDWINDSEEFAHRT") == {"NORDWIND SEEFAHRT": "spelling"}
+    # One text writing both spellings names two things (or states one is the other: not this rule).
+    assert decided(film("KALO PAHARER DESH", "c1"), film("KAALO PAHARER DESH", "c1")).verdict != "merge"
+    # Nothing in common but the spelling; no neighbour in common; descriptions unalike.
+    bare = [_in(profile(n, description=f"{n.title()} was mentioned."), c)
+            for n, c in (("KALO PAHARER DESH", "c1"), ("KAALO PAHARER DESH", "c2"))]
+    assert decided(*bare).verdict != "merge"
+    assert decided(kalo, film("KAALO PAHARER DESH", "c2", neighbours=("TALLINN",))).verdict != "merge"
+    assert decided(kalo, film("KAALO PAHARER DESH", "c2", words="harbour crane cargo")).verdict != "merge"
+    # Types that disagree: a film and a company spelt alike are two things.
+    assert decided(film("KALO PAHARER DESH", "c1", "FILM"),
+                   film("KAALO PAHARER DESH", "c2", "ORGANIZATION")).verdict != "merge"
+    # A given name's other sex is no spelling, whatever the two share.
+    henrik, henrike = (film(n, c, "PERSON") for n, c in (("HENRIK VALLANDER", "c1"), ("HENRIKE VALLANDER", "c2")))
+    assert decided(henrik, henrike).verdict != "merge"
+
+
+SPELLINGS = ["Kalo Paharer Desh is a film directed by Miren Ostravi. Kalo Paharer Desh tells of a kingdom in the mountains.",
+             "Kaalo Paharer Desh is a film directed by Miren Ostravi. Kaalo Paharer Desh was shown at Tallinn in 1984.",
+             "Miren Ostravi was born in Tartu. Miren Ostravi studied film in Moscow."]
+
+
+def test_spelling_variants_merge_exactly_in_any_order_and_under_delete(tmp_path: Any) -> None:
+    fresh = make(tmp_path, "fresh")
+    fresh.insert(SPELLINGS)
+    expected = state_of(fresh)
+    assert expected["resolution"]["aliases"] == {"KAALO PAHARER DESH": "KALO PAHARER DESH"}
+    rag = make(tmp_path, "steps")
+    for doc in reversed(SPELLINGS):
+        rag.insert(doc)
+    assert state_of(rag) == expected
+    # The passage with the second spelling deleted: the state of an index never given it.
+    rag.delete_documents(doc_id_for(SPELLINGS[1]))
+    without = make(tmp_path, "without")
+    without.insert([SPELLINGS[0], SPELLINGS[2]])
+    assert state_of(rag) == state_of(without)
+    rag.insert(SPELLINGS[1])
+    assert state_of(rag) == expected
+    # A passage writing both spellings tells two things: the pair is decided from all its texts,
+    # so the merge goes while that passage is in, and comes back when it leaves.
+    both = "Kalo Paharer Desh and Kaalo Paharer Desh were both directed by Miren Ostravi."
+    rag.insert(both)
+    assert state_of(rag)["resolution"]["aliases"] == {}
+    rag.delete_documents(doc_id_for(both))
+    assert state_of(rag) == expected
+    assert check_integrity(rag.config.working_dir) == []

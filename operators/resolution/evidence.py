@@ -518,9 +518,11 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     if relation == "spelling":
         # One name spelt two ways (a transliteration, a word split or joined) comes from two
         # writers: one text writing both spellings names two things, or states one is the
-        # other's (``stated``). So: no text in common, a neighbour in common and descriptions
-        # alike; the names alone never decide (JOHANN MÜLLER / JOHANN MILLER).
-        corroborated = bool(shared) and description >= _SPELLING_ALIKE and not pa.chunks & pb.chunks
+        # other's (``stated``). So: no text in common, a neighbour in common, descriptions
+        # alike and types that agree where both are given; the names alone never decide
+        # (JOHANN MÜLLER / JOHANN MILLER).
+        corroborated = bool(shared) and description >= _SPELLING_ALIKE and not pa.chunks & pb.chunks \
+            and not (typed and ta != tb)
     genders = {gender(pa.name) or pa.pronoun_gender, gender(pb.name) or pb.pronoun_gender} - {None}
     surface = relation == "same_key" and _surface_variants(a, b)
     score = (_SURFACE if surface else _BASE[relation]) + 0.1 * min(len(shared), 3) + 0.5 * description \
