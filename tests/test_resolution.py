@@ -1562,3 +1562,31 @@ def test_spelling_variants_merge_exactly_in_any_order_and_under_delete(tmp_path:
     rag.delete_documents(doc_id_for(both))
     assert state_of(rag) == expected
     assert check_integrity(rag.config.working_dir) == []
+
+
+def test_a_description_stating_a_full_name_nickname_or_a_works_other_title_is_a_statement_of_the_name() -> None:
+    from graphrag.operators.resolution import description_claims
+
+    def named(name: str, text: str) -> set[str]:
+        return {c for c in description_claims(name, text) if c.startswith("K ")}
+
+    # Names of a person, with lower-case particles inside (a biography) ...
+    assert named("ANNA LUISE VON EBNER-HALL", "Anna Luise von Ebner-Hall is the full name of Anna von Ebner.") \
+        == {"K ANNA VON EBNER"}
+    assert named("THE IRON ABBOT", "The Iron Abbot is a nickname of Lambert Osric.") == {"K LAMBERT OSRIC"}
+    assert named("OSRIC OF KELM", "Osric of Kelm is another name of Lambert Osric.") == {"K LAMBERT OSRIC"}
+    # ... and of a work or a product (a film, software), in other texts.
+    assert named("THE SALT ROAD", "The Salt Road is the English title of Namak Ki Sadak.") == {"K NAMAK KI SADAK"}
+    assert named("NIGHT FERRY", "Night Ferry is an alternate release title of Harbour Lights.") == {"K HARBOUR LIGHTS"}
+    assert named("LARKSPUR", "Larkspur was the code name of the Tern Relay during development.") \
+        == {"K TERN RELAY"}
+    # A rank many hold, a part of the name, an owner, or a statement of something else: no claim.
+    assert named("ABBOT OF KELM", "Abbot of Kelm is an ancestral title of Lambert Osric.") == set()
+    assert named("ABBOT OF KELM", "Abbot of Kelm is the title of Lambert Osric.") == set()
+    assert named("OSRIC", "Osric is the last name of Lambert Osric.") == set()
+    assert named("THE SALT ROAD", "The Salt Road is the English title of Marten's novel.") == set()
+    assert named("KELM", "Kelm said the full name of Lambert Osric aloud.") == set()
+    # The pair a statement finds merges.
+    salt = profile("THE SALT ROAD", description="The Salt Road is the English title of Namak Ki Sadak.")
+    namak = profile("NAMAK KI SADAK", description="Namak Ki Sadak is a 1961 film.")
+    assert decide_pair(salt, namak, "stated", threshold=0.7, ask_threshold=0.4).verdict == "merge"
