@@ -1586,6 +1586,7 @@ def test_a_description_stating_a_full_name_nickname_or_a_works_other_title_is_a_
     assert named("OSRIC", "Osric is the last name of Lambert Osric.") == set()
     assert named("THE SALT ROAD", "The Salt Road is the English title of Marten's novel.") == set()
     assert named("KELM", "Kelm said the full name of Lambert Osric aloud.") == set()
+    assert named("LARKSPUR", "Larkspur is the code name of the Tern 2 relay.") == set()  # not "TERN"
     # The pair a statement finds merges.
     salt = profile("THE SALT ROAD", description="The Salt Road is the English title of Namak Ki Sadak.")
     namak = profile("NAMAK KI SADAK", description="Namak Ki Sadak is a 1961 film.")

@@ -93,6 +93,7 @@ _NAMED_AS = re.compile(r"\b(?:(renamed(?:\s+as|\s+to)?|changed\s+its\s+name\s+to
 # Torres"): the name goes on past them.
 _PARTICLE_NAME = re.compile(r"(?:\s+(?:von|van|de|der|den|du|da|del|della|di|le|la|bin|ibn|al)"
                             r"(?:\s+[A-Z][\w.'’-]*)+)+")
+_NUMBER_GOES_ON = re.compile(r"\s+\d")
 # What stands before a naming word that names, not a verb ("Hale called Tom in"): a comma
 # or a parenthesis, or an adverb ("also called").
 _NAMING_LEAD = re.compile(r"(?:[,(]\s*|\s(?:also|better|commonly|otherwise|often|sometimes|popularly|"
@@ -186,9 +187,11 @@ def _naming_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
             if particle := _PARTICLE_NAME.match(sentence, end):  # "the full name of Anna von Ebner"
                 named, end = named + particle.group(), particle.end()
             other = name_key(named)
-            # An owner is no name of it ("the English title of Marten's novel").
+            # An owner is no name of it ("the English title of Marten's novel"), nor is the start
+            # of a name a number goes on ("the code name of the Tern 2 relay").
             if subject and name_key(" ".join(subject)) == own and other and other != own \
-                    and not named.endswith(("'s", "’s")) and not _NAME_GOES_ON.match(sentence, end):
+                    and not named.endswith(("'s", "’s")) and not _NAME_GOES_ON.match(sentence, end) \
+                    and not _NUMBER_GOES_ON.match(sentence, end):
                 claims.add("K " + " ".join(other))
             continue
         lead = _NAMING_LEAD.search(sentence[max(0, match.start() - 20):match.start()])
