@@ -1591,3 +1591,19 @@ def test_a_description_stating_a_full_name_nickname_or_a_works_other_title_is_a_
     salt = profile("THE SALT ROAD", description="The Salt Road is the English title of Namak Ki Sadak.")
     namak = profile("NAMAK KI SADAK", description="Namak Ki Sadak is a 1961 film.")
     assert decide_pair(salt, namak, "stated", threshold=0.7, ask_threshold=0.4).verdict == "merge"
+
+
+def test_a_title_of_rank_before_a_full_name_is_dropped_like_any_title() -> None:
+    # Titles of nobility and rule are titles like KING or DUKE: dropped from the key, saying a sex.
+    assert name_key("Archduke Anton von Kelm") == name_key("Anton von Kelm") == ("ANTON", "VON", "KELM")
+    assert name_key("Countess Ilse Marten") == ("ILSE", "MARTEN")
+    assert name_key("Count of Kelm") == ("COUNT", "OF", "KELM")  # an office or a realm, as PRINCE OF WALES
+    from graphrag.operators.resolution import gender
+    assert gender("EMPRESS ILSE") == "F" and gender("SULTAN OSRIC") == "M"
+    assert name_relation("COUNTESS ILSE MARTEN", "COUNT ILSE MARTEN") is None  # the sexes disagree
+    # With a full name left the two are one person (a biography's two mentions) ...
+    anton = profile("ARCHDUKE ANTON VON KELM", description="Archduke Anton von Kelm was the father of Karl.")
+    assert decided(anton, profile("ANTON VON KELM", description="Anton von Kelm ruled Kelm.")).verdict == "merge"
+    # ... and a one-word name left is no evidence by itself (a company's, a place's, a ship's).
+    sultan = profile("SULTAN TALLOW", "ORGANIZATION", description="Sultan Tallow makes candles.")
+    assert decided(sultan, profile("TALLOW", "ORGANIZATION", description="Tallow is rendered fat.")).verdict != "merge"
