@@ -181,11 +181,28 @@ def _letters(key: tuple[str, ...]) -> str:
     return "".join(c for t in key for c in t if c.isalnum())
 
 
+@lru_cache(maxsize=1 << 17)
+def spelt(key: tuple[str, ...]) -> Optional[str]:
+    """The letters of a key that may have spelling variants (:func:`_spelling_variant`): long
+    enough, no initial, no digit; None for other keys."""
+    letters = _letters(key)
+    if len(letters) < _SPELLING_LETTERS or any(len(t) == 1 for t in key) or any(c.isdigit() for c in letters):
+        return None
+    return letters
+
+
 def _edits(a: str, b: str, limit: int) -> int:
     """Levenshtein distance of ``a`` and ``b``, or ``limit + 1`` once it exceeds ``limit``
     (a band of the table: only the cells within ``limit`` of the diagonal are computed)."""
     if abs(len(a) - len(b)) > limit:
         return limit + 1
+    start = 0  # the common ends cost nothing: only what lies between them is compared
+    while start < len(a) and start < len(b) and a[start] == b[start]:
+        start += 1
+    end = 0
+    while end < len(a) - start and end < len(b) - start and a[-1 - end] == b[-1 - end]:
+        end += 1
+    a, b = a[start:len(a) - end], b[start:len(b) - end]
     previous = list(range(len(b) + 1))
     for i, ca in enumerate(a, 1):
         current = [i] + [limit + 1] * len(b)
@@ -208,17 +225,16 @@ def _inflected(first_a: str, first_b: str) -> bool:
     return common >= max(len(first_a), len(first_b)) - 2
 
 
+@lru_cache(maxsize=1 << 17)  # asked of a pair by blocking from both names
 def _spelling_variant(ka: tuple[str, ...], kb: tuple[str, ...]) -> bool:
     """Two long names whose letters differ by an edit or two (a letter changed, added or
     dropped, a word split or joined): one name spelt two ways, in any script. Not where
     either writes initials or digits (a middle initial or a number is another name, told by
     ``look_alike``), nor where only the ending of the first word changes (:func:`_inflected`)."""
-    la, lb = _letters(ka), _letters(kb)
-    shorter = min(len(la), len(lb))
-    if shorter < _SPELLING_LETTERS or any(len(t) == 1 for t in ka + kb) \
-            or any(c.isdigit() for c in la + lb) or _inflected(ka[0], kb[0]):
+    la, lb = spelt(ka), spelt(kb)
+    if la is None or lb is None or abs(len(la) - len(lb)) > _SPELLING_EDITS or _inflected(ka[0], kb[0]):
         return False
-    limit = min(_SPELLING_EDITS, shorter // _LETTERS_PER_EDIT)
+    limit = min(_SPELLING_EDITS, min(len(la), len(lb)) // _LETTERS_PER_EDIT)
     return _edits(la, lb, limit) <= limit
 
 
