@@ -1474,3 +1474,136 @@ def test_state_records_rebuilt_from_the_changed_shards_are_the_whole_ones() -> N
         rebuilt = state_records(after, before, base)
         assert rebuilt == whole
         assert json.dumps(rebuilt) == json.dumps(whole)
+
+
+# --------------------------------------------------------------------------- spelling variants
+
+
+@pytest.mark.parametrize("a, b, relation", [
+    ("KALO PAHARER DESH", "KAALO PAHARER DESH", "spelling"),  # a vowel doubled (transliteration)
+    ("NORDWIND SEEFAHRT", "NORDWINDSEEFAHRT", "spelling"),  # words joined
+    ("SVETLANA ORLOVSKAYA", "SWETLANA ORLOVSKAJA", "spelling"),  # two edits in many letters
+    ("SVETLANA ORLOVSKAYA", "SWETLANA ORLOWSKAJA", None),  # three edits: another name
+    ("MIREN OSTRAVI", "MIREN OSTRAVA", "spelling"),  # one edit in twelve letters
+    ("ANNA BERG", "ANNA BERK", "overlap"),  # too few letters to tell by the names alone
+    ("HENRIK VALLANDER", "HENRIKE VALLANDER", "overlap"),  # a given name's other sex
+    ("ALEXANDER KOVALENKO", "ALEXANDRA KOVALENKO", "overlap"),
+    ("ANNA K. VALLANDER", "ANNA R. VALLANDER", None),  # other initials: another person
+    ("ANNA KARIN VALLANDER", "ANNA K. VALLANDER", "initials"),  # an initial is no spelling
+    ("NORDWIND 1 SEEFAHRT", "NORDWIND 7 SEEFAHRT", None),  # a number is another thing
+    ("CORVINA BASSETTE MORAINE", "CORVINA BASSETTE MORAINE TRIO", "overlap"),  # a word added
+])
+def test_long_names_an_edit_or_two_apart_are_spelling_variants(a: str, b: str, relation: Any) -> None:
+    assert name_relation(a, b) == name_relation(b, a) == relation
+
+
+def test_a_spelling_variant_merges_from_two_texts_around_a_neighbour_described_alike() -> None:
+    from graphrag.operators.resolution import NameIndex
+
+    def film(name: str, chunk: str, type_: str = "UNKNOWN", neighbours: tuple[str, ...] = ("MIREN OSTRAVI",),
+             words: str = "film directed miren ostravi mountains") -> NameProfile:
+        return _in(profile(name, type_, neighbours, words, f"{name.title()} is a film directed by Miren Ostravi."),
+                   chunk)
+
+    # A title transliterated two ways in two passages (no types: an extraction asked for none).
+    kalo = film("KALO PAHARER DESH", "c1")
+    assert decided(kalo, film("KAALO PAHARER DESH", "c2")).verdict == "merge"
+    # A company's name with its words joined, typed alike, in a German technical text.
+    ship = dict(neighbours=("HAFENAMT KIEL",), words="reederei fährt hafenamt kiel")
+    assert decided(_in(profile("NORDWIND SEEFAHRT", "ORGANIZATION", **ship), "d1"),  # type: ignore[arg-type]
+                   _in(profile("NORDWINDSEEFAHRT", "ORGANIZATION", **ship), "d2")).verdict == "merge"  # type: ignore[arg-type]
+    # Both found by blocking from either side, without a model (no loose index).
+    index = NameIndex(["KALO PAHARER DESH", "NORDWIND SEEFAHRT", "MIREN OSTRAVI"])
+    assert index.candidates("KAALO PAHARER DESH") == {"KALO PAHARER DESH": "spelling"}
+    assert NameIndex(["KAALO PAHARER DESH"]).candidates("KALO PAHARER DESH") == {"KAALO PAHARER DESH": "spelling"}
+    assert index.candidates("NORDWINDSEEFAHRT") == {"NORDWIND SEEFAHRT": "spelling"}
+    # One text writing both spellings names two things (or states one is the other: not this rule).
+    assert decided(film("KALO PAHARER DESH", "c1"), film("KAALO PAHARER DESH", "c1")).verdict != "merge"
+    # Nothing in common but the spelling; no neighbour in common; descriptions unalike.
+    bare = [_in(profile(n, description=f"{n.title()} was mentioned."), c)
+            for n, c in (("KALO PAHARER DESH", "c1"), ("KAALO PAHARER DESH", "c2"))]
+    assert decided(*bare).verdict != "merge"
+    assert decided(kalo, film("KAALO PAHARER DESH", "c2", neighbours=("TALLINN",))).verdict != "merge"
+    assert decided(kalo, film("KAALO PAHARER DESH", "c2", words="harbour crane cargo")).verdict != "merge"
+    # Types that disagree: a film and a company spelt alike are two things.
+    assert decided(film("KALO PAHARER DESH", "c1", "FILM"),
+                   film("KAALO PAHARER DESH", "c2", "ORGANIZATION")).verdict != "merge"
+    # A given name's other sex is no spelling, whatever the two share.
+    henrik, henrike = (film(n, c, "PERSON") for n, c in (("HENRIK VALLANDER", "c1"), ("HENRIKE VALLANDER", "c2")))
+    assert decided(henrik, henrike).verdict != "merge"
+
+
+SPELLINGS = ["Kalo Paharer Desh is a film directed by Miren Ostravi. Kalo Paharer Desh tells of a kingdom in the mountains.",
+             "Kaalo Paharer Desh is a film directed by Miren Ostravi. Kaalo Paharer Desh was shown at Tallinn in 1984.",
+             "Miren Ostravi was born in Tartu. Miren Ostravi studied film in Moscow."]
+
+
+def test_spelling_variants_merge_exactly_in_any_order_and_under_delete(tmp_path: Any) -> None:
+    fresh = make(tmp_path, "fresh")
+    fresh.insert(SPELLINGS)
+    expected = state_of(fresh)
+    assert expected["resolution"]["aliases"] == {"KAALO PAHARER DESH": "KALO PAHARER DESH"}
+    rag = make(tmp_path, "steps")
+    for doc in reversed(SPELLINGS):
+        rag.insert(doc)
+    assert state_of(rag) == expected
+    # The passage with the second spelling deleted: the state of an index never given it.
+    rag.delete_documents(doc_id_for(SPELLINGS[1]))
+    without = make(tmp_path, "without")
+    without.insert([SPELLINGS[0], SPELLINGS[2]])
+    assert state_of(rag) == state_of(without)
+    rag.insert(SPELLINGS[1])
+    assert state_of(rag) == expected
+    # A passage writing both spellings tells two things: the pair is decided from all its texts,
+    # so the merge goes while that passage is in, and comes back when it leaves.
+    both = "Kalo Paharer Desh and Kaalo Paharer Desh were both directed by Miren Ostravi."
+    rag.insert(both)
+    assert state_of(rag)["resolution"]["aliases"] == {}
+    rag.delete_documents(doc_id_for(both))
+    assert state_of(rag) == expected
+    assert check_integrity(rag.config.working_dir) == []
+
+
+def test_a_description_stating_a_full_name_nickname_or_a_works_other_title_is_a_statement_of_the_name() -> None:
+    from graphrag.operators.resolution import description_claims
+
+    def named(name: str, text: str) -> set[str]:
+        return {c for c in description_claims(name, text) if c.startswith("K ")}
+
+    # Names of a person, with lower-case particles inside (a biography) ...
+    assert named("ANNA LUISE VON EBNER-HALL", "Anna Luise von Ebner-Hall is the full name of Anna von Ebner.") \
+        == {"K ANNA VON EBNER"}
+    assert named("THE IRON ABBOT", "The Iron Abbot is a nickname of Lambert Osric.") == {"K LAMBERT OSRIC"}
+    assert named("OSRIC OF KELM", "Osric of Kelm is another name of Lambert Osric.") == {"K LAMBERT OSRIC"}
+    # ... and of a work or a product (a film, software), in other texts.
+    assert named("THE SALT ROAD", "The Salt Road is the English title of Namak Ki Sadak.") == {"K NAMAK KI SADAK"}
+    assert named("NIGHT FERRY", "Night Ferry is an alternate release title of Harbour Lights.") == {"K HARBOUR LIGHTS"}
+    assert named("LARKSPUR", "Larkspur was the code name of the Tern Relay during development.") \
+        == {"K TERN RELAY"}
+    # A rank many hold, a part of the name, an owner, or a statement of something else: no claim.
+    assert named("ABBOT OF KELM", "Abbot of Kelm is an ancestral title of Lambert Osric.") == set()
+    assert named("ABBOT OF KELM", "Abbot of Kelm is the title of Lambert Osric.") == set()
+    assert named("OSRIC", "Osric is the last name of Lambert Osric.") == set()
+    assert named("THE SALT ROAD", "The Salt Road is the English title of Marten's novel.") == set()
+    assert named("KELM", "Kelm said the full name of Lambert Osric aloud.") == set()
+    assert named("LARKSPUR", "Larkspur is the code name of the Tern 2 relay.") == set()  # not "TERN"
+    # The pair a statement finds merges.
+    salt = profile("THE SALT ROAD", description="The Salt Road is the English title of Namak Ki Sadak.")
+    namak = profile("NAMAK KI SADAK", description="Namak Ki Sadak is a 1961 film.")
+    assert decide_pair(salt, namak, "stated", threshold=0.7, ask_threshold=0.4).verdict == "merge"
+
+
+def test_a_title_of_rank_before_a_full_name_is_dropped_like_any_title() -> None:
+    # Titles of nobility and rule are titles like KING or DUKE: dropped from the key, saying a sex.
+    assert name_key("Archduke Anton von Kelm") == name_key("Anton von Kelm") == ("ANTON", "VON", "KELM")
+    assert name_key("Countess Ilse Marten") == ("ILSE", "MARTEN")
+    assert name_key("Count of Kelm") == ("COUNT", "OF", "KELM")  # an office or a realm, as PRINCE OF WALES
+    from graphrag.operators.resolution import gender
+    assert gender("EMPRESS ILSE") == "F" and gender("SULTAN OSRIC") == "M"
+    assert name_relation("COUNTESS ILSE MARTEN", "COUNT ILSE MARTEN") is None  # the sexes disagree
+    # With a full name left the two are one person (a biography's two mentions) ...
+    anton = profile("ARCHDUKE ANTON VON KELM", description="Archduke Anton von Kelm was the father of Karl.")
+    assert decided(anton, profile("ANTON VON KELM", description="Anton von Kelm ruled Kelm.")).verdict == "merge"
+    # ... and a one-word name left is no evidence by itself (a company's, a place's, a ship's).
+    sultan = profile("SULTAN TALLOW", "ORGANIZATION", description="Sultan Tallow makes candles.")
+    assert decided(sultan, profile("TALLOW", "ORGANIZATION", description="Tallow is rendered fat.")).verdict != "merge"

@@ -8,7 +8,7 @@ from itertools import combinations
 from typing import Any, Iterable, Mapping, Union
 
 
-from .keys import UNSETTLED_RELATIONS, _NICKNAME_WORDS, _abbreviated, _acronym, _acronyms, _grams, _name_words, designation, name_key, name_relation, owned
+from .keys import UNSETTLED_RELATIONS, _NICKNAME_WORDS, _SPELLING_EDITS, _abbreviated, _acronym, _acronyms, _grams, _name_words, designation, name_key, name_relation, owned, spelt, _spelling_variant
 
 
 # MinHash over character 3-grams: BANDS x ROWS signature, bucketed per band. Two names
@@ -18,6 +18,10 @@ _BANDS, _ROWS = 6, 3
 # Shorter names are looked up among the subsets of at most this many of a name's words.
 _MAX_SUBSET_WORDS = 8
 _PRIME = (1 << 31) - 1
+# A long name meets its spelling variants by its first or its last letters, this many, and its
+# length: an edit or two leaves one end as it was unless there is one at each end, and the
+# lengths within as many letters.
+_SPELLING_END = 6
 # Names a blocking bucket keeps in a tuple before it becomes a set.
 _SMALL_BUCKET = 8
 _PERMUTATIONS = [((i * 2654435761 + 97) % _PRIME or 1, (i * 40503 + 13) % _PRIME) for i in range(_BANDS * _ROWS)]
@@ -73,12 +77,23 @@ def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
         blocks.append(("designation", found[0], found[1][-1]))
     if found := owned(name):  # ... and "GHOST OF JAMES MORROW" meets "MORROW'S GHOST", "THE GHOST"
         blocks += [("owned", *found), ("head", found[1])]
+    blocks += _spelling_blocks(key)
     if len(key) > 1:  # "J. MORROW" meets "JAMES MORROW" by the shape of their initials
         shape = tuple(t[0] for t in key)
         blocks.append(("shape", shape))
         if any(len(t) == 1 for t in key):
             blocks.append(("shape-with-initial", shape))
     return tuple(blocks)
+
+
+def _spelling_blocks(key: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    """Where a name that may have spelling variants (:func:`.keys.name_relation`'s ``spelling``)
+    is indexed: its first and its last letters, run together, with its length."""
+    letters = spelt(key)
+    if letters is None:
+        return []
+    return [("spelt", "head", letters[:_SPELLING_END], len(letters)),
+            ("spelt", "tail", letters[-_SPELLING_END:], len(letters))]
 
 
 @lru_cache(maxsize=1 << 16)
@@ -104,6 +119,14 @@ def _looked_up_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
         if any(len(t) == 1 for t in key):
             own.append(("shape", shape))
     return tuple(own)
+
+
+@lru_cache(maxsize=1 << 16)
+def _spelling_lookups(name: str) -> tuple[tuple[Any, ...], ...]:
+    """The blocks where ``name``'s spelling variants are indexed: its ends, at lengths within
+    the edits allowed."""
+    return tuple((*b[:3], b[3] + d) for b in _spelling_blocks(name_key(name))
+                 for d in range(-_SPELLING_EDITS, _SPELLING_EDITS + 1))
 
 
 def _bands(names: list[str]) -> list[tuple[tuple[Any, ...], ...]]:
@@ -219,6 +242,13 @@ class NameIndex:
             relation = name_relation(name, other)
             if relation is not None and (self.loose or relation not in UNSETTLED_RELATIONS):
                 found[other] = relation
+        # Names met only at a spelling block count only as spelling variants (the spelling test
+        # first: it is cheap, and most names there are not).
+        variants: set[str] = set()
+        self._gather(variants, _spelling_lookups(name))
+        for other in variants - seen - {name}:
+            if _spelling_variant(name_key(name), name_key(other)) and name_relation(name, other) == "spelling":
+                found[other] = "spelling"
         return found
 
 

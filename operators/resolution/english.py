@@ -70,18 +70,30 @@ _OF_OWNER = re.compile(_COPULA + _OF_START + r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][
 # Either, in one scan of a text: most texts have neither.
 _DESIGNATED = re.compile(_COPULA + f"(?:{_POSSESSIVE_START}|{_OF_START}[A-Z])")
 _NAMING_WORDS = ("known as", "called", "named", "dubbed", "aka", "a.k.a", "pen name", "stage name", "birth name",
-                 "abbreviation", "acronym", "short form", "short for", "stands for")
+                 "abbreviation", "acronym", "short form", "short for", "stands for", "name of", "name for",
+                 "title of", "title for")
 # Words between a name and a statement about it ("X is the abbreviation of", "X wrote under
 # the pen name").
 _STATEMENT_LINKS = frozenset("is was the a an also often commonly wrote writes under as its his her their "
                              "has had been".split())
 # The first group names a history or a statement about the name itself ("renamed", "the
-# abbreviation of", "the pen name of", "stands for"): said only where the sentence opens with
-# the name it describes.
+# abbreviation of", "the pen name of", "the full name of", "a nickname of", "the English title
+# of", "stands for"): said only where the sentence opens with the name it describes. A name
+# said of another is one of its names (full, former, another ...); a title only with a word
+# making it a work's other title ("the English title of"), not a rank ("the title of", "an
+# ancestral title of": a title many hold); a last or given name is a part of the name, not it.
+_OTHER_NAME = (r"(?:(?:pen|stage|birth|full|real|original|former|official|native|alternative|alternate|other"
+               r"|another)\s+name|nickname|code\s?name"
+               r"|(?:[Ee]nglish|original|alternative|alternate|working|international)\s+(?:release\s+)?title)")
 _NAMED_AS = re.compile(r"\b(?:(renamed(?:\s+as|\s+to)?|changed\s+its\s+name\s+to"
-                       r"|(?:abbreviation|acronym|short\s+form|(?:pen|stage|birth)\s+name)\s+(?:of|for)"
+                       r"|(?:abbreviation|acronym|short\s+form|" + _OTHER_NAME + r")\s+(?:of|for)"
                        r"|(?:pen|stage)\s+name|short\s+for|stands\s+for)|known\s+as|called|named|nicknamed"
                        r"|dubbed|a\.k\.a\.?|aka)\s+(?:the\s+)?[\"'“‘]?([A-Z][\w.'’-]*(?:\s+[A-Z][\w.'’-]*){0,4})")
+# Lower-case particles inside a person's name, then the rest of it ("Anna von Ebner", "Luis de
+# Torres"): the name goes on past them.
+_PARTICLE_NAME = re.compile(r"(?:\s+(?:von|van|de|der|den|du|da|del|della|di|le|la|bin|ibn|al)"
+                            r"(?:\s+[A-Z][\w.'’-]*)+)+")
+_NUMBER_GOES_ON = re.compile(r"\s+\d")
 # What stands before a naming word that names, not a verb ("Hale called Tom in"): a comma
 # or a parenthesis, or an adverb ("also called").
 _NAMING_LEAD = re.compile(r"(?:[,(]\s*|\s(?:also|better|commonly|otherwise|often|sometimes|popularly|"
@@ -171,9 +183,15 @@ def _naming_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
             subject = sentence[:match.start()].split()
             while subject and subject[-1].lower() in _STATEMENT_LINKS:
                 subject.pop()
-            other = name_key(match.group(2))
+            named, end = match.group(2), match.end()
+            if particle := _PARTICLE_NAME.match(sentence, end):  # "the full name of Anna von Ebner"
+                named, end = named + particle.group(), particle.end()
+            other = name_key(named)
+            # An owner is no name of it ("the English title of Marten's novel"), nor is the start
+            # of a name a number goes on ("the code name of the Tern 2 relay").
             if subject and name_key(" ".join(subject)) == own and other and other != own \
-                    and not _NAME_GOES_ON.match(sentence, match.end()):
+                    and not named.endswith(("'s", "’s")) and not _NAME_GOES_ON.match(sentence, end) \
+                    and not _NUMBER_GOES_ON.match(sentence, end):
                 claims.add("K " + " ".join(other))
             continue
         lead = _NAMING_LEAD.search(sentence[max(0, match.start() - 20):match.start()])

@@ -225,14 +225,16 @@ def _cosine(pa: NameProfile, pb: NameProfile) -> float:
 
 _BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6, "first_name": 0.55,
          "acronym": 0.55, "abbreviation": 0.6, "stated": 0.8, "possessive": 0.75, "head": 0.6, "extended_name": 0.6,
-         "category": 0.6, "overlap": 0.2, "fuzzy": 0.2, "similar": 0.2}
+         "category": 0.6, "spelling": 0.6, "overlap": 0.2, "fuzzy": 0.2, "similar": 0.2}
 # Names that differ only in spelling start higher than a title apart; a type disagreement
 # weighs against equal keys without vetoing them; a chunk in common counts for a pair.
 _SURFACE, _KEY_TYPE_CONFLICT, _SAME_CHUNK = 0.9, -0.2, 0.1
 # Relations that, alone, allow two names in one group (the others need an accepted pair).
 # A spelled acronym (of at least this many letters) starts as high as initials against names.
 _SPELLED_LETTERS, _SPELLED = 3, 0.15
-_COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym", "abbreviation"}
+_COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym", "abbreviation", "spelling"}
+# Descriptions of two spellings of a name alike at least this much (word cosine) count for it.
+_SPELLING_ALIKE = 0.3
 # A short form kept from a name's own letters: one of two names it could stand for stays alone.
 _SHORT_FORMS = frozenset({"acronym", "abbreviation"})
 _PERSON_PARTS = frozenset({"surname", "first_name"})
@@ -513,6 +515,14 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     corroborated = relation == "stated" or bool(shared) or description >= 0.2 or spelled
     if not corroborated and (relation in _PARTS or relation in _SHORT_FORMS or relation == "same_key" and typed and ta != tb):
         corroborated = _states(pa, pb)  # only where something in common is asked for: it reads every description
+    if relation == "spelling":
+        # One name spelt two ways (a transliteration, a word split or joined) comes from two
+        # writers: one text writing both spellings names two things, or states one is the
+        # other's (``stated``). So: no text in common, a neighbour in common, descriptions
+        # alike and types that agree where both are given; the names alone never decide
+        # (JOHANN MÜLLER / JOHANN MILLER).
+        corroborated = bool(shared) and description >= _SPELLING_ALIKE and not pa.chunks & pb.chunks \
+            and not (typed and ta != tb)
     genders = {gender(pa.name) or pa.pronoun_gender, gender(pb.name) or pb.pronoun_gender} - {None}
     surface = relation == "same_key" and _surface_variants(a, b)
     score = (_SURFACE if surface else _BASE[relation]) + 0.1 * min(len(shared), 3) + 0.5 * description \

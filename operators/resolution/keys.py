@@ -169,6 +169,75 @@ def _gram_similarity(a: str, b: str) -> float:
     return shared / (len(ga) + len(gb) - shared) if ga and gb else 0.0
 
 
+# A spelling variant is told by the names alone only in names of at least this many letters
+# (short names a letter apart are too often other names: JOHN / JOAN), and within one edit per
+# this many letters, at most two (transliterations: HIRAK / HEERAK, PHIRE / PHIREY).
+_SPELLING_LETTERS, _LETTERS_PER_EDIT, _SPELLING_EDITS = 12, 7, 2
+
+
+def _letters(key: tuple[str, ...]) -> str:
+    """A key's letters run together: spacing and word breaks are spelling too
+    (UPENDRAKISHORE / UPENDRA KISHORE)."""
+    return "".join(c for t in key for c in t if c.isalnum())
+
+
+@lru_cache(maxsize=1 << 17)
+def spelt(key: tuple[str, ...]) -> Optional[str]:
+    """The letters of a key that may have spelling variants (:func:`_spelling_variant`): long
+    enough, no initial, no digit; None for other keys."""
+    letters = _letters(key)
+    if len(letters) < _SPELLING_LETTERS or any(len(t) == 1 for t in key) or any(c.isdigit() for c in letters):
+        return None
+    return letters
+
+
+def _edits(a: str, b: str, limit: int) -> int:
+    """Levenshtein distance of ``a`` and ``b``, or ``limit + 1`` once it exceeds ``limit``
+    (a band of the table: only the cells within ``limit`` of the diagonal are computed)."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    start = 0  # the common ends cost nothing: only what lies between them is compared
+    while start < len(a) and start < len(b) and a[start] == b[start]:
+        start += 1
+    end = 0
+    while end < len(a) - start and end < len(b) - start and a[-1 - end] == b[-1 - end]:
+        end += 1
+    a, b = a[start:len(a) - end], b[start:len(b) - end]
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i] + [limit + 1] * len(b)
+        for j in range(max(1, i - limit), min(len(b), i + limit) + 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != b[j - 1]))
+        if min(current) > limit:
+            return limit + 1
+        previous = current
+    return min(previous[len(b)], limit + 1)
+
+
+def _inflected(first_a: str, first_b: str) -> bool:
+    """Two first words that differ only in their last two letters: a given name's form for
+    the other sex (LOUIS / LOUISE, ALEXANDER / ALEXANDRA, JULIUS / JULIA), another person."""
+    if first_a == first_b:
+        return False
+    common = 0
+    while common < min(len(first_a), len(first_b)) and first_a[common] == first_b[common]:
+        common += 1
+    return common >= max(len(first_a), len(first_b)) - 2
+
+
+@lru_cache(maxsize=1 << 17)  # asked of a pair by blocking from both names
+def _spelling_variant(ka: tuple[str, ...], kb: tuple[str, ...]) -> bool:
+    """Two long names whose letters differ by an edit or two (a letter changed, added or
+    dropped, a word split or joined): one name spelt two ways, in any script. Not where
+    either writes initials or digits (a middle initial or a number is another name, told by
+    ``look_alike``), nor where only the ending of the first word changes (:func:`_inflected`)."""
+    la, lb = spelt(ka), spelt(kb)
+    if la is None or lb is None or abs(len(la) - len(lb)) > _SPELLING_EDITS or _inflected(ka[0], kb[0]):
+        return False
+    limit = min(_SPELLING_EDITS, min(len(la), len(lb)) // _LETTERS_PER_EDIT)
+    return _edits(la, lb, limit) <= limit
+
+
 # --------------------------------------------------------------------------- look-alikes
 
 # A roman numeral (I to XXXIX): a number in a name (ORION XIII, OSRIC IV).
@@ -316,6 +385,8 @@ def name_relation(a: str, b: str) -> Optional[str]:
     - ``acronym``: one is the other's initials (``NRA`` / ``NORTHLAND RAIL AUTHORITY``);
     - ``abbreviation``: one keeps the first character of each two of the other, in a script
       without case or spaces (北大 / 北京大学);
+    - ``spelling``: long names whose letters differ by an edit or two (``HIRAK RAJAR DESHE`` /
+      ``HEERAK RAJAR DESHE``);
     - ``surname``, ``first_name``: a one-word name that ends or starts a person-like name;
     - ``overlap``: other shared words; ``fuzzy``: similar spelling only.
 
@@ -342,6 +413,8 @@ def _name_relation(a: str, b: str) -> Optional[str]:
         return None
     if ka == kb:
         return "same_key"
+    if _spelling_variant(ka, kb):
+        return "spelling"
     short, long = (ka, kb) if (len(ka), ka) <= (len(kb), kb) else (kb, ka)
     if len(short) == 1 and len(long) >= 2 and short[0] in _acronyms(long):
         # Folded letters meet; the accents each name writes must agree too (ČT / CT).
