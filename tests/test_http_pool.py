@@ -228,29 +228,23 @@ def test_chunked_and_gzipped_answers_are_read_and_the_request_is_what_openai_sen
     assert json.loads(body) == _chat("é")
 
 
-def test_an_answer_without_keep_alive_closes_its_connection() -> None:
-    async def work(url: str) -> list[Any]:
-        pool = JSONPool(url, default_headers("k"), timeout=5)
-        try:
-            return [await pool.post("/chat/completions", _chat()) for _ in range(2)]
-        finally:
-            await pool.aclose()
+async def _two_posts(url: str) -> list[Any]:
+    pool = JSONPool(url, default_headers("k"), timeout=5)
+    try:
+        return [await pool.post("/chat/completions", _chat()) for _ in range(2)]
+    finally:
+        await pool.aclose()
 
-    got, raw = _run([[_reply({"n": 1}, extra="Connection: close\r\n")], [_reply({"n": 2})]], work)
+
+def test_an_answer_without_keep_alive_closes_its_connection() -> None:
+    got, raw = _run([[_reply({"n": 1}, extra="Connection: close\r\n")], [_reply({"n": 2})]], _two_posts)
     assert got == [{"n": 1}, {"n": 2}] and raw.connections == 2
 
 
 def test_a_kept_connection_the_server_dropped_is_replaced_once() -> None:
     """The server closes a kept-alive connection as the next request arrives on it (its idle
     timeout): the request goes again on a new connection, not failed."""
-    async def work(url: str) -> list[Any]:
-        pool = JSONPool(url, default_headers("k"), timeout=5)
-        try:
-            return [await pool.post("/chat/completions", _chat()) for _ in range(2)]
-        finally:
-            await pool.aclose()
-
-    got, raw = _run([[_reply({"n": 1}), None], [_reply({"n": 2})]], work)
+    got, raw = _run([[_reply({"n": 1}), None], [_reply({"n": 2})]], _two_posts)
     assert got == [{"n": 1}, {"n": 2}] and raw.connections == 2 and len(raw.requests) == 3
 
 
