@@ -151,8 +151,9 @@ class RawServer:
     """Answers each request on a connection with the next scripted raw HTTP answer (bytes), or
     closes the connection when the script says None; records each request's head and body."""
 
-    def __init__(self, script: list[list[Any]]) -> None:
+    def __init__(self, script: list[list[Any]], tls: Any = None) -> None:
         self.script = script  # one list of answers per connection, in connection order
+        self.tls = tls
         self.requests: list[tuple[str, bytes]] = []
         self.connections = 0
         self.server: Any = None
@@ -178,8 +179,9 @@ class RawServer:
             writer.close()
 
     async def __aenter__(self) -> str:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
 
     async def __aexit__(self, *exc: Any) -> None:
         self.server.close()
@@ -198,8 +200,8 @@ def _reply(payload: dict, *, chunked: bool = False, gzipped: bool = False, extra
     return f"{headers}Transfer-Encoding: chunked\r\n\r\n".encode() + chunks + b"0\r\n\r\n"
 
 
-def _run(script: list[list[Any]], work: Callable[[str], Awaitable[Any]]) -> tuple[Any, RawServer]:
-    raw = RawServer(script)
+def _run(script: list[list[Any]], work: Callable[[str], Awaitable[Any]], tls: Any = None) -> tuple[Any, RawServer]:
+    raw = RawServer(script, tls)
 
     async def run() -> Any:
         async with raw as url:
@@ -259,6 +261,40 @@ def test_a_new_connection_dropped_without_an_answer_is_a_connection_error() -> N
 
     _, raw = _run([[None]], work)
     assert raw.connections == 1  # a fresh connection is not tried again here: LLMClient retries
+
+
+def test_an_https_server_is_reached_through_the_tls_context_given_and_verified(tmp_path: Any) -> None:
+    import ssl
+    import subprocess
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(cert, key)
+
+    async def trusting() -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(cert))
+
+    async def default() -> ssl.SSLContext:
+        return ssl.create_default_context()
+
+    async def work(url: str) -> list[Any]:
+        got = []
+        for tls in (trusting, default):
+            pool = JSONPool(url, default_headers("k"), timeout=5, tls=tls)
+            try:
+                got.append(await pool.post("/chat/completions", _chat()))
+            except openai.APIConnectionError as exc:  # the certificate is not one the default trusts
+                got.append(type(exc.__cause__).__name__)
+            finally:
+                await pool.aclose()
+        return got
+
+    got, raw = _run([[_reply({"n": 1})], []], work, tls=server_tls)
+    assert got == [{"n": 1}, "SSLCertVerificationError"]
+    assert raw.requests[0][0].startswith("POST /v1/chat/completions HTTP/1.1")
 
 
 # --------------------------------------------------------------------------- proxies
