@@ -14,14 +14,12 @@ import logging
 import os
 import threading
 import urllib.parse
-from typing import TYPE_CHECKING, Any, AsyncIterator, Optional, Union
+from typing import Any, AsyncIterator, Optional, Union
 
 from graphrag.aio import PerLoop, PerLoopBuiltInThread
 from graphrag.errors import NoLLMConfiguredError
+from graphrag.llm.http_pool import JSONPool, default_headers, http_library, proxy_for
 from graphrag.llm.model_func import ENGINE_KWARGS, Completion, ModelFunc
-
-if TYPE_CHECKING:
-    from graphrag.llm.http_pool import JSONPool
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +71,6 @@ def shared_tls_context() -> "concurrent.futures.Future":
 
 def _build_tls_context(future: "concurrent.futures.Future") -> None:
     try:
-        from graphrag.llm.http_pool import http_library
-
         future.set_result(http_library().create_ssl_context())
     except BaseException as exc:  # noqa: BLE001 - handed to the caller, which falls back
         future.set_exception(exc)
@@ -128,15 +124,13 @@ _VIA_SDK = False
 
 
 def chat_pools(base_url: Optional[str] = None, api_key: Optional[str] = None,
-               timeout: float = 180.0) -> "PerLoop[Union[JSONPool, bool]]":
+               timeout: float = 180.0) -> PerLoop[Union[JSONPool, bool]]:
     """Per event loop, the kept-alive connections that non-streamed chat calls to the server
     go over (``http_pool.JSONPool``, the SDK's request and response machinery skipped), or
     ``_VIA_SDK`` where the environment sets a proxy for the server. Model funcs for the same
     server share them, as they share :func:`openai_clients`."""
 
     def make() -> "Union[JSONPool, bool]":
-        from graphrag.llm.http_pool import JSONPool, default_headers, proxy_for
-
         url, key = _resolve_endpoint(base_url, api_key)
         url = url or _OPENAI_BASE_URL
         if proxy_for(url) is not None or urllib.parse.urlsplit(url).scheme not in ("http", "https"):
@@ -186,7 +180,7 @@ def openai_model_func(
     api_key: Optional[str] = None,
     timeout: float = 180.0,
     clients: Optional["PerLoopBuiltInThread"] = None,
-    pools: "Optional[PerLoop[Union[JSONPool, bool]]]" = None,
+    pools: Optional[PerLoop[Union[JSONPool, bool]]] = None,
 ) -> ModelFunc:
     """A nano-graphrag style model func over any OpenAI-compatible chat endpoint.
 
@@ -205,7 +199,7 @@ def openai_model_func(
     ) -> str:
         body, options = _chat_request(model, prompt, system_prompt, history_messages, kwargs)
         pool = pools.get()
-        if pool is not _VIA_SDK and _pool_takes(options):
+        if isinstance(pool, JSONPool) and _pool_takes(options):
             resp = await pool.post("/chat/completions", {**body, **(options.get("extra_json") or {})},
                                    timeout=options.get("timeout"), headers=options.get("headers"))
         else:
@@ -245,14 +239,14 @@ def openai_model_func(
             pool = pools.get()
         except NoLLMConfiguredError:
             return
-        if pool is _VIA_SDK:
+        if not isinstance(pool, JSONPool):
             clients.warm_up()
         elif pool.base_url.startswith("https:"):
             shared_tls_context()
 
     async def aclose() -> None:
         pool = pools.pop()
-        if pool is not None and pool is not _VIA_SDK:
+        if isinstance(pool, JSONPool):
             await pool.aclose()
         client = await clients.apop()
         if client is not None:
