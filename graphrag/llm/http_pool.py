@@ -35,6 +35,8 @@ T = TypeVar("T")
 MAX_IDLE = 100
 IDLE_EXPIRY_S = 5.0
 _MAX_HEAD_BYTES = 64 * 1024
+# How long closing waits for connections to finish closing before it drops them.
+CLOSE_WAIT_S = 2.0
 
 
 def proxy_for(url: str) -> Optional[str]:
@@ -153,11 +155,14 @@ class JSONPool:
         self._busy.clear()
         for conn in conns:
             conn.close()
-        for conn in conns:
-            try:
-                await conn.writer.wait_closed()
-            except (OSError, asyncio.CancelledError):
-                pass
+        if not conns:
+            return
+        try:  # a TLS connection waits for the server's close_notify: not for long
+            await _within(CLOSE_WAIT_S, asyncio.gather(*(c.writer.wait_closed() for c in conns),
+                                                       return_exceptions=True))
+        except (asyncio.TimeoutError, TimeoutError):
+            for conn in conns:
+                conn.writer.transport.abort()
 
     # ------------------------------------------------------------------ requests
 
@@ -175,9 +180,8 @@ class JSONPool:
                    f"Content-Length: {len(data)}\r\n\r\n").encode("latin-1") + data
         try:
             answer = await self._exchange(request, timeout)
-        except (asyncio.TimeoutError, TimeoutError) as exc:
-            raise _openai_error(self.base_url + path, None, exc) from exc
-        except (OSError, EOFError, ValueError, zlib.error, _StaleConnection) as exc:
+        except (asyncio.TimeoutError, TimeoutError, OSError, EOFError, ValueError, zlib.error,
+                _StaleConnection) as exc:
             raise _openai_error(self.base_url + path, None, exc) from exc
         if answer.status >= 400:
             raise _openai_error(self.base_url + path, answer, None)
