@@ -187,9 +187,10 @@ class RawServer:
         self.server.close()
 
 
-def _reply(payload: dict, *, chunked: bool = False, gzipped: bool = False, extra: str = "") -> bytes:
-    body = json.dumps(payload).encode()
-    headers = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + extra
+def _reply(payload: Any, *, chunked: bool = False, gzipped: bool = False, extra: str = "",
+           content_type: str = "application/json") -> bytes:
+    body = json.dumps(payload).encode() if content_type.endswith("json") else str(payload).encode()
+    headers = f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\n" + extra
     if gzipped:
         body = gzip.compress(body)
         headers += "Content-Encoding: gzip\r\n"
@@ -210,9 +211,10 @@ def _run(script: list[list[Any]], work: Callable[[str], Awaitable[Any]], tls: An
     return asyncio.run(run()), raw
 
 
-def test_chunked_and_gzipped_answers_are_read_and_the_request_is_what_openai_sends() -> None:
+def test_chunked_gzipped_and_non_json_answers_are_read_and_the_request_is_what_openai_sends() -> None:
     answers = [_reply({"n": 1}, chunked=True), _reply({"n": 2}, gzipped=True),
-               _reply({"n": 3}, chunked=True, gzipped=True)]
+               _reply({"n": 3}, chunked=True, gzipped=True),
+               _reply("<html>a proxy's page</html>", content_type="text/html; charset=utf-8")]
 
     async def work(url: str) -> list[Any]:
         pool = JSONPool(url, default_headers("sk-test-1234567"), timeout=5)
@@ -222,7 +224,7 @@ def test_chunked_and_gzipped_answers_are_read_and_the_request_is_what_openai_sen
             await pool.aclose()
 
     got, raw = _run([answers], work)
-    assert got == [{"n": 1}, {"n": 2}, {"n": 3}] and raw.connections == 1
+    assert got == [{"n": 1}, {"n": 2}, {"n": 3}, "<html>a proxy's page</html>"] and raw.connections == 1
     head, body = raw.requests[0]
     lines = head.split("\r\n")
     assert lines[0] == "POST /v1/chat/completions HTTP/1.1"

@@ -73,13 +73,15 @@ class _Connection:
 
 
 class _Answer:
-    __slots__ = ("status", "headers", "body", "reusable")
+    __slots__ = ("status", "headers", "body", "reusable", "json")
 
     def __init__(self, status: int, headers: list[tuple[str, str]], body: bytes, reusable: bool) -> None:
         self.status = status
         self.headers = headers
         self.body = body
         self.reusable = reusable
+        content_type = next((v for k, v in headers if k == "content-type"), "")
+        self.json = content_type.split(";", 1)[0].strip().lower().endswith("json")
 
 
 class _StaleConnection(Exception):
@@ -107,7 +109,7 @@ class JSONPool:
         if parts.port:
             host = f"{host}:{parts.port}"
         self._head_lines = "".join(f"{k}: {v}\r\n" for k, v in {
-            "Host": host, "Accept": "application/json", "Accept-Encoding": "gzip, deflate",
+            "Host": host, "Accept": "application/json", "Accept-Encoding": "gzip",
             "Content-Type": "application/json", "Connection": "keep-alive", **headers}.items())
         self.timeout = timeout
         self._idle: list[_Connection] = []
@@ -168,7 +170,8 @@ class JSONPool:
 
     async def post(self, path: str, body: dict[str, Any], *, timeout: Optional[float] = None,
                    headers: Optional[dict[str, str]] = None) -> Any:
-        """``body`` POSTed to ``path`` (under the base URL); the answer's JSON. A status of
+        """``body`` POSTed to ``path`` (under the base URL); the answer's JSON (its text when
+        the server says it is not JSON). A status of
         400 and up raises the matching ``openai.APIStatusError`` subclass, a timeout
         ``openai.APITimeoutError``, a lost connection ``openai.APIConnectionError``."""
         if self._closed:
@@ -185,7 +188,9 @@ class JSONPool:
             raise _openai_error(self.base_url + path, None, exc) from exc
         if answer.status >= 400:
             raise _openai_error(self.base_url + path, answer, None)
-        return json.loads(answer.body) if answer.body else None
+        if not answer.json:  # as openai hands back an answer of another type: its text
+            return answer.body.decode("utf-8", "replace")
+        return json.loads(answer.body)
 
     async def _exchange(self, request: bytes, timeout: Optional[float]) -> _Answer:
         """One request and its answer. A reused connection that the server closed before
@@ -246,9 +251,8 @@ class JSONPool:
         else:
             body = await reader.read()  # delimited by the server closing the connection
             reusable = False
-        encoding = fields.get("content-encoding", "").lower()
-        if encoding in ("gzip", "deflate"):
-            body = zlib.decompress(body, 47 if encoding == "gzip" else zlib.MAX_WBITS)
+        if fields.get("content-encoding", "").lower() == "gzip":
+            body = zlib.decompress(body, 16 + zlib.MAX_WBITS)
         return _Answer(status, headers, body, reusable)
 
 
