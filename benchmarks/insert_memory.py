@@ -26,7 +26,7 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench import load_corpus, log, peak_rss_mb, start_server  # noqa: E402
+from bench import load_corpus, log, peak_rss_mb, proc_cpu_s, start_server  # noqa: E402
 
 MAX_ASYNC = 16
 SNAPSHOT_STEP_MB = 100
@@ -139,7 +139,7 @@ def main() -> None:
         before = tracemalloc.take_snapshot() if args.tracemalloc else None
         watcher = PeakWatcher(args.tracemalloc)
         watcher.start()
-        wall, cpu = time.perf_counter(), time.process_time()
+        wall, cpu, server_cpu = time.perf_counter(), time.process_time(), proc_cpu_s(server.pid)
         if args.profile:
             import cProfile
 
@@ -153,11 +153,15 @@ def main() -> None:
         out: dict[str, Any] = {"insert_wall_s": round(time.perf_counter() - wall, 2),
                                "insert_cpu_s": round(time.process_time() - cpu, 2),
                                "peak_rss_mb": peak_rss_mb(), "rss_after_mb": round(rss_mb(), 1)}
+        server_cpu_after = proc_cpu_s(server.pid)
+        if server_cpu is not None and server_cpu_after is not None:
+            out["mock_server_cpu_s"] = round(server_cpu_after - server_cpu, 2)
         watcher.stop.set()
         watcher.join()
         stats = rag.last_insert_stats or {}
         out["stages"] = {k: round(v, 2) for k, v in (stats.get("stage_seconds") or {}).items()
                          if isinstance(v, (int, float))}
+        out["llm"] = stats.get("llm") or {}
         del rag
         out["digest"] = digest(working_dir)
         log("stacks at the sampled peak (%.0f MiB):\n%s" % (watcher.peak, "".join(watcher.stack)))

@@ -13,7 +13,8 @@ prompt templates). Both use the same 384-d hash embedding in process (``graphrag
 and the mock LLM at ``--latency`` seconds per call, with 16 calls in flight at most. Each round runs every implementation in turn, the order rotated
 per round, and each step is a fresh process:
 
-- insert: open an empty dir, insert the corpus; wall, CPU and peak RSS of the process;
+- insert: open an empty dir, insert the corpus; wall, CPU and peak RSS of the process, the
+  mock's CPU meanwhile and the model calls made, by prompt kind;
 - cold: import, open the dir and answer one local query, context only (the cold start, wall
   and the process's CPU), then ``--queries`` questions per mode after one warm-up each; p50
   per mode, wall and CPU;
@@ -37,7 +38,7 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench import NEW_DOCUMENT, load_corpus, log, peak_rss_mb, start_server  # noqa: E402
+from bench import NEW_DOCUMENT, load_corpus, log, peak_rss_mb, proc_cpu_s, start_server  # noqa: E402
 
 MAX_ASYNC = 16
 DIM = 384
@@ -197,15 +198,35 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
 # --------------------------------------------------------------------------- driver
 
 
+def calls_by_kind(base_url: str) -> dict[str, int]:
+    """The chat requests the mock has answered so far, by prompt kind (it reads both
+    implementations' prompts as this engine's kinds)."""
+    import urllib.request
+
+    with urllib.request.urlopen(base_url.rstrip("/") + "/mock/stats", timeout=10) as reply:
+        return json.loads(reply.read())["calls_by_kind"]
+
+
 def run_step(impl: tuple[str, str, str], step: str, working_dir: str, args: argparse.Namespace,
-             base_url: str, questions: list[str]) -> dict[str, Any]:
+             server: subprocess.Popen, base_url: str, questions: list[str]) -> dict[str, Any]:
+    """One step in a fresh process; an insert also reports the model calls it made by kind and
+    the mock's CPU meanwhile (it shares the machine's cores)."""
     label, python, kind = impl
     cmd = [python, os.path.abspath(__file__), "--child", step, "--kind", kind, "--working-dir", working_dir,
            "--base-url", base_url, "--questions-json", json.dumps(questions), args.corpus]
+    calls_before, server_cpu = calls_by_kind(base_url), proc_cpu_s(server.pid)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, cwd=tempfile.gettempdir())
     if proc.returncode != 0:
         raise RuntimeError(f"{label} {step} failed:\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if step == "insert":
+        server_cpu_after = proc_cpu_s(server.pid)
+        if server_cpu is not None and server_cpu_after is not None:
+            out["insert_mock_cpu_s"] = round(server_cpu_after - server_cpu, 3)
+        made = {k: n - calls_before.get(k, 0) for k, n in calls_by_kind(base_url).items()}
+        out.update({f"insert_calls_{k}": n for k, n in sorted(made.items()) if n})
+        out["insert_calls"] = sum(made.values())
+    return out
 
 
 def main() -> None:
@@ -246,7 +267,7 @@ def main() -> None:
                 working_dir = os.path.join(root, f"{label}_{rnd}")
                 record: dict[str, Any] = {"impl": label, "round": rnd}
                 for step in args.steps.split(","):
-                    record.update(run_step(impl, step, working_dir, args, base_url, questions))
+                    record.update(run_step(impl, step, working_dir, args, server, base_url, questions))
                     log(f"{label} round {rnd} {step} done")
                 print(json.dumps(record), flush=True)
                 results[label].append(record)

@@ -183,6 +183,10 @@ class PerLoop(Generic[T]):
             item = self._items[loop] = self._factory()
         return item
 
+    def pop(self) -> Optional[T]:
+        """Forget (and return) the running loop's object, e.g. to close it before the loop ends."""
+        return self._items.pop(asyncio.get_running_loop(), None)
+
 
 class PerLoopBuiltInThread(Generic[T]):
     """Like ``PerLoop``, for objects slow to build (an HTTP client: imports, a TLS context, openai's

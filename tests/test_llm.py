@@ -578,12 +578,13 @@ def test_a_failed_client_build_is_raised_to_callers_and_not_kept(recwarn: Any) -
 
 
 def test_closing_waits_for_a_build_under_way(llm_server: MockLLMServer) -> None:
-    func = openai_model_func("gpt-4o-mini", base_url=llm_server.base_url, api_key="k")
+    from graphrag.llm import openai_clients
 
-    pool = func.warm_up.__self__  # the func's per-loop clients
+    pool = openai_clients(llm_server.base_url, "k")  # the SDK clients streamed calls go through
+    func = openai_model_func("gpt-4o-mini", clients=pool)
 
     async def run() -> Any:
-        func.warm_up()
+        pool.warm_up()
         building = pool._building[asyncio.get_running_loop()]
         await func.aclose()  # the client built meanwhile is closed, not left open
         assert not pool._items
@@ -664,8 +665,8 @@ def test_every_openai_client_of_the_process_shares_one_tls_context(
     given = _record_http_clients(monkeypatch)
 
     async def ask(func: Any) -> str:
-        try:
-            return await func("hello")
+        try:  # a streamed call: the SDK's client (the others go over the func's own connections)
+            return "".join([piece async for piece in func.stream("hello")])
         finally:
             await func.aclose()
 
@@ -691,7 +692,7 @@ def test_a_failed_tls_context_build_falls_back_to_the_clients_own_and_is_not_kep
     async def ask() -> str:
         func = openai_model_func("gpt-4o-mini", base_url=llm_server.base_url, api_key="k")
         try:
-            return await func("hello")
+            return "".join([piece async for piece in func.stream("hello")])
         finally:
             await func.aclose()
 

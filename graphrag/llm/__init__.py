@@ -6,6 +6,7 @@
     usage.py             UsageCounter
     model_func.py        the model func signature and its Completion answer
     openai_transport.py  openai clients, TLS warm-up, openai_model_func, openai_embedding_func
+    http_pool.py         JSONPool: the kept-alive connections non-streamed chat calls go over
 
 Names are imported on first use, like ``graphrag``'s own, so importing this package is free.
 """
@@ -22,6 +23,7 @@ _EXPORTS = {
     "ModelFunc": "graphrag.llm.model_func",
     "CONTEXT_OVERFLOW_HINT": "graphrag.llm.retry",
     "openai_clients": "graphrag.llm.openai_transport",
+    "chat_pools": "graphrag.llm.openai_transport",
     "openai_model_func": "graphrag.llm.openai_transport",
     "openai_embedding_func": "graphrag.llm.openai_transport",
     "LLMError": "graphrag.errors",

@@ -14,7 +14,7 @@ import xxhash
 from graphrag.aio import PerLoop, PrioritySlots, per_loop_slots
 from graphrag.errors import ConfigurationError, NoLLMConfiguredError
 from graphrag.llm.model_func import ENGINE_KWARGS, ModelFunc
-from graphrag.llm.openai_transport import openai_clients, openai_model_func
+from graphrag.llm.openai_transport import chat_pools, openai_clients, openai_model_func
 from graphrag.llm.retry import EMPTY_ANSWER_RETRIES, backoff_seconds, final_error, is_retryable
 from graphrag.llm.usage import UsageCounter
 
@@ -286,10 +286,11 @@ def build_llm_clients(
     total = getattr(config, "llm_max_async_total", None)
     shared = per_loop_slots(total) if total else None
     connections = openai_clients(config.llm_base_url, config.llm_api_key, config.llm_timeout)
+    pools = chat_pools(config.llm_base_url, config.llm_api_key, config.llm_timeout)
 
     def make(func: Optional[ModelFunc], name: str, max_async: int) -> LLMClient:
         if func is None:
-            func = openai_model_func(name, clients=connections)
+            func = openai_model_func(name, clients=connections, pools=pools)
             model_id = name
         else:
             model_id = getattr(func, "__name__", None) or "custom"

@@ -6,17 +6,19 @@ LLM-free (``extraction="nlp"``) runs never pay for it.
 """
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import importlib
 import logging
 import os
-import sys
 import threading
-from typing import Any, AsyncIterator, Optional
+import urllib.parse
+from typing import Any, AsyncIterator, Optional, Union
 
-from graphrag.aio import PerLoopBuiltInThread
+from graphrag.aio import PerLoop, PerLoopBuiltInThread
 from graphrag.errors import NoLLMConfiguredError
+from graphrag.llm.http_pool import JSONPool, default_headers, http_library, proxy_for
 from graphrag.llm.model_func import ENGINE_KWARGS, Completion, ModelFunc
 
 logger = logging.getLogger(__name__)
@@ -69,13 +71,7 @@ def shared_tls_context() -> "concurrent.futures.Future":
 
 def _build_tls_context(future: "concurrent.futures.Future") -> None:
     try:
-        import openai
-
-        # httpx (openai 1.x, 2.x) or httpx2 (3.x): the library openai's default client is built on.
-        library = next(module for module in (sys.modules.get(cls.__module__.split(".")[0])
-                                             for cls in openai.DefaultAsyncHttpxClient.__mro__)
-                       if hasattr(module, "create_ssl_context"))
-        future.set_result(library.create_ssl_context())
+        future.set_result(http_library().create_ssl_context())
     except BaseException as exc:  # noqa: BLE001 - handed to the caller, which falls back
         future.set_exception(exc)
 
@@ -121,6 +117,37 @@ def openai_clients(base_url: Optional[str] = None, api_key: Optional[str] = None
     return PerLoopBuiltInThread(_make_client)
 
 
+# The base URL openai's client uses when none is configured.
+_OPENAI_BASE_URL = "https://api.openai.com/v1"
+# What the per-loop pool holds where requests must go through the SDK (a proxy is set).
+_VIA_SDK = False
+
+
+def chat_pools(base_url: Optional[str] = None, api_key: Optional[str] = None,
+               timeout: float = 180.0) -> PerLoop[Union[JSONPool, bool]]:
+    """Per event loop, the kept-alive connections that non-streamed chat calls to the server
+    go over (``http_pool.JSONPool``, the SDK's request and response machinery skipped), or
+    ``_VIA_SDK`` where the environment sets a proxy for the server. Model funcs for the same
+    server share them, as they share :func:`openai_clients`."""
+
+    def make() -> "Union[JSONPool, bool]":
+        url, key = _resolve_endpoint(base_url, api_key)
+        url = url or _OPENAI_BASE_URL
+        if proxy_for(url) is not None or urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+            return _VIA_SDK
+
+        async def tls() -> Any:
+            try:
+                return await asyncio.wrap_future(shared_tls_context())
+            except Exception as exc:
+                logger.debug("No shared TLS context (%r); Python's default one is used", exc)
+                return True
+
+        return JSONPool(url, default_headers(key), timeout, tls=tls)
+
+    return PerLoop(make)
+
+
 def _chat_request(model: str, prompt: str, system_prompt: Optional[str], history_messages: Optional[list[dict]],
                   kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The chat request's JSON body, and its per-request options, for one call."""
@@ -134,6 +161,18 @@ def _chat_request(model: str, prompt: str, system_prompt: Optional[str], history
     return {"model": model, "messages": messages, **kwargs}, options
 
 
+def _pool_takes(options: dict[str, Any]) -> bool:
+    """Whether a call's per-request options are ones ``JSONPool.post`` honours (a number of
+    seconds, plain headers, more body); others (query parameters, an httpx ``Timeout``) go
+    through the SDK."""
+    timeout, headers, extra = options.get("timeout"), options.get("headers"), options.get("extra_json")
+    return (options.keys() <= {"timeout", "headers", "extra_json"}
+            and (timeout is None or isinstance(timeout, (int, float)))
+            and (headers is None or (isinstance(headers, dict)
+                                     and all(isinstance(v, str) for v in headers.values())))
+            and (extra is None or isinstance(extra, dict)))
+
+
 def openai_model_func(
     model: str,
     *,
@@ -141,13 +180,16 @@ def openai_model_func(
     api_key: Optional[str] = None,
     timeout: float = 180.0,
     clients: Optional["PerLoopBuiltInThread"] = None,
+    pools: Optional[PerLoop[Union[JSONPool, bool]]] = None,
 ) -> ModelFunc:
     """A nano-graphrag style model func over any OpenAI-compatible chat endpoint.
 
-    ``clients`` (from :func:`openai_clients`) shares one connection pool with other model
-    funcs for the same server; by default the func has its own.
+    ``clients`` (from :func:`openai_clients`, for streamed calls) and ``pools`` (from
+    :func:`chat_pools`, for the others) share connections with other model funcs for the
+    same server; by default the func has its own.
     """
     clients = clients or openai_clients(base_url, api_key, timeout)
+    pools = pools or chat_pools(base_url, api_key, timeout)
 
     async def model_func(
         prompt: str,
@@ -155,11 +197,16 @@ def openai_model_func(
         history_messages: Optional[list[dict]] = None,
         **kwargs: Any,
     ) -> str:
-        client = await clients.aget()
         body, options = _chat_request(model, prompt, system_prompt, history_messages, kwargs)
-        # The low-level post skips the SDK's per-call typed transform of the request and
-        # model construction of the reply: about a third of its CPU cost per call.
-        resp = await client.post("/chat/completions", body=body, cast_to=object, options=options)
+        pool = pools.get()
+        if isinstance(pool, JSONPool) and _pool_takes(options):
+            resp = await pool.post("/chat/completions", {**body, **(options.get("extra_json") or {})},
+                                   timeout=options.get("timeout"), headers=options.get("headers"))
+        else:
+            client = await clients.aget()
+            # The low-level post skips the SDK's per-call typed transform of the request and
+            # model construction of the reply: about a third of its CPU cost per call.
+            resp = await client.post("/chat/completions", body=body, cast_to=object, options=options)
         choices = resp.get("choices") or [] if isinstance(resp, dict) else []
         content = ((choices[0].get("message") or {}).get("content") or "") if choices else ""
         usage = resp.get("usage") or {} if isinstance(resp, dict) else {}
@@ -185,7 +232,22 @@ def openai_model_func(
                 if text:
                     yield text
 
+    def warm_up() -> None:
+        """Start what the first call waits for: the TLS context of an https server, or the
+        SDK's client where calls go through it. A failure is left for that call to raise."""
+        try:
+            pool = pools.get()
+        except NoLLMConfiguredError:
+            return
+        if not isinstance(pool, JSONPool):
+            clients.warm_up()
+        elif pool.base_url.startswith("https:"):
+            shared_tls_context()
+
     async def aclose() -> None:
+        pool = pools.pop()
+        if isinstance(pool, JSONPool):
+            await pool.aclose()
         client = await clients.apop()
         if client is not None:
             await client.close()
@@ -194,7 +256,7 @@ def openai_model_func(
     model_func.__qualname__ = f"openai_model_func({model})"
     model_func.aclose = aclose  # type: ignore[attr-defined]
     model_func.stream = stream  # type: ignore[attr-defined]
-    model_func.warm_up = clients.warm_up  # type: ignore[attr-defined]
+    model_func.warm_up = warm_up  # type: ignore[attr-defined]
     return model_func
 
 
