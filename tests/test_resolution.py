@@ -1427,12 +1427,12 @@ def test_a_descriptions_pronouns_and_lower_case_words_are_read_in_one_scan() -> 
     """A pronoun counts in either case ("He", "his"), never inside a longer word or after an
     apostrophe or an underscore ("he'd", "her1", "_his", "O'his"); the lower-case words hold
     no capitalised pronoun; a gendered noun after "is a" counts as a pronoun of its gender."""
-    from graphrag.operators.resolution.english import description_signals, gender_from_pronouns
+    from graphrag.operators.resolution.english import description_roles, description_signals, gender_from_pronouns
 
-    lower, pronouns, roles = description_signals("JOHN SMITH", [
-        "John Smith is a man. He said his wife's name; he'd go. Hers was red, hiss",
-        "She and her1 herself, Himself _his O'his"])
-    assert dict(pronouns) == {"M": 4, "F": 3} and roles == {"man"}
+    texts = ["John Smith is a man. He said his wife's name; he'd go. Hers was red, hiss",
+             "She and her1 herself, Himself _his O'his"]
+    lower, pronouns = description_signals("JOHN SMITH", texts)
+    assert dict(pronouns) == {"M": 4, "F": 3} and description_roles("JOHN SMITH", texts) == {"man"}
     assert {"his", "herself", "he'd", "wife's", "hiss"} <= lower
     assert not lower & {"He", "Hers", "She", "Himself", "her", "her1", "he"}
     assert gender_from_pronouns(pronouns) is None  # 4 against 3: no clear gender

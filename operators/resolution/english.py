@@ -262,26 +262,36 @@ def is_english(text: str) -> bool:
     return sum(map(FUNCTION_WORDS.__contains__, prose)) >= max(1.0, _ENGLISH_SHARE * len(prose))
 
 
-def description_signals(name: str, texts: list[str]) -> tuple[set[str], Counter, set[str]]:
-    """From the English ``texts`` describing ``name``: the words they write in lower case,
-    their pronouns by gender (``M``/``F``, with the nouns after "is a" that have one), and
-    what they say the name is (the nouns after "is a", "was the" with the name as subject)."""
+def description_signals(name: str, texts: list[str]) -> tuple[set[str], Counter]:
+    """From the English ``texts`` describing ``name``: the words they write in lower case
+    and their pronouns by gender (``M``/``F``, with the nouns after "is a" that have one).
+    What they say the name is (:func:`description_roles`) is read apart: a pair asks for it
+    only in one case, after the rest."""
     lower: set[str] = set()
     pronouns: Counter = Counter()
-    roles: set[str] = set()
-    own = set(name_key(name))
     for text in texts:
-        counts = Counter(map(sys.intern, _SIGNAL_WORD.findall(text)))  # kept per profile: shared
-        lower.update(counts)
-        for form in counts.keys() & _PRONOUN_FORMS.keys():
-            pronouns[_PRONOUN_FORMS[form]] += counts[form]
+        words = _SIGNAL_WORD.findall(text)
+        found = set(words)
+        lower |= found
+        for form in found.intersection(_PRONOUN_FORMS):  # few, so each is counted in the list
+            pronouns[_PRONOUN_FORMS[form]] += words.count(form)
         said = _PREDICATE.search(text.lower())
         gendered = next((g for w in said.group(1).split() if (g := _GENDERED_NOUNS.get(w))), None) if said else None
         if gendered:
             pronouns[gendered] += 1
+    return {sys.intern(w) for w in lower - _CAPITALISED_PRONOUNS}, pronouns  # kept per profile: shared
+
+
+def description_roles(name: str, texts: list[str]) -> set[str]:
+    """What the English ``texts`` say ``name`` is: the nouns after "is a", "was the" with the
+    name as subject."""
+    roles: set[str] = set()
+    own = set(name_key(name))
+    for text in texts:
+        said = _PREDICATE.search(text.lower())
         if said and said.group(1).split() and _subject_is(own, text, said.start()):
             roles.add(said.group(1).split()[-1])
-    return lower - _CAPITALISED_PRONOUNS, pronouns, roles
+    return roles
 
 
 def _subject_is(own: set[str], text: str, at: int) -> bool:

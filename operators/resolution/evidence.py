@@ -12,7 +12,7 @@ from typing import Any, Iterator, Mapping, Optional
 from graphrag.operators.names import fold_name
 from graphrag.schema import ChunkExtraction
 
-from .english import STOPWORDS, description_claims, description_signals, gender_from_pronouns, is_english, plural_name
+from .english import STOPWORDS, description_claims, description_roles, description_signals, gender_from_pronouns, is_english, plural_name
 from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _HONORIFICS, _accented_key, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
 
 
@@ -65,13 +65,13 @@ class NameProfile:
         return bool(self.english) and {t.lower() for t in name_key(self.name)} <= self._signals[0]
 
     @cached_property
-    def _signals(self) -> tuple[set[str], Counter, set[str]]:
+    def _signals(self) -> tuple[set[str], Counter]:
         return description_signals(self.name, self.english)
 
-    @property
+    @cached_property
     def roles(self) -> set[str]:
         """What the descriptions say the name is: "jester", "dealer"."""
-        return self._signals[2]
+        return description_roles(self.name, self.english)
 
     @cached_property
     def text(self) -> str:
@@ -583,7 +583,8 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
                                          and description >= 0.3 and not _only_an_object(pa, pb)) or people and full and bool(pa.chunks & pb.chunks) \
             or untyped and not person and relation == "surname" and _refers_back(pa, pb)
         # Said to be different things ("a jester", "a dealer"): JACK MILLER is no OLD JACK.
-        if pa.roles and pb.roles and not pa.roles & pb.roles:
+        # (The roles are read only where they could undo something.)
+        if (corroborated or if_person) and pa.roles and pb.roles and not pa.roles & pb.roles:
             corroborated = if_person = False
     else:
         if_person = False

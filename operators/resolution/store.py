@@ -414,7 +414,8 @@ class EntityResolution:
         checked = 0
         decisions: list[PairDecision] = []
         threshold, ask_threshold = self.settings.threshold, self.settings.ask_threshold
-        for (a, b), relation in sorted(candidates.items()):
+        # In any order: what is kept is used as sets, and the judge sorts its questions.
+        for (a, b), relation in candidates.items():
             pa, pb = profiles.get(a), profiles.get(b)
             if pa is None or pb is None:
                 continue
