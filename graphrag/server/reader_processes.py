@@ -11,9 +11,11 @@ a newer generation opens a fresh ``GraphRAG`` first, and the requests already ru
 the old one. A read sent after a job is done therefore reads what the job committed.
 
 Server and worker talk over a Unix socket pair, each side on its own event loop (length-prefixed
-pickles): no thread wakes to hand each message over, so none contends for the interpreter lock
-with the server's loop. A reply the HTTP API sends as it is comes already encoded as JSON, so
-the server's loop only copies its bytes.
+pickles, the messages of one pass of a loop written at once): no thread wakes to hand each
+message over, so none contends for the interpreter lock with the server's loop. A reply the
+HTTP API sends as it is comes already encoded as JSON, so the server's loop only copies its
+bytes. A worker that owes replies and stops answering, even pings, is killed and replaced
+(``STALL_SECONDS``): its requests fail rather than wait forever.
 
 The workers are started with ``spawn`` (a fork would copy the server's threads' locks): the
 config reaches them as a picklable zero-argument function that builds it again.
@@ -47,6 +49,12 @@ ConfigFactory = Callable[[], GraphRAGConfig]
 # calls stay in the server's process, on its reader).
 OPERATIONS = ("query", "answer", "retrieve")
 START_SECONDS = 120.0  # a worker imports the engine and opens the index before it answers
+# A worker with requests waiting that sends nothing for this long, not even the answer to a
+# ping, is taken for stuck (stopped, deadlocked, or its loop held by one computation that long):
+# it is killed, its requests fail, and another takes its place.
+STALL_SECONDS = 60.0
+_PING = "ping"  # answered at once by a worker's loop, as a reply with id _PONG
+_PONG = 0
 
 
 class ReaderProcessError(GraphRAGError, RuntimeError):
@@ -217,6 +225,9 @@ async def _serve_requests(config: GraphRAGConfig, sock: socket.socket) -> None:
     tasks: set[asyncio.Task] = set()
     outgoing.send((-1, True, None))  # ready
     while (message := await _next_message(incoming)) is not None:
+        if message == _PING:
+            outgoing.send((_PONG, True, None))
+            continue
         task = asyncio.create_task(handle(*message))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
@@ -258,27 +269,34 @@ class _Worker:
     pending: dict[int, asyncio.Future] = field(default_factory=dict)
     alive: bool = True
     answered: int = 0
+    # The loop's time of the worker's last message, or of the request that found nothing pending.
+    heard: float = 0.0
+    stalled: bool = False  # killed by the watchdog
 
 
 class ReaderProcesses:
     """``count`` worker processes answering ``OPERATIONS``; each request goes to the worker with
-    the fewest running."""
+    the fewest running. A worker silent for ``stall_seconds`` with requests waiting is replaced
+    (``STALL_SECONDS``)."""
 
-    def __init__(self, make_config: ConfigFactory, count: int) -> None:
+    def __init__(self, make_config: ConfigFactory, count: int, stall_seconds: float = STALL_SECONDS) -> None:
         if count < 1:
             raise ValueError("reader processes: count must be at least 1")
         self._make_config = make_config
         self._count = count
+        self._stall_seconds = stall_seconds
         self._workers: list[_Worker] = []
         self._next_id = 0
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._stopping = False
+        self._watchdog: Optional[asyncio.Task] = None
 
     async def start(self) -> None:
         """Start the workers and wait until each has opened the index."""
         self._loop = asyncio.get_running_loop()
         self._stopping = False
         self._workers = [self._spawn(i) for i in range(self._count)]
+        self._watchdog = self._loop.create_task(self._watch(), name="graphrag-readers-watchdog")
         await asyncio.wait_for(asyncio.gather(*(w.started for w in self._workers)), START_SECONDS)
         logger.info("%d reader process(es) serving queries", self._count)
 
@@ -321,6 +339,8 @@ class ReaderProcesses:
         self._next_id += 1
         request_id = self._next_id
         future: asyncio.Future = self._loop.create_future()
+        if not worker.pending:  # the worker owed nothing: its silence counts from now
+            worker.heard = self._loop.time()
         worker.pending[request_id] = future
         try:
             worker.outgoing.send((request_id, generation, operation, question, param, encoded))
@@ -331,6 +351,8 @@ class ReaderProcesses:
 
     async def stop(self) -> None:
         self._stopping = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         for worker in self._workers:
             if worker.outgoing is not None:
                 worker.outgoing.send(None)  # the worker closes its stores and exits
@@ -350,6 +372,7 @@ class ReaderProcesses:
             incoming, writer = await asyncio.open_unix_connection(sock=sock)
             worker.outgoing = _Outbox(writer)
             while (message := await _next_message(incoming)) is not None:
+                worker.heard = self._loop.time()  # type: ignore[union-attr]
                 self._settle(worker, *message)
         finally:
             if worker.outgoing is not None:
@@ -357,6 +380,28 @@ class ReaderProcesses:
             else:
                 sock.close()
             self._lost(worker)
+
+    async def _watch(self) -> None:
+        """Ping each worker that owes replies and has been silent a while; kill one silent for
+        ``stall_seconds`` (its connection then closes, and ``_lost`` fails its requests and
+        starts another)."""
+        assert self._loop is not None
+        interval = self._stall_seconds / 4
+        while True:
+            await asyncio.sleep(interval)
+            now = self._loop.time()
+            for worker in self._workers:
+                if not (worker.alive and worker.started.done() and worker.pending) or worker.stalled:
+                    continue
+                silent = now - worker.heard
+                if silent >= self._stall_seconds:
+                    logger.error("reader process %s answered nothing for %.0f s with %d request(s) waiting; "
+                                 "killing it", worker.process.name, silent, len(worker.pending))
+                    worker.stalled = True
+                    worker.process.kill()  # a stopped process too
+                elif silent >= interval:
+                    assert worker.outgoing is not None
+                    worker.outgoing.send(_PING)
 
     @staticmethod
     def _settle(worker: _Worker, request_id: int, ok: bool, value: Any) -> None:
@@ -381,9 +426,10 @@ class ReaderProcesses:
         if running or replace:
             logger.error("reader process %s ended with %d request(s) running%s", worker.process.name, running,
                          "; starting another" if replace else "")
+        why = f"answered nothing for {self._stall_seconds:g} s" if worker.stalled else "ended"
         for future in worker.pending.values():
             if not future.done():
-                future.set_exception(ReaderProcessError(f"reader process {worker.process.name} ended"))
+                future.set_exception(ReaderProcessError(f"reader process {worker.process.name} {why}"))
         worker.pending.clear()
         if replace:
             worker.process.join(0)  # reaped: no zombie left behind
