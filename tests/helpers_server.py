@@ -38,6 +38,15 @@ def build_index(wd: Path) -> None:
     GraphRAG(index_config(wd)).insert(list(DOCS.values()), sources=list(DOCS))
 
 
+def unsized_body(field: str) -> Iterator[bytes]:
+    """A JSON body of about 10 kB with ``field`` as its one text, sent in pieces without a
+    Content-Length (a size limit counts it as it arrives)."""
+    yield b'{"' + field.encode() + b'": "'
+    for _ in range(100):
+        yield b"word " * 20
+    yield b'"}'
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -17,7 +17,7 @@ from graphrag.server.reader_processes import json_bytes
 from graphrag.server.security import MAX_FAILURES, secured
 from graphrag.server.service import GraphService
 from graphrag.server.workspaces import Workspaces, selecting_workspace
-from helpers_server import CHAIN, build_index, index_config, running
+from helpers_server import CHAIN, build_index, index_config, running, unsized_body
 
 KEY = "lean-reads-test-key-0123456789"
 QUESTION = "Who founded Brightwater Instruments?"
@@ -150,14 +150,7 @@ def test_the_lean_path_runs_the_servers_checks(tmp_path: Path) -> None:
         assert "JSON" in bad_json.json()["message"]
         too_big = post("/query", key, json.dumps({**CONTEXT, "question": "word " * 1000}).encode())
         assert too_big.status_code == 413 and too_big.json()["error"] == "RequestTooLarge"
-
-        def unsized() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
-            yield b'{"question": "'
-            for _ in range(100):
-                yield b"word " * 20
-            yield b'"}'
-
-        streamed = httpx.post(url + "/query", content=unsized(), headers={**JSON, **key}, timeout=60)
+        streamed = httpx.post(url + "/query", content=unsized_body("question"), headers={**JSON, **key}, timeout=60)
         assert streamed.status_code == 413 and streamed.json()["error"] == "RequestTooLarge"
         # A client with too many failures is refused, the right key or not.
         for _ in range(MAX_FAILURES):
