@@ -342,8 +342,8 @@ async def _read_reply(service: Workspaces, path: str, body: BaseModel) -> Respon
 
 class LeanReads:
     """POST /query and /retrieve answered without FastAPI's routing, dependency solving and
-    middleware: on naive queries those cost the server's loop about as much CPU as a reader
-    process's own work on the query over the hand-over.
+    middleware, which were most of the server's own CPU per query on cheap (naive) queries
+    (benchmarks/README.md, "Naive throughput").
 
     It sits inside the security checks (``secured``) and the workspace selection, so every
     request passes the same ones; it parses and validates the body as FastAPI does (JSON
@@ -427,9 +427,9 @@ def content_security_policy() -> str:
     return "; ".join([DEFAULT_POLICY, *drawing])
 
 
-def build_app(service: "GraphService | Workspaces", api_key: Optional[str] = None, max_body_bytes: int = MAX_BODY_BYTES,
-              max_upload_bytes: int = MAX_UPLOAD_BYTES, *, host: str = "127.0.0.1",
-              allowed_hosts: Sequence[str] = ()) -> ASGIApp:
+def build_app(service: "GraphService | Workspaces", api_key: Optional[str] = None,
+              max_body_bytes: int = MAX_BODY_BYTES, max_upload_bytes: int = MAX_UPLOAD_BYTES, *,
+              host: str = "127.0.0.1", allowed_hosts: Sequence[str] = ()) -> ASGIApp:
     """The API behind the checks of ``security.py``: Host and Origin (the names ``host`` and
     ``allowed_hosts``), the key, the size limits (uploads may be larger than the rest)."""
     if api_key:
