@@ -11,11 +11,10 @@ a newer generation opens a fresh ``GraphRAG`` first, and the requests already ru
 the old one. A read sent after a job is done therefore reads what the job committed.
 
 Server and worker talk over a Unix socket pair, each side on its own event loop (length-prefixed
-pickles, the messages of one pass of a loop written at once): no thread wakes to hand each
-message over, so none contends for the interpreter lock with the server's loop. A reply the
-HTTP API sends as it is comes already encoded as JSON, so the server's loop only copies its
-bytes. A worker that owes replies and stops answering, even pings, is killed and replaced
-(``STALL_SECONDS``): its requests fail rather than wait forever.
+pickles): no thread wakes to hand each message over, so none contends for the interpreter lock
+with the server's loop. A reply the HTTP API sends as it is comes already encoded as JSON, so
+the server's loop only copies its bytes. A worker that owes replies and stops answering, even
+pings, is killed and replaced (``STALL_SECONDS``): its requests fail rather than wait forever.
 
 The workers are started with ``spawn`` (a fork would copy the server's threads' locks): the
 config reaches them as a picklable zero-argument function that builds it again.
@@ -144,31 +143,9 @@ def json_bytes(value: Any) -> bytes:
 _LENGTH = struct.Struct("!Q")
 
 
-class _Outbox:
-    """The messages for one connection, written together once per pass of the event loop: the
-    requests (or replies) a burst makes ready in one pass cost one system call, and one wake-up
-    of the other process, rather than one each. Messages leave in the order sent, whole (each
-    is pickled at once, from the loop's thread)."""
-
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self._writer = writer
-        self._parts: list[bytes] = []
-
-    def send(self, message: Any) -> None:
-        """Queue ``message`` (raises, sending nothing, if it does not pickle)."""
-        payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        if not self._parts:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._parts += (_LENGTH.pack(len(payload)), payload)
-
-    def _flush(self) -> None:
-        data, self._parts = b"".join(self._parts), []
-        # A connection that closed meanwhile: its reader sees it end, and fails what was sent.
-        with contextlib.suppress(OSError, RuntimeError):
-            self._writer.write(data)
-
-    def close(self) -> None:
-        self._writer.close()
+def _frame(message: Any) -> bytes:
+    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _LENGTH.pack(len(payload)) + payload
 
 
 async def _next_message(incoming: asyncio.StreamReader) -> Any:
@@ -184,8 +161,7 @@ async def _next_message(incoming: asyncio.StreamReader) -> Any:
 
 
 async def _serve_requests(config: GraphRAGConfig, sock: socket.socket) -> None:
-    incoming, writer = await asyncio.open_unix_connection(sock=sock)
-    outgoing = _Outbox(writer)
+    incoming, outgoing = await asyncio.open_unix_connection(sock=sock)
     current = Reader(await asyncio.to_thread(open_reader, config, []))
     opening = asyncio.Lock()
 
@@ -217,16 +193,17 @@ async def _serve_requests(config: GraphRAGConfig, sock: socket.socket) -> None:
         except Exception as exc:  # sent back; the server raises it for this request only
             reply = (request_id, False, _portable(exc))
         try:
-            outgoing.send(reply)
+            frame = _frame(reply)
         except Exception as exc:  # a value that would not pickle: the request fails, not the worker
-            outgoing.send((request_id, False, _portable(ReaderProcessError(
+            frame = _frame((request_id, False, _portable(ReaderProcessError(
                 f"an answer the reader process could not send back ({type(exc).__name__})"))))
+        outgoing.write(frame)  # one whole frame per call, from the loop's thread: frames never interleave
 
     tasks: set[asyncio.Task] = set()
-    outgoing.send((-1, True, None))  # ready
+    outgoing.write(_frame((-1, True, None)))  # ready
     while (message := await _next_message(incoming)) is not None:
         if message == _PING:
-            outgoing.send((_PONG, True, None))
+            outgoing.write(_frame((_PONG, True, None)))
             continue
         task = asyncio.create_task(handle(*message))
         tasks.add(task)
@@ -264,7 +241,7 @@ class _Worker:
     process: Any
     index: int
     started: asyncio.Future  # done once the worker has opened the index
-    outgoing: Optional[_Outbox] = None  # set once the connection is open, before ``started``
+    outgoing: Optional[asyncio.StreamWriter] = None  # set once the connection is open, before ``started``
     replies: Optional[asyncio.Task] = None  # reads the worker's replies
     pending: dict[int, asyncio.Future] = field(default_factory=dict)
     alive: bool = True
@@ -343,10 +320,10 @@ class ReaderProcesses:
             worker.heard = self._loop.time()
         worker.pending[request_id] = future
         try:
-            worker.outgoing.send((request_id, generation, operation, question, param, encoded))
-        except BaseException:
+            worker.outgoing.write(_frame((request_id, generation, operation, question, param, encoded)))
+        except (OSError, RuntimeError) as exc:
             worker.pending.pop(request_id, None)
-            raise
+            raise ReaderProcessError(f"reader process {worker.process.name} is gone") from exc
         return await future
 
     async def stop(self) -> None:
@@ -355,7 +332,8 @@ class ReaderProcesses:
             self._watchdog.cancel()
         for worker in self._workers:
             if worker.outgoing is not None:
-                worker.outgoing.send(None)  # the worker closes its stores and exits
+                with contextlib.suppress(OSError, RuntimeError):
+                    worker.outgoing.write(_frame(None))  # the worker closes its stores and exits
         for worker in self._workers:
             await asyncio.to_thread(worker.process.join, 10)
             if worker.process.is_alive():
@@ -369,8 +347,7 @@ class ReaderProcesses:
     async def _receive(self, worker: _Worker, sock: socket.socket) -> None:
         """A worker's replies, each to its request's future, until its connection closes."""
         try:
-            incoming, writer = await asyncio.open_unix_connection(sock=sock)
-            worker.outgoing = _Outbox(writer)
+            incoming, worker.outgoing = await asyncio.open_unix_connection(sock=sock)
             while (message := await _next_message(incoming)) is not None:
                 worker.heard = self._loop.time()  # type: ignore[union-attr]
                 self._settle(worker, *message)
@@ -401,7 +378,8 @@ class ReaderProcesses:
                     worker.process.kill()  # a stopped process too
                 elif silent >= interval:
                     assert worker.outgoing is not None
-                    worker.outgoing.send(_PING)
+                    with contextlib.suppress(OSError, RuntimeError):  # a closed one: _lost follows
+                        worker.outgoing.write(_frame(_PING))
 
     @staticmethod
     def _settle(worker: _Worker, request_id: int, ok: bool, value: Any) -> None:
