@@ -160,8 +160,8 @@ def test_the_lean_path_runs_the_servers_checks(tmp_path: Path) -> None:
 
 
 def test_reader_processes_answer_each_of_many_concurrent_requests_with_its_own_reply(tmp_path: Path) -> None:
-    """A burst's requests leave for the reader processes, and their replies come back, several
-    to a write: each reply reaches its own request."""
+    """A burst's requests and their replies share each worker's connection, interleaved: each
+    reply reaches its own request."""
     wd = tmp_path / "wd"
     build_index(wd)
     make = functools.partial(index_config, wd)
