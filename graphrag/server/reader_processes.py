@@ -364,14 +364,18 @@ class ReaderProcesses:
         starts another)."""
         assert self._loop is not None
         interval = self._stall_seconds / 4
+        now = self._loop.time()
         while True:
             await asyncio.sleep(interval)
-            now = self._loop.time()
+            before, now = now, self._loop.time()
+            # This loop held up meanwhile: the replies may be waiting unread here. No verdict
+            # this time; the next one comes after they are read.
+            held = now - before > 2 * interval
             for worker in self._workers:
                 if not (worker.alive and worker.started.done() and worker.pending) or worker.stalled:
                     continue
                 silent = now - worker.heard
-                if silent >= self._stall_seconds:
+                if silent >= self._stall_seconds and not held:
                     logger.error("reader process %s answered nothing for %.0f s with %d request(s) waiting; "
                                  "killing it", worker.process.name, silent, len(worker.pending))
                     worker.stalled = True
