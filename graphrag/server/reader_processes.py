@@ -273,8 +273,8 @@ class ReaderProcesses:
         self._loop = asyncio.get_running_loop()
         self._stopping = False
         self._workers = [self._spawn(i) for i in range(self._count)]
-        self._watchdog = self._loop.create_task(self._watch(), name="graphrag-readers-watchdog")
         await asyncio.wait_for(asyncio.gather(*(w.started for w in self._workers)), START_SECONDS)
+        self._watchdog = self._loop.create_task(self._watch(), name="graphrag-readers-watchdog")
         logger.info("%d reader process(es) serving queries", self._count)
 
     def _spawn(self, index: int) -> _Worker:
