@@ -111,9 +111,10 @@ def chromium() -> Iterator[Any]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def slow_question_config(wd: str, marker: str, seconds: float) -> GraphRAGConfig:
-    """``index_config`` whose embedding keeps the CPU busy for ``seconds`` on a text holding
-    ``marker``: a query that long and CPU-bound. Module-level, so a reader process builds it."""
+def slow_question_config(wd: str, marker: str, seconds: float, **options: Any) -> GraphRAGConfig:
+    """``index_config`` (with ``options``) whose embedding keeps the CPU busy for ``seconds`` on
+    a text holding ``marker``: a query that long and CPU-bound. Module-level, so a reader
+    process builds it."""
     embedding = hash_embedding(EMBEDDING_DIM)
     vectors = embedding.func
 
@@ -125,4 +126,4 @@ def slow_question_config(wd: str, marker: str, seconds: float) -> GraphRAGConfig
         return await vectors(texts)
 
     embedding.func = embed
-    return index_config(Path(wd), embedding_func=embedding)
+    return index_config(Path(wd), embedding_func=embedding, **options)

@@ -189,7 +189,8 @@ def test_a_reader_process_that_stops_answering_is_replaced(tmp_path: Path) -> No
     """A worker stopped (SIGSTOP, as a deadlock or a debugger would hold it) fails the requests
     sent to it once it has said nothing for ``stall_seconds``, rather than holding them
     forever; it is killed, and a fresh worker takes its place and answers. A worker whose query
-    waits on a slow model answers the watchdog's pings meanwhile and is left alone."""
+    waits on a slow model answers the watchdog's pings meanwhile, and one whose query computes
+    longer than that is busy, not stuck: both are left alone."""
     import os
     import signal
 
@@ -203,7 +204,8 @@ def test_a_reader_process_that_stops_answering_is_replaced(tmp_path: Path) -> No
     context = QueryParam(**CONTEXT)
 
     async def scenario(llm: MockLLMServer) -> None:
-        make = functools.partial(index_config, wd, llm_base_url=llm.base_url, llm_api_key="k")
+        make = functools.partial(slow_question_config, str(wd), "Ponder", 2.5, llm_base_url=llm.base_url,
+                                 llm_api_key="k")
         processes = ReaderProcesses(make, 1, stall_seconds=1.0)
         await processes.start()
         try:
@@ -214,6 +216,8 @@ def test_a_reader_process_that_stops_answering_is_replaced(tmp_path: Path) -> No
             llm.latency = 2.5
             answer = await processes.call(0, "query", question, QueryParam(mode="local"))
             assert answer and processes.pids()[0] == pid
+            computed = await processes.call(0, "query", "Ponder Marguerite Olvane", context)  # 2.5 s of CPU
+            assert "MARGUERITE OLVANE" in computed and processes.pids()[0] == pid
             assert "BRIGHTWATER INSTRUMENTS" in await processes.call(0, "query", question, context)
 
             os.kill(pid, signal.SIGSTOP)

@@ -49,8 +49,9 @@ ConfigFactory = Callable[[], GraphRAGConfig]
 OPERATIONS = ("query", "answer", "retrieve")
 START_SECONDS = 120.0  # a worker imports the engine and opens the index before it answers
 # A worker with requests waiting that sends nothing for this long, not even the answer to a
-# ping, is taken for stuck (stopped, deadlocked, or its loop held by one computation that long):
-# it is killed, its requests fail, and another takes its place.
+# ping, and (where the system tells) uses no CPU meanwhile, is taken for stuck (stopped,
+# deadlocked): it is killed, its requests fail, and another takes its place. One computing
+# (reading a large index on its first query) is busy, not stuck.
 STALL_SECONDS = 60.0
 _PING = "ping"  # answered at once by a worker's loop, as a reply with id _PONG
 _PONG = 0
@@ -236,6 +237,17 @@ def _run(main: Any) -> None:
 # ---------------------------------------------------------------------------- in the server
 
 
+def _cpu_ticks(pid: Optional[int]) -> Optional[int]:
+    """The user and system CPU time a process has used, in clock ticks; None where ``/proc``
+    does not tell (not Linux) or the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime, stime: the 14th and 15th fields
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 @dataclass
 class _Worker:
     process: Any
@@ -248,6 +260,7 @@ class _Worker:
     answered: int = 0
     # The loop's time of the worker's last message, or of the request that found nothing pending.
     heard: float = 0.0
+    cpu: Optional[int] = None  # its CPU time at the watchdog's last round (clock ticks)
     stalled: bool = False  # killed by the watchdog
 
 
@@ -359,9 +372,9 @@ class ReaderProcesses:
             self._lost(worker)
 
     async def _watch(self) -> None:
-        """Ping each worker that owes replies and has been silent a while; kill one silent for
-        ``stall_seconds`` (its connection then closes, and ``_lost`` fails its requests and
-        starts another)."""
+        """Ping each worker that owes replies and has been silent a while; kill one silent, and
+        using no CPU, for ``stall_seconds`` (its connection then closes, and ``_lost`` fails its
+        requests and starts another)."""
         assert self._loop is not None
         interval = self._stall_seconds / 4
         now = self._loop.time()
@@ -374,6 +387,10 @@ class ReaderProcesses:
             for worker in self._workers:
                 if not (worker.alive and worker.started.done() and worker.pending) or worker.stalled:
                     continue
+                cpu = _cpu_ticks(worker.process.pid)
+                if cpu is not None and cpu != worker.cpu:  # computing: alive, if not answering
+                    worker.heard = now
+                worker.cpu = cpu
                 silent = now - worker.heard
                 if silent >= self._stall_seconds and not held:
                     logger.error("reader process %s answered nothing for %.0f s with %d request(s) waiting; "
