@@ -110,10 +110,12 @@ class Connection:
             self.stream = None
 
 
-async def concurrent(url: str, questions: list[str], clients: int, mode: str, server_pid: int) -> dict[str, Any]:
-    """``clients`` queries sent at once, each on its own connection; throughput over the whole
-    burst, latency percentiles, and the CPU seconds the server spent per query (on a shared
-    machine it may get less than every core: ``server_cores`` is how many it had on average)."""
+async def concurrent(url: str, questions: list[str], clients: int, mode: str, server_pid: int,
+                     per_client: int = 1) -> dict[str, Any]:
+    """``clients`` clients at once, each on its own connection sending ``per_client`` queries one
+    after the other; throughput over the whole burst, latency percentiles, and the CPU seconds
+    the server spent per query (on a shared machine it may get less than every core:
+    ``server_cores`` is how many it had on average)."""
     address = httpx.URL(url)
     connections = [Connection(address.host, address.port or 80) for _ in range(clients)]
     retried = 0
@@ -131,22 +133,26 @@ async def concurrent(url: str, questions: list[str], clients: int, mode: str, se
             raise RuntimeError(f"/query answered {status}")
         return time.perf_counter() - t
 
+    async def client(i: int, connection: Connection) -> list[float]:
+        return [await one(connection, questions[(i + k * clients) % len(questions)]) for k in range(per_client)]
+
     try:
         await asyncio.gather(*(one(c, q) for c, q in zip(connections, questions)))  # connections opened
         t, cpu, loop_cpu, own_cpu = time.perf_counter(), tree_cpu_s(server_pid), proc_cpu_s(server_pid), time.process_time()
-        times = await asyncio.gather(*(one(c, questions[i % len(questions)]) for i, c in enumerate(connections)))
+        times = [s for ts in await asyncio.gather(*(client(i, c) for i, c in enumerate(connections))) for s in ts]
         wall, cpu = time.perf_counter() - t, tree_cpu_s(server_pid) - cpu
         loop_cpu, own_cpu = (proc_cpu_s(server_pid) or 0.0) - (loop_cpu or 0.0), time.process_time() - own_cpu
     finally:
         for connection in connections:
             await connection.close()
-    return {"mode": mode, "queries": clients, "wall_s": round(wall, 3), "per_s": round(clients / wall, 1),
+    queries = clients * per_client
+    return {"mode": mode, "queries": queries, "wall_s": round(wall, 3), "per_s": round(queries / wall, 1),
             "p50_ms": round(statistics.median(times) * 1000, 1), "p95_ms": round(percentile(times, 0.95) * 1000, 1),
-            "server_cpu_ms": round(cpu / clients * 1000, 1), "server_cores": round(cpu / wall, 2),
+            "server_cpu_ms": round(cpu / queries * 1000, 2), "server_cores": round(cpu / wall, 2),
             # the server's own process (its loop; during an insert, the writer too), and this
             # benchmark's clients, which share the machine's cores with the server
-            "server_process_cpu_ms": round(loop_cpu / clients * 1000, 2),
-            "client_cpu_ms": round(own_cpu / clients * 1000, 2), "retried": retried}
+            "server_process_cpu_ms": round(loop_cpu / queries * 1000, 2),
+            "client_cpu_ms": round(own_cpu / queries * 1000, 2), "retried": retried}
 
 
 def summary(bursts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -184,6 +190,9 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=5, help="interleaved in-process/HTTP rounds, and bursts, per mode")
     ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--per-client", type=int, default=1,
+                    help="queries each client sends in a burst, one after the other (a longer burst: "
+                         "less of it is the start and the tail)")
     ap.add_argument("--insert-latency", type=float, default=0.2, help="mock LLM latency during the insert (s)")
     ap.add_argument("--insert-passages", type=int, default=40, help="passages the insert during the bursts adds")
     ap.add_argument("--modes", default="local", help=f"comma-separated, of {', '.join(MODES)}")
@@ -202,7 +211,8 @@ def main() -> None:
     server, url = start_serving(copy, llm_url, shlex.split(args.server_args))
     cores = len(os.sched_getaffinity(0))
     record: dict[str, Any] = {"working_dir": args.working_dir, "server_args": args.server_args,
-                              "questions": len(questions), "clients": args.clients, "cores": cores,
+                              "questions": len(questions), "clients": args.clients,
+                              "per_client": args.per_client, "cores": cores,
                               "load_average_before": load_average()}
     ticks = host_cpu_ticks()
     try:
@@ -215,7 +225,7 @@ def main() -> None:
                 for _ in range(args.rounds):
                     local, cpu_s = asyncio.run(in_process(rag, questions, mode))
                     remote = over_http(client, questions, mode)
-                    burst = asyncio.run(concurrent(url, questions, args.clients, mode, server.pid))
+                    burst = asyncio.run(concurrent(url, questions, args.clients, mode, server.pid, args.per_client))
                     cpu.append(cpu_s)
                     rounds.append({"in_process_p50_ms": round(statistics.median(local) * 1000, 2),
                                    "in_process_cpu_ms": round(cpu_s * 1000, 2),
@@ -236,7 +246,7 @@ def main() -> None:
             livez: list[float] = []  # how long the server's loop took to answer, between bursts
             while client.get(f"/jobs/{job['id']}").json()["status"] in ("queued", "running"):
                 burst = asyncio.run(concurrent(url, questions, args.clients, modes[len(during) % len(modes)],
-                                              server.pid))
+                                              server.pid, args.per_client))
                 answered = []
                 for _ in range(5):
                     t = time.perf_counter()

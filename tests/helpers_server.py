@@ -38,6 +38,15 @@ def build_index(wd: Path) -> None:
     GraphRAG(index_config(wd)).insert(list(DOCS.values()), sources=list(DOCS))
 
 
+def unsized_body(field: str) -> Iterator[bytes]:
+    """A JSON body of about 10 kB with ``field`` as its one text, sent in pieces without a
+    Content-Length (a size limit counts it as it arrives)."""
+    yield b'{"' + field.encode() + b'": "'
+    for _ in range(100):
+        yield b"word " * 20
+    yield b'"}'
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -102,9 +111,10 @@ def chromium() -> Iterator[Any]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def slow_question_config(wd: str, marker: str, seconds: float) -> GraphRAGConfig:
-    """``index_config`` whose embedding keeps the CPU busy for ``seconds`` on a text holding
-    ``marker``: a query that long and CPU-bound. Module-level, so a reader process builds it."""
+def slow_question_config(wd: str, marker: str, seconds: float, **options: Any) -> GraphRAGConfig:
+    """``index_config`` (with ``options``) whose embedding keeps the CPU busy for ``seconds`` on
+    a text holding ``marker``: a query that long and CPU-bound. Module-level, so a reader
+    process builds it."""
     embedding = hash_embedding(EMBEDDING_DIM)
     vectors = embedding.func
 
@@ -116,4 +126,4 @@ def slow_question_config(wd: str, marker: str, seconds: float) -> GraphRAGConfig
         return await vectors(texts)
 
     embedding.func = embed
-    return index_config(Path(wd), embedding_func=embedding)
+    return index_config(Path(wd), embedding_func=embedding, **options)

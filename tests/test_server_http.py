@@ -26,7 +26,7 @@ from graphrag.server.errors import error_body
 from graphrag.server.security import MAX_FAILURES, MIN_KEY_CHARS, check_binding
 from graphrag.server.service import JOBS_DIR, GraphService
 from helpers_files import zip_bomb_docx
-from helpers_server import CHAIN, DOCS, build_index, index_config, running, wait_for_job
+from helpers_server import CHAIN, DOCS, build_index, index_config, running, unsized_body, wait_for_job
 from mock_llm_server import MockLLMServer
 
 
@@ -249,13 +249,7 @@ def test_oversized_bodies_are_refused(api: httpx.Client) -> None:
     big = api.post("/documents", json={"text": "word " * 2000})
     assert big.status_code == 413 and big.json()["error"] == "RequestTooLarge"
 
-    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
-        yield b'{"text": "'
-        for _ in range(100):
-            yield b"word " * 20
-        yield b'"}'
-
-    streamed = api.post("/documents", content=chunks(), headers={"content-type": "application/json"})
+    streamed = api.post("/documents", content=unsized_body("text"), headers={"content-type": "application/json"})
     assert streamed.status_code == 413
     upload = api.post("/documents/files", files={"files": ("big.txt", b"word " * 20000, "text/plain")})
     assert upload.status_code == 413  # uploads have their own, larger, limit

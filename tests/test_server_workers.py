@@ -8,7 +8,7 @@ import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import httpx
 
@@ -183,3 +183,64 @@ def test_a_reader_process_that_dies_is_replaced(tmp_path: Path) -> None:
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
             assert processes.pids()[0] != pid and processes.answered()[0] >= 1
+
+
+def test_a_reader_process_that_stops_answering_is_replaced(tmp_path: Path) -> None:
+    """A worker stopped (SIGSTOP, as a deadlock or a debugger would hold it) fails the requests
+    sent to it once it has said nothing for ``stall_seconds``, rather than holding them
+    forever; it is killed, and a fresh worker takes its place and answers. A worker whose query
+    waits on a slow model answers the watchdog's pings meanwhile, and one whose query computes
+    longer than that is busy, not stuck: both are left alone."""
+    import os
+    import signal
+
+    from graphrag.query_param import QueryParam
+    from graphrag.server.reader_processes import ReaderProcessError, ReaderProcesses
+    from mock_llm_server import MockLLMServer
+
+    wd = tmp_path / "wd"
+    build_index(wd)
+    question = "Who founded Brightwater Instruments?"
+    context = QueryParam(**CONTEXT)
+
+    async def scenario(llm: MockLLMServer) -> None:
+        make = functools.partial(slow_question_config, str(wd), "Ponder", 2.5, llm_base_url=llm.base_url,
+                                 llm_api_key="k")
+        processes = ReaderProcesses(make, 1, stall_seconds=1.0)
+        await processes.start()
+        try:
+            pid = processes.pids()[0]
+            # The first model call imports the client on the worker's loop (seconds on a busy machine).
+            llm.latency = 0.0
+            assert await processes.call(0, "query", "Where is Ashcombe Mills based?", QueryParam(mode="local"))
+            llm.latency = 2.5
+            answer = await processes.call(0, "query", question, QueryParam(mode="local"))
+            assert answer and processes.pids()[0] == pid
+            computed = await processes.call(0, "query", "Ponder Marguerite Olvane", context)  # 2.5 s of CPU
+            assert "MARGUERITE OLVANE" in computed and processes.pids()[0] == pid
+            assert "BRIGHTWATER INSTRUMENTS" in await processes.call(0, "query", question, context)
+
+            os.kill(pid, signal.SIGSTOP)
+            started = time.monotonic()
+            failed = await asyncio.gather(*(processes.call(0, "query", question, context) for _ in range(3)),
+                                          return_exceptions=True)
+            waited = time.monotonic() - started
+            assert all(isinstance(f, ReaderProcessError) and "answered nothing for 1 s" in str(f) for f in failed)
+            assert 1.0 <= waited < 10.0
+            # The next request waits for the replacement to open the index.
+            assert "BRIGHTWATER INSTRUMENTS" in await processes.call(0, "query", question, context)
+            assert processes.pids()[0] != pid and process_state(pid) in ("Z", "X", None)  # killed, not stopped
+        finally:
+            await processes.stop()
+
+    with MockLLMServer() as llm:
+        asyncio.run(scenario(llm))
+
+
+def process_state(pid: int) -> Optional[str]:
+    """A process's state letter (``ps``'s STAT: T stopped, Z a zombie), None once reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None

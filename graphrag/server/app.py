@@ -109,7 +109,7 @@ def create_app(service: "GraphService | Workspaces") -> FastAPI:
 
     @app.exception_handler(GraphRAGError)
     async def engine_error(_: Request, exc: GraphRAGError) -> JSONResponse:
-        return JSONResponse(error_body(exc), status_code=http_status(exc))
+        return _error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -122,8 +122,7 @@ def create_app(service: "GraphService | Workspaces") -> FastAPI:
 
     @app.exception_handler(Exception)
     async def internal_error(_: Request, exc: Exception) -> JSONResponse:
-        logger.error("request failed", exc_info=exc)
-        return JSONResponse(error_body(exc), status_code=500)
+        return _error_response(exc)
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
@@ -242,11 +241,9 @@ def create_app(service: "GraphService | Workspaces") -> FastAPI:
                                 "pieces, then a `references` event when with_references, then `done`)",
               response_model=None)
     async def query(body: QueryRequest) -> Any:  # type: ignore[valid-type]
+        if not body.stream:
+            return await _read_reply(service, "/query", body)
         param = query_param(body.model_dump(exclude={"question", "stream"}))
-        if not body.stream:  # the JSON as encoded where the query ran (a reader process's: not decoded here)
-            if param.with_references:
-                return _json_response(await service.read_json("answer", body.question, param))
-            return _json_response(b'{"answer":' + await service.read_json("query", body.question, param) + b"}")
 
         async def events() -> AsyncIterator[str]:
             try:
@@ -266,8 +263,7 @@ def create_app(service: "GraphService | Workspaces") -> FastAPI:
 
     @app.post("/retrieve", summary="What a mode retrieves for a question, as records with their sources")
     async def retrieve(body: QueryRequest) -> Response:  # type: ignore[valid-type]
-        param = query_param(body.model_dump(exclude={"question", "stream"}))
-        return _json_response(await service.read_json("retrieve", body.question, param))
+        return await _read_reply(service, "/retrieve", body)
 
     @app.get("/chunks/{chunk_id}", summary="A chunk (a cited passage): its text and document")
     async def chunk(chunk_id: str) -> dict[str, Any]:
@@ -319,6 +315,91 @@ def _json_response(body: bytes) -> Response:
     return Response(body, media_type="application/json")
 
 
+def _error_response(exc: Exception) -> JSONResponse:
+    """The README's error shape for an error a request raised: the engine's with its status,
+    anything else a 500 (logged)."""
+    if isinstance(exc, GraphRAGError):
+        return JSONResponse(error_body(exc), status_code=http_status(exc))
+    logger.error("request failed", exc_info=exc)
+    return JSONResponse(error_body(exc), status_code=500)
+
+
+# The reads answered whole as the JSON a reader encoded: POST /query (not streamed) and /retrieve.
+READ_PATHS = ("/query", "/retrieve")
+
+
+async def _read_reply(service: Workspaces, path: str, body: BaseModel) -> Response:
+    """The answer to a POST of ``READ_PATHS`` (``body`` a ``QueryRequest``), as the JSON
+    encoded where the query ran (a reader process's: not decoded here)."""
+    question = body.question  # type: ignore[attr-defined]
+    param = query_param(body.model_dump(exclude={"question", "stream"}))
+    if path == "/retrieve":
+        return _json_response(await service.read_json("retrieve", question, param))
+    if param.with_references:
+        return _json_response(await service.read_json("answer", question, param))
+    return _json_response(b'{"answer":' + await service.read_json("query", question, param) + b"}")
+
+
+class LeanReads:
+    """POST /query and /retrieve answered without FastAPI's routing, dependency solving and
+    middleware, which were most of the server's own CPU per query on cheap (naive) queries
+    (benchmarks/README.md, "Naive throughput").
+
+    It sits inside the security checks (``secured``) and the workspace selection, so every
+    request passes the same ones; it parses and validates the body as FastAPI does (JSON
+    into the same ``QueryRequest``) and answers with the same functions. Anything else goes
+    to ``app`` with its body as received: another content type, a body that does not parse
+    or validate (FastAPI words the error), a streamed query, a client gone mid-body."""
+
+    def __init__(self, app: ASGIApp, service: Workspaces) -> None:
+        self.app = app
+        self.service = service
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if (scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in READ_PATHS
+                or _content_type(scope) != b"application/json"):
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, _replaying(chunks, receive, message), send)
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        try:
+            body = QueryRequest.model_validate(json.loads(b"".join(chunks)))
+        except Exception:  # FastAPI answers it, as it would have
+            body = None
+        if body is None or (scope["path"] == "/query" and body.stream):
+            await self.app(scope, _replaying(chunks, receive), send)
+            return
+        try:
+            response = await _read_reply(self.service, scope["path"], body)
+        except Exception as exc:
+            response = _error_response(exc)
+        await response(scope, receive, send)
+
+
+def _content_type(scope: dict) -> Optional[bytes]:
+    return next((value for name, value in scope["headers"] if name == b"content-type"), None)
+
+
+def _replaying(chunks: list[bytes], receive: Any, last: Optional[dict] = None) -> Any:
+    """``receive`` giving the body already read (then ``last``, the message that ended it)
+    before what the client sends next."""
+    pending = [{"type": "http.request", "body": b"".join(chunks), "more_body": last is not None}]
+    if last is not None:
+        pending.append(last)
+
+    async def replay() -> dict:
+        return pending.pop(0) if pending else await receive()
+
+    return replay
+
+
 async def _found(lookup: Awaitable[Optional[dict[str, Any]]], missing: str) -> dict[str, Any]:
     found = await lookup
     if found is None:
@@ -346,15 +427,16 @@ def content_security_policy() -> str:
     return "; ".join([DEFAULT_POLICY, *drawing])
 
 
-def build_app(service: GraphService, api_key: Optional[str] = None, max_body_bytes: int = MAX_BODY_BYTES,
-              max_upload_bytes: int = MAX_UPLOAD_BYTES, *, host: str = "127.0.0.1",
-              allowed_hosts: Sequence[str] = ()) -> ASGIApp:
+def build_app(service: "GraphService | Workspaces", api_key: Optional[str] = None,
+              max_body_bytes: int = MAX_BODY_BYTES, max_upload_bytes: int = MAX_UPLOAD_BYTES, *,
+              host: str = "127.0.0.1", allowed_hosts: Sequence[str] = ()) -> ASGIApp:
     """The API behind the checks of ``security.py``: Host and Origin (the names ``host`` and
     ``allowed_hosts``), the key, the size limits (uploads may be larger than the rest)."""
     if api_key:
         check_key(api_key)
         register_secret(api_key)
-    return secured(selecting_workspace(create_app(service)), api_key,
+    service = Workspaces.of(service)
+    return secured(selecting_workspace(LeanReads(create_app(service), service)), api_key,
                    lambda path: max_upload_bytes if path == UPLOAD_PATH else max_body_bytes,
                    hosts=host_names(host, allowed_hosts), public=_is_public,
                    content_security_policy=content_security_policy())

@@ -13,7 +13,8 @@ the old one. A read sent after a job is done therefore reads what the job commit
 Server and worker talk over a Unix socket pair, each side on its own event loop (length-prefixed
 pickles): no thread wakes to hand each message over, so none contends for the interpreter lock
 with the server's loop. A reply the HTTP API sends as it is comes already encoded as JSON, so
-the server's loop only copies its bytes.
+the server's loop only copies its bytes. A worker that owes replies and stops answering, even
+pings, is killed and replaced (``STALL_SECONDS``): its requests fail rather than wait forever.
 
 The workers are started with ``spawn`` (a fork would copy the server's threads' locks): the
 config reaches them as a picklable zero-argument function that builds it again.
@@ -32,6 +33,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+import orjson
+
 from graphrag.config import GraphRAGConfig
 from graphrag.errors import GraphRAGError
 from graphrag.query_param import QueryParam
@@ -45,6 +48,13 @@ ConfigFactory = Callable[[], GraphRAGConfig]
 # calls stay in the server's process, on its reader).
 OPERATIONS = ("query", "answer", "retrieve")
 START_SECONDS = 120.0  # a worker imports the engine and opens the index before it answers
+# A worker with requests waiting that sends nothing for this long, not even the answer to a
+# ping, and (where the system tells) uses no CPU meanwhile, is taken for stuck (stopped,
+# deadlocked): it is killed, its requests fail, and another takes its place. One computing
+# (reading a large index on its first query) is busy, not stuck.
+STALL_SECONDS = 60.0
+_PING = "ping"  # answered at once by a worker's loop, as a reply with id _PONG
+_PONG = 0
 
 
 class ReaderProcessError(GraphRAGError, RuntimeError):
@@ -117,7 +127,16 @@ class Reader:
 
 def json_bytes(value: Any) -> bytes:
     """``value`` as the JSON text an HTTP response carries (as Starlette's ``JSONResponse``
-    writes it), so a reply encoded in a worker passes through the server untouched."""
+    writes it), so a reply encoded in a worker passes through the server untouched.
+
+    A text (a query's answer or context) is encoded by orjson, which writes a string's bytes
+    exactly as ``json.dumps`` does here, many times faster; other values by ``json``, since
+    orjson writes some floats differently (``1e+16`` as ``1e16``)."""
+    if isinstance(value, str):
+        try:
+            return orjson.dumps(value)
+        except orjson.JSONEncodeError:  # a lone surrogate: json's own error, as before
+            pass
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
@@ -184,6 +203,9 @@ async def _serve_requests(config: GraphRAGConfig, sock: socket.socket) -> None:
     tasks: set[asyncio.Task] = set()
     outgoing.write(_frame((-1, True, None)))  # ready
     while (message := await _next_message(incoming)) is not None:
+        if message == _PING:
+            outgoing.write(_frame((_PONG, True, None)))
+            continue
         task = asyncio.create_task(handle(*message))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
@@ -196,12 +218,34 @@ def _worker_main(make_config: ConfigFactory, sock: socket.socket) -> None:
     """A worker process's entry: answer requests until the server closes the connection."""
     try:
         config = make_config()  # outside any loop: it may call the engine's sync API
-        asyncio.run(_serve_requests(config, sock))
+        _run(_serve_requests(config, sock))
     except KeyboardInterrupt:  # the terminal's Ctrl-C reaches the whole process group
         pass
 
 
+def _run(main: Any) -> None:
+    """``main`` on uvloop where it is installed (as the server's own loop runs under uvicorn):
+    the loop's work on each message is then in C; else on asyncio's own loop."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+    else:
+        uvloop.run(main)
+
+
 # ---------------------------------------------------------------------------- in the server
+
+
+def _cpu_ticks(pid: Optional[int]) -> Optional[int]:
+    """The user and system CPU time a process has used, in clock ticks; None where ``/proc``
+    does not tell (not Linux) or the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime, stime: the 14th and 15th fields
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 @dataclass
@@ -214,21 +258,28 @@ class _Worker:
     pending: dict[int, asyncio.Future] = field(default_factory=dict)
     alive: bool = True
     answered: int = 0
+    # The loop's time of the worker's last message, or of the request that found nothing pending.
+    heard: float = 0.0
+    cpu: Optional[int] = None  # its CPU time at the watchdog's last round (clock ticks)
+    stalled: bool = False  # killed by the watchdog
 
 
 class ReaderProcesses:
     """``count`` worker processes answering ``OPERATIONS``; each request goes to the worker with
-    the fewest running."""
+    the fewest running. A worker silent for ``stall_seconds`` with requests waiting is replaced
+    (``STALL_SECONDS``)."""
 
-    def __init__(self, make_config: ConfigFactory, count: int) -> None:
+    def __init__(self, make_config: ConfigFactory, count: int, stall_seconds: float = STALL_SECONDS) -> None:
         if count < 1:
             raise ValueError("reader processes: count must be at least 1")
         self._make_config = make_config
         self._count = count
+        self._stall_seconds = stall_seconds
         self._workers: list[_Worker] = []
         self._next_id = 0
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._stopping = False
+        self._watchdog: Optional[asyncio.Task] = None
 
     async def start(self) -> None:
         """Start the workers and wait until each has opened the index."""
@@ -236,6 +287,7 @@ class ReaderProcesses:
         self._stopping = False
         self._workers = [self._spawn(i) for i in range(self._count)]
         await asyncio.wait_for(asyncio.gather(*(w.started for w in self._workers)), START_SECONDS)
+        self._watchdog = self._loop.create_task(self._watch(), name="graphrag-readers-watchdog")
         logger.info("%d reader process(es) serving queries", self._count)
 
     def _spawn(self, index: int) -> _Worker:
@@ -277,6 +329,8 @@ class ReaderProcesses:
         self._next_id += 1
         request_id = self._next_id
         future: asyncio.Future = self._loop.create_future()
+        if not worker.pending:  # the worker owed nothing: its silence counts from now
+            worker.heard = self._loop.time()
         worker.pending[request_id] = future
         try:
             worker.outgoing.write(_frame((request_id, generation, operation, question, param, encoded)))
@@ -287,6 +341,8 @@ class ReaderProcesses:
 
     async def stop(self) -> None:
         self._stopping = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         for worker in self._workers:
             if worker.outgoing is not None:
                 with contextlib.suppress(OSError, RuntimeError):
@@ -306,6 +362,7 @@ class ReaderProcesses:
         try:
             incoming, worker.outgoing = await asyncio.open_unix_connection(sock=sock)
             while (message := await _next_message(incoming)) is not None:
+                worker.heard = self._loop.time()  # type: ignore[union-attr]
                 self._settle(worker, *message)
         finally:
             if worker.outgoing is not None:
@@ -313,6 +370,37 @@ class ReaderProcesses:
             else:
                 sock.close()
             self._lost(worker)
+
+    async def _watch(self) -> None:
+        """Ping each worker that owes replies and has been silent a while; kill one silent, and
+        using no CPU, for ``stall_seconds`` (its connection then closes, and ``_lost`` fails its
+        requests and starts another)."""
+        assert self._loop is not None
+        interval = self._stall_seconds / 4
+        now = self._loop.time()
+        while True:
+            await asyncio.sleep(interval)
+            before, now = now, self._loop.time()
+            # This loop held up meanwhile: the replies may be waiting unread here. No verdict
+            # this time; the next one comes after they are read.
+            held = now - before > 2 * interval
+            for worker in self._workers:
+                if not (worker.alive and worker.started.done() and worker.pending) or worker.stalled:
+                    continue
+                cpu = _cpu_ticks(worker.process.pid)
+                if cpu is not None and cpu != worker.cpu:  # computing: alive, if not answering
+                    worker.heard = now
+                worker.cpu = cpu
+                silent = now - worker.heard
+                if silent >= self._stall_seconds and not held:
+                    logger.error("reader process %s answered nothing for %.0f s with %d request(s) waiting; "
+                                 "killing it", worker.process.name, silent, len(worker.pending))
+                    worker.stalled = True
+                    worker.process.kill()  # a stopped process too
+                elif silent >= interval:
+                    assert worker.outgoing is not None
+                    with contextlib.suppress(OSError, RuntimeError):  # a closed one: _lost follows
+                        worker.outgoing.write(_frame(_PING))
 
     @staticmethod
     def _settle(worker: _Worker, request_id: int, ok: bool, value: Any) -> None:
@@ -337,9 +425,10 @@ class ReaderProcesses:
         if running or replace:
             logger.error("reader process %s ended with %d request(s) running%s", worker.process.name, running,
                          "; starting another" if replace else "")
+        why = f"answered nothing for {self._stall_seconds:g} s" if worker.stalled else "ended"
         for future in worker.pending.values():
             if not future.done():
-                future.set_exception(ReaderProcessError(f"reader process {worker.process.name} ended"))
+                future.set_exception(ReaderProcessError(f"reader process {worker.process.name} {why}"))
         worker.pending.clear()
         if replace:
             worker.process.join(0)  # reaped: no zombie left behind

@@ -49,10 +49,13 @@ ENTITY_DECISIONS = ("merge_entities", "never_merge", "undo_entity_decisions")
 DISK_CHECK_SECONDS = 1.0
 
 
+# The options a request may set (read once: every query is checked against them).
+_QUERY_OPTIONS = frozenset(f.name for f in fields(QueryParam))
+
+
 def query_param(options: dict[str, Any]) -> QueryParam:
     """A ``QueryParam`` from request fields; unknown names are refused, not ignored."""
-    known = {f.name for f in fields(QueryParam)}
-    unknown = sorted(set(options) - known)
+    unknown = sorted(set(options) - _QUERY_OPTIONS)
     if unknown:
         raise InvalidInputError(f"unknown query option(s): {', '.join(unknown)}")
     return QueryParam(**options)
