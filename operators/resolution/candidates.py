@@ -71,7 +71,8 @@ def _signatures(names: list[str]) -> list[list[int]]:
 @lru_cache(maxsize=1 << 17)
 def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
     """The blocking keys ``name`` is indexed under: its key, its set of words, its acronym,
-    each word, the shape of its initials."""
+    each word and initial, its one word or all its words (initials aside), the shape of its
+    initials."""
     key = name_key(name)
     tokens = _tokens(key)
     blocks: list[tuple[Any, ...]] = [("key", key), ("words", tuple(sorted(set(key)))),
@@ -80,7 +81,7 @@ def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
     if len(tokens) == 1:  # settled only as the first or last word of a name (see _MEETS)
         blocks.append(("sole", tokens[0]))
     elif len(tokens) > 1:  # met by the fuller names holding all its words
-        blocks.append(("tokens", tokens))
+        blocks.append(("all-words", tokens))
     # An acronym meets the names it could stand for (not other names with the same initials).
     if len(key) > 1 and _acronym(key):
         blocks += [("expands", acronym) for acronym in _acronyms(key)]
@@ -235,7 +236,7 @@ class NameIndex:
         """Indexed names of two words or more (initials aside), each of them one of ``tokens``."""
         if len(tokens) <= _MAX_SUBSET_WORDS:
             found: set[str] = set()
-            self._gather(found, [("tokens", c) for size in range(2, len(tokens) + 1)
+            self._gather(found, [("all-words", c) for size in range(2, len(tokens) + 1)
                                  for c in combinations(tokens, size)])
             return found
         gathered: set[str] = set()  # too many subsets: the names sharing a word, filtered
