@@ -116,9 +116,16 @@ def _spelling_blocks(key: tuple[str, ...]) -> list[tuple[Any, ...]]:
             ("spelt", "tail", letters[-_SPELLING_END:], len(letters))]
 
 
+@lru_cache(maxsize=1 << 17)
 def _tokens(key: tuple[str, ...]) -> tuple[str, ...]:
     """A key's words that are more than an initial, sorted, each once."""
     return tuple(sorted({t for t in key if len(t) > 1}))
+
+
+@lru_cache(maxsize=1 << 16)
+def _within_blocks(tokens: tuple[str, ...]) -> tuple[tuple[Any, ...], ...]:
+    """The all-words blocks of the names of two words or more, each of them one of ``tokens``."""
+    return tuple(("all-words", c) for size in range(2, len(tokens) + 1) for c in combinations(tokens, size))
 
 
 @lru_cache(maxsize=1 << 17)
@@ -236,8 +243,7 @@ class NameIndex:
         """Indexed names of two words or more (initials aside), each of them one of ``tokens``."""
         if len(tokens) <= _MAX_SUBSET_WORDS:
             found: set[str] = set()
-            self._gather(found, [("all-words", c) for size in range(2, len(tokens) + 1)
-                                 for c in combinations(tokens, size)])
+            self._gather(found, _within_blocks(tokens))
             return found
         gathered: set[str] = set()  # too many subsets: the names sharing a word, filtered
         self._gather(gathered, [("token", t) for t in tokens])
