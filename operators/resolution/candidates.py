@@ -253,12 +253,17 @@ class NameIndex:
         """Indexed names that look the name of ``key`` up among the subsets of their words
         (``_subset_words``): those holding every word of it and more."""
         words = set(key)
-        postings = [self._buckets.get(("token" if len(w) > 1 else "initial", w)) for w in words]
-        if not words or not all(postings):
-            return set()
-        smallest = min(postings, key=lambda p: 1 if isinstance(p, str) else len(p))
-        return {n for n in ((smallest,) if isinstance(smallest, str) else smallest)
+        return {n for n in self._in_every([("token" if len(w) > 1 else "initial", w) for w in words])
                 if len(parts := _subset_words(n)) > len(words) and words.issubset(parts)}
+
+    def _in_every(self, blocks: list[tuple[Any, ...]]) -> Iterable[str]:
+        """The names of every one of ``blocks``: the smallest bucket's, kept where each other
+        bucket holds them (no bucket copied: a word's may hold thousands of names)."""
+        buckets = [self._buckets.get(b) for b in blocks]
+        if not buckets or not all(buckets):
+            return ()
+        members = sorted(((b,) if isinstance(b, str) else b for b in buckets if b), key=len)
+        return [n for n in members[0] if all(n in m for m in members[1:])]
 
     def claimed(self, claim: str) -> set[str]:
         """Indexed names a description's claim key (:func:`description_claims`) may name."""
@@ -278,8 +283,7 @@ class NameIndex:
         elif len(tokens) > 1:
             # The fuller names holding every word of this one, and the other way round, the
             # names of two words or more, every one of them in this one.
-            postings = sorted((self._bucket(("token", t)) for t in tokens), key=len)
-            seen |= set.intersection(*postings)
+            seen.update(self._in_every([("token", t) for t in tokens]))
             seen |= self._within(tokens)
         # The other way round from the shorter names looked up by their words: the names that
         # look this one up (found above where a name shares all its words with this one).
