@@ -1275,13 +1275,13 @@ def test_blocking_index_updated_in_steps_finds_what_a_fresh_one_finds() -> None:
 
 def random_name(rng: random.Random) -> str:
     """A name such as extractions write: initials, first names and titles, connectors, one
-    word, an acronym."""
+    word, an acronym, now and then a long title (more words than blocking takes subsets of)."""
     if rng.random() < 0.15:
         return "".join(rng.choice("ABCDJNSU") for _ in range(rng.randint(2, 4)))
     words = ["JOHN", "JANE", "LITTLE", "OLD", "DR.", "DOE", "SMITH", "SMYTHE", "RIVER", "UNIVERSITY", "OF",
              "THE", "NORTH", "CITY", "LEAGUE", "COMPANY", "HALE'S", "GHOST", "NATIONAL", "BANK"]
     return " ".join(rng.choice("JSTDAM") + "." if rng.random() < 0.25 else rng.choice(words)
-                    for _ in range(rng.randint(1, 4)))
+                    for _ in range(rng.randint(1, 12 if rng.random() < 0.1 else 4)))
 
 
 def test_blocking_finds_a_pair_from_either_name() -> None:

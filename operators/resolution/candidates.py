@@ -80,8 +80,8 @@ def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
                                      *(("initial", t) for t in sorted(set(key)) if len(t) == 1)]
     if len(tokens) == 1:  # settled only as the first or last word of a name (see _MEETS)
         blocks.append(("sole", tokens[0]))
-    elif len(tokens) > 1:  # met by the fuller names holding all its words
-        blocks.append(("all-words", tokens))
+    elif len(tokens) > 1:  # met by the fuller names holding all its words (by its first two)
+        blocks.append(("first-two", tokens[:2]))
     # An acronym meets the names it could stand for (not other names with the same initials).
     if len(key) > 1 and _acronym(key):
         blocks += [("expands", acronym) for acronym in _acronyms(key)]
@@ -123,9 +123,10 @@ def _tokens(key: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=1 << 16)
-def _within_blocks(tokens: tuple[str, ...]) -> tuple[tuple[Any, ...], ...]:
-    """The all-words blocks of the names of two words or more, each of them one of ``tokens``."""
-    return tuple(("all-words", c) for size in range(2, len(tokens) + 1) for c in combinations(tokens, size))
+def _first_two_blocks(tokens: tuple[str, ...]) -> tuple[tuple[Any, ...], ...]:
+    """Where the names of two words or more whose words are all among ``tokens`` are indexed
+    (under their first two): every pair of ``tokens``."""
+    return tuple(("first-two", c) for c in combinations(tokens, 2))
 
 
 @lru_cache(maxsize=1 << 17)
@@ -241,13 +242,10 @@ class NameIndex:
 
     def _within(self, tokens: tuple[str, ...]) -> set[str]:
         """Indexed names of two words or more (initials aside), each of them one of ``tokens``."""
-        if len(tokens) <= _MAX_SUBSET_WORDS:
-            found: set[str] = set()
-            self._gather(found, _within_blocks(tokens))
-            return found
-        gathered: set[str] = set()  # too many subsets: the names sharing a word, filtered
-        self._gather(gathered, [("token", t) for t in tokens])
-        return {n for n in gathered if len(t := _tokens(name_key(n))) > 1 and set(t) <= set(tokens)}
+        gathered: set[str] = set()
+        self._gather(gathered, _first_two_blocks(tokens))
+        own = set(tokens)
+        return {n for n in gathered if own.issuperset(_tokens(name_key(n)))}
 
     def _fuller(self, key: tuple[str, ...]) -> set[str]:
         """Indexed names that look the name of ``key`` up among the subsets of their words
