@@ -164,7 +164,9 @@ def _bands(names: list[str]) -> list[tuple[tuple[Any, ...], ...]]:
 class NameIndex:
     """Blocking index over every name of the graph: which names are worth comparing with
     a given one. Membership of a pair depends on the two names only, never on what else
-    is indexed, so candidate pairs do not depend on the order documents came in.
+    is indexed, and a pair is found from either name with one relation (every lookup has its
+    mirror): looking up only the names a write touched finds every pair of theirs a full
+    build finds, so candidate pairs do not depend on the order documents came in.
 
     ``loose``: also every name sharing a word or an LSH bucket (spelling variants, shared
     words), and the pairs whose names only share words or spelling (``UNSETTLED_RELATIONS``): pairs
