@@ -1273,6 +1273,66 @@ def test_blocking_index_updated_in_steps_finds_what_a_fresh_one_finds() -> None:
         assert "ANNA SMITH" not in index.candidates("SMITH")
 
 
+def random_name(rng: random.Random) -> str:
+    """A name such as extractions write: initials, first names and titles, connectors, one
+    word, an acronym, now and then a long title (more words than blocking takes subsets of)."""
+    if rng.random() < 0.15:
+        return "".join(rng.choice("ABCDJNSU") for _ in range(rng.randint(2, 4)))
+    words = ["JOHN", "JANE", "LITTLE", "OLD", "DR.", "DOE", "SMITH", "SMYTHE", "RIVER", "UNIVERSITY", "OF",
+             "THE", "NORTH", "CITY", "LEAGUE", "COMPANY", "HALE'S", "GHOST", "NATIONAL", "BANK"]
+    return " ".join(rng.choice("JSTDAM") + "." if rng.random() < 0.25 else rng.choice(words)
+                    for _ in range(rng.randint(1, 12 if rng.random() < 0.1 else 4)))
+
+
+def test_blocking_finds_a_pair_from_either_name() -> None:
+    """Candidates are symmetric, with one relation: looking up only the names a write added
+    finds every pair a full build finds, whichever of the two came in first."""
+    from graphrag.operators.resolution import NameIndex
+
+    assert NameIndex(["J. DOE"]).candidates("JOHN T. DOE") == {"J. DOE": "middle_name"}
+    for seed in range(3):
+        rng = random.Random(seed)
+        names = sorted({random_name(rng) for _ in range(250)})
+        for loose in (False, True):
+            index = NameIndex(names, loose=loose)
+            found = {n: index.candidates(n) for n in names}
+            assert sum(map(len, found.values())) > len(names) // 2  # the names do meet
+            for name, others in found.items():
+                for other, relation in others.items():
+                    assert found[other].get(name) == relation, (seed, loose, name, other, relation)
+
+
+# One person written two ways in two passages, with the same neighbour and the same role.
+DOE_ANSWERS = {
+    "letter": [("J. DOE", "J. Doe is a clerk at the counting house who wrote the letter.")],
+    "ledger": [("JOHN T. DOE", "John T. Doe is a clerk at the counting house who keeps the ledger.")],
+}
+DOE_DOCS = ["The letter came on Monday.", "The ledger was balanced on Friday."]
+
+
+def test_a_name_and_its_fuller_form_resolve_alike_in_either_order(tmp_path: Any) -> None:
+    with MockLLMServer(responder=answering_like_a_model(DOE_ANSWERS)) as llm:
+        def build(name: str, docs: list[Any]) -> GraphRAG:
+            rag = make(tmp_path, name, extraction="llm", llm_base_url=llm.base_url, llm_api_key="k",
+                       entity_resolution_llm_check=False)
+            for doc in docs:
+                rag.insert(doc)
+            return rag
+
+        fresh = build("fresh", [DOE_DOCS])
+        assert fresh.canonical_entity("J. Doe") == fresh.canonical_entity("John T. Doe")
+        expected = state_of(fresh)
+        assert state_of(build("short_first", DOE_DOCS)) == expected
+        assert state_of(build("full_first", DOE_DOCS[::-1])) == expected
+        # Deleting the shorter name's passage and inserting it again, after the fuller name.
+        rag = build("again", [DOE_DOCS])
+        rag.delete_documents(doc_id_for(DOE_DOCS[0]))
+        assert state_of(rag) == state_of(build("alone", [DOE_DOCS[1:]]))
+        rag.insert(DOE_DOCS[0])
+        assert state_of(rag) == expected
+        assert check_integrity(rag.config.working_dir) == []
+
+
 def _in(p: NameProfile, *chunks: str) -> NameProfile:
     """``p`` mentioned in ``chunks`` (its description kept for each)."""
     text = next(iter(p.descriptions.values()), "")

@@ -17,6 +17,19 @@ from .keys import UNSETTLED_RELATIONS, _NICKNAME_WORDS, _SPELLING_EDITS, _abbrev
 _BANDS, _ROWS = 6, 3
 # Shorter names are looked up among the subsets of at most this many of a name's words.
 _MAX_SUBSET_WORDS = 8
+# Which blocks meet which: a name looks up, for each block it is indexed under, the blocks of
+# the kinds that one meets, with the same value. The relation is symmetric (a kind meets
+# another iff that one meets it), so a name meets another iff the other meets it: candidates
+# do not depend on which of the two is looked up (nor on which came in last).
+_MEETS: dict[str, tuple[str, ...]] = {
+    "key": ("key", "head"), "head": ("key",),  # THE STEWARD / HALE'S STEWARD
+    "words": ("words",), "owned": ("owned",),
+    "acronym": ("expands",), "expands": ("acronym",),
+    # A name with an initial meets every name of its shape; two without one do not meet there.
+    "shape": ("shape-with-initial",), "shape-with-initial": ("shape", "shape-with-initial"),
+    "first": ("nickname", "sole"), "nickname": ("first",),  # LITTLE NED / NED BRANT
+    "last": ("sole",), "sole": ("first", "last"),  # DOE, J. DOE / JOHN T. DOE
+}
 _PRIME = (1 << 31) - 1
 # A long name meets its spelling variants by its first or its last letters, this many, and its
 # length: an edit or two leaves one end as it was unless there is one at each end, and the
@@ -58,10 +71,17 @@ def _signatures(names: list[str]) -> list[list[int]]:
 @lru_cache(maxsize=1 << 17)
 def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
     """The blocking keys ``name`` is indexed under: its key, its set of words, its acronym,
-    each word, the shape of its initials."""
+    each word and initial, its one word or all its words (initials aside), the shape of its
+    initials."""
     key = name_key(name)
+    tokens = _tokens(key)
     blocks: list[tuple[Any, ...]] = [("key", key), ("words", tuple(sorted(set(key)))),
-                                     *(("token", t) for t in sorted(set(key)) if len(t) > 1)]
+                                     *(("token", t) for t in tokens),
+                                     *(("initial", t) for t in sorted(set(key)) if len(t) == 1)]
+    if len(tokens) == 1:  # settled only as the first or last word of a name (see _MEETS)
+        blocks.append(("sole", tokens[0]))
+    elif len(tokens) > 1:  # met by the fuller names holding all its words (by its first two)
+        blocks.append(("first-two", tokens[:2]))
     # An acronym meets the names it could stand for (not other names with the same initials).
     if len(key) > 1 and _acronym(key):
         blocks += [("expands", acronym) for acronym in _acronyms(key)]
@@ -96,29 +116,35 @@ def _spelling_blocks(key: tuple[str, ...]) -> list[tuple[Any, ...]]:
             ("spelt", "tail", letters[-_SPELLING_END:], len(letters))]
 
 
+@lru_cache(maxsize=1 << 17)
+def _tokens(key: tuple[str, ...]) -> tuple[str, ...]:
+    """A key's words that are more than an initial, sorted, each once."""
+    return tuple(sorted({t for t in key if len(t) > 1}))
+
+
+@lru_cache(maxsize=1 << 16)
+def _first_two_blocks(tokens: tuple[str, ...]) -> tuple[tuple[Any, ...], ...]:
+    """Where the names of two words or more whose words are all among ``tokens`` are indexed
+    (under their first two): every pair of ``tokens``."""
+    return tuple(("first-two", c) for c in combinations(tokens, 2))
+
+
+@lru_cache(maxsize=1 << 17)
+def _subset_words(name: str) -> tuple[str, ...]:
+    """The words whose subsets ``name`` looks up as shorter names: its set of words, sorted,
+    cut at ``_MAX_SUBSET_WORDS``."""
+    return tuple(sorted(set(name_key(name))))[:_MAX_SUBSET_WORDS]
+
+
 @lru_cache(maxsize=1 << 16)
 def _looked_up_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
-    """The blocking keys looked up for ``name``: its key, acronym and shape, and every part
-    of its set of words (the shorter names inside it). The fuller names that hold all its
-    words are found from its words' postings (see :meth:`NameIndex.candidates`)."""
-    key = name_key(name)
-    flipped = {"acronym": "expands", "expands": "acronym"}
-    own = [(flipped.get(b[0], b[0]), *b[1:]) for b in _indexed_blocks(name) if b[0] in ("key", "words", *flipped)]
-    parts = sorted(set(key))[:_MAX_SUBSET_WORDS]
+    """The blocking keys looked up for ``name``: the blocks its own blocks meet (``_MEETS``),
+    and every part of its set of words (the shorter names inside it). The fuller names that
+    hold all its words are found from its words' postings (see :meth:`NameIndex.candidates`)."""
+    own = [(kind, *b[1:]) for b in _indexed_blocks(name) for kind in _MEETS.get(b[0], ())]
+    parts = _subset_words(name)
     own += [("words", c) for size in range(1, len(parts)) for c in combinations(parts, size)]
-    own.append(("head", key))
-    if len(key) == 2 and key[0] in _NICKNAME_WORDS:
-        own.append(("first", key[1]))
-    if 2 <= len(key) <= 3:
-        own.append(("nickname", key[0]))
-    if found := owned(name):
-        own += [("owned", *found), ("key", found[1])]
-    if len(key) > 1:
-        shape = tuple(t[0] for t in key)
-        own.append(("shape-with-initial", shape))
-        if any(len(t) == 1 for t in key):
-            own.append(("shape", shape))
-    return tuple(own)
+    return tuple(dict.fromkeys(own))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -138,7 +164,9 @@ def _bands(names: list[str]) -> list[tuple[tuple[Any, ...], ...]]:
 class NameIndex:
     """Blocking index over every name of the graph: which names are worth comparing with
     a given one. Membership of a pair depends on the two names only, never on what else
-    is indexed, so candidate pairs do not depend on the order documents came in.
+    is indexed, and a pair is found from either name with one relation (every lookup has its
+    mirror): looking up only the names a write touched finds every pair of theirs a full
+    build finds, so candidate pairs do not depend on the order documents came in.
 
     ``loose``: also every name sharing a word or an LSH bucket (spelling variants, shared
     words), and the pairs whose names only share words or spelling (``UNSETTLED_RELATIONS``): pairs
@@ -214,6 +242,29 @@ class NameIndex:
         found = self._lsh.get(name)
         return found if found is not None else _bands([name])[0]
 
+    def _within(self, tokens: tuple[str, ...]) -> set[str]:
+        """Indexed names of two words or more (initials aside), each of them one of ``tokens``."""
+        gathered: set[str] = set()
+        self._gather(gathered, _first_two_blocks(tokens))
+        own = set(tokens)
+        return {n for n in gathered if own.issuperset(_tokens(name_key(n)))}
+
+    def _fuller(self, key: tuple[str, ...]) -> set[str]:
+        """Indexed names that look the name of ``key`` up among the subsets of their words
+        (``_subset_words``): those holding every word of it and more."""
+        words = set(key)
+        return {n for n in self._in_every([("token" if len(w) > 1 else "initial", w) for w in words])
+                if len(parts := _subset_words(n)) > len(words) and words.issubset(parts)}
+
+    def _in_every(self, blocks: list[tuple[Any, ...]]) -> Iterable[str]:
+        """The names of every one of ``blocks``: the smallest bucket's, kept where each other
+        bucket holds them (no bucket copied: a word's may hold thousands of names)."""
+        buckets = [self._buckets.get(b) for b in blocks]
+        if not buckets or not all(buckets):
+            return ()
+        members = sorted(((b,) if isinstance(b, str) else b for b in buckets if b), key=len)
+        return [n for n in members[0] if all(n in m for m in members[1:])]
+
     def claimed(self, claim: str) -> set[str]:
         """Indexed names a description's claim key (:func:`description_claims`) may name."""
         kind, _, rest = claim.partition(" ")
@@ -225,17 +276,19 @@ class NameIndex:
         :func:`name_relation`."""
         seen: set[str] = set()
         self._gather(seen, _looked_up_blocks(name))
-        words = [b for b in _indexed_blocks(name) if b[0] == "token"]
-        if len(words) == 1 and not self.loose:
-            # A one-word name is settled only as the first or last word of a name of two or
-            # three (a first name, a surname): those, not every name with the word in it.
-            self._gather(seen, [(end, words[0][1]) for end in ("first", "last")])
-        elif self.loose:  # every name sharing a word or a spelling bucket (the fuller names among them)
-            self._gather(seen, [*words, *self._lsh_of(name)])
-        else:
-            postings = sorted((self._bucket(b) for b in words), key=len)
-            if postings:  # fuller names holding every word of this one
-                seen |= set.intersection(*postings)
+        key = name_key(name)
+        tokens = _tokens(key)
+        if self.loose:  # every name sharing a word or a spelling bucket (the fuller names among them)
+            self._gather(seen, [*(("token", t) for t in tokens), *self._lsh_of(name)])
+        elif len(tokens) > 1:
+            # The fuller names holding every word of this one, and the other way round, the
+            # names of two words or more, every one of them in this one.
+            seen.update(self._in_every([("token", t) for t in tokens]))
+            seen |= self._within(tokens)
+        # The other way round from the shorter names looked up by their words: the names that
+        # look this one up (found above where a name shares all its words with this one).
+        if not tokens or (len(tokens) == 1 and not self.loose):
+            seen |= self._fuller(key)
         seen.discard(name)
         found = {}
         for other in seen:
