@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
+import itertools
 import json
 import logging
 from dataclasses import dataclass, field
@@ -40,11 +41,6 @@ _FINGERPRINT_VERSION = 2
 SOURCE_LLM = "llm"
 SOURCE_EXTRACTIVE = "extractive"
 SOURCE_FALLBACK = "fallback"
-
-_ENTITY_HEADER = ["id", "entity", "type", "description", "degree"]
-_RELATION_HEADER = ["id", "source", "target", "description", "rank"]
-_REPORT_HEADER = ["id", "title", "content"]
-
 
 # --------------------------------------------------------------------------- helpers
 
@@ -83,23 +79,24 @@ def community_fingerprint(
     """
     digests = {} if digests is None else digests
 
-    def digest(key: tuple, parts: list) -> str:
+    def digest(key: tuple, parts: Callable[[], list]) -> str:
         found = digests.get(key)
         if found is None:
-            canon = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
+            canon = json.dumps(parts(), ensure_ascii=False, separators=(",", ":"))
             found = digests[key] = xxhash.xxh128_hexdigest(canon.encode("utf-8"))
         return found
 
-    entities = sorted(
-        digest(("entity", name), [name, _entity_type((nodes.get(name) or {}).get("entity_type")),
-                                  str((nodes.get(name) or {}).get("description") or "")])
-        for name in dict.fromkeys(map(str, community.get("nodes") or []))
-    )
-    relations = []
-    for a, b in community_pairs(community):
+    def entity(name: str) -> list:
+        data = nodes.get(name) or {}
+        return [name, _entity_type(data.get("entity_type")), str(data.get("description") or "")]
+
+    def relation(a: str, b: str) -> list:
         data = edge_data(edges, a, b)
-        relations.append(digest(("relation", a, b),
-                                [a, b, str(data.get("description") or ""), _float(data.get("weight"), 1.0)]))
+        return [a, b, str(data.get("description") or ""), _float(data.get("weight"), 1.0)]
+
+    entities = sorted(digest(("entity", name), lambda: entity(name))
+                      for name in dict.fromkeys(map(str, community.get("nodes") or [])))
+    relations = [digest(("relation", a, b), lambda: relation(a, b)) for a, b in community_pairs(community)]
     relations.sort()
     canon = json.dumps({"v": _FINGERPRINT_VERSION, "level": int(community.get("level", 0) or 0),
                         "entities": entities, "relations": relations}, separators=(",", ":"))
@@ -115,32 +112,72 @@ def _csv_line(fields: list[Any]) -> str:
     return buf.getvalue()
 
 
-def _section(title: str, header: list[str], rows: list[str]) -> str:
-    return f"-----{title}-----\n```csv\n{_csv_line(header)}{''.join(rows)}```\n"
+_ENTITY_HEADER = _csv_line(["id", "entity", "type", "description", "degree"])
+_RELATION_HEADER = _csv_line(["id", "source", "target", "description", "rank"])
+_REPORT_HEADER = _csv_line(["id", "title", "content"])
 
 
-def _entity_rows(community: dict, nodes: dict[str, dict]) -> list[list[Any]]:
-    """[name, type, description, degree], most connected first."""
-    rows = []
-    for name in dict.fromkeys(map(str, community.get("nodes") or [])):
-        data = nodes.get(name) or {}
-        rows.append([name, _entity_type(data.get("entity_type")), _text(data.get("description")),
-                     int(_float(data.get("degree"), 0))])
-    rows.sort(key=lambda r: (-r[3], r[0]))
-    return rows
+def _joints(sections: list[tuple[str, str, list[str]]]) -> list[str]:
+    """The text around the sections' row blocks: before the first, between each two, after
+    the last. Each block's rows start with their number after a newline, and each joint after
+    the first with a backtick after one: every seam is a line cut (see ``fits``)."""
+    joints = [""]
+    for title, header, _ in sections:
+        joints[-1] += f"-----{title}-----\n```csv\n{header}"
+        joints.append("```\n\n")
+    joints[-1] = "```\n"
+    return joints
 
 
-def _relation_rows(community: dict, nodes: dict[str, dict], edges: dict[tuple[str, str], dict]) -> list[list[Any]]:
-    """[source, target, description, rank], by rank (degree sum) then weight."""
-    rows = []
-    for a, b in community_pairs(community):
-        data = edge_data(edges, a, b)
-        rank = data.get("rank")
-        if rank is None:
-            rank = _float((nodes.get(a) or {}).get("degree"), 0) + _float((nodes.get(b) or {}).get("degree"), 0)
-        rows.append([a, b, _text(data.get("description")), int(_float(rank, 0)), _float(data.get("weight"), 1.0)])
-    rows.sort(key=lambda r: (-r[3], -r[4], r[0], r[1]))
-    return [r[:4] for r in rows]
+def _assemble(sections: list[tuple[str, str, list[str]]]) -> str:
+    """The sections as CSV tables (title, header line, row lines), a blank line between two."""
+    joints = _joints(sections)
+    return "".join(part for (_, _, rows), joint in zip(sections, joints) for part in (joint, *rows)) + joints[-1]
+
+
+def _pieces(sections: list[tuple[str, str, list[str]]]) -> list[str]:
+    """``_assemble``'s text cut at its seams, in no particular order (for ``fits``)."""
+    return [*_joints(sections), *(row for _, _, rows in sections for row in rows)]
+
+
+class TableRows:
+    """Each member's and internal relation's table row (its CSV line after the row number)
+    and sort key, made once per run from the same node and edge data: a member sits in one
+    community per level, and its row reads the same in each."""
+
+    def __init__(self, nodes: dict[str, dict], edges: dict[tuple[str, str], dict]) -> None:
+        self.nodes, self.edges = nodes, edges
+        self._entities: dict[str, tuple[tuple, str]] = {}
+        self._relations: dict[tuple[str, str], tuple[tuple, str]] = {}
+
+    def entity(self, name: str) -> tuple[tuple, str]:
+        """(sort key: most connected first, then by name; the line of name, type, description, degree)."""
+        found = self._entities.get(name)
+        if found is None:
+            data = self.nodes.get(name) or {}
+            degree = int(_float(data.get("degree"), 0))
+            line = _csv_line([name, _entity_type(data.get("entity_type")), _text(data.get("description")), degree])
+            found = self._entities[name] = ((-degree, name), line)
+        return found
+
+    def relation(self, a: str, b: str) -> tuple[tuple, str]:
+        """(sort key: by rank (degree sum), then weight; the line of source, target, description, rank)."""
+        found = self._relations.get((a, b))
+        if found is None:
+            data = edge_data(self.edges, a, b)
+            rank = data.get("rank")
+            if rank is None:
+                rank = (_float((self.nodes.get(a) or {}).get("degree"), 0)
+                        + _float((self.nodes.get(b) or {}).get("degree"), 0))
+            rank = int(_float(rank, 0))
+            line = _csv_line([a, b, _text(data.get("description")), rank])
+            found = self._relations[(a, b)] = ((-rank, -_float(data.get("weight"), 1.0), a, b), line)
+        return found
+
+
+def _numbered(rows: Iterable[tuple[tuple, str]]) -> list[str]:
+    # A row number is a plain field: "i," before the rest of the line is how csv writes it.
+    return [f"{i},{line}" for i, (_, line) in enumerate(sorted(rows, key=lambda r: r[0]))]
 
 
 class _Budget:
@@ -180,8 +217,8 @@ class _Budget:
         return counts
 
 
-def _assemble(sections: list[tuple[str, list[str], list[str]]]) -> str:
-    return "\n".join(_section(title, header, rows) for title, header, rows in sections)
+def _own_sections(entity_lines: list[str], relation_lines: list[str]) -> list[tuple[str, str, list[str]]]:
+    return [("Entities", _ENTITY_HEADER, entity_lines), ("Relationships", _RELATION_HEADER, relation_lines)]
 
 
 @dataclass
@@ -195,19 +232,25 @@ class CommunityTables:
 
     def fit(self, tokenizer: Tokenizer, max_tokens: int) -> bool:
         """Whether ``text`` fits ``max_tokens``; counted once (a large community's tables are
-        asked twice: to choose between reporting now and waiting, then to build the context)."""
+        asked twice: to choose between reporting now and waiting, then to build the context).
+        Its rows are counted in the order a budget takes them (``_Budget.fill``), so a table that
+        does not fit has its best rows counted for the context, and few others."""
         known = self._fits.get(max_tokens)
         if known is None:
-            known = self._fits[max_tokens] = fits(tokenizer, self.text, max_tokens)
+            joints = _joints(_own_sections(self.entity_lines, self.relation_lines))
+            rows = (row for pair in itertools.zip_longest(self.entity_lines, self.relation_lines)
+                    for row in pair if row is not None)
+            known = self._fits[max_tokens] = fits(tokenizer, self.text, max_tokens, itertools.chain(joints, rows))
         return known
 
 
 def community_tables(community: CommunitySchema, nodes: dict[str, dict],
-                     edges: dict[tuple[str, str], dict]) -> CommunityTables:
-    ent_lines = [_csv_line([i, *r]) for i, r in enumerate(_entity_rows(community, nodes))]
-    rel_lines = [_csv_line([i, *r]) for i, r in enumerate(_relation_rows(community, nodes, edges))]
-    text = _assemble([("Entities", _ENTITY_HEADER, ent_lines), ("Relationships", _RELATION_HEADER, rel_lines)])
-    return CommunityTables(ent_lines, rel_lines, text)
+                     edges: dict[tuple[str, str], dict], rows: Optional[TableRows] = None) -> CommunityTables:
+    """``rows``: the run's :class:`TableRows` over ``nodes`` and ``edges``, if kept across communities."""
+    rows = rows or TableRows(nodes, edges)
+    ent_lines = _numbered(rows.entity(name) for name in dict.fromkeys(map(str, community.get("nodes") or [])))
+    rel_lines = _numbered(rows.relation(a, b) for a, b in community_pairs(community))
+    return CommunityTables(ent_lines, rel_lines, _assemble(_own_sections(ent_lines, rel_lines)))
 
 
 def build_community_context(
@@ -240,7 +283,7 @@ def build_community_context(
     ]
     subs.sort(key=lambda s: (-len(s[1].get("nodes") or []), str(s[0])))
 
-    def skeleton(titles: Iterable[tuple[str, list[str]]]) -> str:
+    def skeleton(titles: Iterable[tuple[str, str]]) -> str:
         return _assemble([(t, h, []) for t, h in titles])
 
     own_tables = [("Entities", _ENTITY_HEADER), ("Relationships", _RELATION_HEADER)]
@@ -273,7 +316,7 @@ def build_community_context(
     # Token counts of pieces can differ from the joined text's by a token here and there:
     # drop the least important rows until the whole truly fits.
     text = _assemble(sections)
-    while not fits(tokenizer, text, max_tokens):
+    while not fits(tokenizer, text, max_tokens, _pieces(sections)):
         candidates = [s for s in sections if s[2]]
         if not candidates:
             return tokenizer.truncate(text, max_tokens)  # not even the headers fit
@@ -394,6 +437,7 @@ async def generate_community_reports(
     kwargs = dict(DEFAULT_REPORT_LLM_KWARGS if llm_kwargs is None else llm_kwargs)
     graph_data = _GraphData(graph)
     nodes, edges = graph_data.nodes, graph_data.edges  # filled community by community below
+    rows = TableRows(nodes, edges)
 
     by_fingerprint: dict[str, dict] = {}
     for rec in existing.values():
@@ -453,7 +497,7 @@ async def generate_community_reports(
     async def when_ready(cid: str, fp: str) -> None:
         community = communities[cid]
         async with preparing:
-            tables = community_tables(community, nodes, edges)
+            tables = community_tables(community, nodes, edges, rows)
             if tables.fit(tokenizer, max_tokens):
                 await one(cid, fp, tables)
                 return

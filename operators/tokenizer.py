@@ -20,7 +20,7 @@ import threading
 from array import array
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, Iterable, Optional, Protocol, Sequence
 
 from .text_cache import TextCache
 
@@ -233,7 +233,7 @@ class TiktokenTokenizer:
 _LINE_CUTS = re.compile(r"(?<=\n)(?=[0-9`])")
 
 
-def fits(tokenizer: Tokenizer, text: str, max_tokens: int) -> bool:
+def fits(tokenizer: Tokenizer, text: str, max_tokens: int, parts: Optional[Iterable[str]] = None) -> bool:
     """Whether ``text`` is at most ``max_tokens`` tokens.
 
     A token covers at least one UTF-8 byte, so a text with no more bytes than the budget
@@ -241,13 +241,18 @@ def fits(tokenizer: Tokenizer, text: str, max_tokens: int) -> bool:
     With a tokenizer whose counts add up across line cuts, a longer text is counted piece
     by piece only until past the budget: a large community's tables, thousands of rows
     over a budget of a few hundred, are not tokenised whole to learn that they do not fit.
+
+    ``parts``: ``text`` cut at line cuts only (each part after the first begins with a digit
+    or a backtick that follows a newline), in the order to count them. A caller that will
+    count the same parts next, such as a table's rows while filling a budget, passes them so
+    that the counts are remembered by the keys it asks for, and in the order it asks.
     """
     if len(text.encode("utf-8")) <= max_tokens:
         return True
     if not getattr(tokenizer, "counts_add_by_line", False):
         return tokenizer.count(text) <= max_tokens
     total = 0
-    for piece in _LINE_CUTS.split(text):
+    for piece in _LINE_CUTS.split(text) if parts is None else parts:
         total += tokenizer.count(piece)
         if total > max_tokens:
             return False
