@@ -65,38 +65,43 @@ def _entity_type(value: Any) -> str:
 # --------------------------------------------------------------------------- fingerprint
 
 
+def _digest(parts: list) -> str:
+    return xxhash.xxh128_hexdigest(json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
 def community_fingerprint(
     community: CommunitySchema,
     nodes: dict[str, dict],
     edges: dict[tuple[str, str], dict],
-    digests: Optional[dict[tuple, str]] = None,
+    digests: Optional[dict[Union[str, tuple[str, str]], str]] = None,
+    pairs: Optional[list[tuple[str, str]]] = None,
 ) -> str:
     """xxh128 hex of the community's content: members, internal relations and level.
 
     Each member and relation is hashed once into ``digests`` (pass the same dict for all
-    communities of a run): a member of a large community sits in one community per level,
-    and re-serialising its description for each would dominate the report stage's set-up.
+    communities of a run; members by name, relations by pair): a member of a large community
+    sits in one community per level, and re-serialising its description for each would
+    dominate the report stage's set-up. ``pairs``: :func:`community_pairs` of ``community``,
+    if already made.
     """
     digests = {} if digests is None else digests
-
-    def digest(key: tuple, parts: Callable[[], list]) -> str:
-        found = digests.get(key)
+    entities = []
+    for name in dict.fromkeys(map(str, community.get("nodes") or [])):
+        found = digests.get(name)
         if found is None:
-            canon = json.dumps(parts(), ensure_ascii=False, separators=(",", ":"))
-            found = digests[key] = xxhash.xxh128_hexdigest(canon.encode("utf-8"))
-        return found
-
-    def entity(name: str) -> list:
-        data = nodes.get(name) or {}
-        return [name, _entity_type(data.get("entity_type")), str(data.get("description") or "")]
-
-    def relation(a: str, b: str) -> list:
-        data = edge_data(edges, a, b)
-        return [a, b, str(data.get("description") or ""), _float(data.get("weight"), 1.0)]
-
-    entities = sorted(digest(("entity", name), lambda: entity(name))
-                      for name in dict.fromkeys(map(str, community.get("nodes") or [])))
-    relations = [digest(("relation", a, b), lambda: relation(a, b)) for a, b in community_pairs(community)]
+            data = nodes.get(name) or {}
+            found = digests[name] = _digest([name, _entity_type(data.get("entity_type")),
+                                             str(data.get("description") or "")])
+        entities.append(found)
+    relations = []
+    for pair in community_pairs(community) if pairs is None else pairs:
+        found = digests.get(pair)
+        if found is None:
+            a, b = pair
+            data = edge_data(edges, a, b)
+            found = digests[pair] = _digest([a, b, str(data.get("description") or ""), _float(data.get("weight"), 1.0)])
+        relations.append(found)
+    entities.sort()
     relations.sort()
     canon = json.dumps({"v": _FINGERPRINT_VERSION, "level": int(community.get("level", 0) or 0),
                         "entities": entities, "relations": relations}, separators=(",", ":"))
@@ -244,12 +249,14 @@ class CommunityTables:
         return known
 
 
-def community_tables(community: CommunitySchema, nodes: dict[str, dict],
-                     edges: dict[tuple[str, str], dict], rows: Optional[TableRows] = None) -> CommunityTables:
-    """``rows``: the run's :class:`TableRows` over ``nodes`` and ``edges``, if kept across communities."""
+def community_tables(community: CommunitySchema, nodes: dict[str, dict], edges: dict[tuple[str, str], dict],
+                     rows: Optional[TableRows] = None,
+                     pairs: Optional[list[tuple[str, str]]] = None) -> CommunityTables:
+    """``rows``: the run's :class:`TableRows` over ``nodes`` and ``edges``, if kept across
+    communities; ``pairs``: :func:`community_pairs` of ``community``, if already made."""
     rows = rows or TableRows(nodes, edges)
     ent_lines = _numbered(rows.entity(name) for name in dict.fromkeys(map(str, community.get("nodes") or [])))
-    rel_lines = _numbered(rows.relation(a, b) for a, b in community_pairs(community))
+    rel_lines = _numbered(rows.relation(a, b) for a, b in (community_pairs(community) if pairs is None else pairs))
     return CommunityTables(ent_lines, rel_lines, _assemble(_own_sections(ent_lines, rel_lines)))
 
 
@@ -374,9 +381,11 @@ class _GraphData:
         self.nodes: dict[str, dict] = {}
         self.edges: dict[tuple[str, str], dict] = {}
 
-    async def load(self, *communities: CommunitySchema) -> None:
+    async def load(self, *communities: CommunitySchema,
+                   pairs: Optional[list[list[tuple[str, str]]]] = None) -> None:
         """Read what ``communities`` need and is not read yet: three batch reads for all of them
-        (a database store pays a round trip per read, not per community)."""
+        (a database store pays a round trip per read, not per community). ``pairs``: each
+        community's :func:`community_pairs`, if already made."""
         names = [n for n in dict.fromkeys(str(n) for c in communities for n in c.get("nodes") or [])
                  if n not in self.nodes]
         if names:
@@ -384,9 +393,11 @@ class _GraphData:
             degrees = await self.graph.node_degrees_batch(names)
             for name, d, degree in zip(names, data, degrees):
                 self.nodes[name] = {**(d or {}), "degree": int(degree or 0)}
-        pairs = [p for p in dict.fromkeys(p for c in communities for p in community_pairs(c)) if p not in self.edges]
-        if pairs:
-            for (a, b), d in zip(pairs, await self.graph.get_edges_batch(pairs)):
+        if pairs is None:
+            pairs = [community_pairs(c) for c in communities]
+        unread = [p for p in dict.fromkeys(p for ps in pairs for p in ps) if p not in self.edges]
+        if unread:
+            for (a, b), d in zip(unread, await self.graph.get_edges_batch(unread)):
                 rank = self.nodes.get(a, {}).get("degree", 0) + self.nodes.get(b, {}).get("degree", 0)
                 self.edges[(a, b)] = {**(d or {}), "rank": rank}
 
@@ -447,6 +458,15 @@ async def generate_community_reports(
                 by_fingerprint[fp] = rec
 
     results: dict[str, dict] = {}
+    pairs_of: dict[str, list[tuple[str, str]]] = {}
+
+    def pairs(cid: str) -> list[tuple[str, str]]:
+        """:func:`community_pairs` of ``cid``, made once: its fingerprint, its tables and the
+        graph read all ask."""
+        found = pairs_of.get(cid)
+        if found is None:
+            found = pairs_of[cid] = community_pairs(communities[cid])
+        return found
 
     def finished(cid: str, record: dict) -> None:
         results[cid] = record
@@ -497,7 +517,7 @@ async def generate_community_reports(
     async def when_ready(cid: str, fp: str) -> None:
         community = communities[cid]
         async with preparing:
-            tables = community_tables(community, nodes, edges, rows)
+            tables = community_tables(community, nodes, edges, rows, pairs(cid))
             if tables.fit(tokenizer, max_tokens):
                 await one(cid, fp, tables)
                 return
@@ -529,7 +549,7 @@ async def generate_community_reports(
         nonlocal reused
         community = communities[cid]
         old = existing.get(cid)
-        fp = old["fingerprint"] if cid in known else community_fingerprint(community, nodes, edges, digests)
+        fp = old["fingerprint"] if cid in known else community_fingerprint(community, nodes, edges, digests, pairs(cid))
         if not _reusable(old, fp, extractive):
             old = by_fingerprint.get(fp)
         if _reusable(old, fp, extractive):
@@ -552,20 +572,21 @@ async def generate_community_reports(
         community = communities[cid]
         return (any(str(s) in deferred for s in community.get("sub_communities") or [])
                 or any(str(n) in summarising for n in community.get("nodes") or [])
-                or any(pair in summarising for pair in community_pairs(community)))
+                or any(pair in summarising for pair in pairs(cid)))
 
     # Deepest level first, so that sub-community tasks exist before their parents'. Calls
     # start while the rest is still being fingerprinted: the set-up overlaps the first calls.
     ordered = sorted(communities, key=lambda c: -int(communities[c].get("level", 0) or 0))
     todo: list[tuple[str, str]] = []
     reused = 0
-    digests: dict[tuple, str] = {}
+    digests: dict[Union[str, tuple[str, str]], str] = {}
     async def start_all(cids: list[str]) -> None:
         # Read a batch's graph data at once, then start its communities: the first calls go
         # out while later batches are still unread.
         for i in range(0, len(cids), _LOAD_BATCH):
             batch = cids[i : i + _LOAD_BATCH]
-            await graph_data.load(*(communities[c] for c in batch if c not in known))
+            unread = [c for c in batch if c not in known]
+            await graph_data.load(*(communities[c] for c in unread), pairs=[pairs(c) for c in unread])
             for cid in batch:
                 await start(cid)
 
