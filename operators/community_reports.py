@@ -17,6 +17,7 @@ import itertools
 import json
 import logging
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Awaitable, Callable, Collection, Iterable, Optional, Protocol, Union
 
 import xxhash
@@ -182,7 +183,7 @@ class TableRows:
 
 def _numbered(rows: Iterable[tuple[tuple, str]]) -> list[str]:
     # A row number is a plain field: "i," before the rest of the line is how csv writes it.
-    return [f"{i},{line}" for i, (_, line) in enumerate(sorted(rows, key=lambda r: r[0]))]
+    return [f"{i},{line}" for i, (_, line) in enumerate(sorted(rows, key=itemgetter(0)))]
 
 
 class _Budget:
