@@ -191,6 +191,10 @@ class TiktokenTokenizer:
         # line's the count of its leading number plus the rest's (query_context.section_counter,
         # row_cost).
         self.counts_add_by_line = encoding_name in _BUNDLED
+        # The same pre-tokenizers put no two words (runs of non-space) in one piece, but for a
+        # piece of punctuation that runs on over newlines into a "/": a text has at least as
+        # many tokens as such words (``fewest_tokens``).
+        self.counts_words = encoding_name in _BUNDLED
         self._encoding = load_encoding(encoding_name)
         self._counts: TextCache[str, int] = TextCache(_COUNTED_BYTES, lambda text, _: sys.getsizeof(text))
 
@@ -233,11 +237,26 @@ class TiktokenTokenizer:
 _LINE_CUTS = re.compile(r"(?<=\n)(?=[0-9`])")
 
 
+# What ``str.split`` takes for spaces and the pre-tokenizers' ``\\s`` (Unicode White_Space) does not.
+_SPLIT_NOT_SPACE = "\x1c\x1d\x1e\x1f"
+
+
+def fewest_tokens(text: str) -> int:
+    """At least how many tokens ``text`` has with a tokenizer that ``counts_words``: its words
+    (``str.split``), less those a piece of punctuation may run into (a "/" after a newline).
+    0 for a text with a character ``str.split`` takes for a space and the tokenizer does not."""
+    if any(ch in text for ch in _SPLIT_NOT_SPACE):
+        return 0
+    return len(text.split()) - text.count("\n/") - text.count("\r/")
+
+
 def fits(tokenizer: Tokenizer, text: str, max_tokens: int, parts: Optional[Iterable[str]] = None) -> bool:
     """Whether ``text`` is at most ``max_tokens`` tokens.
 
     A token covers at least one UTF-8 byte, so a text with no more bytes than the budget
     fits without being tokenised: most descriptions and report contexts are that short.
+    With a tokenizer that counts words, one with more words than the budget does not fit
+    (``fewest_tokens``): the tables of a community far over the budget are not tokenised.
     With a tokenizer whose counts add up across line cuts, a longer text is counted piece
     by piece only until past the budget: a large community's tables, thousands of rows
     over a budget of a few hundred, are not tokenised whole to learn that they do not fit.
@@ -249,6 +268,8 @@ def fits(tokenizer: Tokenizer, text: str, max_tokens: int, parts: Optional[Itera
     """
     if len(text.encode("utf-8")) <= max_tokens:
         return True
+    if getattr(tokenizer, "counts_words", False) and fewest_tokens(text) > max_tokens:
+        return False
     if not getattr(tokenizer, "counts_add_by_line", False):
         return tokenizer.count(text) <= max_tokens
     total = 0

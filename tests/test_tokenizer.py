@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 
@@ -150,8 +151,12 @@ def test_a_table_over_its_budget_is_counted_only_until_past_it(encoding):
     lines = [f'{i},"{cells[i % len(cells)]}",{cells[(i * 4) % len(cells)]}\n' for i in range(300)]
     text = "-----Entities-----\n```csv\nid,name,description\n" + "".join(lines) + "```\n"
     n = tok.count(text)
+    parts = ["-----Entities-----\n", "```csv\nid,name,description\n", *lines, "```\n"]
+    shuffled = random.Random(3).sample(parts, len(parts))
     for budget in (0, 1, 50, n // 2, n - 1, n, n + 1):
         assert fits(tok, text, budget) == (n <= budget)
+        # cut at the line cuts and counted in any order, the same answer
+        assert fits(tok, text, budget, shuffled) == (n <= budget)
 
     class Counting:
         counts_add_by_line = True
