@@ -149,26 +149,30 @@ def _pieces(sections: list[tuple[str, str, list[str]]]) -> list[str]:
 class TableRows:
     """Each member's and internal relation's table row (its CSV line after the row number)
     and sort key, made once per run from the same node and edge data: a member sits in one
-    community per level, and its row reads the same in each."""
+    community per level, and its row reads the same in each. Deeper levels are tabled
+    first, so the top level (0) is the last to ask for a row: a row asked for with
+    ``keep=False`` is let go."""
 
     def __init__(self, nodes: dict[str, dict], edges: dict[tuple[str, str], dict]) -> None:
         self.nodes, self.edges = nodes, edges
         self._entities: dict[str, tuple[tuple, str]] = {}
         self._relations: dict[tuple[str, str], tuple[tuple, str]] = {}
 
-    def entity(self, name: str) -> tuple[tuple, str]:
+    def entity(self, name: str, keep: bool = True) -> tuple[tuple, str]:
         """(sort key: most connected first, then by name; the line of name, type, description, degree)."""
-        found = self._entities.get(name)
+        found = self._entities.get(name) if keep else self._entities.pop(name, None)
         if found is None:
             data = self.nodes.get(name) or {}
             degree = int(_float(data.get("degree"), 0))
             line = _csv_line([name, _entity_type(data.get("entity_type")), _text(data.get("description")), degree])
-            found = self._entities[name] = ((-degree, name), line)
+            found = ((-degree, name), line)
+            if keep:
+                self._entities[name] = found
         return found
 
-    def relation(self, a: str, b: str) -> tuple[tuple, str]:
+    def relation(self, a: str, b: str, keep: bool = True) -> tuple[tuple, str]:
         """(sort key: by rank (degree sum), then weight; the line of source, target, description, rank)."""
-        found = self._relations.get((a, b))
+        found = self._relations.get((a, b)) if keep else self._relations.pop((a, b), None)
         if found is None:
             data = edge_data(self.edges, a, b)
             rank = data.get("rank")
@@ -177,7 +181,9 @@ class TableRows:
                         + _float((self.nodes.get(b) or {}).get("degree"), 0))
             rank = int(_float(rank, 0))
             line = _csv_line([a, b, _text(data.get("description")), rank])
-            found = self._relations[(a, b)] = ((-rank, -_float(data.get("weight"), 1.0), a, b), line)
+            found = ((-rank, -_float(data.get("weight"), 1.0), a, b), line)
+            if keep:
+                self._relations[(a, b)] = found
         return found
 
 
@@ -256,8 +262,10 @@ def community_tables(community: CommunitySchema, nodes: dict[str, dict], edges: 
     """``rows``: the run's :class:`TableRows` over ``nodes`` and ``edges``, if kept across
     communities; ``pairs``: :func:`community_pairs` of ``community``, if already made."""
     rows = rows or TableRows(nodes, edges)
-    ent_lines = _numbered(rows.entity(name) for name in dict.fromkeys(map(str, community.get("nodes") or [])))
-    rel_lines = _numbered(rows.relation(a, b) for a, b in (community_pairs(community) if pairs is None else pairs))
+    keep = int(community.get("level", 0) or 0) > 0  # the levels above still ask for these rows
+    ent_lines = _numbered(rows.entity(name, keep) for name in dict.fromkeys(map(str, community.get("nodes") or [])))
+    rel_lines = _numbered(rows.relation(a, b, keep)
+                          for a, b in (community_pairs(community) if pairs is None else pairs))
     return CommunityTables(ent_lines, rel_lines, _assemble(_own_sections(ent_lines, rel_lines)))
 
 
@@ -463,7 +471,7 @@ async def generate_community_reports(
 
     def pairs(cid: str) -> list[tuple[str, str]]:
         """:func:`community_pairs` of ``cid``, made once: its fingerprint, its tables and the
-        graph read all ask."""
+        graph read all ask (the tables last: they take it out)."""
         found = pairs_of.get(cid)
         if found is None:
             found = pairs_of[cid] = community_pairs(communities[cid])
@@ -518,7 +526,7 @@ async def generate_community_reports(
     async def when_ready(cid: str, fp: str) -> None:
         community = communities[cid]
         async with preparing:
-            tables = community_tables(community, nodes, edges, rows, pairs(cid))
+            tables = community_tables(community, nodes, edges, rows, pairs_of.pop(cid, None))
             if tables.fit(tokenizer, max_tokens):
                 await one(cid, fp, tables)
                 return
@@ -553,6 +561,8 @@ async def generate_community_reports(
         fp = old["fingerprint"] if cid in known else community_fingerprint(community, nodes, edges, digests, pairs(cid))
         if not _reusable(old, fp, extractive):
             old = by_fingerprint.get(fp)
+        if _reusable(old, fp, extractive) or extractive:
+            pairs_of.pop(cid, None)  # kept only for the tables of a report made afresh
         if _reusable(old, fp, extractive):
             assert old is not None
             results[cid] = _record(community, old["report_json"], fp,
