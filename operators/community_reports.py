@@ -235,12 +235,19 @@ def _own_sections(entity_lines: list[str], relation_lines: list[str]) -> list[tu
 
 @dataclass
 class CommunityTables:
-    """A community's own entity and relation rows (CSV lines), and their assembled text."""
+    """A community's own entity and relation rows (CSV lines), and their assembled text.
+
+    The text is assembled when asked for, not kept: a community whose tables do not fit
+    waits for its sub-communities' reports, and then only some of its rows are read.
+    """
 
     entity_lines: list[str]
     relation_lines: list[str]
-    text: str
     _fits: dict[int, bool] = field(default_factory=dict, repr=False)
+
+    @property
+    def text(self) -> str:
+        return _assemble(_own_sections(self.entity_lines, self.relation_lines))
 
     def fit(self, tokenizer: Tokenizer, max_tokens: int) -> bool:
         """Whether ``text`` fits ``max_tokens``; counted once (a large community's tables are
@@ -266,7 +273,7 @@ def community_tables(community: CommunitySchema, nodes: dict[str, dict], edges: 
     ent_lines = _numbered(rows.entity(name, keep) for name in dict.fromkeys(map(str, community.get("nodes") or [])))
     rel_lines = _numbered(rows.relation(a, b, keep)
                           for a, b in (community_pairs(community) if pairs is None else pairs))
-    return CommunityTables(ent_lines, rel_lines, _assemble(_own_sections(ent_lines, rel_lines)))
+    return CommunityTables(ent_lines, rel_lines)
 
 
 def build_community_context(
