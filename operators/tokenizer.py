@@ -241,6 +241,13 @@ _LINE_CUTS = re.compile(r"(?<=\n)(?=[0-9`])")
 _SPLIT_NOT_SPACE = "\x1c\x1d\x1e\x1f"
 
 
+# Words are counted (``fewest_tokens``) only in a text of more than this many bytes per token
+# of the budget: in prose a word and its space take several bytes, so a shorter text seldom
+# has more words than the budget, and counting them costs a list of them. Speed only: the
+# answer is the same either way.
+_BYTES_A_WORD = 4
+
+
 def fewest_tokens(text: str) -> int:
     """At least how many tokens ``text`` has with a tokenizer that ``counts_words``: its words
     (``str.split``), less those a piece of punctuation may run into (a "/" after a newline).
@@ -266,9 +273,11 @@ def fits(tokenizer: Tokenizer, text: str, max_tokens: int, parts: Optional[Itera
     count the same parts next, such as a table's rows while filling a budget, passes them so
     that the counts are remembered by the keys it asks for, and in the order it asks.
     """
-    if len(text.encode("utf-8")) <= max_tokens:
+    size = len(text.encode("utf-8"))
+    if size <= max_tokens:
         return True
-    if getattr(tokenizer, "counts_words", False) and fewest_tokens(text) > max_tokens:
+    if (size > _BYTES_A_WORD * max_tokens and getattr(tokenizer, "counts_words", False)
+            and fewest_tokens(text) > max_tokens):
         return False
     if not getattr(tokenizer, "counts_add_by_line", False):
         return tokenizer.count(text) <= max_tokens
