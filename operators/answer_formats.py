@@ -17,6 +17,8 @@ from graphrag.schema import EntityRecord, RelationRecord
 _REASONING = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.S | re.I)
 _OPEN_REASONING = re.compile(r"<(?:think|thinking|reasoning)>", re.I)
 _CLOSE_REASONING = re.compile(r"</(?:think|thinking|reasoning)>", re.I)
+# What every tag above begins with: one scan finds an answer with none (most answers).
+_REASONING_TAG = re.compile(r"<[/tr]", re.I)
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*")
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?$")
 
@@ -32,7 +34,9 @@ def strip_reasoning(text: str) -> str:
     """``text`` without ``<think>...</think>`` blocks. An unclosed opening tag means the model
     spent the whole answer reasoning (nothing is left); a closing tag with no opening one (some
     chat templates open the block in the prompt) leaves what follows it."""
-    text = _REASONING.sub("", text or "")
+    if not _REASONING_TAG.search(text or ""):
+        return text or ""
+    text = _REASONING.sub("", text)
     opened = _OPEN_REASONING.search(text)
     if opened:
         text = text[: opened.start()]

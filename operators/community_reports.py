@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
+import itertools
 import json
 import logging
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Awaitable, Callable, Collection, Iterable, Optional, Protocol, Union
 
 import xxhash
@@ -41,11 +43,6 @@ SOURCE_LLM = "llm"
 SOURCE_EXTRACTIVE = "extractive"
 SOURCE_FALLBACK = "fallback"
 
-_ENTITY_HEADER = ["id", "entity", "type", "description", "degree"]
-_RELATION_HEADER = ["id", "source", "target", "description", "rank"]
-_REPORT_HEADER = ["id", "title", "content"]
-
-
 # --------------------------------------------------------------------------- helpers
 
 
@@ -69,37 +66,43 @@ def _entity_type(value: Any) -> str:
 # --------------------------------------------------------------------------- fingerprint
 
 
+def _digest(parts: list) -> str:
+    return xxhash.xxh128_hexdigest(json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
 def community_fingerprint(
     community: CommunitySchema,
     nodes: dict[str, dict],
     edges: dict[tuple[str, str], dict],
-    digests: Optional[dict[tuple, str]] = None,
+    digests: Optional[dict[Union[str, tuple[str, str]], str]] = None,
+    pairs: Optional[list[tuple[str, str]]] = None,
 ) -> str:
     """xxh128 hex of the community's content: members, internal relations and level.
 
     Each member and relation is hashed once into ``digests`` (pass the same dict for all
-    communities of a run): a member of a large community sits in one community per level,
-    and re-serialising its description for each would dominate the report stage's set-up.
+    communities of a run; members by name, relations by pair): a member of a large community
+    sits in one community per level, and re-serialising its description for each would
+    dominate the report stage's set-up. ``pairs``: :func:`community_pairs` of ``community``,
+    if already made.
     """
     digests = {} if digests is None else digests
-
-    def digest(key: tuple, parts: list) -> str:
-        found = digests.get(key)
+    entities = []
+    for name in dict.fromkeys(map(str, community.get("nodes") or [])):
+        found = digests.get(name)
         if found is None:
-            canon = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
-            found = digests[key] = xxhash.xxh128_hexdigest(canon.encode("utf-8"))
-        return found
-
-    entities = sorted(
-        digest(("entity", name), [name, _entity_type((nodes.get(name) or {}).get("entity_type")),
-                                  str((nodes.get(name) or {}).get("description") or "")])
-        for name in dict.fromkeys(map(str, community.get("nodes") or []))
-    )
+            data = nodes.get(name) or {}
+            found = digests[name] = _digest([name, _entity_type(data.get("entity_type")),
+                                             str(data.get("description") or "")])
+        entities.append(found)
     relations = []
-    for a, b in community_pairs(community):
-        data = edge_data(edges, a, b)
-        relations.append(digest(("relation", a, b),
-                                [a, b, str(data.get("description") or ""), _float(data.get("weight"), 1.0)]))
+    for pair in community_pairs(community) if pairs is None else pairs:
+        found = digests.get(pair)
+        if found is None:
+            a, b = pair
+            data = edge_data(edges, a, b)
+            found = digests[pair] = _digest([a, b, str(data.get("description") or ""), _float(data.get("weight"), 1.0)])
+        relations.append(found)
+    entities.sort()
     relations.sort()
     canon = json.dumps({"v": _FINGERPRINT_VERSION, "level": int(community.get("level", 0) or 0),
                         "entities": entities, "relations": relations}, separators=(",", ":"))
@@ -115,32 +118,78 @@ def _csv_line(fields: list[Any]) -> str:
     return buf.getvalue()
 
 
-def _section(title: str, header: list[str], rows: list[str]) -> str:
-    return f"-----{title}-----\n```csv\n{_csv_line(header)}{''.join(rows)}```\n"
+_ENTITY_HEADER = _csv_line(["id", "entity", "type", "description", "degree"])
+_RELATION_HEADER = _csv_line(["id", "source", "target", "description", "rank"])
+_REPORT_HEADER = _csv_line(["id", "title", "content"])
 
 
-def _entity_rows(community: dict, nodes: dict[str, dict]) -> list[list[Any]]:
-    """[name, type, description, degree], most connected first."""
-    rows = []
-    for name in dict.fromkeys(map(str, community.get("nodes") or [])):
-        data = nodes.get(name) or {}
-        rows.append([name, _entity_type(data.get("entity_type")), _text(data.get("description")),
-                     int(_float(data.get("degree"), 0))])
-    rows.sort(key=lambda r: (-r[3], r[0]))
-    return rows
+def _joints(sections: list[tuple[str, str, list[str]]]) -> list[str]:
+    """The text around the sections' row blocks: before the first, between each two, after
+    the last. Each block's rows start with their number after a newline, and each joint after
+    the first with a backtick after one: every seam is a line cut (see ``fits``)."""
+    joints = [""]
+    for title, header, _ in sections:
+        joints[-1] += f"-----{title}-----\n```csv\n{header}"
+        joints.append("```\n\n")
+    joints[-1] = "```\n"
+    return joints
 
 
-def _relation_rows(community: dict, nodes: dict[str, dict], edges: dict[tuple[str, str], dict]) -> list[list[Any]]:
-    """[source, target, description, rank], by rank (degree sum) then weight."""
-    rows = []
-    for a, b in community_pairs(community):
-        data = edge_data(edges, a, b)
-        rank = data.get("rank")
-        if rank is None:
-            rank = _float((nodes.get(a) or {}).get("degree"), 0) + _float((nodes.get(b) or {}).get("degree"), 0)
-        rows.append([a, b, _text(data.get("description")), int(_float(rank, 0)), _float(data.get("weight"), 1.0)])
-    rows.sort(key=lambda r: (-r[3], -r[4], r[0], r[1]))
-    return [r[:4] for r in rows]
+def _assemble(sections: list[tuple[str, str, list[str]]]) -> str:
+    """The sections as CSV tables (title, header line, row lines), a blank line between two."""
+    joints = _joints(sections)
+    return "".join(part for (_, _, rows), joint in zip(sections, joints) for part in (joint, *rows)) + joints[-1]
+
+
+def _pieces(sections: list[tuple[str, str, list[str]]]) -> list[str]:
+    """``_assemble``'s text cut at its seams, in no particular order (for ``fits``)."""
+    return [*_joints(sections), *(row for _, _, rows in sections for row in rows)]
+
+
+class TableRows:
+    """Each member's and internal relation's table row (its CSV line after the row number)
+    and sort key, made once per run from the same node and edge data: a member sits in one
+    community per level, and its row reads the same in each. Deeper levels are tabled
+    first, so the top level (0) is the last to ask for a row: a row asked for with
+    ``keep=False`` is let go."""
+
+    def __init__(self, nodes: dict[str, dict], edges: dict[tuple[str, str], dict]) -> None:
+        self.nodes, self.edges = nodes, edges
+        self._entities: dict[str, tuple[tuple, str]] = {}
+        self._relations: dict[tuple[str, str], tuple[tuple, str]] = {}
+
+    def entity(self, name: str, keep: bool = True) -> tuple[tuple, str]:
+        """(sort key: most connected first, then by name; the line of name, type, description, degree)."""
+        found = self._entities.get(name) if keep else self._entities.pop(name, None)
+        if found is None:
+            data = self.nodes.get(name) or {}
+            degree = int(_float(data.get("degree"), 0))
+            line = _csv_line([name, _entity_type(data.get("entity_type")), _text(data.get("description")), degree])
+            found = ((-degree, name), line)
+            if keep:
+                self._entities[name] = found
+        return found
+
+    def relation(self, a: str, b: str, keep: bool = True) -> tuple[tuple, str]:
+        """(sort key: by rank (degree sum), then weight; the line of source, target, description, rank)."""
+        found = self._relations.get((a, b)) if keep else self._relations.pop((a, b), None)
+        if found is None:
+            data = edge_data(self.edges, a, b)
+            rank = data.get("rank")
+            if rank is None:
+                rank = (_float((self.nodes.get(a) or {}).get("degree"), 0)
+                        + _float((self.nodes.get(b) or {}).get("degree"), 0))
+            rank = int(_float(rank, 0))
+            line = _csv_line([a, b, _text(data.get("description")), rank])
+            found = ((-rank, -_float(data.get("weight"), 1.0), a, b), line)
+            if keep:
+                self._relations[(a, b)] = found
+        return found
+
+
+def _numbered(rows: Iterable[tuple[tuple, str]]) -> list[str]:
+    # A row number is a plain field: "i," before the rest of the line is how csv writes it.
+    return [f"{i},{line}" for i, (_, line) in enumerate(sorted(rows, key=itemgetter(0)))]
 
 
 class _Budget:
@@ -180,34 +229,51 @@ class _Budget:
         return counts
 
 
-def _assemble(sections: list[tuple[str, list[str], list[str]]]) -> str:
-    return "\n".join(_section(title, header, rows) for title, header, rows in sections)
+def _own_sections(entity_lines: list[str], relation_lines: list[str]) -> list[tuple[str, str, list[str]]]:
+    return [("Entities", _ENTITY_HEADER, entity_lines), ("Relationships", _RELATION_HEADER, relation_lines)]
 
 
 @dataclass
 class CommunityTables:
-    """A community's own entity and relation rows (CSV lines), and their assembled text."""
+    """A community's own entity and relation rows (CSV lines), and their assembled text.
+
+    The text is assembled when asked for, not kept: a community whose tables do not fit
+    waits for its sub-communities' reports, and then only some of its rows are read.
+    """
 
     entity_lines: list[str]
     relation_lines: list[str]
-    text: str
     _fits: dict[int, bool] = field(default_factory=dict, repr=False)
+
+    @property
+    def text(self) -> str:
+        return _assemble(_own_sections(self.entity_lines, self.relation_lines))
 
     def fit(self, tokenizer: Tokenizer, max_tokens: int) -> bool:
         """Whether ``text`` fits ``max_tokens``; counted once (a large community's tables are
-        asked twice: to choose between reporting now and waiting, then to build the context)."""
+        asked twice: to choose between reporting now and waiting, then to build the context).
+        Its rows are counted in the order a budget takes them (``_Budget.fill``), so a table that
+        does not fit has its best rows counted for the context, and few others."""
         known = self._fits.get(max_tokens)
         if known is None:
-            known = self._fits[max_tokens] = fits(tokenizer, self.text, max_tokens)
+            joints = _joints(_own_sections(self.entity_lines, self.relation_lines))
+            rows = (row for pair in itertools.zip_longest(self.entity_lines, self.relation_lines)
+                    for row in pair if row is not None)
+            known = self._fits[max_tokens] = fits(tokenizer, self.text, max_tokens, itertools.chain(joints, rows))
         return known
 
 
-def community_tables(community: CommunitySchema, nodes: dict[str, dict],
-                     edges: dict[tuple[str, str], dict]) -> CommunityTables:
-    ent_lines = [_csv_line([i, *r]) for i, r in enumerate(_entity_rows(community, nodes))]
-    rel_lines = [_csv_line([i, *r]) for i, r in enumerate(_relation_rows(community, nodes, edges))]
-    text = _assemble([("Entities", _ENTITY_HEADER, ent_lines), ("Relationships", _RELATION_HEADER, rel_lines)])
-    return CommunityTables(ent_lines, rel_lines, text)
+def community_tables(community: CommunitySchema, nodes: dict[str, dict], edges: dict[tuple[str, str], dict],
+                     rows: Optional[TableRows] = None,
+                     pairs: Optional[list[tuple[str, str]]] = None) -> CommunityTables:
+    """``rows``: the run's :class:`TableRows` over ``nodes`` and ``edges``, if kept across
+    communities; ``pairs``: :func:`community_pairs` of ``community``, if already made."""
+    rows = rows or TableRows(nodes, edges)
+    keep = int(community.get("level", 0) or 0) > 0  # the levels above still ask for these rows
+    ent_lines = _numbered(rows.entity(name, keep) for name in dict.fromkeys(map(str, community.get("nodes") or [])))
+    rel_lines = _numbered(rows.relation(a, b, keep)
+                          for a, b in (community_pairs(community) if pairs is None else pairs))
+    return CommunityTables(ent_lines, rel_lines)
 
 
 def build_community_context(
@@ -240,7 +306,7 @@ def build_community_context(
     ]
     subs.sort(key=lambda s: (-len(s[1].get("nodes") or []), str(s[0])))
 
-    def skeleton(titles: Iterable[tuple[str, list[str]]]) -> str:
+    def skeleton(titles: Iterable[tuple[str, str]]) -> str:
         return _assemble([(t, h, []) for t, h in titles])
 
     own_tables = [("Entities", _ENTITY_HEADER), ("Relationships", _RELATION_HEADER)]
@@ -273,7 +339,7 @@ def build_community_context(
     # Token counts of pieces can differ from the joined text's by a token here and there:
     # drop the least important rows until the whole truly fits.
     text = _assemble(sections)
-    while not fits(tokenizer, text, max_tokens):
+    while not fits(tokenizer, text, max_tokens, _pieces(sections)):
         candidates = [s for s in sections if s[2]]
         if not candidates:
             return tokenizer.truncate(text, max_tokens)  # not even the headers fit
@@ -331,9 +397,11 @@ class _GraphData:
         self.nodes: dict[str, dict] = {}
         self.edges: dict[tuple[str, str], dict] = {}
 
-    async def load(self, *communities: CommunitySchema) -> None:
+    async def load(self, *communities: CommunitySchema,
+                   pairs: Optional[list[list[tuple[str, str]]]] = None) -> None:
         """Read what ``communities`` need and is not read yet: three batch reads for all of them
-        (a database store pays a round trip per read, not per community)."""
+        (a database store pays a round trip per read, not per community). ``pairs``: each
+        community's :func:`community_pairs`, if already made."""
         names = [n for n in dict.fromkeys(str(n) for c in communities for n in c.get("nodes") or [])
                  if n not in self.nodes]
         if names:
@@ -341,9 +409,11 @@ class _GraphData:
             degrees = await self.graph.node_degrees_batch(names)
             for name, d, degree in zip(names, data, degrees):
                 self.nodes[name] = {**(d or {}), "degree": int(degree or 0)}
-        pairs = [p for p in dict.fromkeys(p for c in communities for p in community_pairs(c)) if p not in self.edges]
-        if pairs:
-            for (a, b), d in zip(pairs, await self.graph.get_edges_batch(pairs)):
+        if pairs is None:
+            pairs = [community_pairs(c) for c in communities]
+        unread = [p for p in dict.fromkeys(p for ps in pairs for p in ps) if p not in self.edges]
+        if unread:
+            for (a, b), d in zip(unread, await self.graph.get_edges_batch(unread)):
                 rank = self.nodes.get(a, {}).get("degree", 0) + self.nodes.get(b, {}).get("degree", 0)
                 self.edges[(a, b)] = {**(d or {}), "rank": rank}
 
@@ -394,6 +464,7 @@ async def generate_community_reports(
     kwargs = dict(DEFAULT_REPORT_LLM_KWARGS if llm_kwargs is None else llm_kwargs)
     graph_data = _GraphData(graph)
     nodes, edges = graph_data.nodes, graph_data.edges  # filled community by community below
+    rows = TableRows(nodes, edges)
 
     by_fingerprint: dict[str, dict] = {}
     for rec in existing.values():
@@ -403,6 +474,15 @@ async def generate_community_reports(
                 by_fingerprint[fp] = rec
 
     results: dict[str, dict] = {}
+    pairs_of: dict[str, list[tuple[str, str]]] = {}
+
+    def pairs(cid: str) -> list[tuple[str, str]]:
+        """:func:`community_pairs` of ``cid``, made once: its fingerprint, its tables and the
+        graph read all ask (the tables last: they take it out)."""
+        found = pairs_of.get(cid)
+        if found is None:
+            found = pairs_of[cid] = community_pairs(communities[cid])
+        return found
 
     def finished(cid: str, record: dict) -> None:
         results[cid] = record
@@ -453,7 +533,7 @@ async def generate_community_reports(
     async def when_ready(cid: str, fp: str) -> None:
         community = communities[cid]
         async with preparing:
-            tables = community_tables(community, nodes, edges)
+            tables = community_tables(community, nodes, edges, rows, pairs_of.pop(cid, None))
             if tables.fit(tokenizer, max_tokens):
                 await one(cid, fp, tables)
                 return
@@ -485,9 +565,11 @@ async def generate_community_reports(
         nonlocal reused
         community = communities[cid]
         old = existing.get(cid)
-        fp = old["fingerprint"] if cid in known else community_fingerprint(community, nodes, edges, digests)
+        fp = old["fingerprint"] if cid in known else community_fingerprint(community, nodes, edges, digests, pairs(cid))
         if not _reusable(old, fp, extractive):
             old = by_fingerprint.get(fp)
+        if _reusable(old, fp, extractive) or extractive:
+            pairs_of.pop(cid, None)  # kept only for the tables of a report made afresh
         if _reusable(old, fp, extractive):
             assert old is not None
             results[cid] = _record(community, old["report_json"], fp,
@@ -508,20 +590,21 @@ async def generate_community_reports(
         community = communities[cid]
         return (any(str(s) in deferred for s in community.get("sub_communities") or [])
                 or any(str(n) in summarising for n in community.get("nodes") or [])
-                or any(pair in summarising for pair in community_pairs(community)))
+                or any(pair in summarising for pair in pairs(cid)))
 
     # Deepest level first, so that sub-community tasks exist before their parents'. Calls
     # start while the rest is still being fingerprinted: the set-up overlaps the first calls.
     ordered = sorted(communities, key=lambda c: -int(communities[c].get("level", 0) or 0))
     todo: list[tuple[str, str]] = []
     reused = 0
-    digests: dict[tuple, str] = {}
+    digests: dict[Union[str, tuple[str, str]], str] = {}
     async def start_all(cids: list[str]) -> None:
         # Read a batch's graph data at once, then start its communities: the first calls go
         # out while later batches are still unread.
         for i in range(0, len(cids), _LOAD_BATCH):
             batch = cids[i : i + _LOAD_BATCH]
-            await graph_data.load(*(communities[c] for c in batch if c not in known))
+            unread = [c for c in batch if c not in known]
+            await graph_data.load(*(communities[c] for c in unread), pairs=[pairs(c) for c in unread])
             for cid in batch:
                 await start(cid)
 

@@ -104,6 +104,35 @@ def _record_keyword(tuple_delimiter: str) -> re.Pattern[str]:
                       re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=8)
+def _record_keyword_reversed(tuple_delimiter: str) -> Optional[re.Pattern[str]]:
+    """``_record_keyword`` spelt backwards, to be run over the reversed text; None for a
+    delimiter with a letter, digit, space or quote in it.
+
+    Forwards, every "e" or "r" of an answer is a candidate start; backwards, only the
+    delimiter's last character is, and the usual delimiter's is rare in prose. The matches
+    are the same: the keyword is the one right before a delimiter, past only spaces and
+    quotes, so neither way can a match start inside another when the delimiter has none of
+    those characters.
+    """
+    if any(ch.isalnum() or ch.isspace() or ch in _RECORD_QUOTES for ch in tuple_delimiter):
+        return None
+    quotes = f"[{_RECORD_QUOTES}]*"
+    return re.compile(rf"{re.escape(tuple_delimiter[::-1])}\s*{quotes}\s*((?:ytitn|pihsnoitale|noitale)[er])",
+                      re.IGNORECASE)
+
+
+def _keyword_matches(text: str, tuple_delimiter: str) -> list[tuple[int, int, str]]:
+    """``(start, end, keyword)`` of each ``_record_keyword`` match in ``text``, in order."""
+    backwards = _record_keyword_reversed(tuple_delimiter)
+    if backwards is None:
+        return [(m.start(), m.end(), m.group(1)) for m in _record_keyword(tuple_delimiter).finditer(text)]
+    n = len(text)
+    found = [(n - m.end(), n - m.start(), m.group(1)[::-1]) for m in backwards.finditer(text[::-1])]
+    found.reverse()
+    return found
+
+
 def _record_starts(text: str, tuple_delimiter: str) -> list[tuple[int, int, str]]:
     """``(start, end, keyword)`` of every record opening, such as ``("entity"<|>``.
 
@@ -114,8 +143,7 @@ def _record_starts(text: str, tuple_delimiter: str) -> list[tuple[int, int, str]
     """
     starts: list[tuple[int, int, str]] = []
     floor = 0  # matches do not overlap: none starts inside the previous one
-    for match in _record_keyword(tuple_delimiter).finditer(text):
-        start = match.start()
+    for start, end, keyword in _keyword_matches(text, tuple_delimiter):
         while start > floor and text[start - 1].isspace():
             start -= 1
         while start > floor and text[start - 1] in _RECORD_QUOTES:
@@ -124,8 +152,8 @@ def _record_starts(text: str, tuple_delimiter: str) -> list[tuple[int, int, str]
             start -= 1
         if start > floor and text[start - 1] == "(":
             start -= 1
-        starts.append((start, match.end(), match.group(1)))
-        floor = match.end()
+        starts.append((start, end, keyword))
+        floor = end
     return starts
 
 
@@ -135,6 +163,9 @@ def _cut_record(body: str, tuple_delimiter: str, full_delims: int) -> str:
     Records may span lines (a newline after a delimiter), so lines are added until one ends
     with the closing parenthesis; with no parenthesis at all, until all fields are present.
     """
+    first = body.partition("\n")[0]  # the usual record: one line, closed
+    if first.rstrip().endswith(")") and first.count(tuple_delimiter) >= 2:
+        return first
     lines = body.split("\n")
     for i in range(len(lines)):
         joined = "\n".join(lines[: i + 1])

@@ -20,7 +20,7 @@ import threading
 from array import array
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, Iterable, Optional, Protocol, Sequence
 
 from .text_cache import TextCache
 
@@ -191,6 +191,10 @@ class TiktokenTokenizer:
         # line's the count of its leading number plus the rest's (query_context.section_counter,
         # row_cost).
         self.counts_add_by_line = encoding_name in _BUNDLED
+        # The same pre-tokenizers put no two words (runs of non-space) in one piece, but for a
+        # piece of punctuation that runs on over newlines into a "/": a text has at least as
+        # many tokens as such words (``fewest_tokens``).
+        self.counts_words = encoding_name in _BUNDLED
         self._encoding = load_encoding(encoding_name)
         self._counts: TextCache[str, int] = TextCache(_COUNTED_BYTES, lambda text, _: sys.getsizeof(text))
 
@@ -233,21 +237,52 @@ class TiktokenTokenizer:
 _LINE_CUTS = re.compile(r"(?<=\n)(?=[0-9`])")
 
 
-def fits(tokenizer: Tokenizer, text: str, max_tokens: int) -> bool:
+# What ``str.split`` takes for spaces and the pre-tokenizers' ``\\s`` (Unicode White_Space) does not.
+_SPLIT_NOT_SPACE = "\x1c\x1d\x1e\x1f"
+
+
+# Words are counted (``fewest_tokens``) only in a text of more than this many bytes per token
+# of the budget: in prose a word and its space take several bytes, so a shorter text seldom
+# has more words than the budget, and counting them costs a list of them. Speed only: the
+# answer is the same either way.
+_BYTES_A_WORD = 4
+
+
+def fewest_tokens(text: str) -> int:
+    """At least how many tokens ``text`` has with a tokenizer that ``counts_words``: its words
+    (``str.split``), less those a piece of punctuation may run into (a "/" after a newline).
+    0 for a text with a character ``str.split`` takes for a space and the tokenizer does not."""
+    if any(ch in text for ch in _SPLIT_NOT_SPACE):
+        return 0
+    return len(text.split()) - text.count("\n/") - text.count("\r/")
+
+
+def fits(tokenizer: Tokenizer, text: str, max_tokens: int, parts: Optional[Iterable[str]] = None) -> bool:
     """Whether ``text`` is at most ``max_tokens`` tokens.
 
     A token covers at least one UTF-8 byte, so a text with no more bytes than the budget
     fits without being tokenised: most descriptions and report contexts are that short.
+    With a tokenizer that counts words, one with more words than the budget does not fit
+    (``fewest_tokens``): the tables of a community far over the budget are not tokenised.
     With a tokenizer whose counts add up across line cuts, a longer text is counted piece
     by piece only until past the budget: a large community's tables, thousands of rows
     over a budget of a few hundred, are not tokenised whole to learn that they do not fit.
+
+    ``parts``: ``text`` cut at line cuts only (each part after the first begins with a digit
+    or a backtick that follows a newline), in the order to count them. A caller that will
+    count the same parts next, such as a table's rows while filling a budget, passes them so
+    that the counts are remembered by the keys it asks for, and in the order it asks.
     """
-    if len(text.encode("utf-8")) <= max_tokens:
+    size = len(text.encode("utf-8"))
+    if size <= max_tokens:
         return True
+    if (size > _BYTES_A_WORD * max_tokens and getattr(tokenizer, "counts_words", False)
+            and fewest_tokens(text) > max_tokens):
+        return False
     if not getattr(tokenizer, "counts_add_by_line", False):
         return tokenizer.count(text) <= max_tokens
     total = 0
-    for piece in _LINE_CUTS.split(text):
+    for piece in _LINE_CUTS.split(text) if parts is None else parts:
         total += tokenizer.count(piece)
         if total > max_tokens:
             return False

@@ -22,6 +22,9 @@ _XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010
 
 
 def xml_safe(text: str) -> str:
+    # Every character XML cannot carry is unprintable: a printable text is checked in one C scan.
+    if text.isprintable():
+        return text
     return _XML_INVALID.sub("", text) if _XML_INVALID.search(text) else text
 
 

@@ -311,9 +311,19 @@ def test_record_openings_match_the_plain_pattern_on_messy_text() -> None:
         return [(m.start(), m.end(), m.group(1)) for m in pattern.finditer(text)]
 
     pieces = ["(", ")", " ", "\n", "\u00a0", '"', "'", "`", "“", "*", "entity", "Entity", "ENTİTY", "entıty",
-              "RELATIONSHIP", "relationſhip", "relation", "relations", "<|>", "<|", "x", "##", "e", "ntity", "(("]
+              "RELATIONSHIP", "relationſhip", "relation", "relations", "<|>", "<|", "x", "<x>", "##", "e", "ntity", "(("]
     rng = random.Random(7)
     for _ in range(5000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 14)))
-        for delimiter in ("<|>", "|", '"'):  # '"' is also a quote: matches must not overlap
+        # '"' is also a quote and "<x>" holds a letter: matches could overlap, so these are
+        # searched forwards, the others backwards (the same matches either way)
+        for delimiter in ("<|>", "|", '"', "<x>"):
             assert _record_starts(text, delimiter) == plain(text, delimiter), (text, delimiter)
+
+
+def test_control_characters_go_from_printable_and_unprintable_text_alike() -> None:
+    from graphrag.schema import strip_control_chars
+
+    assert strip_control_chars("plain name, printable") == "plain name, printable"
+    assert strip_control_chars("tab\tand\nnewline\r\nstay") == "tab\tand\nnewline\r\nstay"
+    assert strip_control_chars("a\x00b\x7fc\x9fd\ud800e\uffff", "?") == "a?b?c?d?e?"

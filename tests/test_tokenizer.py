@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 
 import pytest
 
-from graphrag.operators.tokenizer import TiktokenTokenizer, fits, get_tokenizer
+from graphrag.operators.tokenizer import TiktokenTokenizer, fewest_tokens, fits, get_tokenizer
 
 # "hello world" in the two encodings (well-known reference values).
 O200K_HELLO_WORLD = [24912, 2375]
@@ -150,8 +151,12 @@ def test_a_table_over_its_budget_is_counted_only_until_past_it(encoding):
     lines = [f'{i},"{cells[i % len(cells)]}",{cells[(i * 4) % len(cells)]}\n' for i in range(300)]
     text = "-----Entities-----\n```csv\nid,name,description\n" + "".join(lines) + "```\n"
     n = tok.count(text)
+    parts = ["-----Entities-----\n", "```csv\nid,name,description\n", *lines, "```\n"]
+    shuffled = random.Random(3).sample(parts, len(parts))
     for budget in (0, 1, 50, n // 2, n - 1, n, n + 1):
         assert fits(tok, text, budget) == (n <= budget)
+        # cut at the line cuts and counted in any order, the same answer
+        assert fits(tok, text, budget, shuffled) == (n <= budget)
 
     class Counting:
         counts_add_by_line = True
@@ -162,6 +167,23 @@ def test_a_table_over_its_budget_is_counted_only_until_past_it(encoding):
             return tok.count(piece)
 
     assert not fits(Counting(), text, 200) and Counting.counted < len(text) // 10
+
+
+@pytest.mark.parametrize("encoding", ["gpt-4o", "cl100k_base"])
+def test_a_text_has_at_least_its_fewest_tokens(encoding):
+    """The word count less the slashes after newlines is a floor on the count, on text mixing
+    the characters that could break it (newlines into a slash, separators str.split takes for
+    spaces, Unicode spaces); so a table with more words than the budget is over it uncounted."""
+    tok = get_tokenizer(encoding)
+    assert tok.counts_words
+    pieces = ["a", "word", " ", "\n", "\r", "/", ".", ",", "\x1c", "\xa0", "\u3000", "\t", "1234", "中文", "🙂",
+              "'s", "--", "\n/", "é", "\u2028", "\x85", "x/y", "//", ")"]
+    rng = random.Random(1)
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 12)))
+        assert fewest_tokens(text) <= tok.count(text), text
+    table = "".join(f"{i},NAME {i},a description of some words\n" for i in range(400))
+    assert fewest_tokens(table) > 2000 and not fits(tok, table, 2000)
 
 
 def test_unknown_model_falls_back_to_o200k():
