@@ -267,3 +267,63 @@ def test_a_workspace_running_a_job_stays_open_beyond_the_cap(tmp_path: Path) -> 
             assert _sources(client, "w0") == {"w0.txt", "slow.txt"}
             assert _sources(client, "w4") == {"w4.txt"}  # idle now, the job's workspace closes
             assert _open(client) == {"w4"}
+
+
+def test_graphrag_serve_max_open_workspaces(tmp_path: Path) -> None:
+    """The CLI's option reaches the server; a cap under 1 is a usage error."""
+    import subprocess
+    import sys
+    import time
+
+    wd, port = tmp_path / "wd", free_port()
+    _written_workspaces(wd)
+    env = {"PATH": "/usr/bin:/bin", "GRAPHRAG_EMBEDDING": "hash"}
+    command = [sys.executable, "-m", "graphrag.cli", "serve", "--working-dir", str(wd), "--workers", "0"]
+    refused = subprocess.run([*command, "--max-open-workspaces", "0"], capture_output=True, text=True,
+                             timeout=60, env=env)
+    assert refused.returncode == 2 and "--max-open-workspaces" in refused.stderr
+    process = subprocess.Popen([*command, "--port", str(port), "--max-open-workspaces", "1", "--offline"], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(url + "/livez").status_code == 200:
+                    break
+            except httpx.ConnectError:
+                assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+                time.sleep(0.1)
+        with httpx.Client(base_url=url, timeout=60) as client:
+            for name in ("w0", "w1", "w2"):
+                assert _sources(client, name) == {f"{name}.txt"}
+                assert _open(client) == {name}
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_a_workspace_in_use_is_not_closed(tmp_path: Path) -> None:
+    """A request or MCP call holding its workspace (``using``) keeps it open past the cap; the
+    last one to leave closes it, and the next use reopens it."""
+    wd = tmp_path / "wd"
+    _written_workspaces(wd)
+    workspaces = Workspaces(GraphService(index_config(wd)), max_open=1)
+
+    async def main() -> None:
+        await workspaces.start()
+        try:
+            async with workspaces.using("w0"):
+                held = workspaces.current()
+                async with workspaces.using("w1"):
+                    assert workspaces.current() is not held
+                    assert workspaces.open_names == ["w0", "w1"]  # both in use: beyond the cap
+                assert workspaces.open_names == ["w0"]  # w1 idle: closed at once
+                assert workspaces.current() is held
+                assert [d["source"] for d in await held.list_documents()] == ["w0.txt"]
+            async with workspaces.using("w1"):
+                assert [d["source"] for d in await workspaces.list_documents()] == ["w1.txt"]
+            assert workspaces.open_names == ["w1"]
+        finally:
+            await workspaces.stop()
+
+    asyncio.run(main())
