@@ -15,7 +15,7 @@ from graphrag.server.app import build_app
 from graphrag.server.service import GraphService
 from graphrag.server.workspaces import WORKSPACES_DIR, Workspaces, database_workspace
 from graphrag import GraphRAG
-from helpers_server import DOCS, build_index, free_port, index_config, running, wait_for_job
+from helpers_server import CLI_ENV, DOCS, build_index, cli_serving, free_port, index_config, running, wait_for_job
 
 ALL_POSTGRES = {"kv_storage": "postgres", "vector_storage": "pgvector", "graph_storage": "postgres"}
 # One made-up fact per workspace; each must stay in its own.
@@ -273,33 +273,17 @@ def test_graphrag_serve_max_open_workspaces(tmp_path: Path) -> None:
     """The CLI's option reaches the server; a cap under 1 is a usage error."""
     import subprocess
     import sys
-    import time
 
-    wd, port = tmp_path / "wd", free_port()
+    wd = tmp_path / "wd"
     _written_workspaces(wd)
-    env = {"PATH": "/usr/bin:/bin", "GRAPHRAG_EMBEDDING": "hash"}
-    command = [sys.executable, "-m", "graphrag.cli", "serve", "--working-dir", str(wd), "--workers", "0"]
-    refused = subprocess.run([*command, "--max-open-workspaces", "0"], capture_output=True, text=True,
-                             timeout=60, env=env)
+    refused = subprocess.run([sys.executable, "-m", "graphrag.cli", "serve", "--working-dir", str(wd),
+                              "--max-open-workspaces", "0"], capture_output=True, text=True, timeout=60, env=CLI_ENV)
     assert refused.returncode == 2 and "--max-open-workspaces" in refused.stderr
-    process = subprocess.Popen([*command, "--port", str(port), "--max-open-workspaces", "1", "--offline"], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url + "/livez").status_code == 200:
-                    break
-            except httpx.ConnectError:
-                assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
-                time.sleep(0.1)
-        with httpx.Client(base_url=url, timeout=60) as client:
-            for name in ("w0", "w1", "w2"):
-                assert _sources(client, name) == {f"{name}.txt"}
-                assert _open(client) == {name}
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with cli_serving(wd, "--workers", "0", "--offline", "--max-open-workspaces", "1") as url, \
+            httpx.Client(base_url=url, timeout=60) as client:
+        for name in ("w0", "w1", "w2"):
+            assert _sources(client, name) == {f"{name}.txt"}
+            assert _open(client) == {name}
 
 
 def test_a_workspace_in_use_is_not_closed(tmp_path: Path) -> None:
