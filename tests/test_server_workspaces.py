@@ -220,12 +220,16 @@ def _open(client: httpx.Client) -> set[str]:
     return {w["name"] for w in client.get("/workspaces").json() if w["open"]}
 
 
-def test_a_capped_server_closes_idle_workspaces_and_reopens_them_with_their_data(tmp_path: Path) -> None:
+def test_a_capped_server_closes_idle_workspaces_and_reopens_them_with_their_data(
+        tmp_path: Path, storage: dict[str, Any]) -> None:
     wd = tmp_path / "wd"
-    _written_workspaces(wd)
-    workspaces = Workspaces(GraphService(index_config(wd)), max_open=2)
+    workspaces = Workspaces(_indexed(wd, storage), max_open=2)
     with running(build_app(workspaces)) as url, httpx.Client(base_url=url, timeout=60) as client:
-        assert _open(client) == set()
+        for name, (text, _) in MANY.items():  # each written while the cap closes others
+            job = client.post("/documents", headers=_ws(name), json={"text": text, "source": f"{name}.txt"})
+            with httpx.Client(base_url=url, timeout=60, headers=_ws(name)) as scoped:
+                assert wait_for_job(scoped, job.json()["id"])["status"] == "done"
+            assert len(_open(client)) <= 2
         for round_ in range(2):  # the second round reopens each, closed by the first
             for name, (_, entity) in MANY.items():
                 others = [e for n, (_, e) in MANY.items() if n != name]
