@@ -424,9 +424,11 @@ def _apply_storage_flags(args: argparse.Namespace) -> None:
 
 
 def _serving(args: argparse.Namespace) -> tuple[Any, Optional[str]]:
-    """The service over ``--working-dir`` (created if missing), and the API key if one is set."""
+    """The service over ``--working-dir`` (created if missing) with its workspaces, and the API
+    key if one is set."""
     from graphrag.server.security import API_KEY_ENV, check_binding
     from graphrag.server.service import GraphService
+    from graphrag.server.workspaces import Workspaces
 
     api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
     check_binding(args.host, api_key, args.allowed_host)  # before any model loads: a refusal is immediate
@@ -436,9 +438,12 @@ def _serving(args: argparse.Namespace) -> tuple[Any, Optional[str]]:
     input_dir = getattr(args, "input_dir", None)
     if input_dir is not None and not os.path.isdir(input_dir):
         raise CLIError(f"--input-dir: no such folder: {input_dir}", EXIT_USAGE)
+    if args.max_open_workspaces < 1:
+        raise CLIError("--max-open-workspaces must be 1 or more", EXIT_USAGE)
     # The reader processes build the same config from the same flags and variables.
-    return GraphService(_serving_config(args), read_only=args.read_only, input_dir=input_dir, workers=workers,
-                        worker_config=functools.partial(_serving_config, args)), api_key
+    service = GraphService(_serving_config(args), read_only=args.read_only, input_dir=input_dir, workers=workers,
+                           worker_config=functools.partial(_serving_config, args))
+    return Workspaces(service, max_open=args.max_open_workspaces), api_key
 
 
 def _serving_config(args: argparse.Namespace) -> Any:
@@ -480,6 +485,11 @@ def _add_serving_options(p: argparse.ArgumentParser, port: int) -> None:
                    help="a Host name clients use to reach the server (repeatable; needed with --host 0.0.0.0; "
                         "loopback names and the --host address are always served)")
     p.add_argument("--read-only", action="store_true", help="no endpoint or tool that inserts or deletes")
+    from graphrag.server import DEFAULT_MAX_OPEN_WORKSPACES
+
+    p.add_argument("--max-open-workspaces", type=int, default=DEFAULT_MAX_OPEN_WORKSPACES, metavar="N",
+                   help=f"named workspaces (X-Workspace) kept open at most (default {DEFAULT_MAX_OPEN_WORKSPACES}): "
+                        "the least recently used idle one closes when another opens, and reopens on its next request")
 
 
 def cmd_entities(args: argparse.Namespace) -> int:

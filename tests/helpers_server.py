@@ -27,6 +27,8 @@ DOCS = {
 CHAIN = ["MARGUERITE OLVANE", "BRIGHTWATER INSTRUMENTS", "KESTREL HARBOR", "NORLAND"]
 # The CLI's GRAPHRAG_EMBEDDING=hash has this dimension: an index built here opens there too.
 EMBEDDING_DIM = 384
+# The environment the CLI runs in, in tests: that embedding, nothing of the caller's.
+CLI_ENV = {"PATH": "/usr/bin:/bin", "GRAPHRAG_EMBEDDING": "hash"}
 
 
 def index_config(wd: Path, **options: Any) -> GraphRAGConfig:
@@ -76,6 +78,34 @@ def running(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=15)
+
+
+@contextlib.contextmanager
+def cli_serving(wd: Path, *flags: str) -> Iterator[str]:
+    """``graphrag serve`` over ``wd`` with ``flags`` on a free port, in a process of its own (the
+    hash embedding); yields its base URL once it answers."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "graphrag.cli", "serve", "--working-dir", str(wd), "--port",
+                                str(port), *flags], env=CLI_ENV, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(url + "/livez").status_code == 200:
+                    break
+            except httpx.ConnectError:
+                assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+                time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def wait_for_job(client: Any, job_id: str, timeout: float = 60.0) -> dict[str, Any]:

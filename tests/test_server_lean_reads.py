@@ -48,7 +48,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Cli
     build_index(wd)
     service = Workspaces.of(GraphService(index_config(wd)))
     fastapi_app = CountingRequests(create_app(service))
-    app = secured(selecting_workspace(LeanReads(fastapi_app, service)), None, lambda _path: MAX_BODY_BYTES)
+    app = secured(selecting_workspace(LeanReads(fastapi_app, service), service), None, lambda _path: MAX_BODY_BYTES)
     with running(app) as url, httpx.Client(base_url=url, timeout=60) as client:
         yield client, fastapi_app
 

@@ -130,31 +130,16 @@ def test_graphrag_serve_workers_answers_through_its_reader_processes(tmp_path: P
     import subprocess
     import sys
 
-    from helpers_server import free_port
+    from helpers_server import CLI_ENV, cli_serving
 
-    wd, port = tmp_path / "wd", free_port()
+    wd = tmp_path / "wd"
     build_index(wd)
-    env = {"PATH": "/usr/bin:/bin", "GRAPHRAG_EMBEDDING": "hash"}
     refused = subprocess.run([sys.executable, "-m", "graphrag.cli", "serve", "--working-dir", str(wd),
-                              "--workers", "-1"], capture_output=True, text=True, timeout=60, env=env)
+                              "--workers", "-1"], capture_output=True, text=True, timeout=60, env=CLI_ENV)
     assert refused.returncode == 2 and "--workers" in refused.stderr
-    process = subprocess.Popen([sys.executable, "-m", "graphrag.cli", "serve", "--working-dir", str(wd), "--port",
-                                str(port), "--workers", "2", "--read-only"], env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
-    try:
-        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url + "/livez").status_code == 200:
-                    break
-            except httpx.ConnectError:
-                assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
-                time.sleep(0.1)
+    with cli_serving(wd, "--workers", "2", "--read-only") as url:
         answers = burst(url, "Who founded Brightwater Instruments?", 6)
         assert all("BRIGHTWATER INSTRUMENTS" in a for a in answers)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def test_a_reader_process_that_dies_is_replaced(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from graphrag.server.app import build_app
 from graphrag.server.service import GraphService
 from graphrag.server.workspaces import WORKSPACES_DIR, Workspaces, database_workspace
 from graphrag import GraphRAG
-from helpers_server import DOCS, build_index, free_port, index_config, running, wait_for_job
+from helpers_server import CLI_ENV, DOCS, build_index, cli_serving, free_port, index_config, running, wait_for_job
 
 ALL_POSTGRES = {"kv_storage": "postgres", "vector_storage": "pgvector", "graph_storage": "postgres"}
 # One made-up fact per workspace; each must stay in its own.
@@ -199,3 +199,119 @@ def test_each_workspace_has_its_own_writer(tmp_path: Path) -> None:
             for name, job_id in jobs.items():
                 with httpx.Client(base_url=url, timeout=60, headers=_ws(name)) as scoped:
                     assert wait_for_job(scoped, job_id)["status"] == "done"
+
+
+# Made-up facts of the workspaces a capped server opens and closes in turn.
+MANY = {"w0": ("Ilsabet Corrow founded Damsel Forges in Quillon.", "DAMSEL FORGES"),
+        "w1": ("Tobiah Merrant founded Ferncastle Mills in Ulvery.", "FERNCASTLE MILLS"),
+        "w2": ("Anneliese Vosk founded Greyholt Tanneries in Pimbury.", "GREYHOLT TANNERIES"),
+        "w3": ("Corwin Ashdale founded Larkmere Glassworks in Snelby.", "LARKMERE GLASSWORKS"),
+        "w4": ("Perrine Obell founded Whitcombe Foundry in Yarrow.", "WHITCOMBE FOUNDRY")}
+
+
+def _written_workspaces(wd: Path) -> None:
+    """The default index and each of ``MANY`` as a workspace on disk, as a server writes them."""
+    build_index(wd)
+    for name, (text, _) in MANY.items():
+        GraphRAG(index_config(wd / WORKSPACES_DIR / name)).insert([text], sources=[f"{name}.txt"])
+
+
+def _open(client: httpx.Client) -> set[str]:
+    return {w["name"] for w in client.get("/workspaces").json() if w["open"]}
+
+
+def test_a_capped_server_closes_idle_workspaces_and_reopens_them_with_their_data(
+        tmp_path: Path, storage: dict[str, Any]) -> None:
+    wd = tmp_path / "wd"
+    workspaces = Workspaces(_indexed(wd, storage), max_open=2)
+    with running(build_app(workspaces)) as url, httpx.Client(base_url=url, timeout=60) as client:
+        for name, (text, _) in MANY.items():  # each written while the cap closes others
+            job = client.post("/documents", headers=_ws(name), json={"text": text, "source": f"{name}.txt"})
+            with httpx.Client(base_url=url, timeout=60, headers=_ws(name)) as scoped:
+                assert wait_for_job(scoped, job.json()["id"])["status"] == "done"
+            assert len(_open(client)) <= 2
+        for round_ in range(2):  # the second round reopens each, closed by the first
+            for name, (_, entity) in MANY.items():
+                others = [e for n, (_, e) in MANY.items() if n != name]
+                found = _context(client, name, f"Who founded {entity.title()}?")
+                assert entity in found and not any(o in found for o in others), (round_, name)
+                assert _sources(client, name) == {f"{name}.txt"}
+                opened = _open(client)
+                assert name in opened and len(opened) <= 2, (name, opened)
+        assert workspaces.open_names == ["w3", "w4"]  # the least recently used closed first
+        assert "MARGUERITE OLVANE" in _context(client, None, "Who founded Brightwater Instruments?")
+        # A write to a closed workspace reopens it and adds to what it held.
+        job = client.post("/documents", headers=_ws("w0"), json={"text": FACTS["north"][0], "source": "more.txt"})
+        with httpx.Client(base_url=url, timeout=60, headers=_ws("w0")) as scoped:
+            assert wait_for_job(scoped, job.json()["id"])["status"] == "done"
+        assert _sources(client, "w0") == {"w0.txt", "more.txt"}
+        assert _sources(client, "w1") == {"w1.txt"}
+        assert len(_open(client)) <= 2
+
+
+def test_a_workspace_running_a_job_stays_open_beyond_the_cap(tmp_path: Path) -> None:
+    """A job's workspace is not closed while the job runs, whatever else opens; once idle, it is."""
+    from mock_llm_server import MockLLMServer
+
+    wd = tmp_path / "wd"
+    _written_workspaces(wd)
+    with MockLLMServer(latency=3.0) as llm:  # each LLM call of the insert takes this long
+        config = index_config(wd, llm_base_url=llm.base_url, llm_api_key="k", extraction="llm")
+        workspaces = Workspaces(GraphService(config), max_open=1)
+        with running(build_app(workspaces)) as url, httpx.Client(base_url=url, timeout=60) as client:
+            text, entity = FACTS["north"]
+            job_id = client.post("/documents", headers=_ws("w0"), json={"text": text, "source": "slow.txt"}).json()["id"]
+            for name, (_, other) in list(MANY.items())[1:]:  # reads only: no LLM call
+                assert other in _context(client, name, f"Who founded {other.title()}?")
+                # The job's workspace stays open; the read's, beyond the cap, closes once answered.
+                assert _open(client) == {"w0"}
+            assert client.get(f"/jobs/{job_id}", headers=_ws("w0")).json()["status"] == "running"
+            with httpx.Client(base_url=url, timeout=60, headers=_ws("w0")) as scoped:
+                assert wait_for_job(scoped, job_id)["status"] == "done"
+            assert _sources(client, "w0") == {"w0.txt", "slow.txt"}
+            assert _sources(client, "w4") == {"w4.txt"}  # idle now, the job's workspace closes
+            assert _open(client) == {"w4"}
+
+
+def test_graphrag_serve_max_open_workspaces(tmp_path: Path) -> None:
+    """The CLI's option reaches the server; a cap under 1 is a usage error."""
+    import subprocess
+    import sys
+
+    wd = tmp_path / "wd"
+    _written_workspaces(wd)
+    refused = subprocess.run([sys.executable, "-m", "graphrag.cli", "serve", "--working-dir", str(wd),
+                              "--max-open-workspaces", "0"], capture_output=True, text=True, timeout=60, env=CLI_ENV)
+    assert refused.returncode == 2 and "--max-open-workspaces" in refused.stderr
+    with cli_serving(wd, "--workers", "0", "--offline", "--max-open-workspaces", "1") as url, \
+            httpx.Client(base_url=url, timeout=60) as client:
+        for name in ("w0", "w1", "w2"):
+            assert _sources(client, name) == {f"{name}.txt"}
+            assert _open(client) == {name}
+
+
+def test_a_workspace_in_use_is_not_closed(tmp_path: Path) -> None:
+    """A request or MCP call holding its workspace (``using``) keeps it open past the cap; the
+    last one to leave closes it, and the next use reopens it."""
+    wd = tmp_path / "wd"
+    _written_workspaces(wd)
+    workspaces = Workspaces(GraphService(index_config(wd)), max_open=1)
+
+    async def main() -> None:
+        await workspaces.start()
+        try:
+            async with workspaces.using("w0"):
+                held = workspaces.current()
+                async with workspaces.using("w1"):
+                    assert workspaces.current() is not held
+                    assert workspaces.open_names == ["w0", "w1"]  # both in use: beyond the cap
+                assert workspaces.open_names == ["w0"]  # w1 idle: closed at once
+                assert workspaces.current() is held
+                assert [d["source"] for d in await held.list_documents()] == ["w0.txt"]
+            async with workspaces.using("w1"):
+                assert [d["source"] for d in await workspaces.list_documents()] == ["w1.txt"]
+            assert workspaces.open_names == ["w1"]
+        finally:
+            await workspaces.stop()
+
+    asyncio.run(main())

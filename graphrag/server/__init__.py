@@ -13,3 +13,7 @@
 
 Needs the ``server`` extra: ``pip install "filegraphrag[server]"``.
 """
+
+# Open named workspaces a server keeps at most (each holds its stores and readers in memory);
+# here, not in workspaces.py, so the CLI's options name it without importing the server.
+DEFAULT_MAX_OPEN_WORKSPACES = 16

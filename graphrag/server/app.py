@@ -172,9 +172,11 @@ def create_app(service: "GraphService | Workspaces") -> FastAPI:
         response.headers["X-Total-Count"] = str(total)
         return page
 
-    @app.get("/workspaces", summary="The named workspaces (the X-Workspace header selects one)")
+    @app.get("/workspaces", summary="The named workspaces (the X-Workspace header selects one), and whether each "
+                                     "is open now (at most --max-open-workspaces idle ones are)")
     async def list_workspaces() -> list[dict[str, Any]]:
-        return [{"name": name} for name in service.names()]
+        opened = set(service.open_names)
+        return [{"name": name, "open": name in opened} for name in service.names()]
 
     if not service.read_only:  # a read-only server offers no write endpoint at all
         @app.post("/documents", status_code=202, summary="Index text in the background; returns the job")
@@ -436,13 +438,13 @@ def build_app(service: "GraphService | Workspaces", api_key: Optional[str] = Non
         check_key(api_key)
         register_secret(api_key)
     service = Workspaces.of(service)
-    return secured(selecting_workspace(LeanReads(create_app(service), service)), api_key,
+    return secured(selecting_workspace(LeanReads(create_app(service), service), service), api_key,
                    lambda path: max_upload_bytes if path == UPLOAD_PATH else max_body_bytes,
                    hosts=host_names(host, allowed_hosts), public=_is_public,
                    content_security_policy=content_security_policy())
 
 
-def serve(service: GraphService, host: str = "127.0.0.1", port: int = 8000, api_key: Optional[str] = None,
+def serve(service: "GraphService | Workspaces", host: str = "127.0.0.1", port: int = 8000, api_key: Optional[str] = None,
           max_body_bytes: int = MAX_BODY_BYTES, max_upload_bytes: int = MAX_UPLOAD_BYTES,
           allowed_hosts: Sequence[str] = ()) -> None:
     import uvicorn

@@ -89,7 +89,7 @@ def create_mcp_server(service: "GraphService | Workspaces") -> MCPServer:
     Over HTTP, a call runs in the workspace its ``X-Workspace`` header names."""
     service = Workspaces.of(service)
     server = _GraphMCPServer("graphrag", instructions=instructions(service.read_only), version=__version__,
-                             middleware=[WorkspaceMiddleware()])
+                             middleware=[WorkspaceMiddleware(service)])
 
     # The registered modes, as the tools' schema offers them (an annotation naming them is
     # set on each tool taking a mode before the SDK reads its signature).

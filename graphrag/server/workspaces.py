@@ -14,20 +14,33 @@ and no input folder, and a call that fails must leave no empty workspace behind)
 API and the MCP tools take a ``GraphService``: each call goes to the service of the workspace
 the request named (a context variable, set per HTTP request by ``selecting_workspace`` and
 per MCP message by ``WorkspaceMiddleware``).
+
+At most ``max_open`` named workspaces stay open (the default one is always open): opening one
+more closes the least recently used *idle* one, which no request or MCP call is using (each
+holds its workspace, ``Workspaces.using``) and whose queue holds no job. If every open one is
+busy, one more opens beyond the limit until some falls idle. A closed workspace reopens on its
+next request, over the same working dir.
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import hashlib
+import logging
 import os
 import re
-from typing import Any, Awaitable, Callable, Optional
+from collections import OrderedDict
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
 from graphrag.errors import InvalidInputError, WorkspaceNotFound
+from graphrag.server import DEFAULT_MAX_OPEN_WORKSPACES
 from graphrag.server.jobs import JOBS_FILE
 from graphrag.server.security import ASGIApp
 from graphrag.server.service import JOBS_DIR, GraphService
+
+logger = logging.getLogger(__name__)
 
 WORKSPACE_HEADER = "X-Workspace"
 WORKSPACES_DIR = "workspaces"
@@ -48,11 +61,18 @@ def database_workspace(base: str, name: str) -> str:
 
 class Workspaces:
     """The server's workspaces, each a ``GraphService``, opened on first use. Attributes not
-    defined here are the requested workspace's service's (``service.query(...)``)."""
+    defined here are the requested workspace's service's (``service.query(...)``).
 
-    def __init__(self, default: GraphService) -> None:
+    ``max_open``: the named workspaces kept open at most, while idle (see the module's doc)."""
+
+    def __init__(self, default: GraphService, max_open: int = DEFAULT_MAX_OPEN_WORKSPACES) -> None:
+        if max_open < 1:
+            raise InvalidInputError(f"max_open must be 1 or more, not {max_open}")
         self.default = default
-        self._named: dict[str, GraphService] = {}
+        self.max_open = max_open
+        self._named: OrderedDict[str, GraphService] = OrderedDict()  # least recently used first
+        self._users: dict[str, int] = {}  # the requests and MCP calls using each workspace now
+        self._closing: dict[str, asyncio.Task] = {}  # a closed workspace's service, stopping
         self._started = False
 
     @classmethod
@@ -72,11 +92,37 @@ class Workspaces:
             raise InvalidInputError(f"{WORKSPACE_HEADER} must be 1 to 64 letters, digits, _ or -, not {name[:80]!r}")
         service = self._named.get(name)
         if service is not None:
+            self._named.move_to_end(name)
             return service
         folder = self._folder(name)
         if not os.path.isdir(folder) and (not create or self.default.read_only):
             raise WorkspaceNotFound(f"no workspace {name!r} (a write creates it)", missing=[name])
         return self._open(name)
+
+    @property
+    def open_names(self) -> list[str]:
+        """The named workspaces open now, least recently used first."""
+        return list(self._named)
+
+    @contextlib.asynccontextmanager
+    async def using(self, name: Optional[str]) -> AsyncIterator[None]:
+        """Workspace ``name`` as the requested one while a request or MCP call is served; its
+        service is not closed meanwhile (a name closing is first closed, then reopened)."""
+        token = requested.set(name)
+        if name is not None:
+            self._users[name] = self._users.get(name, 0) + 1
+        try:
+            closing = self._closing.get(name) if name is not None else None
+            if closing is not None:
+                await asyncio.wait([closing])  # its outcome is logged by the close itself
+            yield
+        finally:
+            requested.reset(token)
+            if name is not None:
+                self._users[name] -= 1
+                if not self._users[name]:
+                    del self._users[name]
+                    self._close_idle()
 
     def names(self) -> list[str]:
         """The named workspaces that exist (each was written to once)."""
@@ -99,6 +145,8 @@ class Workspaces:
         for service in [self.default, *self._named.values()]:
             await service.stop()
         self._named.clear()
+        if self._closing:
+            await asyncio.wait(list(self._closing.values()))
         self._started = False
 
     def _folder(self, name: str) -> str:
@@ -117,7 +165,37 @@ class Workspaces:
         self._named[name] = service
         if self._started:  # opened by a request: the loop runs
             service.jobs.start()
+            self._close_idle()
         return service
+
+    def _close_idle(self) -> None:
+        """Close the least recently used idle named workspaces beyond ``max_open``."""
+        excess = len(self._named) - self.max_open
+        for name in [n for n in self._named if self._idle(n)][:max(excess, 0)]:
+            self._close(name, self._named.pop(name))
+
+    def _idle(self, name: str) -> bool:
+        """No request or MCP call uses the workspace, and its queue holds no job."""
+        return name not in self._users and all(j.status not in ("queued", "running")
+                                               for j in self._named[name].jobs.all())
+
+    def _close(self, name: str, service: GraphService) -> None:
+        closing = asyncio.get_running_loop().create_task(_stopped(name, service), name=f"graphrag-close-{name}")
+        self._closing[name] = closing
+
+        def forget(task: asyncio.Task) -> None:
+            if self._closing.get(name) is task:
+                del self._closing[name]
+
+        closing.add_done_callback(forget)
+
+
+async def _stopped(name: str, service: GraphService) -> None:
+    """Stop a closed workspace's service; a failure is logged, not raised (no request waits on it)."""
+    try:
+        await service.stop()
+    except Exception:
+        logger.warning("closing workspace %r failed", name, exc_info=True)
 
 
 def _has_kept_jobs(folder: str) -> bool:
@@ -128,8 +206,8 @@ def _has_kept_jobs(folder: str) -> bool:
         return False
 
 
-def selecting_workspace(app: ASGIApp) -> ASGIApp:
-    """``app`` with each HTTP request's ``X-Workspace`` header as the requested workspace."""
+def selecting_workspace(app: ASGIApp, workspaces: Workspaces) -> ASGIApp:
+    """``app`` with each HTTP request's ``X-Workspace`` header as the requested workspace (of ``workspaces``)."""
     header = WORKSPACE_HEADER.lower().encode("latin-1")
 
     async def with_workspace(scope: dict, receive: Any, send: Any) -> None:
@@ -137,23 +215,20 @@ def selecting_workspace(app: ASGIApp) -> ASGIApp:
             await app(scope, receive, send)
             return
         value = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == header), None)
-        token = requested.set(value)
-        try:
+        async with workspaces.using(value):
             await app(scope, receive, send)
-        finally:
-            requested.reset(token)
 
     return with_workspace
 
 
 class WorkspaceMiddleware:
     """MCP's message middleware: a tool call runs in the workspace its HTTP request's
-    ``X-Workspace`` header named (over stdio, the default one)."""
+    ``X-Workspace`` header named (over stdio, the default one), of ``workspaces``."""
+
+    def __init__(self, workspaces: Workspaces) -> None:
+        self.workspaces = workspaces
 
     async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
         headers = getattr(getattr(ctx, "request", None), "headers", None)
-        token = requested.set(headers.get(WORKSPACE_HEADER) if headers is not None else None)
-        try:
+        async with self.workspaces.using(headers.get(WORKSPACE_HEADER) if headers is not None else None):
             return await call_next(ctx)
-        finally:
-            requested.reset(token)
