@@ -1302,6 +1302,31 @@ def test_blocking_finds_a_pair_from_either_name() -> None:
                     assert found[other].get(name) == relation, (seed, loose, name, other, relation)
 
 
+def test_strict_blocking_finds_every_settled_pair_of_one_word_and_a_fuller_name() -> None:
+    """Strict blocking does not look up the names of one word inside a name: it relies on the
+    rules settling such a pair only where another block meets it. Every pair of a one-word
+    name and a name holding that word, with a relation strict blocking keeps, is found."""
+    from graphrag.operators.resolution import NameIndex
+    from graphrag.operators.resolution.keys import UNSETTLED_RELATIONS, name_key, name_relation
+
+    rng = random.Random(7)
+    names = sorted({random_name(rng) for _ in range(300)}
+                   | {"DOE", "SMITH", "RIVER", "JOHN", "JOHN JOHN", "DOE COMPANY", "DOE'S GHOST", "SMITH X. SMITH"})
+    index = NameIndex(names)
+    settled = 0
+    for short in names:
+        if len(set(name_key(short))) != 1:
+            continue
+        for other in names:
+            if other != short and set(name_key(short)) < set(name_key(other)):
+                relation = name_relation(short, other)
+                if relation is not None and relation not in UNSETTLED_RELATIONS:
+                    settled += 1
+                    assert index.candidates(short).get(other) == relation, (short, other, relation)
+                    assert index.candidates(other).get(short) == relation, (short, other, relation)
+    assert settled > 10  # the names do hold such pairs
+
+
 # One person written two ways in two passages, with the same neighbour and the same role.
 DOE_ANSWERS = {
     "letter": [("J. DOE", "J. Doe is a clerk at the counting house who wrote the letter.")],

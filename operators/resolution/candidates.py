@@ -139,11 +139,15 @@ def _subset_words(name: str) -> tuple[str, ...]:
 @lru_cache(maxsize=1 << 16)
 def _looked_up_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
     """The blocking keys looked up for ``name``: the blocks its own blocks meet (``_MEETS``),
-    and every part of its set of words (the shorter names inside it). The fuller names that
-    hold all its words are found from its words' postings (see :meth:`NameIndex.candidates`)."""
+    and every part of two words or more of its set of words (the shorter names inside it). The
+    fuller names that hold all its words are found from its words' postings (see
+    :meth:`NameIndex.candidates`). Names of one word inside it are not looked up here: the
+    rules settle such a pair only as a first name or surname, an acronym, a category, a
+    possessive or a spelling, each met at its own block; otherwise it is ``overlap``, which
+    only loose blocking keeps (and looks those names up for)."""
     own = [(kind, *b[1:]) for b in _indexed_blocks(name) for kind in _MEETS.get(b[0], ())]
     parts = _subset_words(name)
-    own += [("words", c) for size in range(1, len(parts)) for c in combinations(parts, size)]
+    own += [("words", c) for size in range(2, len(parts)) for c in combinations(parts, size)]
     return tuple(dict.fromkeys(own))
 
 
@@ -280,14 +284,17 @@ class NameIndex:
         tokens = _tokens(key)
         if self.loose:  # every name sharing a word or a spelling bucket (the fuller names among them)
             self._gather(seen, [*(("token", t) for t in tokens), *self._lsh_of(name)])
+            if len(parts := _subset_words(name)) > 1:  # the names of one of its words or initials
+                self._gather(seen, [("words", (w,)) for w in parts])
         elif len(tokens) > 1:
             # The fuller names holding every word of this one, and the other way round, the
             # names of two words or more, every one of them in this one.
             seen.update(self._in_every([("token", t) for t in tokens]))
             seen |= self._within(tokens)
         # The other way round from the shorter names looked up by their words: the names that
-        # look this one up (found above where a name shares all its words with this one).
-        if not tokens or (len(tokens) == 1 and not self.loose):
+        # look this one up (found above where a name shares all its words with this one); in
+        # strict blocking only for two words or more, as the lookups of one word are loose only.
+        if not tokens if self.loose else len(tokens) <= 1 and len(set(key)) > 1:
             seen |= self._fuller(key)
         seen.discard(name)
         found = {}
