@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO, Mapping, Optional, Union
 from xml.etree.ElementTree import ParseError

@@ -28,7 +28,6 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Awaitable, Callable, Optional
 
-from graphrag.errors import InvalidInputError
 from graphrag.progress import progress_listener
 from graphrag.query_param import check_unicode
 from graphrag.server.doc_status import write_json
