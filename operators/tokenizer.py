@@ -49,9 +49,14 @@ def replace_file(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` whole or not at all (temp file and rename). Not the stores'
     ``atomic_write_bytes``: that joins the insert's commit transaction, and these caches
     belong to no working dir. Raises OSError, leaving no temp file behind."""
-    tmp = f"{path}.{os.getpid()}.tmp"
+    # A fresh name made exclusively (mkstemp): these caches sit in the shared temp dir, where a
+    # predictable name could already be a link another user planted.
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp",
+                               dir=os.path.dirname(path) or ".")
     try:
-        with open(tmp, "wb") as f:
+        with os.fdopen(fd, "wb") as f:
+            if hasattr(os, "fchmod"):  # readable as a plain write left it (mkstemp makes it private)
+                os.fchmod(f.fileno(), 0o644)
             f.write(data)
         os.replace(tmp, path)
     except OSError:

@@ -192,3 +192,18 @@ def test_unknown_model_falls_back_to_o200k():
     assert tok.encode("hello world") == O200K_HELLO_WORLD
     assert TiktokenTokenizer("cl100k_base").encode("hello world") == CL100K_HELLO_WORLD
 
+
+
+def test_a_cache_file_is_written_through_a_fresh_name_not_a_planted_link(tmp_path):
+    """The caches live in the shared temp dir: a link planted where a predictable temporary
+    name would be must neither be followed nor stop the write."""
+    from graphrag.operators.tokenizer import replace_file
+
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"keep me")
+    target = tmp_path / "cache.bin"
+    os.symlink(victim, f"{target}.{os.getpid()}.tmp")  # the name the write once used
+    replace_file(str(target), b"cached")
+    assert target.read_bytes() == b"cached" and victim.read_bytes() == b"keep me"
+    assert oct(target.stat().st_mode & 0o777) == oct(0o644)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["victim.txt", "cache.bin", f"cache.bin.{os.getpid()}.tmp"])
