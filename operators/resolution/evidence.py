@@ -233,6 +233,9 @@ _SURFACE, _KEY_TYPE_CONFLICT, _SAME_CHUNK = 0.9, -0.2, 0.1
 # A spelled acronym (of at least this many letters) starts as high as initials against names.
 _SPELLED_LETTERS, _SPELLED = 3, 0.15
 _COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym", "abbreviation", "spelling"}
+# A part of a name its fuller name's writer uses for it (:func:`_named_by_its_part`) counts as
+# much as a text in common.
+_NAMED_BY_ITS_PART = 0.1
 # Descriptions of two spellings of a name alike at least this much (word cosine) count for it.
 _SPELLING_ALIKE = 0.3
 # A short form kept from a name's own letters: one of two names it could stand for stays alone.
@@ -329,13 +332,17 @@ def _places(word: str, text: str) -> Iterator[int]:
 
 
 _BEFORE_WORD = re.compile(r"(?:^|([.!?:;]\s+)|\s)([^\W\d_]+)(\.?)\s+$", re.UNICODE)
+# The word written right after a name in the same sentence (spaces between, no punctuation).
+_AFTER_WORD = re.compile(r"[ \t]+([^\W\d_]+)", re.UNICODE)
 
 
-def _another_bearer(pa: NameProfile, pb: NameProfile) -> bool:
+def _another_bearer(pa: NameProfile, pb: NameProfile, first: bool = False) -> bool:
     """Whether the one-word name's descriptions write it after a word of a name that the
     fuller name has not (an initial, or a capitalised word not opening the sentence; a title
     is none: MR. VOLLAN): there it is another bearer's surname (K. L. VOLLAN, ANNA VOLLAN beside
-    ERIK VOLLAN). Scripts without case have no such words and never tell."""
+    ERIK VOLLAN). ``first``: the one-word name is a first name, so the word read is the one
+    after it (ERIK SOLBERG beside ERIK VOLLAN; an initial of one of the fuller name's words is
+    none). Scripts without case have no such words and never tell."""
     short, long = (pa, pb) if len(name_key(pa.name)) < len(name_key(pb.name)) else (pb, pa)
     word, own = name_key(short.name)[-1], set(name_key(long.name))
     # Its relations' texts are read where it has no description (a name written only in
@@ -343,6 +350,13 @@ def _another_bearer(pa: NameProfile, pb: NameProfile) -> bool:
     # words before a surname are as often another name of the same person (OLD MARLEY).
     for text in short.descriptions.values() or short.relation_texts:
         for at in _places(word, text):
+            if first:
+                after = _AFTER_WORD.match(text, at + len(word))
+                following = fold_name(after.group(1)) if after and after.group(1)[0].isupper() else None
+                if following and following not in own \
+                        and not (len(following) == 1 and any(w.startswith(following) for w in own)):
+                    return True
+                continue
             before = _BEFORE_WORD.search(text[:at])
             if before and before.group(2)[0].isupper() and fold_name(before.group(2)) not in own \
                     and fold_name(before.group(2)) not in _HONORIFICS \
@@ -399,6 +413,20 @@ def _refers_back(pa: NameProfile, pb: NameProfile) -> bool:
     if not short.chunks or not short.chunks <= long.chunks or not _written_as_a_name(long):
         return False
     return _opens_a_sentence(name_key(short.name)[-1], _subject_texts(short))
+
+
+def _named_by_its_part(pa: NameProfile, pb: NameProfile) -> bool:
+    """Whether the fuller name's relations' texts, each written about that name, open a
+    sentence with the shorter name alone ("Marten sold the works" as a text of ILSE MARTEN): its
+    writer calls it by that part. Only where the shorter name is used in no text without the
+    fuller one, and the fuller one is written as a name (:func:`_written_as_a_name`). A relation
+    text a description holds is a source sentence quoted for every name in it (the offline
+    extractor's), written about none of them: not read. Word order and case only."""
+    short, long = (pa, pb) if len(name_key(pa.name)) < len(name_key(pb.name)) else (pb, pa)
+    if not short.chunks or not short.chunks <= long.chunks or not long.relation_texts:
+        return False
+    written = [t for t in long.relation_texts if not any(t in d for d in long.descriptions.values())]
+    return _opens_a_sentence(name_key(short.name)[-1], written) and _written_as_a_name(long)
 
 
 def _opens_a_sentence(word: str, texts: list[str]) -> bool:
@@ -582,6 +610,14 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
                                          and description >= 0.3 and not _only_an_object(pa, pb)) or people and full and bool(pa.chunks & pb.chunks) \
             or untyped and not person and relation == "surname" and _refers_back(pa, pb)
+        # The fuller name's own relations written with the part alone as their subject ("Marten
+        # sold the works" as a text of ILSE MARTEN): the writer calls that one by the part, so
+        # the part, used only in the fuller name's texts, is it. A first name as a surname; not
+        # where a type says it is no person's, nor related, nor written by another bearer's name.
+        if not corroborated and {ta, tb} <= {"UNKNOWN", "PERSON"} and _named_by_its_part(pa, pb) \
+                and not _related(pa, pb) and not _another_bearer(pa, pb, first=relation == "first_name"):
+            corroborated = True
+            score += _NAMED_BY_ITS_PART
         # Said to be different things ("a jester", "a dealer"): JACK MILLER is no OLD JACK.
         # (The roles are read only where they could undo something.)
         if (corroborated or if_person) and pa.roles and pb.roles and not pa.roles & pb.roles:
