@@ -22,6 +22,7 @@ from graphrag.operators.merge import (
     build_graph_records,
     group_contributions,
     long_descriptions,
+    placeholder_entity,
     summarize_elements,
 )
 from graphrag.operators.tokenizer import Tokenizer
@@ -290,6 +291,11 @@ async def rebuild_graph(
             {k: relation_contribs[k] for k in edge_keys if k in relation_contribs},
             endpoint_relations=endpoint_relations,
         )
+        # A touched name whose entity records all left, still a relation's end in a chunk this
+        # write did not change, keeps a node built from its relations, as a fresh build gives it.
+        for name in names:
+            if name not in nodes and endpoint_relations.get(name):
+                nodes[name] = placeholder_entity(name, endpoint_relations[name])
         # (An edge's far end outside ``names`` keeps its node as it is.)
         touched = set(names)
         nodes = {n: d for n, d in nodes.items() if mentions.get(n) and n in touched}

@@ -520,6 +520,27 @@ def _styled_extraction(style: str, data: dict[str, str]) -> str:
     return _respond_extraction(data)
 
 
+def records_responder(passages: dict[str, list[str]]) -> Responder:
+    """A model answering the extraction of a passage that holds a key of ``passages`` with
+    those records (``("entity"<|>...)``, ``("relationship"<|>...)``), as written, and no
+    gleanings; every other prompt as ``realistic_responder``. For a test that needs exactly
+    what a model wrote: types left out, a name given only as a relation's end."""
+
+    def respond(req: dict) -> str:
+        found = prompt_of(req)
+        kind = found[0] if found else None
+        if kind == "entity_extraction":
+            text = found[1]["input_text"]  # type: ignore[index]
+            return "##\n".join(r for key, records in passages.items() if key in text for r in records) + COMPLETE
+        if kind == "entity_if_loop_extraction":
+            return "NO"
+        if kind == "entity_continue_extraction":
+            return COMPLETE
+        return realistic_responder(req)
+
+    return respond
+
+
 def weak_responder(extraction: str = "prose", extraction_repair: Optional[str] = None,
                    reports: str = "records", reports_repair: Optional[str] = None) -> Responder:
     """A model that answers extraction (and its repair turn) in the ``extraction`` style

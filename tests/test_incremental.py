@@ -358,3 +358,36 @@ def test_failed_delete_leaves_previous_state(make_rag, monkeypatch, mode):
     # The same instance recovers (its stores were reloaded) and the delete then works.
     rag.delete_documents(doc_id(rag, DOC_B))
     assert len(rag.list_documents()) == len(CORPUS) - 1
+
+
+def test_a_name_left_only_as_a_relations_end_keeps_its_node_and_edge_after_a_delete(make_rag, server):
+    """A name whose only entity record was in a deleted document, still the end of a relation
+    a kept document states (a model gave it no entity line there), keeps a node built from
+    that relation and the relation's edge: the graph of an index never given the document."""
+    from mock_llm_server import records_responder
+
+    kept = "Ilse Varga restored the organ of Saint Oda; the organ is a Hessler instrument."
+    deleted = "The Hessler workshop in Linz built organs until 1911."
+    passages = {
+        "Ilse Varga": ['("entity"<|>"ILSE VARGA"<|>"PERSON"<|>"Ilse Varga is an organ restorer.")',
+                       '("relationship"<|>"HESSLER"<|>"ORGAN OF SAINT ODA"<|>"Hessler built the organ."<|>6)',
+                       '("relationship"<|>"ILSE VARGA"<|>"ORGAN OF SAINT ODA"<|>"She restored the organ."<|>7)'],
+        "Hessler workshop": ['("entity"<|>"HESSLER"<|>"ORGANIZATION"<|>"Hessler is an organ workshop in Linz.")',
+                             '("entity"<|>"LINZ"<|>"GEO"<|>"Linz is a city.")',
+                             '("relationship"<|>"HESSLER"<|>"LINZ"<|>"The workshop stood in Linz."<|>5)'],
+    }
+    responder = server.responder
+    server.responder = records_responder(passages)
+    try:
+        fresh = make_rag("fresh", entity_resolution=False)
+        fresh.insert(kept)
+        rag = make_rag("churn", entity_resolution=False)
+        rag.insert([kept, deleted])
+        assert load_graph(rag).nodes["HESSLER"]["entity_type"] == "ORGANIZATION"
+        rag.delete_documents(doc_id(rag, deleted))
+        graph = load_graph(rag)
+        assert graph.has_edge("HESSLER", "ORGAN OF SAINT ODA") and "LINZ" not in graph
+        got, want = snapshot(rag), snapshot(fresh)
+        assert got["nodes"] == want["nodes"] and got["edges"] == want["edges"]
+    finally:
+        server.responder = responder
