@@ -31,7 +31,7 @@ from graphrag.operators.resolution import (
 from graphrag.operators.resolution import STATE_RECORD, joined_state
 from graphrag.records import Entity
 from helpers_integrity import check_integrity
-from mock_llm_server import MockLLMServer
+from mock_llm_server import MockLLMServer, records_responder
 
 GRAPH_FILE = "graph_chunk_entity_relation.graphml"
 
@@ -1692,3 +1692,106 @@ def test_a_title_of_rank_before_a_full_name_is_dropped_like_any_title() -> None:
     # ... and a one-word name left is no evidence by itself (a company's, a place's, a ship's).
     sultan = profile("SULTAN TALLOW", "ORGANIZATION", description="Sultan Tallow makes candles.")
     assert decided(sultan, profile("TALLOW", "ORGANIZATION", description="Tallow is rendered fat.")).verdict != "merge"
+
+
+# --------------------------------------------------------------------------- a part the fuller name's writer uses
+
+
+def _related_as(p: NameProfile, *texts: str) -> NameProfile:
+    """``p`` with relations written by a model: their texts, each about that name."""
+    p.relation_texts.extend(texts)
+    return p
+
+
+def test_a_part_the_fuller_names_own_relations_open_with_refers_back_to_it() -> None:
+    # An English biography, no types: the model writes the full name's relations with its
+    # surname ("Askeland opened ..."), and the surname alone only as an attribute in that text.
+    tove = _related_as(_in(profile("TOVE ASKELAND", description="Tove Askeland was a printer in Bergen."), "c1"),
+                       "Askeland opened a print shop in Bergen.")
+    attribute = NameProfile("ASKELAND")
+    attribute.chunks.add("c1")
+    attribute.relation_texts.append("The first catalogue is an Askeland edition.")
+    decision = decided(tove, attribute)
+    assert decision.verdict == "merge" and decision.part
+    # A first name the same way, in a German text where the full name is typed a person.
+    grete = _related_as(_in(profile("GRETE VOSSBERG", "PERSON", description="Grete Vossberg war Goldschmiedin."), "d1"),
+                        "Grete leitete die Werkstatt ab 1920.")
+    first = NameProfile("GRETE")
+    first.chunks.add("d1")
+    first.relation_texts.append("Die Werkstatt war ein Betrieb von Grete.")
+    assert decided(grete, first).verdict == "merge"
+
+    def part(name: str, *texts: str, chunks: tuple[str, ...] = ("c1",)) -> NameProfile:
+        p = NameProfile(name)
+        p.chunks.update(chunks)
+        p.relation_texts.extend(texts)
+        return p
+
+    # The part used in another text as well may be anyone's there.
+    assert decided(tove, part("ASKELAND", "An Askeland edition.", chunks=("c1", "c2"))).verdict != "merge"
+    # The full name's relations must open with the part alone: "Askeland Press" is another name.
+    press = _related_as(_in(profile("TOVE ASKELAND", description="Tove Askeland was a printer."), "c1"),
+                        "Askeland Press printed her books.")
+    assert decided(press, part("ASKELAND", "An Askeland edition.")).verdict != "merge"
+    # A relation between the two: two things (the press named after its founder).
+    related = part("ASKELAND", "An Askeland edition.")
+    related.neighbours.add("TOVE ASKELAND")
+    assert decided(tove, related).verdict == "distinct"
+    # A first name its own text writes before another surname: another bearer.
+    other = part("TOVE", "Tove Lindqvist bought the shop.")
+    tove_first = _related_as(_in(profile("TOVE ASKELAND", description="Tove Askeland was a printer."), "c1"),
+                             "Tove opened a print shop in Bergen.")
+    assert decided(tove_first, other).verdict != "merge"
+    assert decided(tove_first, part("TOVE", "The shop was sold by Tove.")).verdict == "merge"
+    # A full name typed as no person's (a company) is not referred back to this way.
+    firm = _related_as(_in(profile("VOSSBERG WERKE", "ORGANIZATION", description="Vossberg Werke ist eine Firma."),
+                           "d1"), "Vossberg baute die Halle.")
+    assert decided(firm, part("VOSSBERG", "Die Halle von Vossberg.", chunks=("d1",))).verdict != "merge"
+    # A relation text a description holds is a source sentence quoted for every name in it.
+    quoted = _in(profile("TOVE ASKELAND", description="Askeland opened a shop. Tove Askeland printed books."), "c1")
+    quoted.relation_texts.append("Askeland opened a shop.")
+    assert decided(quoted, part("ASKELAND", "An Askeland edition.")).verdict != "merge"
+    # #31's look-alikes stay apart whatever the writer calls them: a generation suffix, a number.
+    junior = _related_as(_in(profile("TOVE ASKELAND JR.", description="Tove Askeland Jr. was a printer."), "c1"),
+                         "Askeland opened a print shop in Bergen.")
+    assert decided(junior, attribute).verdict == "distinct"
+    osric = _related_as(_in(profile("OSRIC IV", description="Osric IV ruled Kelm."), "c1"), "Osric ruled Kelm.")
+    assert decided(osric, part("OSRIC", "The Osric charter.")).verdict == "distinct"
+
+
+PRINTERS = {
+    "Tove Askeland": ['("entity"<|>"TOVE ASKELAND"<|>""<|>"Tove Askeland was a printer in Bergen.")',
+                      '("entity"<|>"BERGEN"<|>""<|>"Bergen is a port city.")',
+                      '("relationship"<|>"TOVE ASKELAND"<|>"BERGEN"<|>"Askeland opened a print shop in Bergen."<|>5)',
+                      '("relationship"<|>"ASKELAND"<|>"FIRST CATALOGUE"<|>"The first catalogue is an Askeland edition."<|>4)'],
+    "Askeland bindery": ['("entity"<|>"ASKELAND"<|>""<|>"Askeland is a bindery in Stavanger.")',
+                         '("entity"<|>"STAVANGER"<|>""<|>"Stavanger is a town.")',
+                         '("relationship"<|>"ASKELAND"<|>"STAVANGER"<|>"The bindery stands in Stavanger."<|>5)'],
+}
+PRINTER_DOCS = ["Tove Askeland opened a print shop in Bergen; the first catalogue was an Askeland edition.",
+                "The Askeland bindery in Stavanger sold its presses in 1950."]
+
+
+def test_a_part_named_by_the_fuller_names_writer_merges_exactly_in_any_order_and_under_delete(tmp_path: Any) -> None:
+    with MockLLMServer(responder=records_responder(PRINTERS)) as llm:
+        def build(name: str, docs: list[Any]) -> GraphRAG:
+            rag = make(tmp_path, name, extraction="llm", llm_base_url=llm.base_url, llm_api_key="k",
+                       entity_resolution_llm_check=False)
+            for doc in docs:
+                rag.insert(doc)
+            return rag
+
+        alone = build("alone", [PRINTER_DOCS[:1]])
+        assert state_of(alone)["resolution"]["aliases"] == {"ASKELAND": "TOVE ASKELAND"}
+        # The bindery's passage uses the surname alone elsewhere: the merge goes, in either order.
+        both = state_of(build("both", [PRINTER_DOCS]))
+        assert both["resolution"]["aliases"] == {}
+        assert state_of(build("forward", PRINTER_DOCS)) == both
+        assert state_of(build("backward", PRINTER_DOCS[::-1])) == both
+        # Deleting the bindery's passage gives back the state of an index never given it.
+        rag = build("again", PRINTER_DOCS[::-1])
+        rag.delete_documents(doc_id_for(PRINTER_DOCS[1]))
+        assert state_of(rag) == state_of(alone)
+        rag.insert(PRINTER_DOCS[1])
+        assert state_of(rag) == both
+        assert check_integrity(rag.config.working_dir) == []
