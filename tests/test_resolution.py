@@ -259,6 +259,11 @@ LOOK_ALIKES = [
     ("MID-NORTHERN ROWING LEAGUE", "NORTHERN ROWING LEAGUE", "ORGANIZATION", "qualifier"),
     ("ANNE-LISE BRODAL", "LISE BRODAL", "PERSON", "qualifier"),
     ("ANNE BRODAL-HVAL", "ANNE BRODAL", "PERSON", None),  # a second surname added, not a first part dropped
+    # A number tells apart names alike but for it; names sharing no word do not look alike.
+    ("OSKAR LIND III", "THE LAST LORD", "PERSON", None),
+    ("KESTREL", "KESTREL 3", "PRODUCT", "number"),
+    ("2031", "2031 II", "EVENT", "number"),  # a number alone is no word in common
+    ("XIII", "ORION", "PRODUCT", "number"),
 ]
 
 
@@ -1793,5 +1798,59 @@ def test_a_part_named_by_the_fuller_names_writer_merges_exactly_in_any_order_and
         rag.delete_documents(doc_id_for(PRINTER_DOCS[1]))
         assert state_of(rag) == state_of(alone)
         rag.insert(PRINTER_DOCS[1])
+        assert state_of(rag) == both
+        assert check_integrity(rag.config.working_dir) == []
+
+
+def test_a_statement_naming_a_numbered_name_in_full_merges_names_that_share_no_word() -> None:
+    # A nickname stated of a mill owner with a generation number (a biography) and of a
+    # numbered yacht (a sailing report): the statement names the number too.
+    lind = profile("OSKAR LIND III", description="Oskar Lind III was the third master of the Lind mill.")
+    for nick in ("THE LAST LORD", "OL3"):
+        stated = profile(nick, description=f"{nick.title() if ' ' in nick else nick} is a nickname of Oskar Lind III.")
+        assert decide_pair(stated, lind, "stated", threshold=0.7, ask_threshold=0.4).verdict == "merge", nick
+        assert group_names({nick, "OSKAR LIND III"}, {tuple(sorted((nick, "OSKAR LIND III")))},  # type: ignore[arg-type]
+                           ManualDecisions()) == {nick: "OSKAR LIND III"}
+    yacht = profile("WIND SPIRIT II", description="Wind Spirit II won the autumn regatta at Kelm.")
+    lady = profile("THE GREY LADY", description="The Grey Lady is a nickname of Wind Spirit II.")
+    assert decide_pair(lady, yacht, "stated", threshold=0.7, ask_threshold=0.4).verdict == "merge"
+    release = profile("TERN RELAY 2", description="Tern Relay 2 is the second major release of the broker.")
+    # A statement of the name without its number states another thing; names alike but for a
+    # number stay apart whatever is stated.
+    one = profile("LARKSPUR", description="Larkspur was the code name of Tern Relay.")
+    assert decide_pair(one, release, "stated", threshold=0.7, ask_threshold=0.4).verdict != "merge"
+    third = profile("OSKAR LIND", description="Oskar Lind is a nickname of Oskar Lind III.")
+    assert decide_pair(third, lind, "stated", threshold=0.7, ask_threshold=0.4).verdict == "distinct"
+
+
+YACHTS = {
+    "autumn regatta": ['("entity"<|>"WIND SPIRIT II"<|>""<|>"Wind Spirit II won the autumn regatta at Kelm.")',
+                       '("entity"<|>"KELM"<|>""<|>"Kelm is a harbour town.")',
+                       '("relationship"<|>"WIND SPIRIT II"<|>"KELM"<|>"Wind Spirit II won the regatta at Kelm."<|>5)'],
+    "Grey Lady": ['("entity"<|>"THE GREY LADY"<|>""<|>"The Grey Lady is a nickname of Wind Spirit II.")',
+                  '("entity"<|>"WIND SPIRIT"<|>""<|>"Wind Spirit is the yacht\'s older sister ship.")'],
+}
+YACHT_DOCS = ["Wind Spirit II won the autumn regatta at Kelm.",
+              "Sailors call her the Grey Lady; her older sister was the first Wind Spirit."]
+
+
+def test_a_stated_nickname_of_a_numbered_name_merges_exactly_in_any_order_and_under_delete(tmp_path: Any) -> None:
+    with MockLLMServer(responder=records_responder(YACHTS)) as llm:
+        def build(name: str, docs: list[Any]) -> GraphRAG:
+            rag = make(tmp_path, name, extraction="llm", llm_base_url=llm.base_url, llm_api_key="k",
+                       entity_resolution_llm_check=False)
+            for doc in docs:
+                rag.insert(doc)
+            return rag
+
+        both = state_of(build("both", [YACHT_DOCS]))
+        # The nickname joins the numbered name; the name alike but for the number stays apart.
+        assert both["resolution"]["aliases"] == {"THE GREY LADY": "WIND SPIRIT II"}
+        assert state_of(build("forward", YACHT_DOCS)) == both
+        assert state_of(build("backward", YACHT_DOCS[::-1])) == both
+        rag = build("again", YACHT_DOCS)
+        rag.delete_documents(doc_id_for(YACHT_DOCS[1]))
+        assert state_of(rag) == state_of(build("alone", [YACHT_DOCS[:1]]))
+        rag.insert(YACHT_DOCS[1])
         assert state_of(rag) == both
         assert check_integrity(rag.config.working_dir) == []

@@ -270,6 +270,11 @@ def _numbers(key: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(sorted(found))
 
 
+def _worded(key: tuple[str, ...]) -> bool:
+    """Whether a key holds a word that is no number (:func:`_numbers`)."""
+    return any(not _numbers((t,)) for t in key)
+
+
 def _name_words(key: tuple[str, ...]) -> int:
     """How many words of a name are more than an initial."""
     return sum(len(t) > 1 for t in key)
@@ -330,7 +335,10 @@ def look_alike(a: str, b: str) -> Optional[str]:
     if a == b:
         return None
     (ka, numbers_a, generation_a, run_a), (kb, numbers_b, generation_b, run_b) = _marks(a), _marks(b)
-    if numbers_a != numbers_b:
+    # Names that share no word do not look alike, whatever their numbers: a number tells two
+    # things apart only in names alike but for it (a nickname stated of HENRY FORD II is not
+    # its look-alike; HENRY FORD is).
+    if numbers_a != numbers_b and (set(ka) & set(kb) or not _worded(ka) or not _worded(kb)):
         return "number"
     if generation_a != generation_b:
         return "generation"
