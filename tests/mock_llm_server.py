@@ -520,18 +520,20 @@ def _styled_extraction(style: str, data: dict[str, str]) -> str:
     return _respond_extraction(data)
 
 
-def records_responder(passages: dict[str, list[str]]) -> Responder:
+def records_responder(passages: dict[str, list[str]], always: tuple[str, ...] = ()) -> Responder:
     """A model answering the extraction of a passage that holds a key of ``passages`` with
-    those records (``("entity"<|>...)``, ``("relationship"<|>...)``), as written, and no
-    gleanings; every other prompt as ``realistic_responder``. For a test that needs exactly
-    what a model wrote: types left out, a name given only as a relation's end."""
+    those records (``("entity"<|>...)``, ``("relationship"<|>...)``), as written, then the
+    ``always`` records, and no gleanings; every other prompt as ``realistic_responder``. For a
+    test that needs exactly what a model wrote: types left out, a name given only as a
+    relation's end."""
 
     def respond(req: dict) -> str:
         found = prompt_of(req)
         kind = found[0] if found else None
         if kind == "entity_extraction":
             text = found[1]["input_text"]  # type: ignore[index]
-            return "##\n".join(r for key, records in passages.items() if key in text for r in records) + COMPLETE
+            records = [r for key, written in passages.items() if key in text for r in written]
+            return "##\n".join([*records, *always]) + COMPLETE
         if kind == "entity_if_loop_extraction":
             return "NO"
         if kind == "entity_continue_extraction":

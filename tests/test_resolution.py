@@ -636,26 +636,11 @@ MODEL_ANSWERS = {
 def answering_like_a_model(answers: dict[str, list[tuple[str, str]]]) -> Any:
     """A responder extracting, from a passage holding a key of ``answers``, its entities (all
     people, each linked to EBENEZER) as a model writes them."""
-    from mock_llm_server import COMPLETE, prompt_of, realistic_responder
-
-    def respond(req: dict) -> str:
-        found = prompt_of(req)
-        kind = found[0] if found else None
-        if kind == "entity_extraction":
-            text = found[1]["input_text"]
-            records = [f'("entity"<|>"{name}"<|>"PERSON"<|>"{about}")' for key, entities in answers.items()
-                       if key in text for name, about in entities]
-            names = [r.split('"')[3] for r in records]
-            records += [f'("relationship"<|>"{a}"<|>"EBENEZER"<|>"{a} knows Ebenezer."<|>5)' for a in names]
-            records.append('("entity"<|>"EBENEZER"<|>"PERSON"<|>"Ebenezer is an apprentice who grows into a miser.")')
-            return "##\n".join(records) + COMPLETE
-        if kind == "entity_if_loop_extraction":
-            return "NO"
-        if kind == "entity_continue_extraction":
-            return COMPLETE
-        return realistic_responder(req)
-
-    return respond
+    return records_responder(
+        {key: [*(f'("entity"<|>"{name}"<|>"PERSON"<|>"{about}")' for name, about in entities),
+               *(f'("relationship"<|>"{name}"<|>"EBENEZER"<|>"{name} knows Ebenezer."<|>5)' for name, _ in entities)]
+         for key, entities in answers.items()},
+        always=('("entity"<|>"EBENEZER"<|>"PERSON"<|>"Ebenezer is an apprentice who grows into a miser.")',))
 
 
 def test_model_written_names_resolve_by_what_their_descriptions_say(tmp_path: Any) -> None:
@@ -1341,26 +1326,10 @@ DOE_DOCS = ["The letter came on Monday.", "The ledger was balanced on Friday."]
 
 
 def test_a_name_and_its_fuller_form_resolve_alike_in_either_order(tmp_path: Any) -> None:
-    with MockLLMServer(responder=answering_like_a_model(DOE_ANSWERS)) as llm:
-        def build(name: str, docs: list[Any]) -> GraphRAG:
-            rag = make(tmp_path, name, extraction="llm", llm_base_url=llm.base_url, llm_api_key="k",
-                       entity_resolution_llm_check=False)
-            for doc in docs:
-                rag.insert(doc)
-            return rag
-
-        fresh = build("fresh", [DOE_DOCS])
-        assert fresh.canonical_entity("J. Doe") == fresh.canonical_entity("John T. Doe")
-        expected = state_of(fresh)
-        assert state_of(build("short_first", DOE_DOCS)) == expected
-        assert state_of(build("full_first", DOE_DOCS[::-1])) == expected
-        # Deleting the shorter name's passage and inserting it again, after the fuller name.
-        rag = build("again", [DOE_DOCS])
-        rag.delete_documents(doc_id_for(DOE_DOCS[0]))
-        assert state_of(rag) == state_of(build("alone", [DOE_DOCS[1:]]))
-        rag.insert(DOE_DOCS[0])
-        assert state_of(rag) == expected
-        assert check_integrity(rag.config.working_dir) == []
+    # Deleting the shorter name's passage and inserting it again, after the fuller name.
+    both, _ = _exact_in_any_order_and_under_delete(tmp_path, answering_like_a_model(DOE_ANSWERS), DOE_DOCS[::-1],
+                                                   DOE_DOCS[1:])
+    assert both["resolution"]["aliases"] == {"J. DOE": "JOHN T. DOE"}
 
 
 def _in(p: NameProfile, *chunks: str) -> NameProfile:
@@ -1777,29 +1746,37 @@ PRINTER_DOCS = ["Tove Askeland opened a print shop in Bergen; the first catalogu
                 "The Askeland bindery in Stavanger sold its presses in 1950."]
 
 
-def test_a_part_named_by_the_fuller_names_writer_merges_exactly_in_any_order_and_under_delete(tmp_path: Any) -> None:
-    with MockLLMServer(responder=records_responder(PRINTERS)) as llm:
-        def build(name: str, docs: list[Any]) -> GraphRAG:
+def _exact_in_any_order_and_under_delete(tmp_path: Any, responder: Any, docs: list[str],
+                                       without: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Index ``docs`` from a model answering as ``responder``: at once, one by one in either
+    order, and with the last document deleted and inserted again; every state is a fresh
+    index's. Returns the states of all the documents and of all but the last."""
+    with MockLLMServer(responder=responder) as llm:
+        def build(name: str, inserts: list[Any]) -> GraphRAG:
             rag = make(tmp_path, name, extraction="llm", llm_base_url=llm.base_url, llm_api_key="k",
                        entity_resolution_llm_check=False)
-            for doc in docs:
+            for doc in inserts:
                 rag.insert(doc)
             return rag
 
-        alone = build("alone", [PRINTER_DOCS[:1]])
-        assert state_of(alone)["resolution"]["aliases"] == {"ASKELAND": "TOVE ASKELAND"}
-        # The bindery's passage uses the surname alone elsewhere: the merge goes, in either order.
-        both = state_of(build("both", [PRINTER_DOCS]))
-        assert both["resolution"]["aliases"] == {}
-        assert state_of(build("forward", PRINTER_DOCS)) == both
-        assert state_of(build("backward", PRINTER_DOCS[::-1])) == both
-        # Deleting the bindery's passage gives back the state of an index never given it.
-        rag = build("again", PRINTER_DOCS[::-1])
-        rag.delete_documents(doc_id_for(PRINTER_DOCS[1]))
-        assert state_of(rag) == state_of(alone)
-        rag.insert(PRINTER_DOCS[1])
+        both = state_of(build("both", [docs]))
+        assert state_of(build("forward", docs)) == both
+        assert state_of(build("backward", docs[::-1])) == both
+        alone = state_of(build("alone", [without]))
+        rag = build("again", docs[::-1])
+        rag.delete_documents(doc_id_for(docs[-1]))
+        assert state_of(rag) == alone
+        rag.insert(docs[-1])
         assert state_of(rag) == both
         assert check_integrity(rag.config.working_dir) == []
+        return both, alone
+
+
+def test_a_part_named_by_the_fuller_names_writer_merges_exactly_in_any_order_and_under_delete(tmp_path: Any) -> None:
+    both, alone = _exact_in_any_order_and_under_delete(tmp_path, records_responder(PRINTERS), PRINTER_DOCS, PRINTER_DOCS[:1])
+    assert alone["resolution"]["aliases"] == {"ASKELAND": "TOVE ASKELAND"}
+    # The bindery's passage uses the surname alone elsewhere: the merge goes.
+    assert both["resolution"]["aliases"] == {}
 
 
 def test_a_statement_naming_a_numbered_name_in_full_merges_names_that_share_no_word() -> None:
@@ -1835,22 +1812,7 @@ YACHT_DOCS = ["Wind Spirit II won the autumn regatta at Kelm.",
 
 
 def test_a_stated_nickname_of_a_numbered_name_merges_exactly_in_any_order_and_under_delete(tmp_path: Any) -> None:
-    with MockLLMServer(responder=records_responder(YACHTS)) as llm:
-        def build(name: str, docs: list[Any]) -> GraphRAG:
-            rag = make(tmp_path, name, extraction="llm", llm_base_url=llm.base_url, llm_api_key="k",
-                       entity_resolution_llm_check=False)
-            for doc in docs:
-                rag.insert(doc)
-            return rag
-
-        both = state_of(build("both", [YACHT_DOCS]))
-        # The nickname joins the numbered name; the name alike but for the number stays apart.
-        assert both["resolution"]["aliases"] == {"THE GREY LADY": "WIND SPIRIT II"}
-        assert state_of(build("forward", YACHT_DOCS)) == both
-        assert state_of(build("backward", YACHT_DOCS[::-1])) == both
-        rag = build("again", YACHT_DOCS)
-        rag.delete_documents(doc_id_for(YACHT_DOCS[1]))
-        assert state_of(rag) == state_of(build("alone", [YACHT_DOCS[:1]]))
-        rag.insert(YACHT_DOCS[1])
-        assert state_of(rag) == both
-        assert check_integrity(rag.config.working_dir) == []
+    both, alone = _exact_in_any_order_and_under_delete(tmp_path, records_responder(YACHTS), YACHT_DOCS, YACHT_DOCS[:1])
+    # The nickname joins the numbered name; the name alike but for the number stays apart.
+    assert both["resolution"]["aliases"] == {"THE GREY LADY": "WIND SPIRIT II"}
+    assert alone["resolution"]["aliases"] == {}
