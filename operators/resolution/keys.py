@@ -322,7 +322,8 @@ def look_alike(a: str, b: str) -> Optional[str]:
     """Why two names that look alike name different things, from the names alone (None: no
     such reason). Rules never merge such a pair and never put it in one group:
 
-    - ``number``: the numbers differ (ORION 4 / ORION 6, 2ND / 3RD ARMY);
+    - ``number``: the numbers differ in names sharing a word, or one of only numbers (ORION 4 /
+      ORION 6, 2ND / 3RD ARMY);
     - ``generation``: a generation suffix differs (JOHN SMITH JR. / JOHN SMITH);
     - ``initials``: initials stand where the other has a full first name (T.J. SMITH /
       TOM SMITH: J is not in TOM), or both write middle initials, different ones;
