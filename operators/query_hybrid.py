@@ -15,10 +15,10 @@ The walk ranks chunks by visit probability per link (a walk visits a well-linked
 often whatever the seeds): what is connected to the question. The vector search ranks what
 reads like it. Neither alone does better on multi-hop questions (seeded with every similar
 chunk, the walk keeps its second hop below them; seeded with one, it misses them), so
-passages rank by reciprocal-rank fusion of the two orders. A passage missing from the vector
-search's ``top_k`` counts as standing just past its end, where it at best is: the second hop
-only the walk reaches then ranks by where the walk has it, not below every passage the
-vector search listed. The graph's matrices are built
+passages rank by reciprocal-rank fusion of the two orders. A passage missing from one order
+(mostly from the vector search's ``top_k``) counts as standing just past its end, where it at
+best is: the second hop only the walk reaches then ranks by where the walk has it, not below
+every passage the vector search listed. The graph's matrices are built
 once per index version (:func:`walk_graph.graph_index`) and reused by every query until the next
 commit.
 
