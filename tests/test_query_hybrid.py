@@ -226,7 +226,7 @@ def test_a_second_hop_only_the_walk_reaches_ranks_by_where_the_walk_has_it() -> 
     assert fuse([["a", "b"], []], absent_at_end=True) == ["a", "b"] and fuse([[], []], absent_at_end=True) == []
 
 
-def test_hybrid_ranks_the_stranded_second_hop_under_the_default_fusion() -> None:
+def test_hybrid_ranks_the_stranded_second_hop_under_the_default_fusion(monkeypatch: pytest.MonkeyPatch) -> None:
     """Through :func:`rank` with the shipped constants: the answer, which the vector search does
     not list, ranks right after the bridge, above the three look-alikes it lists and the
     walk reaches only through a common name; with ``ABSENT_AT_END`` off it falls below them."""
@@ -238,12 +238,8 @@ def test_hybrid_ranks_the_stranded_second_hop_under_the_default_fusion() -> None
     param = QueryParam(top_k=4)
     ranking = asyncio.run(query_hybrid.rank("which river flows past her town?", stores, param))
     assert ranking is not None and ranking.chunk_ids[:2] == ["bridge", "answer"]
-    saved = query_hybrid.ABSENT_AT_END
-    query_hybrid.ABSENT_AT_END = False
-    try:
-        plain = asyncio.run(query_hybrid.rank("which river flows past her town?", stores, param))
-    finally:
-        query_hybrid.ABSENT_AT_END = saved
+    monkeypatch.setattr(query_hybrid, "ABSENT_AT_END", False)
+    plain = asyncio.run(query_hybrid.rank("which river flows past her town?", stores, param))
     assert plain is not None and plain.chunk_ids.index("answer") > max(plain.chunk_ids.index(x) for x in looks)
 
 
