@@ -15,6 +15,7 @@ community reports, not passages, so it is not measured here.
 ``--variants`` asks hybrid again under other values of the constants of
 ``operators/query_hybrid.py`` or ``operators/walk_graph.py``, for ablations and tuning: ``"plain:FACT_SEED_SHARE=0;facts:FACT_SEED_SHARE=0.3"``
 reports ``hybrid[plain]`` and ``hybrid[facts]``. (Set from here, so the library keeps no study hook.)
+A flag takes 0 or 1: ``"old:ABSENT_AT_END=0"`` is the plain fusion hybrid shipped before issue 35's round 5.
 ``--ablation`` adds the variants of :data:`PIECES`: none of them, each alone, all together.
 
 ``--reuse-index`` asks the questions of an index a previous run kept in ``--working-dir``

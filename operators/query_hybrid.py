@@ -15,7 +15,10 @@ The walk ranks chunks by visit probability per link (a walk visits a well-linked
 often whatever the seeds): what is connected to the question. The vector search ranks what
 reads like it. Neither alone does better on multi-hop questions (seeded with every similar
 chunk, the walk keeps its second hop below them; seeded with one, it misses them), so
-passages rank by reciprocal-rank fusion of the two orders. The graph's matrices are built
+passages rank by reciprocal-rank fusion of the two orders. A passage missing from one order
+(mostly from the vector search's ``top_k``) counts as standing just past its end, where it at
+best is: the second hop only the walk reaches then ranks by where the walk has it, not below
+every passage the vector search listed. The graph's matrices are built
 once per index version (:func:`walk_graph.graph_index`) and reused by every query until the next
 commit.
 
@@ -71,6 +74,12 @@ ENTITY_SEED_SHARE = 0.5
 # Reciprocal-rank fusion's constant (Cormack et al., 2009): a passage scores
 # 1 / (RRF_K + rank) in each order it is in; 60 is the usual value, not tuned here.
 RRF_K = 60
+# How the fusion scores an id missing from one of the orders (the vector search lists only
+# ``top_k`` chunks; the walk reaches most of the graph): True, as if it stood just past that
+# order's end; False, nothing from that order (plain reciprocal-rank fusion, which left a
+# second hop only the walk reaches below every chunk both orders list). Compared in
+# benchmarks/README.md, "Round 5 (issue 35)".
+ABSENT_AT_END = True
 # Share of the restart mass given to the facts nearest the question (operators/fact_seeds.py),
 # when the index keeps relation vectors (``enable_relation_vectors``); the rest is split
 # between entities and the chunk as above. And how many facts are read.
@@ -195,14 +204,20 @@ def _rank_weights(k: int, n: int) -> tuple[float, ...]:
     return tuple([1.0 / (k + position) for position in range(n)])
 
 
-def fuse(rankings: list[list[str]], k: int = RRF_K) -> list[str]:
+def fuse(rankings: list[list[str]], k: int = RRF_K, absent_at_end: bool = False) -> list[str]:
     """Reciprocal-rank fusion: every id scores ``1 / (k + rank)`` in each ranking it is in
-    (rank from 0); best first, ties in the order of first appearance across the rankings."""
+    (rank from 0); best first, ties in the order of first appearance across the rankings.
+    ``absent_at_end``: an id missing from a non-empty ranking scores there as if at rank
+    ``len(ranking)``, just past its end (an empty ranking, a channel that is off, counts for
+    nobody)."""
     scores: dict[str, float] = {}
     get = scores.get
     for ranking in rankings:
+        # Every id gets the end's weight from every ranking it is not in; adding that weight to
+        # all ids changes no order, so an id in the ranking gains its weight less the end's.
+        past_end = 1.0 / (k + len(ranking)) if absent_at_end else 0.0
         for item, weight in zip(ranking, _rank_weights(k, 1 << len(ranking).bit_length())):
-            scores[item] = get(item, 0.0) + weight
+            scores[item] = get(item, 0.0) + (weight - past_end)
     # ``scores`` holds the ids in order of first appearance, which a stable sort keeps for ties.
     return sorted(scores, key=scores.__getitem__, reverse=True)
 
@@ -253,7 +268,8 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
     chunk_scores = scores[offset:] / degree
     order = np.lexsort((np.arange(len(chunk_scores)), -chunk_scores))  # ties: by id
     walked = list(map(chunks.__getitem__, order[chunk_scores[order] > 0].tolist()))
-    fused = fuse([walked, dense_for_fusion(question, dense, lexical, stores.chunks_vdb), lexical])
+    fused = fuse([walked, dense_for_fusion(question, dense, lexical, stores.chunks_vdb), lexical],
+                 absent_at_end=ABSENT_AT_END)
     return Ranking(chunk_ids=fused, named=named_in_order(linked, index),
                    entity_names=index.entities, entity_visits=scores[:offset])
 

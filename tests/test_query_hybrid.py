@@ -196,11 +196,51 @@ def test_the_walk_counts_visits_per_link_so_a_crowded_chunk_does_not_win_by_its_
 
 def test_the_most_similar_chunk_and_the_walk_are_fused() -> None:
     """The chunk most like the question seeds the walk; a chunk one shared name away from it
-    (the second hop) ranks above a look-alike the walk never reaches."""
-    nodes = [("ELSPETH", "bridge"), ("QUARVALE", "bridge<SEP>answer"), ("TESSALY", "answer"), ("MILL", "look-alike")]
+    (the second hop) ranks above a look-alike the walk never reaches. As in a real graph, the
+    walk reaches more than these: ten chunks share a common name with the bridge."""
+    common = "<SEP>".join(["bridge"] + [f"filler-{i}" for i in range(10)])
+    nodes = [("ELSPETH", "bridge"), ("QUARVALE", "bridge<SEP>answer"), ("TESSALY", "answer"), ("MILL", "look-alike"),
+             ("HARBOUR", common)]
     stores = _Stores(nodes, [], dense=["bridge", "look-alike", "other", "answer"])
     ranking = asyncio.run(query_hybrid.rank("which river flows past her town?", stores, QueryParam(top_k=4)))
-    assert ranking is not None and ranking.chunk_ids[:3] == ["bridge", "answer", "look-alike"]
+    assert ranking is not None and ranking.chunk_ids[:2] == ["bridge", "answer"] and "look-alike" in ranking.chunk_ids
+
+
+def test_a_second_hop_only_the_walk_reaches_ranks_by_where_the_walk_has_it() -> None:
+    """The vector search lists its 20 best chunks: the seed, 18 look-alikes and the bridge.
+    The walk has the seed, the bridge and then the answer, which the vector search does not
+    list; it reaches the look-alikes only after 40 other chunks. Counted as standing just
+    past the vector order's end, the answer comes right after the seed and the bridge;
+    given nothing by that order (plain fusion), it falls below every look-alike."""
+    looks = [f"look-{i}" for i in range(18)]
+    dense = ["seed", *looks, "bridge"]
+    walk = ["seed", "bridge", "answer", *[f"walked-{i}" for i in range(40)], *looks]
+    assert fuse([walk, dense], absent_at_end=True)[:3] == ["seed", "bridge", "answer"]
+    plain = fuse([walk, dense])
+    assert plain[:2] == ["seed", "bridge"] and plain.index("answer") > max(plain.index(x) for x in looks)
+    # Each order counts past its own end: a look-alike the walk misses scores as if at the
+    # walk's end, the answer as if at the vector order's end.
+    assert fuse([["answer", "seed"], ["seed", "look"]], absent_at_end=True) == ["seed", "answer", "look"]
+    # An empty order (a channel that is off) moves nothing.
+    assert fuse([walk, dense, []], absent_at_end=True) == fuse([walk, dense], absent_at_end=True)
+    assert fuse([["a", "b"], []], absent_at_end=True) == ["a", "b"] and fuse([[], []], absent_at_end=True) == []
+
+
+def test_hybrid_ranks_the_stranded_second_hop_under_the_default_fusion(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through :func:`rank` with the shipped constants: the answer, which the vector search does
+    not list, ranks right after the bridge, above the three look-alikes it lists and the
+    walk reaches only through a common name; with ``ABSENT_AT_END`` off it falls below them."""
+    looks = [f"look-{i}" for i in range(3)]
+    nodes = [("ELSPETH", "bridge"), ("QUARVALE", "bridge<SEP>answer"), ("TESSALY", "answer"),
+             ("HARBOUR", "<SEP>".join(["bridge", *[f"filler-{i}" for i in range(10)]])),
+             ("MILL", "<SEP>".join(["filler-0", *looks]))]
+    stores = _Stores(nodes, [], dense=["bridge", *looks])
+    param = QueryParam(top_k=4)
+    ranking = asyncio.run(query_hybrid.rank("which river flows past her town?", stores, param))
+    assert ranking is not None and ranking.chunk_ids[:2] == ["bridge", "answer"]
+    monkeypatch.setattr(query_hybrid, "ABSENT_AT_END", False)
+    plain = asyncio.run(query_hybrid.rank("which river flows past her town?", stores, param))
+    assert plain is not None and plain.chunk_ids.index("answer") > max(plain.chunk_ids.index(x) for x in looks)
 
 
 def test_the_best_entities_are_the_head_of_the_whole_order() -> None:
