@@ -12,7 +12,7 @@ from typing import Any, Iterator, Mapping, Optional
 from graphrag.operators.names import fold_name
 from graphrag.schema import ChunkExtraction
 
-from .english import STOPWORDS, description_claims, description_roles, description_signals, gender_from_pronouns, is_english, plural_name
+from .english import STOPWORDS, description_claims, description_pronouns, description_roles, gender_from_pronouns, is_english, plural_name, written_in_lower_case
 from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _HONORIFICS, _accented_key, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
 
 
@@ -62,11 +62,8 @@ class NameProfile:
         lower case somewhere ("the lonely boy", "her father"), as no text writes a proper
         name. Two such names sharing words ("THE GIRL", "THE FAIR YOUNG GIRL") need not be
         one thing."""
-        return bool(self.english) and {t.lower() for t in name_key(self.name)} <= self._signals[0]
-
-    @cached_property
-    def _signals(self) -> tuple[set[str], Counter]:
-        return description_signals(self.name, self.english)
+        english = self.english
+        return bool(english) and all(written_in_lower_case(t.lower(), english) for t in set(name_key(self.name)))
 
     @cached_property
     def roles(self) -> set[str]:
@@ -101,7 +98,7 @@ class NameProfile:
     @cached_property
     def pronoun_gender(self) -> Optional[str]:
         """"M" or "F" when the descriptions' pronouns clearly say so ("... with his wife")."""
-        return gender_from_pronouns(self._signals[1])
+        return gender_from_pronouns(description_pronouns(self.english))
 
 
 # Kept per description text: a write that touches a name reads its profile again, old
