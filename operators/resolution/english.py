@@ -128,18 +128,33 @@ def _inside_a_name(words: list[str], start: int) -> bool:
     return previous in _JOINING and start > 1 and words[start - 2][:1].isupper()
 
 
+def claim_cues(text: str) -> Optional[tuple[bool, bool, bool]]:
+    """Which kinds of statement ``text`` may hold (a designation, a naming word, an acronym in
+    brackets), read from the text alone; None where it holds none or is not English (most
+    texts): there is nothing for :func:`description_claims` to read. A text several names
+    share (one sentence describing each name in it) is read once for all of them."""
+    designated = _DESIGNATED.search(text) is not None
+    naming = any(word in text for word in _NAMING_WORDS)
+    bracketed = _BRACKETED.search(text) is not None
+    if not designated and not naming and not bracketed or not is_english(text):
+        return None
+    return designated, naming, bracketed
+
+
 def description_claims(name: str, text: str) -> set[str]:
     """What ``text``, a description of ``name``, states the name is, as claim keys:
     ``D OWNER WORD`` for each word of a designation it is given (its subject must be the
     name or a pronoun), ``K TOKENS`` for another name it is called, was renamed, abbreviates
     or is the pen, stage or birth name of. Nothing
     from a text that is not English."""
+    cues = claim_cues(text)
+    return cued_claims(name, text, cues) if cues is not None else set()
+
+
+def cued_claims(name: str, text: str, cues: tuple[bool, bool, bool]) -> set[str]:
+    """:func:`description_claims` of a text whose :func:`claim_cues` are ``cues``."""
+    designated, naming, bracketed = cues
     claims: set[str] = set()
-    designated = _DESIGNATED.search(text) is not None
-    naming = any(word in text for word in _NAMING_WORDS)
-    bracketed = _BRACKETED.search(text) is not None
-    if not designated and not naming and not bracketed or not is_english(text):  # most: nothing to read
-        return claims
     own = name_key(name)
     for sentence in _SENTENCE.split(text):
         if designated:

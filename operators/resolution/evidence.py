@@ -12,7 +12,7 @@ from typing import Any, Iterator, Mapping, Optional
 from graphrag.operators.names import fold_name
 from graphrag.schema import ChunkExtraction
 
-from .english import STOPWORDS, description_claims, description_pronouns, description_roles, gender_from_pronouns, is_english, plural_name, written_in_lower_case
+from .english import STOPWORDS, claim_cues, cued_claims, description_claims, description_pronouns, description_roles, gender_from_pronouns, is_english, plural_name, written_in_lower_case
 from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _HONORIFICS, _accented_key, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
 
 
@@ -157,11 +157,17 @@ def chunk_claims(extraction: ChunkExtraction) -> set[tuple[str, str]]:
     description of a name in the chunk, as its profile keeps it)."""
     seen: set[str] = set()
     claims: set[tuple[str, str]] = set()
+    cues: dict[str, Optional[tuple[bool, bool, bool]]] = {}  # by text: a sentence names several
     for ent in extraction.get("entities", []):
         name = _normal(ent["name"])
         if name and ent.get("description") and name not in seen:
             seen.add(name)
-            claims.update((name, claim) for claim in description_claims(name, str(ent["description"])))
+            text = str(ent["description"])
+            if text not in cues:
+                cues[text] = claim_cues(text)
+            found = cues[text]
+            if found is not None:
+                claims.update((name, claim) for claim in cued_claims(name, text, found))
     return claims
 
 
