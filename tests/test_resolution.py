@@ -1552,6 +1552,25 @@ def test_pronouns_and_lower_case_words_match_a_reading_of_every_word() -> None:
             assert written_in_lower_case(word, [text]) == (word in words and not word[0].isupper()), (word, text)
 
 
+def test_description_words_of_ascii_text_are_the_unicode_patterns() -> None:
+    """A profile's counted words are the same whichever pattern reads them: on random texts of
+    ASCII and other letters, digits, underscores and a sign that lowers to ASCII (K)."""
+    import re
+    from collections import Counter
+
+    from graphrag.operators.resolution import name_profiles
+    from graphrag.operators.resolution.english import STOPWORDS
+
+    unicode_words = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
+    pieces = ["The", "cat", "ÉCOLE", "naïve", "\u212a", "x1y", "_ab", "abc", "Straße", "δέλτα", "mentioned", " ", "-", "2nd"]
+    rng = random.Random(11)
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 10)))
+        found = name_profiles({"c1": {"entities": [{"name": "ZZ", "type": "", "description": text}], "relations": []}},
+                              {"ZZ"})["ZZ"]
+        assert found.words == Counter(w for w in unicode_words.findall(text.lower()) if w not in STOPWORDS), text
+
+
 def test_state_records_rebuilt_from_the_changed_shards_are_the_whole_ones() -> None:
     """A write's records built from the previous records plus what changed equal, key order
     and all, those built from the whole state (so the stored file is the same bytes)."""
