@@ -1544,7 +1544,8 @@ def test_pronouns_and_lower_case_words_match_a_reading_of_every_word() -> None:
               "o'", "'", "_", "1", "é", "a", "shell", "Tom", "x"]
     rng = random.Random(5)
     for _ in range(2000):
-        text = "".join(rng.choice(pieces) + rng.choice(["", " ", ", ", ". ", "-", "'"]) for _ in range(rng.randint(1, 12)))
+        text = "".join(rng.choice(pieces) + rng.choice(["", " ", ", ", ". ", "-", "'"])
+                       for _ in range(rng.randint(1, 12)))
         words = every_word.findall(text)
         expected = Counter(pronoun_forms[w] for w in words if w in pronoun_forms)
         assert description_pronouns([text]) - Counter() == expected, text
@@ -1562,7 +1563,8 @@ def test_description_words_of_ascii_text_are_the_unicode_patterns() -> None:
     from graphrag.operators.resolution.english import STOPWORDS
 
     unicode_words = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
-    pieces = ["The", "cat", "ÉCOLE", "naïve", "\u212a", "x1y", "_ab", "abc", "Straße", "δέλτα", "mentioned", " ", "-", "2nd"]
+    pieces = ["The", "cat", "ÉCOLE", "naïve", "\u212a", "x1y", "_ab", "abc", "Straße", "δέλτα", "mentioned", " ", "-",
+              "2nd"]
     rng = random.Random(11)
     for _ in range(3000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 10)))

@@ -12,7 +12,8 @@ from typing import Any, Iterator, Mapping, Optional
 from graphrag.operators.names import fold_name
 from graphrag.schema import ChunkExtraction
 
-from .english import STOPWORDS, claim_cues, cued_claims, description_claims, description_pronouns, description_roles, gender_from_pronouns, is_english, plural_name, written_in_lower_case
+from .english import (STOPWORDS, claim_cues, cued_claims, description_claims, description_pronouns, description_roles,
+                      gender_from_pronouns, is_english, plural_name, written_in_lower_case)
 from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _HONORIFICS, _accented_key, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
 
 
