@@ -1482,20 +1482,69 @@ def test_a_description_stating_what_the_name_abbreviates_or_a_pen_name_is_a_stat
     assert decide_pair(berg, ilse, "stated", threshold=0.7, ask_threshold=0.4).verdict == "merge"
 
 
-def test_a_descriptions_pronouns_and_lower_case_words_are_read_in_one_scan() -> None:
+def test_a_descriptions_pronouns_and_lower_case_words() -> None:
     """A pronoun counts in either case ("He", "his"), never inside a longer word or after an
-    apostrophe or an underscore ("he'd", "her1", "_his", "O'his"); the lower-case words hold
-    no capitalised pronoun; a gendered noun after "is a" counts as a pronoun of its gender."""
-    from graphrag.operators.resolution.english import description_roles, description_signals, gender_from_pronouns
+    apostrophe or an underscore ("he'd", "her1", "_his", "O'his"); a word is written in lower
+    case only as a word of its own; a gendered noun after "is a" counts as a pronoun of its
+    gender."""
+    from graphrag.operators.resolution.english import (description_pronouns, description_roles, gender_from_pronouns,
+                                                        written_in_lower_case)
 
     texts = ["John Smith is a man. He said his wife's name; he'd go. Hers was red, hiss",
              "She and her1 herself, Himself _his O'his"]
-    lower, pronouns = description_signals("JOHN SMITH", texts)
+    pronouns = description_pronouns(texts)
     assert dict(pronouns) == {"M": 4, "F": 3} and description_roles("JOHN SMITH", texts) == {"man"}
-    assert {"his", "herself", "he'd", "wife's", "hiss"} <= lower
-    assert not lower & {"He", "Hers", "She", "Himself", "her", "her1", "he"}
+    assert all(written_in_lower_case(w, texts) for w in ("his", "herself", "he'd", "wife's", "hiss"))
+    assert not any(written_in_lower_case(w, texts) for w in ("He", "Hers", "She", "Himself", "her", "her1", "he",
+                                                             "smith", "wife", "o'his", "_his", "hi"))
     assert gender_from_pronouns(pronouns) is None  # 4 against 3: no clear gender
-    assert gender_from_pronouns(description_signals("ANNA", ["Anna met her sister. She left."])[1]) == "F"
+    assert gender_from_pronouns(description_pronouns(["Anna met her sister. She left."])) == "F"
+
+
+def test_pronouns_and_lower_case_words_match_a_reading_of_every_word() -> None:
+    """Searched for, the pronouns and a name's lower-case words are those a scan listing every
+    word finds (every lower-case word and every capitalised pronoun, none touching a word
+    character or an apostrophe), on random texts of pronouns, their parts and neighbours."""
+    import re
+    from collections import Counter
+
+    from graphrag.operators.resolution.english import description_pronouns, written_in_lower_case
+
+    genders = {**dict.fromkeys("he his him himself".split(), "M"), **dict.fromkeys("she her hers herself".split(), "F")}
+    pronoun_forms = {**genders, **{p.capitalize(): g for p, g in genders.items()}}
+    forms = sorted(pronoun_forms, key=len, reverse=True)
+    every_word = re.compile(r"(?<![\w'])(?:[a-z][a-z']*|%s)(?![\w'])" % "|".join(f for f in forms if f[0].isupper()))
+    pieces = ["he", "He", "his", "His", "her", "hers", "Herself", "she", "She", "him", "himself", "the", "they",
+              "o'", "'", "_", "1", "é", "a", "shell", "Tom", "x"]
+    rng = random.Random(5)
+    for _ in range(2000):
+        text = "".join(rng.choice(pieces) + rng.choice(["", " ", ", ", ". ", "-", "'"])
+                       for _ in range(rng.randint(1, 12)))
+        words = every_word.findall(text)
+        expected = Counter(pronoun_forms[w] for w in words if w in pronoun_forms)
+        assert description_pronouns([text]) - Counter() == expected, text
+        for word in set(pieces) | {w.lower() for w in pieces}:
+            assert written_in_lower_case(word, [text]) == (word in words and not word[0].isupper()), (word, text)
+
+
+def test_description_words_of_ascii_text_are_the_unicode_patterns() -> None:
+    """A profile's counted words are the same whichever pattern reads them: on random texts of
+    ASCII and other letters, digits, underscores and a sign that lowers to ASCII (K)."""
+    import re
+    from collections import Counter
+
+    from graphrag.operators.resolution import name_profiles
+    from graphrag.operators.resolution.english import STOPWORDS
+
+    unicode_words = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
+    pieces = ["The", "cat", "ÉCOLE", "naïve", "\u212a", "x1y", "_ab", "abc", "Straße", "δέλτα", "mentioned", " ", "-",
+              "2nd"]
+    rng = random.Random(11)
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 10)))
+        found = name_profiles({"c1": {"entities": [{"name": "ZZ", "type": "", "description": text}], "relations": []}},
+                              {"ZZ"})["ZZ"]
+        assert found.words == Counter(w for w in unicode_words.findall(text.lower()) if w not in STOPWORDS), text
 
 
 def test_state_records_rebuilt_from_the_changed_shards_are_the_whole_ones() -> None:

@@ -11,7 +11,6 @@ writes every noun capitalised; a Chinese text has no case at all).
 from __future__ import annotations
 
 import re
-import sys
 from collections import Counter
 from functools import lru_cache
 from typing import Optional
@@ -40,13 +39,13 @@ _ASCII_LETTER = re.compile(r"[A-Za-z]")
 _PRONOUNS = {**dict.fromkeys("he his him himself".split(), "M"), **dict.fromkeys("she her hers herself".split(), "F")}
 # A pronoun in either case ("his", "His"), by gender.
 _PRONOUN_FORMS = {**_PRONOUNS, **{p.capitalize(): g for p, g in _PRONOUNS.items()}}
-# What a description's signals read of its words, in one scan: every word written in lower case
-# (a pronoun in lower case among them) and a pronoun written with a capital. The same words as
-# separate scans for each: a match never starts right after a word character or an apostrophe,
-# so neither kind can hide the other.
-_SIGNAL_WORD = re.compile(r"(?<![\w'])(?:[a-z][a-z']*|%s)(?![\w'])" % "|".join(
-    sorted((p.capitalize() for p in _PRONOUNS), key=len, reverse=True)))
-_CAPITALISED_PRONOUNS = frozenset(_PRONOUN_FORMS) - frozenset(_PRONOUNS)
+# A pronoun written as a word of its own: never right after or before a word character or an
+# apostrophe ("he'd", "O'his", "her1" are none). The lookahead on the first letter lets the
+# scan skip the positions no pronoun starts at before it tests what stands around them.
+_PRONOUN = re.compile(r"(?=[HhSs])(?<![\w'])(?:%s)(?![\w'])" % "|".join(
+    sorted(_PRONOUN_FORMS, key=len, reverse=True)))
+# A word written in lower case: what a word of a name must be to be found so in a text.
+_LOWER_CASE_WORD = re.compile(r"[a-z][a-z']*")
 # What a description says someone is ("Old Fenwick is a jovial old gentleman"): the noun of
 # the phrase after "is a" / "was the", before any preposition, relative word or punctuation.
 _GENDERED_NOUNS = {
@@ -129,18 +128,33 @@ def _inside_a_name(words: list[str], start: int) -> bool:
     return previous in _JOINING and start > 1 and words[start - 2][:1].isupper()
 
 
+def claim_cues(text: str) -> Optional[tuple[bool, bool, bool]]:
+    """Which kinds of statement ``text`` may hold (a designation, a naming word, an acronym in
+    brackets), read from the text alone; None where it holds none or is not English (most
+    texts): there is nothing for :func:`description_claims` to read. A text several names
+    share (one sentence describing each name in it) is read once for all of them."""
+    designated = _DESIGNATED.search(text) is not None
+    naming = any(word in text for word in _NAMING_WORDS)
+    bracketed = _BRACKETED.search(text) is not None
+    if not designated and not naming and not bracketed or not is_english(text):
+        return None
+    return designated, naming, bracketed
+
+
 def description_claims(name: str, text: str) -> set[str]:
     """What ``text``, a description of ``name``, states the name is, as claim keys:
     ``D OWNER WORD`` for each word of a designation it is given (its subject must be the
     name or a pronoun), ``K TOKENS`` for another name it is called, was renamed, abbreviates
     or is the pen, stage or birth name of. Nothing
     from a text that is not English."""
+    cues = claim_cues(text)
+    return cued_claims(name, text, cues) if cues is not None else set()
+
+
+def cued_claims(name: str, text: str, cues: tuple[bool, bool, bool]) -> set[str]:
+    """:func:`description_claims` of a text whose :func:`claim_cues` are ``cues``."""
+    designated, naming, bracketed = cues
     claims: set[str] = set()
-    designated = _DESIGNATED.search(text) is not None
-    naming = any(word in text for word in _NAMING_WORDS)
-    bracketed = _BRACKETED.search(text) is not None
-    if not designated and not naming and not bracketed or not is_english(text):  # most: nothing to read
-        return claims
     own = name_key(name)
     for sentence in _SENTENCE.split(text):
         if designated:
@@ -262,24 +276,35 @@ def is_english(text: str) -> bool:
     return sum(map(FUNCTION_WORDS.__contains__, prose)) >= max(1.0, _ENGLISH_SHARE * len(prose))
 
 
-def description_signals(name: str, texts: list[str]) -> tuple[set[str], Counter]:
-    """From the English ``texts`` describing ``name``: the words they write in lower case
-    and their pronouns by gender (``M``/``F``, with the nouns after "is a" that have one).
-    What they say the name is (:func:`description_roles`) is read apart: a pair asks for it
-    only in one case, after the rest."""
-    lower: set[str] = set()
+def description_pronouns(texts: list[str]) -> Counter:
+    """The pronouns of the English ``texts`` by gender (``M``/``F``), with the nouns after
+    "is a" that have one."""
     pronouns: Counter = Counter()
     for text in texts:
-        words = _SIGNAL_WORD.findall(text)
-        found = set(words)
-        lower |= found
-        for form in found.intersection(_PRONOUN_FORMS):  # few, so each is counted in the list
-            pronouns[_PRONOUN_FORMS[form]] += words.count(form)
+        for form in _PRONOUN.findall(text):
+            pronouns[_PRONOUN_FORMS[form]] += 1
         said = _PREDICATE.search(text.lower())
         gendered = next((g for w in said.group(1).split() if (g := _GENDERED_NOUNS.get(w))), None) if said else None
         if gendered:
             pronouns[gendered] += 1
-    return {sys.intern(w) for w in lower - _CAPITALISED_PRONOUNS}, pronouns  # kept per profile: shared
+    return pronouns
+
+
+def written_in_lower_case(word: str, texts: list[str]) -> bool:
+    """Whether one of ``texts`` writes ``word`` (in lower case) as a lower-case word of its own:
+    letters and apostrophes, with no word character or apostrophe either side. Searched for
+    the word itself: a name asks of its few words, where listing every word of every text
+    costs more than the reading."""
+    if not _LOWER_CASE_WORD.fullmatch(word):
+        return False
+    for text in texts:
+        at = text.find(word)
+        while at >= 0:
+            before, after = text[at - 1:at], text[at + len(word):at + len(word) + 1]
+            if not (before.isalnum() or before in ("_", "'")) and not (after.isalnum() or after in ("_", "'")):
+                return True
+            at = text.find(word, at + 1)
+    return False
 
 
 def description_roles(name: str, texts: list[str]) -> set[str]:

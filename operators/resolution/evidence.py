@@ -12,11 +12,15 @@ from typing import Any, Iterator, Mapping, Optional
 from graphrag.operators.names import fold_name
 from graphrag.schema import ChunkExtraction
 
-from .english import STOPWORDS, description_claims, description_roles, description_signals, gender_from_pronouns, is_english, plural_name
+from .english import (STOPWORDS, claim_cues, cued_claims, description_claims, description_pronouns, description_roles,
+                      gender_from_pronouns, is_english, plural_name, written_in_lower_case)
 from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _HONORIFICS, _accented_key, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
 
 
 _WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
+# The same words in a text that is ASCII once lowered: there a letter is one of a-z, and the
+# narrower class scans faster than the Unicode one.
+_ASCII_WORD = re.compile(r"[a-z]{3,}")
 _NUMBER_WORDS = frozenset("TWO THREE FOUR FIVE SIX SEVEN EIGHT NINE TEN BOTH ALL".split())
 
 
@@ -62,11 +66,8 @@ class NameProfile:
         lower case somewhere ("the lonely boy", "her father"), as no text writes a proper
         name. Two such names sharing words ("THE GIRL", "THE FAIR YOUNG GIRL") need not be
         one thing."""
-        return bool(self.english) and {t.lower() for t in name_key(self.name)} <= self._signals[0]
-
-    @cached_property
-    def _signals(self) -> tuple[set[str], Counter]:
-        return description_signals(self.name, self.english)
+        english = self.english
+        return bool(english) and all(written_in_lower_case(t.lower(), english) for t in set(name_key(self.name)))
 
     @cached_property
     def roles(self) -> set[str]:
@@ -101,7 +102,7 @@ class NameProfile:
     @cached_property
     def pronoun_gender(self) -> Optional[str]:
         """"M" or "F" when the descriptions' pronouns clearly say so ("... with his wife")."""
-        return gender_from_pronouns(self._signals[1])
+        return gender_from_pronouns(description_pronouns(self.english))
 
 
 # Kept per description text: a write that touches a name reads its profile again, old
@@ -116,7 +117,9 @@ _TEXTS_KEPT = 1 << 15
 def _description_words(text: str) -> tuple[str, ...]:
     """The words of a description a profile counts (stopwords left out), in order; interned,
     so the descriptions kept here and the profiles' counts share one string per word."""
-    return tuple(sys.intern(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS)
+    lowered = text.lower()
+    words = (_ASCII_WORD if lowered.isascii() else _WORD).findall(lowered)
+    return tuple(sys.intern(w) for w in words if w not in STOPWORDS)
 
 
 def _stands_alone(word: str, text: str) -> bool:
@@ -160,11 +163,17 @@ def chunk_claims(extraction: ChunkExtraction) -> set[tuple[str, str]]:
     description of a name in the chunk, as its profile keeps it)."""
     seen: set[str] = set()
     claims: set[tuple[str, str]] = set()
+    cues: dict[str, Optional[tuple[bool, bool, bool]]] = {}  # by text: a sentence names several
     for ent in extraction.get("entities", []):
         name = _normal(ent["name"])
         if name and ent.get("description") and name not in seen:
             seen.add(name)
-            claims.update((name, claim) for claim in description_claims(name, str(ent["description"])))
+            text = str(ent["description"])
+            if text not in cues:
+                cues[text] = claim_cues(text)
+            found = cues[text]
+            if found is not None:
+                claims.update((name, claim) for claim in cued_claims(name, text, found))
     return claims
 
 
