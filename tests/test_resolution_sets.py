@@ -1,6 +1,6 @@
 """The shipped resolution label sets are well-formed, so a score computed from them means what
-it says: every labelled name is one the set's replayed answers really produce (in the half the
-pair is scored in), alias groups are disjoint, no must-stay-apart pair sits inside a group, and
+it says: every labelled name is one the set's extraction really produces (the replayed model
+answers, or the offline extractor run on each paragraph, in the half the pair is scored in), alias groups are disjoint, no must-stay-apart pair sits inside a group, and
 each set has look-alike pairs of every kind its language has. No server and no shared data: the files only."""
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from graphrag.operators.chunking import chunk_id_for
 from graphrag.operators.extraction import EXTRACTED, read_extraction_answer
+from graphrag.operators.nlp_extraction import extract_chunk_nlp
 
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 LABELS = os.path.join(BENCH, "resolution_labels")
@@ -28,13 +29,19 @@ def _split_sets() -> list[str]:
 
 
 def _names_by_half(label: dict) -> dict[str, set[str]]:
+    """The names the label set's extractor gives each half: the replayed model answers, or the
+    offline extractor (``"extractor": "nlp"``) run on each paragraph, which is one chunk."""
     corpus = _load(os.path.join(BENCH, "resolution_corpora", label["corpus"][len("set:"):] + ".json"))
-    answers = _load(os.path.join(BENCH, "model_answers", label["extractor"][len("model:"):]))["answers"]
+    offline = label["extractor"] == "nlp"
+    answers = {} if offline else _load(os.path.join(BENCH, "model_answers", label["extractor"][len("model:"):]))["answers"]
     halves: dict[str, set[str]] = {}
     for doc in corpus["documents"]:
-        answer = answers[chunk_id_for(doc["text"].strip())]
-        entities, relations, malformed, status = read_extraction_answer(answer)
-        assert status == EXTRACTED and not malformed, doc["text"][:60]
+        if offline:
+            extraction = extract_chunk_nlp(doc["text"].strip())
+            entities, relations = extraction["entities"], extraction["relations"]
+        else:
+            entities, relations, malformed, status = read_extraction_answer(answers[chunk_id_for(doc["text"].strip())])
+            assert status == EXTRACTED and not malformed, doc["text"][:60]
         names = halves.setdefault(doc["half"], set())
         names.update(e["name"] for e in entities)
         names.update(n for r in relations for n in (r["source"], r["target"]))
@@ -66,5 +73,18 @@ def test_label_set_is_well_formed(path: str) -> None:
         assert pair["kind"] in KINDS, pair
         assert a != b and in_one_half([a, b]), f"{pair} never occurs together in one half"
         assert seen.get(a, -1) != seen.get(b, -2), f"{pair} must stay apart but is labelled one thing"
+    # A name given to two referents is its own thing: in no group, and found where it is said to be.
+    for name in label.get("ambiguous", {}):
+        assert name not in seen and any(name in present for present in halves.values()), name
     # A kind a language cannot show (Chinese has no articles or accents) is declared, not missing.
     assert {pair["kind"] for pair in label["apart"]} | set(label.get("kinds_not_applicable", ())) == KINDS
+
+
+def test_each_split_corpus_has_offline_labels_beside_its_model_labels() -> None:
+    """The offline path of a shipped corpus is scored on labels made for the offline extractor's
+    own names, not on the model answers' labels."""
+    by_corpus: dict[str, set[str]] = {}
+    for path in _split_sets():
+        label = _load(os.path.join(LABELS, path))
+        by_corpus.setdefault(label["corpus"], set()).add("nlp" if label["extractor"] == "nlp" else "model")
+    assert sum(paths == {"model", "nlp"} for paths in by_corpus.values()) >= 4
