@@ -8,11 +8,13 @@ Carol through the offline extractor, through the mock LLM server, and through an
 wrote for each of its chunks (``model:<file>`` in ``benchmarks/model_answers/``, replayed by the
 mock server), and a sample of HotpotQA passages through the offline extractor. A corpus shipped
 in the repo (``set:<name>``, ``benchmarks/resolution_corpora/<name>.json``) is split by document
-into a dev and a test half, each indexed and scored alone; with ``"offline": true`` the same
-texts also go through the offline extractor (``extraction="nlp"``), scored on the labelled names
-it produces. Every run reports the resolution stage's CPU and its share of the insert's; a
-summary table pools the split sets per extractor and half. ``compare`` sets two saved runs
-(``--save``) side by side, with the merges each has that the other has not.
+into a dev and a test half, each indexed and scored alone; such a corpus has a label file per
+extraction path, ``<set>_model.json`` for the model's answers and ``<set>_nlp.json`` for the
+offline extractor's own names (``extraction="nlp"``), each scored on its own (a name listed under
+``ambiguous``, one string given to two things, is in no group, so any merge of it counts wrong).
+Every run reports the resolution stage's CPU and its share of the insert's; a summary table
+pools the split sets per extractor and half. ``compare`` sets two saved runs (``--save``) side
+by side, with the merges each has that the other has not.
 
 ``scale``: the HotpotQA passages (or a corpus from ``make_corpus.py``) indexed in steps,
 with and without resolution: entities, distinct names, merges, model calls and the
@@ -170,14 +172,13 @@ def quality(args: argparse.Namespace) -> None:
                 continue
             with open(os.path.join(LABELS, path), encoding="utf-8") as f:
                 label = json.load(f)
-            extractors = [label["extractor"]] + (["nlp"] if label.get("offline") and label["extractor"] != "nlp" else [])
-            for extractor in extractors:
-                if args.extractor and (extractor == "nlp") != (args.extractor == "nlp"):
+            extractor = label["extractor"]
+            if args.extractor and (extractor == "nlp") != (args.extractor == "nlp"):
+                continue
+            for half, docs in corpus_halves(label["corpus"]).items():
+                if args.half and half not in (args.half, "all"):
                     continue
-                for half, docs in corpus_halves(label["corpus"]).items():
-                    if args.half and half not in (args.half, "all"):
-                        continue
-                    rows.append(score(label, path, extractor, half, docs, server, clock, args))
+                rows.append(score(label, path, extractor, half, docs, server, clock, args))
     summary(rows)
     if args.save:
         with open(args.save, "w", encoding="utf-8") as f:
