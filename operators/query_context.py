@@ -9,6 +9,7 @@ import csv
 import io
 import itertools
 import logging
+import string
 import sys
 from dataclasses import replace
 from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional, Sequence, TypeVar
@@ -167,6 +168,31 @@ def largest_fitting_prefix(
     return best_k, texts[best_k] if best_k in texts else render(best_k)
 
 
+# ASCII punctuation but the apostrophe (which opens the pre-tokenizers' "'s"-style endings).
+_PUNCTUATION = "".join(c for c in string.punctuation if c != "'")
+
+
+def _rest_parts(rest: str) -> tuple[str, str]:
+    """``rest`` as ``(head, tail)``: the tail is its trailing ASCII punctuation (a quoted cell's
+    closing quote, a full stop), cut off only where an ASCII letter or digit precedes it,
+    else ``""``. The bundled pre-tokenizers cut there, and a newline after the tail joins the
+    tail's piece, not the head's: so the head is counted once for both the rest and the rest
+    with its newline (a passage's row is counted both ways while packing)."""
+    head = rest.rstrip(_PUNCTUATION)
+    if len(head) < len(rest) and head[-1:].isascii() and head[-1:].isalnum():
+        return head, rest[len(head):]
+    return rest, ""
+
+
+def _count_rest(rest: str, tokenizer: Tokenizer, newline: bool) -> int:
+    """Tokens of ``rest`` (with ``newline``: of ``rest`` and a newline) for a tokenizer that
+    ``counts_add_by_line``."""
+    head, tail = _rest_parts(rest)
+    if not tail:
+        return tokenizer.count(rest + "\n" if newline else rest)
+    return tokenizer.count(head) + tokenizer.count(tail + "\n" if newline else tail)
+
+
 def section_counter(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]],
                     tokenizer: Tokenizer) -> Callable[[int], int]:
     """``k -> tokens of csv_section(title, header, rows[:k])`` for ``k >= 1``, from counts of
@@ -191,7 +217,7 @@ def section_counter(title: str, header: Sequence[str], rows: Sequence[Sequence[A
                 # Nor a newline with an ASCII letter or digit before it (a row ending in its rank).
                 ends_apart = rest[-1:].isascii() and rest[-1:].isalnum()
                 line = tokenizer.count(number) + (tokenizer.count(rest) + newline if ends_apart
-                                                  else tokenizer.count(rest + "\n"))
+                                                  else _count_rest(rest, tokenizer, newline=True))
             sums.append(sums[-1] + line)
         return sums[k]
 
@@ -203,7 +229,7 @@ def row_cost(row: Sequence[Any], tokenizer: Tokenizer) -> int:
     parts = _numbered(row) if getattr(tokenizer, "counts_add_by_line", False) else None
     if parts is None:
         return tokenizer.count(rows_to_csv_table([], [row]))
-    return tokenizer.count("\n") + tokenizer.count(parts[0]) + tokenizer.count(parts[1])
+    return tokenizer.count("\n") + tokenizer.count(parts[0]) + _count_rest(parts[1], tokenizer, newline=False)
 
 
 def _estimate(n_items: int, fixed: int, costs: Iterable[int], max_tokens: int) -> int:

@@ -12,7 +12,7 @@ import networkx as nx
 import pytest
 
 from graphrag.config import GraphRAGConfig
-from graphrag.storage import graph_networkx, lookup_index
+from graphrag.storage import graph_networkx, graphml, lookup_index
 from graphrag.storage.graph_lookup import GraphLookup, build_lookup_index
 from graphrag.storage.graphml import read_graphml, write_graphml
 from graphrag.storage.kv_json import write_json_with_layout
@@ -99,6 +99,56 @@ def test_lookup_of_empty_and_edgeless_graphs(tmp_path: Any) -> None:
     for g in (nx.Graph(), nx.Graph([("A", "A")]), nx.empty_graph(["X", "Y"])):
         path, index = write_with_index(g, tmp_path)
         assert_answers_as_parsed(open_lookup(path, index), read_graphml(path))
+
+
+def test_elements_as_the_writer_writes_them_are_read_without_an_xml_parser(tmp_path: Any,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query reads ~100 single elements of the GraphML: those the writer writes (escaped
+    text, carriage returns as references, newlines, tabs, other scripts, empty values, every
+    type) are read without an XML parser, to the same values as the full parse."""
+    g = nx.Graph()
+    texts = ["plain", "a & b <c> \"q\" 'a'", "carriage\rreturn\r\n", "lines\nand\ttabs", "ends in ]]>", "",
+             "ÉLODIE ☃ 中文", "&amp; written out", "x" * 3000]
+    for i, text in enumerate(texts):
+        g.add_node(f"N{i}", description=text, rank=i, score=i / 3, core=i % 2 == 0)
+    for i in range(len(texts) - 1):
+        g.add_edge(f"N{i}", f"N{i + 1}", weight=float(i), description=texts[-2 - i], order=i)
+    path, index = write_with_index(g, tmp_path)
+    parsed = read_graphml(path)
+    parsers: list[Any] = []
+    real = graphml.expat.ParserCreate
+    monkeypatch.setattr(graphml.expat, "ParserCreate", lambda *a: parsers.append(a) or real(*a))
+    assert_answers_as_parsed(open_lookup(path, index), parsed)
+    assert parsers == []
+
+
+@pytest.mark.parametrize("element, expected", [
+    ('<node id="A"><data key="d0">x<!-- note -->y</data></node>', {"description": "xy"}),
+    ('<node id="A"><data key="d0"><![CDATA[<raw> & text]]></data></node>', {"description": "<raw> & text"}),
+    ('<node id="A"><data key="d0">line&#10;&#x41;</data></node>', {"description": "line\nA"}),
+    ('<node id="A"><data key="d0">a\r\nb\rc</data></node>', {"description": "a\nb\nc"}),
+    ("<node id=\"A\">\n  <data key='d0'>spaced</data>\n  <data key=\"d1\">2</data></node>",
+     {"description": "spaced", "rank": 2}),
+    ('<node id="A"><data key="d0"/><data key="d1">7</data></node>', {"description": "", "rank": 7}),
+    ('<edge source="A &amp; B" target="C"><data key="d1">3</data></edge>', {"rank": 3}),
+])
+def test_other_elements_are_read_as_an_xml_parser_reads_them(element: str, expected: dict[str, Any]) -> None:
+    """What the writer does not write (comments, CDATA, numeric references, raw carriage returns,
+    whitespace between elements, empty-element tags, escaped attributes) reads as XML says."""
+    keys = graphml.key_decoders({"d0": ("description", "string"), "d1": ("rank", "long")})
+    assert graphml.element_data(element.encode("utf-8"), keys) == expected
+
+
+def test_an_element_xml_cannot_read_is_refused_either_way() -> None:
+    keys = graphml.key_decoders({"d0": ("description", "string")})
+    for element in ('<node id="A"><data key="d0">a &unknown; b</data></node>',
+                    '<node id="A"><data key="d0">a & b</data></node>',
+                    '<node id="A"><data key="d0">a ]]> b</data></node>',
+                    '<node id="A"><data key="d0">bell \x07</data></node>'):
+        with pytest.raises(Exception):
+            graphml.element_data(element.encode("utf-8"), keys)
+    with pytest.raises(KeyError):  # a key the file does not declare, as the full parse
+        graphml.element_data(b'<node id="A"><data key="d9">x</data></node>', keys)
 
 
 def test_index_of_another_version_is_ignored(tmp_path: Any) -> None:

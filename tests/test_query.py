@@ -6,6 +6,7 @@ import json
 import os
 import random
 import re
+import string
 from typing import Any, Optional
 
 import pytest
@@ -438,6 +439,35 @@ def test_a_section_counts_as_the_sum_of_its_lines(encoding: str) -> None:
     for k in range(1, len(rows) + 1):
         assert count(k) == tokenizer.count(csv_section("Relationships", ["id", "source", "description", "weight"],
                                                        rows[:k]))
+
+
+@pytest.mark.parametrize("encoding", ["gpt-4o", "cl100k_base"])
+def test_a_passage_row_is_encoded_once_for_its_cost_and_its_line(encoding: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row ending in punctuation (a quoted passage's closing quote, a full stop) is counted
+    alone for its cost and with its newline for the section: its text before that punctuation
+    is encoded once for both, and both counts are the whole texts' counts, whatever the ending
+    (after letters, digits, apostrophes, spaces, other scripts, newlines)."""
+    tokenizer = get_tokenizer(encoding)
+    endings = ['a "quoted", passage.', "ends in a digit 42.", "O'Brien's", "ends in a quote'", 'spaced "',
+               'café."', '中文。"', "why?!)", "newline\n.", "dots...", "slash//", "x", '"', "", "12,5;"]
+    rows = [[i, f"{ending} {i}" if i % 2 else f"passage {i}, {ending}"] for i, ending in enumerate(endings * 2)]
+    encoded: list[str] = []
+    real = tokenizer.encode
+    monkeypatch.setattr(tokenizer, "encode", lambda text: encoded.append(text) or real(text))
+    count = section_counter("Sources", ["id", "content"], rows, tokenizer)
+    costs = [row_cost(row, tokenizer) for row in rows]
+    assert count(len(rows)) == len(real(csv_section("Sources", ["id", "content"], rows)))
+    for row, cost in zip(rows, costs):
+        assert cost == len(real(rows_to_csv_table([], [row])))
+    long_texts = [text for text in encoded if len(text) > 12]
+    assert len(long_texts) == len(set(long_texts))  # no text counted twice
+    # Counted both alone and with the newline: only rows whose ending the pre-tokenizers may join
+    # to the text before it (no ASCII letter or digit before the trailing punctuation).
+    both = [text for text in long_texts if text + "\n" in long_texts]
+    punctuation = "".join(c for c in string.punctuation if c != "'")
+    assert both and all(not (text.rstrip(punctuation)[-1:].isascii() and text.rstrip(punctuation)[-1:].isalnum())
+                        for text in both)
+    assert len(both) < len(endings)
 
 
 def _csv_reference(rows: list[list[Any]]) -> str:
