@@ -9,6 +9,7 @@ import csv
 import io
 import itertools
 import logging
+import re
 import string
 import sys
 from dataclasses import replace
@@ -300,15 +301,80 @@ def _cut_row_to_fit(
     return None
 
 
+_WORD_GAP = re.compile(r"[A-Za-z] [A-Za-z]")
+
+
+def _word_gaps(text: str) -> Optional[tuple[int, int]]:
+    """The first and last place in ``text`` where a space stands between two ASCII letters
+    (the space's index), or None. The bundled pre-tokenizers always cut before such a space
+    (a run of letters ends there; the space opens the next word's piece), whatever text
+    comes before or after: a text joined to others counts as its part between the two
+    places plus the joins around it."""
+    first = _WORD_GAP.search(text)
+    if first is None:
+        return None
+    last = len(text)
+    while True:
+        last = text.rfind(" ", 0, last)
+        if last >= 1 and _WORD_GAP.match(text, last - 1):
+            return first.start() + 1, last
+
+
+class _JoinedCounts:
+    """Token counts of texts and of their joins by ``separator``, for a tokenizer that
+    ``counts_add_by_line``: a text is its lead (to its first word gap, :func:`_word_gaps`), its
+    middle and its end (from its last gap), so its middle is encoded once, for its own count
+    and for every join it is in, and a join adds only the text around each separator."""
+
+    def __init__(self, texts: Sequence[str], gaps: list[tuple[int, int]], separator: str,
+                 tokenizer: Tokenizer) -> None:
+        self.texts, self.gaps, self.separator, self.tokenizer = texts, gaps, separator, tokenizer
+        self._parts: list[tuple[int, int, int]] = []  # (lead, middle, end) of the texts counted so far
+        self._joined = [0]  # tokens of the first k texts joined
+
+    @classmethod
+    def of(cls, texts: Sequence[str], separator: str, tokenizer: Tokenizer) -> Optional[_JoinedCounts]:
+        """None unless the tokenizer ``counts_add_by_line`` and every text has a word gap."""
+        if not getattr(tokenizer, "counts_add_by_line", False):
+            return None
+        gaps = [_word_gaps(text) for text in texts]
+        return None if any(g is None for g in gaps) else cls(texts, gaps, separator, tokenizer)  # type: ignore[arg-type]
+
+    def _part(self, i: int) -> tuple[int, int, int]:
+        while len(self._parts) <= i:
+            text, (first, last) = self.texts[len(self._parts)], self.gaps[len(self._parts)]
+            count = self.tokenizer.count
+            self._parts.append((count(text[:first]), count(text[first:last]), count(text[last:])))
+        return self._parts[i]
+
+    def text(self, i: int) -> int:
+        """Tokens of ``texts[i]``."""
+        return sum(self._part(i))
+
+    def joined(self, k: int) -> int:
+        """Tokens of ``separator.join(texts[:k])``, ``k >= 1``."""
+        while len(self._joined) <= k:
+            i = len(self._joined) - 1  # the text joined next
+            lead, middle, end = self._part(i)
+            if i == 0:
+                self._joined.append(lead + middle + end)
+                continue
+            join = self.texts[i - 1][self.gaps[i - 1][1]:] + self.separator + self.texts[i][:self.gaps[i][0]]
+            self._joined.append(self._joined[-1] - self._part(i - 1)[2] + self.tokenizer.count(join) + middle + end)
+        return self._joined[k]
+
+
 def pack_texts(texts: Sequence[str], separator: str, max_tokens: int, tokenizer: Tokenizer) -> tuple[str, int]:
     """Leading ``texts`` joined by ``separator`` within ``max_tokens``; whole texts only."""
     if max_tokens <= 0 or not texts:
         return "", 0
     sep_cost = tokenizer.count(separator)  # n texts hold n - 1 separators
-    estimate = _estimate(len(texts), -sep_cost, (tokenizer.count(text) + sep_cost for text in texts), max_tokens)
+    joined = _JoinedCounts.of(texts, separator, tokenizer)
+    counts = (joined.text(i) for i in range(len(texts))) if joined is not None else map(tokenizer.count, texts)
+    estimate = _estimate(len(texts), -sep_cost, (n + sep_cost for n in counts), max_tokens)
     k, text = largest_fitting_prefix(
-        len(texts), lambda n: separator.join(texts[:n]), max_tokens, tokenizer, estimate
-    )
+        len(texts), lambda n: separator.join(texts[:n]), max_tokens, tokenizer, estimate,
+        joined.joined if joined is not None else None)
     return (text, k) if k > 0 else ("", 0)
 
 

@@ -235,6 +235,38 @@ def test_pack_csv_section_never_exceeds(budget: int) -> None:
     assert TOKENIZER.count(joined) <= budget and (n == 0) == (joined == "")
 
 
+@pytest.mark.parametrize("encoding", ["gpt-4o", "cl100k_base"])
+def test_joined_texts_are_counted_from_their_parts(encoding: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Naive's passages (and global's reports) are packed by the count of their join, which is
+    each text's count less what changes around the separators: the texts are encoded once and
+    the join never whole, and what is kept is the largest prefix whose join fits, as counting
+    the join says. Texts without a space between two Latin letters are counted joined."""
+    tokenizer = get_tokenizer(encoding)
+    rnd = random.Random(11)
+    edges = ["", "  ", "\n", "'s", "42", ".", '"', "/", "中文", "é", "—"]
+
+    def text() -> str:
+        words = " ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(2, 40)))
+        return rnd.choice(edges) + words + rnd.choice(edges) + rnd.choice(["", " tail", ", more."])
+
+    real = tokenizer.encode
+    for separator in ("\n--New Chunk--\n", "\n\n", " ", "/"):
+        texts = [text() for _ in range(25)]
+        whole = [len(real(separator.join(texts[:k]))) for k in range(len(texts) + 1)]
+        for budget in (0, 5, whole[1], whole[7] - 1, whole[7], whole[-1], whole[-1] + 100):
+            encoded: list[str] = []
+            monkeypatch.setattr(tokenizer, "encode", lambda t: encoded.append(t) or real(t))
+            joined, kept = pack_texts(texts, separator, budget, tokenizer)
+            monkeypatch.setattr(tokenizer, "encode", real)
+            expected = max((k for k in range(1, len(texts) + 1) if whole[k] <= budget), default=0)
+            assert kept == expected and joined == separator.join(texts[:kept])
+            assert all(len(t) <= max(map(len, texts)) for t in encoded)  # no join of two texts encoded
+    unsplit = ["中文的描述。" * 3, "word", "two words"]
+    joined, kept = pack_texts(unsplit, "\n\n", 1000, tokenizer)
+    assert (joined, kept) == ("\n\n".join(unsplit), 3)
+    assert pack_texts(unsplit, "\n\n", len(real("\n\n".join(unsplit[:2]))), tokenizer)[1] == 2
+
+
 def test_largest_fitting_prefix_is_exact_whatever_the_estimate() -> None:
     """The estimate (an upper guess) only bounds the search and saves counting: the answer
     is the largest fitting prefix up to it, and a right estimate costs at most four counts;
