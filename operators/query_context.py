@@ -77,11 +77,38 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _written_line(cells: Sequence[str]) -> str:
+    """What the csv module writes for ``cells``, standard quoting, without the newline."""
+    buf = io.StringIO()
+    csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n").writerow(cells)
+    return buf.getvalue()[:-1]
+
+
+def _quoting_rule() -> Optional[re.Pattern[str]]:
+    """The characters that make this Python's csv writer quote a field, as a pattern, when the
+    writer does nothing else to fields (no escapes, quotes doubled, cells joined by commas):
+    then a row is written by a string join, ~6x faster than a writer per row. None if not."""
+    probes = [chr(i) for i in range(128)] + ["\x85", "\u2028", "é", "中"]
+    quoted = [c for c in probes if _written_line(["a" + c + "b", "x"]) != "a" + c + "b,x"]
+    rule = re.compile("[" + re.escape("".join(quoted)) + "]")
+    samples = [[c, c + c, ""] for c in probes] + [["", ""], [" a ", "b"], ['"', '""'], ["a\r\nb", "\n"]]
+    return rule if all(_joined(cells, rule) == _written_line(cells) for cells in samples) else None
+
+
+def _joined(cells: Sequence[str], quoted: re.Pattern[str]) -> str:
+    """``cells`` joined by commas, each holding a ``quoted`` character quoted, quotes doubled."""
+    return ",".join(['"' + c.replace('"', '""') + '"' if quoted.search(c) else c for c in cells])
+
+
+_QUOTED = _quoting_rule()
+
+
 def _render_line(row: Sequence[Any]) -> str:
     """One row as a CSV line, standard quoting, without its newline."""
-    buf = io.StringIO()
-    csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n").writerow([_cell(v) for v in row])
-    return buf.getvalue()[:-1]
+    cells = [_cell(v) for v in row]
+    if _QUOTED is None or len(cells) < 2:  # a lone cell has rules of its own (an empty one is quoted)
+        return _written_line(cells)
+    return _joined(cells, _QUOTED)
 
 
 # A row's line after its number, by the row's other cells as text: the same records' rows come

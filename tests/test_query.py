@@ -517,6 +517,18 @@ def _csv_reference(rows: list[list[Any]]) -> str:
     return buf.getvalue().rstrip("\n")
 
 
+def test_rows_are_written_as_the_csv_module_writes_them() -> None:
+    """Rows are joined as strings, not through a csv writer each: the same text for cells with
+    commas, quotes, newlines, carriage returns, spaces, other scripts, empty cells, any count."""
+    rnd = random.Random(5)
+    alphabet = "ab ,\"'\n\r\t;|\\é中\x85\u2028"
+    for _ in range(3000):
+        rows = [[rnd.randint(0, 999)] + ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 6)))
+                                         for _ in range(rnd.randint(0, 4))] for _ in range(rnd.randint(1, 4))]
+        header = ["id"] + ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 3)))]
+        assert rows_to_csv_table(header, rows) == _csv_reference([header, *rows])
+
+
 @pytest.mark.parametrize("encoding", ["gpt-4o", "cl100k_base"])
 def test_a_row_counts_as_its_number_plus_the_rest(encoding: str) -> None:
     """Rows are rendered and counted from their text after the number, kept per record: the
