@@ -12,12 +12,12 @@ import networkx as nx
 import pytest
 
 from graphrag.config import GraphRAGConfig
-from graphrag.storage import graph_networkx, graphml, lookup_index
+from graphrag.storage import graph_networkx, graphml, journal, lookup_index
 from graphrag.storage.graph_lookup import GraphLookup, build_lookup_index
 from graphrag.storage.graphml import read_graphml, write_graphml
 from graphrag.storage.kv_json import write_json_with_layout
 
-from helpers_storage import graph, kv, run
+from helpers_storage import committed, graph, kv, run
 
 TRICKY_NAMES = ['"QUOTED"', "O'BRIEN", "BOTH \"'", "A & B <C>", "ÉLODIE ☃", " SPACED ", "TAB\tAND\nLINE",
                 "", "0", "LONG " * 40]
@@ -317,6 +317,48 @@ def test_kv_store_reads_single_records_without_parsing_the_file(config: Any) -> 
         assert await store.get_by_id("nested") == RECORDS["nested"]
 
     run(main())
+
+
+FIELD_RECORDS: dict[str, Any] = {
+    "report": {"level": 1, "nodes": ["A", "B, \"report_string\": C"], "report_json": {"rating": 7.5},
+               "report_string": "text, \"report_json\": 1", "fingerprint": "f"},
+    "nested first": {"level": 0, "nodes": [{"report_string": "inner", "report_json": 1}], "report_json": {},
+                     "report_string": "outer", "tail": 1},
+    "nested after": {"report_json": {"report_string": "inner"}, "level": 2, "report_string": "outer"},
+    "first keys": {"report_string": "first", "report_json": {"rating": 1.0}, "nodes": ["x"]},
+    "missing one": {"level": 3, "report_string": "no rating"},
+    "missing both": {"level": 4, "nodes": [{"report_string": "nested only"}]},
+    "not a dict": ["report_string", "report_json"],
+    "odd text": {"nodes": ["\\", "\\\"", ", \"report_json\": "], "report_json": {"rating": "8/10"},
+                 "report_string": "ends in a backslash \\"},
+}
+
+
+def test_kv_store_reads_fields_as_the_whole_record_cut(config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A context reads a report's text and rating only: those last keys are decoded from the
+    record's tail where they are the record's own keys, and every answer is the whole record
+    cut to the fields, whatever the record holds (the names nested, in strings, first, missing)."""
+    _kv_store(config, FIELD_RECORDS)
+    fields = {"report_string", "report_json"}
+
+    def cut(record: Any) -> Any:
+        return {k: v for k, v in record.items() if k in fields} if isinstance(record, dict) else record
+
+    store = kv(config, "reports", lookup=True)
+    assert store._points() is not None
+    ids = list(FIELD_RECORDS) + ["missing"]
+    assert run(store.get_by_ids(ids, fields=fields)) == [cut(r) for r in FIELD_RECORDS.values()] + [None]
+    assert run(store.get_by_ids(ids, fields={"level"})) == [
+        {k: v for k, v in r.items() if k == "level"} if isinstance(r, dict) else r
+        for r in FIELD_RECORDS.values()] + [None]
+    monkeypatch.setattr(journal, "JOURNAL_FROM_BYTES", 0)  # a small commit: a journal line over the file
+    run(store.upsert({"report": {"report_string": "changed", "level": 9}}))
+    committed(store, config.working_dir)
+    assert os.path.exists(os.path.join(config.working_dir, "kv_store_reports.journal.jsonl"))
+    reader = kv(config, "reports", lookup=True)
+    assert reader._points() is not None
+    assert run(reader.get_by_ids(["report", "first keys"], fields=fields)) == [
+        {"report_string": "changed"}, cut(FIELD_RECORDS["first keys"])]
 
 
 def test_kv_lookup_collisions(config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
