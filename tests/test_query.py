@@ -431,6 +431,50 @@ def test_local_context_follows_writes_of_this_and_another_process(tmp_path: Any)
     assert local(again) == theirs
 
 
+def test_reports_read_for_a_context_follow_rewrites_and_deletes(tmp_path: Any) -> None:
+    """A context reads a report's text and rating through the reports' lookup index, kept per
+    version of the file: after a write that rewrites one report and deletes another, the
+    writer's context and a newly opened reader's show the new text and not the deleted one,
+    and equal the context of a reader that parses the file whole."""
+    question = "Who is Teodor Kask and what did Kask build?"
+    param = QueryParam(mode="local", top_k=4, only_need_context=True)
+    stores = small_stores(tmp_path)
+    asyncio.run(stores.index_done())
+
+    def local(on: Stores) -> str:
+        context = asyncio.run(build_local_context(question, on, param, TOKENIZER))
+        assert context is not None
+        return context
+
+    def reports_of(context: str) -> list[str]:
+        return [row[1] for row in table_rows(sections(context)["Reports"])]
+
+    reader = open_stores(_config(tmp_path), hash_embedding(64))
+    shown = reports_of(local(reader))
+    assert reader.community_reports._points() is not None  # read through the lookup index
+    keys = asyncio.run(stores.community_reports.all_keys())
+    records = dict(zip(keys, asyncio.run(stores.community_reports.get_by_ids(keys))))
+    by_text = {r["report_string"]: k for k, r in records.items()}
+    assert len(shown) >= 2 and all(text in by_text for text in shown)
+    rewritten, deleted = by_text[shown[0]], by_text[shown[1]]
+
+    async def write() -> None:
+        await stores.index_start()
+        await stores.community_reports.upsert({rewritten: {**records[rewritten],
+                                                           "report_string": "# Rewritten\n\nA new text."}})
+        await stores.community_reports.delete([deleted])
+        await stores.index_done()
+
+    asyncio.run(write())
+    ours = local(stores)
+    theirs = local(open_stores(_config(tmp_path), hash_embedding(64)))
+    assert "# Rewritten\n\nA new text." in reports_of(ours) and shown[0] not in reports_of(ours)
+    assert shown[1] not in reports_of(ours)
+    os.remove(tmp_path / "kv_store_community_reports.json.index")
+    parsed = open_stores(_config(tmp_path), hash_embedding(64))
+    assert ours == theirs == local(parsed) and parsed.community_reports._points() is None
+
+
 def test_local_context_is_the_same_through_lookup_indexes(tmp_path: Any) -> None:
     """A process that opens a working dir answers local queries through the lookup indexes
     of the graph, the reports and the chunks, never parsing those files whole, with the very
