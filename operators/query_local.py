@@ -38,6 +38,9 @@ RELATION_HEADER = ["id", "source", "target", "description", "weight", "rank"]
 REPORT_HEADER = ["id", "content"]
 SOURCE_HEADER = ["id", "content"]
 
+# What the Reports section reads of a report record (``stored_rating`` reads ``report_json``).
+REPORT_CONTEXT_FIELDS = {"report_string", "report_json"}
+
 LOCAL_NEEDS_ENTITIES = "Local queries need the entity vector store: build the index with enable_local=True."
 
 
@@ -248,9 +251,13 @@ async def _retrieve(query: str, stores: Any, param: QueryParam, tokenizer: Token
     if single:
         report_groups = report_groups[:1]
 
-    # The readers hand back stored records; only those the sections keep become records.
+    # The readers hand back stored records; only those the sections keep become records. A
+    # context alone needs a report's text and rating only, not its member lists.
+    report_fields = None if records else REPORT_CONTEXT_FIELDS
+
     async def read_reports(ids: list[str]) -> list[tuple[tuple[str, dict], str]]:
-        found = [(i, r) for i, r in zip(ids, await stores.community_reports.get_by_ids(ids)) if r is not None]
+        found = [(i, r) for i, r in zip(ids, await stores.community_reports.get_by_ids(ids, fields=report_fields))
+                 if r is not None]
         found.sort(key=lambda item: -stored_rating(item[1]))  # within a group of equal counts, best rated first
         return [(item, item[1].get("report_string", "")) for item in found[:1 if single else None]]
 

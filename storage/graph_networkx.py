@@ -146,20 +146,13 @@ class NetworkXStorage(ParsedOnDemand, JournaledFile, BaseGraphStorage, ClusterMe
         return lookup.has_edge(a, b) if lookup is not None else self._graph.has_edge(a, b)
 
     async def node_degree(self, node_id: str) -> int:
-        node_id = xml_safe(node_id)
-        lookup = self._points()
-        if lookup is not None:
-            return lookup.degree(node_id)
-        return self._graph.degree(node_id) if self._graph.has_node(node_id) else 0
+        return (await self.node_degrees_batch([node_id]))[0]
 
     async def get_node(self, node_id: str) -> Union[dict, None]:
-        node_id, lookup = xml_safe(node_id), self._points()
-        return lookup.node(node_id) if lookup is not None else self._graph.nodes.get(node_id)
+        return (await self.get_nodes_batch([node_id]))[0]
 
     async def get_edge(self, source_node_id: str, target_node_id: str) -> Union[dict, None]:
-        a, b = xml_safe(source_node_id), xml_safe(target_node_id)
-        lookup = self._points()
-        return lookup.edge(a, b) if lookup is not None else self._graph.edges.get((a, b))
+        return (await self.get_edges_batch([(source_node_id, target_node_id)]))[0]
 
     async def get_node_edges(self, source_node_id: str) -> Union[list[tuple[str, str]], None]:
         source_node_id = xml_safe(source_node_id)
@@ -169,6 +162,30 @@ class NetworkXStorage(ParsedOnDemand, JournaledFile, BaseGraphStorage, ClusterMe
         if not self._graph.has_node(source_node_id):
             return None
         return list(self._graph.edges(source_node_id))
+
+    # The batches a query reads (~100 edges and 200 degrees a local query), answered in one
+    # pass over the lookup or the graph rather than one coroutine per element.
+
+    async def get_nodes_batch(self, node_ids: list[str]) -> list[Union[dict, None]]:
+        lookup = self._points()
+        if lookup is not None:
+            return [lookup.node(xml_safe(n)) for n in node_ids]
+        nodes = self._graph.nodes
+        return [nodes.get(xml_safe(n)) for n in node_ids]
+
+    async def get_edges_batch(self, pairs: list[tuple[str, str]]) -> list[Union[dict, None]]:
+        lookup = self._points()
+        if lookup is not None:
+            return [lookup.edge(xml_safe(a), xml_safe(b)) for a, b in pairs]
+        edges = self._graph.edges
+        return [edges.get((xml_safe(a), xml_safe(b))) for a, b in pairs]
+
+    async def node_degrees_batch(self, node_ids: list[str]) -> list[int]:
+        lookup = self._points()
+        if lookup is not None:
+            return [lookup.degree(xml_safe(n)) for n in node_ids]
+        graph = self._graph
+        return [graph.degree(n) if graph.has_node(n) else 0 for n in map(xml_safe, node_ids)]
 
     async def upsert_node(self, node_id: str, node_data: dict[str, Any]) -> None:
         node_id, graph = xml_safe(node_id), self._graph

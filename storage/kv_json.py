@@ -69,6 +69,7 @@ class RecordLookup:
         # Queries about neighbouring entities read the same reports again; like the parsed
         # store, this hands out the same objects each time (callers only read them).
         self._value = lru_cache(maxsize=1024)(self._decode)
+        self._fields = lru_cache(maxsize=1024)(self._decode_fields)
 
     @staticmethod
     def build(keys: list[str], layout: JsonLayout, written: os.stat_result) -> bytes:
@@ -97,12 +98,40 @@ class RecordLookup:
         slot = self._keys.find(key)
         return None if slot is None else self._value(slot)
 
+    def get_fields(self, key: str, fields: frozenset[str]) -> Optional[dict]:
+        """The record cut to ``fields`` (as ``get_by_ids(..., fields)`` cuts it)."""
+        slot = self._keys.find(key)
+        return None if slot is None else self._fields(slot, fields)
+
     def has(self, key: str) -> bool:
         return self._keys.find(key) is not None
 
-    def _decode(self, slot: int) -> Any:
+    def _raw(self, slot: int) -> bytes:
         offset = int(self._offset[slot])
-        return json.loads(self.mapped[offset:offset + int(self._length[slot])])
+        return self.mapped[offset:offset + int(self._length[slot])]
+
+    def _decode(self, slot: int) -> Any:
+        return json.loads(self._raw(slot))
+
+    def _decode_fields(self, slot: int, fields: frozenset[str]) -> Optional[dict]:
+        """A record's ``fields``, decoding only the record's text from the first of them on
+        when they are its last keys (a community report's text and rating come after its
+        member lists, most of its bytes). The writer writes ``json.dumps``'s ``, "key": ``
+        between keys, and an unescaped quote cannot be inside a string: a match is a key, and
+        ``{`` plus the text from it parses as one object only where the key is the record's
+        own, not a nested object's (that would leave closing brackets over). Otherwise, or if
+        a field is not in that tail, the record is decoded whole."""
+        raw = self._raw(slot)
+        starts = [raw.rfind(b", " + json.dumps(name).encode("utf-8") + b": ") for name in fields]
+        if starts and min(starts) > 0:
+            try:
+                tail = json.loads(b"{" + raw[min(starts) + 2:])
+            except ValueError:
+                tail = None
+            if isinstance(tail, dict) and fields <= tail.keys():
+                return {k: v for k, v in tail.items() if k in fields}
+        record = self._value(slot)
+        return {k: v for k, v in record.items() if k in fields} if isinstance(record, dict) else record
 
 
 @dataclass
@@ -245,10 +274,19 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
 
     async def get_by_ids(self, ids: list[str], fields: Optional[set[str]] = None) -> list[Optional[dict]]:
         lookup = self._points()
+        if lookup is not None and fields:
+            wanted = frozenset(fields)
+            return [self._point_fields(lookup, i, wanted) for i in ids]
         records = [self._point(lookup, i) for i in ids] if lookup is not None else [self._data.get(i) for i in ids]
         if fields is None:
             return records
         return [{k: v for k, v in r.items() if k in fields} if r is not None else None for r in records]
+
+    def _point_fields(self, lookup: RecordLookup, key: str, fields: frozenset[str]) -> Optional[dict]:
+        value = self._overlay.get(key, lookup)
+        if value is lookup:
+            return lookup.get_fields(key, fields)
+        return None if value is REMOVED else {k: v for k, v in value.items() if k in fields}
 
     async def filter_keys(self, keys: list[str]) -> set[str]:
         return {k for k in keys if k not in self._data}

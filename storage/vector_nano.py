@@ -186,7 +186,9 @@ class NanoVectorDBStorage(JournaledFile, BaseVectorStorage):
         order = sorted(range(len(contents)), key=lambda i: len(contents[i]))
         ordered = [contents[i] for i in order]
         batches = [ordered[i : i + self._max_batch_size] for i in range(0, len(ordered), self._max_batch_size)]
-        arrays = await asyncio.gather(*(self.embedding_func(b) for b in batches))
+        # One batch (a question) is awaited as it is: gathering it would wrap it in a task.
+        arrays = ([await self.embedding_func(batches[0])] if len(batches) == 1
+                  else await asyncio.gather(*(self.embedding_func(b) for b in batches)))
         vectors = np.concatenate([np.asarray(a, dtype=np.float32).reshape(len(b), -1) for a, b in zip(arrays, batches)])
         out = np.empty_like(vectors)
         out[order] = vectors

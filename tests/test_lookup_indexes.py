@@ -12,12 +12,12 @@ import networkx as nx
 import pytest
 
 from graphrag.config import GraphRAGConfig
-from graphrag.storage import graph_networkx, lookup_index
+from graphrag.storage import graph_networkx, graphml, journal, lookup_index
 from graphrag.storage.graph_lookup import GraphLookup, build_lookup_index
 from graphrag.storage.graphml import read_graphml, write_graphml
 from graphrag.storage.kv_json import write_json_with_layout
 
-from helpers_storage import graph, kv, run
+from helpers_storage import committed, graph, kv, run
 
 TRICKY_NAMES = ['"QUOTED"', "O'BRIEN", "BOTH \"'", "A & B <C>", "ÉLODIE ☃", " SPACED ", "TAB\tAND\nLINE",
                 "", "0", "LONG " * 40]
@@ -99,6 +99,56 @@ def test_lookup_of_empty_and_edgeless_graphs(tmp_path: Any) -> None:
     for g in (nx.Graph(), nx.Graph([("A", "A")]), nx.empty_graph(["X", "Y"])):
         path, index = write_with_index(g, tmp_path)
         assert_answers_as_parsed(open_lookup(path, index), read_graphml(path))
+
+
+def test_elements_as_the_writer_writes_them_are_read_without_an_xml_parser(tmp_path: Any,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query reads ~100 single elements of the GraphML: those the writer writes (escaped
+    text, carriage returns as references, newlines, tabs, other scripts, empty values, every
+    type) are read without an XML parser, to the same values as the full parse."""
+    g = nx.Graph()
+    texts = ["plain", "a & b <c> \"q\" 'a'", "carriage\rreturn\r\n", "lines\nand\ttabs", "ends in ]]>", "",
+             "ÉLODIE ☃ 中文", "&amp; written out", "x" * 3000]
+    for i, text in enumerate(texts):
+        g.add_node(f"N{i}", description=text, rank=i, score=i / 3, core=i % 2 == 0)
+    for i in range(len(texts) - 1):
+        g.add_edge(f"N{i}", f"N{i + 1}", weight=float(i), description=texts[-2 - i], order=i)
+    path, index = write_with_index(g, tmp_path)
+    parsed = read_graphml(path)
+    parsers: list[Any] = []
+    real = graphml.expat.ParserCreate
+    monkeypatch.setattr(graphml.expat, "ParserCreate", lambda *a: parsers.append(a) or real(*a))
+    assert_answers_as_parsed(open_lookup(path, index), parsed)
+    assert parsers == []
+
+
+@pytest.mark.parametrize("element, expected", [
+    ('<node id="A"><data key="d0">x<!-- note -->y</data></node>', {"description": "xy"}),
+    ('<node id="A"><data key="d0"><![CDATA[<raw> & text]]></data></node>', {"description": "<raw> & text"}),
+    ('<node id="A"><data key="d0">line&#10;&#x41;</data></node>', {"description": "line\nA"}),
+    ('<node id="A"><data key="d0">a\r\nb\rc</data></node>', {"description": "a\nb\nc"}),
+    ("<node id=\"A\">\n  <data key='d0'>spaced</data>\n  <data key=\"d1\">2</data></node>",
+     {"description": "spaced", "rank": 2}),
+    ('<node id="A"><data key="d0"/><data key="d1">7</data></node>', {"description": "", "rank": 7}),
+    ('<edge source="A &amp; B" target="C"><data key="d1">3</data></edge>', {"rank": 3}),
+])
+def test_other_elements_are_read_as_an_xml_parser_reads_them(element: str, expected: dict[str, Any]) -> None:
+    """What the writer does not write (comments, CDATA, numeric references, raw carriage returns,
+    whitespace between elements, empty-element tags, escaped attributes) reads as XML says."""
+    keys = graphml.key_decoders({"d0": ("description", "string"), "d1": ("rank", "long")})
+    assert graphml.element_data(element.encode("utf-8"), keys) == expected
+
+
+def test_an_element_xml_cannot_read_is_refused_either_way() -> None:
+    keys = graphml.key_decoders({"d0": ("description", "string")})
+    for element in ('<node id="A"><data key="d0">a &unknown; b</data></node>',
+                    '<node id="A"><data key="d0">a & b</data></node>',
+                    '<node id="A"><data key="d0">a ]]> b</data></node>',
+                    '<node id="A"><data key="d0">bell \x07</data></node>'):
+        with pytest.raises(Exception):
+            graphml.element_data(element.encode("utf-8"), keys)
+    with pytest.raises(KeyError):  # a key the file does not declare, as the full parse
+        graphml.element_data(b'<node id="A"><data key="d9">x</data></node>', keys)
 
 
 def test_index_of_another_version_is_ignored(tmp_path: Any) -> None:
@@ -267,6 +317,48 @@ def test_kv_store_reads_single_records_without_parsing_the_file(config: Any) -> 
         assert await store.get_by_id("nested") == RECORDS["nested"]
 
     run(main())
+
+
+FIELD_RECORDS: dict[str, Any] = {
+    "report": {"level": 1, "nodes": ["A", "B, \"report_string\": C"], "report_json": {"rating": 7.5},
+               "report_string": "text, \"report_json\": 1", "fingerprint": "f"},
+    "nested first": {"level": 0, "nodes": [{"report_string": "inner", "report_json": 1}], "report_json": {},
+                     "report_string": "outer", "tail": 1},
+    "nested after": {"report_json": {"report_string": "inner"}, "level": 2, "report_string": "outer"},
+    "first keys": {"report_string": "first", "report_json": {"rating": 1.0}, "nodes": ["x"]},
+    "missing one": {"level": 3, "report_string": "no rating"},
+    "missing both": {"level": 4, "nodes": [{"report_string": "nested only"}]},
+    "not a dict": ["report_string", "report_json"],
+    "odd text": {"nodes": ["\\", "\\\"", ", \"report_json\": "], "report_json": {"rating": "8/10"},
+                 "report_string": "ends in a backslash \\"},
+}
+
+
+def test_kv_store_reads_fields_as_the_whole_record_cut(config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A context reads a report's text and rating only: those last keys are decoded from the
+    record's tail where they are the record's own keys, and every answer is the whole record
+    cut to the fields, whatever the record holds (the names nested, in strings, first, missing)."""
+    _kv_store(config, FIELD_RECORDS)
+    fields = {"report_string", "report_json"}
+
+    def cut(record: Any) -> Any:
+        return {k: v for k, v in record.items() if k in fields} if isinstance(record, dict) else record
+
+    store = kv(config, "reports", lookup=True)
+    assert store._points() is not None
+    ids = list(FIELD_RECORDS) + ["missing"]
+    assert run(store.get_by_ids(ids, fields=fields)) == [cut(r) for r in FIELD_RECORDS.values()] + [None]
+    assert run(store.get_by_ids(ids, fields={"level"})) == [
+        {k: v for k, v in r.items() if k == "level"} if isinstance(r, dict) else r
+        for r in FIELD_RECORDS.values()] + [None]
+    monkeypatch.setattr(journal, "JOURNAL_FROM_BYTES", 0)  # a small commit: a journal line over the file
+    run(store.upsert({"report": {"report_string": "changed", "level": 9}}))
+    committed(store, config.working_dir)
+    assert os.path.exists(os.path.join(config.working_dir, "kv_store_reports.journal.jsonl"))
+    reader = kv(config, "reports", lookup=True)
+    assert reader._points() is not None
+    assert run(reader.get_by_ids(["report", "first keys"], fields=fields)) == [
+        {"report_string": "changed"}, cut(FIELD_RECORDS["first keys"])]
 
 
 def test_kv_lookup_collisions(config: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,7 @@ import json
 import os
 import random
 import re
+import string
 from typing import Any, Optional
 
 import pytest
@@ -234,6 +235,38 @@ def test_pack_csv_section_never_exceeds(budget: int) -> None:
     assert TOKENIZER.count(joined) <= budget and (n == 0) == (joined == "")
 
 
+@pytest.mark.parametrize("encoding", ["gpt-4o", "cl100k_base"])
+def test_joined_texts_are_counted_from_their_parts(encoding: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Naive's passages (and global's reports) are packed by the count of their join, which is
+    each text's count less what changes around the separators: the texts are encoded once and
+    the join never whole, and what is kept is the largest prefix whose join fits, as counting
+    the join says. Texts without a space between two Latin letters are counted joined."""
+    tokenizer = get_tokenizer(encoding)
+    rnd = random.Random(11)
+    edges = ["", "  ", "\n", "'s", "42", ".", '"', "/", "中文", "é", "—"]
+
+    def text() -> str:
+        words = " ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(2, 40)))
+        return rnd.choice(edges) + words + rnd.choice(edges) + rnd.choice(["", " tail", ", more."])
+
+    real = tokenizer.encode
+    for separator in ("\n--New Chunk--\n", "\n\n", " ", "/"):
+        texts = [text() for _ in range(25)]
+        whole = [len(real(separator.join(texts[:k]))) for k in range(len(texts) + 1)]
+        for budget in (0, 5, whole[1], whole[7] - 1, whole[7], whole[-1], whole[-1] + 100):
+            encoded: list[str] = []
+            monkeypatch.setattr(tokenizer, "encode", lambda t: encoded.append(t) or real(t))
+            joined, kept = pack_texts(texts, separator, budget, tokenizer)
+            monkeypatch.setattr(tokenizer, "encode", real)
+            expected = max((k for k in range(1, len(texts) + 1) if whole[k] <= budget), default=0)
+            assert kept == expected and joined == separator.join(texts[:kept])
+            assert all(len(t) <= max(map(len, texts)) for t in encoded)  # no join of two texts encoded
+    unsplit = ["中文的描述。" * 3, "word", "two words"]
+    joined, kept = pack_texts(unsplit, "\n\n", 1000, tokenizer)
+    assert (joined, kept) == ("\n\n".join(unsplit), 3)
+    assert pack_texts(unsplit, "\n\n", len(real("\n\n".join(unsplit[:2]))), tokenizer)[1] == 2
+
+
 def test_largest_fitting_prefix_is_exact_whatever_the_estimate() -> None:
     """The estimate (an upper guess) only bounds the search and saves counting: the answer
     is the largest fitting prefix up to it, and a right estimate costs at most four counts;
@@ -398,6 +431,50 @@ def test_local_context_follows_writes_of_this_and_another_process(tmp_path: Any)
     assert local(again) == theirs
 
 
+def test_reports_read_for_a_context_follow_rewrites_and_deletes(tmp_path: Any) -> None:
+    """A context reads a report's text and rating through the reports' lookup index, kept per
+    version of the file: after a write that rewrites one report and deletes another, the
+    writer's context and a newly opened reader's show the new text and not the deleted one,
+    and equal the context of a reader that parses the file whole."""
+    question = "Who is Teodor Kask and what did Kask build?"
+    param = QueryParam(mode="local", top_k=4, only_need_context=True)
+    stores = small_stores(tmp_path)
+    asyncio.run(stores.index_done())
+
+    def local(on: Stores) -> str:
+        context = asyncio.run(build_local_context(question, on, param, TOKENIZER))
+        assert context is not None
+        return context
+
+    def reports_of(context: str) -> list[str]:
+        return [row[1] for row in table_rows(sections(context)["Reports"])]
+
+    reader = open_stores(_config(tmp_path), hash_embedding(64))
+    shown = reports_of(local(reader))
+    assert reader.community_reports._points() is not None  # read through the lookup index
+    keys = asyncio.run(stores.community_reports.all_keys())
+    records = dict(zip(keys, asyncio.run(stores.community_reports.get_by_ids(keys))))
+    by_text = {r["report_string"]: k for k, r in records.items()}
+    assert len(shown) >= 2 and all(text in by_text for text in shown)
+    rewritten, deleted = by_text[shown[0]], by_text[shown[1]]
+
+    async def write() -> None:
+        await stores.index_start()
+        await stores.community_reports.upsert({rewritten: {**records[rewritten],
+                                                           "report_string": "# Rewritten\n\nA new text."}})
+        await stores.community_reports.delete([deleted])
+        await stores.index_done()
+
+    asyncio.run(write())
+    ours = local(stores)
+    theirs = local(open_stores(_config(tmp_path), hash_embedding(64)))
+    assert "# Rewritten\n\nA new text." in reports_of(ours) and shown[0] not in reports_of(ours)
+    assert shown[1] not in reports_of(ours)
+    os.remove(tmp_path / "kv_store_community_reports.json.index")
+    parsed = open_stores(_config(tmp_path), hash_embedding(64))
+    assert ours == theirs == local(parsed) and parsed.community_reports._points() is None
+
+
 def test_local_context_is_the_same_through_lookup_indexes(tmp_path: Any) -> None:
     """A process that opens a working dir answers local queries through the lookup indexes
     of the graph, the reports and the chunks, never parsing those files whole, with the very
@@ -440,6 +517,35 @@ def test_a_section_counts_as_the_sum_of_its_lines(encoding: str) -> None:
                                                        rows[:k]))
 
 
+@pytest.mark.parametrize("encoding", ["gpt-4o", "cl100k_base"])
+def test_a_passage_row_is_encoded_once_for_its_cost_and_its_line(encoding: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row ending in punctuation (a quoted passage's closing quote, a full stop) is counted
+    alone for its cost and with its newline for the section: its text before that punctuation
+    is encoded once for both, and both counts are the whole texts' counts, whatever the ending
+    (after letters, digits, apostrophes, spaces, other scripts, newlines)."""
+    tokenizer = get_tokenizer(encoding)
+    endings = ['a "quoted", passage.', "ends in a digit 42.", "O'Brien's", "ends in a quote'", 'spaced "',
+               'café."', '中文。"', "why?!)", "newline\n.", "dots...", "slash//", "x", '"', "", "12,5;"]
+    rows = [[i, f"{ending} {i}" if i % 2 else f"passage {i}, {ending}"] for i, ending in enumerate(endings * 2)]
+    encoded: list[str] = []
+    real = tokenizer.encode
+    monkeypatch.setattr(tokenizer, "encode", lambda text: encoded.append(text) or real(text))
+    count = section_counter("Sources", ["id", "content"], rows, tokenizer)
+    costs = [row_cost(row, tokenizer) for row in rows]
+    assert count(len(rows)) == len(real(csv_section("Sources", ["id", "content"], rows)))
+    for row, cost in zip(rows, costs):
+        assert cost == len(real(rows_to_csv_table([], [row])))
+    long_texts = [text for text in encoded if len(text) > 12]
+    assert len(long_texts) == len(set(long_texts))  # no text counted twice
+    # Counted both alone and with the newline: only rows whose ending the pre-tokenizers may join
+    # to the text before it (no ASCII letter or digit before the trailing punctuation).
+    both = [text for text in long_texts if text + "\n" in long_texts]
+    punctuation = "".join(c for c in string.punctuation if c != "'")
+    assert both and all(not (text.rstrip(punctuation)[-1:].isascii() and text.rstrip(punctuation)[-1:].isalnum())
+                        for text in both)
+    assert len(both) < len(endings)
+
+
 def _csv_reference(rows: list[list[Any]]) -> str:
     """What one csv writer writes for ``rows`` (cells as packing renders them), trailing newlines cut."""
     import csv
@@ -453,6 +559,18 @@ def _csv_reference(rows: list[list[Any]]) -> str:
     for row in rows:
         writer.writerow([cell(v) for v in row])
     return buf.getvalue().rstrip("\n")
+
+
+def test_rows_are_written_as_the_csv_module_writes_them() -> None:
+    """Rows are joined as strings, not through a csv writer each: the same text for cells with
+    commas, quotes, newlines, carriage returns, spaces, other scripts, empty cells, any count."""
+    rnd = random.Random(5)
+    alphabet = "ab ,\"'\n\r\t;|\\é中\x85\u2028"
+    for _ in range(3000):
+        rows = [[rnd.randint(0, 999)] + ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 6)))
+                                         for _ in range(rnd.randint(0, 4))] for _ in range(rnd.randint(1, 4))]
+        header = ["id"] + ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 3)))]
+        assert rows_to_csv_table(header, rows) == _csv_reference([header, *rows])
 
 
 @pytest.mark.parametrize("encoding", ["gpt-4o", "cl100k_base"])
