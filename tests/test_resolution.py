@@ -1302,6 +1302,39 @@ def test_blocking_finds_a_pair_from_either_name() -> None:
                     assert found[other].get(name) == relation, (seed, loose, name, other, relation)
 
 
+def test_blocking_ahead_finds_the_pairs_of_lookups_in_the_final_index() -> None:
+    """Names indexed and looked up batch by batch as a write's extractions arrive (over the
+    names of an earlier write, some of which leave, with names that arrive for nothing and
+    names looked up only at the end) give every present name the pairs a lookup in the final
+    index gives it, with the same relations."""
+    from graphrag.operators.resolution import NameIndex
+    from graphrag.operators.resolution.candidates import LookupsAhead
+    from graphrag.operators.resolution.store import _candidate_pairs
+
+    for seed in range(3):
+        rng = random.Random(seed)
+        pool = sorted({random_name(rng) for _ in range(400)})
+        rng.shuffle(pool)
+        before, arriving, late, spurious = set(pool[:150]), pool[100:300], pool[300:330], pool[330:345]
+        leaving = set(pool[:40]) - set(arriving)
+        present = set(arriving) | set(late)
+        names = (before - leaving) | present
+        for loose in (False, True):
+            ahead = LookupsAhead(NameIndex(before, loose=loose), set(before))
+            feed = arriving + spurious
+            while feed:
+                size = rng.randint(1, 9)
+                ahead.add(feed[:size])
+                feed = feed[size:]
+            index = ahead.index
+            index.update(names - index.names, index.names - names)
+            assert index.names == names
+            fresh = NameIndex(names, loose=loose)
+            expected = _candidate_pairs(present, set(), fresh)
+            assert len(expected) > len(present) // 2  # the names do meet
+            assert _candidate_pairs(present, set(), index, ahead) == expected, (seed, loose)
+
+
 def test_strict_blocking_finds_every_settled_pair_of_one_word_and_a_fuller_name() -> None:
     """Strict blocking does not look up the names of one word inside a name: it relies on the
     rules settling such a pair only where another block meets it. Every pair of a one-word
@@ -1356,6 +1389,31 @@ def test_a_name_and_its_fuller_form_resolve_alike_in_either_order(tmp_path: Any)
         rag.insert(DOE_DOCS[0])
         assert state_of(rag) == expected
         assert check_integrity(rag.config.working_dir) == []
+
+
+def test_a_write_looks_its_names_up_while_its_extractions_arrive(tmp_path: Any, monkeypatch: Any) -> None:
+    """The pass takes the blocking done as the answers came in (every name of the write looked
+    up then, none again), in a first write and in one over the index the process kept."""
+    from graphrag.operators.resolution import store
+
+    passes: list[tuple[set[str], set[str]]] = []
+    real = store._candidate_pairs
+
+    def spy(present: set[str], claims: Any, index: Any, ahead: Any = None) -> Any:
+        passes.append((set(present), set(ahead.found) if ahead is not None else set()))
+        return real(present, claims, index, ahead)
+
+    monkeypatch.setattr(store, "_candidate_pairs", spy)
+    with MockLLMServer(responder=answering_like_a_model(DOE_ANSWERS)) as llm:
+        rag = make(tmp_path, "ahead", extraction="llm", llm_base_url=llm.base_url, llm_api_key="k",
+                   entity_resolution_llm_check=False)
+        for doc in DOE_DOCS:
+            rag.insert(doc)
+    assert len(passes) == 2
+    for present, looked_up in passes:
+        assert present and present <= looked_up
+    assert {"J. DOE", "JOHN T. DOE"} <= passes[0][0] | passes[1][0]
+    assert rag.canonical_entity("J. Doe") == rag.canonical_entity("John T. Doe")
 
 
 def _in(p: NameProfile, *chunks: str) -> NameProfile:

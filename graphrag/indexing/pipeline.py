@@ -2,7 +2,8 @@
 
     chunk(new docs, removed doc ids)          -> documents to store, ChunkPlan
     extraction_work(plan)                     -> ExtractionWork (new chunks, failed ones to retry)
-    extract(work)                             -> Extracted        beside: embed chunks, merge ahead
+    extract(work)                             -> Extracted        beside: embed chunks, merge ahead,
+                                                                  resolution's name blocking
     merge(extracted)                          -> GraphRebuild
     resolve(rebuilt)                          -> GraphRebuild     (entity_resolution=True)
     summarise(rebuilt)                        -> GraphChanges     beside: the descriptions' summaries
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from graphrag.operators.format_failures import FormatFailures
     from graphrag.operators.graph_update import GraphChanges, GraphRebuild, MergeAhead
     from graphrag.operators.resolution import EntityResolution
+    from graphrag.operators.resolution.candidates import LookupsAhead
 
 logger = logging.getLogger(__name__)
 
@@ -207,16 +209,27 @@ class Pipeline:
                                                  stage="embed")
                 # Merge ahead: what is extracted so far is merged while the last calls are in flight.
                 merge = self.merge_ahead(work, aliases, background)
+                listeners = [merge.on_extracted]
+                # Resolution's name blocking, as the names arrive: the loop mostly waits for the model then.
+                blocking = resolution.blocking_ahead() if resolution is not None else None
+                looked_up = None
+                if blocking is not None:
+                    looked_up = background.start(blocking.run(), after=(first_answer,), stage="resolve_ahead")
+                    listeners.append(blocking.on_extracted)
                 with timer.stage("extract"):
-                    extracted = await self.extract(work, merge, first_answer)
+                    extracted = await self.extract(work, listeners, first_answer)
                 heap.settle()
                 with timer.stage("merge"):
                     rebuilt = await merge.finish(extracted.changed)
                 resolved: dict[str, Any] = {}
                 if resolution is not None:
                     with timer.stage("resolve"):
+                        ahead = None
+                        if blocking is not None and looked_up is not None:
+                            blocking.close()
+                            ahead = await looked_up
                         rebuilt, resolved = await self.resolve(resolution, rebuilt, extracted.changed, work.removed,
-                                                                judge_pending)
+                                                                judge_pending, ahead=ahead)
                     heap.settle()
                 with timer.stage("merge"):
                     # Descriptions are summarised in the background; what needs one waits for it.
@@ -331,12 +344,15 @@ class Pipeline:
                           removed=work.removed, expected=len(work.to_extract),
                           tail=max(1, self.config.best_model_max_async // 4), start=start, extracted=work.this_write)
 
-    async def extract(self, work: ExtractionWork, merge: MergeAhead, first_answer: asyncio.Event) -> Extracted:
-        """Extract ``work.to_extract``; each answer that changes something goes to ``merge``."""
+    async def extract(self, work: ExtractionWork, listeners: list[Callable[[str, ChunkExtraction], None]],
+                      first_answer: asyncio.Event) -> Extracted:
+        """Extract ``work.to_extract``; each answer that changes something goes to ``listeners``
+        (the merge ahead, resolution's blocking)."""
         def extracted(chunk_id: str, extraction: ChunkExtraction) -> None:
             first_answer.set()
             if not work.unchanged(chunk_id, extraction):
-                merge.on_extracted(chunk_id, extraction)
+                for listener in listeners:
+                    listener(chunk_id, extraction)
 
         outcomes = await self.extract_chunks(work.to_extract, extracted)
         first_answer.set()
@@ -381,11 +397,11 @@ class Pipeline:
             progress.close()
 
     async def resolve(self, resolution: EntityResolution, rebuilt: GraphRebuild, extracted: dict[str, ChunkExtraction],
-                      removed: dict[str, ChunkExtraction], judge_pending: bool = False
-                      ) -> tuple[GraphRebuild, dict[str, Any]]:
-        """Resolve the names the new and removed chunks mention; rebuild the nodes whose
-        names moved."""
-        outcome = await resolution.resolve(extracted, removed, ask_all=judge_pending)
+                      removed: dict[str, ChunkExtraction], judge_pending: bool = False,
+                      ahead: Optional[LookupsAhead] = None) -> tuple[GraphRebuild, dict[str, Any]]:
+        """Resolve the names the new and removed chunks mention (``ahead``: the blocking done
+        as they arrived); rebuild the nodes whose names moved."""
+        outcome = await resolution.resolve(extracted, removed, ask_all=judge_pending, ahead=ahead)
         moved = await resolution.moved_chunks(outcome)
         if moved:
             rebuild = self.rebuild_pass(extracted, aliases=outcome.state.aliases)

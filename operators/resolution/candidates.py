@@ -332,3 +332,35 @@ def similar_pairs(vectors: Mapping[str, Any], names: Iterable[str], threshold: f
             if a != b:
                 found.add((min(a, b), max(a, b)))
     return found
+
+
+class LookupsAhead:
+    """Blocking done while a write's names still arrive (its extractions come in one by one):
+    each batch is indexed, then each of its names looked up against every name indexed so far.
+    A pair's membership and relation depend on its two names only and it is found from
+    either of them (see :class:`NameIndex`), so the pair of two names looked up here is found
+    from the later one, and a pair with a name looked up afterwards in the whole index from
+    that name: together, what looking every name up in the final index finds.
+
+    ``before``: the names ``index`` held when it was handed over (the last write's)."""
+
+    def __init__(self, index: NameIndex, before: set[str]) -> None:
+        self.index = index
+        self.before = before
+        self.found: dict[str, dict[str, str]] = {}
+
+    def add(self, names: Iterable[str]) -> None:
+        """Index the names not seen yet (those of the last write already are) and look them up."""
+        new = [n for n in dict.fromkeys(names) if n not in self.found]
+        self.index.update([n for n in new if n not in self.index.names], ())
+        for name in new:
+            self.found[name] = self.index.candidates(name)
+
+    def pairs(self, looked_up: Iterable[str], names: set[str]) -> dict[tuple[str, str], str]:
+        """The pairs found from ``looked_up`` whose other name is still one of ``names``."""
+        pairs: dict[tuple[str, str], str] = {}
+        for name in looked_up:
+            for other, relation in self.found[name].items():
+                if other in names:
+                    pairs[(min(name, other), max(name, other))] = relation
+        return pairs

@@ -21,7 +21,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Optional
 from graphrag.operators.extraction import LLMCall
 from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
 
-from .candidates import NameIndex, similar_pairs
+from .candidates import LookupsAhead, NameIndex, similar_pairs
 from .core import RULES, AliasMap, ManualDecisions, ResolutionState, group_names, regroup
 from .evidence import NameProfile, PairDecision, cannot_be_asked, chunk_claims, decide_pair, name_profiles, name_targets, raw_names
 from .judge import Judge
@@ -135,13 +135,14 @@ def _recorded_claims(profiles: dict[str, NameProfile], claims: set[tuple[str, st
         profile.claims = by_name.get(name, set())  # type: ignore[misc]
 
 
-def _candidate_pairs(present: set[str], claims: set[tuple[str, str, str]], index: NameIndex
-                     ) -> dict[tuple[str, str], str]:
+def _candidate_pairs(present: set[str], claims: set[tuple[str, str, str]], index: NameIndex,
+                     ahead: Optional[LookupsAhead] = None) -> dict[tuple[str, str], str]:
     """Every pair of a present name worth deciding, with its relation: the name blocks'
-    candidates, and the pairs a description states ("stated") where the names alone do not
-    settle them."""
-    candidates: dict[tuple[str, str], str] = {}
-    for name in sorted(present):
+    candidates (of the names ``ahead`` looked up while they arrived, its pairs), and the pairs
+    a description states ("stated") where the names alone do not settle them."""
+    looked_up = present & ahead.found.keys() if ahead is not None else set()
+    candidates = ahead.pairs(looked_up, index.names) if ahead is not None else {}
+    for name in sorted(present - looked_up):
         for other, relation in index.candidates(name).items():
             candidates[(min(name, other), max(name, other))] = relation
     for pair in _stated_pairs(present, claims, index):
@@ -304,16 +305,37 @@ class EntityResolution:
     async def save_manual(self, manual: ManualDecisions) -> None:
         await self.meta.upsert({MANUAL_RECORD: manual.to_stored()})
 
-    def _index(self, before: set[str], names: set[str]) -> NameIndex:
-        """The blocking index over ``names``: the one this process kept from the last write
-        to these stores brought up to date, or a new one. Without a model to ask, pairs
-        that only a model could settle are not looked for."""
+    def _base_index(self, before: set[str]) -> NameIndex:
+        """The blocking index over ``before``: the one this process kept from the last write
+        to these stores, or a new one. Without a model to ask, pairs that only a model could
+        settle are not looked for."""
         loose = self.llm is not None
         kept = self._kept.index
         if kept is None or kept.loose != loose or kept.names != before:
             kept = self._kept.index = NameIndex(before, loose=loose)
-        kept.update(names - before, before - names)
         return kept
+
+    def _index(self, before: set[str], names: set[str], ahead: Optional[LookupsAhead]) -> NameIndex:
+        """The blocking index over ``names``: ``ahead``'s, or the base one, brought up to date."""
+        index = self._kept.index = ahead.index if ahead is not None else self._base_index(before)
+        index.update(names - index.names, index.names - names)
+        return index
+
+    async def _blocking_base(self) -> set[str]:
+        """The names a pass starts its blocking index from: the recorded ones (none on a
+        first pass or over a record of other rules, as :meth:`resolve` reads them)."""
+        recorded = joined_state(await _read_records(self.meta))
+        state = ResolutionState.from_stored(recorded)
+        return state.names if state is not None and recorded.get("rules") == RULES else set()
+
+    def blocking_ahead(self) -> "BlockingAhead":
+        """Blocking for the names of a write's extractions as they arrive (hand its result to
+        :meth:`resolve`)."""
+        return BlockingAhead(self)
+
+    async def lookups_ahead(self) -> LookupsAhead:
+        before = await self._blocking_base()
+        return LookupsAhead(self._base_index(before), before)
 
     # ----------------------------------------------------------------- profiles
 
@@ -357,10 +379,11 @@ class EntityResolution:
     # ----------------------------------------------------------------- the pass
 
     async def resolve(self, added: dict[str, ChunkExtraction], removed: dict[str, ChunkExtraction],
-                      ask_all: bool = False) -> Resolution:
+                      ask_all: bool = False, ahead: Optional[LookupsAhead] = None) -> Resolution:
         """Decide again every pair touching a name the ``added`` or ``removed`` chunks
         mention, regroup, and report which names moved to another node. ``ask_all``: the
-        judge asks every pending pair, whatever its budget."""
+        judge asks every pending pair, whatever its budget. ``ahead``: blocking done while
+        ``added`` arrived (used if it started from the names this pass starts from)."""
         started = time.perf_counter()
         records = await _read_records(self.meta)
         recorded = joined_state(records)
@@ -395,8 +418,10 @@ class EntityResolution:
         profiles = await self._profiles(maybe, previous) if maybe else {}
         present |= set(profiles)
         names = (state.names - touched) | present
-        index = self._index(state.names, names)
-        candidates = _candidate_pairs(present, claims, index)
+        if ahead is not None and (ahead.before != state.names or ahead.index.loose != (self.llm is not None)):
+            ahead = None
+        index = self._index(state.names, names, ahead)
+        candidates = _candidate_pairs(present, claims, index, ahead)
         if self.embed is not None:
             similar = await self._similar(present, names, profiles, previous)
             for pair in sorted(similar - set(candidates)):
@@ -516,6 +541,42 @@ class EntityResolution:
         unresolved = set(resolution.unresolved)
         return {c: e for c, e in zip(chunk_ids, await self.read_extractions(chunk_ids))
                 if e and (c in unresolved or raw_names(e) & resolution.moved)}
+
+
+class BlockingAhead:
+    """Feeds a write's names to :class:`LookupsAhead` as its extractions arrive: on the event
+    loop, a few names at a time, so the model's answers in flight are read between them (while
+    the model computes, the loop mostly waits). ``run`` returns the lookups once ``close`` was
+    called and every name fed is looked up."""
+
+    # Names indexed and looked up between two turns of the loop.
+    SLICE = 8
+
+    def __init__(self, resolution: EntityResolution) -> None:
+        self._resolution = resolution
+        self._waiting: list[str] = []
+        self._wake = asyncio.Event()
+        self._closed = False
+
+    def on_extracted(self, chunk_id: str, extraction: ChunkExtraction) -> None:
+        self._waiting.extend(raw_names(extraction))
+        self._wake.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+
+    async def run(self) -> LookupsAhead:
+        lookups = await self._resolution.lookups_ahead()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._waiting:
+                lookups.add(self._waiting[-self.SLICE:])
+                del self._waiting[-self.SLICE:]
+                await asyncio.sleep(0)
+            if self._closed:
+                return lookups
 
 
 async def duplicate_groups(extractions: dict[str, ChunkExtraction], state: Optional[ResolutionState],
