@@ -207,6 +207,9 @@ class Pipeline:
             async with BackgroundWork(timer) as background:
                 chunk_vectors = background.start(self.embed_chunks(plan.new_chunks), after=(first_answer,),
                                                  stage="embed")
+                # The lexical index's counts need only the chunk text too (and, for a text in
+                # Chinese script, jieba's dictionary, loaded meanwhile).
+                terms = background.start(self.count_terms(plan.new_chunks), after=(first_answer,))
                 # Merge ahead: what is extracted so far is merged while the last calls are in flight.
                 merge = self.merge_ahead(work, aliases, background)
                 listeners = [merge.on_extracted]
@@ -235,7 +238,7 @@ class Pipeline:
                     # Descriptions are summarised in the background; what needs one waits for it.
                     changes = self.summarise(rebuilt, background)
                 await self.record(docs_to_store, removed_doc_ids, plan, extracted.changed,
-                                  (work.failed_before, extracted.failed))
+                                  (work.failed_before, extracted.failed), await terms)
                 # Entity vectors wait for the summaries; nothing below needs them, so they are
                 # embedded beside clustering and reports. Relation vectors go with them; an index
                 # written before they were on gets the missing ones here.
@@ -425,9 +428,11 @@ class Pipeline:
         return max(self.embedding_func.max_token_size // 2, 32)
 
     async def record(self, docs: dict[str, dict[str, Any]], removed_doc_ids: list[str], plan: ChunkPlan,
-                     extractions: dict[str, ChunkExtraction], failed: tuple[dict[str, Any], dict[str, Any]]) -> None:
+                     extractions: dict[str, ChunkExtraction], failed: tuple[dict[str, Any], dict[str, Any]],
+                     terms: Optional[dict[str, dict[str, int]]] = None) -> None:
         """Every document, chunk and extraction record the write adds or removes, and the
-        failed chunks (before, after) kept for a retry, in one place."""
+        failed chunks (before, after) kept for a retry, in one place (``terms``: the new
+        chunks' lexical counts, made beforehand)."""
         stores = self.stores
         await write_failed_chunks(stores.index_meta, failed[1], before=failed[0])
         removed = sorted(plan.removed_chunks)
@@ -451,13 +456,21 @@ class Pipeline:
             from graphrag.operators.lexical import update_lexical_index
 
             await update_lexical_index(stores.lexical_index, stores.text_chunks, plan.new_chunks, removed,
-                                       self.config.nlp_user_dictionary)
+                                       self.config.nlp_user_dictionary, counted_before=terms)
         await stores.full_docs.upsert(docs)
 
     async def embed_chunks(self, new_chunks: dict[str, ChunkRecord]) -> None:
         if self.stores.chunks_vdb is not None and new_chunks:
             warn_if_not_english([v["content"] for v in new_chunks.values()], self.embedding_func)
             await self.stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
+
+    async def count_terms(self, new_chunks: dict[str, ChunkRecord]) -> Optional[dict[str, dict[str, int]]]:
+        """The new chunks' lexical counts (None: the lexical channel is off)."""
+        if self.stores.lexical_index is None or not new_chunks:
+            return None
+        from graphrag.operators.lexical import count_terms
+
+        return await asyncio.to_thread(count_terms, new_chunks, self.config.nlp_user_dictionary)
 
     async def cluster(self, rebuilt: GraphRebuild) -> tuple[dict[str, Any], Optional[set[str]]]:
         """The communities that may have changed (their schema) and which those are."""
