@@ -1324,7 +1324,7 @@ def test_blocking_ahead_finds_the_pairs_of_lookups_in_the_final_index() -> None:
             feed = arriving + spurious
             while feed:
                 size = rng.randint(1, 9)
-                ahead.add(feed[:size])
+                ahead.look_up(ahead.add(feed[:size]))
                 feed = feed[size:]
             index = ahead.index
             index.update(names - index.names, index.names - names)

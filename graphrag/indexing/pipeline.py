@@ -48,7 +48,7 @@ T = TypeVar("T")
 
 # Stores that only the reports and the LLM cache change after clustering: written ahead
 # while the reports are generated, leaving the commit less to do.
-WRITTEN_BEFORE_REPORTS = ["full_docs", "text_chunks", "chunk_extractions", "graph", "entities_vdb", "chunks_vdb",
+WRITTEN_BEFORE_REPORTS = ["full_docs", "text_chunks", "chunk_extractions", "lexical_index", "graph", "entities_vdb", "chunks_vdb",
                           "relations_vdb"]
 
 

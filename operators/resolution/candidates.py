@@ -349,11 +349,16 @@ class LookupsAhead:
         self.before = before
         self.found: dict[str, dict[str, str]] = {}
 
-    def add(self, names: Iterable[str]) -> None:
-        """Index the names not seen yet (those of the last write already are) and look them up."""
+    def add(self, names: Iterable[str]) -> list[str]:
+        """Index the names not seen yet (those of the last write already are); returns them,
+        to :meth:`look_up` (after this call: a name is indexed before any later one is looked up)."""
         new = [n for n in dict.fromkeys(names) if n not in self.found]
         self.index.update([n for n in new if n not in self.index.names], ())
-        for name in new:
+        self.found.update((n, {}) for n in new)
+        return new
+
+    def look_up(self, names: Iterable[str]) -> None:
+        for name in names:
             self.found[name] = self.index.candidates(name)
 
     def pairs(self, looked_up: Iterable[str], names: set[str]) -> dict[tuple[str, str], str]:

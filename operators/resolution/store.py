@@ -572,9 +572,11 @@ class BlockingAhead:
             await self._wake.wait()
             self._wake.clear()
             while self._waiting:
-                lookups.add(self._waiting[-self.SLICE:])
-                del self._waiting[-self.SLICE:]
-                await asyncio.sleep(0)
+                # Indexed at once (the LSH signatures are computed a batch at a time), looked up a slice at a time.
+                new, self._waiting = lookups.add(self._waiting), []
+                for start in range(0, len(new), self.SLICE):
+                    lookups.look_up(new[start:start + self.SLICE])
+                    await asyncio.sleep(0)
             if self._closed:
                 return lookups
 
