@@ -552,15 +552,17 @@ def test_the_write_sets_the_heap_aside_from_the_collector_and_leaves_it_as_it_wa
     allocates); afterwards nothing stays frozen, and a heap someone else froze stays so."""
     import gc
 
-    from graphrag.indexing.pipeline import Pipeline
+    from graphrag.indexing.pipeline import FULL_COLLECTIONS_RARER, Pipeline
     from graphrag.operators.resolution import EntityResolution
 
     seen: list[int] = []
     at_cluster: list[int] = []
+    thresholds: list[tuple[int, int, int]] = []
     original, original_cluster = EntityResolution.resolve, Pipeline.cluster
 
     async def resolve(self: EntityResolution, *args: Any, **kwargs: Any) -> Any:
         seen.append(gc.get_freeze_count())
+        thresholds.append(gc.get_threshold())
         return await original(self, *args, **kwargs)
 
     async def cluster(self: Pipeline, *args: Any, **kwargs: Any) -> Any:
@@ -570,9 +572,13 @@ def test_the_write_sets_the_heap_aside_from_the_collector_and_leaves_it_as_it_wa
     monkeypatch.setattr(EntityResolution, "resolve", resolve)
     monkeypatch.setattr(Pipeline, "cluster", cluster)
     assert gc.get_freeze_count() == 0
+    before = gc.get_threshold()
     rag = make(tmp_path)
     rag.insert([DOC_JACOB, DOC_MARLEY])
     assert seen and seen[0] > 0 and gc.get_freeze_count() == 0
+    # Full collections rarer during the stages, the collector's settings as they were after.
+    assert thresholds[0] == (before[0], before[1], before[2] * FULL_COLLECTIONS_RARER)
+    assert gc.get_threshold() == before
     assert at_cluster and at_cluster[0] > seen[0]  # what the pass left was set aside as well
     assert "MARLEY" not in graph_of(rag)
     gc.freeze()
@@ -580,6 +586,7 @@ def test_the_write_sets_the_heap_aside_from_the_collector_and_leaves_it_as_it_wa
         rag.insert([DOC_FEZZIWIG])
         # Still frozen (an unfreeze would leave none: some frozen objects may have died).
         assert len(seen) == 2 and gc.get_freeze_count() > 0
+        assert thresholds[1] == before  # left alone too
     finally:
         gc.unfreeze()
 

@@ -109,6 +109,10 @@ class Extracted:
     failed: dict[str, Any]
 
 
+# How much rarer full collections are during a write's stages (see ``_FrozenHeap``).
+FULL_COLLECTIONS_RARER = 10
+
+
 class _FrozenHeap:
     """The objects alive on entry set aside from the garbage collector until the block ends
     (``gc.freeze``), and those alive at each :meth:`settle` too. A write allocates millions
@@ -116,16 +120,24 @@ class _FrozenHeap:
     resolution's profiles); each full collection their growth brings on would otherwise walk
     all of them again, and the whole process's heap besides (the graph, the stores' caches,
     the LLM client), none of which can be garbage yet. Garbage in a cycle made of frozen
-    objects waits for the block's end. Left alone where the collector is off or something
-    else froze objects (a server that freezes its heap before forking must keep it frozen)."""
+    objects waits for the block's end. Full collections are also made ``FULL_COLLECTIONS_RARER``
+    times rarer in the block: what a write's objects live through is the write, so those
+    collections walk its growing results and find next to nothing (a young collection still
+    frees the cycles that die young, such as a finished call's). Left alone where the
+    collector is off or something else froze objects (a server that freezes its heap before
+    forking must keep it frozen)."""
 
     def __init__(self) -> None:
         self._owned = False
+        self._thresholds: tuple[int, int, int] = gc.get_threshold()
 
     def __enter__(self) -> "_FrozenHeap":
         if gc.isenabled() and not gc.get_freeze_count():
             gc.freeze()
             self._owned = True
+            self._thresholds = gc.get_threshold()
+            young, middle, full = self._thresholds
+            gc.set_threshold(young, middle, full * FULL_COLLECTIONS_RARER)
         return self
 
     def settle(self) -> None:
@@ -136,6 +148,7 @@ class _FrozenHeap:
     def __exit__(self, *exc: Any) -> None:
         if self._owned:
             gc.unfreeze()
+            gc.set_threshold(*self._thresholds)
             self._owned = False
 
 
