@@ -1342,6 +1342,119 @@ def test_blocking_ahead_finds_the_pairs_of_lookups_in_the_final_index() -> None:
             assert _candidate_pairs(present, set(), index, ahead) == expected, (seed, loose)
 
 
+def test_the_lookup_process_answers_as_lookups_in_this_process() -> None:
+    """The second process, started over the same names and given the same batches, answers
+    each name's candidates as this process finds them; closed, it exits."""
+    import asyncio
+
+    from graphrag.operators.resolution import NameIndex
+    from graphrag.operators.resolution.candidates import LookupsAhead
+    from graphrag.operators.resolution.lookup_worker import LookupProcess
+
+    rng = random.Random(11)
+    pool = sorted({random_name(rng) for _ in range(300)})
+    before, arriving = pool[:100], pool[80:]
+    batches = [arriving[i:i + 17] for i in range(0, len(arriving), 17)]
+
+    async def both() -> tuple[dict[str, Any], dict[str, Any], Any]:
+        here = LookupsAhead(NameIndex(before, loose=True), set(before))
+        worker = await LookupProcess.start(before, True)
+        there: dict[str, Any] = {}
+        try:
+            for batch in batches:
+                here.look_up(here.add(batch))
+                there.update(await worker.look_up(batch))
+        finally:
+            await worker.aclose()
+        return here.found, there, worker.returncode
+
+    here, there, returncode = asyncio.run(both())
+    assert there == here and sum(map(len, there.values())) > len(there) // 2
+    assert returncode == 0
+
+
+def test_a_write_looks_its_names_up_in_a_second_process_or_here_if_it_fails(tmp_path: Any, monkeypatch: Any,
+                                                                            caplog: Any) -> None:
+    """A write large enough looks its names up in the second process and resolves as one
+    looking them up here; the process is gone after the write. A process that dies leaves
+    the lookups to this process, with a warning, and the same outcome."""
+    from graphrag.operators.resolution import store
+    from graphrag.operators.resolution.lookup_worker import LookupProcess
+
+    started: list[LookupProcess] = []
+    real_start = LookupProcess.start.__func__  # type: ignore[attr-defined]
+
+    async def start(cls: Any, names: list[str], loose: bool) -> LookupProcess:
+        worker = await real_start(cls, names, loose)
+        started.append(worker)
+        return worker
+
+    def build(name: str) -> Any:
+        with MockLLMServer(responder=answering_like_a_model(DOE_ANSWERS)) as llm:
+            rag = make(tmp_path, name, extraction="llm", llm_base_url=llm.base_url, llm_api_key="k")
+            rag.insert(DOE_DOCS)
+        return rag
+
+    expected = state_of(build("here"))
+    assert not started
+    monkeypatch.setattr(store, "LOOKUP_PROCESS_CHUNKS", 1)
+    monkeypatch.setattr(LookupProcess, "start", classmethod(start))
+    rag = build("process")
+    assert len(started) == 1 and started[0].returncode == 0
+    assert state_of(rag) == expected
+    assert rag.canonical_entity("J. Doe") == rag.canonical_entity("John T. Doe")
+
+    async def dying(self: LookupProcess, names: list[str]) -> Any:
+        self._process.kill()  # type: ignore[attr-defined]
+        await self._process.wait()  # type: ignore[attr-defined]
+        raise EOFError("the process is gone")
+
+    monkeypatch.setattr(LookupProcess, "look_up", dying)
+    with caplog.at_level("WARNING"):
+        rag = build("fails")
+    assert "the lookup process failed" in caplog.text
+    assert len(started) == 2 and started[1].returncode is not None
+    assert state_of(rag) == expected
+
+
+def test_a_write_stopped_while_its_names_are_looked_up_ends_the_lookup_process(monkeypatch: Any) -> None:
+    import asyncio
+    import contextlib
+
+    from graphrag.operators.resolution import NameIndex
+    from graphrag.operators.resolution.candidates import LookupsAhead
+    from graphrag.operators.resolution.lookup_worker import LookupProcess
+    from graphrag.operators.resolution.store import BlockingAhead
+
+    started: list[LookupProcess] = []
+    real_start = LookupProcess.start.__func__  # type: ignore[attr-defined]
+
+    async def start(cls: Any, names: list[str], loose: bool) -> LookupProcess:
+        started.append(await real_start(cls, names, loose))
+        return started[-1]
+
+    monkeypatch.setattr(LookupProcess, "start", classmethod(start))
+
+    class Resolution:
+        loose = True
+
+        async def lookups_ahead(self) -> LookupsAhead:
+            return LookupsAhead(NameIndex((), loose=True), set())
+
+    async def stopped() -> dict[str, Any]:
+        blocking = BlockingAhead(Resolution(), in_a_process=True)  # type: ignore[arg-type]
+        task = asyncio.create_task(blocking.run())
+        blocking.on_extracted("c1", {"entities": [{"name": "J. DOE"}, {"name": "JOHN T. DOE"}], "relations": []})
+        while not started:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return {"returncode": started[0].returncode}
+
+    assert asyncio.run(stopped())["returncode"] is not None
+
+
 def test_strict_blocking_finds_every_settled_pair_of_one_word_and_a_fuller_name() -> None:
     """Strict blocking does not look up the names of one word inside a name: it relies on the
     rules settling such a pair only where another block meets it. Every pair of a one-word

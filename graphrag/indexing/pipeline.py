@@ -227,7 +227,7 @@ class Pipeline:
                 merge = self.merge_ahead(work, aliases, background)
                 listeners = [merge.on_extracted]
                 # Resolution's name blocking, as the names arrive: the loop mostly waits for the model then.
-                blocking = resolution.blocking_ahead() if resolution is not None else None
+                blocking = resolution.blocking_ahead(len(work.to_extract)) if resolution is not None else None
                 looked_up = None
                 if blocking is not None:
                     looked_up = background.start(blocking.run(), after=(first_answer,), stage="resolve_ahead")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 import logging
+import pickle
 import time
 import weakref
 import zlib
@@ -25,6 +26,7 @@ from .candidates import LookupsAhead, NameIndex, similar_pairs
 from .core import RULES, AliasMap, ManualDecisions, ResolutionState, group_names, regroup
 from .evidence import NameProfile, PairDecision, cannot_be_asked, chunk_claims, decide_pair, name_profiles, name_targets, raw_names
 from .judge import Judge
+from .lookup_worker import LookupProcess
 from .keys import UNSETTLED_RELATIONS, name_relation
 
 logger = logging.getLogger(__name__)
@@ -38,6 +40,9 @@ STATE_RECORD = "entity_resolution"
 HEAD_RECORD = "entity_resolution/head"
 SHARDS = 256
 MANUAL_RECORD = "entity_resolution_manual"
+# A write extracting at least this many chunks looks its names up in a second process
+# (``lookup_worker``); below it, starting one costs more than the lookups.
+LOOKUP_PROCESS_CHUNKS = 200
 
 ExtractionReader = Callable[[list[str]], Awaitable[list[Optional[ChunkExtraction]]]]
 
@@ -309,7 +314,7 @@ class EntityResolution:
         """The blocking index over ``before``: the one this process kept from the last write
         to these stores, or a new one. Without a model to ask, pairs that only a model could
         settle are not looked for."""
-        loose = self.llm is not None
+        loose = self.loose
         kept = self._kept.index
         if kept is None or kept.loose != loose or kept.names != before:
             kept = self._kept.index = NameIndex(before, loose=loose)
@@ -328,14 +333,19 @@ class EntityResolution:
         state = ResolutionState.from_stored(recorded)
         return state.names if state is not None and recorded.get("rules") == RULES else set()
 
-    def blocking_ahead(self) -> "BlockingAhead":
+    def blocking_ahead(self, chunks: int = 0) -> "BlockingAhead":
         """Blocking for the names of a write's extractions as they arrive (hand its result to
-        :meth:`resolve`)."""
-        return BlockingAhead(self)
+        :meth:`resolve`); ``chunks``: how many the write extracts."""
+        return BlockingAhead(self, in_a_process=chunks >= LOOKUP_PROCESS_CHUNKS)
 
     async def lookups_ahead(self) -> LookupsAhead:
         before = await self._blocking_base()
         return LookupsAhead(self._base_index(before), before)
+
+    @property
+    def loose(self) -> bool:
+        """Whether blocking also finds the pairs only a model can settle (a model is asked)."""
+        return self.llm is not None
 
     # ----------------------------------------------------------------- profiles
 
@@ -418,7 +428,7 @@ class EntityResolution:
         profiles = await self._profiles(maybe, previous) if maybe else {}
         present |= set(profiles)
         names = (state.names - touched) | present
-        if ahead is not None and (ahead.before != state.names or ahead.index.loose != (self.llm is not None)):
+        if ahead is not None and (ahead.before != state.names or ahead.index.loose != self.loose):
             ahead = None
         index = self._index(state.names, names, ahead)
         candidates = _candidate_pairs(present, claims, index, ahead)
@@ -544,16 +554,19 @@ class EntityResolution:
 
 
 class BlockingAhead:
-    """Feeds a write's names to :class:`LookupsAhead` as its extractions arrive: on the event
-    loop, a few names at a time, so the model's answers in flight are read between them (while
-    the model computes, the loop mostly waits). ``run`` returns the lookups once ``close`` was
-    called and every name fed is looked up."""
+    """Feeds a write's names to :class:`LookupsAhead` as its extractions arrive. The names are
+    indexed on the event loop; they are looked up there too, a few at a time so the model's
+    answers in flight are read between them, or, ``in_a_process``, by a second process
+    (``lookup_worker``) on another core while the loop goes on (if that process cannot start
+    or fails, the rest is looked up on the loop). ``run`` returns the lookups once ``close``
+    was called and every name fed is looked up."""
 
-    # Names indexed and looked up between two turns of the loop.
+    # Names looked up on the loop between two of its turns.
     SLICE = 8
 
-    def __init__(self, resolution: EntityResolution) -> None:
+    def __init__(self, resolution: EntityResolution, in_a_process: bool = False) -> None:
         self._resolution = resolution
+        self._in_a_process = in_a_process
         self._waiting: list[str] = []
         self._wake = asyncio.Event()
         self._closed = False
@@ -568,17 +581,41 @@ class BlockingAhead:
 
     async def run(self) -> LookupsAhead:
         lookups = await self._resolution.lookups_ahead()
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._waiting:
-                # Indexed at once (the LSH signatures are computed a batch at a time), looked up a slice at a time.
-                new, self._waiting = lookups.add(self._waiting), []
-                for start in range(0, len(new), self.SLICE):
-                    lookups.look_up(new[start:start + self.SLICE])
-                    await asyncio.sleep(0)
-            if self._closed:
-                return lookups
+        worker = await self._worker(lookups) if self._in_a_process else None
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                while self._waiting:
+                    # Indexed at once (the LSH signatures are computed a batch at a time).
+                    new, self._waiting = lookups.add(self._waiting), []
+                    if worker is not None:
+                        try:
+                            lookups.found.update(await worker.look_up(new))
+                            continue
+                        except (OSError, EOFError, asyncio.IncompleteReadError, pickle.UnpicklingError) as exc:
+                            logger.warning("Name lookups go on in this process: the lookup process failed (%s)",
+                                           type(exc).__name__)
+                            await worker.aclose()
+                            worker = None
+                    for start in range(0, len(new), self.SLICE):
+                        lookups.look_up(new[start:start + self.SLICE])
+                        await asyncio.sleep(0)
+                if self._closed:
+                    return lookups
+        finally:
+            if worker is not None:
+                await worker.aclose()
+
+    async def _worker(self, lookups: LookupsAhead) -> Optional[LookupProcess]:
+        """The lookup process, started over the names ``lookups`` starts from (None if it
+        cannot start)."""
+        try:
+            return await LookupProcess.start(sorted(lookups.index.names), self._resolution.loose)
+        except (OSError, EOFError, asyncio.IncompleteReadError, pickle.UnpicklingError) as exc:
+            logger.warning("Name lookups stay in this process: the lookup process did not start (%s)",
+                           type(exc).__name__)
+            return None
 
 
 async def duplicate_groups(extractions: dict[str, ChunkExtraction], state: Optional[ResolutionState],
