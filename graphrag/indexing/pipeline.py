@@ -2,8 +2,8 @@
 
     chunk(new docs, removed doc ids)          -> documents to store, ChunkPlan
     extraction_work(plan)                     -> ExtractionWork (new chunks, failed ones to retry)
-    extract(work)                             -> Extracted        beside: embed chunks, merge ahead,
-                                                                  resolution's name blocking
+    extract(work)                             -> Extracted        beside: embed chunks, lexical counts,
+                                                                  merge ahead, resolution's name blocking
     merge(extracted)                          -> GraphRebuild
     resolve(rebuilt)                          -> GraphRebuild     (entity_resolution=True)
     summarise(rebuilt)                        -> GraphChanges     beside: the descriptions' summaries
