@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from graphrag.operators.format_failures import FormatFailures
     from graphrag.operators.graph_update import GraphChanges, GraphRebuild, MergeAhead
     from graphrag.operators.resolution import EntityResolution
-    from graphrag.operators.resolution.candidates import LookupsAhead
+    from graphrag.operators.resolution.store import NamesLookedUp
 
 logger = logging.getLogger(__name__)
 
@@ -226,11 +226,11 @@ class Pipeline:
                 # Merge ahead: what is extracted so far is merged while the last calls are in flight.
                 merge = self.merge_ahead(work, aliases, background)
                 listeners = [merge.on_extracted]
-                # Resolution's name blocking, as the names arrive: the loop mostly waits for the model then.
+                # Resolution's name lookups, as the names arrive, in a second process (a large write).
                 blocking = resolution.blocking_ahead(len(work.to_extract)) if resolution is not None else None
                 looked_up = None
                 if blocking is not None:
-                    looked_up = background.start(blocking.run(), after=(first_answer,), stage="resolve_ahead")
+                    looked_up = background.start(blocking.run(), stage="resolve_ahead")
                     listeners.append(blocking.on_extracted)
                 with timer.stage("extract"):
                     extracted = await self.extract(work, listeners, first_answer)
@@ -414,7 +414,7 @@ class Pipeline:
 
     async def resolve(self, resolution: EntityResolution, rebuilt: GraphRebuild, extracted: dict[str, ChunkExtraction],
                       removed: dict[str, ChunkExtraction], judge_pending: bool = False,
-                      ahead: Optional[LookupsAhead] = None) -> tuple[GraphRebuild, dict[str, Any]]:
+                      ahead: Optional[NamesLookedUp] = None) -> tuple[GraphRebuild, dict[str, Any]]:
         """Resolve the names the new and removed chunks mention (``ahead``: the blocking done
         as they arrived); rebuild the nodes whose names moved."""
         outcome = await resolution.resolve(extracted, removed, ask_all=judge_pending, ahead=ahead)

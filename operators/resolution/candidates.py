@@ -335,18 +335,12 @@ def similar_pairs(vectors: Mapping[str, Any], names: Iterable[str], threshold: f
 
 
 class LookupsAhead:
-    """Blocking done while a write's names still arrive (its extractions come in one by one):
-    each batch is indexed, then each of its names looked up against every name indexed so far.
-    A pair's membership and relation depend on its two names only and it is found from
-    either of them (see :class:`NameIndex`), so the pair of two names looked up here is found
-    from the later one, and a pair with a name looked up afterwards in the whole index from
-    that name: together, what looking every name up in the final index finds.
+    """Blocking as a write's names arrive (its extractions come in one by one): each batch is
+    indexed, then each of its names looked up against every name indexed so far (see
+    ``store.NamesLookedUp`` for why that finds every pair). Run by ``lookup_worker``."""
 
-    ``before``: the names ``index`` held when it was handed over (the last write's)."""
-
-    def __init__(self, index: NameIndex, before: set[str]) -> None:
+    def __init__(self, index: NameIndex) -> None:
         self.index = index
-        self.before = before
         self.found: dict[str, dict[str, str]] = {}
 
     def add(self, names: Iterable[str]) -> list[str]:
@@ -360,12 +354,3 @@ class LookupsAhead:
     def look_up(self, names: Iterable[str]) -> None:
         for name in names:
             self.found[name] = self.index.candidates(name)
-
-    def pairs(self, looked_up: Iterable[str], names: set[str]) -> dict[tuple[str, str], str]:
-        """The pairs found from ``looked_up`` whose other name is still one of ``names``."""
-        pairs: dict[tuple[str, str], str] = {}
-        for name in looked_up:
-            for other, relation in self.found[name].items():
-                if other in names:
-                    pairs[(min(name, other), max(name, other))] = relation
-        return pairs

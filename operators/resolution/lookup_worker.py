@@ -2,9 +2,9 @@
 core while the event loop sends and reads the model calls.
 
 The process (``serve`` in a new interpreter: it never runs the caller's main module, as
-multiprocessing's spawn would) holds a :class:`LookupsAhead` of its own over the same names
-as the caller's: it is started with the names the pass starts from, then given each batch
-the caller indexes, in the same order, and answers each name's candidates. It runs the
+multiprocessing's spawn would) holds a :class:`LookupsAhead`: it is started with the names
+the pass starts from, then given the write's names batch by batch, and answers each new
+name's candidates. It runs the
 engine's blocking only (names in, pairs out): nothing of the user's is sent to it. It ends
 when its stdin closes; the caller kills it if it does not.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import pickle
 import struct
 import sys
@@ -24,6 +25,9 @@ logger = logging.getLogger(__name__)
 _LENGTH = struct.Struct("<Q")
 # Seconds a closed worker has to exit before it is killed.
 EXIT_SECONDS = 5.0
+# The worker's CPU priority below the caller's (and the model server's, on the same machine):
+# it runs on the cycles they leave.
+NICENESS = 10
 
 
 def _frame(value: Any) -> bytes:
@@ -36,6 +40,8 @@ def serve() -> None:
     looked-up names' candidates out, until its stdin closes."""
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print must not corrupt the answers
+    if hasattr(os, "nice"):
+        os.nice(NICENESS)
     lookups: Optional[LookupsAhead] = None
     while True:
         head = requests.read(_LENGTH.size)
@@ -43,7 +49,7 @@ def serve() -> None:
             return
         request = pickle.loads(requests.read(_LENGTH.unpack(head)[0]))
         if request[0] == "start":
-            lookups = LookupsAhead(NameIndex(request[1], loose=request[2]), set())
+            lookups = LookupsAhead(NameIndex(request[1], loose=request[2]))
             answer: Any = None
         else:
             assert lookups is not None, "look_up before start"

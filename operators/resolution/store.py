@@ -22,7 +22,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Optional
 from graphrag.operators.extraction import LLMCall
 from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
 
-from .candidates import LookupsAhead, NameIndex, similar_pairs
+from .candidates import NameIndex, similar_pairs
 from .core import RULES, AliasMap, ManualDecisions, ResolutionState, group_names, regroup
 from .evidence import NameProfile, PairDecision, cannot_be_asked, chunk_claims, decide_pair, name_profiles, name_targets, raw_names
 from .judge import Judge
@@ -40,7 +40,7 @@ STATE_RECORD = "entity_resolution"
 HEAD_RECORD = "entity_resolution/head"
 SHARDS = 256
 MANUAL_RECORD = "entity_resolution_manual"
-# A write extracting at least this many chunks looks its names up in a second process
+# A write extracting at least this many chunks looks its names up ahead, in a second process
 # (``lookup_worker``); below it, starting one costs more than the lookups.
 LOOKUP_PROCESS_CHUNKS = 200
 
@@ -141,7 +141,7 @@ def _recorded_claims(profiles: dict[str, NameProfile], claims: set[tuple[str, st
 
 
 def _candidate_pairs(present: set[str], claims: set[tuple[str, str, str]], index: NameIndex,
-                     ahead: Optional[LookupsAhead] = None) -> dict[tuple[str, str], str]:
+                     ahead: Optional["NamesLookedUp"] = None) -> dict[tuple[str, str], str]:
     """Every pair of a present name worth deciding, with its relation: the name blocks'
     candidates (of the names ``ahead`` looked up while they arrived, its pairs), and the pairs
     a description states ("stated") where the names alone do not settle them."""
@@ -310,37 +310,27 @@ class EntityResolution:
     async def save_manual(self, manual: ManualDecisions) -> None:
         await self.meta.upsert({MANUAL_RECORD: manual.to_stored()})
 
-    def _base_index(self, before: set[str]) -> NameIndex:
-        """The blocking index over ``before``: the one this process kept from the last write
-        to these stores, or a new one. Without a model to ask, pairs that only a model could
-        settle are not looked for."""
-        loose = self.loose
+    def _index(self, before: set[str], names: set[str]) -> NameIndex:
+        """The blocking index over ``names``: the one this process kept from the last write
+        to these stores brought up to date, or a new one. Without a model to ask, pairs
+        that only a model could settle are not looked for."""
         kept = self._kept.index
-        if kept is None or kept.loose != loose or kept.names != before:
-            kept = self._kept.index = NameIndex(before, loose=loose)
+        if kept is None or kept.loose != self.loose or kept.names != before:
+            kept = self._kept.index = NameIndex(before, loose=self.loose)
+        kept.update(names - before, before - names)
         return kept
 
-    def _index(self, before: set[str], names: set[str], ahead: Optional[LookupsAhead]) -> NameIndex:
-        """The blocking index over ``names``: ``ahead``'s, or the base one, brought up to date."""
-        index = self._kept.index = ahead.index if ahead is not None else self._base_index(before)
-        index.update(names - index.names, index.names - names)
-        return index
-
-    async def _blocking_base(self) -> set[str]:
+    async def blocking_base(self) -> set[str]:
         """The names a pass starts its blocking index from: the recorded ones (none on a
         first pass or over a record of other rules, as :meth:`resolve` reads them)."""
         recorded = joined_state(await _read_records(self.meta))
         state = ResolutionState.from_stored(recorded)
         return state.names if state is not None and recorded.get("rules") == RULES else set()
 
-    def blocking_ahead(self, chunks: int = 0) -> "BlockingAhead":
-        """Blocking for the names of a write's extractions as they arrive (hand its result to
-        :meth:`resolve`); ``chunks``: how many the write extracts."""
-        return BlockingAhead(self, in_a_process=chunks >= LOOKUP_PROCESS_CHUNKS)
-
-    async def lookups_ahead(self) -> LookupsAhead:
-        before = await self._blocking_base()
-        return LookupsAhead(self._base_index(before), before)
+    def blocking_ahead(self, chunks: int) -> Optional["BlockingAhead"]:
+        """Blocking for the names of a write of ``chunks`` chunks as its extractions arrive
+        (hand its result to :meth:`resolve`); None for a write too small to gain by it."""
+        return BlockingAhead(self) if chunks >= LOOKUP_PROCESS_CHUNKS else None
 
     @property
     def loose(self) -> bool:
@@ -389,7 +379,7 @@ class EntityResolution:
     # ----------------------------------------------------------------- the pass
 
     async def resolve(self, added: dict[str, ChunkExtraction], removed: dict[str, ChunkExtraction],
-                      ask_all: bool = False, ahead: Optional[LookupsAhead] = None) -> Resolution:
+                      ask_all: bool = False, ahead: Optional[NamesLookedUp] = None) -> Resolution:
         """Decide again every pair touching a name the ``added`` or ``removed`` chunks
         mention, regroup, and report which names moved to another node. ``ask_all``: the
         judge asks every pending pair, whatever its budget. ``ahead``: blocking done while
@@ -428,9 +418,9 @@ class EntityResolution:
         profiles = await self._profiles(maybe, previous) if maybe else {}
         present |= set(profiles)
         names = (state.names - touched) | present
-        if ahead is not None and (ahead.before != state.names or ahead.index.loose != self.loose):
+        if ahead is not None and (ahead.before != state.names or ahead.loose != self.loose):
             ahead = None
-        index = self._index(state.names, names, ahead)
+        index = self._index(state.names, names)
         candidates = _candidate_pairs(present, claims, index, ahead)
         if self.embed is not None:
             similar = await self._similar(present, names, profiles, previous)
@@ -553,20 +543,39 @@ class EntityResolution:
                 if e and (c in unresolved or raw_names(e) & resolution.moved)}
 
 
+@dataclass
+class NamesLookedUp:
+    """Candidates of a write's names found before its pass (:class:`BlockingAhead`): each
+    name's against the names ``before`` (those the pass starts from) and the write's names
+    that came before it. A pair's membership and relation depend on its two names only and
+    it is found from either (see :class:`NameIndex`), so a pair of two names looked up here
+    is found from the later one, and one with a name the pass looks up from that name:
+    together, what looking every name up in the pass's index finds."""
+
+    before: set[str]
+    loose: bool
+    found: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def pairs(self, looked_up: Iterable[str], names: set[str]) -> dict[tuple[str, str], str]:
+        """The pairs found from ``looked_up`` whose other name is still one of ``names``."""
+        pairs: dict[tuple[str, str], str] = {}
+        for name in looked_up:
+            for other, relation in self.found[name].items():
+                if other in names:
+                    pairs[(min(name, other), max(name, other))] = relation
+        return pairs
+
+
 class BlockingAhead:
-    """Feeds a write's names to :class:`LookupsAhead` as its extractions arrive. The names are
-    indexed on the event loop; they are looked up there too, a few at a time so the model's
-    answers in flight are read between them, or, ``in_a_process``, by a second process
-    (``lookup_worker``) on another core while the loop goes on (if that process cannot start
-    or fails, the rest is looked up on the loop). ``run`` returns the lookups once ``close``
-    was called and every name fed is looked up."""
+    """Looks a large write's names up as its extractions arrive, in a second process
+    (``lookup_worker``, at a lower CPU priority than the model's calls and the event loop:
+    it takes the cycles they leave on the other core, and the whole core once extraction is
+    over and the merge runs here). ``run`` returns the names looked up once ``close`` was
+    called and every name fed is answered; None if the process could not start or failed
+    (the pass then looks every name up itself)."""
 
-    # Names looked up on the loop between two of its turns.
-    SLICE = 8
-
-    def __init__(self, resolution: EntityResolution, in_a_process: bool = False) -> None:
+    def __init__(self, resolution: EntityResolution) -> None:
         self._resolution = resolution
-        self._in_a_process = in_a_process
         self._waiting: list[str] = []
         self._wake = asyncio.Event()
         self._closed = False
@@ -579,43 +588,28 @@ class BlockingAhead:
         self._closed = True
         self._wake.set()
 
-    async def run(self) -> LookupsAhead:
-        lookups = await self._resolution.lookups_ahead()
-        worker = await self._worker(lookups) if self._in_a_process else None
+    async def run(self) -> Optional[NamesLookedUp]:
+        looked_up = NamesLookedUp(await self._resolution.blocking_base(), self._resolution.loose)
+        worker: Optional[LookupProcess] = None
         try:
+            worker = await LookupProcess.start(sorted(looked_up.before), looked_up.loose)
             while True:
                 await self._wake.wait()
                 self._wake.clear()
                 while self._waiting:
-                    # Indexed at once (the LSH signatures are computed a batch at a time).
-                    new, self._waiting = lookups.add(self._waiting), []
-                    if worker is not None:
-                        try:
-                            lookups.found.update(await worker.look_up(new))
-                            continue
-                        except (OSError, EOFError, asyncio.IncompleteReadError, pickle.UnpicklingError) as exc:
-                            logger.warning("Name lookups go on in this process: the lookup process failed (%s)",
-                                           type(exc).__name__)
-                            await worker.aclose()
-                            worker = None
-                    for start in range(0, len(new), self.SLICE):
-                        lookups.look_up(new[start:start + self.SLICE])
-                        await asyncio.sleep(0)
+                    new = [n for n in dict.fromkeys(self._waiting) if n not in looked_up.found]
+                    self._waiting = []
+                    looked_up.found.update((n, {}) for n in new)  # seen: not sent again
+                    looked_up.found.update(await worker.look_up(new))
                 if self._closed:
-                    return lookups
+                    return looked_up
+        except (OSError, EOFError, asyncio.IncompleteReadError, pickle.UnpicklingError) as exc:
+            logger.warning("Entity resolution looks its names up itself: the lookup process failed (%s)",
+                           type(exc).__name__)
+            return None
         finally:
             if worker is not None:
                 await worker.aclose()
-
-    async def _worker(self, lookups: LookupsAhead) -> Optional[LookupProcess]:
-        """The lookup process, started over the names ``lookups`` starts from (None if it
-        cannot start)."""
-        try:
-            return await LookupProcess.start(sorted(lookups.index.names), self._resolution.loose)
-        except (OSError, EOFError, asyncio.IncompleteReadError, pickle.UnpicklingError) as exc:
-            logger.warning("Name lookups stay in this process: the lookup process did not start (%s)",
-                           type(exc).__name__)
-            return None
 
 
 async def duplicate_groups(extractions: dict[str, ChunkExtraction], state: Optional[ResolutionState],
