@@ -1371,50 +1371,6 @@ def test_the_lookup_process_answers_as_lookups_in_this_process() -> None:
     assert returncode == 0
 
 
-def test_a_write_looks_its_names_up_in_a_second_process_or_here_if_it_fails(tmp_path: Any, monkeypatch: Any,
-                                                                            caplog: Any) -> None:
-    """A write large enough looks its names up in the second process and resolves as one
-    looking them up in its pass; the process is gone after the write. A process that dies
-    leaves the lookups to the pass, with a warning, and the same outcome."""
-    from graphrag.operators.resolution import store
-    from graphrag.operators.resolution.lookup_worker import LookupProcess
-
-    started: list[LookupProcess] = []
-    real_start = LookupProcess.start.__func__  # type: ignore[attr-defined]
-
-    async def start(cls: Any, names: list[str], loose: bool) -> LookupProcess:
-        worker = await real_start(cls, names, loose)
-        started.append(worker)
-        return worker
-
-    def build(name: str) -> Any:
-        with MockLLMServer(responder=answering_like_a_model(DOE_ANSWERS)) as llm:
-            rag = make(tmp_path, name, extraction="llm", llm_base_url=llm.base_url, llm_api_key="k")
-            rag.insert(DOE_DOCS)
-        return rag
-
-    expected = state_of(build("here"))
-    assert not started
-    monkeypatch.setattr(store, "LOOKUP_PROCESS_CHUNKS", 1)
-    monkeypatch.setattr(LookupProcess, "start", classmethod(start))
-    rag = build("process")
-    assert len(started) == 1 and started[0].returncode == 0
-    assert state_of(rag) == expected
-    assert rag.canonical_entity("J. Doe") == rag.canonical_entity("John T. Doe")
-
-    async def dying(self: LookupProcess, names: list[str]) -> Any:
-        self._process.kill()  # type: ignore[attr-defined]
-        await self._process.wait()  # type: ignore[attr-defined]
-        raise EOFError("the process is gone")
-
-    monkeypatch.setattr(LookupProcess, "look_up", dying)
-    with caplog.at_level("WARNING"):
-        rag = build("fails")
-    assert "the lookup process failed (EOFError)" in caplog.text
-    assert len(started) == 2 and started[1].returncode is not None
-    assert state_of(rag) == expected
-
-
 def test_a_write_stopped_while_its_names_are_looked_up_ends_the_lookup_process(monkeypatch: Any) -> None:
     import asyncio
     import contextlib
@@ -1507,30 +1463,83 @@ def test_a_name_and_its_fuller_form_resolve_alike_in_either_order(tmp_path: Any)
         assert check_integrity(rag.config.working_dir) == []
 
 
-def test_a_write_looks_its_names_up_while_its_extractions_arrive(tmp_path: Any, monkeypatch: Any) -> None:
-    """The pass takes the blocking done as the answers came in (every name of the write looked
-    up then, none again), in a first write and in one over the index the process kept."""
-    from graphrag.operators.resolution import store
+def test_a_large_write_looks_its_names_up_in_a_second_process(tmp_path: Any, monkeypatch: Any, caplog: Any) -> None:
+    """A write of enough chunks looks its names up in the second process as its answers come
+    in, and its pass takes them (looking up only the others): the same outcome as a pass
+    looking every name up, in a first write and in one over the index the process kept; the
+    process exits after each write. A process that dies leaves the lookups to the pass, with
+    a warning and the same outcome. A small write starts none."""
+    import asyncio
+    import time
 
-    monkeypatch.setattr(store, "LOOKUP_PROCESS_CHUNKS", 1)
+    from graphrag.operators.graph_update import MergeAhead
+    from graphrag.operators.resolution import lookup_worker, store
+    from graphrag.operators.resolution.lookup_worker import LookupProcess
+
+    started: list[LookupProcess] = []
+    done: list[str] = []
+    merges: list[MergeAhead] = []
     passes: list[tuple[set[str], set[str]]] = []
-    real = store._candidate_pairs
+    real_start, real_look_up = LookupProcess.start.__func__, LookupProcess.look_up  # type: ignore[attr-defined]
+    real_pairs, real_finish = store._candidate_pairs, MergeAhead.finish
 
-    def spy(present: set[str], claims: Any, index: Any, ahead: Any = None) -> Any:
+    async def start(cls: Any, names: list[str], loose: bool) -> LookupProcess:
+        started.append(await real_start(cls, names, loose))
+        return started[-1]
+
+    async def look_up(self: LookupProcess, names: list[str]) -> Any:
+        try:
+            return await real_look_up(self, names)
+        finally:
+            done.append("answered")
+
+    async def dying(self: LookupProcess, names: list[str]) -> Any:
+        self._process.kill()  # type: ignore[attr-defined]
+        await self._process.wait()  # type: ignore[attr-defined]
+        done.append("died")
+        raise EOFError("the process is gone")
+
+    async def finish(self: MergeAhead, extractions: Any) -> Any:
+        # The pass does not wait for the process: here the merge does, so that it has answered.
+        merges.append(self)
+        deadline = time.monotonic() + 60
+        while len(done) < len(merges) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return await real_finish(self, extractions)
+
+    def pairs(present: set[str], claims: Any, index: Any, ahead: Any = None) -> Any:
         passes.append((set(present), set(ahead.found) if ahead is not None else set()))
-        return real(present, claims, index, ahead)
+        return real_pairs(present, claims, index, ahead)
 
-    monkeypatch.setattr(store, "_candidate_pairs", spy)
-    with MockLLMServer(responder=answering_like_a_model(DOE_ANSWERS)) as llm:
-        rag = make(tmp_path, "ahead", extraction="llm", llm_base_url=llm.base_url, llm_api_key="k",
-                   entity_resolution_llm_check=False)
-        for doc in DOE_DOCS:
-            rag.insert(doc)
-    assert len(passes) == 2
-    for present, looked_up in passes:
-        assert present and present <= looked_up
-    assert {"J. DOE", "JOHN T. DOE"} <= passes[0][0] | passes[1][0]
+    def build(name: str, one_by_one: bool = False) -> Any:
+        with MockLLMServer(responder=answering_like_a_model(DOE_ANSWERS)) as llm:
+            rag = make(tmp_path, name, extraction="llm", llm_base_url=llm.base_url, llm_api_key="k")
+            for docs in [[d] for d in DOE_DOCS] if one_by_one else [DOE_DOCS]:
+                rag.insert(docs)
+        return rag
+
+    monkeypatch.setattr(store, "_candidate_pairs", pairs)
+    monkeypatch.setattr(LookupProcess, "start", classmethod(start))
+    expected, expected_one_by_one = state_of(build("here")), state_of(build("here_one_by_one", True))
+    assert not started and not any(found for _, found in passes)
+    monkeypatch.setattr(store, "LOOKUP_PROCESS_CHUNKS", 1)
+    monkeypatch.setattr(lookup_worker, "NICENESS", 0)  # on a busy machine a lower priority may wait long
+    monkeypatch.setattr(LookupProcess, "look_up", look_up)
+    monkeypatch.setattr(MergeAhead, "finish", finish)
+    passes.clear()
+    rag = build("process")
+    assert state_of(rag) == expected
     assert rag.canonical_entity("J. Doe") == rag.canonical_entity("John T. Doe")
+    assert state_of(build("process_one_by_one", True)) == expected_one_by_one
+    assert len(started) == 3 and [w.returncode for w in started] == [0, 0, 0]
+    assert len(passes) == 3 and all(found and found <= present for present, found in passes)
+
+    monkeypatch.setattr(LookupProcess, "look_up", dying)
+    with caplog.at_level("WARNING"):
+        rag = build("fails")
+    assert "the lookup process failed (EOFError)" in caplog.text
+    assert len(started) == 4 and started[3].returncode is not None and not passes[-1][1]
+    assert state_of(rag) == expected
 
 
 def _in(p: NameProfile, *chunks: str) -> NameProfile:

@@ -25,9 +25,10 @@ logger = logging.getLogger(__name__)
 _LENGTH = struct.Struct("<Q")
 # Seconds a closed worker has to exit before it is killed.
 EXIT_SECONDS = 5.0
-# The worker's CPU priority below the caller's (and the model server's, on the same machine):
-# it runs on the cycles they leave.
-NICENESS = 10
+# The worker's CPU priority below the caller's (and a model server's on the same machine):
+# it runs mostly on the cycles they leave (on a busy machine, little: the pass looks up
+# whatever it has not answered).
+NICENESS = 5
 
 
 def _frame(value: Any) -> bytes:
@@ -36,12 +37,10 @@ def _frame(value: Any) -> bytes:
 
 
 def serve() -> None:
-    """The worker's loop: ``("start", names, loose)`` or ``("look_up", names)`` in, the
+    """The worker's loop: ``("start", names, loose, niceness)`` or ``("look_up", names)`` in, the
     looked-up names' candidates out, until its stdin closes."""
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print must not corrupt the answers
-    if hasattr(os, "nice"):
-        os.nice(NICENESS)
     lookups: Optional[LookupsAhead] = None
     while True:
         head = requests.read(_LENGTH.size)
@@ -49,6 +48,8 @@ def serve() -> None:
             return
         request = pickle.loads(requests.read(_LENGTH.unpack(head)[0]))
         if request[0] == "start":
+            if request[3] and hasattr(os, "nice"):
+                os.nice(request[3])
             lookups = LookupsAhead(NameIndex(request[1], loose=request[2]))
             answer: Any = None
         else:
@@ -75,7 +76,7 @@ class LookupProcess:
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         worker = cls(process)
         try:
-            await worker._ask(("start", names, loose))
+            await worker._ask(("start", names, loose, NICENESS))
         except BaseException:
             await worker.aclose()
             raise

@@ -545,9 +545,9 @@ class EntityResolution:
 
 @dataclass
 class NamesLookedUp:
-    """Candidates of a write's names found before its pass (:class:`BlockingAhead`): each
-    name's against the names ``before`` (those the pass starts from) and the write's names
-    that came before it. A pair's membership and relation depend on its two names only and
+    """Candidates of some of a write's names found before its pass (:class:`BlockingAhead`):
+    each name's against the names ``before`` (those the pass starts from) and the write's
+    names that came before it. A pair's membership and relation depend on its two names only and
     it is found from either (see :class:`NameIndex`), so a pair of two names looked up here
     is found from the later one, and one with a name the pass looks up from that name:
     together, what looking every name up in the pass's index finds."""
@@ -570,39 +570,49 @@ class BlockingAhead:
     """Looks a large write's names up as its extractions arrive, in a second process
     (``lookup_worker``, at a lower CPU priority than the model's calls and the event loop:
     it takes the cycles they leave on the other core, and the whole core once extraction is
-    over and the merge runs here). ``run`` returns the names looked up once ``close`` was
-    called and every name fed is answered; None if the process could not start or failed
-    (the pass then looks every name up itself)."""
+    over and the merge runs here). ``run`` returns the names answered once ``close`` was
+    called: the pass does not wait for the rest (a busy machine may leave the process little
+    CPU), it looks them up itself, as every name if the process could not start or failed."""
 
     def __init__(self, resolution: EntityResolution) -> None:
         self._resolution = resolution
         self._waiting: list[str] = []
         self._wake = asyncio.Event()
-        self._closed = False
+        self._closed = asyncio.Event()
 
     def on_extracted(self, chunk_id: str, extraction: ChunkExtraction) -> None:
         self._waiting.extend(raw_names(extraction))
         self._wake.set()
 
     def close(self) -> None:
-        self._closed = True
+        self._closed.set()
         self._wake.set()
 
     async def run(self) -> Optional[NamesLookedUp]:
         looked_up = NamesLookedUp(await self._resolution.blocking_base(), self._resolution.loose)
         worker: Optional[LookupProcess] = None
+        sent: set[str] = set()
         try:
             worker = await LookupProcess.start(sorted(looked_up.before), looked_up.loose)
-            while True:
+            while not self._closed.is_set():
                 await self._wake.wait()
                 self._wake.clear()
-                while self._waiting:
-                    new = [n for n in dict.fromkeys(self._waiting) if n not in looked_up.found]
-                    self._waiting = []
-                    looked_up.found.update((n, {}) for n in new)  # seen: not sent again
-                    looked_up.found.update(await worker.look_up(new))
-                if self._closed:
-                    return looked_up
+                new = [n for n in dict.fromkeys(self._waiting) if n not in sent]
+                self._waiting = []
+                if not new or self._closed.is_set():
+                    continue
+                sent.update(new)
+                answer = asyncio.ensure_future(worker.look_up(new))
+                closing = asyncio.ensure_future(self._closed.wait())
+                try:
+                    await asyncio.wait({answer, closing}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    closing.cancel()
+                if not answer.done():  # closed first: these names are left to the pass
+                    answer.cancel()
+                    break
+                looked_up.found.update(answer.result())
+            return looked_up
         except (OSError, EOFError, asyncio.IncompleteReadError, pickle.UnpicklingError) as exc:
             logger.warning("Entity resolution looks its names up itself: the lookup process failed (%s)",
                            type(exc).__name__)
