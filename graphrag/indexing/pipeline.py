@@ -3,7 +3,7 @@
     chunk(new docs, removed doc ids)          -> documents to store, ChunkPlan
     extraction_work(plan)                     -> ExtractionWork (new chunks, failed ones to retry)
     extract(work)                             -> Extracted        beside: embed chunks, lexical counts,
-                                                                  merge ahead, resolution's name blocking
+                                                                  merge ahead, resolution's name lookups
     merge(extracted)                          -> GraphRebuild
     resolve(rebuilt)                          -> GraphRebuild     (entity_resolution=True)
     summarise(rebuilt)                        -> GraphChanges     beside: the descriptions' summaries
