@@ -23,7 +23,7 @@ import gc
 import importlib
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Optional, Protocol, TypeVar
 
 from graphrag.config import GraphRAGConfig, llm_configured
 from graphrag.embedding import EmbeddingFunc, warn_if_not_english
@@ -240,12 +240,19 @@ class Pipeline:
                 resolved: dict[str, Any] = {}
                 if resolution is not None:
                     with timer.stage("resolve"):
-                        ahead = None
-                        if blocking is not None and looked_up is not None:
+                        async def lookups_so_far() -> Optional[NamesLookedUp]:
+                            # Asked for by the pass once its index is built: the process answers meanwhile.
+                            if blocking is None or looked_up is None:
+                                return None
                             blocking.close()
-                            ahead = await looked_up
-                        rebuilt, resolved = await self.resolve(resolution, rebuilt, extracted.changed, work.removed,
-                                                                judge_pending, ahead=ahead)
+                            return await looked_up
+
+                        try:
+                            rebuilt, resolved = await self.resolve(resolution, rebuilt, extracted.changed,
+                                                                    work.removed, judge_pending, ahead=lookups_so_far)
+                        finally:
+                            if blocking is not None:
+                                blocking.close()
                     heap.settle()
                 with timer.stage("merge"):
                     # Descriptions are summarised in the background; what needs one waits for it.
@@ -414,9 +421,10 @@ class Pipeline:
 
     async def resolve(self, resolution: EntityResolution, rebuilt: GraphRebuild, extracted: dict[str, ChunkExtraction],
                       removed: dict[str, ChunkExtraction], judge_pending: bool = False,
-                      ahead: Optional[NamesLookedUp] = None) -> tuple[GraphRebuild, dict[str, Any]]:
-        """Resolve the names the new and removed chunks mention (``ahead``: the blocking done
-        as they arrived); rebuild the nodes whose names moved."""
+                      ahead: Optional[Callable[[], Awaitable[Optional[NamesLookedUp]]]] = None
+                      ) -> tuple[GraphRebuild, dict[str, Any]]:
+        """Resolve the names the new and removed chunks mention (``ahead``: gives the names
+        looked up as they arrived); rebuild the nodes whose names moved."""
         outcome = await resolution.resolve(extracted, removed, ask_all=judge_pending, ahead=ahead)
         moved = await resolution.moved_chunks(outcome)
         if moved:

@@ -379,11 +379,13 @@ class EntityResolution:
     # ----------------------------------------------------------------- the pass
 
     async def resolve(self, added: dict[str, ChunkExtraction], removed: dict[str, ChunkExtraction],
-                      ask_all: bool = False, ahead: Optional[NamesLookedUp] = None) -> Resolution:
+                      ask_all: bool = False,
+                      ahead: Optional[Callable[[], Awaitable[Optional[NamesLookedUp]]]] = None) -> Resolution:
         """Decide again every pair touching a name the ``added`` or ``removed`` chunks
         mention, regroup, and report which names moved to another node. ``ask_all``: the
-        judge asks every pending pair, whatever its budget. ``ahead``: blocking done while
-        ``added`` arrived (used if it started from the names this pass starts from)."""
+        judge asks every pending pair, whatever its budget. ``ahead``: gives the names looked
+        up while ``added`` arrived, asked for once this pass's own index is built (used if
+        they were looked up from the names this pass starts from)."""
         started = time.perf_counter()
         records = await _read_records(self.meta)
         recorded = joined_state(records)
@@ -418,10 +420,11 @@ class EntityResolution:
         profiles = await self._profiles(maybe, previous) if maybe else {}
         present |= set(profiles)
         names = (state.names - touched) | present
-        if ahead is not None and (ahead.before != state.names or ahead.loose != self.loose):
-            ahead = None
         index = self._index(state.names, names)
-        candidates = _candidate_pairs(present, claims, index, ahead)
+        looked_up = await ahead() if ahead is not None else None
+        if looked_up is not None and (looked_up.before != state.names or looked_up.loose != self.loose):
+            looked_up = None
+        candidates = _candidate_pairs(present, claims, index, looked_up)
         if self.embed is not None:
             similar = await self._similar(present, names, profiles, previous)
             for pair in sorted(similar - set(candidates)):
