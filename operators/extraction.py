@@ -288,6 +288,13 @@ def read_extraction_answer(answer: str) -> tuple[list[EntityRecord], list[Relati
     return entities, relations, malformed, status
 
 
+# A conversation's next turn goes ahead of chunks not yet started (lower goes first when calls
+# wait for a slot): chunks then finish one by one from the start of extraction, and what
+# each finished chunk sets off (the merge, resolution's blocking, the chunk vectors) runs
+# beside the calls instead of after every first turn has been answered.
+FOLLOW_UP_PRIORITY = -1
+
+
 async def extract_chunk(
     content: str, *, llm: LLMCall, entity_types: list[str], max_gleaning: int,
     limit: Optional[ConversationLimit] = None,
@@ -309,7 +316,7 @@ async def extract_chunk(
         """The answer to one more turn of the conversation, or None when it is full."""
         if limit is not None and not limit.admits(history, prompt):
             return None
-        return await llm(prompt, stage=stage, history_messages=list(history))
+        return await llm(prompt, stage=stage, history_messages=list(history), priority=FOLLOW_UP_PRIORITY)
 
     repaired = False
     if status == FAILED:

@@ -23,7 +23,7 @@ import logging
 import math
 import os
 from collections import Counter
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from xxhash import xxh64_intdigest
 
@@ -46,10 +46,18 @@ def term_frequencies(text: str, user_dictionary: Optional[str] = None) -> dict[s
     return dict(Counter(t for t in search_tokens(text, user_dictionary) if t not in STOPWORDS))
 
 
+def count_terms(chunks: Mapping[str, Mapping[str, Any]], user_dictionary: Optional[str] = None
+                ) -> dict[str, dict[str, int]]:
+    """Each chunk's (``{id: {"content": ...}}``) :func:`term_frequencies`."""
+    return {c: term_frequencies(str(r.get("content", "")), user_dictionary) for c, r in chunks.items()}
+
+
 async def update_lexical_index(index: Any, text_chunks: Any, added: dict[str, dict[str, Any]], removed: list[str],
-                               user_dictionary: Optional[str] = None) -> None:
+                               user_dictionary: Optional[str] = None,
+                               counted_before: Optional[Mapping[str, dict[str, int]]] = None) -> None:
     """Add the ``added`` chunks (``{id: {"content": ...}}``) and take out the ``removed`` ones;
-    called after ``text_chunks`` holds the write's chunks, with which the index is checked."""
+    called after ``text_chunks`` holds the write's chunks, with which the index is checked.
+    ``counted_before``: :func:`count_terms` of some chunks, done beforehand (same dictionary)."""
     empty_stats = {"chunks": 0, "tokens": 0, "ids": "0"}
     stats = await index.get_by_id(STATS) or {**empty_stats, "user_dictionary": user_dictionary}
     gone = {c: r["tf"] for c, r in zip(removed, await index.get_by_ids([_CHUNK + c for c in removed])) if r}
@@ -65,8 +73,9 @@ async def update_lexical_index(index: Any, text_chunks: Any, added: dict[str, di
         logger.info("Building the lexical index of %d chunks", len(fresh))
         await index.drop()
         stats, gone = empty_stats, {}
-    counted = await asyncio.to_thread(
-        lambda: {c: term_frequencies(str(r.get("content", "")), user_dictionary) for c, r in fresh.items()})
+    known = counted_before or {}
+    new = await asyncio.to_thread(count_terms, {c: r for c, r in fresh.items() if c not in known}, user_dictionary)
+    counted = {c: known[c] if c in known else new[c] for c in fresh}
     terms = sorted({t for tf in (*gone.values(), *counted.values()) for t in tf})
     postings = {t: p or {} for t, p in zip(terms, await index.get_by_ids([_TERM + t for t in terms]))}
     for chunk_id, tf in gone.items():

@@ -232,6 +232,33 @@ def test_extract_chunks_runs_all_and_reports() -> None:
     assert {cid: r["entities"][0]["name"] for cid, r in out.items()} == {f"chunk-{i}": f"N{i}" for i in range(5)}
 
 
+def test_a_conversation_goes_on_before_chunks_not_yet_started() -> None:
+    """Through the LLM client's slots, a chunk's gleaning turn goes ahead of the first turns
+    still waiting: chunks finish one after another from the start, not all at the end."""
+    from graphrag.llm.client import LLMClient
+    from graphrag.llm.usage import UsageCounter
+
+    order: list[tuple[str, str]] = []
+
+    async def model(prompt: str, history_messages: Any = None, **kw: Any) -> str:
+        await asyncio.sleep(0.001)
+        name = (history_messages or [{"content": prompt}])[0]["content"].rsplit("Text: ", 1)[1].split("\n", 1)[0]
+        order.append((name, "glean" if history_messages else "first"))
+        return f'("entity"<|>{name}<|>person<|>d)'
+
+    client = LLMClient(model, model_id="m", max_async=2, usage=UsageCounter())
+    chunks = {f"chunk-{i}": {"content": f"N{i}", "tokens": 1, "full_doc_id": "d", "chunk_order_index": i}
+              for i in range(12)}
+    finished: list[str] = []
+    out = asyncio.run(extract_chunks(chunks, llm=client, entity_types=["person"], max_gleaning=1,  # type: ignore[arg-type]
+                                     on_done=lambda cid, _: finished.append(cid)))
+    assert len(order) == 24 and sorted(finished) == sorted(chunks)
+    assert {cid: len(r["entities"]) for cid, r in out.items()} == {cid: 2 for cid in chunks}
+    # The first chunk's second turn is asked while most first turns still wait.
+    assert order.index(("N0", "glean")) < order.index(("N11", "first"))
+    assert len(finished) and finished[0] in ("chunk-0", "chunk-1")
+
+
 MARKERS = {
     "entity_extraction": "-Real Data-",
     "entity_continue_extraction": "MANY entities were missed in the last extraction",

@@ -557,15 +557,17 @@ def test_the_write_sets_the_heap_aside_from_the_collector_and_leaves_it_as_it_wa
     allocates); afterwards nothing stays frozen, and a heap someone else froze stays so."""
     import gc
 
-    from graphrag.indexing.pipeline import Pipeline
+    from graphrag.indexing.pipeline import FULL_COLLECTIONS_RARER, Pipeline
     from graphrag.operators.resolution import EntityResolution
 
     seen: list[int] = []
     at_cluster: list[int] = []
+    thresholds: list[tuple[int, int, int]] = []
     original, original_cluster = EntityResolution.resolve, Pipeline.cluster
 
     async def resolve(self: EntityResolution, *args: Any, **kwargs: Any) -> Any:
         seen.append(gc.get_freeze_count())
+        thresholds.append(gc.get_threshold())
         return await original(self, *args, **kwargs)
 
     async def cluster(self: Pipeline, *args: Any, **kwargs: Any) -> Any:
@@ -575,9 +577,13 @@ def test_the_write_sets_the_heap_aside_from_the_collector_and_leaves_it_as_it_wa
     monkeypatch.setattr(EntityResolution, "resolve", resolve)
     monkeypatch.setattr(Pipeline, "cluster", cluster)
     assert gc.get_freeze_count() == 0
+    before = gc.get_threshold()
     rag = make(tmp_path)
     rag.insert([DOC_JACOB, DOC_MARLEY])
     assert seen and seen[0] > 0 and gc.get_freeze_count() == 0
+    # Full collections rarer during the stages, the collector's settings as they were after.
+    assert thresholds[0] == (before[0], before[1], before[2] * FULL_COLLECTIONS_RARER)
+    assert gc.get_threshold() == before
     assert at_cluster and at_cluster[0] > seen[0]  # what the pass left was set aside as well
     assert "MARLEY" not in graph_of(rag)
     gc.freeze()
@@ -585,6 +591,7 @@ def test_the_write_sets_the_heap_aside_from_the_collector_and_leaves_it_as_it_wa
         rag.insert([DOC_FEZZIWIG])
         # Still frozen (an unfreeze would leave none: some frozen objects may have died).
         assert len(seen) == 2 and gc.get_freeze_count() > 0
+        assert thresholds[1] == before  # left alone too
     finally:
         gc.unfreeze()
 
@@ -1292,6 +1299,104 @@ def test_blocking_finds_a_pair_from_either_name() -> None:
                     assert found[other].get(name) == relation, (seed, loose, name, other, relation)
 
 
+def test_blocking_ahead_finds_the_pairs_of_lookups_in_the_final_index() -> None:
+    """Names indexed and looked up batch by batch as a write's extractions arrive (over the
+    names of an earlier write, some of which leave, with names that arrive for nothing and
+    names looked up only at the end) give every present name the pairs a lookup in the final
+    index gives it, with the same relations."""
+    from graphrag.operators.resolution import NameIndex
+    from graphrag.operators.resolution.candidates import LookupsAhead
+    from graphrag.operators.resolution.store import NamesLookedUp, _candidate_pairs
+
+    for seed in range(3):
+        rng = random.Random(seed)
+        pool = sorted({random_name(rng) for _ in range(400)})
+        rng.shuffle(pool)
+        before, arriving, late, spurious = set(pool[:150]), pool[100:300], pool[300:330], pool[330:345]
+        leaving = set(pool[:40]) - set(arriving)
+        present = set(arriving) | set(late)
+        names = (before - leaving) | present
+        for loose in (False, True):
+            lookups = LookupsAhead(NameIndex(before, loose=loose))
+            feed = arriving + spurious
+            while feed:
+                size = rng.randint(1, 9)
+                lookups.look_up(lookups.add(feed[:size]))
+                feed = feed[size:]
+            ahead = NamesLookedUp(set(before), loose, lookups.found)
+            index = NameIndex(names, loose=loose)
+            expected = _candidate_pairs(present, set(), index)
+            assert len(expected) > len(present) // 2  # the names do meet
+            assert _candidate_pairs(present, set(), index, ahead) == expected, (seed, loose)
+
+
+def test_the_lookup_process_answers_as_lookups_in_this_process() -> None:
+    """The second process, started over the same names and given the same batches, answers
+    each name's candidates as this process finds them; closed, it exits."""
+    import asyncio
+
+    from graphrag.operators.resolution import NameIndex
+    from graphrag.operators.resolution.candidates import LookupsAhead
+    from graphrag.operators.resolution.lookup_worker import LookupProcess
+
+    rng = random.Random(11)
+    pool = sorted({random_name(rng) for _ in range(300)})
+    before, arriving = pool[:100], pool[80:]
+    batches = [arriving[i:i + 17] for i in range(0, len(arriving), 17)]
+
+    async def both() -> tuple[dict[str, Any], dict[str, Any], Any]:
+        here = LookupsAhead(NameIndex(before, loose=True))
+        worker = await LookupProcess.start(before, True)
+        there: dict[str, Any] = {}
+        try:
+            for batch in batches:
+                here.look_up(here.add(batch))
+                there.update(await worker.look_up(batch))
+        finally:
+            await worker.aclose()
+        return here.found, there, worker.returncode
+
+    here, there, returncode = asyncio.run(both())
+    assert there == here and sum(map(len, there.values())) > len(there) // 2
+    assert returncode == 0
+
+
+def test_a_write_stopped_while_its_names_are_looked_up_ends_the_lookup_process(monkeypatch: Any) -> None:
+    import asyncio
+    import contextlib
+
+    from graphrag.operators.resolution.lookup_worker import LookupProcess
+    from graphrag.operators.resolution.store import BlockingAhead
+
+    started: list[LookupProcess] = []
+    real_start = LookupProcess.start.__func__  # type: ignore[attr-defined]
+
+    async def start(cls: Any, names: list[str], loose: bool) -> LookupProcess:
+        started.append(await real_start(cls, names, loose))
+        return started[-1]
+
+    monkeypatch.setattr(LookupProcess, "start", classmethod(start))
+
+    class Resolution:
+        loose = True
+
+        async def blocking_base(self) -> set[str]:
+            return set()
+
+    async def stopped() -> dict[str, Any]:
+        blocking = BlockingAhead(Resolution())  # type: ignore[arg-type]
+        task = asyncio.create_task(blocking.run())
+        blocking.on_extracted("c1", {"entities": [{"name": "J. DOE"}, {"name": "JOHN T. DOE"}], "relations": []})
+        while not started:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return {"returncode": started[0].returncode}
+
+    assert asyncio.run(stopped())["returncode"] is not None
+
+
 def test_strict_blocking_finds_every_settled_pair_of_one_word_and_a_fuller_name() -> None:
     """Strict blocking does not look up the names of one word inside a name: it relies on the
     rules settling such a pair only where another block meets it. Every pair of a one-word
@@ -1330,6 +1435,85 @@ def test_a_name_and_its_fuller_form_resolve_alike_in_either_order(tmp_path: Any)
     both, _ = _exact_in_any_order_and_under_delete(tmp_path, answering_like_a_model(DOE_ANSWERS), DOE_DOCS[::-1],
                                                    DOE_DOCS[1:])
     assert both["resolution"]["aliases"] == {"J. DOE": "JOHN T. DOE"}
+
+
+def test_a_large_write_looks_its_names_up_in_a_second_process(tmp_path: Any, monkeypatch: Any, caplog: Any) -> None:
+    """A write of enough chunks looks its names up in the second process as its answers come
+    in, and its pass takes them (looking up only the others): the same outcome as a pass
+    looking every name up, in a first write and in one over the index the process kept; the
+    process exits after each write. A process that dies leaves the lookups to the pass, with
+    a warning and the same outcome. A small write starts none."""
+    import asyncio
+    import time
+
+    from graphrag.operators.graph_update import MergeAhead
+    from graphrag.operators.resolution import lookup_worker, store
+    from graphrag.operators.resolution.lookup_worker import LookupProcess
+
+    started: list[LookupProcess] = []
+    done: list[str] = []
+    merges: list[MergeAhead] = []
+    passes: list[tuple[set[str], set[str]]] = []
+    real_start, real_look_up = LookupProcess.start.__func__, LookupProcess.look_up  # type: ignore[attr-defined]
+    real_pairs, real_finish = store._candidate_pairs, MergeAhead.finish
+
+    async def start(cls: Any, names: list[str], loose: bool) -> LookupProcess:
+        started.append(await real_start(cls, names, loose))
+        return started[-1]
+
+    async def look_up(self: LookupProcess, names: list[str]) -> Any:
+        try:
+            return await real_look_up(self, names)
+        finally:
+            done.append("answered")
+
+    async def dying(self: LookupProcess, names: list[str]) -> Any:
+        self._process.kill()  # type: ignore[attr-defined]
+        await self._process.wait()  # type: ignore[attr-defined]
+        done.append("died")
+        raise EOFError("the process is gone")
+
+    async def finish(self: MergeAhead, extractions: Any) -> Any:
+        # The pass does not wait for the process: here the merge does, so that it has answered.
+        merges.append(self)
+        deadline = time.monotonic() + 60
+        while len(done) < len(merges) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return await real_finish(self, extractions)
+
+    def pairs(present: set[str], claims: Any, index: Any, ahead: Any = None) -> Any:
+        passes.append((set(present), set(ahead.found) if ahead is not None else set()))
+        return real_pairs(present, claims, index, ahead)
+
+    def build(name: str, one_by_one: bool = False) -> Any:
+        with MockLLMServer(responder=answering_like_a_model(DOE_ANSWERS)) as llm:
+            rag = make(tmp_path, name, extraction="llm", llm_base_url=llm.base_url, llm_api_key="k")
+            for docs in [[d] for d in DOE_DOCS] if one_by_one else [DOE_DOCS]:
+                rag.insert(docs)
+        return rag
+
+    monkeypatch.setattr(store, "_candidate_pairs", pairs)
+    monkeypatch.setattr(LookupProcess, "start", classmethod(start))
+    expected, expected_one_by_one = state_of(build("here")), state_of(build("here_one_by_one", True))
+    assert not started and not any(found for _, found in passes)
+    monkeypatch.setattr(store, "LOOKUP_PROCESS_CHUNKS", 1)
+    monkeypatch.setattr(lookup_worker, "NICENESS", 0)  # on a busy machine a lower priority may wait long
+    monkeypatch.setattr(LookupProcess, "look_up", look_up)
+    monkeypatch.setattr(MergeAhead, "finish", finish)
+    passes.clear()
+    rag = build("process")
+    assert state_of(rag) == expected
+    assert rag.canonical_entity("J. Doe") == rag.canonical_entity("John T. Doe")
+    assert state_of(build("process_one_by_one", True)) == expected_one_by_one
+    assert len(started) == 3 and [w.returncode for w in started] == [0, 0, 0]
+    assert len(passes) == 3 and all(found and found <= present for present, found in passes)
+
+    monkeypatch.setattr(LookupProcess, "look_up", dying)
+    with caplog.at_level("WARNING"):
+        rag = build("fails")
+    assert "the lookup process failed (EOFError)" in caplog.text
+    assert len(started) == 4 and started[3].returncode is not None and not passes[-1][1]
+    assert state_of(rag) == expected
 
 
 def _in(p: NameProfile, *chunks: str) -> NameProfile:

@@ -2,7 +2,8 @@
 
     chunk(new docs, removed doc ids)          -> documents to store, ChunkPlan
     extraction_work(plan)                     -> ExtractionWork (new chunks, failed ones to retry)
-    extract(work)                             -> Extracted        beside: embed chunks, merge ahead
+    extract(work)                             -> Extracted        beside: embed chunks, lexical counts,
+                                                                  merge ahead, resolution's name lookups
     merge(extracted)                          -> GraphRebuild
     resolve(rebuilt)                          -> GraphRebuild     (entity_resolution=True)
     summarise(rebuilt)                        -> GraphChanges     beside: the descriptions' summaries
@@ -22,7 +23,7 @@ import gc
 import importlib
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Optional, Protocol, TypeVar
 
 from graphrag.config import GraphRAGConfig, llm_configured
 from graphrag.embedding import EmbeddingFunc, warn_if_not_english
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from graphrag.operators.format_failures import FormatFailures
     from graphrag.operators.graph_update import GraphChanges, GraphRebuild, MergeAhead
     from graphrag.operators.resolution import EntityResolution
+    from graphrag.operators.resolution.store import NamesLookedUp
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ T = TypeVar("T")
 
 # Stores that only the reports and the LLM cache change after clustering: written ahead
 # while the reports are generated, leaving the commit less to do.
-WRITTEN_BEFORE_REPORTS = ["full_docs", "text_chunks", "chunk_extractions", "graph", "entities_vdb", "chunks_vdb",
+WRITTEN_BEFORE_REPORTS = ["full_docs", "text_chunks", "chunk_extractions", "lexical_index", "graph", "entities_vdb", "chunks_vdb",
                           "relations_vdb"]
 
 
@@ -107,6 +109,10 @@ class Extracted:
     failed: dict[str, Any]
 
 
+# How much rarer full collections are during a write's stages (see ``_FrozenHeap``).
+FULL_COLLECTIONS_RARER = 10
+
+
 class _FrozenHeap:
     """The objects alive on entry set aside from the garbage collector until the block ends
     (``gc.freeze``), and those alive at each :meth:`settle` too. A write allocates millions
@@ -114,16 +120,24 @@ class _FrozenHeap:
     resolution's profiles); each full collection their growth brings on would otherwise walk
     all of them again, and the whole process's heap besides (the graph, the stores' caches,
     the LLM client), none of which can be garbage yet. Garbage in a cycle made of frozen
-    objects waits for the block's end. Left alone where the collector is off or something
-    else froze objects (a server that freezes its heap before forking must keep it frozen)."""
+    objects waits for the block's end. Full collections are also made ``FULL_COLLECTIONS_RARER``
+    times rarer in the block: what a write's objects live through is the write, so those
+    collections walk its growing results and find next to nothing (a young collection still
+    frees the cycles that die young, such as a finished call's). Left alone where the
+    collector is off or something else froze objects (a server that freezes its heap before
+    forking must keep it frozen)."""
 
     def __init__(self) -> None:
         self._owned = False
+        self._thresholds: tuple[int, int, int] = gc.get_threshold()
 
     def __enter__(self) -> "_FrozenHeap":
         if gc.isenabled() and not gc.get_freeze_count():
             gc.freeze()
             self._owned = True
+            self._thresholds = gc.get_threshold()
+            young, middle, full = self._thresholds
+            gc.set_threshold(young, middle, full * FULL_COLLECTIONS_RARER)
         return self
 
     def settle(self) -> None:
@@ -134,6 +148,7 @@ class _FrozenHeap:
     def __exit__(self, *exc: Any) -> None:
         if self._owned:
             gc.unfreeze()
+            gc.set_threshold(*self._thresholds)
             self._owned = False
 
 
@@ -205,24 +220,45 @@ class Pipeline:
             async with BackgroundWork(timer) as background:
                 chunk_vectors = background.start(self.embed_chunks(plan.new_chunks), after=(first_answer,),
                                                  stage="embed")
+                # The lexical index's counts need only the chunk text too (and, for a text in
+                # Chinese script, jieba's dictionary, loaded meanwhile).
+                terms = background.start(self.count_terms(plan.new_chunks), after=(first_answer,))
                 # Merge ahead: what is extracted so far is merged while the last calls are in flight.
                 merge = self.merge_ahead(work, aliases, background)
+                listeners = [merge.on_extracted]
+                # Resolution's name lookups, as the names arrive, in a second process (a large write).
+                blocking = resolution.blocking_ahead(len(work.to_extract)) if resolution is not None else None
+                looked_up = None
+                if blocking is not None:
+                    looked_up = background.start(blocking.run(), stage="resolve_ahead")
+                    listeners.append(blocking.on_extracted)
                 with timer.stage("extract"):
-                    extracted = await self.extract(work, merge, first_answer)
+                    extracted = await self.extract(work, listeners, first_answer)
                 heap.settle()
                 with timer.stage("merge"):
                     rebuilt = await merge.finish(extracted.changed)
                 resolved: dict[str, Any] = {}
                 if resolution is not None:
                     with timer.stage("resolve"):
-                        rebuilt, resolved = await self.resolve(resolution, rebuilt, extracted.changed, work.removed,
-                                                                judge_pending)
+                        async def lookups_so_far() -> Optional[NamesLookedUp]:
+                            # Asked for by the pass once its index is built: the process answers meanwhile.
+                            if blocking is None or looked_up is None:
+                                return None
+                            blocking.close()
+                            return await looked_up
+
+                        try:
+                            rebuilt, resolved = await self.resolve(resolution, rebuilt, extracted.changed,
+                                                                    work.removed, judge_pending, ahead=lookups_so_far)
+                        finally:
+                            if blocking is not None:
+                                blocking.close()
                     heap.settle()
                 with timer.stage("merge"):
                     # Descriptions are summarised in the background; what needs one waits for it.
                     changes = self.summarise(rebuilt, background)
                 await self.record(docs_to_store, removed_doc_ids, plan, extracted.changed,
-                                  (work.failed_before, extracted.failed))
+                                  (work.failed_before, extracted.failed), await terms)
                 # Entity vectors wait for the summaries; nothing below needs them, so they are
                 # embedded beside clustering and reports. Relation vectors go with them; an index
                 # written before they were on gets the missing ones here.
@@ -331,12 +367,15 @@ class Pipeline:
                           removed=work.removed, expected=len(work.to_extract),
                           tail=max(1, self.config.best_model_max_async // 4), start=start, extracted=work.this_write)
 
-    async def extract(self, work: ExtractionWork, merge: MergeAhead, first_answer: asyncio.Event) -> Extracted:
-        """Extract ``work.to_extract``; each answer that changes something goes to ``merge``."""
+    async def extract(self, work: ExtractionWork, listeners: list[Callable[[str, ChunkExtraction], None]],
+                      first_answer: asyncio.Event) -> Extracted:
+        """Extract ``work.to_extract``; each answer that changes something goes to ``listeners``
+        (the merge ahead, resolution's blocking)."""
         def extracted(chunk_id: str, extraction: ChunkExtraction) -> None:
             first_answer.set()
             if not work.unchanged(chunk_id, extraction):
-                merge.on_extracted(chunk_id, extraction)
+                for listener in listeners:
+                    listener(chunk_id, extraction)
 
         outcomes = await self.extract_chunks(work.to_extract, extracted)
         first_answer.set()
@@ -381,11 +420,12 @@ class Pipeline:
             progress.close()
 
     async def resolve(self, resolution: EntityResolution, rebuilt: GraphRebuild, extracted: dict[str, ChunkExtraction],
-                      removed: dict[str, ChunkExtraction], judge_pending: bool = False
+                      removed: dict[str, ChunkExtraction], judge_pending: bool = False,
+                      ahead: Optional[Callable[[], Awaitable[Optional[NamesLookedUp]]]] = None
                       ) -> tuple[GraphRebuild, dict[str, Any]]:
-        """Resolve the names the new and removed chunks mention; rebuild the nodes whose
-        names moved."""
-        outcome = await resolution.resolve(extracted, removed, ask_all=judge_pending)
+        """Resolve the names the new and removed chunks mention (``ahead``: gives the names
+        looked up as they arrived); rebuild the nodes whose names moved."""
+        outcome = await resolution.resolve(extracted, removed, ask_all=judge_pending, ahead=ahead)
         moved = await resolution.moved_chunks(outcome)
         if moved:
             rebuild = self.rebuild_pass(extracted, aliases=outcome.state.aliases)
@@ -409,9 +449,11 @@ class Pipeline:
         return max(self.embedding_func.max_token_size // 2, 32)
 
     async def record(self, docs: dict[str, dict[str, Any]], removed_doc_ids: list[str], plan: ChunkPlan,
-                     extractions: dict[str, ChunkExtraction], failed: tuple[dict[str, Any], dict[str, Any]]) -> None:
+                     extractions: dict[str, ChunkExtraction], failed: tuple[dict[str, Any], dict[str, Any]],
+                     terms: Optional[dict[str, dict[str, int]]] = None) -> None:
         """Every document, chunk and extraction record the write adds or removes, and the
-        failed chunks (before, after) kept for a retry, in one place."""
+        failed chunks (before, after) kept for a retry, in one place (``terms``: the new
+        chunks' lexical counts, made beforehand)."""
         stores = self.stores
         await write_failed_chunks(stores.index_meta, failed[1], before=failed[0])
         removed = sorted(plan.removed_chunks)
@@ -435,13 +477,21 @@ class Pipeline:
             from graphrag.operators.lexical import update_lexical_index
 
             await update_lexical_index(stores.lexical_index, stores.text_chunks, plan.new_chunks, removed,
-                                       self.config.nlp_user_dictionary)
+                                       self.config.nlp_user_dictionary, counted_before=terms)
         await stores.full_docs.upsert(docs)
 
     async def embed_chunks(self, new_chunks: dict[str, ChunkRecord]) -> None:
         if self.stores.chunks_vdb is not None and new_chunks:
             warn_if_not_english([v["content"] for v in new_chunks.values()], self.embedding_func)
             await self.stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
+
+    async def count_terms(self, new_chunks: dict[str, ChunkRecord]) -> Optional[dict[str, dict[str, int]]]:
+        """The new chunks' lexical counts (None: the lexical channel is off)."""
+        if self.stores.lexical_index is None or not new_chunks:
+            return None
+        from graphrag.operators.lexical import count_terms
+
+        return await asyncio.to_thread(count_terms, new_chunks, self.config.nlp_user_dictionary)
 
     async def cluster(self, rebuilt: GraphRebuild) -> tuple[dict[str, Any], Optional[set[str]]]:
         """The communities that may have changed (their schema) and which those are."""

@@ -332,3 +332,25 @@ def similar_pairs(vectors: Mapping[str, Any], names: Iterable[str], threshold: f
             if a != b:
                 found.add((min(a, b), max(a, b)))
     return found
+
+
+class LookupsAhead:
+    """Blocking as a write's names arrive (its extractions come in one by one): each batch is
+    indexed, then each of its names looked up against every name indexed so far (see
+    ``store.NamesLookedUp`` for why that finds every pair). Run by ``lookup_worker``."""
+
+    def __init__(self, index: NameIndex) -> None:
+        self.index = index
+        self.found: dict[str, dict[str, str]] = {}
+
+    def add(self, names: Iterable[str]) -> list[str]:
+        """Index the names not seen yet (those of the last write already are); returns them,
+        to :meth:`look_up` (after this call: a name is indexed before any later one is looked up)."""
+        new = [n for n in dict.fromkeys(names) if n not in self.found]
+        self.index.update([n for n in new if n not in self.index.names], ())
+        self.found.update((n, {}) for n in new)
+        return new
+
+    def look_up(self, names: Iterable[str]) -> None:
+        for name in names:
+            self.found[name] = self.index.candidates(name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 import logging
+import pickle
 import time
 import weakref
 import zlib
@@ -25,6 +26,7 @@ from .candidates import NameIndex, similar_pairs
 from .core import RULES, AliasMap, ManualDecisions, ResolutionState, group_names, regroup
 from .evidence import NameProfile, PairDecision, cannot_be_asked, chunk_claims, decide_pair, name_profiles, name_targets, raw_names
 from .judge import Judge
+from .lookup_worker import LookupProcess
 from .keys import UNSETTLED_RELATIONS, name_relation
 
 logger = logging.getLogger(__name__)
@@ -38,6 +40,9 @@ STATE_RECORD = "entity_resolution"
 HEAD_RECORD = "entity_resolution/head"
 SHARDS = 256
 MANUAL_RECORD = "entity_resolution_manual"
+# A write extracting at least this many chunks looks its names up ahead, in a second process
+# (``lookup_worker``); below it, starting one costs more than the lookups.
+LOOKUP_PROCESS_CHUNKS = 200
 
 ExtractionReader = Callable[[list[str]], Awaitable[list[Optional[ChunkExtraction]]]]
 
@@ -135,13 +140,14 @@ def _recorded_claims(profiles: dict[str, NameProfile], claims: set[tuple[str, st
         profile.claims = by_name.get(name, set())  # type: ignore[misc]
 
 
-def _candidate_pairs(present: set[str], claims: set[tuple[str, str, str]], index: NameIndex
-                     ) -> dict[tuple[str, str], str]:
+def _candidate_pairs(present: set[str], claims: set[tuple[str, str, str]], index: NameIndex,
+                     ahead: Optional["NamesLookedUp"] = None) -> dict[tuple[str, str], str]:
     """Every pair of a present name worth deciding, with its relation: the name blocks'
-    candidates, and the pairs a description states ("stated") where the names alone do not
-    settle them."""
-    candidates: dict[tuple[str, str], str] = {}
-    for name in sorted(present):
+    candidates (of the names ``ahead`` looked up while they arrived, its pairs), and the pairs
+    a description states ("stated") where the names alone do not settle them."""
+    looked_up = present & ahead.found.keys() if ahead is not None else set()
+    candidates = ahead.pairs(looked_up, index.names) if ahead is not None else {}
+    for name in sorted(present - looked_up):
         for other, relation in index.candidates(name).items():
             candidates[(min(name, other), max(name, other))] = relation
     for pair in _stated_pairs(present, claims, index):
@@ -308,12 +314,28 @@ class EntityResolution:
         """The blocking index over ``names``: the one this process kept from the last write
         to these stores brought up to date, or a new one. Without a model to ask, pairs
         that only a model could settle are not looked for."""
-        loose = self.llm is not None
         kept = self._kept.index
-        if kept is None or kept.loose != loose or kept.names != before:
-            kept = self._kept.index = NameIndex(before, loose=loose)
+        if kept is None or kept.loose != self.loose or kept.names != before:
+            kept = self._kept.index = NameIndex(before, loose=self.loose)
         kept.update(names - before, before - names)
         return kept
+
+    async def blocking_base(self) -> set[str]:
+        """The names a pass starts its blocking index from: the recorded ones (none on a
+        first pass or over a record of other rules, as :meth:`resolve` reads them)."""
+        recorded = joined_state(await _read_records(self.meta))
+        state = ResolutionState.from_stored(recorded)
+        return state.names if state is not None and recorded.get("rules") == RULES else set()
+
+    def blocking_ahead(self, chunks: int) -> Optional["BlockingAhead"]:
+        """Blocking for the names of a write of ``chunks`` chunks as its extractions arrive
+        (hand its result to :meth:`resolve`); None for a write too small to gain by it."""
+        return BlockingAhead(self) if chunks >= LOOKUP_PROCESS_CHUNKS else None
+
+    @property
+    def loose(self) -> bool:
+        """Whether blocking also finds the pairs only a model can settle (a model is asked)."""
+        return self.llm is not None
 
     # ----------------------------------------------------------------- profiles
 
@@ -357,10 +379,13 @@ class EntityResolution:
     # ----------------------------------------------------------------- the pass
 
     async def resolve(self, added: dict[str, ChunkExtraction], removed: dict[str, ChunkExtraction],
-                      ask_all: bool = False) -> Resolution:
+                      ask_all: bool = False,
+                      ahead: Optional[Callable[[], Awaitable[Optional[NamesLookedUp]]]] = None) -> Resolution:
         """Decide again every pair touching a name the ``added`` or ``removed`` chunks
         mention, regroup, and report which names moved to another node. ``ask_all``: the
-        judge asks every pending pair, whatever its budget."""
+        judge asks every pending pair, whatever its budget. ``ahead``: gives the names looked
+        up while ``added`` arrived, asked for once this pass's own index is built (used if
+        they were looked up from the names this pass starts from)."""
         started = time.perf_counter()
         records = await _read_records(self.meta)
         recorded = joined_state(records)
@@ -396,7 +421,10 @@ class EntityResolution:
         present |= set(profiles)
         names = (state.names - touched) | present
         index = self._index(state.names, names)
-        candidates = _candidate_pairs(present, claims, index)
+        looked_up = await ahead() if ahead is not None else None
+        if looked_up is not None and (looked_up.before != state.names or looked_up.loose != self.loose):
+            looked_up = None
+        candidates = _candidate_pairs(present, claims, index, looked_up)
         if self.embed is not None:
             similar = await self._similar(present, names, profiles, previous)
             for pair in sorted(similar - set(candidates)):
@@ -516,6 +544,85 @@ class EntityResolution:
         unresolved = set(resolution.unresolved)
         return {c: e for c, e in zip(chunk_ids, await self.read_extractions(chunk_ids))
                 if e and (c in unresolved or raw_names(e) & resolution.moved)}
+
+
+@dataclass
+class NamesLookedUp:
+    """Candidates of some of a write's names found before its pass (:class:`BlockingAhead`):
+    each name's against the names ``before`` (those the pass starts from) and the write's
+    names that came before it. A pair's membership and relation depend on its two names only and
+    it is found from either (see :class:`NameIndex`), so a pair of two names looked up here
+    is found from the later one, and one with a name the pass looks up from that name:
+    together, what looking every name up in the pass's index finds."""
+
+    before: set[str]
+    loose: bool
+    found: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def pairs(self, looked_up: Iterable[str], names: set[str]) -> dict[tuple[str, str], str]:
+        """The pairs found from ``looked_up`` whose other name is still one of ``names``."""
+        pairs: dict[tuple[str, str], str] = {}
+        for name in looked_up:
+            for other, relation in self.found[name].items():
+                if other in names:
+                    pairs[(min(name, other), max(name, other))] = relation
+        return pairs
+
+
+class BlockingAhead:
+    """Looks a large write's names up as its extractions arrive, in a second process
+    (``lookup_worker``, at a lower CPU priority than the model's calls and the event loop:
+    it takes the cycles they leave on the other core, and the whole core once extraction is
+    over and the merge runs here). ``run`` returns the names answered once ``close`` was
+    called: the pass does not wait for the rest (a busy machine may leave the process little
+    CPU), it looks them up itself, as every name if the process could not start or failed."""
+
+    def __init__(self, resolution: EntityResolution) -> None:
+        self._resolution = resolution
+        self._waiting: list[str] = []
+        self._wake = asyncio.Event()
+        self._closed = asyncio.Event()
+
+    def on_extracted(self, chunk_id: str, extraction: ChunkExtraction) -> None:
+        self._waiting.extend(raw_names(extraction))
+        self._wake.set()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._wake.set()
+
+    async def run(self) -> Optional[NamesLookedUp]:
+        looked_up = NamesLookedUp(await self._resolution.blocking_base(), self._resolution.loose)
+        worker: Optional[LookupProcess] = None
+        sent: set[str] = set()
+        try:
+            worker = await LookupProcess.start(sorted(looked_up.before), looked_up.loose)
+            while not self._closed.is_set():
+                await self._wake.wait()
+                self._wake.clear()
+                new = [n for n in dict.fromkeys(self._waiting) if n not in sent]
+                self._waiting = []
+                if not new or self._closed.is_set():
+                    continue
+                sent.update(new)
+                answer = asyncio.ensure_future(worker.look_up(new))
+                closing = asyncio.ensure_future(self._closed.wait())
+                try:
+                    await asyncio.wait({answer, closing}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    closing.cancel()
+                if not answer.done():  # closed first: these names are left to the pass
+                    answer.cancel()
+                    break
+                looked_up.found.update(answer.result())
+            return looked_up
+        except (OSError, EOFError, asyncio.IncompleteReadError, pickle.UnpicklingError) as exc:
+            logger.warning("Entity resolution looks its names up itself: the lookup process failed (%s)",
+                           type(exc).__name__)
+            return None
+        finally:
+            if worker is not None:
+                await worker.aclose()
 
 
 async def duplicate_groups(extractions: dict[str, ChunkExtraction], state: Optional[ResolutionState],
