@@ -5,6 +5,7 @@ import json
 import logging
 import mmap
 import os
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, BinaryIO, Optional
@@ -100,6 +101,10 @@ class RecordLookup:
     def has(self, key: str) -> bool:
         return self._keys.find(key) is not None
 
+    def keys_in_file_order(self) -> list[str]:
+        """Every key, in the order the file holds them (the order its parse gives)."""
+        return [self._keys.key(int(slot)) for slot in np.argsort(self._offset, kind="stable")]
+
     def _decode(self, slot: int) -> Any:
         offset = int(self._offset[slot])
         return json.loads(self.mapped[offset:offset + int(self._length[slot])])
@@ -121,7 +126,10 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
     store opened on such a file answers ``get_by_id(s)`` by reading only those records
     (:class:`RecordLookup`), over the journal's entries held apart; it parses the file whole
     only when something needs all of it. A local query thus reads a handful of reports and
-    chunks, not all.
+    chunks, not all. A write does the same: its upserts and deletions join the journal's
+    entries held apart (``_overlay``), so a small write into a large store neither parses it
+    nor keeps it in memory (a parsed store of hundreds of thousands of containers makes every
+    full run of the cyclic collector longer); only a fold parses it whole.
     """
 
     journal: bool = False
@@ -136,6 +144,12 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
     # What changed since the last commit (value, or REMOVED), for the journal's next line.
     _changed: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _must_fold: bool = field(default=False, init=False, repr=False)
+    # A fold in the write-ahead thread parses the file and empties ``_overlay`` while the
+    # write may still read and change records: the two never interleave.
+    _lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False)
+
+    # Read through the lookup index at a write too (see the class docstring).
+    parse_at_index_start = False
 
     def __post_init__(self) -> None:
         self._file_name = self.path_for(f"kv_store_{self.namespace}.json")
@@ -185,6 +199,12 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
     def _data(self) -> dict[str, Any]:
         return self._whole()
 
+    def _whole(self) -> dict[str, Any]:
+        if self._parsed is None:
+            with self._lock:
+                return super()._whole()
+        return self._parsed
+
     def _replay_journal(self) -> int:
         entries = read_journal(self._journal_name)
         if self._parsed is None:
@@ -231,7 +251,14 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
         """Query-time writes (cached answers) already sit in the journal; nothing to rewrite."""
 
     async def all_keys(self) -> list[str]:
-        return list(self._data)
+        with self._lock:
+            lookup = self._points()
+            if lookup is None:
+                return list(self._data)
+            # The order the parse would give: the file's keys, then the journal's new ones.
+            overlay = self._overlay
+            in_file = [k for k in lookup.keys_in_file_order() if overlay.get(k) is not REMOVED]
+            return in_file + [k for k, v in overlay.items() if v is not REMOVED and not lookup.has(k)]
 
     def _point(self, lookup: RecordLookup, key: str) -> Optional[Any]:
         value = self._overlay.get(key, lookup)
@@ -240,30 +267,50 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
         return None if value is REMOVED else value
 
     async def get_by_id(self, id: str) -> Optional[dict]:
-        lookup = self._points()
-        return self._point(lookup, id) if lookup is not None else self._data.get(id)
+        with self._lock:
+            lookup = self._points()
+            return self._point(lookup, id) if lookup is not None else self._data.get(id)
 
     async def get_by_ids(self, ids: list[str], fields: Optional[set[str]] = None) -> list[Optional[dict]]:
-        lookup = self._points()
-        records = [self._point(lookup, i) for i in ids] if lookup is not None else [self._data.get(i) for i in ids]
+        with self._lock:
+            lookup = self._points()
+            records = [self._point(lookup, i) for i in ids] if lookup is not None else [self._data.get(i) for i in ids]
         if fields is None:
             return records
         return [{k: v for k, v in r.items() if k in fields} if r is not None else None for r in records]
 
     async def filter_keys(self, keys: list[str]) -> set[str]:
-        return {k for k in keys if k not in self._data}
+        with self._lock:
+            lookup = self._points()
+            if lookup is not None:
+                return {k for k in keys if self._point(lookup, k) is None}
+            return {k for k in keys if k not in self._data}
 
     async def upsert(self, data: dict[str, dict]) -> None:
         if not data:
             return
-        self._data.update(data)
+        with self._lock:
+            overlay = self._overlay
+            # A key deleted and upserted again goes to the end of the parsed store; held apart
+            # it would keep its old place at the next parse (and the file's order would depend
+            # on when this process parsed it), so that rare case parses now.
+            if self._points() is not None and not any(overlay.get(k) is REMOVED for k in data):
+                overlay.update(data)
+            else:
+                self._data.update(data)
         self._changed.update(data)
         self._dirty = True
         if self.journal:
             self._append_journal(data)
 
     async def delete(self, ids: list[str]) -> None:
-        removed = [i for i in ids if self._data.pop(i, None) is not None]
+        with self._lock:
+            lookup = self._points()
+            if lookup is not None:
+                removed = [i for i in ids if self._point(lookup, i) is not None]
+                self._overlay.update(dict.fromkeys(removed, REMOVED))
+            else:
+                removed = [i for i in ids if self._data.pop(i, None) is not None]
         if removed:
             self._changed.update(dict.fromkeys(removed, REMOVED))
             self._dirty = True
@@ -272,14 +319,16 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
             self._must_fold = self._must_fold or self.journal
 
     async def drop(self) -> None:
-        self._parsed, self._lookup, self._overlay = {}, None, {}
+        with self._lock:
+            self._parsed, self._lookup, self._overlay = {}, None, {}
         self._must_fold = self._dirty = True
 
     async def count(self) -> int:
-        lookup = self._points()
-        if lookup is None:
-            return len(self._data)
-        return len(lookup) + sum((v is not REMOVED) - lookup.has(k) for k, v in self._overlay.items())
+        with self._lock:
+            lookup = self._points()
+            if lookup is None:
+                return len(self._data)
+            return len(lookup) + sum((v is not REMOVED) - lookup.has(k) for k, v in self._overlay.items())
 
     def __len__(self) -> int:
         return len(self._data)
