@@ -70,6 +70,7 @@ class RecordLookup:
         # Queries about neighbouring entities read the same reports again; like the parsed
         # store, this hands out the same objects each time (callers only read them).
         self._value = lru_cache(maxsize=1024)(self._decode)
+        self._file_order: Optional[list[str]] = None
 
     @staticmethod
     def build(keys: list[str], layout: JsonLayout, written: os.stat_result) -> bytes:
@@ -103,7 +104,9 @@ class RecordLookup:
 
     def keys_in_file_order(self) -> list[str]:
         """Every key, in the order the file holds them (the order its parse gives)."""
-        return [self._keys.key(int(slot)) for slot in np.argsort(self._offset, kind="stable")]
+        if self._file_order is None:
+            self._file_order = self._keys.keys_at(np.argsort(self._offset, kind="stable"))
+        return self._file_order
 
     def _decode(self, slot: int) -> Any:
         offset = int(self._offset[slot])

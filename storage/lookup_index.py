@@ -179,6 +179,11 @@ class KeyTable:
     def key(self, slot: int) -> str:
         return self._key_bytes(slot).decode("utf-8")
 
+    def keys_at(self, slots: np.ndarray) -> list[str]:
+        """The keys of ``slots``, in their order (one copy of the key bytes, not one per key)."""
+        raw, start = self._bytes.tobytes(), self._start.tolist()
+        return [raw[start[i]:start[i + 1]].decode("utf-8") for i in slots.tolist()]
+
     def find(self, key: str) -> Optional[int]:
         if key in self._found:
             return self._found[key]
