@@ -54,6 +54,11 @@ def write_json_with_layout(f: BinaryIO, data: dict[str, Any]) -> JsonLayout:
     return JsonLayout(offsets, lengths, out.position, out.hexdigest())
 
 
+# Records a lookup keeps decoded. A read of more records at once (a global query reads every
+# report) would decode them all again at each call: it parses the file whole instead, once.
+DECODED_KEPT = 1024
+
+
 class RecordLookup:
     """Single records of a KV JSON file, read through the index written beside it.
 
@@ -69,7 +74,7 @@ class RecordLookup:
         self._offset, self._length = arrays["value_offset"], arrays["value_length"]
         # Queries about neighbouring entities read the same reports again; like the parsed
         # store, this hands out the same objects each time (callers only read them).
-        self._value = lru_cache(maxsize=1024)(self._decode)
+        self._value = lru_cache(maxsize=DECODED_KEPT)(self._decode)
         self._file_order: Optional[list[str]] = None
 
     @staticmethod
@@ -276,7 +281,7 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
 
     async def get_by_ids(self, ids: list[str], fields: Optional[set[str]] = None) -> list[Optional[dict]]:
         with self._lock:
-            lookup = self._points()
+            lookup = self._points() if len(ids) <= DECODED_KEPT else None
             records = [self._point(lookup, i) for i in ids] if lookup is not None else [self._data.get(i) for i in ids]
         if fields is None:
             return records

@@ -250,3 +250,20 @@ def test_a_write_through_the_lookup_index_matches_a_parsed_store_and_leaves_the_
         run(store.fold())
         committed(store, directory)
     assert (indexed_dir / "kv_store_reports.json").read_bytes() == (parsed_dir / "kv_store_reports.json").read_bytes()
+
+
+def test_a_read_of_more_records_than_the_lookup_keeps_decoded_parses_the_file_once(config, tmp_path, monkeypatch):
+    """Record by record, such a read would decode every record again at each call."""
+    import graphrag.storage.kv_json as kv_json
+
+    monkeypatch.setattr(kv_json, "DECODED_KEPT", 3)
+    store = kv(config, "reports", lookup=True)
+    run(store.upsert({k: {"v": i} for i, k in enumerate("abcdef")}))
+    committed(store, tmp_path)
+    reader = kv(config, "reports", lookup=True)
+    assert run(reader.get_by_ids(["a", "c", "zz"])) == [{"v": 0}, {"v": 2}, None]
+    assert reader._parsed is None
+    keys = run(reader.all_keys())
+    assert keys == list("abcdef") and reader._parsed is None
+    assert run(reader.get_by_ids(keys)) == [{"v": i} for i in range(6)]
+    assert reader._parsed is not None
