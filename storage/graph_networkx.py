@@ -308,28 +308,6 @@ class NetworkXStorage(ParsedOnDemand, JournaledFile, BaseGraphStorage, ClusterMe
                     edges.append((*pair, {k: data[k] for k in names if k in data} if names else {}))
         return edges
 
-    # The batch reads of a parsed graph, as the contract's defaults answer them (one awaited
-    # call per element): a small write's report stage reads thousands of members and edges.
-
-    async def get_nodes_batch(self, node_ids: list[str]) -> list[Union[dict, None]]:
-        if self._points() is not None:
-            return await super().get_nodes_batch(node_ids)
-        nodes = self._graph.nodes
-        return [nodes.get(node) for node in map(xml_safe, node_ids)]
-
-    async def get_edges_batch(self, pairs: list[tuple[str, str]]) -> list[Union[dict, None]]:
-        if self._points() is not None:
-            return await super().get_edges_batch(pairs)
-        adjacency, none = self._graph.adj, {}
-        return [adjacency.get(xml_safe(a), none).get(xml_safe(b)) for a, b in pairs]
-
-    async def node_degrees_batch(self, node_ids: list[str]) -> list[int]:
-        if self._points() is not None:
-            return await super().node_degrees_batch(node_ids)
-        graph = self._graph
-        degree, has = graph.degree, graph.has_node
-        return [degree(node) if has(node) else 0 for node in map(xml_safe, node_ids)]
-
     def _note_members(self, node: str, raw: Any) -> None:
         if self._members is None or not raw:
             return

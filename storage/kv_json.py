@@ -5,7 +5,6 @@ import json
 import logging
 import mmap
 import os
-import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, BinaryIO, Optional
@@ -152,10 +151,6 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
     # What changed since the last commit (value, or REMOVED), for the journal's next line.
     _changed: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _must_fold: bool = field(default=False, init=False, repr=False)
-    # A fold in the write-ahead thread parses the file and empties ``_overlay`` while the
-    # write may still read and change records: the two never interleave.
-    _lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False)
-
     # Read through the lookup index at a write too (see the class docstring).
     parse_at_index_start = False
 
@@ -207,12 +202,6 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
     def _data(self) -> dict[str, Any]:
         return self._whole()
 
-    def _whole(self) -> dict[str, Any]:
-        if self._parsed is None:
-            with self._lock:
-                return super()._whole()
-        return self._parsed
-
     def _replay_journal(self) -> int:
         entries = read_journal(self._journal_name)
         if self._parsed is None:
@@ -255,18 +244,24 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
         if self.lookup:
             atomic_write_bytes(self._index_name, RecordLookup.build(list(self._data), layouts[0], written[0]))
 
+    async def write_ahead(self) -> None:
+        """A store still read through its lookup index is written at the commit instead: a fold
+        parses its file, which in the write-ahead thread would race the write's reads and the
+        changes it holds apart (its journal append costs little at the commit)."""
+        if self._points() is None:
+            await super().write_ahead()
+
     async def query_done_callback(self) -> None:
         """Query-time writes (cached answers) already sit in the journal; nothing to rewrite."""
 
     async def all_keys(self) -> list[str]:
-        with self._lock:
-            lookup = self._points()
-            if lookup is None:
-                return list(self._data)
-            # The order the parse would give: the file's keys, then the journal's new ones.
-            overlay = self._overlay
-            in_file = [k for k in lookup.keys_in_file_order() if overlay.get(k) is not REMOVED]
-            return in_file + [k for k, v in overlay.items() if v is not REMOVED and not lookup.has(k)]
+        lookup = self._points()
+        if lookup is None:
+            return list(self._data)
+        # The order the parse would give: the file's keys, then the journal's new ones.
+        overlay = self._overlay
+        in_file = [k for k in lookup.keys_in_file_order() if overlay.get(k) is not REMOVED]
+        return in_file + [k for k, v in overlay.items() if v is not REMOVED and not lookup.has(k)]
 
     def _point(self, lookup: RecordLookup, key: str) -> Optional[Any]:
         value = self._overlay.get(key, lookup)
@@ -275,50 +270,45 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
         return None if value is REMOVED else value
 
     async def get_by_id(self, id: str) -> Optional[dict]:
-        with self._lock:
-            lookup = self._points()
-            return self._point(lookup, id) if lookup is not None else self._data.get(id)
+        lookup = self._points()
+        return self._point(lookup, id) if lookup is not None else self._data.get(id)
 
     async def get_by_ids(self, ids: list[str], fields: Optional[set[str]] = None) -> list[Optional[dict]]:
-        with self._lock:
-            lookup = self._points() if len(ids) <= DECODED_KEPT else None
-            records = [self._point(lookup, i) for i in ids] if lookup is not None else [self._data.get(i) for i in ids]
+        lookup = self._points() if len(ids) <= DECODED_KEPT else None
+        records = [self._point(lookup, i) for i in ids] if lookup is not None else [self._data.get(i) for i in ids]
         if fields is None:
             return records
         return [{k: v for k, v in r.items() if k in fields} if r is not None else None for r in records]
 
     async def filter_keys(self, keys: list[str]) -> set[str]:
-        with self._lock:
-            lookup = self._points()
-            if lookup is not None:
-                return {k for k in keys if self._point(lookup, k) is None}
-            return {k for k in keys if k not in self._data}
+        lookup = self._points()
+        if lookup is not None:
+            return {k for k in keys if self._point(lookup, k) is None}
+        return {k for k in keys if k not in self._data}
 
     async def upsert(self, data: dict[str, dict]) -> None:
         if not data:
             return
-        with self._lock:
-            overlay = self._overlay
-            # A key deleted and upserted again goes to the end of the parsed store; held apart
-            # it would keep its old place at the next parse (and the file's order would depend
-            # on when this process parsed it), so that rare case parses now.
-            if self._points() is not None and not any(overlay.get(k) is REMOVED for k in data):
-                overlay.update(data)
-            else:
-                self._data.update(data)
+        overlay = self._overlay
+        # A key deleted and upserted again goes to the end of the parsed store; held apart
+        # it would keep its old place at the next parse (and the file's order would depend
+        # on when this process parsed it), so that rare case parses now.
+        if self._points() is not None and not any(overlay.get(k) is REMOVED for k in data):
+            overlay.update(data)
+        else:
+            self._data.update(data)
         self._changed.update(data)
         self._dirty = True
         if self.journal:
             self._append_journal(data)
 
     async def delete(self, ids: list[str]) -> None:
-        with self._lock:
-            lookup = self._points()
-            if lookup is not None:
-                removed = [i for i in ids if self._point(lookup, i) is not None]
-                self._overlay.update(dict.fromkeys(removed, REMOVED))
-            else:
-                removed = [i for i in ids if self._data.pop(i, None) is not None]
+        lookup = self._points()
+        if lookup is not None:
+            removed = [i for i in ids if self._point(lookup, i) is not None]
+            self._overlay.update(dict.fromkeys(removed, REMOVED))
+        else:
+            removed = [i for i in ids if self._data.pop(i, None) is not None]
         if removed:
             self._changed.update(dict.fromkeys(removed, REMOVED))
             self._dirty = True
@@ -327,16 +317,14 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
             self._must_fold = self._must_fold or self.journal
 
     async def drop(self) -> None:
-        with self._lock:
-            self._parsed, self._lookup, self._overlay = {}, None, {}
+        self._parsed, self._lookup, self._overlay = {}, None, {}
         self._must_fold = self._dirty = True
 
     async def count(self) -> int:
-        with self._lock:
-            lookup = self._points()
-            if lookup is None:
-                return len(self._data)
-            return len(lookup) + sum((v is not REMOVED) - lookup.has(k) for k, v in self._overlay.items())
+        lookup = self._points()
+        if lookup is None:
+            return len(self._data)
+        return len(lookup) + sum((v is not REMOVED) - lookup.has(k) for k, v in self._overlay.items())
 
     def __len__(self) -> int:
         return len(self._data)
