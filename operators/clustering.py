@@ -173,8 +173,10 @@ async def community_schema(graph: ClusterMemberships, only: Optional[Collection[
             entry["chunk_ids"].update(chunk_ids)
             if depth + 1 < len(ordered):
                 entry["sub_communities"].add(str(ordered[depth + 1]["cluster"]))
-    # One pass over the edges: an edge is internal to each community both ends share.
-    paths = {node: [str(c["cluster"]) for c in sorted(clusters, key=lambda c: c["level"])]
+    # One pass over the edges: an edge is internal to each community both ends share. (Paths
+    # as tuples of strings, which the collector stops tracking: thousands of lists living
+    # through the stage would reach its oldest generation and bring on a full collection.)
+    paths = {node: tuple([str(c["cluster"]) for c in sorted(clusters, key=lambda c: c["level"])])
              for node, clusters in memberships.items()}
     edges = (await graph.get_edges_attributes(()) if only is None
              else await graph.get_edges_at([node for node, _ in nodes], ()))

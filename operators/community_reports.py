@@ -66,6 +66,15 @@ def _entity_type(value: Any) -> str:
 # --------------------------------------------------------------------------- fingerprint
 
 
+# Member and relation digests kept between writes, by name or pair, with the very attribute
+# objects each was made from: a graph keeps an untouched element's values as the same objects,
+# so an identity check (the values held here cannot be freed and their ids reused) proves the
+# digest current without serialising or hashing anything. An element a write changed has new
+# values and is digested again. Bounded by a count, cleared whole past it.
+_KEPT_DIGESTS: dict[Union[str, tuple[str, str]], tuple[Any, Any, str]] = {}
+_KEPT_DIGESTS_MAX = 1 << 18
+
+
 def _digest(parts: list) -> str:
     return xxhash.xxh128_hexdigest(json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
@@ -86,13 +95,21 @@ def community_fingerprint(
     if already made.
     """
     digests = {} if digests is None else digests
+    if len(_KEPT_DIGESTS) > _KEPT_DIGESTS_MAX:
+        _KEPT_DIGESTS.clear()
     entities = []
     for name in dict.fromkeys(map(str, community.get("nodes") or [])):
         found = digests.get(name)
         if found is None:
             data = nodes.get(name) or {}
-            found = digests[name] = _digest([name, _entity_type(data.get("entity_type")),
-                                             str(data.get("description") or "")])
+            kind, description = data.get("entity_type"), data.get("description")
+            kept = _KEPT_DIGESTS.get(name)
+            if kept is not None and kept[0] is kind and kept[1] is description:
+                found = kept[2]
+            else:
+                found = _digest([name, _entity_type(kind), str(description or "")])
+                _KEPT_DIGESTS[name] = (kind, description, found)
+            digests[name] = found
         entities.append(found)
     relations = []
     for pair in community_pairs(community) if pairs is None else pairs:
@@ -100,7 +117,14 @@ def community_fingerprint(
         if found is None:
             a, b = pair
             data = edge_data(edges, a, b)
-            found = digests[pair] = _digest([a, b, str(data.get("description") or ""), _float(data.get("weight"), 1.0)])
+            description, weight = data.get("description"), data.get("weight")
+            kept = _KEPT_DIGESTS.get(pair)
+            if kept is not None and kept[0] is description and kept[1] is weight:
+                found = kept[2]
+            else:
+                found = _digest([a, b, str(description or ""), _float(weight, 1.0)])
+                _KEPT_DIGESTS[pair] = (description, weight, found)
+            digests[pair] = found
         relations.append(found)
     entities.sort()
     relations.sort()

@@ -204,14 +204,28 @@ def membership_path(node: str, raw: str) -> Optional[list[int]]:
     return [c["cluster"] for c in sorted(clusters, key=lambda c: c["level"])] if clusters else None
 
 
+# Parsed ``clusters`` texts by text: the members of one community mostly store the same text,
+# and a small write reads the memberships of every member of the communities it changed.
+# Bounded by a count, cleared whole past it.
+_PARSED: dict[str, list[dict[str, int]]] = {}
+_PARSED_MAX = 1 << 16
+
+
 def read_memberships(nodes: list[tuple[str, dict]]) -> dict[str, list[dict[str, int]]]:
-    """Each node's stored ``clusters`` JSON, parsed (an unreadable one is logged and left out)."""
+    """Each node's stored ``clusters`` JSON, parsed (an unreadable one is logged and left out).
+    Nodes storing the same text share one parsed list: callers only read it."""
+    if len(_PARSED) > _PARSED_MAX:
+        _PARSED.clear()
     out = {}
     for node, data in nodes:
         raw = data.get("clusters")
         if raw:
-            try:
-                out[node] = json.loads(raw)
-            except ValueError:
-                logger.warning("Ignoring unreadable cluster membership of node %r", node)
+            parsed = _PARSED.get(raw)
+            if parsed is None:
+                try:
+                    parsed = _PARSED[raw] = json.loads(raw)
+                except ValueError:
+                    logger.warning("Ignoring unreadable cluster membership of node %r", node)
+                    continue
+            out[node] = parsed
     return out

@@ -57,6 +57,8 @@ class NetworkXStorage(ParsedOnDemand, JournaledFile, BaseGraphStorage, ClusterMe
     # (entries go stale, never missing), so a small write finds a community's members without
     # reading every node. Built on first use; None until then.
     _members: Optional[dict[int, set[str]]] = field(default=None, init=False, repr=False)
+    # Whether a node's ``clusters`` text noted in ``_members`` could not be read.
+    _unreadable_member: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._file_name = self.path_for(f"graph_{self.namespace}.graphml")
@@ -272,17 +274,41 @@ class NetworkXStorage(ParsedOnDemand, JournaledFile, BaseGraphStorage, ClusterMe
             self._changed[node_entry(node)] = nodes[node]
         self._dirty = True
 
+    def _members_map(self) -> dict[int, set[str]]:
+        if self._members is None:
+            self._members, self._unreadable_member = {}, False
+            for node, raw in self._graph.nodes(data="clusters"):
+                self._note_members(node, raw)
+        return self._members
+
     async def nodes_in_clusters(self, cluster_ids: list[int]) -> list[tuple[str, dict]]:
         """From the community -> members map (built once per graph read), each node checked
         against its current memberships by the caller."""
-        if self._members is None:
-            self._members = {}
-            for node, raw in self._graph.nodes(data="clusters"):
-                self._note_members(node, raw)
+        members = self._members_map()
         nodes = self._graph.nodes
-        found = sorted({node for c in cluster_ids for node in self._members.get(int(c), ())})
+        found = sorted({node for c in cluster_ids for node in members.get(int(c), ())})
         return [(node, {"clusters": nodes[node]["clusters"]}) for node in found
                 if node in nodes and nodes[node].get("clusters")]
+
+    async def node_with_highest_cluster(self) -> Optional[list[tuple[str, dict]]]:
+        """From the community -> members map: the highest id a node's current memberships name,
+        not every node's memberships read. None (the caller reads them all) while the map has
+        met an unreadable membership, which the whole read may find naming a higher id."""
+        if self._points() is not None:
+            return None
+        members = self._members_map()
+        if self._unreadable_member:
+            return None
+        nodes = self._graph.nodes
+        for cluster in sorted(members, reverse=True):
+            for node in sorted(members[cluster]):  # entries may be stale: checked against the node now
+                raw = nodes[node].get("clusters") if node in nodes else None
+                try:
+                    if raw and cluster in {int(c["cluster"]) for c in json.loads(raw)}:
+                        return [(node, {"clusters": raw})]
+                except (ValueError, TypeError, KeyError):
+                    return None
+        return []
 
     async def get_edges_at(self, node_ids: list[str], names: tuple[str, ...]) -> list[tuple[str, str, dict]]:
         """As the contract's default (same edges, same order), read off the adjacency at once
@@ -293,10 +319,10 @@ class NetworkXStorage(ParsedOnDemand, JournaledFile, BaseGraphStorage, ClusterMe
         edges = []
         for node in map(xml_safe, node_ids):
             for other, data in adjacency.get(node, {}).items():
-                a, b = sorted((node, other))
-                if (a, b) not in seen:
-                    seen.add((a, b))
-                    edges.append((a, b, {k: data[k] for k in names if k in data}))
+                pair = (node, other) if node <= other else (other, node)
+                if pair not in seen:
+                    seen.add(pair)
+                    edges.append((*pair, {k: data[k] for k in names if k in data} if names else {}))
         return edges
 
     def _note_members(self, node: str, raw: Any) -> None:
@@ -305,6 +331,7 @@ class NetworkXStorage(ParsedOnDemand, JournaledFile, BaseGraphStorage, ClusterMe
         try:
             ids = {int(c["cluster"]) for c in json.loads(raw)}
         except (ValueError, TypeError, KeyError):
+            self._unreadable_member = True
             return  # unreadable: callers skip it too
         for c in ids:
             self._members.setdefault(c, set()).add(node)

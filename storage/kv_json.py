@@ -53,6 +53,11 @@ def write_json_with_layout(f: BinaryIO, data: dict[str, Any]) -> JsonLayout:
     return JsonLayout(offsets, lengths, out.position, out.hexdigest())
 
 
+# Records a lookup keeps decoded. A read of more records at once (a global query reads every
+# report) would decode them all again at each call: it parses the file whole instead, once.
+DECODED_KEPT = 1024
+
+
 class RecordLookup:
     """Single records of a KV JSON file, read through the index written beside it.
 
@@ -68,8 +73,9 @@ class RecordLookup:
         self._offset, self._length = arrays["value_offset"], arrays["value_length"]
         # Queries about neighbouring entities read the same reports again; like the parsed
         # store, this hands out the same objects each time (callers only read them).
-        self._value = lru_cache(maxsize=1024)(self._decode)
-        self._fields = lru_cache(maxsize=1024)(self._decode_fields)
+        self._value = lru_cache(maxsize=DECODED_KEPT)(self._decode)
+        self._fields = lru_cache(maxsize=DECODED_KEPT)(self._decode_fields)
+        self._file_order: Optional[list[str]] = None
 
     @staticmethod
     def build(keys: list[str], layout: JsonLayout, written: os.stat_result) -> bytes:
@@ -105,6 +111,12 @@ class RecordLookup:
 
     def has(self, key: str) -> bool:
         return self._keys.find(key) is not None
+
+    def keys_in_file_order(self) -> list[str]:
+        """Every key, in the order the file holds them (the order its parse gives)."""
+        if self._file_order is None:
+            self._file_order = self._keys.keys_at(np.argsort(self._offset, kind="stable"))
+        return self._file_order
 
     def _raw(self, slot: int) -> bytes:
         offset = int(self._offset[slot])
@@ -150,7 +162,10 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
     store opened on such a file answers ``get_by_id(s)`` by reading only those records
     (:class:`RecordLookup`), over the journal's entries held apart; it parses the file whole
     only when something needs all of it. A local query thus reads a handful of reports and
-    chunks, not all.
+    chunks, not all. A write does the same: its upserts and deletions join the journal's
+    entries held apart (``_overlay``), so a small write into a large store neither parses it
+    nor keeps it in memory (a parsed store of hundreds of thousands of containers makes every
+    full run of the cyclic collector longer); only a fold parses it whole.
     """
 
     journal: bool = False
@@ -165,6 +180,8 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
     # What changed since the last commit (value, or REMOVED), for the journal's next line.
     _changed: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _must_fold: bool = field(default=False, init=False, repr=False)
+    # Read through the lookup index at a write too (see the class docstring).
+    parse_at_index_start = False
 
     def __post_init__(self) -> None:
         self._file_name = self.path_for(f"kv_store_{self.namespace}.json")
@@ -256,11 +273,24 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
         if self.lookup:
             atomic_write_bytes(self._index_name, RecordLookup.build(list(self._data), layouts[0], written[0]))
 
+    async def write_ahead(self) -> None:
+        """A store still read through its lookup index is written at the commit instead: a fold
+        parses its file, which in the write-ahead thread would race the write's reads and the
+        changes it holds apart (its journal append costs little at the commit)."""
+        if self._points() is None:
+            await super().write_ahead()
+
     async def query_done_callback(self) -> None:
         """Query-time writes (cached answers) already sit in the journal; nothing to rewrite."""
 
     async def all_keys(self) -> list[str]:
-        return list(self._data)
+        lookup = self._points()
+        if lookup is None:
+            return list(self._data)
+        # The order the parse would give: the file's keys, then the journal's new ones.
+        overlay = self._overlay
+        in_file = [k for k in lookup.keys_in_file_order() if overlay.get(k) is not REMOVED]
+        return in_file + [k for k, v in overlay.items() if v is not REMOVED and not lookup.has(k)]
 
     def _point(self, lookup: RecordLookup, key: str) -> Optional[Any]:
         value = self._overlay.get(key, lookup)
@@ -273,7 +303,7 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
         return self._point(lookup, id) if lookup is not None else self._data.get(id)
 
     async def get_by_ids(self, ids: list[str], fields: Optional[set[str]] = None) -> list[Optional[dict]]:
-        lookup = self._points()
+        lookup = self._points() if len(ids) <= DECODED_KEPT else None
         if lookup is not None and fields:
             wanted = frozenset(fields)
             return [self._point_fields(lookup, i, wanted) for i in ids]
@@ -289,19 +319,34 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
         return None if value is REMOVED else {k: v for k, v in value.items() if k in fields}
 
     async def filter_keys(self, keys: list[str]) -> set[str]:
+        lookup = self._points()
+        if lookup is not None:
+            return {k for k in keys if self._point(lookup, k) is None}
         return {k for k in keys if k not in self._data}
 
     async def upsert(self, data: dict[str, dict]) -> None:
         if not data:
             return
-        self._data.update(data)
+        overlay = self._overlay
+        # A key deleted and upserted again goes to the end of the parsed store; held apart
+        # it would keep its old place at the next parse (and the file's order would depend
+        # on when this process parsed it), so that rare case parses now.
+        if self._points() is not None and not any(overlay.get(k) is REMOVED for k in data):
+            overlay.update(data)
+        else:
+            self._data.update(data)
         self._changed.update(data)
         self._dirty = True
         if self.journal:
             self._append_journal(data)
 
     async def delete(self, ids: list[str]) -> None:
-        removed = [i for i in ids if self._data.pop(i, None) is not None]
+        lookup = self._points()
+        if lookup is not None:
+            removed = [i for i in ids if self._point(lookup, i) is not None]
+            self._overlay.update(dict.fromkeys(removed, REMOVED))
+        else:
+            removed = [i for i in ids if self._data.pop(i, None) is not None]
         if removed:
             self._changed.update(dict.fromkeys(removed, REMOVED))
             self._dirty = True

@@ -123,10 +123,12 @@ def open_index(index_path: str, magic: bytes, data_file: BinaryIO, needs: tuple[
 class ParsedOnDemand:
     """Mixin for a store read through its lookup index (``_lookup``) until something needs
     its whole file parsed (``_parsed``); writers, which read and change much of a store,
-    parse it once at index start."""
+    parse it once at index start unless the store can hold a write's changes apart
+    (``parse_at_index_start`` False)."""
 
     _lookup: Optional[Any]
     _parsed: Optional[Any]
+    parse_at_index_start = True
 
     def _parse_mapped(self, lookup: Any) -> Any:
         """The whole file, parsed from the version ``lookup`` maps (even if replaced since)."""
@@ -145,7 +147,8 @@ class ParsedOnDemand:
 
     async def index_start_callback(self) -> None:
         await super().index_start_callback()  # type: ignore[misc]
-        self._whole()
+        if self.parse_at_index_start:
+            self._whole()
 
 
 class KeyTable:
@@ -175,6 +178,11 @@ class KeyTable:
 
     def key(self, slot: int) -> str:
         return self._key_bytes(slot).decode("utf-8")
+
+    def keys_at(self, slots: np.ndarray) -> list[str]:
+        """The keys of ``slots``, in their order (one copy of the key bytes, not one per key)."""
+        raw, start = self._bytes.tobytes(), self._start.tolist()
+        return [raw[start[i]:start[i + 1]].decode("utf-8") for i in slots.tolist()]
 
     def find(self, key: str) -> Optional[int]:
         if key in self._found:

@@ -210,3 +210,60 @@ def test_a_script_whose_instance_is_dropped_before_exit_still_leaves_whole_files
     import networkx as nx
 
     assert nx.read_graphml(wd / "graph_chunk_entity_relation.graphml").number_of_nodes() == nodes > 0
+
+
+def test_a_write_through_the_lookup_index_matches_a_parsed_store_and_leaves_the_file_unparsed(config, tmp_path,
+                                                                                             journaled):
+    """A writer over an indexed file holds its changes apart instead of parsing the file, and
+    reads, key order, counts and the file a fold writes are a parsed store's, a key deleted and
+    written again included (it moves to the end, as in a parsed store)."""
+    indexed_dir, parsed_dir = tmp_path / "indexed", tmp_path / "parsed"
+    stores = []
+    for directory, lookup in ((indexed_dir, True), (parsed_dir, False)):
+        directory.mkdir()
+        cfg = type(config)(working_dir=str(directory))
+        store = kv(cfg, "reports", lookup=True)
+        run(store.upsert({k: {"v": i} for i, k in enumerate("abcdef")}))
+        committed(store, directory)  # the file and its index
+        run(store.upsert({"b": {"v": 10}}))
+        committed(store, directory)  # a journal line over them
+        stores.append((kv(cfg, "reports", lookup=lookup), directory))
+
+    def same(step):
+        results = []
+        for store, directory in stores:
+            run(step(store))
+            results.append((run(store.all_keys()), run(store.get_by_ids(list("abcdefgh"))), run(store.count()),
+                            run(store.filter_keys(list("abcdefgh")))))
+        assert results[0] == results[1]
+
+    indexed = stores[0][0]
+    run(indexed.index_start_callback())
+    same(lambda s: s.upsert({"c": {"v": 30}, "g": {"v": 7}}))
+    same(lambda s: s.delete(["a", "g", "zz"]))
+    same(lambda s: s.upsert({"h": {"v": 8}}))
+    assert indexed._parsed is None  # all of the above without parsing the file
+    same(lambda s: s.upsert({"a": {"v": 100}}))  # deleted, then written again: to the end
+    assert run(indexed.all_keys())[-1] == "a"
+    for store, directory in stores:
+        committed(store, directory)
+        run(store.fold())
+        committed(store, directory)
+    assert (indexed_dir / "kv_store_reports.json").read_bytes() == (parsed_dir / "kv_store_reports.json").read_bytes()
+
+
+def test_a_read_of_more_records_than_the_lookup_keeps_decoded_parses_the_file_once(config, tmp_path, monkeypatch):
+    """Record by record, such a read would decode every record again at each call."""
+    import graphrag.storage.kv_json as kv_json
+
+    monkeypatch.setattr(kv_json, "DECODED_KEPT", 3)
+    store = kv(config, "reports", lookup=True)
+    run(store.upsert({k: {"v": i} for i, k in enumerate("abcdef")}))
+    committed(store, tmp_path)
+    reader = kv(config, "reports", lookup=True)
+    assert run(reader.get_by_ids(["a", "c", "zz"])) == [{"v": 0}, {"v": 2}, None]
+    assert reader._parsed is None
+    keys = run(reader.all_keys())
+    assert keys == list("abcdef") and reader._parsed is None
+    assert run(reader.get_by_ids(keys)) == [{"v": i} for i in range(6)]
+    assert reader._parsed is not None
