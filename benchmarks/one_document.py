@@ -139,7 +139,7 @@ def insert(args: argparse.Namespace) -> dict[str, Any]:
     with open(f"{args.dir}/build.json") as fh:
         backend = json.load(fh)["backend"]
     server, pg = MockLLMServer().start(), None
-    walls, cpus, server_cpus, stages = [], [], [], []
+    walls, cpus, server_cpus, stages, full_collections = [], [], [], [], []
     scratch = f"{args.dir}/run"
     try:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -154,10 +154,12 @@ def insert(args: argparse.Namespace) -> dict[str, Any]:
         rag.query(QUESTIONS[0], QueryParam(mode="local"))  # opened and warm, as a serving process is
         for i in range(args.runs):
             server_before = pg.cpu_seconds() if pg else 0.0
+            full = gc.get_stats()[2]["collections"]
             cpu, wall = time.process_time(), time.perf_counter()
             outcome = rag.insert(DOCUMENTS[i % len(DOCUMENTS)])
             walls.append(time.perf_counter() - wall)
             cpus.append(time.process_time() - cpu)
+            full_collections.append(gc.get_stats()[2]["collections"] - full)
             if pg:
                 server_cpus.append(pg.cpu_seconds() - server_before)
             stages.append(outcome.get("stage_seconds"))
@@ -171,7 +173,9 @@ def insert(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(scratch, ignore_errors=True)
     result = {"backend": backend, "dir": args.dir, "one_document_s": round(statistics.median(walls), 3),
               "cpu_s": round(statistics.median(cpus), 3), "runs_s": [round(w, 3) for w in walls],
-              "runs_cpu_s": [round(c, 3) for c in cpus]}
+              "runs_cpu_s": [round(c, 3) for c in cpus],
+              # Full garbage collections during each write (each walks the whole heap).
+              "runs_full_collections": full_collections}
     if server_cpus:
         result["server_cpu_s"] = round(statistics.median(server_cpus), 3)
         result["runs_server_cpu_s"] = [round(c, 3) for c in server_cpus]

@@ -24,6 +24,7 @@ from graphrag.embedding import EmbeddingFunc, embedding_from_config, limited
 from graphrag.errors import ConfigurationError, DocumentNotFound, WorkingDirLockedError
 from graphrag.indexing import entity_decisions
 from graphrag.indexing.documents import insert_documents
+from graphrag.indexing.heap import FrozenHeap
 from graphrag.indexing.index_meta import has_documents, update_index_meta
 from graphrag.indexing.pipeline import Pipeline
 from graphrag.indexing.scope import committing, embedding_for_index, recover_if_possible
@@ -150,31 +151,33 @@ class GraphRAG:
         whether there is work); the caller opens the rest with ``stores.index_start()``.
         """
         async with writer_lock(self.config.working_dir, self.config.lock_timeout):
-            self.stores.recover()
-            embedding_func = await embedding_for_index(self.config, self.stores, self.embedding_func)
-            if embedding_func is not None:
-                self.embedding_func = embedding_func
-                self.stores = open_stores(self.config, self.embedding_func)
-            try:
-                async with committing(self.stores, every_store, lambda: update_index_meta(
-                        self.stores, self.usage.snapshot(), self.embedding_func.long_texts, self.embedding_func.name)):
-                    yield Pipeline(self)
-            except BaseException:
-                # Drop the half-applied in-memory state; disk still holds the last commit
-                # (and the LLM cache journal keeps every answer already paid for).
-                failed, self.stores = self.stores, open_stores(self.config, self.embedding_func)
-                # A database's pool would live on, on the thread's loop, unless closed.
-                for close in (failed.close, self.arelease):
-                    with contextlib.suppress(Exception):
-                        await close()
-                self._llms = self._built_reranker = None  # they held the replaced cache store
-                raise
-            else:
-                self._wrote = True
-                if self.stores.journals_pending():
-                    _unclosed_writers.add(self)
-            finally:
-                self._index_version += 1  # what the graph API remembered describes the index before
+            # The heap alive before the write set aside from the collector until the commit is done.
+            with FrozenHeap():
+                self.stores.recover()
+                embedding_func = await embedding_for_index(self.config, self.stores, self.embedding_func)
+                if embedding_func is not None:
+                    self.embedding_func = embedding_func
+                    self.stores = open_stores(self.config, self.embedding_func)
+                try:
+                    async with committing(self.stores, every_store, lambda: update_index_meta(
+                            self.stores, self.usage.snapshot(), self.embedding_func.long_texts, self.embedding_func.name)):
+                        yield Pipeline(self)
+                except BaseException:
+                    # Drop the half-applied in-memory state; disk still holds the last commit
+                    # (and the LLM cache journal keeps every answer already paid for).
+                    failed, self.stores = self.stores, open_stores(self.config, self.embedding_func)
+                    # A database's pool would live on, on the thread's loop, unless closed.
+                    for close in (failed.close, self.arelease):
+                        with contextlib.suppress(Exception):
+                            await close()
+                    self._llms = self._built_reranker = None  # they held the replaced cache store
+                    raise
+                else:
+                    self._wrote = True
+                    if self.stores.journals_pending():
+                        _unclosed_writers.add(self)
+                finally:
+                    self._index_version += 1  # what the graph API remembered describes the index before
 
     async def _has_documents(self) -> bool:
         return await has_documents(self.stores)

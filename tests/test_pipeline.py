@@ -872,3 +872,46 @@ def test_chunks_longer_than_the_best_models_window_allows_fail_before_any_call(t
     # Nothing of the failed insert is left over: the document is new to a working insert.
     assert rag(best_model_max_token_size=4000, chunk_token_size=3000).insert([long_doc])["documents_inserted"] == 1
     assert calls
+
+
+def test_a_block_inside_the_writes_frozen_heap_joins_it_and_the_collector_is_restored_after() -> None:
+    """The write's block freezes the heap once; the stages' block inside it joins it (its
+    settle sets aside what is alive then), and only the outer block's end unfreezes and puts
+    the thresholds back, after an error too. A block alone owns the heap itself."""
+    import gc
+
+    from graphrag.indexing.heap import FULL_COLLECTIONS_RARER, FrozenHeap
+
+    assert gc.get_freeze_count() == 0
+    before = gc.get_threshold()
+    kept: list[list[int]] = []
+    try:
+        with FrozenHeap():
+            assert gc.get_freeze_count() > 0
+            assert gc.get_threshold() == (before[0], before[1], before[2] * FULL_COLLECTIONS_RARER)
+            with FrozenHeap() as inner:
+                frozen = gc.get_freeze_count()
+                kept.extend([i] for i in range(1000))  # tracked containers alive from here on
+                inner.settle()
+                assert gc.get_freeze_count() >= frozen + 1000
+            # The inner block's end leaves the write's heap frozen and its thresholds as they are.
+            assert gc.get_freeze_count() >= frozen + 1000
+            assert gc.get_threshold() == (before[0], before[1], before[2] * FULL_COLLECTIONS_RARER)
+            raise RuntimeError("the write failed")
+    except RuntimeError:
+        pass
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
+    with FrozenHeap() as alone:
+        assert gc.get_freeze_count() > 0
+        alone.settle()
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
+    # A heap someone else froze is left as it is, by both blocks.
+    gc.freeze()
+    try:
+        with FrozenHeap():
+            with FrozenHeap() as inner:
+                inner.settle()
+            assert gc.get_threshold() == before
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()

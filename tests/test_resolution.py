@@ -557,13 +557,16 @@ def test_the_write_sets_the_heap_aside_from_the_collector_and_leaves_it_as_it_wa
     allocates); afterwards nothing stays frozen, and a heap someone else froze stays so."""
     import gc
 
-    from graphrag.indexing.pipeline import FULL_COLLECTIONS_RARER, Pipeline
+    from graphrag.indexing.heap import FULL_COLLECTIONS_RARER
+    from graphrag.indexing.pipeline import Pipeline
     from graphrag.operators.resolution import EntityResolution
+    from graphrag.stores import Stores
 
     seen: list[int] = []
     at_cluster: list[int] = []
+    at_commit: list[int] = []
     thresholds: list[tuple[int, int, int]] = []
-    original, original_cluster = EntityResolution.resolve, Pipeline.cluster
+    original, original_cluster, original_done = EntityResolution.resolve, Pipeline.cluster, Stores.index_done
 
     async def resolve(self: EntityResolution, *args: Any, **kwargs: Any) -> Any:
         seen.append(gc.get_freeze_count())
@@ -574,8 +577,13 @@ def test_the_write_sets_the_heap_aside_from_the_collector_and_leaves_it_as_it_wa
         at_cluster.append(gc.get_freeze_count())
         return await original_cluster(self, *args, **kwargs)
 
+    async def index_done(self: Stores) -> None:
+        at_commit.append(gc.get_freeze_count())
+        await original_done(self)
+
     monkeypatch.setattr(EntityResolution, "resolve", resolve)
     monkeypatch.setattr(Pipeline, "cluster", cluster)
+    monkeypatch.setattr(Stores, "index_done", index_done)
     assert gc.get_freeze_count() == 0
     before = gc.get_threshold()
     rag = make(tmp_path)
@@ -585,6 +593,8 @@ def test_the_write_sets_the_heap_aside_from_the_collector_and_leaves_it_as_it_wa
     assert thresholds[0] == (before[0], before[1], before[2] * FULL_COLLECTIONS_RARER)
     assert gc.get_threshold() == before
     assert at_cluster and at_cluster[0] > seen[0]  # what the pass left was set aside as well
+    # The commit after the stages is inside the write's block too, still frozen.
+    assert at_commit and all(count > 0 for count in at_commit)
     assert "MARLEY" not in graph_of(rag)
     gc.freeze()
     try:

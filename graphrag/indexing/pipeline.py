@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import importlib
 import logging
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Optional,
 from graphrag.config import GraphRAGConfig, llm_configured
 from graphrag.embedding import EmbeddingFunc, warn_if_not_english
 from graphrag.failed_chunks import extraction_counts, failed_after, read_failed_chunks, write_failed_chunks
+from graphrag.indexing.heap import FrozenHeap
 from graphrag.indexing.reports import report_communities
 from graphrag.progress import Progress
 from graphrag.scheduling import BackgroundWork, StageTimer
@@ -109,49 +109,6 @@ class Extracted:
     failed: dict[str, Any]
 
 
-# How much rarer full collections are during a write's stages (see ``_FrozenHeap``).
-FULL_COLLECTIONS_RARER = 10
-
-
-class _FrozenHeap:
-    """The objects alive on entry set aside from the garbage collector until the block ends
-    (``gc.freeze``), and those alive at each :meth:`settle` too. A write allocates millions
-    of objects that live to its end (extractions, merged records, the graph's updates, the
-    resolution's profiles); each full collection their growth brings on would otherwise walk
-    all of them again, and the whole process's heap besides (the graph, the stores' caches,
-    the LLM client), none of which can be garbage yet. Garbage in a cycle made of frozen
-    objects waits for the block's end. Full collections are also made ``FULL_COLLECTIONS_RARER``
-    times rarer in the block: what a write's objects live through is the write, so those
-    collections walk its growing results and find next to nothing (a young collection still
-    frees the cycles that die young, such as a finished call's). Left alone where the
-    collector is off or something else froze objects (a server that freezes its heap before
-    forking must keep it frozen)."""
-
-    def __init__(self) -> None:
-        self._owned = False
-        self._thresholds: tuple[int, int, int] = gc.get_threshold()
-
-    def __enter__(self) -> "_FrozenHeap":
-        if gc.isenabled() and not gc.get_freeze_count():
-            gc.freeze()
-            self._owned = True
-            self._thresholds = gc.get_threshold()
-            young, middle, full = self._thresholds
-            gc.set_threshold(young, middle, full * FULL_COLLECTIONS_RARER)
-        return self
-
-    def settle(self) -> None:
-        """Set aside the objects alive now as well (a stage's results, kept to the end)."""
-        if self._owned:
-            gc.freeze()
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._owned:
-            gc.unfreeze()
-            gc.set_threshold(*self._thresholds)
-            self._owned = False
-
-
 class Pipeline:
     """The stages of a write over one set of stores (see the module docstring)."""
 
@@ -215,8 +172,8 @@ class Pipeline:
         if self.config.extraction != "llm" or not work.to_extract:
             first_answer.set()
 
-        # One frozen heap over the stages; what extraction and resolution leave is set aside too.
-        with _FrozenHeap() as heap:
+        # The write's frozen heap (joined); what extraction and resolution leave is set aside too.
+        with FrozenHeap() as heap:
             async with BackgroundWork(timer) as background:
                 chunk_vectors = background.start(self.embed_chunks(plan.new_chunks), after=(first_answer,),
                                                  stage="embed")
