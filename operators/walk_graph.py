@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 
@@ -31,6 +33,8 @@ SYNONYM_MIN_COSINE: Optional[float] = None
 SYNONYM_BLOCK = 50
 # The looser name key, for matching names inside running text.
 loose_name = loose_key
+# Walks kept per index version (GraphIndex.walk): a question asked again, or by another mode.
+WALKS_KEPT = 32
 
 
 def _split(value: Any) -> list[str]:
@@ -59,6 +63,28 @@ class GraphIndex:
     def __post_init__(self) -> None:
         self._chunk_position = {c: i for i, c in enumerate(self.chunks)}
         self._entity_position = {e: i for i, e in enumerate(self.entities)}
+        self._walks: OrderedDict[tuple[int, bytes, bytes], np.ndarray] = OrderedDict()
+        self._walks_lock = threading.Lock()
+
+    def walk(self, restart: np.ndarray, walk: Callable[["csr_matrix", np.ndarray], np.ndarray]) -> np.ndarray:
+        """``walk(self.transition_t, restart)``, kept for the last ``WALKS_KEPT`` restarts.
+        A walk is deterministic, so the same restart (the same bits) over the same matrices
+        gives the same scores: a question asked again, or by local and then hybrid mode with
+        the same seeds, reuses them instead of a power iteration over every link. The kept
+        scores live as long as this index version (a commit builds a new index); they are
+        read-only, shared by every caller."""
+        seeds = np.flatnonzero(restart)
+        key = (len(restart), seeds.tobytes(), restart[seeds].tobytes())
+        with self._walks_lock:
+            scores = self._walks.pop(key, None)
+        if scores is None:
+            scores = walk(self.transition_t, restart)
+            scores.flags.writeable = False
+        with self._walks_lock:
+            self._walks[key] = scores
+            while len(self._walks) > WALKS_KEPT:
+                self._walks.popitem(last=False)
+        return scores
 
     def chunk_position(self, chunk_id: str) -> Optional[int]:
         return self._chunk_position.get(chunk_id)

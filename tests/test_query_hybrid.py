@@ -90,6 +90,60 @@ def test_the_graph_index_is_built_once_per_index_version(two_hop: GraphRAG) -> N
     assert rebuilt is not first and "BRENNOR" in " ".join(rebuilt.entities)
 
 
+def test_a_walk_is_kept_per_index_version_and_an_insert_or_delete_walks_the_new_graph(
+        two_hop: GraphRAG, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A question asked again reuses its walk (the same restart over the same matrices gives
+    the same scores); a write builds a new index, whose walks are made over the new graph:
+    each context equals one from a newly opened instance, which has kept nothing."""
+    walks: list[int] = []
+
+    def counted(transition_t: Any, restart: np.ndarray) -> np.ndarray:
+        walks.append(transition_t.shape[0])
+        return personalized_pagerank(transition_t, restart)
+
+    monkeypatch.setattr(query_hybrid, "personalized_pagerank", counted)
+    hybrid, local = (QueryParam(mode=m, only_need_context=True) for m in ("hybrid", "local"))
+    first = two_hop.query(QUESTION, hybrid)
+    assert len(walks) == 1
+    assert two_hop.query(QUESTION, hybrid) == first and two_hop.query(QUESTION, local)
+    assert len(walks) == 1  # asked again, and by local mode with the same seeds: kept
+    before = asyncio.run(graph_index(two_hop.stores))
+    two_hop.insert("Tessaly runs into the Brennor estuary below Quarvale, past Elspeth Marrowind's house.")
+    inserted = two_hop.query(QUESTION, hybrid)
+    assert len(walks) == 2 and walks[-1] > walks[0]  # walked again, over the larger graph
+    assert asyncio.run(graph_index(two_hop.stores)) is not before
+    assert inserted == _rag(tmp_path).query(QUESTION, hybrid) and "Brennor" in inserted
+    assert two_hop.query(QUESTION, local) == _rag(tmp_path).query(QUESTION, local)
+    doc_id = next(iter(asyncio.run(two_hop.stores.full_docs.all_keys())))
+    two_hop.delete_documents(doc_id)
+    deleted = two_hop.query(QUESTION, hybrid)
+    assert len(walks) >= 3 and deleted == _rag(tmp_path).query(QUESTION, hybrid)
+
+
+def test_kept_walks_are_the_walks_read_only_and_as_many_as_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    index = build_graph_index([("A", "c1<SEP>c2"), ("B", "c2<SEP>c3")], [("A", "B")])
+    size = len(index.entities) + len(index.chunks)
+    calls: list[bytes] = []
+
+    def counted(transition_t: Any, restart: np.ndarray) -> np.ndarray:
+        calls.append(restart.tobytes())
+        return personalized_pagerank(transition_t, restart)
+
+    monkeypatch.setattr(walk_graph, "WALKS_KEPT", 2)
+    restarts = [np.eye(size)[i] for i in range(3)]
+    kept = index.walk(restarts[0], counted)
+    assert np.array_equal(kept, personalized_pagerank(index.transition_t, restarts[0]))
+    with pytest.raises(ValueError):
+        kept[0] = 0.0  # shared by every caller
+    assert index.walk(restarts[0].copy(), counted) is kept and len(calls) == 1
+    nearly = (restarts[0] + restarts[1]) / 2  # another restart: walked
+    assert not np.array_equal(index.walk(nearly, counted), kept) and len(calls) == 2
+    index.walk(restarts[1], counted)  # the third restart: the least recently used one goes
+    assert index.walk(nearly, counted) is not None and len(calls) == 3
+    index.walk(restarts[0], counted)
+    assert len(calls) == 4
+
+
 def test_local_sources_follow_the_walk(two_hop: GraphRAG) -> None:
     """Local mode keeps its own Sources (the retrieved entities' chunks), ordered by the walk."""
     local = _sources(two_hop.query(QUESTION, QueryParam(mode="local", only_need_context=True)))
