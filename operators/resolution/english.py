@@ -290,6 +290,71 @@ def description_pronouns(texts: list[str]) -> Counter:
     return pronouns
 
 
+# What a sentence says beside its clauses: a bracketed aside (dates, other names of the subject
+# in other languages) stands between a subject and its verb and is read as no clause.
+_ASIDE = re.compile(r"\([^()]*\)")
+# A run of capitalised words: a name, or a word opening the sentence.
+_CAPITALISED_RUN = re.compile(r"[^\W\d_a-z][\w'’.-]*(?:\s+[^\W\d_a-z][\w'’.-]*)*")
+_VERB_AFTER = re.compile(r"\s+[a-z]")
+# Words after which a name is no clause's subject: an article, a preposition or a possessive
+# makes it an object or a modifier ("a Harbish rebellion", "from Harbury", "his Harbish").
+_BEFORE_AN_OBJECT = frozenset("""a an the of to in on at by for with from into onto upon over under about
+    through during against between among toward towards his her its their my our your""".split())
+
+
+def _names_written(sentence: str, own: tuple[str, ...]) -> list[tuple[int, bool, bool]]:
+    """The runs of capitalised words of a sentence (no pronoun among them): where each starts,
+    whether it is the name of key ``own`` (or a part of it), and whether it is a clause's
+    subject: followed by a word in lower case (its verb), opening the sentence or written after
+    a comma or a word that is no article, preposition or possessive ("..., Marten sold", "in
+    which Marten said"; not "a Marten rebellion", "from Marten")."""
+    runs: list[tuple[int, bool, bool]] = []
+    for run in _CAPITALISED_RUN.finditer(sentence):
+        if run.group() in _PRONOUN_FORMS or run.group().lower() in FUNCTION_WORDS | _BEFORE_AN_OBJECT:
+            continue  # a pronoun, or a word opening the sentence ("After the war ...")
+        before = sentence[:run.start()].split()
+        previous = before[-1] if before else ""
+        mine = bool(key := name_key(run.group())) and set(key) <= set(own)
+        if not mine and (not previous or previous[-1] in ".!?") and " " not in run.group():
+            continue  # a word opening a sentence is capitalised whatever it is ("Later, ...")
+        subject = bool(_VERB_AFTER.match(sentence, run.end())) and (
+            not any(c.isalpha() for c in previous) or previous[-1] in ",;:"
+            or previous.isalpha() and previous.islower() and previous not in _BEFORE_AN_OBJECT)
+        runs.append((run.start(), mine, subject))
+    return runs
+
+
+@lru_cache(maxsize=1 << 14)  # a name's profile is read again by each write touching it
+def quoted_pronouns(name: str, text: str) -> tuple[int, int]:
+    """The male and female pronouns (and gendered nouns after "is a") of an English ``text``
+    quoted from the source for every name it holds, counted for ``name`` where the text writes
+    it outside brackets and no other name is the clause subject they follow: "After the tour
+    Ames wrote that Marten said he ..." gives "he" to Marten, not to Ames, and a sentence about
+    someone gives its pronouns to none of the places, languages or works it names as objects
+    or in an aside ("Vell (Vessic Harbish: ..., Harbish: ...) was a trader; he ..."). A pronoun
+    no subject comes before ("Later in his life, Marten ...") counts for every name the text
+    writes, as in a description written for the name."""
+    plain = _ASIDE.sub(" ", text)
+    said = [(m.start(), _PRONOUN_FORMS[m.group()]) for m in _PRONOUN.finditer(plain)]
+    lowered = plain.lower()
+    predicate = _PREDICATE.search(lowered) if len(lowered) == len(plain) else None
+    gendered = next((g for w in predicate.group(1).split() if (g := _GENDERED_NOUNS.get(w))), None) \
+        if predicate else None
+    if gendered:
+        said.append((predicate.start(), gendered))
+    if not said:
+        return 0, 0
+    runs = _names_written(plain, name_key(name))
+    if not any(mine for _, mine, _ in runs):
+        return 0, 0
+    found: Counter = Counter()
+    for at, gender in said:
+        subjects = [mine for start, mine, subject in runs if subject and start < at]
+        if not subjects or subjects[-1]:
+            found[gender] += 1
+    return found["M"], found["F"]
+
+
 def written_in_lower_case(word: str, texts: list[str]) -> bool:
     """Whether one of ``texts`` writes ``word`` (in lower case) as a lower-case word of its own:
     letters and apostrophes, with no word character or apostrophe either side. Searched for
