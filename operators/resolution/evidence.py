@@ -13,7 +13,7 @@ from graphrag.operators.names import fold_name
 from graphrag.schema import ChunkExtraction
 
 from .english import (STOPWORDS, claim_cues, cued_claims, description_claims, description_pronouns, description_roles,
-                      gender_from_pronouns, is_english, plural_name, quoted_pronouns, written_in_lower_case)
+                      gender_from_pronouns, is_english, plural_name, written_in_lower_case)
 from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _HONORIFICS, _accented_key, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
 
 
@@ -103,17 +103,13 @@ class NameProfile:
     def pronoun_gender(self) -> Optional[str]:
         """"M" or "F" when the descriptions' pronouns clearly say so ("... with his wife").
         A description holding one of the name's relation texts quotes the source's sentences
-        (an extractor without a model describes every name of a sentence by that sentence):
-        its pronouns tell of the subject they follow, not of every name the sentence holds
-        (:func:`.english.quoted_pronouns`). A description written for the name is read whole."""
-        own, quoted = [], []
-        for text in self.english:
-            (quoted if any(r in text for r in self.relation_texts) else own).append(text)
-        pronouns = description_pronouns(own)
-        for text in quoted:
-            male, female = quoted_pronouns(self.name, text)
-            pronouns.update(M=male, F=female)
-        return gender_from_pronouns(pronouns)
+        (an extractor without a model describes every name of a sentence by that sentence);
+        one that writes the name only in a bracketed aside (:func:`_only_in_an_aside`) is
+        about someone else, whose pronouns they are, and is not read."""
+        word = name_key(self.name)[-1:]
+        return gender_from_pronouns(description_pronouns([
+            text for text in self.english
+            if not (word and _only_in_an_aside(word[0], text) and any(r in text for r in self.relation_texts))]))
 
 
 # Kept per description text: a write that touches a name reads its profile again, old
@@ -475,26 +471,32 @@ def _only_an_object(pa: NameProfile, pb: NameProfile) -> bool:
     return bool(written) and not _opens_a_sentence(name_key(short.name)[-1], written)
 
 
+def _only_in_an_aside(word: str, text: str) -> bool:
+    """Whether ``text`` writes the key word ``word`` and only inside brackets (more opened than
+    closed before it: a quoted sentence may be cut before its aside closes). A bracketed aside
+    lists what the sentence's subject is called, or written in, or when it lived, side by side:
+    the sentence is about its subject, not about a name of the aside."""
+    places = list(_places(word, text))
+    return bool(places) and all(
+        text.count("(", 0, at) + text.count("（", 0, at) > text.count(")", 0, at) + text.count("）", 0, at)
+        for at in places)
+
+
 def _in_an_aside(pa: NameProfile, pb: NameProfile) -> bool:
     """Whether every text both names are in describes the shorter one by sentences it quotes
     for the fuller one too (its description there held in the fuller name's: an extractor
-    without a model describes a name by the sentences it occurs in), and writes it only inside
-    brackets. A bracketed aside lists what the sentence's subject is called or written in
-    (other names, languages, dates) side by side, so a last word written again there names
-    another thing (a name and its qualified form: "(in Vessic Harbish: ..., in Harbish: ...)"); a
-    surname that refers back to the full name is written in the running text. Their
-    descriptions, alike by construction, say nothing of the pair."""
+    without a model describes a name by the sentences it occurs in) and writes it only in a
+    bracketed aside (:func:`_only_in_an_aside`). A last word written again in an aside that
+    names the subject's other names or languages side by side names another thing (a name and
+    its qualified form: "(in Vessic Harbish: ..., in Harbish: ...)"); a surname that refers
+    back to the full name is written in the running text. Their descriptions, alike by
+    construction, say nothing of the pair."""
     short, long = (pa, pb) if len(name_key(pa.name)) < len(name_key(pb.name)) else (pb, pa)
     chunks = short.chunks & long.chunks
     word = name_key(short.name)[-1]
     for chunk in chunks:
         text = short.descriptions.get(chunk)
-        if text is None or text not in long.descriptions.get(chunk, ""):
-            return False
-        # Inside brackets: more opened than closed before it (a quoted sentence may be cut
-        # before its aside closes).
-        if any(text.count("(", 0, at) + text.count("（", 0, at) <= text.count(")", 0, at) + text.count("）", 0, at)
-               for at in _places(word, text)):
+        if text is None or text not in long.descriptions.get(chunk, "") or not _only_in_an_aside(word, text):
             return False
     return bool(chunks)
 
