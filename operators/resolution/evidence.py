@@ -476,6 +476,8 @@ def _only_in_an_aside(word: str, text: str) -> bool:
     closed before it: a quoted sentence may be cut before its aside closes). A bracketed aside
     lists what the sentence's subject is called, or written in, or when it lived, side by side:
     the sentence is about its subject, not about a name of the aside."""
+    if "(" not in text and "（" not in text:
+        return False  # most texts have no aside: nothing to search
     places = list(_places(word, text))
     return bool(places) and all(
         text.count("(", 0, at) + text.count("（", 0, at) > text.count(")", 0, at) + text.count("）", 0, at)
