@@ -2059,3 +2059,48 @@ def test_a_stated_nickname_of_a_numbered_name_merges_exactly_in_any_order_and_un
     # The nickname joins the numbered name; the name alike but for the number stays apart.
     assert both["resolution"]["aliases"] == {"THE GREY LADY": "WIND SPIRIT II"}
     assert alone["resolution"]["aliases"] == {}
+
+
+def _offline_pair(text: str, a: str, b: str) -> Any:
+    """The decision on two names of ``text`` as the offline extractor describes them (each by
+    the sentences it occurs in) and the index reads them."""
+    from graphrag.operators.nlp_extraction import extract_chunk_nlp
+    from graphrag.operators.resolution import name_profiles
+
+    profiles = name_profiles({"c1": extract_chunk_nlp(text)}, {a, b})
+    assert set(profiles) == {a, b}
+    return decided(profiles[a], profiles[b])
+
+
+def test_a_sentence_about_someone_gives_its_pronouns_and_its_likeness_to_no_name_in_its_aside() -> None:
+    # A sentence about a person quotes, in brackets, what they are called in two languages, a
+    # name and its qualified form; the sentence's pronouns are the person's. Two unrelated
+    # texts: a merchant and a botanist.
+    merchant = ("Orvel Tamsk (Vessic Harbish: Orvelu Tamskar, Harbish: Orvel Tamsker) was a merchant of Kelmport, "
+                "and he sold his wares along the coast with his brother.")
+    decision = _offline_pair(merchant, "VESSIC HARBISH", "HARBISH")
+    assert decision.relation == "surname" and decision.verdict != "merge"
+    botanist = ("Liset Varnow (Upper Drennic: Lisaat Varnaw; Drennic: Liset Varno) was a botanist in Quell, "
+                "where she kept her herbarium and taught her students.")
+    assert _offline_pair(botanist, "UPPER DRENNIC", "DRENNIC").verdict != "merge"
+    from graphrag.operators.nlp_extraction import extract_chunk_nlp
+    from graphrag.operators.resolution import name_profiles
+
+    # The pronouns are the subject's, not the aside's names'.
+    names = {"ORVEL TAMSK", "HARBISH", "VESSIC HARBISH"}
+    profiles = name_profiles({"c1": extract_chunk_nlp(merchant)}, names)
+    assert {n: profiles[n].pronoun_gender for n in names} == {"ORVEL TAMSK": "M", "HARBISH": None, "VESSIC HARBISH": None}
+    # A description written for the name (a model's, no relation text quoted in it) is read whole.
+    written = NameProfile("HARBISH", descriptions={"c1": "Harbish (the tongue of Tamsk, his trade and his home)."})
+    assert written.pronoun_gender == "M"
+
+
+def test_a_surname_after_the_full_name_in_one_offline_text_still_merges() -> None:
+    # The surname refers back in the running text, pronouns and all, untyped.
+    text = ("Marit Oskvold was a printer in Tarnby. In 1921 Oskvold opened her own shop in Tarnby, "
+            "and she printed her first catalogue there.")
+    decision = _offline_pair(text, "MARIT OSKVOLD", "OSKVOLD")
+    assert decision.relation == "surname" and decision.verdict == "merge"
+    # In one sentence with it too, outside an aside.
+    text = "Piano pieces by Halvard Brekke, and Brekke's last songs, were printed in Tarnby after his death."
+    assert _offline_pair(text, "HALVARD BREKKE", "BREKKE").verdict == "merge"

@@ -101,8 +101,15 @@ class NameProfile:
 
     @cached_property
     def pronoun_gender(self) -> Optional[str]:
-        """"M" or "F" when the descriptions' pronouns clearly say so ("... with his wife")."""
-        return gender_from_pronouns(description_pronouns(self.english))
+        """"M" or "F" when the descriptions' pronouns clearly say so ("... with his wife").
+        A description holding one of the name's relation texts quotes the source's sentences
+        (an extractor without a model describes every name of a sentence by that sentence);
+        one that writes the name only in a bracketed aside (:func:`_only_in_an_aside`) is
+        about someone else, whose pronouns they are, and is not read."""
+        word = name_key(self.name)[-1:]
+        return gender_from_pronouns(description_pronouns([
+            text for text in self.english
+            if not (word and _only_in_an_aside(word[0], text) and any(r in text for r in self.relation_texts))]))
 
 
 # Kept per description text: a write that touches a name reads its profile again, old
@@ -464,6 +471,38 @@ def _only_an_object(pa: NameProfile, pb: NameProfile) -> bool:
     return bool(written) and not _opens_a_sentence(name_key(short.name)[-1], written)
 
 
+def _only_in_an_aside(word: str, text: str) -> bool:
+    """Whether ``text`` writes the key word ``word`` and only inside brackets (more opened than
+    closed before it: a quoted sentence may be cut before its aside closes). A bracketed aside
+    lists what the sentence's subject is called, or written in, or when it lived, side by side:
+    the sentence is about its subject, not about a name of the aside."""
+    if "(" not in text and "（" not in text:
+        return False  # most texts have no aside: nothing to search
+    places = list(_places(word, text))
+    return bool(places) and all(
+        text.count("(", 0, at) + text.count("（", 0, at) > text.count(")", 0, at) + text.count("）", 0, at)
+        for at in places)
+
+
+def _in_an_aside(pa: NameProfile, pb: NameProfile) -> bool:
+    """Whether every text both names are in describes the shorter one by sentences it quotes
+    for the fuller one too (its description there held in the fuller name's: an extractor
+    without a model describes a name by the sentences it occurs in) and writes it only in a
+    bracketed aside (:func:`_only_in_an_aside`). A last word written again in an aside that
+    names the subject's other names or languages side by side names another thing (a name and
+    its qualified form: "(in Vessic Harbish: ..., in Harbish: ...)"); a surname that refers
+    back to the full name is written in the running text. Their descriptions, alike by
+    construction, say nothing of the pair."""
+    short, long = (pa, pb) if len(name_key(pa.name)) < len(name_key(pb.name)) else (pb, pa)
+    chunks = short.chunks & long.chunks
+    word = name_key(short.name)[-1]
+    for chunk in chunks:
+        text = short.descriptions.get(chunk)
+        if text is None or text not in long.descriptions.get(chunk, "") or not _only_in_an_aside(word, text):
+            return False
+    return bool(chunks)
+
+
 def _article_led(name: str) -> bool:
     words = _normal(name).split()
     return bool(words) and words[0] in _ARTICLES
@@ -617,7 +656,8 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
                                 {**_evidence(pa, pb, relation, shared, description, same_chunk), "related": True},
                                 part=True)
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
-                                         and description >= 0.3 and not _only_an_object(pa, pb)) or people and full and bool(pa.chunks & pb.chunks) \
+                                         and description >= 0.3 and not _only_an_object(pa, pb)
+                                         and not _in_an_aside(pa, pb)) or people and full and bool(pa.chunks & pb.chunks) \
             or untyped and not person and relation == "surname" and _refers_back(pa, pb)
         # The fuller name's own relations written with the part alone as their subject ("Marten
         # sold the works" as a text of ILSE MARTEN): the writer calls that one by the part, so
