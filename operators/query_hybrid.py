@@ -260,7 +260,7 @@ async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Rankin
     if restart.sum() <= 0:
         return None
     restart /= restart.sum()
-    scores = index.walk(restart, personalized_pagerank)
+    scores = index.walk(restart, personalized_pagerank, (DAMPING, ITERATIONS, TOLERANCE))
     offset = index.chunk_offset
     # A walk visits a node in proportion to its links as well as to its closeness to the
     # seeds: per link, a chunk naming many entities is not that many times as relevant.

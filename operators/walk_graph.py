@@ -63,18 +63,21 @@ class GraphIndex:
     def __post_init__(self) -> None:
         self._chunk_position = {c: i for i, c in enumerate(self.chunks)}
         self._entity_position = {e: i for i, e in enumerate(self.entities)}
-        self._walks: OrderedDict[tuple[int, bytes, bytes], np.ndarray] = OrderedDict()
+        self._walks: OrderedDict[tuple[tuple[float, ...], int, bytes, bytes], np.ndarray] = OrderedDict()
         self._walks_lock = threading.Lock()
 
-    def walk(self, restart: np.ndarray, walk: Callable[["csr_matrix", np.ndarray], np.ndarray]) -> np.ndarray:
+    def walk(self, restart: np.ndarray, walk: Callable[["csr_matrix", np.ndarray], np.ndarray],
+             settings: tuple[float, ...] = ()) -> np.ndarray:
         """``walk(self.transition_t, restart)``, kept for the last ``WALKS_KEPT`` restarts.
         A walk is deterministic, so the same restart (the same bits) over the same matrices
         gives the same scores: a question asked again, or by local and then hybrid mode with
-        the same seeds, reuses them instead of a power iteration over every link. The kept
-        scores live as long as this index version (a commit builds a new index); they are
-        read-only, shared by every caller."""
+        the same seeds, reuses them instead of a power iteration over every link. ``settings``
+        are the values ``walk`` reads besides its arguments (its damping, steps, tolerance):
+        part of the key, so a walk under other settings is never answered from a kept one.
+        The kept scores live as long as this index version (a commit builds a new index);
+        they are read-only, shared by every caller."""
         seeds = np.flatnonzero(restart)
-        key = (len(restart), seeds.tobytes(), restart[seeds].tobytes())
+        key = (settings, len(restart), seeds.tobytes(), restart[seeds].tobytes())
         with self._walks_lock:
             scores = self._walks.pop(key, None)
         if scores is None:

@@ -144,6 +144,28 @@ def test_kept_walks_are_the_walks_read_only_and_as_many_as_the_limit(monkeypatch
     assert len(calls) == 4
 
 
+def test_a_walk_under_other_settings_is_never_answered_from_a_kept_one(
+        two_hop: GraphRAG, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk's own settings (damping, steps, tolerance) are part of what a kept walk is kept
+    under: an evaluation that changes them between questions over one index gets the walk those
+    settings give, as a newly opened instance would."""
+    walks: list[np.ndarray] = []
+
+    def counted(transition_t: Any, restart: np.ndarray) -> np.ndarray:
+        walks.append(personalized_pagerank(transition_t, restart))
+        return walks[-1]
+
+    monkeypatch.setattr(query_hybrid, "personalized_pagerank", counted)
+    hybrid = QueryParam(mode="hybrid", only_need_context=True)
+    two_hop.query(QUESTION, hybrid)
+    two_hop.query(QUESTION, hybrid)
+    assert len(walks) == 1
+    monkeypatch.setattr(query_hybrid, "DAMPING", 0.2)
+    damped = two_hop.query(QUESTION, hybrid)
+    assert len(walks) == 2 and not np.array_equal(walks[0], walks[1])  # walked again, not the kept one
+    assert damped == _rag(tmp_path).query(QUESTION, hybrid)
+
+
 def test_local_sources_follow_the_walk(two_hop: GraphRAG) -> None:
     """Local mode keeps its own Sources (the retrieved entities' chunks), ordered by the walk."""
     local = _sources(two_hop.query(QUESTION, QueryParam(mode="local", only_need_context=True)))
