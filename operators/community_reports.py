@@ -22,6 +22,7 @@ from typing import Any, Awaitable, Callable, Collection, Iterable, Optional, Pro
 
 import xxhash
 
+from graphrag.kept import PerOwner
 from graphrag.prompts import render
 from graphrag.schema import GRAPH_FIELD_SEP, CommunitySchema
 
@@ -66,12 +67,14 @@ def _entity_type(value: Any) -> str:
 # --------------------------------------------------------------------------- fingerprint
 
 
-# Member and relation digests kept between writes, by name or pair, with the very attribute
-# objects each was made from: a graph keeps an untouched element's values as the same objects,
-# so an identity check (the values held here cannot be freed and their ids reused) proves the
-# digest current without serialising or hashing anything. An element a write changed has new
-# values and is digested again. Bounded by a count, cleared whole past it.
-_KEPT_DIGESTS: dict[Union[str, tuple[str, str]], tuple[Any, Any, str]] = {}
+# Member and relation digests kept between writes, per graph store (so per GraphRAG
+# instance: they go with it), by name or pair, with the very attribute objects each was made
+# from: a graph keeps an untouched element's values as the same objects, so an identity check
+# (the values held here cannot be freed and their ids reused) proves the digest current
+# without serialising or hashing anything. An element a write changed has new values and is
+# digested again. Bounded by a count, cleared whole past it.
+KeptDigests = dict[Union[str, tuple[str, str]], tuple[Any, Any, str]]
+_KEPT_DIGESTS: PerOwner[KeptDigests] = PerOwner(dict)
 _KEPT_DIGESTS_MAX = 1 << 18
 
 
@@ -85,6 +88,7 @@ def community_fingerprint(
     edges: dict[tuple[str, str], dict],
     digests: Optional[dict[Union[str, tuple[str, str]], str]] = None,
     pairs: Optional[list[tuple[str, str]]] = None,
+    kept: Optional[KeptDigests] = None,
 ) -> str:
     """xxh128 hex of the community's content: members, internal relations and level.
 
@@ -95,20 +99,21 @@ def community_fingerprint(
     if already made.
     """
     digests = {} if digests is None else digests
-    if len(_KEPT_DIGESTS) > _KEPT_DIGESTS_MAX:
-        _KEPT_DIGESTS.clear()
+    kept = {} if kept is None else kept
+    if len(kept) > _KEPT_DIGESTS_MAX:
+        kept.clear()
     entities = []
     for name in dict.fromkeys(map(str, community.get("nodes") or [])):
         found = digests.get(name)
         if found is None:
             data = nodes.get(name) or {}
             kind, description = data.get("entity_type"), data.get("description")
-            kept = _KEPT_DIGESTS.get(name)
-            if kept is not None and kept[0] is kind and kept[1] is description:
-                found = kept[2]
+            known = kept.get(name)
+            if known is not None and known[0] is kind and known[1] is description:
+                found = known[2]
             else:
                 found = _digest([name, _entity_type(kind), str(description or "")])
-                _KEPT_DIGESTS[name] = (kind, description, found)
+                kept[name] = (kind, description, found)
             digests[name] = found
         entities.append(found)
     relations = []
@@ -118,12 +123,12 @@ def community_fingerprint(
             a, b = pair
             data = edge_data(edges, a, b)
             description, weight = data.get("description"), data.get("weight")
-            kept = _KEPT_DIGESTS.get(pair)
-            if kept is not None and kept[0] is description and kept[1] is weight:
-                found = kept[2]
+            known = kept.get(pair)
+            if known is not None and known[0] is description and known[1] is weight:
+                found = known[2]
             else:
                 found = _digest([a, b, str(description or ""), _float(weight, 1.0)])
-                _KEPT_DIGESTS[pair] = (description, weight, found)
+                kept[pair] = (description, weight, found)
             digests[pair] = found
         relations.append(found)
     entities.sort()
@@ -589,7 +594,7 @@ async def generate_community_reports(
         nonlocal reused
         community = communities[cid]
         old = existing.get(cid)
-        fp = old["fingerprint"] if cid in known else community_fingerprint(community, nodes, edges, digests, pairs(cid))
+        fp = old["fingerprint"] if cid in known else community_fingerprint(community, nodes, edges, digests, pairs(cid), kept)
         if not _reusable(old, fp, extractive):
             old = by_fingerprint.get(fp)
         if _reusable(old, fp, extractive) or extractive:
@@ -622,6 +627,8 @@ async def generate_community_reports(
     todo: list[tuple[str, str]] = []
     reused = 0
     digests: dict[Union[str, tuple[str, str]], str] = {}
+    kept = _KEPT_DIGESTS.get(graph)
+
     async def start_all(cids: list[str]) -> None:
         # Read a batch's graph data at once, then start its communities: the first calls go
         # out while later batches are still unread.

@@ -573,3 +573,26 @@ def test_realistic_mock_server_reports_parse(tmp_path, llm_server):
     assert client.usage.snapshot()["report"]["calls"] == len(communities)
     extractive = build_extractive_report(communities["0"], {}, {})
     assert extractive["title"]  # the fallback builder copes with no graph data at all
+
+
+def test_work_kept_between_writes_lives_and_dies_with_its_owner() -> None:
+    """``PerOwner`` (report digests per graph store, resolution's work per index_meta store):
+    one object per owner, another owner's its own, gone once the owner is, and nothing kept
+    for an owner that cannot be weakly referenced."""
+    import gc
+
+    from graphrag.kept import PerOwner
+
+    class Store:
+        pass
+
+    kept: PerOwner[dict] = PerOwner(dict)
+    first, second = Store(), Store()
+    kept.get(first)["A"] = 1
+    assert kept.get(first) == {"A": 1} and kept.get(second) == {}
+    del first
+    gc.collect()
+    assert len(kept) == 1  # only the second owner's
+    unreferenceable = 7
+    kept.get(unreferenceable)["B"] = 2
+    assert kept.get(unreferenceable) == {} and len(kept) == 1

@@ -14,11 +14,11 @@ import math
 import logging
 import pickle
 import time
-import weakref
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Optional
 
+from graphrag.kept import PerOwner
 from graphrag.operators.extraction import LLMCall
 from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
 
@@ -67,25 +67,10 @@ class _Kept:
     records: Optional[dict[str, Any]] = None
 
 
-# By the identity of the working dir's ``index_meta`` store object, not by a path: what is
-# kept lives and dies with the stores of one GraphRAG instance (stores reopened after a
-# failed write start afresh), and two instances never share it. (Stores are dataclasses,
-# unhashable, hence ``id`` with a weak reference to check it still names the same object.)
-_KEPT: dict[int, tuple["weakref.ref[Any]", _Kept]] = {}
-
-
-def _kept_for(meta: Any) -> _Kept:
-    """What is kept for the stores ``meta`` belongs to (a new record for a new store)."""
-    found = _KEPT.get(id(meta))
-    if found is not None and found[0]() is meta:
-        return found[1]
-    kept = _Kept()
-    try:
-        _KEPT[id(meta)] = (weakref.ref(meta), kept)
-        weakref.finalize(meta, _KEPT.pop, id(meta), None)
-    except TypeError:  # a store that cannot be weakly referenced: nothing kept between writes
-        _KEPT.pop(id(meta), None)
-    return kept
+# Per the working dir's ``index_meta`` store object, not by a path: what is kept lives and
+# dies with the stores of one GraphRAG instance (stores reopened after a failed write start
+# afresh), and two instances never share it.
+_KEPT: PerOwner[_Kept] = PerOwner(_Kept)
 
 
 EmbedFunc = Callable[[list[str]], Awaitable[Any]]
@@ -294,7 +279,7 @@ class EntityResolution:
         self.all_chunk_ids = all_chunk_ids
         self.settings = settings
         self.llm = llm
-        self._kept = _kept_for(meta)
+        self._kept = _KEPT.get(meta)
         self.embed = embed  # embedding blocking on: the embedding function
 
     async def state(self) -> Optional[ResolutionState]:
