@@ -8,7 +8,8 @@ from itertools import combinations
 from typing import Any, Iterable, Mapping, Union
 
 
-from .keys import UNSETTLED_RELATIONS, _NICKNAME_WORDS, _SPELLING_EDITS, _abbreviated, _acronym, _acronyms, _grams, _name_words, designation, name_key, name_relation, owned, spelt, _spelling_variant
+from .keys import UNSETTLED_RELATIONS, _SPELLING_EDITS, _abbreviated, _acronym, _acronyms, _grams, _name_words, designation, name_key, name_relation, owned, spelt, _spelling_variant
+from .words import NICKNAME_WORDS
 
 
 # MinHash over character 3-grams: BANDS x ROWS signature, bucketed per band. Two names
@@ -91,7 +92,7 @@ def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
         blocks.append(("expands", short))
     if len(key) >= 2 and _name_words(key) <= 3:  # where a one-word name may be its first name or its surname
         blocks += [("first", key[0]), ("last", key[-1])]
-    if len(key) == 2 and key[0] in _NICKNAME_WORDS:  # "LITTLE NED" meets "NED BRANT"
+    if len(key) == 2 and key[0] in NICKNAME_WORDS:  # "LITTLE NED" meets "NED BRANT"
         blocks.append(("nickname", key[1]))
     if found := designation(name):  # "HALE'S PARTNER" meets what is said to be Hale's partner
         blocks.append(("designation", found[0], found[1][-1]))

@@ -10,7 +10,8 @@ from typing import Any, Collection, Iterable, Mapping, Optional
 
 
 from .evidence import _COMPATIBLE
-from .keys import _ARTICLES, _DESCRIPTIVE, _HONORIFICS, _NEVER_ALIKE, _TOKEN, _normal, designation, gender, look_alike, name_key, name_relation
+from .keys import _NEVER_ALIKE, _TOKEN, _normal, designation, gender, look_alike, name_key, name_relation
+from .words import ARTICLES, DESCRIPTIVE, HONORIFICS
 
 
 # alias -> canonical name (canonical names left out)
@@ -117,8 +118,8 @@ def _completeness(name: str) -> tuple:
 
 def _titled(name: str) -> bool:
     """A title before a name (``MR. EDWIN HALE``): the name is a person's."""
-    tokens = [t for t in _TOKEN.findall(_normal(name)) if t not in _ARTICLES and t not in _DESCRIPTIVE]
-    return len(tokens) > 1 and tokens[0] in _HONORIFICS
+    tokens = [t for t in _TOKEN.findall(_normal(name)) if t not in ARTICLES and t not in DESCRIPTIVE]
+    return len(tokens) > 1 and tokens[0] in HONORIFICS
 
 
 def group_names(names: set[str], pairs: set[tuple[str, str]], manual: ManualDecisions,

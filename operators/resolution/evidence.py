@@ -14,7 +14,8 @@ from graphrag.schema import ChunkExtraction
 
 from .english import (STOPWORDS, claim_cues, cued_claims, description_claims, description_pronouns, description_roles,
                       gender_from_pronouns, is_english, plural_name, written_in_lower_case)
-from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _HONORIFICS, _accented_key, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
+from .keys import UNSETTLED_RELATIONS, _accented_key, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
+from .words import ARTICLES, CORPORATE, HONORIFICS
 
 
 _WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
@@ -291,7 +292,7 @@ def _tells_of(p: NameProfile, owner: str) -> bool:
 def _incorporated(name: str) -> bool:
     """A company's legal name: a corporate suffix ends it (``THE CARTOON NETWORK, INC.``)."""
     tokens = _TOKEN.findall(_normal(name))
-    return len(tokens) > 1 and tokens[-1] in _CORPORATE
+    return len(tokens) > 1 and tokens[-1] in CORPORATE
 
 
 def _told_apart(pa: NameProfile, pb: NameProfile) -> bool:
@@ -307,7 +308,7 @@ def _told_apart(pa: NameProfile, pb: NameProfile) -> bool:
     # Named as another thing, the object of a word in lower case ("owns Cartoon Network"), not
     # followed by the suffix (its own name) or by another word of a name.
     bare = r"\W+".join(re.escape(t) for t in name_key(other.name))
-    suffixes = "|".join(sorted(_CORPORATE))
+    suffixes = "|".join(sorted(CORPORATE))
     pattern = re.compile(rf"(?<![\w,])[a-z]+\s+(?:the\s+)?(?i:{bare})(?!\w)(?!(?i:\W{{0,2}}(?:{suffixes}))\b)"
                          r"(?!\s+[A-Z])")
     return any(pattern.search(text) for text in company.descriptions.values())
@@ -375,7 +376,7 @@ def _another_bearer(pa: NameProfile, pb: NameProfile, first: bool = False) -> bo
                 continue
             before = _BEFORE_WORD.search(text[:at])
             if before and before.group(2)[0].isupper() and fold_name(before.group(2)) not in own \
-                    and fold_name(before.group(2)) not in _HONORIFICS \
+                    and fold_name(before.group(2)) not in HONORIFICS \
                     and (len(before.group(2)) == 1 and before.group(3) or before.group(1) is None
                          and before.start(2) > 0):
                 return True
@@ -505,7 +506,7 @@ def _in_an_aside(pa: NameProfile, pb: NameProfile) -> bool:
 
 def _article_led(name: str) -> bool:
     words = _normal(name).split()
-    return bool(words) and words[0] in _ARTICLES
+    return bool(words) and words[0] in ARTICLES
 
 
 def _qualified(a: str, b: str) -> bool:
@@ -701,7 +702,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         bare = pa if owned(pb.name) else pb
         # A one-word head names the designation only as a common noun ("the steward"), not as a
         # word of its own ("DEATH" / "DEATH OF COLONEL BLIMP").
-        common = len(name_key(bare.name)) > 1 or bare.described or _normal(bare.name).split()[0] in _ARTICLES
+        common = len(name_key(bare.name)) > 1 or bare.described or _normal(bare.name).split()[0] in ARTICLES
         corroborated = common and _tells_of(bare, owner)
         score += 0.1 * corroborated
     score = round(score, 4)
