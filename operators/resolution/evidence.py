@@ -14,7 +14,7 @@ from graphrag.schema import ChunkExtraction
 
 from .english import (STOPWORDS, claim_cues, cued_claims, description_claims, description_pronouns, description_roles,
                       gender_from_pronouns, is_english, plural_name, written_in_lower_case)
-from .keys import UNSETTLED_RELATIONS, _accented_key, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
+from .keys import UNSETTLED_RELATIONS, accented_key, _NEVER_ALIKE, _TOKEN, key_of, _normal, relational, surface_variants, designation, gender, look_alike, name_key, owned
 from .words import ARTICLES, CORPORATE, HONORIFICS
 
 
@@ -97,7 +97,7 @@ class NameProfile:
         key = name_key(self.name)
         if len(key) != 1 or len(key[0]) < 2 or not key[0].isupper():
             return False
-        written = _accented_key(self.name, key[0])
+        written = accented_key(self.name, key[0])
         return any(_stands_alone(written, text) for text in self.descriptions.values())
 
     @cached_property
@@ -512,7 +512,7 @@ def _article_led(name: str) -> bool:
 def _qualified(a: str, b: str) -> bool:
     """Whether one name adds a qualifier to the other, beyond articles and counts: of a group,
     "THE YOUNG BRANTS" are some of "THE BRANTS"; "THREE WARDENS" are "THE WARDENS"."""
-    return set(_key(a, False)) - _NUMBER_WORDS != set(_key(b, False)) - _NUMBER_WORDS
+    return set(key_of(a, False)) - _NUMBER_WORDS != set(key_of(b, False)) - _NUMBER_WORDS
 
 
 def _evidence(pa: NameProfile, pb: NameProfile, relation: str, shared: list[str], description: float,
@@ -601,7 +601,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         corroborated = bool(shared) and description >= _SPELLING_ALIKE and not pa.chunks & pb.chunks \
             and not (typed and ta != tb)
     genders = {gender(pa.name) or pa.pronoun_gender, gender(pb.name) or pb.pronoun_gender} - {None}
-    surface = relation == "same_key" and _surface_variants(a, b)
+    surface = relation == "same_key" and surface_variants(a, b)
     score = (_SURFACE if surface else _BASE[relation]) + 0.1 * min(len(shared), 3) + 0.5 * description \
         + _SAME_CHUNK * same_chunk + _SPELLED * spelled
     if typed:
@@ -680,7 +680,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # a person's name, and something else in common unless a full name is left (MR. ADA
         # PENNICK / ADA PENNICK), or no merge.
         corroborated = relation_ok = False
-    if relation == "same_key" and _relational(name_key(a)) and _article_led(a) != _article_led(b) \
+    if relation == "same_key" and relational(name_key(a)) and _article_led(a) != _article_led(b) \
             and not (shared or description >= 0.2):
         # A leading article on a title (THE HOUND OF THE HILLS, a film; HOUND OF THE HILLS, the
         # dog in it): one thing only with a neighbour or the words of the descriptions in common.
