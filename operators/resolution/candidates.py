@@ -8,7 +8,8 @@ from itertools import combinations
 from typing import Any, Iterable, Mapping, Union
 
 
-from .keys import UNSETTLED_RELATIONS, _SPELLING_EDITS, abbreviated, acronym_of, acronyms_of, name_grams, name_words, designation, name_key, name_relation, owned, spelt, spelling_variant
+from .keys import (SPELLING_EDITS, UNSETTLED_RELATIONS, abbreviated, acronym_of, acronyms_of, designation, name_grams,
+                   name_key, name_relation, name_words, owned, spelling_variant, spelt)
 from .words import NICKNAME_WORDS
 
 
@@ -157,7 +158,7 @@ def _spelling_lookups(name: str) -> tuple[tuple[Any, ...], ...]:
     """The blocks where ``name``'s spelling variants are indexed: its ends, at lengths within
     the edits allowed."""
     return tuple((*b[:3], b[3] + d) for b in _spelling_blocks(name_key(name))
-                 for d in range(-_SPELLING_EDITS, _SPELLING_EDITS + 1))
+                 for d in range(-SPELLING_EDITS, SPELLING_EDITS + 1))
 
 
 def _bands(names: list[str]) -> list[tuple[tuple[Any, ...], ...]]:

@@ -10,7 +10,7 @@ from typing import Any, Collection, Iterable, Mapping, Optional
 
 
 from .evidence import _COMPATIBLE
-from .keys import _NEVER_ALIKE, _TOKEN, _normal, designation, gender, look_alike, name_key, name_relation
+from .keys import NEVER_ALIKE, TOKEN, designation, gender, look_alike, name_key, name_relation, normal_name
 from .words import ARTICLES, DESCRIPTIVE, HONORIFICS
 
 
@@ -118,7 +118,7 @@ def _completeness(name: str) -> tuple:
 
 def _titled(name: str) -> bool:
     """A title before a name (``MR. EDWIN HALE``): the name is a person's."""
-    tokens = [t for t in _TOKEN.findall(_normal(name)) if t not in ARTICLES and t not in DESCRIPTIVE]
+    tokens = [t for t in TOKEN.findall(normal_name(name)) if t not in ARTICLES and t not in DESCRIPTIVE]
     return len(tokens) > 1 and tokens[0] in HONORIFICS
 
 
@@ -160,7 +160,7 @@ class _Links:
         """Names that never share a group by rules: a hard :func:`look_alike`, or a qualifier
         no accepted pair (a model's verdict) settled."""
         told = look_alike(x, y)
-        return told in _NEVER_ALIKE or bool(told) and (min(x, y), max(x, y)) not in self.pairs
+        return told in NEVER_ALIKE or bool(told) and (min(x, y), max(x, y)) not in self.pairs
 
     def unsure(self, name: str) -> bool:
         """Fuller names ``name`` could be part of, that cannot be one thing (``BRANT``:

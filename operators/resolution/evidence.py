@@ -14,7 +14,8 @@ from graphrag.schema import ChunkExtraction
 
 from .english import (STOPWORDS, claim_cues, cued_claims, description_claims, description_pronouns, description_roles,
                       gender_from_pronouns, is_english, plural_name, written_in_lower_case)
-from .keys import UNSETTLED_RELATIONS, accented_key, _NEVER_ALIKE, _TOKEN, key_of, _normal, relational, surface_variants, designation, gender, look_alike, name_key, owned
+from .keys import (NEVER_ALIKE, TOKEN, UNSETTLED_RELATIONS, accented_key, designation, gender, key_of, look_alike,
+                   name_key, normal_name, owned, relational, surface_variants)
 from .words import ARTICLES, CORPORATE, HONORIFICS
 
 
@@ -173,7 +174,7 @@ def chunk_claims(extraction: ChunkExtraction) -> set[tuple[str, str]]:
     claims: set[tuple[str, str]] = set()
     cues: dict[str, Optional[tuple[bool, bool, bool]]] = {}  # by text: a sentence names several
     for ent in extraction.get("entities", []):
-        name = _normal(ent["name"])
+        name = normal_name(ent["name"])
         if name and ent.get("description") and name not in seen:
             seen.add(name)
             text = str(ent["description"])
@@ -187,10 +188,10 @@ def chunk_claims(extraction: ChunkExtraction) -> set[tuple[str, str]]:
 
 def raw_names(extraction: ChunkExtraction) -> set[str]:
     """Every normalised name a chunk's extraction mentions (entities and relation ends)."""
-    names = {_normal(e["name"]) for e in extraction.get("entities", [])}
+    names = {normal_name(e["name"]) for e in extraction.get("entities", [])}
     for rel in extraction.get("relations", []):
-        names.add(_normal(rel["source"]))
-        names.add(_normal(rel["target"]))
+        names.add(normal_name(rel["source"]))
+        names.add(normal_name(rel["target"]))
     names.discard("")
     return names
 
@@ -208,7 +209,7 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
 
     for chunk_id, extraction in extractions.items():
         for ent in extraction.get("entities", []):
-            name = _normal(ent["name"])
+            name = normal_name(ent["name"])
             if name in names:
                 p = profile(name)
                 p.types[str(ent.get("type") or "UNKNOWN").upper()] += 1
@@ -217,7 +218,7 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
                 if ent.get("description"):
                     p.descriptions.setdefault(chunk_id, str(ent["description"]))
         for rel in extraction.get("relations", []):
-            src, tgt = _normal(rel["source"]), _normal(rel["target"])
+            src, tgt = normal_name(rel["source"]), normal_name(rel["target"])
             for end, other in ((src, tgt), (tgt, src)):
                 if end in names and other and other != end:
                     p = profile(end)
@@ -291,7 +292,7 @@ def _tells_of(p: NameProfile, owner: str) -> bool:
 
 def _incorporated(name: str) -> bool:
     """A company's legal name: a corporate suffix ends it (``THE CARTOON NETWORK, INC.``)."""
-    tokens = _TOKEN.findall(_normal(name))
+    tokens = TOKEN.findall(normal_name(name))
     return len(tokens) > 1 and tokens[-1] in CORPORATE
 
 
@@ -302,7 +303,7 @@ def _told_apart(pa: NameProfile, pb: NameProfile) -> bool:
     if _incorporated(pa.name) == _incorporated(pb.name):
         return False
     company, other = (pa, pb) if _incorporated(pa.name) else (pb, pa)
-    words = [re.escape(t.lower()) for t in _TOKEN.findall(_normal(company.name))]
+    words = [re.escape(t.lower()) for t in TOKEN.findall(normal_name(company.name))]
     if re.search(r"(?<!\w)" + r"\W+".join(words) + r"(?!\w)", other.text):
         return True
     # Named as another thing, the object of a word in lower case ("owns Cartoon Network"), not
@@ -505,7 +506,7 @@ def _in_an_aside(pa: NameProfile, pb: NameProfile) -> bool:
 
 
 def _article_led(name: str) -> bool:
-    words = _normal(name).split()
+    words = normal_name(name).split()
     return bool(words) and words[0] in ARTICLES
 
 
@@ -566,7 +567,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     a, b = sorted((pa.name, pb.name))
     ta, tb = pa.type, pb.type
     told = look_alike(a, b)
-    if told in _NEVER_ALIKE:  # whatever else the pair shares, the names say two things (ORION 4 / 6)
+    if told in NEVER_ALIKE:  # whatever else the pair shares, the names say two things (ORION 4 / 6)
         return PairDecision(a, b, relation, 0.0, "distinct", {"relation": relation, "look_alike": told})
     # A description stating the other name ("Frank is Hale's nephew") is the relation itself.
     if relation == "stated" and not _states(pa, pb):
@@ -702,7 +703,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         bare = pa if owned(pb.name) else pb
         # A one-word head names the designation only as a common noun ("the steward"), not as a
         # word of its own ("DEATH" / "DEATH OF COLONEL BLIMP").
-        common = len(name_key(bare.name)) > 1 or bare.described or _normal(bare.name).split()[0] in ARTICLES
+        common = len(name_key(bare.name)) > 1 or bare.described or normal_name(bare.name).split()[0] in ARTICLES
         corroborated = common and _tells_of(bare, owner)
         score += 0.1 * corroborated
     score = round(score, 4)

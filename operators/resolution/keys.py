@@ -13,7 +13,7 @@ from graphrag.operators.names import fold_name
 # Profiles read the same names chunk after chunk: each is normalised once. This and the
 # other lru_caches of this package memoise pure functions of one name (no store, no
 # setting, no instance state), bounded in size: any instance asking gets the same answer.
-_normal = lru_cache(maxsize=1 << 17)(_normalize)
+normal_name = lru_cache(maxsize=1 << 17)(_normalize)
 
 from .words import ARTICLES as _ARTICLES
 from .words import CATEGORY_WORDS as _CATEGORY_WORDS
@@ -27,7 +27,7 @@ from .words import MODIFIERS as _MODIFIERS
 from .words import NICKNAME_WORDS as _NICKNAME_WORDS
 from .words import NUMBER_VALUES as _NUMBER_VALUES
 
-_TOKEN = re.compile(r"[^\W_]+(?:['-][^\W_]+)*", re.UNICODE)
+TOKEN = re.compile(r"[^\W_]+(?:['-][^\W_]+)*", re.UNICODE)
 _HYPHEN_BETWEEN_WORDS = re.compile(r"(?<=[^\W\d_]{2})-(?=[^\W\d_]{2})")
 _DASH = re.compile(r"--+|[—–]")
 
@@ -55,10 +55,10 @@ def key_of(name: str, drop_titles: bool) -> tuple[str, ...]:
     honorifics and descriptive words kept (:func:`surface_variants` compares those)."""
     # A hyphen between words splits them ("SUMMER-TIME"); one around a particle does not
     # ("JASHN-E-REKHTA" is one word, not "REKHTA").
-    text = fold_name(_normal(name))
+    text = fold_name(normal_name(name))
     # A dash breaks the sentence: a span across it ("EVE--OLD HALE") names what follows.
     text = next((part for part in reversed(_DASH.split(text)) if part.strip()), text)
-    tokens = _TOKEN.findall(_HYPHEN_BETWEEN_WORDS.sub(" ", text))
+    tokens = TOKEN.findall(_HYPHEN_BETWEEN_WORDS.sub(" ", text))
     if tokens:
         last = tokens[-1]
         if last.endswith("'S"):
@@ -114,7 +114,7 @@ def abbreviated(word: str) -> Optional[str]:
 def _accented_initials(name: str) -> tuple[str, ...]:
     """The accent-kept first letter of each word of ``name``'s key, connectors included
     (ÉCOLE DU LAC SUPÉRIEUR: É D L S), so an acronym is compared as written."""
-    words = [w for w in re.split(r"[\s-]+", fold_name(_normal(name), keep_accents=True)) if w]
+    words = [w for w in re.split(r"[\s-]+", fold_name(normal_name(name), keep_accents=True)) if w]
     written = {}
     for word in words:
         letters = "".join(c for c in word if c.isalnum())
@@ -138,7 +138,7 @@ def _spells(acronym_name: str, letters: str, long_name: str) -> bool:
 @lru_cache(maxsize=1 << 17)
 def gender(name: str) -> Optional[str]:
     """"M" or "F" when an honorific says so (``MRS. BRANT``), else None."""
-    for token in _TOKEN.findall(_normal(name)):
+    for token in TOKEN.findall(normal_name(name)):
         if token in _ARTICLES or token in _DESCRIPTIVE:
             continue
         return _HONORIFICS.get(token)
@@ -174,7 +174,7 @@ def _gram_similarity(a: str, b: str) -> float:
 # A spelling variant is told by the names alone only in names of at least this many letters
 # (short names a letter apart are too often other names: JOHN / JOAN), and within one edit per
 # this many letters, at most two (transliterations: HIRAK / HEERAK, PHIRE / PHIREY).
-_SPELLING_LETTERS, _LETTERS_PER_EDIT, _SPELLING_EDITS = 12, 7, 2
+_SPELLING_LETTERS, _LETTERS_PER_EDIT, SPELLING_EDITS = 12, 7, 2
 
 
 def _letters(key: tuple[str, ...]) -> str:
@@ -234,9 +234,9 @@ def spelling_variant(ka: tuple[str, ...], kb: tuple[str, ...]) -> bool:
     either writes initials or digits (a middle initial or a number is another name, told by
     ``look_alike``), nor where only the ending of the first word changes (:func:`_inflected`)."""
     la, lb = spelt(ka), spelt(kb)
-    if la is None or lb is None or abs(len(la) - len(lb)) > _SPELLING_EDITS or _inflected(ka[0], kb[0]):
+    if la is None or lb is None or abs(len(la) - len(lb)) > SPELLING_EDITS or _inflected(ka[0], kb[0]):
         return False
-    limit = min(_SPELLING_EDITS, min(len(la), len(lb)) // _LETTERS_PER_EDIT)
+    limit = min(SPELLING_EDITS, min(len(la), len(lb)) // _LETTERS_PER_EDIT)
     return _edits(la, lb, limit) <= limit
 
 
@@ -301,7 +301,7 @@ def _leading_initials(key: tuple[str, ...]) -> int:
 def accented_key(name: str, key: str) -> str:
     """The one-word ``key`` of ``name`` with its accents, as the name writes it (ČSA is not
     C.S.A., whose keys are both CSA)."""
-    letters = "".join(c for c in fold_name(_normal(name), keep_accents=True) if c.isalnum())
+    letters = "".join(c for c in fold_name(normal_name(name), keep_accents=True) if c.isalnum())
     return letters[-len(key):] if fold_name(letters).endswith(key) else key
 
 
@@ -316,7 +316,7 @@ def _marks(name: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]
 
 
 # Look-alike reasons no evidence overrides; a qualifier (``look_alike``) a model may.
-_NEVER_ALIKE = frozenset({"number", "generation", "initials", "accents"})
+NEVER_ALIKE = frozenset({"number", "generation", "initials", "accents"})
 
 
 @lru_cache(maxsize=1 << 17)  # asked of one pair by blocking, the decision and the grouping
@@ -358,7 +358,7 @@ def look_alike(a: str, b: str) -> Optional[str]:
     if ka != kb and (relational(ka) or relational(kb)):
         short, long = sorted((ka, kb), key=len)
         added_at_an_end = long[:len(short)] == short or long[len(long) - len(short):] == short
-        common_noun = len(short) == 1 and _normal(a if ka == short else b).split()[0] in _ARTICLES
+        common_noun = len(short) == 1 and normal_name(a if ka == short else b).split()[0] in _ARTICLES
         # A designation of its head by an owner (HALE'S OFFICE / OFFICE) is a relation of its
         # own; not when that head is itself a name built around a connector: a possessive
         # added to it makes another thing (PEOPLE'S REPUBLIC OF X / REPUBLIC OF X).
@@ -373,8 +373,8 @@ def look_alike(a: str, b: str) -> Optional[str]:
 def _compounds(name: str) -> tuple[tuple[str, ...], ...]:
     """The words of ``name`` written joined by hyphens (MID-WESTERN: (MID, WESTERN)), as key
     tokens; the key splits them."""
-    text = fold_name(_normal(name))
-    return tuple(tuple(part) for word in _TOKEN.findall(text) if _HYPHEN_BETWEEN_WORDS.search(word)
+    text = fold_name(normal_name(name))
+    return tuple(tuple(part) for word in TOKEN.findall(text) if _HYPHEN_BETWEEN_WORDS.search(word)
                  for part in [[p for p in _HYPHEN_BETWEEN_WORDS.split(word) if p]] if len(part) > 1)
 
 
@@ -412,7 +412,7 @@ def _name_relation(a: str, b: str) -> Optional[str]:
     if a == b:
         return "same_key"
     told = look_alike(a, b)
-    if told in _NEVER_ALIKE:
+    if told in NEVER_ALIKE:
         return None
     if told:  # another thing, unless a model says otherwise
         return "overlap"
