@@ -9,7 +9,7 @@ from itertools import chain
 from typing import Any, Collection, Iterable, Mapping, Optional
 
 
-from .evidence import _COMPATIBLE
+from .evidence import COMPATIBLE
 from .keys import NEVER_ALIKE, TOKEN, designation, gender, look_alike, name_key, name_relation, normal_name
 from .words import ARTICLES, DESCRIPTIVE, HONORIFICS
 
@@ -154,7 +154,7 @@ class _Links:
     def compatible(self, x: str, y: str) -> bool:
         pair = (min(x, y), max(x, y))
         accepted = pair in self.pairs and pair not in self.never and x in self.names and y in self.names
-        return accepted or name_relation(x, y) in _COMPATIBLE
+        return accepted or name_relation(x, y) in COMPATIBLE
 
     def look_alike(self, x: str, y: str) -> bool:
         """Names that never share a group by rules: a hard :func:`look_alike`, or a qualifier

@@ -247,10 +247,10 @@ _BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6,
 # Names that differ only in spelling start higher than a title apart; a type disagreement
 # weighs against equal keys without vetoing them; a chunk in common counts for a pair.
 _SURFACE, _KEY_TYPE_CONFLICT, _SAME_CHUNK = 0.9, -0.2, 0.1
-# Relations that, alone, allow two names in one group (the others need an accepted pair).
 # A spelled acronym (of at least this many letters) starts as high as initials against names.
 _SPELLED_LETTERS, _SPELLED = 3, 0.15
-_COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym", "abbreviation", "spelling"}
+# Relations that, alone, allow two names in one group (the others need an accepted pair).
+COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym", "abbreviation", "spelling"}
 # A part of a name its fuller name's writer uses for it (:func:`_named_by_its_part`) counts as
 # much as a text in common.
 _NAMED_BY_ITS_PART = 0.1
@@ -713,7 +713,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     if len(genders) > 1 or apart:  # "FENWICK" described with "his wife" is no "MRS. FENWICK"
         verdict, if_person = "distinct", False
     elif score >= threshold and relation not in UNSETTLED_RELATIONS and relation_ok \
-            and (corroborated or relation in _COMPATIBLE - _PARTS) \
+            and (corroborated or relation in COMPATIBLE - _PARTS) \
             and (relation in ("stated", "head", "possessive", "acronym") or not (pa.described or pb.described)) \
             and not ((pa.plural or pb.plural) and _qualified(a, b)) and not told:
         verdict = "merge"
