@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, Optional
 from xxhash import xxh64_intdigest
 
 from .chinese_text import mostly_latin, search_tokens
-from .nlp_extraction import _STOPWORDS as STOPWORDS
+from .nlp_extraction import STOPWORDS
 
 logger = logging.getLogger(__name__)
 

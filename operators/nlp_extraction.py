@@ -71,7 +71,7 @@ _CONNECTORS = frozenset("of the de du da del della der van von la le &".split())
 # Capitalised only because they open a sentence, before a name: "Old Brandell laughed."
 _DESCRIPTIVE_OPENERS = frozenset("old young poor little dear good great kind brave wise".split())
 _HEADING_WORDS = frozenset("chapter stave part book section volume preface contents appendix".split())
-_STOPWORDS = frozenset(
+STOPWORDS = frozenset(
     """a an the and or but nor so yet for if then than that this these those there here
     when where why how what which who whom whose while whilst as at by from in into on onto
     of off to with without within upon over under after before about above below between
@@ -153,7 +153,7 @@ def _heading(line: str) -> bool:
     if not words or len(words) > _MAX_HEADING_WORDS:
         return False
     return any(w[0].isupper() for w in words) and all(
-        not w[0].islower() or w.lower() in _STOPWORDS or w.lower() in _CONNECTORS for w in words)
+        not w[0].islower() or w.lower() in STOPWORDS or w.lower() in _CONNECTORS for w in words)
 
 
 def _sentences(text: str) -> list[tuple[str, bool]]:
@@ -235,7 +235,7 @@ def _is_name_word(tok: _Tok) -> bool:
         return False
     if tok.lower in _HEADING_WORDS or tok.lower.endswith(_CONTRACTIONS):
         return False
-    if t.isupper() and (_ROMAN.match(t) or tok.lower in _STOPWORDS):
+    if t.isupper() and (_ROMAN.match(t) or tok.lower in STOPWORDS):
         return False
     return True
 
@@ -253,9 +253,9 @@ def _spans(toks: list[_Tok], mid_caps: set[str]) -> Iterable[tuple[int, int]]:
 
     def flush() -> Iterable[tuple[int, int]]:
         i, j = (run[0], run[-1] + 1) if run else (0, 0)
-        while i < j and (toks[i].lower in _STOPWORDS or toks[i].lower in _CONNECTORS):
+        while i < j and (toks[i].lower in STOPWORDS or toks[i].lower in _CONNECTORS):
             i += 1
-        while j > i and (toks[j - 1].lower in _STOPWORDS and not _numbers_name(toks, j - 1)
+        while j > i and (toks[j - 1].lower in STOPWORDS and not _numbers_name(toks, j - 1)
                          or toks[j - 1].lower in _CONNECTORS or toks[j - 1].honorific):
             j -= 1
         if j > i and not (j - i == 1 and toks[i].honorific) and j - i <= _MAX_SPAN_WORDS:
@@ -271,7 +271,7 @@ def _spans(toks: list[_Tok], mid_caps: set[str]) -> Iterable[tuple[int, int]]:
             # name word follows it; a lone capitalised opener ("When", "Bah") does not.
             opens_name = (nxt is not None and (_is_name_word(nxt) and nxt.joined or _numbers_name(toks, k + 1))
                           and not tok.possessive
-                          and tok.lower not in _STOPWORDS and tok.lower not in _DESCRIPTIVE_OPENERS)
+                          and tok.lower not in STOPWORDS and tok.lower not in _DESCRIPTIVE_OPENERS)
             if tok.initial and not tok.honorific and tok.text not in mid_caps and not opens_name:
                 yield from flush()
                 continue  # only ever seen at sentence starts: "When", "Bah", ...

@@ -43,7 +43,7 @@ from .chinese_text import join_words, split_words
 from .extraction import normalize_entity_name
 from .fact_seeds import fact_seed
 from .lexical import dense_for_fusion, lexical_ranking
-from .nlp_extraction import _STOPWORDS as STOPWORDS
+from .nlp_extraction import STOPWORDS
 from .positions import cited_content
 from .rerank import rerank_chunks
 from .query_context import answer_from_context, doubling_slices, pack_csv_section, pack_while_reading

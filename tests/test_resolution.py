@@ -1407,6 +1407,77 @@ def test_a_write_stopped_while_its_names_are_looked_up_ends_the_lookup_process(m
     assert asyncio.run(stopped())["returncode"] is not None
 
 
+# Run by an interpreter that has no graphrag installed: it finds the package (``argv[1]``) and
+# the installed libraries (``argv[2:-1]``) only through sys.path entries it inserts itself,
+# then writes enough chunks to start the lookup process, in a working directory (``argv[-1]``).
+_INSERTING_SCRIPT = """
+import json, logging, sys
+sys.path[0:0] = sys.argv[1:-1]
+import graphrag
+from graphrag import GraphRAG, hash_embedding
+from graphrag.operators.resolution import lookup_worker, store
+from graphrag.operators.resolution.lookup_worker import LookupProcess
+
+started = []
+real_start = LookupProcess.start.__func__
+
+async def start(cls, names, loose):
+    started.append(await real_start(cls, names, loose))
+    return started[-1]
+
+warnings = []
+
+class Warnings(logging.Handler):
+    def emit(self, record):
+        warnings.append(record.getMessage())
+
+logging.getLogger("graphrag").addHandler(Warnings(logging.WARNING))
+LookupProcess.start = classmethod(start)
+store.LOOKUP_PROCESS_CHUNKS = 1
+lookup_worker.NICENESS = 0
+rag = GraphRAG(working_dir=sys.argv[-1], extraction="nlp", embedding_func=hash_embedding(64), show_progress=False)
+rag.insert(["J. Doe wrote the letter in Dorset Lane.", "John T. Doe kept the ledger in Dorset Lane."])
+print(json.dumps({"package": graphrag.__file__, "returncodes": [w.returncode for w in started],
+                  "warnings": warnings}))
+"""
+
+
+def test_the_lookup_process_imports_what_a_caller_found_through_its_own_sys_path(tmp_path: Any) -> None:
+    """A script that finds the package only because it inserted its location into sys.path
+    (an interpreter without it installed, started isolated from the environment) starts a
+    lookup process that imports it too and answers: no fallback, no warning. The same run from
+    the directory holding the package's sources (an editable install's checkout, whose
+    ``graphrag`` lacks the subpackages): they do not shadow the package."""
+    import subprocess
+    import sys
+
+    import graphrag
+    import graphrag.operators
+    import graphrag.prompts
+    import graphrag.storage
+
+    # The package as installed (``graphrag`` holding its subpackages), linked from the checkout.
+    package = tmp_path / "checkout" / "graphrag"
+    package.mkdir(parents=True)
+    subpackages = {"operators": graphrag.operators, "prompts": graphrag.prompts, "storage": graphrag.storage}
+    for entry in os.listdir(os.path.dirname(graphrag.__file__)):
+        if entry not in subpackages:
+            os.symlink(os.path.join(os.path.dirname(graphrag.__file__), entry), package / entry)
+    for entry, module in subpackages.items():
+        os.symlink(os.path.dirname(module.__file__), package / entry)
+    libraries = [p for p in sys.path if os.path.basename(p) == "site-packages"]
+    # In a virtualenv, the interpreter it was made from: graphrag is installed in the virtualenv only.
+    python = os.path.realpath(sys.executable)
+    for run, cwd in enumerate([tmp_path, os.path.dirname(os.path.dirname(graphrag.__file__))]):
+        argv = [str(tmp_path / "checkout"), *libraries, str(tmp_path / f"wd{run}")]
+        done = subprocess.run([python, "-I", "-c", _INSERTING_SCRIPT, *argv], capture_output=True, text=True,
+                              cwd=cwd, timeout=120, env={"PATH": os.environ.get("PATH", "")})
+        assert done.returncode == 0, done.stderr
+        outcome = json.loads(done.stdout.splitlines()[-1])
+        assert outcome["package"].startswith(str(tmp_path / "checkout"))
+        assert outcome == {"package": outcome["package"], "returncodes": [0], "warnings": []}, done.stderr
+
+
 def test_strict_blocking_finds_every_settled_pair_of_one_word_and_a_fuller_name() -> None:
     """Strict blocking does not look up the names of one word inside a name: it relies on the
     rules settling such a pair only where another block meets it. Every pair of a one-word

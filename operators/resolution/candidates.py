@@ -8,7 +8,9 @@ from itertools import combinations
 from typing import Any, Iterable, Mapping, Union
 
 
-from .keys import UNSETTLED_RELATIONS, _NICKNAME_WORDS, _SPELLING_EDITS, _abbreviated, _acronym, _acronyms, _grams, _name_words, designation, name_key, name_relation, owned, spelt, _spelling_variant
+from .keys import (SPELLING_EDITS, UNSETTLED_RELATIONS, abbreviated, acronym_of, acronyms_of, designation, name_grams,
+                   name_key, name_relation, name_words, owned, spelling_variant, spelt)
+from .words import NICKNAME_WORDS
 
 
 # MinHash over character 3-grams: BANDS x ROWS signature, bucketed per band. Two names
@@ -57,7 +59,7 @@ def _signatures(names: list[str]) -> list[list[int]]:
     multipliers, offsets = _coefficients()
     found: list[list[int]] = []
     for start in range(0, len(names), 2048):  # bounded memory: permutations x grams
-        grams = [[zlib.crc32(g.encode("utf-8")) for g in _grams(n)] for n in names[start:start + 2048]]
+        grams = [[zlib.crc32(g.encode("utf-8")) for g in name_grams(n)] for n in names[start:start + 2048]]
         if not grams:
             continue
         hashes = np.fromiter((h for row in grams for h in row), dtype=np.int64)
@@ -83,15 +85,15 @@ def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
     elif len(tokens) > 1:  # met by the fuller names holding all its words (by its first two)
         blocks.append(("first-two", tokens[:2]))
     # An acronym meets the names it could stand for (not other names with the same initials).
-    if len(key) > 1 and _acronym(key):
-        blocks += [("expands", acronym) for acronym in _acronyms(key)]
+    if len(key) > 1 and acronym_of(key):
+        blocks += [("expands", acronym) for acronym in acronyms_of(key)]
     elif len(key) == 1 and 2 <= len(key[0]) <= 6:
         blocks.append(("acronym", key[0]))
-    if len(key) == 1 and (short := _abbreviated(key[0])):  # 北京大学 meets 北大
+    if len(key) == 1 and (short := abbreviated(key[0])):  # 北京大学 meets 北大
         blocks.append(("expands", short))
-    if len(key) >= 2 and _name_words(key) <= 3:  # where a one-word name may be its first name or its surname
+    if len(key) >= 2 and name_words(key) <= 3:  # where a one-word name may be its first name or its surname
         blocks += [("first", key[0]), ("last", key[-1])]
-    if len(key) == 2 and key[0] in _NICKNAME_WORDS:  # "LITTLE NED" meets "NED BRANT"
+    if len(key) == 2 and key[0] in NICKNAME_WORDS:  # "LITTLE NED" meets "NED BRANT"
         blocks.append(("nickname", key[1]))
     if found := designation(name):  # "HALE'S PARTNER" meets what is said to be Hale's partner
         blocks.append(("designation", found[0], found[1][-1]))
@@ -156,7 +158,7 @@ def _spelling_lookups(name: str) -> tuple[tuple[Any, ...], ...]:
     """The blocks where ``name``'s spelling variants are indexed: its ends, at lengths within
     the edits allowed."""
     return tuple((*b[:3], b[3] + d) for b in _spelling_blocks(name_key(name))
-                 for d in range(-_SPELLING_EDITS, _SPELLING_EDITS + 1))
+                 for d in range(-SPELLING_EDITS, SPELLING_EDITS + 1))
 
 
 def _bands(names: list[str]) -> list[tuple[tuple[Any, ...], ...]]:
@@ -307,7 +309,7 @@ class NameIndex:
         variants: set[str] = set()
         self._gather(variants, _spelling_lookups(name))
         for other in variants - seen - {name}:
-            if _spelling_variant(name_key(name), name_key(other)) and name_relation(name, other) == "spelling":
+            if spelling_variant(name_key(name), name_key(other)) and name_relation(name, other) == "spelling":
                 found[other] = "spelling"
         return found
 

@@ -9,8 +9,9 @@ from itertools import chain
 from typing import Any, Collection, Iterable, Mapping, Optional
 
 
-from .evidence import _COMPATIBLE
-from .keys import _ARTICLES, _DESCRIPTIVE, _HONORIFICS, _NEVER_ALIKE, _TOKEN, _normal, designation, gender, look_alike, name_key, name_relation
+from .evidence import COMPATIBLE
+from .keys import NEVER_ALIKE, TOKEN, designation, gender, look_alike, name_key, name_relation, normal_name
+from .words import ARTICLES, DESCRIPTIVE, HONORIFICS
 
 
 # alias -> canonical name (canonical names left out)
@@ -117,8 +118,8 @@ def _completeness(name: str) -> tuple:
 
 def _titled(name: str) -> bool:
     """A title before a name (``MR. EDWIN HALE``): the name is a person's."""
-    tokens = [t for t in _TOKEN.findall(_normal(name)) if t not in _ARTICLES and t not in _DESCRIPTIVE]
-    return len(tokens) > 1 and tokens[0] in _HONORIFICS
+    tokens = [t for t in TOKEN.findall(normal_name(name)) if t not in ARTICLES and t not in DESCRIPTIVE]
+    return len(tokens) > 1 and tokens[0] in HONORIFICS
 
 
 def group_names(names: set[str], pairs: set[tuple[str, str]], manual: ManualDecisions,
@@ -153,13 +154,13 @@ class _Links:
     def compatible(self, x: str, y: str) -> bool:
         pair = (min(x, y), max(x, y))
         accepted = pair in self.pairs and pair not in self.never and x in self.names and y in self.names
-        return accepted or name_relation(x, y) in _COMPATIBLE
+        return accepted or name_relation(x, y) in COMPATIBLE
 
     def look_alike(self, x: str, y: str) -> bool:
         """Names that never share a group by rules: a hard :func:`look_alike`, or a qualifier
         no accepted pair (a model's verdict) settled."""
         told = look_alike(x, y)
-        return told in _NEVER_ALIKE or bool(told) and (min(x, y), max(x, y)) not in self.pairs
+        return told in NEVER_ALIKE or bool(told) and (min(x, y), max(x, y)) not in self.pairs
 
     def unsure(self, name: str) -> bool:
         """Fuller names ``name`` could be part of, that cannot be one thing (``BRANT``:

@@ -15,7 +15,7 @@ from collections import Counter
 from functools import lru_cache
 from typing import Optional
 
-from .keys import _acronym, name_key
+from .keys import acronym_of, name_key
 
 # English function words (the general class: articles, pronouns, auxiliaries, prepositions,
 # conjunctions): the signature :func:`is_english` counts, and words a description's bag of
@@ -243,7 +243,7 @@ def _bracket_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
     """"The Northland Rowing Federation (NRF)": the name's acronym in brackets right after it
     (other names in brackets are too often a place, a year or a role: "Alexandria
     International Airport (Louisiana)", "Anne Hathaway (Selina Kyle)")."""
-    acronym = _acronym(own)
+    acronym = acronym_of(own)
     claims: set[str] = set()
     for match in _BRACKETED.finditer(sentence) if acronym else ():
         words = sentence[:match.start()].split()[-8:]

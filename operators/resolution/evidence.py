@@ -14,7 +14,9 @@ from graphrag.schema import ChunkExtraction
 
 from .english import (STOPWORDS, claim_cues, cued_claims, description_claims, description_pronouns, description_roles,
                       gender_from_pronouns, is_english, plural_name, written_in_lower_case)
-from .keys import UNSETTLED_RELATIONS, _ARTICLES, _CORPORATE, _HONORIFICS, _accented_key, _NEVER_ALIKE, _TOKEN, _key, _normal, _relational, _surface_variants, designation, gender, look_alike, name_key, owned
+from .keys import (NEVER_ALIKE, TOKEN, UNSETTLED_RELATIONS, accented_key, designation, gender, key_of, look_alike,
+                   name_key, normal_name, owned, relational, surface_variants)
+from .words import ARTICLES, CORPORATE, HONORIFICS
 
 
 _WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
@@ -96,7 +98,7 @@ class NameProfile:
         key = name_key(self.name)
         if len(key) != 1 or len(key[0]) < 2 or not key[0].isupper():
             return False
-        written = _accented_key(self.name, key[0])
+        written = accented_key(self.name, key[0])
         return any(_stands_alone(written, text) for text in self.descriptions.values())
 
     @cached_property
@@ -172,7 +174,7 @@ def chunk_claims(extraction: ChunkExtraction) -> set[tuple[str, str]]:
     claims: set[tuple[str, str]] = set()
     cues: dict[str, Optional[tuple[bool, bool, bool]]] = {}  # by text: a sentence names several
     for ent in extraction.get("entities", []):
-        name = _normal(ent["name"])
+        name = normal_name(ent["name"])
         if name and ent.get("description") and name not in seen:
             seen.add(name)
             text = str(ent["description"])
@@ -186,10 +188,10 @@ def chunk_claims(extraction: ChunkExtraction) -> set[tuple[str, str]]:
 
 def raw_names(extraction: ChunkExtraction) -> set[str]:
     """Every normalised name a chunk's extraction mentions (entities and relation ends)."""
-    names = {_normal(e["name"]) for e in extraction.get("entities", [])}
+    names = {normal_name(e["name"]) for e in extraction.get("entities", [])}
     for rel in extraction.get("relations", []):
-        names.add(_normal(rel["source"]))
-        names.add(_normal(rel["target"]))
+        names.add(normal_name(rel["source"]))
+        names.add(normal_name(rel["target"]))
     names.discard("")
     return names
 
@@ -207,7 +209,7 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
 
     for chunk_id, extraction in extractions.items():
         for ent in extraction.get("entities", []):
-            name = _normal(ent["name"])
+            name = normal_name(ent["name"])
             if name in names:
                 p = profile(name)
                 p.types[str(ent.get("type") or "UNKNOWN").upper()] += 1
@@ -216,7 +218,7 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
                 if ent.get("description"):
                     p.descriptions.setdefault(chunk_id, str(ent["description"]))
         for rel in extraction.get("relations", []):
-            src, tgt = _normal(rel["source"]), _normal(rel["target"])
+            src, tgt = normal_name(rel["source"]), normal_name(rel["target"])
             for end, other in ((src, tgt), (tgt, src)):
                 if end in names and other and other != end:
                     p = profile(end)
@@ -245,10 +247,10 @@ _BASE = {"same_key": 0.8, "initials": 0.75, "middle_name": 0.75, "surname": 0.6,
 # Names that differ only in spelling start higher than a title apart; a type disagreement
 # weighs against equal keys without vetoing them; a chunk in common counts for a pair.
 _SURFACE, _KEY_TYPE_CONFLICT, _SAME_CHUNK = 0.9, -0.2, 0.1
-# Relations that, alone, allow two names in one group (the others need an accepted pair).
 # A spelled acronym (of at least this many letters) starts as high as initials against names.
 _SPELLED_LETTERS, _SPELLED = 3, 0.15
-_COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym", "abbreviation", "spelling"}
+# Relations that, alone, allow two names in one group (the others need an accepted pair).
+COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym", "abbreviation", "spelling"}
 # A part of a name its fuller name's writer uses for it (:func:`_named_by_its_part`) counts as
 # much as a text in common.
 _NAMED_BY_ITS_PART = 0.1
@@ -290,8 +292,8 @@ def _tells_of(p: NameProfile, owner: str) -> bool:
 
 def _incorporated(name: str) -> bool:
     """A company's legal name: a corporate suffix ends it (``THE CARTOON NETWORK, INC.``)."""
-    tokens = _TOKEN.findall(_normal(name))
-    return len(tokens) > 1 and tokens[-1] in _CORPORATE
+    tokens = TOKEN.findall(normal_name(name))
+    return len(tokens) > 1 and tokens[-1] in CORPORATE
 
 
 def _told_apart(pa: NameProfile, pb: NameProfile) -> bool:
@@ -301,13 +303,13 @@ def _told_apart(pa: NameProfile, pb: NameProfile) -> bool:
     if _incorporated(pa.name) == _incorporated(pb.name):
         return False
     company, other = (pa, pb) if _incorporated(pa.name) else (pb, pa)
-    words = [re.escape(t.lower()) for t in _TOKEN.findall(_normal(company.name))]
+    words = [re.escape(t.lower()) for t in TOKEN.findall(normal_name(company.name))]
     if re.search(r"(?<!\w)" + r"\W+".join(words) + r"(?!\w)", other.text):
         return True
     # Named as another thing, the object of a word in lower case ("owns Cartoon Network"), not
     # followed by the suffix (its own name) or by another word of a name.
     bare = r"\W+".join(re.escape(t) for t in name_key(other.name))
-    suffixes = "|".join(sorted(_CORPORATE))
+    suffixes = "|".join(sorted(CORPORATE))
     pattern = re.compile(rf"(?<![\w,])[a-z]+\s+(?:the\s+)?(?i:{bare})(?!\w)(?!(?i:\W{{0,2}}(?:{suffixes}))\b)"
                          r"(?!\s+[A-Z])")
     return any(pattern.search(text) for text in company.descriptions.values())
@@ -375,7 +377,7 @@ def _another_bearer(pa: NameProfile, pb: NameProfile, first: bool = False) -> bo
                 continue
             before = _BEFORE_WORD.search(text[:at])
             if before and before.group(2)[0].isupper() and fold_name(before.group(2)) not in own \
-                    and fold_name(before.group(2)) not in _HONORIFICS \
+                    and fold_name(before.group(2)) not in HONORIFICS \
                     and (len(before.group(2)) == 1 and before.group(3) or before.group(1) is None
                          and before.start(2) > 0):
                 return True
@@ -504,14 +506,14 @@ def _in_an_aside(pa: NameProfile, pb: NameProfile) -> bool:
 
 
 def _article_led(name: str) -> bool:
-    words = _normal(name).split()
-    return bool(words) and words[0] in _ARTICLES
+    words = normal_name(name).split()
+    return bool(words) and words[0] in ARTICLES
 
 
 def _qualified(a: str, b: str) -> bool:
     """Whether one name adds a qualifier to the other, beyond articles and counts: of a group,
     "THE YOUNG BRANTS" are some of "THE BRANTS"; "THREE WARDENS" are "THE WARDENS"."""
-    return set(_key(a, False)) - _NUMBER_WORDS != set(_key(b, False)) - _NUMBER_WORDS
+    return set(key_of(a, False)) - _NUMBER_WORDS != set(key_of(b, False)) - _NUMBER_WORDS
 
 
 def _evidence(pa: NameProfile, pb: NameProfile, relation: str, shared: list[str], description: float,
@@ -565,7 +567,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     a, b = sorted((pa.name, pb.name))
     ta, tb = pa.type, pb.type
     told = look_alike(a, b)
-    if told in _NEVER_ALIKE:  # whatever else the pair shares, the names say two things (ORION 4 / 6)
+    if told in NEVER_ALIKE:  # whatever else the pair shares, the names say two things (ORION 4 / 6)
         return PairDecision(a, b, relation, 0.0, "distinct", {"relation": relation, "look_alike": told})
     # A description stating the other name ("Frank is Hale's nephew") is the relation itself.
     if relation == "stated" and not _states(pa, pb):
@@ -600,7 +602,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         corroborated = bool(shared) and description >= _SPELLING_ALIKE and not pa.chunks & pb.chunks \
             and not (typed and ta != tb)
     genders = {gender(pa.name) or pa.pronoun_gender, gender(pb.name) or pb.pronoun_gender} - {None}
-    surface = relation == "same_key" and _surface_variants(a, b)
+    surface = relation == "same_key" and surface_variants(a, b)
     score = (_SURFACE if surface else _BASE[relation]) + 0.1 * min(len(shared), 3) + 0.5 * description \
         + _SAME_CHUNK * same_chunk + _SPELLED * spelled
     if typed:
@@ -679,7 +681,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # a person's name, and something else in common unless a full name is left (MR. ADA
         # PENNICK / ADA PENNICK), or no merge.
         corroborated = relation_ok = False
-    if relation == "same_key" and _relational(name_key(a)) and _article_led(a) != _article_led(b) \
+    if relation == "same_key" and relational(name_key(a)) and _article_led(a) != _article_led(b) \
             and not (shared or description >= 0.2):
         # A leading article on a title (THE HOUND OF THE HILLS, a film; HOUND OF THE HILLS, the
         # dog in it): one thing only with a neighbour or the words of the descriptions in common.
@@ -701,7 +703,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         bare = pa if owned(pb.name) else pb
         # A one-word head names the designation only as a common noun ("the steward"), not as a
         # word of its own ("DEATH" / "DEATH OF COLONEL BLIMP").
-        common = len(name_key(bare.name)) > 1 or bare.described or _normal(bare.name).split()[0] in _ARTICLES
+        common = len(name_key(bare.name)) > 1 or bare.described or normal_name(bare.name).split()[0] in ARTICLES
         corroborated = common and _tells_of(bare, owner)
         score += 0.1 * corroborated
     score = round(score, 4)
@@ -711,7 +713,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     if len(genders) > 1 or apart:  # "FENWICK" described with "his wife" is no "MRS. FENWICK"
         verdict, if_person = "distinct", False
     elif score >= threshold and relation not in UNSETTLED_RELATIONS and relation_ok \
-            and (corroborated or relation in _COMPATIBLE - _PARTS) \
+            and (corroborated or relation in COMPATIBLE - _PARTS) \
             and (relation in ("stated", "head", "possessive", "acronym") or not (pa.described or pb.described)) \
             and not ((pa.plural or pb.plural) and _qualified(a, b)) and not told:
         verdict = "merge"

@@ -13,7 +13,7 @@ from graphrag.operators.names import fold_name
 # Profiles read the same names chunk after chunk: each is normalised once. This and the
 # other lru_caches of this package memoise pure functions of one name (no store, no
 # setting, no instance state), bounded in size: any instance asking gets the same answer.
-_normal = lru_cache(maxsize=1 << 17)(_normalize)
+normal_name = lru_cache(maxsize=1 << 17)(_normalize)
 
 from .words import ARTICLES as _ARTICLES
 from .words import CATEGORY_WORDS as _CATEGORY_WORDS
@@ -27,7 +27,7 @@ from .words import MODIFIERS as _MODIFIERS
 from .words import NICKNAME_WORDS as _NICKNAME_WORDS
 from .words import NUMBER_VALUES as _NUMBER_VALUES
 
-_TOKEN = re.compile(r"[^\W_]+(?:['-][^\W_]+)*", re.UNICODE)
+TOKEN = re.compile(r"[^\W_]+(?:['-][^\W_]+)*", re.UNICODE)
 _HYPHEN_BETWEEN_WORDS = re.compile(r"(?<=[^\W\d_]{2})-(?=[^\W\d_]{2})")
 _DASH = re.compile(r"--+|[—–]")
 
@@ -40,23 +40,25 @@ def name_key(name: str) -> tuple[str, ...]:
     trailing possessive dropped (``HALE'S`` -> ``HALE``), leading articles,
     honorifics and descriptive words dropped, corporate suffixes dropped. A possessive
     inside the name stays (``HALE'S NEPHEW`` is someone else)."""
-    return _key(name, True)
+    return key_of(name, True)
 
 
-def _surface_variants(a: str, b: str) -> bool:
+def surface_variants(a: str, b: str) -> bool:
     """Two names that differ only in spelling: case, punctuation, a possessive, an article
     (``TOM BRANT'S`` / ``TOM BRANT``), not a title or a descriptive word."""
-    return _key(a, False) == _key(b, False)
+    return key_of(a, False) == key_of(b, False)
 
 
 @lru_cache(maxsize=1 << 17)
-def _key(name: str, drop_titles: bool) -> tuple[str, ...]:
+def key_of(name: str, drop_titles: bool) -> tuple[str, ...]:
+    """:func:`name_key`, or with ``drop_titles`` False the tokens of ``name`` with its
+    honorifics and descriptive words kept (:func:`surface_variants` compares those)."""
     # A hyphen between words splits them ("SUMMER-TIME"); one around a particle does not
     # ("JASHN-E-REKHTA" is one word, not "REKHTA").
-    text = fold_name(_normal(name))
+    text = fold_name(normal_name(name))
     # A dash breaks the sentence: a span across it ("EVE--OLD HALE") names what follows.
     text = next((part for part in reversed(_DASH.split(text)) if part.strip()), text)
-    tokens = _TOKEN.findall(_HYPHEN_BETWEEN_WORDS.sub(" ", text))
+    tokens = TOKEN.findall(_HYPHEN_BETWEEN_WORDS.sub(" ", text))
     if tokens:
         last = tokens[-1]
         if last.endswith("'S"):
@@ -87,20 +89,20 @@ def _key(name: str, drop_titles: bool) -> tuple[str, ...]:
     return tuple(key)
 
 
-def _acronym(key: tuple[str, ...]) -> Optional[str]:
+def acronym_of(key: tuple[str, ...]) -> Optional[str]:
     """``NRA`` for ``NORTHLAND RAIL AUTHORITY`` (connector words skipped)."""
     letters = [t[0] for t in key if t not in _CONNECTORS]
     return "".join(letters) if len(letters) >= 2 else None
 
 
-def _acronyms(key: tuple[str, ...]) -> tuple[str, ...]:
+def acronyms_of(key: tuple[str, ...]) -> tuple[str, ...]:
     """The acronyms a name of several words may have: its initials without its connector
     words (``PRC``) and with them (``BOT`` for BOARD OF TRADE)."""
-    forms = [_acronym(key), "".join(t[0] for t in key) if len(key) >= 2 else None]
+    forms = [acronym_of(key), "".join(t[0] for t in key) if len(key) >= 2 else None]
     return tuple(dict.fromkeys(f for f in forms if f))
 
 
-def _abbreviated(word: str) -> Optional[str]:
+def abbreviated(word: str) -> Optional[str]:
     """The abbreviation of a one-word name in a script without case or spaces, two
     characters a word: the first character of each (北京大学 -> 北大)."""
     if len(word) >= 4 and len(word) % 2 == 0 and all(c.isalpha() and c.upper() == c.lower() for c in word):
@@ -112,7 +114,7 @@ def _abbreviated(word: str) -> Optional[str]:
 def _accented_initials(name: str) -> tuple[str, ...]:
     """The accent-kept first letter of each word of ``name``'s key, connectors included
     (ÉCOLE DU LAC SUPÉRIEUR: É D L S), so an acronym is compared as written."""
-    words = [w for w in re.split(r"[\s-]+", fold_name(_normal(name), keep_accents=True)) if w]
+    words = [w for w in re.split(r"[\s-]+", fold_name(normal_name(name), keep_accents=True)) if w]
     written = {}
     for word in words:
         letters = "".join(c for c in word if c.isalnum())
@@ -125,7 +127,7 @@ def _spells(acronym_name: str, letters: str, long_name: str) -> bool:
     """Whether the one-word ``acronym_name`` (its folded key ``letters``) spells the initials
     of ``long_name`` with the accents both write: ŽR is not ZONAL RAILWAYS' ZR,
     ÉLS is ÉCOLE DU LAC SUPÉRIEUR's, ELS is not."""
-    written = _accented_key(acronym_name, letters)
+    written = accented_key(acronym_name, letters)
     initials = _accented_initials(long_name)
     key = name_key(long_name)
     # Both ways: an accented letter is another letter (ÖDP is not ODP, whose initials are
@@ -136,7 +138,7 @@ def _spells(acronym_name: str, letters: str, long_name: str) -> bool:
 @lru_cache(maxsize=1 << 17)
 def gender(name: str) -> Optional[str]:
     """"M" or "F" when an honorific says so (``MRS. BRANT``), else None."""
-    for token in _TOKEN.findall(_normal(name)):
+    for token in TOKEN.findall(normal_name(name)):
         if token in _ARTICLES or token in _DESCRIPTIVE:
             continue
         return _HONORIFICS.get(token)
@@ -148,14 +150,14 @@ def _initial_match(a: str, b: str) -> bool:
 
 
 @lru_cache(maxsize=1 << 17)
-def _relational(tokens: tuple[str, ...]) -> bool:
+def relational(tokens: tuple[str, ...]) -> bool:
     """A name built from other names: a connector, an inner article ("HALE THE
     BALEFUL") or an inner possessive."""
     return any(t in _CONNECTORS or t.endswith("'S") for t in tokens) or "THE" in tokens[1:]
 
 
 @lru_cache(maxsize=1 << 17)
-def _grams(name: str) -> tuple[str, ...]:
+def name_grams(name: str) -> tuple[str, ...]:
     """The character 3-grams of a name's key, each once (a tuple of strings: cached per name,
     it leaves the collector nothing to track, where a frozenset would stay tracked)."""
     text = f" {' '.join(name_key(name))} "
@@ -164,7 +166,7 @@ def _grams(name: str) -> tuple[str, ...]:
 
 def _gram_similarity(a: str, b: str) -> float:
     """Jaccard similarity of the two names' 3-grams."""
-    ga, gb = _grams(a), _grams(b)
+    ga, gb = name_grams(a), name_grams(b)
     shared = len(set(ga).intersection(gb))
     return shared / (len(ga) + len(gb) - shared) if ga and gb else 0.0
 
@@ -172,7 +174,7 @@ def _gram_similarity(a: str, b: str) -> float:
 # A spelling variant is told by the names alone only in names of at least this many letters
 # (short names a letter apart are too often other names: JOHN / JOAN), and within one edit per
 # this many letters, at most two (transliterations: HIRAK / HEERAK, PHIRE / PHIREY).
-_SPELLING_LETTERS, _LETTERS_PER_EDIT, _SPELLING_EDITS = 12, 7, 2
+_SPELLING_LETTERS, _LETTERS_PER_EDIT, SPELLING_EDITS = 12, 7, 2
 
 
 def _letters(key: tuple[str, ...]) -> str:
@@ -183,7 +185,7 @@ def _letters(key: tuple[str, ...]) -> str:
 
 @lru_cache(maxsize=1 << 17)
 def spelt(key: tuple[str, ...]) -> Optional[str]:
-    """The letters of a key that may have spelling variants (:func:`_spelling_variant`): long
+    """The letters of a key that may have spelling variants (:func:`spelling_variant`): long
     enough, no initial, no digit; None for other keys."""
     letters = _letters(key)
     if len(letters) < _SPELLING_LETTERS or any(len(t) == 1 for t in key) or any(c.isdigit() for c in letters):
@@ -226,15 +228,15 @@ def _inflected(first_a: str, first_b: str) -> bool:
 
 
 @lru_cache(maxsize=1 << 17)  # asked of a pair by blocking from both names
-def _spelling_variant(ka: tuple[str, ...], kb: tuple[str, ...]) -> bool:
+def spelling_variant(ka: tuple[str, ...], kb: tuple[str, ...]) -> bool:
     """Two long names whose letters differ by an edit or two (a letter changed, added or
     dropped, a word split or joined): one name spelt two ways, in any script. Not where
     either writes initials or digits (a middle initial or a number is another name, told by
     ``look_alike``), nor where only the ending of the first word changes (:func:`_inflected`)."""
     la, lb = spelt(ka), spelt(kb)
-    if la is None or lb is None or abs(len(la) - len(lb)) > _SPELLING_EDITS or _inflected(ka[0], kb[0]):
+    if la is None or lb is None or abs(len(la) - len(lb)) > SPELLING_EDITS or _inflected(ka[0], kb[0]):
         return False
-    limit = min(_SPELLING_EDITS, min(len(la), len(lb)) // _LETTERS_PER_EDIT)
+    limit = min(SPELLING_EDITS, min(len(la), len(lb)) // _LETTERS_PER_EDIT)
     return _edits(la, lb, limit) <= limit
 
 
@@ -275,7 +277,7 @@ def _worded(key: tuple[str, ...]) -> bool:
     return any(not _numbers((t,)) for t in key)
 
 
-def _name_words(key: tuple[str, ...]) -> int:
+def name_words(key: tuple[str, ...]) -> int:
     """How many words of a name are more than an initial."""
     return sum(len(t) > 1 for t in key)
 
@@ -296,10 +298,10 @@ def _leading_initials(key: tuple[str, ...]) -> int:
     return count
 
 
-def _accented_key(name: str, key: str) -> str:
+def accented_key(name: str, key: str) -> str:
     """The one-word ``key`` of ``name`` with its accents, as the name writes it (ČSA is not
     C.S.A., whose keys are both CSA)."""
-    letters = "".join(c for c in fold_name(_normal(name), keep_accents=True) if c.isalnum())
+    letters = "".join(c for c in fold_name(normal_name(name), keep_accents=True) if c.isalnum())
     return letters[-len(key):] if fold_name(letters).endswith(key) else key
 
 
@@ -314,7 +316,7 @@ def _marks(name: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]
 
 
 # Look-alike reasons no evidence overrides; a qualifier (``look_alike``) a model may.
-_NEVER_ALIKE = frozenset({"number", "generation", "initials", "accents"})
+NEVER_ALIKE = frozenset({"number", "generation", "initials", "accents"})
 
 
 @lru_cache(maxsize=1 << 17)  # asked of one pair by blocking, the decision and the grouping
@@ -349,19 +351,19 @@ def look_alike(a: str, b: str) -> Optional[str]:
             return "initials"
     if _middle_initials_differ(ka, kb):
         return "initials"
-    if ka == kb and len(ka) == 1 and len(ka[0]) <= 5 and _accented_key(a, ka[0]) != _accented_key(b, kb[0]):
+    if ka == kb and len(ka) == 1 and len(ka[0]) <= 5 and accented_key(a, ka[0]) != accented_key(b, kb[0]):
         return "accents"
     if _compound_split(a, ka, kb) or _compound_split(b, kb, ka):
         return "qualifier"
-    if ka != kb and (_relational(ka) or _relational(kb)):
+    if ka != kb and (relational(ka) or relational(kb)):
         short, long = sorted((ka, kb), key=len)
         added_at_an_end = long[:len(short)] == short or long[len(long) - len(short):] == short
-        common_noun = len(short) == 1 and _normal(a if ka == short else b).split()[0] in _ARTICLES
+        common_noun = len(short) == 1 and normal_name(a if ka == short else b).split()[0] in _ARTICLES
         # A designation of its head by an owner (HALE'S OFFICE / OFFICE) is a relation of its
         # own; not when that head is itself a name built around a connector: a possessive
         # added to it makes another thing (PEOPLE'S REPUBLIC OF X / REPUBLIC OF X).
         found = designation(b if ka == short else a)
-        designated = found is not None and not _relational(found[1])
+        designated = found is not None and not relational(found[1])
         if added_at_an_end and not common_noun and not designated:
             return "qualifier"
     return None
@@ -371,8 +373,8 @@ def look_alike(a: str, b: str) -> Optional[str]:
 def _compounds(name: str) -> tuple[tuple[str, ...], ...]:
     """The words of ``name`` written joined by hyphens (MID-WESTERN: (MID, WESTERN)), as key
     tokens; the key splits them."""
-    text = fold_name(_normal(name))
-    return tuple(tuple(part) for word in _TOKEN.findall(text) if _HYPHEN_BETWEEN_WORDS.search(word)
+    text = fold_name(normal_name(name))
+    return tuple(tuple(part) for word in TOKEN.findall(text) if _HYPHEN_BETWEEN_WORDS.search(word)
                  for part in [[p for p in _HYPHEN_BETWEEN_WORDS.split(word) if p]] if len(part) > 1)
 
 
@@ -410,7 +412,7 @@ def _name_relation(a: str, b: str) -> Optional[str]:
     if a == b:
         return "same_key"
     told = look_alike(a, b)
-    if told in _NEVER_ALIKE:
+    if told in NEVER_ALIKE:
         return None
     if told:  # another thing, unless a model says otherwise
         return "overlap"
@@ -422,14 +424,14 @@ def _name_relation(a: str, b: str) -> Optional[str]:
         return None
     if ka == kb:
         return "same_key"
-    if _spelling_variant(ka, kb):
+    if spelling_variant(ka, kb):
         return "spelling"
     short, long = (ka, kb) if (len(ka), ka) <= (len(kb), kb) else (kb, ka)
-    if len(short) == 1 and len(long) >= 2 and short[0] in _acronyms(long):
+    if len(short) == 1 and len(long) >= 2 and short[0] in acronyms_of(long):
         # Folded letters meet; the accents each name writes must agree too (ČT / CT).
         acronym_name, long_name = (a, b) if ka == short else (b, a)
         return "acronym" if _spells(acronym_name, short[0], long_name) else None
-    if len(short) == len(long) == 1 and _abbreviated(max(short[0], long[0], key=len)) == min(short[0], long[0], key=len):
+    if len(short) == len(long) == 1 and abbreviated(max(short[0], long[0], key=len)) == min(short[0], long[0], key=len):
         return "abbreviation"
     if len(short) == len(long) and all(_initial_match(x, y) for x, y in zip(short, long)):
         return "initials"
@@ -438,7 +440,7 @@ def _name_relation(a: str, b: str) -> Optional[str]:
         return "possessive"  # MORROW'S GHOST / GHOST OF JAMES MORROW
     if owned_a and kb == owned_a[1] or owned_b and ka == owned_b[1]:
         return "head"  # THE STEWARD / HALE'S STEWARD
-    if _relational(long) and not _relational(short):
+    if relational(long) and not relational(short):
         return "overlap" if set(short) & set(long) else None
     if len(short) >= 2 and _initial_match(short[0], long[0]) and _initial_match(short[-1], long[-1]) \
             and all(len(t) == 1 or t in short for t in long[1:-1]) and set(short) <= set(long) | set(short[:1]):
@@ -455,7 +457,7 @@ def _name_relation(a: str, b: str) -> Optional[str]:
         extra = set(long) - set(short)
         if long[-1] in _GENERIC_HEADS or short[-1] in _GENERIC_HEADS or extra & _MODIFIERS:
             return "overlap"
-        if len(short) == 1 and _name_words(long) <= 3:  # initials are no words (J. R. K. MARSH)
+        if len(short) == 1 and name_words(long) <= 3:  # initials are no words (J. R. K. MARSH)
             if short[0] == long[-1]:
                 return "surname"
             if short[0] == long[0]:

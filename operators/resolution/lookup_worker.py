@@ -1,12 +1,12 @@
 """Resolution's name lookups in a second process, so a large write's blocking runs on another
 core while the event loop sends and reads the model calls.
 
-The process (``serve`` in a new interpreter: it never runs the caller's main module, as
-multiprocessing's spawn would) holds a :class:`LookupsAhead`: it is started with the names
-the pass starts from, then given the write's names batch by batch, and answers each new
-name's candidates. It runs the
-engine's blocking only (names in, pairs out): nothing of the user's is sent to it. It ends
-when its stdin closes; the caller kills it if it does not.
+The process (``serve`` in a new interpreter, given the caller's import path: it never runs
+the caller's main module, as multiprocessing's spawn would) holds a :class:`LookupsAhead`: it
+is started with the names the pass starts from, then given the write's names batch by batch,
+and answers each new name's candidates. It runs the engine's blocking only (names in, pairs
+out): nothing of the user's is sent to it. It ends when its stdin closes; the caller kills it
+if it does not.
 """
 from __future__ import annotations
 
@@ -29,6 +29,11 @@ EXIT_SECONDS = 5.0
 # it runs mostly on the cycles they leave (on a busy machine, little: the pass looks up
 # whatever it has not answered).
 NICENESS = 5
+# The worker imports with the caller's import path (its arguments), in place of its own: a
+# caller may find this package only through a ``sys.path`` it changed at run time (a script
+# inserting where it lies), and ``-c`` would put the working directory first, where a
+# checkout's sources may shadow the package.
+_SERVE = f"import sys; sys.path[:] = sys.argv[1:]; from {__name__} import serve; serve()"
 
 
 def _frame(value: Any) -> bytes:
@@ -72,7 +77,7 @@ class LookupProcess:
     @classmethod
     async def start(cls, names: list[str], loose: bool) -> "LookupProcess":
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", f"from {__name__} import serve; serve()",
+            sys.executable, "-c", _SERVE, *(path for path in sys.path if isinstance(path, str)),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         worker = cls(process)
         try:
