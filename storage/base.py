@@ -132,6 +132,12 @@ class PreparedWrite:
     redo: Optional[bytes] = None
 
 
+def cut_to_fields(record: Any, fields: Collection[str]) -> Any:
+    """``record`` with only ``fields``, as ``get_by_ids(..., fields)`` returns it; a value
+    that is not a record, as it is."""
+    return {k: v for k, v in record.items() if k in fields} if isinstance(record, dict) else record
+
+
 @dataclass
 class BaseKVStorage(StorageNameSpace, Generic[T]):
     @abstractmethod
@@ -151,8 +157,7 @@ class BaseKVStorage(StorageNameSpace, Generic[T]):
         records = [await self.get_by_id(i) for i in ids]
         if fields is None:
             return records
-        return [{k: v for k, v in r.items() if k in fields} if r is not None else None  # type: ignore[union-attr,misc]
-                for r in records]
+        return [cut_to_fields(r, fields) if r is not None else None for r in records]
 
     async def filter_keys(self, keys: list[str]) -> set[str]:
         """The keys not stored yet."""

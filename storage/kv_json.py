@@ -12,7 +12,7 @@ from typing import Any, BinaryIO, Optional
 import numpy as np
 import xxhash
 
-from .base import BaseKVStorage
+from .base import BaseKVStorage, cut_to_fields
 from .files import (
     StorageFileError,
     atomic_write_bytes,
@@ -141,9 +141,8 @@ class RecordLookup:
             except ValueError:
                 tail = None
             if isinstance(tail, dict) and fields <= tail.keys():
-                return {k: v for k, v in tail.items() if k in fields}
-        record = self._value(slot)
-        return {k: v for k, v in record.items() if k in fields} if isinstance(record, dict) else record
+                return cut_to_fields(tail, fields)
+        return cut_to_fields(self._value(slot), fields)
 
 
 @dataclass
@@ -292,11 +291,14 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
         in_file = [k for k in lookup.keys_in_file_order() if overlay.get(k) is not REMOVED]
         return in_file + [k for k, v in overlay.items() if v is not REMOVED and not lookup.has(k)]
 
-    def _point(self, lookup: RecordLookup, key: str) -> Optional[Any]:
+    def _point(self, lookup: RecordLookup, key: str, fields: Optional[frozenset[str]] = None) -> Optional[Any]:
+        """``key``'s record (cut to ``fields``): a write's change held apart, else the file's."""
         value = self._overlay.get(key, lookup)
         if value is lookup:
-            return lookup.get(key)
-        return None if value is REMOVED else value
+            return lookup.get(key) if fields is None else lookup.get_fields(key, fields)
+        if value is REMOVED:
+            return None
+        return value if fields is None else cut_to_fields(value, fields)
 
     async def get_by_id(self, id: str) -> Optional[dict]:
         lookup = self._points()
@@ -304,19 +306,13 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
 
     async def get_by_ids(self, ids: list[str], fields: Optional[set[str]] = None) -> list[Optional[dict]]:
         lookup = self._points() if len(ids) <= DECODED_KEPT else None
-        if lookup is not None and fields:
-            wanted = frozenset(fields)
-            return [self._point_fields(lookup, i, wanted) for i in ids]
-        records = [self._point(lookup, i) for i in ids] if lookup is not None else [self._data.get(i) for i in ids]
+        if lookup is not None:
+            wanted = None if fields is None else frozenset(fields)
+            return [self._point(lookup, i, wanted) for i in ids]
+        records = [self._data.get(i) for i in ids]
         if fields is None:
             return records
-        return [{k: v for k, v in r.items() if k in fields} if r is not None else None for r in records]
-
-    def _point_fields(self, lookup: RecordLookup, key: str, fields: frozenset[str]) -> Optional[dict]:
-        value = self._overlay.get(key, lookup)
-        if value is lookup:
-            return lookup.get_fields(key, fields)
-        return None if value is REMOVED else {k: v for k, v in value.items() if k in fields}
+        return [cut_to_fields(r, fields) if r is not None else None for r in records]
 
     async def filter_keys(self, keys: list[str]) -> set[str]:
         lookup = self._points()
