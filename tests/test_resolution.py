@@ -261,7 +261,7 @@ LOOK_ALIKES = [
     ("ANNE BRODAL-HVAL", "ANNE BRODAL", "PERSON", None),  # a second surname added, not a first part dropped
     # A number tells apart names alike but for it; names sharing no word do not look alike.
     ("OSKAR LIND III", "THE LAST LORD", "PERSON", None),
-    ("KESTREL", "KESTREL 3", "PRODUCT", "number"),
+    ("MARLWICK", "MARLWICK 3", "PRODUCT", "number"),
     ("2031", "2031 II", "EVENT", "number"),  # a number alone is no word in common
     ("XIII", "ORION", "PRODUCT", "number"),
 ]

@@ -339,8 +339,8 @@ def look_alike(a: str, b: str) -> Optional[str]:
         return None
     (ka, numbers_a, generation_a, run_a), (kb, numbers_b, generation_b, run_b) = _marks(a), _marks(b)
     # Names that share no word do not look alike, whatever their numbers: a number tells two
-    # things apart only in names alike but for it (a nickname stated of HENRY FORD II is not
-    # its look-alike; HENRY FORD is).
+    # things apart only in names alike but for it (a nickname stated of OSRIC VANE III is not
+    # its look-alike; OSRIC VANE is).
     if numbers_a != numbers_b and (set(ka) & set(kb) or not _worded(ka) or not _worded(kb)):
         return "number"
     if generation_a != generation_b:
