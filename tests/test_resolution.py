@@ -1633,6 +1633,28 @@ def test_an_untyped_surname_used_only_in_the_texts_of_the_full_name_refers_back_
     assert decided(initials, other).verdict == "distinct"
 
 
+def test_an_untyped_surname_in_a_list_of_surnames_opening_a_sentence_refers_back_to_it() -> None:
+    # A sentence opening with a list of surnames ("Holm, Marten and Vik left") has each of them
+    # as its subject, the first as much as the others; in any language with a lower-case
+    # joining word, and with or without a comma before it.
+    ilse = _in(profile("ILSE MARTEN", description="The film starred Ilse Marten and Per Holm."), "c1")
+    for text in ("Holm, Marten, and Vik all left the studio.", "Holm, Marten und Vik verließen das Studio.",
+                 "Holm et Marten quittèrent le studio."):
+        marten = NameProfile("MARTEN")
+        marten.chunks.add("c1")
+        marten.relation_texts.append(text)
+        assert decided(ilse, marten).verdict == "merge", text
+    # Look-alikes that stay apart: a list that does not open the sentence (objects: a place or a
+    # thing as often as a person), one whose items are not all capitalised words, and one
+    # joined by a capitalised word.
+    for text in ("The crew flew to Holm, Marten and Vik.", "Holm, the village, Marten and Vik flooded.",
+                 "Holm, Marten And Vik left."):
+        marten = NameProfile("MARTEN")
+        marten.chunks.add("c1")
+        marten.relation_texts.append(text)
+        assert decided(ilse, marten).verdict != "merge", text
+
+
 def test_an_untyped_surname_related_to_the_full_name_or_written_after_another_first_name_is_someone_else() -> None:
     # A relative named beside the famous bearer of the surname: the extraction relates the two
     # names, and a name that refers back is no relation of itself.

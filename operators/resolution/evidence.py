@@ -447,13 +447,36 @@ def _named_by_its_part(pa: NameProfile, pb: NameProfile) -> bool:
     return _opens_a_sentence(name_key(short.name)[-1], written) and _written_as_a_name(long)
 
 
+# One-word names listed at the end of a text, each but the last with a comma, the last with a
+# comma or one joining word after it: "Holm, Marten, and ", "Holm, ", "Holm und ".
+_NAME_WORD = r"[^\W\d_][\w'’-]*"
+_LISTED_BEFORE = re.compile(rf"(?:{_NAME_WORD},\s+)*(?:{_NAME_WORD},?\s+[^\W\d_]+\s+|{_NAME_WORD},\s+)$")
+
+
+def _list_opening(prefix: str) -> str:
+    """``prefix`` without the one-word names listed at its end: a subject can be a list of
+    surnames ("Holm, Marten and Vik all left"), each as much the subject as the first. Only
+    where every listed word is capitalised (names, not words of the sentence) and the joining
+    word, if any, is not (any language's lower-case conjunction: "and", "und", "et")."""
+    listed = _LISTED_BEFORE.search(prefix)
+    if not listed:
+        return prefix
+    words = re.findall(rf"{_NAME_WORD},?", listed.group(0))
+    joining = [] if words[-1].endswith(",") else [words.pop()]
+    if not all(w[0].isupper() for w in words) or not all(w.islower() for w in joining):
+        return prefix
+    return prefix[:listed.start()]
+
+
 def _opens_a_sentence(word: str, texts: list[str]) -> bool:
     """Whether one of ``texts`` opens a sentence with the key word ``word`` alone (not as the
-    first word of a longer name: "Marten Harbour is ...")."""
+    first word of a longer name: "Marten Harbour is ..."), or with a list of one-word names
+    holding it (:func:`_list_opening`)."""
     for text in texts:
         for at in _places(word, text):
             after = text[at + len(word):at + len(word) + 2]
-            if _SENTENCE_START.search(text[:at]) and not (after[:1] == " " and after[1:].isupper() and after[1:].isalpha()):
+            if _SENTENCE_START.search(_list_opening(text[:at])) \
+                    and not (after[:1] == " " and after[1:].isupper() and after[1:].isalpha()):
                 return True
     return False
 
