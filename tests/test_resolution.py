@@ -225,6 +225,13 @@ def test_descriptions_state_what_a_name_is() -> None:
     assert claims("WORLD WRESTLING FEDERATION", "The World Wrestling Federation (WWF) bought a rival.") == {"K WWF"}
     assert claims("ANNE HATHAWAY", "The cast: Anne Hathaway (Selina Kyle) and others.") == set()
     assert claims("KINGSTON JAMAICA", "Michael Johnson (born 1965, Kingston Jamaica), better known as Mikey Spice.") == set()
+    # Dates in brackets between a name and the naming word (an encyclopedia's opening) leave the
+    # name the one spoken of; a bracket without a number may be another name, so nothing then.
+    assert claims("ADA MARIA HOLM", "Ada Maria Holm (4 May 1901 – 2 June 1980), known as Ada Vik, was a printer.") \
+        == {"K ADA VIK"}
+    assert claims("MICHAEL JOHNSON", "Michael Johnson (born 1965, Kingston Jamaica), better known as Mikey Spice.") \
+        == {"K MIKEY SPICE"}
+    assert claims("ADA MARIA HOLM", "Ada Maria Holm (Tove Lind), known as Ada Vik, was a printer.") == set()
     assert claims("FRED", "The clerk is Scrooge's employee; Fred greets him.") == set()
 
     fred = profile("FRED", "PERSON", description="Fred is Scrooge's nephew, whom Scrooge visits.")

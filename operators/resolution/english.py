@@ -212,7 +212,7 @@ def _naming_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
         history = match.group(1) is not None or lead is not None and lead.group(1) is not None
         if lead is None and not history:
             continue  # a verb: "Hale called Tom in"
-        before = sentence[:match.start() - (len(lead.group()) if lead else 0)]
+        before = _without_dates(sentence[:match.start() - (len(lead.group()) if lead else 0)])
         if before.rstrip(" ,").endswith(")") or _NAME_GOES_ON.match(sentence, match.end()):
             continue  # a parenthesis or a longer name around the cue: which name is which is unclear
         other = name_key(match.group(2))
@@ -237,6 +237,21 @@ def _naming_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
             if before_key and before_key != own and not _inside_a_name(words, start):
                 claims.add("K " + " ".join(before_key))
     return claims
+
+
+def _without_dates(before: str) -> str:
+    """``before`` without the bracketed asides holding a number that end it: an encyclopedia
+    writes a life's or a work's dates there ("Ada Holm (1901 – 1980), known as ..."), and the
+    name before them is the one the naming word speaks of. An aside without a number may be
+    another name ("Anne Hale (Selina Kyle), known as ...": which name is which is unclear)."""
+    while True:
+        trimmed = before.rstrip(" ,")
+        if not trimmed.endswith(")"):
+            return before
+        opening = trimmed.rfind("(")
+        if opening < 0 or not any(c.isdigit() for c in trimmed[opening:]):
+            return before
+        before = trimmed[:opening]
 
 
 def _bracket_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
