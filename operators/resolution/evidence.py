@@ -12,6 +12,7 @@ from typing import Any, Iterator, Mapping, Optional
 from graphrag.operators.names import fold_name
 from graphrag.schema import ChunkExtraction
 
+from .chinese import stated_names
 from .english import (STOPWORDS, claim_cues, cued_claims, description_claims, description_pronouns, description_roles,
                       gender_from_pronouns, is_english, plural_name, written_in_lower_case)
 from .keys import (NEVER_ALIKE, TOKEN, UNSETTLED_RELATIONS, accented_key, designation, gender, key_of, look_alike,
@@ -83,8 +84,10 @@ class NameProfile:
 
     @cached_property
     def claims(self) -> set[str]:
-        """What the descriptions state this name is (:func:`description_claims`)."""
-        return {c for text in self.descriptions.values() for c in description_claims(self.name, text)}
+        """What the descriptions state this name is (:func:`description_claims`, and in Chinese
+        :func:`.chinese.stated_names`)."""
+        return {c for text in self.descriptions.values()
+                for c in description_claims(self.name, text) | stated_names(self.name, text)}
 
     @cached_property
     def plural(self) -> bool:
@@ -183,6 +186,8 @@ def chunk_claims(extraction: ChunkExtraction) -> set[tuple[str, str]]:
             found = cues[text]
             if found is not None:
                 claims.update((name, claim) for claim in cued_claims(name, text, found))
+            else:
+                claims.update((name, claim) for claim in stated_names(name, text))
     return claims
 
 
