@@ -2232,3 +2232,35 @@ def test_a_chinese_statement_of_a_former_name_merges_exactly_in_any_order_and_un
     assert len(both["resolution"]["aliases"]) == 1 and set(both["resolution"]["aliases"].items()) <= {
         ("青川学堂", "临江大学"), ("临江大学", "青川学堂")}
     assert alone["resolution"]["aliases"] == {}
+
+
+def test_untyped_a_bare_name_said_to_be_its_category_words_kind_is_that_name() -> None:
+    # No types (an extraction asked for none): a resort and a studio, each described as what
+    # the fuller name's last word says it is ...
+    springs = profile("KELM SPRINGS", description="Kelm Springs is the resort near Harbury.")
+    resort = profile("KELM SPRINGS RESORT", description="Kelm Springs Resort is the resort containing Lantern Park.")
+    assert decided(springs, resort).verdict == "merge"
+    studio = profile("ORVEL", neighbours=("TAMSK BEAR",),
+                     description="Orvel is the animation studio that produced The Lantern Hour.")
+    productions = profile("ORVEL PRODUCTIONS", neighbours=("TAMSK BEAR",),
+                          description="Orvel Productions is the animation studio that created Tamsk Bear.")
+    assert decided(studio, productions).verdict == "merge"
+    # ... but not a town written with the resort's name, nor a film described as a film beside a studio
+    # (a plural category word names a maker: ZEIT FILMS is no film), nor a band beside its
+    # label, nor two names an extraction relates.
+    town = profile("KELM SPRINGS", description="Kelm Springs is the resort town where Kelm Springs Resort stands.")
+    assert decided(town, resort).verdict != "merge"  # the town writes the resort's name: another thing
+    pictures = profile("MARTEN PICTURES", description="Marten Pictures is a film studio in Harbury.")
+    assert decided(profile("MARTEN", description="Marten is a 1950 drama film."), pictures).verdict != "merge"
+    assert decided(profile("ZEIT", description="Zeit is a film by Anna Lind."),
+                   profile("ZEIT FILMS", description="Zeit Films is a distributor.")).verdict != "merge"
+    assert decided(profile("HARBOUR", description="Harbour is a rock band that released two records."),
+                   profile("HARBOUR RECORDS", description="Harbour Records is a record label.")).verdict != "merge"
+    related = profile("KELM SPRINGS", neighbours=("KELM SPRINGS RESORT",),
+                      description="Kelm Springs is the resort near Harbury.")
+    assert decided(related, profile("KELM SPRINGS RESORT", neighbours=("KELM SPRINGS",),
+                                    description="Kelm Springs Resort is the resort containing Lantern Park.")
+                   ).verdict != "merge"
+    # Typed, the types decide as before.
+    assert decided(profile("KELM SPRINGS", "EVENT", description="Kelm Springs is the resort near Harbury."),
+                   profile("KELM SPRINGS RESORT", "GEO")).verdict != "merge"
