@@ -723,7 +723,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # said to be that kind of thing (:func:`_its_own_kind`).
         kind = ta == tb == "UNKNOWN" and _its_own_kind(pa, pb, corroborated)
         corroborated = kind
-        score += _NAMED_BY_ITS_PART * kind
+        score += _SAME_CHUNK * kind  # counts like a text in common
     if relation == "head":
         # "THE STEWARD" is "HALE'S STEWARD" where it is told of with Hale.
         owner = (owned(a) or owned(b))[0]  # type: ignore[index]
