@@ -2204,3 +2204,92 @@ def test_a_surname_after_the_full_name_in_one_offline_text_still_merges() -> Non
     # In one sentence with it too, outside an aside.
     text = "Piano pieces by Halvard Brekke, and Brekke's last songs, were printed in Tarnby after his death."
     assert _offline_pair(text, "HALVARD BREKKE", "BREKKE").verdict == "merge"
+
+
+def test_a_chinese_description_stating_another_name_is_a_statement_of_the_name() -> None:
+    from graphrag.operators.resolution.chinese import stated_names
+
+    # A copula sentence opening with the name, with a name noun and its modifier, a time phrase
+    # after the named span; and naming words at the start of a clause (courtesy and art names, a
+    # renaming after a year). Invented names: a college and a town, a scholar.
+    assert stated_names("青川学堂", "青川学堂是临江大学的最初名称。") == {"K 临江大学"}
+    assert stated_names("临州", "临州是江宁在1801年至1820年间的名称。") == {"K 江宁"}
+    assert stated_names("林若溪", "林若溪，字子澄，号青崖，是临江的学者。") == {"K 子澄", "K 青崖"}
+    assert stated_names("江宁", "江宁是古城，1801年改名临州，后又恢复原名。") == {"K 临州"}
+    # Not a statement of the name: another noun before the name noun (a company's product), more
+    # written after the named span, a text not opening with the name, an English text.
+    assert stated_names("青川牌", "青川牌是临江公司的产品名称。") == frozenset()
+    assert "K 林若溪" not in stated_names("临武帝", "临武帝是林若溪称帝后的称号。")  # the whole span only
+    assert stated_names("临州", "据说江宁是临州的旧称。") == frozenset()
+    assert stated_names("TERN", "Tern is the original name of Larkspur.") == frozenset()
+    # The pair a statement finds merges; typed apart it does not.
+    school = profile("青川学堂", "ORGANIZATION", description="青川学堂是临江大学的最初名称。")
+    college = profile("临江大学", "ORGANIZATION", description="临江大学创建于1898年。")
+    assert decide_pair(school, college, "stated", threshold=0.7, ask_threshold=0.4).verdict == "merge"
+    brand = profile("青川牌", "PRODUCT", description="青川牌是临江公司的产品名称。")
+    company = profile("临江公司", "ORGANIZATION", description="临江公司生产茶叶。")
+    assert decide_pair(brand, company, "stated", threshold=0.7, ask_threshold=0.4).verdict == "distinct"
+
+
+def test_a_one_word_name_with_its_short_form_and_a_stated_former_name_is_one_group() -> None:
+    # In a script without spaces every name is one word: the name's own short form (临大, two of
+    # its characters) is no second fuller name it could be part of, so the former name joins.
+    names = {"临江大学", "临大", "青川学堂"}
+    pairs = {("临大", "临江大学"), ("临江大学", "青川学堂")}
+    aliases = group_names(names, pairs, ManualDecisions(), parts=pairs)
+    assert len(aliases) == 2 and len({aliases.get(n, n) for n in names}) == 1
+    # A short name two longer, unrelated names could stand for still stays alone.
+    names = {"临大", "临江大学", "临海大学"}
+    pairs = {("临大", "临江大学"), ("临大", "临海大学")}
+    assert group_names(names, pairs, ManualDecisions(), parts=pairs) == {}
+
+
+COLLEGES = {
+    "创建于1898年": ['("entity"<|>"临江大学"<|>"ORGANIZATION"<|>"临江大学创建于1898年，是临江第一所大学。")',
+                  '("entity"<|>"临江"<|>"GEO"<|>"临江是一座港口城市。")',
+                  '("relationship"<|>"临江大学"<|>"临江"<|>"临江大学位于临江。"<|>5)'],
+    "初名": ['("entity"<|>"青川学堂"<|>"ORGANIZATION"<|>"青川学堂是临江大学的最初名称。")',
+            '("entity"<|>"临江大学"<|>"ORGANIZATION"<|>"临江大学初名青川学堂。")',
+            '("relationship"<|>"临江大学"<|>"青川学堂"<|>"临江大学初名青川学堂。"<|>5)'],
+}
+COLLEGE_DOCS = ["临江大学创建于1898年，是临江第一所大学。", "临江大学初名青川学堂。"]
+
+
+def test_a_chinese_statement_of_a_former_name_merges_exactly_in_any_order_and_under_delete(tmp_path: Any) -> None:
+    both, alone = _exact_in_any_order_and_under_delete(tmp_path, records_responder(COLLEGES), COLLEGE_DOCS,
+                                                       COLLEGE_DOCS[:1])
+    assert len(both["resolution"]["aliases"]) == 1 and set(both["resolution"]["aliases"].items()) <= {
+        ("青川学堂", "临江大学"), ("临江大学", "青川学堂")}
+    assert alone["resolution"]["aliases"] == {}
+
+
+def test_untyped_a_bare_name_said_to_be_its_category_words_kind_is_that_name() -> None:
+    # No types (an extraction asked for none): a resort and a studio, each described as what
+    # the fuller name's last word says it is ...
+    springs = profile("KELM SPRINGS", description="Kelm Springs is the resort near Harbury.")
+    resort = profile("KELM SPRINGS RESORT", description="Kelm Springs Resort is the resort containing Lantern Park.")
+    assert decided(springs, resort).verdict == "merge"
+    studio = profile("ORVEL", neighbours=("TAMSK BEAR",),
+                     description="Orvel is the animation studio that produced The Lantern Hour.")
+    productions = profile("ORVEL PRODUCTIONS", neighbours=("TAMSK BEAR",),
+                          description="Orvel Productions is the animation studio that created Tamsk Bear.")
+    assert decided(studio, productions).verdict == "merge"
+    # ... but not a town written with the resort's name, nor a film described as a film beside a studio
+    # (a plural category word names a maker: ZEIT FILMS is no film), nor a band beside its
+    # label, nor two names an extraction relates.
+    town = profile("KELM SPRINGS", description="Kelm Springs is the resort town where Kelm Springs Resort stands.")
+    assert decided(town, resort).verdict != "merge"  # the town writes the resort's name: another thing
+    pictures = profile("MARTEN PICTURES", description="Marten Pictures is a film studio in Harbury.")
+    assert decided(profile("MARTEN", description="Marten is a 1950 drama film."), pictures).verdict != "merge"
+    assert decided(profile("ZEIT", description="Zeit is a film by Anna Lind."),
+                   profile("ZEIT FILMS", description="Zeit Films is a distributor.")).verdict != "merge"
+    assert decided(profile("HARBOUR", description="Harbour is a rock band that released two records."),
+                   profile("HARBOUR RECORDS", description="Harbour Records is a record label.")).verdict != "merge"
+    related = profile("KELM SPRINGS", neighbours=("KELM SPRINGS RESORT",),
+                      description="Kelm Springs is the resort near Harbury.")
+    assert decided(related, profile("KELM SPRINGS RESORT", neighbours=("KELM SPRINGS",),
+                                    description="Kelm Springs Resort is the resort containing Lantern Park.")
+                   ).verdict != "merge"
+    # Typed, the types decide as before.
+    assert decided(profile("KELM SPRINGS", "EVENT", description="Kelm Springs is the resort near Harbury."),
+                   profile("KELM SPRINGS RESORT", "GEO")).verdict != "merge"

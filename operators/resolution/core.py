@@ -69,7 +69,7 @@ class ManualDecisions:
 
 # The version of the rules the derived record was decided by: a record of other rules is
 # decided again in full by the next write (its decisions would not be a fresh index's).
-RULES = 15
+RULES = 16
 
 
 @dataclass
@@ -174,11 +174,20 @@ class _Links:
                 said = [p for p in partners if name_key(p) != found[1]]
                 fuller = sorted(p for p in said if not any(set(name_key(p)) < set(name_key(q)) for q in said))
             else:  # a designation's ambiguity is its own, unless this is its head
-                fuller = sorted(p for p in partners if len(name_key(p)) >= len(key)
+                fuller = sorted(p for p in partners if _at_least_as_full(name_key(p), key)
                                 and (not designation(p) or designation(p)[1] == key))  # type: ignore[index]
             found = self._unsure[name] = any(not self.compatible(p, q) for i, p in enumerate(fuller)
                                              for q in fuller[i + 1:])
         return found
+
+
+def _at_least_as_full(other: tuple[str, ...], key: tuple[str, ...]) -> bool:
+    """Whether a partner's key ``other`` could be a fuller name of ``key``: as many words or
+    more; between one-word keys (a script written without spaces: 北京大学, 北大), as many
+    characters or more, so a name's own short form is no second fuller name it could be part of."""
+    if len(other) == len(key) == 1:
+        return len(other[0]) >= len(key[0])
+    return len(other) >= len(key)
 
 
 def _judged(a: str, b: str) -> tuple[str, ...]:

@@ -334,6 +334,19 @@ def description_roles(name: str, texts: list[str]) -> set[str]:
     return roles
 
 
+def said_to_be(name: str, texts: list[str], word: str) -> bool:
+    """Whether one of the English ``texts`` says ``name`` is a ``word`` (upper case, a key word):
+    the word, as written, in the noun phrase after "is a", "was the" with the name as subject
+    ("Kelm Springs is the resort near Harbury" says KELM SPRINGS is a RESORT). Only the word
+    itself: a plural (FILMS, RECORDS) names a maker of such things, its singular one of them."""
+    own, lowered = set(name_key(name)), word.lower()
+    for text in texts:
+        said = _PREDICATE.search(text.lower())
+        if said and lowered in said.group(1).split() and _subject_is(own, text, said.start()):
+            return True
+    return False
+
+
 def _subject_is(own: set[str], text: str, at: int) -> bool:
     """Whether the clause before ``at`` names the name of key words ``own`` ("Old Jack is
     ..."; not "he was ...")."""

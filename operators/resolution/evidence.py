@@ -12,8 +12,9 @@ from typing import Any, Iterator, Mapping, Optional
 from graphrag.operators.names import fold_name
 from graphrag.schema import ChunkExtraction
 
+from .chinese import stated_names
 from .english import (STOPWORDS, claim_cues, cued_claims, description_claims, description_pronouns, description_roles,
-                      gender_from_pronouns, is_english, plural_name, written_in_lower_case)
+                      gender_from_pronouns, is_english, plural_name, said_to_be, written_in_lower_case)
 from .keys import (NEVER_ALIKE, TOKEN, UNSETTLED_RELATIONS, accented_key, designation, gender, key_of, look_alike,
                    name_key, normal_name, owned, relational, surface_variants)
 from .words import ARTICLES, CORPORATE, HONORIFICS
@@ -83,8 +84,10 @@ class NameProfile:
 
     @cached_property
     def claims(self) -> set[str]:
-        """What the descriptions state this name is (:func:`description_claims`)."""
-        return {c for text in self.descriptions.values() for c in description_claims(self.name, text)}
+        """What the descriptions state this name is (:func:`description_claims`, and in Chinese
+        :func:`.chinese.stated_names`)."""
+        return {c for text in self.descriptions.values()
+                for c in description_claims(self.name, text) | stated_names(self.name, text)}
 
     @cached_property
     def plural(self) -> bool:
@@ -183,6 +186,8 @@ def chunk_claims(extraction: ChunkExtraction) -> set[tuple[str, str]]:
             found = cues[text]
             if found is not None:
                 claims.update((name, claim) for claim in cued_claims(name, text, found))
+            else:
+                claims.update((name, claim) for claim in stated_names(name, text))
     return claims
 
 
@@ -528,6 +533,24 @@ def _in_an_aside(pa: NameProfile, pb: NameProfile) -> bool:
     return bool(chunks)
 
 
+def _its_own_kind(pa: NameProfile, pb: NameProfile, corroborated: bool) -> bool:
+    """Whether, with no types, the bare name of a ``category`` pair ("KELM SPRINGS" / "KELM
+    SPRINGS RESORT") is said to be the kind of thing the fuller name's last word says: its
+    English descriptions say it is one ("... is the resort near Harbury"), or, with something
+    else in common (``corroborated``), both say the same noun of what they are ("the animation
+    studio that ..."). Not where the two are related, nor where the bare name's descriptions
+    write the fuller name: then the bare name is another thing called after it (a film "X",
+    "produced by X Pictures")."""
+    bare, full = (pa, pb) if len(name_key(pa.name)) < len(name_key(pb.name)) else (pb, pa)
+    word = name_key(full.name)[-1]
+    # The fuller name written in the bare one's descriptions: its last word capitalised there.
+    if _related(pa, pb) or any(text[at].isupper() for text in bare.descriptions.values() for at in _places(word, text)):
+        return False
+    if said_to_be(bare.name, bare.english, word):
+        return True
+    return corroborated and bool(bare.roles & full.roles)
+
+
 def _article_led(name: str) -> bool:
     words = normal_name(name).split()
     return bool(words) and words[0] in ARTICLES
@@ -719,7 +742,11 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     if relation == "extended_name" and not person:
         corroborated = False  # "VIETNAMESE PRODIGY" is no part of "VIETNAMESE FINE ARTS PRODIGY"
     if relation == "category" and not (typed and ta == tb):
-        corroborated = False  # a film "X" and its studio "X PICTURES" are typed apart
+        # A film "X" and its studio "X PICTURES" are typed apart. Untyped, the bare name must be
+        # said to be that kind of thing (:func:`_its_own_kind`).
+        kind = ta == tb == "UNKNOWN" and _its_own_kind(pa, pb, corroborated)
+        corroborated = kind
+        score += _SAME_CHUNK * kind  # counts like a text in common
     if relation == "head":
         # "THE STEWARD" is "HALE'S STEWARD" where it is told of with Hale.
         owner = (owned(a) or owned(b))[0]  # type: ignore[index]
