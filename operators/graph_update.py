@@ -398,11 +398,16 @@ def _element_order(element: GraphElement) -> tuple:
 
 
 class MergeAhead:
-    """Merges the chunks extracted so far once only the last calls are in flight (the LLM
-    slots would mostly idle), and the rest after extraction. Both passes rebuild what they
-    touch from every extraction, so the graph is the one a single pass would make.
+    """Merges the chunks extracted so far while extraction runs, and the rest after it. Every
+    pass rebuilds what it touches from every extraction, so the graph is the one a single pass
+    would make.
 
-    ``rebuild(changed, removed_chunks)`` runs one pass; ``start`` runs the early pass in the
+    The first early pass starts once half of the ``expected`` chunks are in (the event loop has
+    CPU to spare while the model works), the next once only ``tail`` are left (the model's
+    slots would mostly idle); each merges what came since the one before, after it (they write
+    the same graph). What a pass leaves is what the merge after the last answer has to do.
+
+    ``rebuild(changed, removed_chunks)`` runs one pass; ``start`` runs the early passes in the
     background. The extractions merged are gathered in ``extracted`` (given: the dict the
     rebuild reads this write's extractions from, before they are recorded).
     """
@@ -414,26 +419,37 @@ class MergeAhead:
         self._rebuild = rebuild
         self._removed = removed
         self._expected = expected
-        self._tail = tail
         self._start = start
         self.extracted: dict[str, ChunkExtraction] = {} if extracted is None else extracted
-        self._ahead: Optional[tuple[set[str], "asyncio.Future[GraphRebuild]"]] = None
+        # The numbers of chunks still to come at which an early pass starts, largest first.
+        self._starts = sorted({left for left in (expected // 2, tail) if left >= 1}, reverse=True)
+        self._merged: set[str] = set()
+        self._ahead: Optional["asyncio.Future[GraphRebuild]"] = None
 
     def on_extracted(self, chunk_id: str, extraction: ChunkExtraction) -> None:
         self.extracted[chunk_id] = extraction
         left = self._expected - len(self.extracted)
-        if self._ahead is None and left <= min(self._tail, len(self.extracted)):
-            so_far = dict(self.extracted)
-            self._ahead = (set(so_far), self._start(self._first_pass(so_far)))
+        if self._starts and left <= min(self._starts[0], len(self.extracted)):
+            del self._starts[0]
+            while self._starts and left <= self._starts[0]:
+                del self._starts[0]
+            so_far = {k: v for k, v in self.extracted.items() if k not in self._merged}
+            self._merged |= set(so_far)
+            self._ahead = self._start(self._after(self._ahead, so_far))
 
     async def finish(self, extractions: dict[str, ChunkExtraction]) -> GraphRebuild:
         """The whole rebuild, once ``extractions`` (every new chunk's) are in."""
         self.extracted.update(extractions)
-        if self._ahead is None:
+        rest = {k: v for k, v in extractions.items() if k not in self._merged}
+        return await self._after(self._ahead, rest)
+
+    async def _after(self, before: Optional["asyncio.Future[GraphRebuild]"],
+                     extractions: dict[str, ChunkExtraction]) -> GraphRebuild:
+        """The pass over ``extractions`` once the pass ``before`` is done, joined to its result
+        (the first pass also takes the removed chunks out)."""
+        if before is None:
             return await self._first_pass(extractions)
-        merged, ahead = self._ahead
-        rest = {k: v for k, v in extractions.items() if k not in merged}
-        return (await ahead).then(await self._rebuild(rest, set()))
+        return (await before).then(await self._rebuild(extractions, set()))
 
     async def _first_pass(self, extractions: dict[str, ChunkExtraction]) -> GraphRebuild:
         return await self._rebuild({**self._removed, **extractions}, set(self._removed))

@@ -1347,6 +1347,46 @@ def test_blocking_ahead_finds_the_pairs_of_lookups_in_the_final_index() -> None:
             assert _candidate_pairs(present, set(), index, ahead) == expected, (seed, loose)
 
 
+def test_an_index_brought_up_batch_by_batch_finds_what_one_built_at_once_finds() -> None:
+    """The pass's index, brought up from the names of an earlier write by each batch of names
+    as the extractions arrive (names arriving twice, some earlier names leaving at the pass),
+    then to the pass's names, finds every present name's pairs as an index built over those
+    names at once; the claims read ahead are a chunk's claims, and a chunk whose extraction
+    changed since is read again."""
+    from graphrag.operators.resolution import NameIndex
+    from graphrag.operators.resolution.evidence import chunk_claims
+    from graphrag.operators.resolution.store import IndexedAhead, _candidate_pairs
+
+    def extraction(names: list[str]) -> dict[str, Any]:
+        return {"entities": [{"name": n, "type": "PERSON", "description": f"{n.title()} is the stage name of {names[-1].title()}."}
+                             for n in names], "relations": []}
+
+    for seed in range(3):
+        rng = random.Random(seed)
+        pool = sorted({random_name(rng) for _ in range(400)})
+        rng.shuffle(pool)
+        before, arriving = set(pool[:150]), pool[100:300] + pool[120:140]
+        leaving = set(pool[:40]) - set(arriving)
+        names = (before - leaving) | set(arriving)
+        chunks = {f"c{i}": extraction(arriving[i:i + 5]) for i in range(0, len(arriving), 5)}
+        for loose in (False, True):
+            ahead = IndexedAhead(set(before), NameIndex(before, loose=loose))
+            feed = list(chunks.items())
+            while feed:
+                size = rng.randint(1, 4)
+                ahead.add(feed[:size])
+                feed = feed[size:]
+            index = ahead.index
+            index.update(names - index.names, index.names - names)  # as the pass brings it to its names
+            expected = _candidate_pairs(set(arriving), set(), NameIndex(names, loose=loose))
+            assert len(expected) > len(arriving) // 2  # the names do meet
+            assert index.names == names and _candidate_pairs(set(arriving), set(), index) == expected, (seed, loose)
+        assert all(ahead.claims_of(c, e) == chunk_claims(e) for c, e in chunks.items())
+        assert any(chunk_claims(e) for e in chunks.values())
+        changed = extraction(["SOMEONE ELSE", "ANOTHER NAME"])
+        assert ahead.claims_of("c0", changed) == chunk_claims(changed) != ahead.claims_of("c0", chunks["c0"])
+
+
 def test_the_lookup_process_answers_as_lookups_in_this_process() -> None:
     """The second process, started over the same names and given the same batches, answers
     each name's candidates as this process finds them; closed, it exits."""
@@ -1544,6 +1584,20 @@ def test_a_large_write_looks_its_names_up_in_a_second_process(tmp_path: Any, mon
     passes: list[tuple[set[str], set[str]]] = []
     real_start, real_look_up = LookupProcess.start.__func__, LookupProcess.look_up  # type: ignore[attr-defined]
     real_pairs, real_finish = store._candidate_pairs, MergeAhead.finish
+    real_index, real_add = store.EntityResolution._index, store.IndexedAhead.add
+    indexed_ahead: list[bool] = []
+    batches: list[int] = []
+
+    def index(self: Any, before: set[str], names: set[str], ahead: Any = None) -> Any:
+        # The index the pass uses is the one brought up as the names arrived, over its names.
+        indexed_ahead.append(ahead is not None and ahead.before == before)
+        found = real_index(self, before, names, ahead)
+        assert found is (ahead.index if indexed_ahead[-1] else found) and found.names == names
+        return found
+
+    def add(self: Any, extractions: Any) -> None:
+        batches.append(len(extractions))
+        real_add(self, extractions)
 
     async def start(cls: Any, names: list[str], loose: bool) -> LookupProcess:
         started.append(await real_start(cls, names, loose))
@@ -1588,6 +1642,8 @@ def test_a_large_write_looks_its_names_up_in_a_second_process(tmp_path: Any, mon
     monkeypatch.setattr(lookup_worker, "NICENESS", 0)  # on a busy machine a lower priority may wait long
     monkeypatch.setattr(LookupProcess, "look_up", look_up)
     monkeypatch.setattr(MergeAhead, "finish", finish)
+    monkeypatch.setattr(store.EntityResolution, "_index", index)
+    monkeypatch.setattr(store.IndexedAhead, "add", add)
     passes.clear()
     rag = build("process")
     assert state_of(rag) == expected
@@ -1595,6 +1651,7 @@ def test_a_large_write_looks_its_names_up_in_a_second_process(tmp_path: Any, mon
     assert state_of(build("process_one_by_one", True)) == expected_one_by_one
     assert len(started) == 3 and [w.returncode for w in started] == [0, 0, 0]
     assert len(passes) == 3 and all(found and found <= present for present, found in passes)
+    assert indexed_ahead == [True, True, True] and sum(batches) == len(DOE_DOCS) + 2  # all at once, then one by one
 
     monkeypatch.setattr(LookupProcess, "look_up", dying)
     with caplog.at_level("WARNING"):

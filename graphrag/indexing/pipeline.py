@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from graphrag.operators.format_failures import FormatFailures
     from graphrag.operators.graph_update import GraphChanges, GraphRebuild, MergeAhead
     from graphrag.operators.resolution import EntityResolution
-    from graphrag.operators.resolution.store import NamesLookedUp
+    from graphrag.operators.resolution.store import IndexedAhead, NamesLookedUp
 
 logger = logging.getLogger(__name__)
 
@@ -185,12 +185,16 @@ class Pipeline:
                 listeners = [merge.on_extracted]
                 # Resolution's name lookups, as the names arrive, in a second process (a large write).
                 blocking = resolution.blocking_ahead(len(work.to_extract)) if resolution is not None else None
-                looked_up = None
+                looked_up = indexed = None
                 if blocking is not None:
                     looked_up = background.start(blocking.run(), stage="resolve_ahead")
+                    # ... and the pass's own blocking index and claims, in a thread as they arrive.
+                    indexed = background.start(blocking.index())
                     listeners.append(blocking.on_extracted)
                 with timer.stage("extract"):
                     extracted = await self.extract(work, listeners, first_answer)
+                if blocking is not None:
+                    blocking.all_in()
                 heap.settle()
                 with timer.stage("merge"):
                     rebuilt = await merge.finish(extracted.changed)
@@ -204,9 +208,13 @@ class Pipeline:
                             blocking.close()
                             return await looked_up
 
+                        async def indexed_so_far() -> Optional[IndexedAhead]:
+                            return await indexed if indexed is not None else None
+
                         try:
                             rebuilt, resolved = await self.resolve(resolution, rebuilt, extracted.changed,
-                                                                    work.removed, judge_pending, ahead=lookups_so_far)
+                                                                    work.removed, judge_pending, ahead=lookups_so_far,
+                                                                    indexed=indexed_so_far)
                         finally:
                             if blocking is not None:
                                 blocking.close()
@@ -378,11 +386,13 @@ class Pipeline:
 
     async def resolve(self, resolution: EntityResolution, rebuilt: GraphRebuild, extracted: dict[str, ChunkExtraction],
                       removed: dict[str, ChunkExtraction], judge_pending: bool = False,
-                      ahead: Optional[Callable[[], Awaitable[Optional[NamesLookedUp]]]] = None
+                      ahead: Optional[Callable[[], Awaitable[Optional[NamesLookedUp]]]] = None,
+                      indexed: Optional[Callable[[], Awaitable[Optional[IndexedAhead]]]] = None
                       ) -> tuple[GraphRebuild, dict[str, Any]]:
         """Resolve the names the new and removed chunks mention (``ahead``: gives the names
-        looked up as they arrived); rebuild the nodes whose names moved."""
-        outcome = await resolution.resolve(extracted, removed, ask_all=judge_pending, ahead=ahead)
+        looked up as they arrived; ``indexed``: the blocking index and claims made as they
+        arrived); rebuild the nodes whose names moved."""
+        outcome = await resolution.resolve(extracted, removed, ask_all=judge_pending, ahead=ahead, indexed=indexed)
         moved = await resolution.moved_chunks(outcome)
         if moved:
             rebuild = self.rebuild_pass(extracted, aliases=outcome.state.aliases)

@@ -295,15 +295,25 @@ class EntityResolution:
     async def save_manual(self, manual: ManualDecisions) -> None:
         await self.meta.upsert({MANUAL_RECORD: manual.to_stored()})
 
-    def _index(self, before: set[str], names: set[str]) -> NameIndex:
-        """The blocking index over ``names``: the one this process kept from the last write
-        to these stores brought up to date, or a new one. Without a model to ask, pairs
-        that only a model could settle are not looked for."""
-        kept = self._kept.index
-        if kept is None or kept.loose != self.loose or kept.names != before:
-            kept = self._kept.index = NameIndex(before, loose=self.loose)
-        kept.update(names - before, before - names)
+    def _index(self, before: set[str], names: set[str], ahead: Optional["IndexedAhead"] = None) -> NameIndex:
+        """The blocking index over ``names``: the one ``ahead`` brought up from ``before`` while
+        the names arrived, or the one this process kept from the last write to these stores,
+        brought up to date, or a new one. Without a model to ask, pairs that only a model
+        could settle are not looked for. (Which names an index holds is all its lookups
+        depend on, not the order they came in.)"""
+        if ahead is not None and ahead.before == before and ahead.index.loose == self.loose:
+            kept = ahead.index
+        else:
+            kept = self.kept_index(before) or NameIndex(before, loose=self.loose)
+        self._kept.index = kept
+        kept.update(names - kept.names, kept.names - names)
         return kept
+
+    def kept_index(self, before: set[str]) -> Optional[NameIndex]:
+        """The blocking index this process kept from the last write to these stores, if it
+        holds ``before`` (and blocks as this pass does)."""
+        kept = self._kept.index
+        return kept if kept is not None and kept.loose == self.loose and kept.names == before else None
 
     async def blocking_base(self) -> set[str]:
         """The names a pass starts its blocking index from: the recorded ones (none on a
@@ -365,12 +375,14 @@ class EntityResolution:
 
     async def resolve(self, added: dict[str, ChunkExtraction], removed: dict[str, ChunkExtraction],
                       ask_all: bool = False,
-                      ahead: Optional[Callable[[], Awaitable[Optional[NamesLookedUp]]]] = None) -> Resolution:
+                      ahead: Optional[Callable[[], Awaitable[Optional[NamesLookedUp]]]] = None,
+                      indexed: Optional[Callable[[], Awaitable[Optional[IndexedAhead]]]] = None) -> Resolution:
         """Decide again every pair touching a name the ``added`` or ``removed`` chunks
         mention, regroup, and report which names moved to another node. ``ask_all``: the
         judge asks every pending pair, whatever its budget. ``ahead``: gives the names looked
         up while ``added`` arrived, asked for once this pass's own index is built (used if
-        they were looked up from the names this pass starts from)."""
+        they were looked up from the names this pass starts from). ``indexed``: gives the
+        blocking index and the claims of ``added`` made while they arrived (:class:`IndexedAhead`)."""
         started = time.perf_counter()
         records = await _read_records(self.meta)
         recorded = joined_state(records)
@@ -394,7 +406,9 @@ class EntityResolution:
                         state.claims |= {(n, c, chunk_id) for n, c in chunk_claims(extraction)}
             unresolved = sorted(set(everything) - set(added))
         claims = {c for c in state.claims if c[2] not in removed and c[2] not in added}
-        claims |= {(n, c, chunk_id) for chunk_id, extraction in added.items() for n, c in chunk_claims(extraction)}
+        ahead_index = await indexed() if indexed is not None else None
+        claims |= {(n, c, chunk_id) for chunk_id, extraction in added.items()
+                   for n, c in (ahead_index.claims_of(chunk_id, extraction) if ahead_index else chunk_claims(extraction))}
         # A name of a removed chunk, or of a manual decision, may be gone: its profile tells.
         maybe = {n for extraction in removed.values() for n in raw_names(extraction)}
         maybe = (maybe | set(manual.merges) | {n for pair in manual.never for n in pair}) - present
@@ -405,7 +419,7 @@ class EntityResolution:
         profiles = await self._profiles(maybe, previous) if maybe else {}
         present |= set(profiles)
         names = (state.names - touched) | present
-        index = self._index(state.names, names)
+        index = self._index(state.names, names, ahead_index)
         looked_up = await ahead() if ahead is not None else None
         if looked_up is not None and (looked_up.before != state.names or looked_up.loose != self.loose):
             looked_up = None
@@ -554,30 +568,91 @@ class NamesLookedUp:
         return pairs
 
 
+@dataclass
+class IndexedAhead:
+    """What a pass would start by making from a write's extractions, made while they arrived
+    (:meth:`BlockingAhead.index`): its blocking index, brought up from the names ``before`` by
+    the names of the chunks extracted so far, and those chunks' claims, by chunk (with the
+    extraction they were read from)."""
+
+    before: set[str]
+    index: NameIndex
+    claims: dict[str, tuple[ChunkExtraction, set[tuple[str, str]]]] = field(default_factory=dict)
+
+    def add(self, extractions: list[tuple[str, ChunkExtraction]]) -> None:
+        """Index the names of ``extractions`` and read their claims (in a worker thread: nothing
+        else reads this meanwhile)."""
+        self.index.update({n for _, extraction in extractions for n in raw_names(extraction)} - self.index.names, ())
+        for chunk_id, extraction in extractions:
+            self.claims[chunk_id] = (extraction, chunk_claims(extraction))
+
+    def claims_of(self, chunk_id: str, extraction: ChunkExtraction) -> set[tuple[str, str]]:
+        """``chunk_claims(extraction)``, as read ahead if it was read from this extraction."""
+        known = self.claims.get(chunk_id)
+        return known[1] if known is not None and known[0] is extraction else chunk_claims(extraction)
+
+
 class BlockingAhead:
     """Looks a large write's names up as its extractions arrive, in a second process
     (``lookup_worker``, at a lower CPU priority than the model's calls and the event loop:
     it takes the cycles they leave on the other core, and the whole core once extraction is
     over and the merge runs here). ``run`` returns the names answered once ``close`` was
     called: the pass does not wait for the rest (a busy machine may leave the process little
-    CPU), it looks them up itself, as every name if the process could not start or failed."""
+    CPU), it looks them up itself, as every name if the process could not start or failed.
+
+    ``index`` meanwhile brings the pass's own blocking index up to the names as they arrive and
+    reads their chunks' claims, in a thread of this process, batch by batch (the event loop
+    stays free for the model's answers); ``all_in`` says no more come."""
 
     def __init__(self, resolution: EntityResolution) -> None:
         self._resolution = resolution
         self._waiting: list[str] = []
         self._wake = asyncio.Event()
         self._closed = asyncio.Event()
+        self._base: Optional["asyncio.Future[set[str]]"] = None
+        self._to_index: list[tuple[str, ChunkExtraction]] = []
+        self._index_wake = asyncio.Event()
+        self._all_in = False
 
     def on_extracted(self, chunk_id: str, extraction: ChunkExtraction) -> None:
         self._waiting.extend(raw_names(extraction))
         self._wake.set()
+        self._to_index.append((chunk_id, extraction))
+        self._index_wake.set()
+
+    def all_in(self) -> None:
+        """No more extractions come: :meth:`index` indexes what is left and returns."""
+        self._all_in = True
+        self._index_wake.set()
+
+    async def _before(self) -> set[str]:
+        """The names the pass starts from (read once for both ``run`` and ``index``)."""
+        if self._base is None:
+            self._base = asyncio.ensure_future(self._resolution.blocking_base())
+        return set(await asyncio.shield(self._base))
+
+    async def index(self) -> IndexedAhead:
+        """The pass's index and claims over the extractions that came until :meth:`all_in`."""
+        before = await self._before()
+        kept = self._resolution.kept_index(before)
+        ahead = IndexedAhead(before, kept if kept is not None else
+                             await asyncio.to_thread(NameIndex, before, self._resolution.loose))
+        while True:
+            batch, self._to_index = self._to_index, []
+            if batch:
+                await asyncio.to_thread(ahead.add, batch)
+            elif self._all_in:
+                return ahead
+            else:
+                await self._index_wake.wait()
+                self._index_wake.clear()
 
     def close(self) -> None:
         self._closed.set()
         self._wake.set()
 
     async def run(self) -> Optional[NamesLookedUp]:
-        looked_up = NamesLookedUp(await self._resolution.blocking_base(), self._resolution.loose)
+        looked_up = NamesLookedUp(await self._before(), self._resolution.loose)
         worker: Optional[LookupProcess] = None
         sent: set[str] = set()
         try:
