@@ -5,7 +5,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from typing import Any, AsyncIterator, Callable, Generic, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Generic, Optional, TypeVar
 
 from graphrag.backends import storage_class
 from graphrag.config import GraphRAGConfig
@@ -17,6 +17,9 @@ from graphrag.storage import (
     StorageNameSpace,
 )
 from graphrag.storage import files
+
+if TYPE_CHECKING:
+    from graphrag.operators.rerank import Reranker
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +73,7 @@ class Stores:
         # again): caches built from an index version (the hybrid ranking graph) key on it.
         self.version = 0
         # The rerank stage the passage modes apply (operators/rerank.py), set by GraphRAG; None: off.
-        self.reranker: Any = None
+        self.reranker: Optional[Reranker] = None
 
     def open(self, name: str) -> Any:
         if name not in self._opened:

@@ -31,7 +31,7 @@ from graphrag.server.chat_api import chat_router
 from graphrag.server.doc_status import DEFAULT_LIMIT, MAX_LIMIT, STATUSES, select
 from graphrag.server.errors import capped, error_body, http_status, validation_message
 from graphrag.server.graph_upkeep import upkeep_router
-from graphrag.server.security import (DEFAULT_POLICY, ASGIApp, check_binding, check_key, host_names, secured,
+from graphrag.server.security import (DEFAULT_POLICY, ASGIApp, Receive, Send, check_binding, check_key, host_names, secured,
                                       uvicorn_config)
 from graphrag.server.service import GraphService, as_json, query_param
 from graphrag.server.workspaces import Workspaces, selecting_workspace
@@ -357,7 +357,7 @@ class LeanReads:
         self.app = app
         self.service = service
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
         if (scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in READ_PATHS
                 or _content_type(scope) != b"application/json"):
             await self.app(scope, receive, send)
@@ -389,7 +389,7 @@ def _content_type(scope: dict) -> Optional[bytes]:
     return next((value for name, value in scope["headers"] if name == b"content-type"), None)
 
 
-def _replaying(chunks: list[bytes], receive: Any, last: Optional[dict] = None) -> Any:
+def _replaying(chunks: list[bytes], receive: Receive, last: Optional[dict] = None) -> Receive:
     """``receive`` giving the body already read (then ``last``, the message that ended it)
     before what the client sends next."""
     pending = [{"type": "http.request", "body": b"".join(chunks), "more_body": last is not None}]

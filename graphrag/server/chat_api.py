@@ -19,7 +19,7 @@ import logging
 import time
 import uuid
 from datetime import datetime, timezone
-from typing import Any, AsyncIterator, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Optional, Union
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
@@ -32,6 +32,9 @@ from graphrag.operators.modes import MODES, mode_names
 from graphrag.query_param import HISTORY_ROLES, QueryParam
 from graphrag.server.errors import error_body
 from graphrag.server.service import GraphService
+
+if TYPE_CHECKING:
+    from graphrag.schema import JSONValue
 
 logger = logging.getLogger(__name__)
 
@@ -107,11 +110,11 @@ def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def _sse(data: Any) -> str:
+def _sse(data: JSONValue) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def _ndjson(data: Any) -> str:
+def _ndjson(data: JSONValue) -> str:
     return json.dumps(data, ensure_ascii=False) + "\n"
 
 
