@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Union
 
 from graphrag.cli_common import EXIT_OK, EXIT_USAGE, CLIError, existing_working_dir, open_rag
 from graphrag.operators.modes import describe_modes, mode_names
-from graphrag.records import Entity, Path, Relation, Subgraph
+from graphrag.records import Chunk, CommunityReport, Entity, Path, Relation, Subgraph
 
 if TYPE_CHECKING:
     from graphrag.graphrag import GraphRAG
@@ -24,7 +24,7 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, ensure_ascii=False, indent=2))
 
 
-def _sources(record: Union[Entity, Relation]) -> str:
+def _sources(record: Union[Chunk, Entity, Relation, CommunityReport]) -> str:
     return ", ".join(d.source or d.id for d in record.documents) or "-"
 
 

@@ -23,12 +23,15 @@ import logging
 import math
 import os
 from collections import Counter
-from typing import Any, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
 from xxhash import xxh64_intdigest
 
 from .chinese_text import mostly_latin, search_tokens
 from .nlp_extraction import STOPWORDS
+
+if TYPE_CHECKING:
+    from graphrag.stores import Stores
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +124,7 @@ def bm25_scores(query_terms: list[str], postings: dict[str, dict[str, list[int]]
     return scores
 
 
-async def lexical_ranking(question: str, stores: Any, top_k: int) -> list[str]:
+async def lexical_ranking(question: str, stores: Stores, top_k: int) -> list[str]:
     """The ``top_k`` chunks BM25 ranks best for the question (ties by id) from
     ``stores.lexical_index``; empty without the index (the channel switched off, or nothing
     indexed yet) and for a question mostly in Latin script, whose query then never opens the

@@ -31,8 +31,8 @@ from graphrag.server.chat_api import chat_router
 from graphrag.server.doc_status import DEFAULT_LIMIT, MAX_LIMIT, STATUSES, select
 from graphrag.server.errors import capped, error_body, http_status, validation_message
 from graphrag.server.graph_upkeep import upkeep_router
-from graphrag.server.security import (DEFAULT_POLICY, ASGIApp, Receive, Send, check_binding, check_key, host_names, secured,
-                                      uvicorn_config)
+from graphrag.server.security import (DEFAULT_POLICY, ASGIApp, Message, Receive, Send, check_binding, check_key,
+                                      host_names, secured, uvicorn_config)
 from graphrag.server.service import GraphService, as_json, query_param
 from graphrag.server.workspaces import Workspaces, selecting_workspace
 
@@ -389,14 +389,14 @@ def _content_type(scope: dict) -> Optional[bytes]:
     return next((value for name, value in scope["headers"] if name == b"content-type"), None)
 
 
-def _replaying(chunks: list[bytes], receive: Receive, last: Optional[dict] = None) -> Receive:
+def _replaying(chunks: list[bytes], receive: Receive, last: Optional[Message] = None) -> Receive:
     """``receive`` giving the body already read (then ``last``, the message that ended it)
     before what the client sends next."""
     pending = [{"type": "http.request", "body": b"".join(chunks), "more_body": last is not None}]
     if last is not None:
         pending.append(last)
 
-    async def replay() -> dict:
+    async def replay() -> Message:
         return pending.pop(0) if pending else await receive()
 
     return replay

@@ -409,7 +409,7 @@ class ReaderProcesses:
                         worker.outgoing.write(_frame(_PING))
 
     @staticmethod
-    def _settle(worker: _Worker, request_id: int, ok: bool, value: object) -> None:
+    def _settle(worker: _Worker, request_id: int, ok: bool, value: Any) -> None:
         future = worker.pending.pop(request_id, None)
         if future is None or future.done():
             return

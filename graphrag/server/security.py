@@ -28,7 +28,7 @@ import logging
 import re
 import time
 from collections import defaultdict, deque
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, MutableMapping, Optional
 from urllib.parse import urlsplit
 
 from graphrag.errors import ConfigurationError
@@ -46,8 +46,9 @@ MAX_FAILURES = 10
 FAILURE_WINDOW_SECONDS = 60.0
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
-Receive = Callable[[], Awaitable[dict]]
-Send = Callable[[dict], Awaitable[None]]
+Message = MutableMapping[str, Any]  # an ASGI event, as Starlette types it
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[dict, Receive, Send], Awaitable[None]]
 
 
@@ -237,7 +238,7 @@ class LimitBodySize:
         received = 0
         started = refused = False
 
-        async def counting_receive() -> dict:
+        async def counting_receive() -> Message:
             nonlocal received, refused
             message = await receive()
             if message["type"] == "http.request":
@@ -249,7 +250,7 @@ class LimitBodySize:
                     return {"type": "http.disconnect"}
             return message
 
-        async def guarded_send(message: dict) -> None:
+        async def guarded_send(message: Message) -> None:
             nonlocal started
             if refused:  # the 413 went out; what the app answers to the "disconnect" does not
                 return
@@ -287,7 +288,7 @@ class AddHeaders:
             await self.app(scope, receive, send)
             return
 
-        async def send_with_headers(message: dict) -> None:
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in self._names]
                 message = {**message, "headers": kept + self.headers}
