@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, Callable, Union
+from typing import TYPE_CHECKING, Callable, Union
 
 from graphrag.cli_common import EXIT_OK, EXIT_USAGE, CLIError, existing_working_dir, open_rag
 from graphrag.operators.modes import describe_modes, mode_names
@@ -14,13 +14,14 @@ from graphrag.records import Chunk, CommunityReport, Entity, Path, Relation, Sub
 
 if TYPE_CHECKING:
     from graphrag.graphrag import GraphRAG
+    from graphrag.schema import JSONValue
 
 
 def _rag(args: argparse.Namespace) -> GraphRAG:
     return open_rag(existing_working_dir(args.working_dir), offline=True)
 
 
-def _print_json(value: Any) -> None:
+def _print_json(value: JSONValue) -> None:
     print(json.dumps(value, ensure_ascii=False, indent=2))
 
 

@@ -134,13 +134,13 @@ class GraphRAG:
     def __enter__(self) -> "GraphRAG":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     async def __aenter__(self) -> "GraphRAG":
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     # ------------------------------------------------------------------ the write scope

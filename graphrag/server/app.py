@@ -13,7 +13,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import MISSING, fields
 from importlib import resources
-from typing import Any, AsyncIterator, Awaitable, Literal, Optional, Sequence, get_type_hints
+from typing import Any, AsyncIterator, Awaitable, Literal, Optional, Sequence, Union, get_type_hints
 
 from fastapi import FastAPI, File, Query, Request, Response, UploadFile
 from fastapi.exceptions import RequestValidationError
@@ -142,7 +142,7 @@ def create_app(service: "GraphService | Workspaces") -> FastAPI:
 
     @app.get("/health", summary="What the server holds; 503 naming the store that did not answer within 1 s",
              response_model=None)
-    async def health() -> Any:
+    async def health() -> Union[dict[str, Any], JSONResponse]:
         jobs = service.jobs.all()
         body: dict[str, Any] = {
             "status": "ok", "read_only": service.read_only, "documents": None,
@@ -242,7 +242,7 @@ def create_app(service: "GraphService | Workspaces") -> FastAPI:
     @app.post("/query", summary="Answer a question (mode and every QueryParam field; stream=true for SSE: text "
                                 "pieces, then a `references` event when with_references, then `done`)",
               response_model=None)
-    async def query(body: QueryRequest) -> Any:  # type: ignore[valid-type]
+    async def query(body: QueryRequest) -> Response:  # type: ignore[valid-type]
         if not body.stream:
             return await _read_reply(service, "/query", body)
         param = query_param(body.model_dump(exclude={"question", "stream"}))
