@@ -5,7 +5,7 @@ import asyncio
 import logging
 import threading
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import numpy as np
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def limited(func: Union[EmbeddingFunc, Callable[..., Awaitable[np.ndarray]]], max_async: int) -> EmbeddingFunc:
+def limited(func: Any, max_async: int) -> EmbeddingFunc:  # Any: what a user passed, checked here
     """``func`` with at most ``max_async`` calls in flight (the config's
     ``embedding_func_max_async``), unless it carries its own limit.
 

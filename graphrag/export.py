@@ -102,7 +102,7 @@ def to_html(sub: Subgraph, title: str = "Knowledge graph") -> str:
     """One self-contained page drawing ``sub``; the script writes ``data-drawn`` on the
     ``<svg>`` with the number of nodes it drew."""
     positions, colours = layout(sub), community_colours(sub)
-    data = {
+    data: JSONValue = {
         "nodes": [{"name": e.name, "type": e.type, "description": e.description, "x": round(positions[e.name][0], 1),
                    "y": round(positions[e.name][1], 1), "colour": colours[e.name],
                    "community": e.communities[0] if e.communities else "",

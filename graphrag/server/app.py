@@ -392,7 +392,7 @@ def _content_type(scope: dict) -> Optional[bytes]:
 def _replaying(chunks: list[bytes], receive: Receive, last: Optional[Message] = None) -> Receive:
     """``receive`` giving the body already read (then ``last``, the message that ended it)
     before what the client sends next."""
-    pending = [{"type": "http.request", "body": b"".join(chunks), "more_body": last is not None}]
+    pending: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": last is not None}]
     if last is not None:
         pending.append(last)
 
