@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from graphrag.aio import blocking
 from graphrag.failed_chunks import read_failed_chunks
@@ -15,7 +15,7 @@ from graphrag.records import split_field
 from graphrag.stores import Stores
 
 if TYPE_CHECKING:
-    from graphrag.storage.base import BaseGraphStorage
+    from graphrag.storage.base import BaseGraphStorage, BaseKVStorage
 
 
 class Inspection:
@@ -71,7 +71,7 @@ class Inspection:
     merged_entities = blocking(amerged_entities)
 
 
-async def _records(store: Any) -> dict[str, Any]:
+async def _records(store: Optional[BaseKVStorage]) -> dict[str, Any]:
     if store is None:
         return {}
     keys = await store.all_keys()

@@ -79,7 +79,7 @@ async def largest_community(meta: Optional[BaseKVStorage]) -> Optional[int]:
     return (max(index.sizes.values(), default=0) or None) if index is not None else None
 
 
-async def communities_to_report(graph: Any, reports: Any, schema: Optional[dict[str, Any]],
+async def communities_to_report(graph: BaseGraphStorage, reports: BaseKVStorage, schema: Optional[dict[str, Any]],
                                 only: Optional[set[str]], keys: set[str], index: Optional[CommunityIndex],
                                 extractive: bool) -> tuple[dict[str, Any], Optional[set[str]]]:
     """The schema to report and the communities it is limited to (None: every community): a

@@ -32,6 +32,7 @@ from .nlp_extraction import STOPWORDS
 
 if TYPE_CHECKING:
     from graphrag.stores import Stores
+    from graphrag.storage.base import BaseKVStorage
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,8 @@ def count_terms(chunks: Mapping[str, Mapping[str, Any]], user_dictionary: Option
     return {c: term_frequencies(str(r.get("content", "")), user_dictionary) for c, r in chunks.items()}
 
 
-async def update_lexical_index(index: Any, text_chunks: Any, added: dict[str, dict[str, Any]], removed: list[str],
+async def update_lexical_index(index: BaseKVStorage, text_chunks: BaseKVStorage, added: dict[str, dict[str, Any]],
+                               removed: list[str],
                                user_dictionary: Optional[str] = None,
                                counted_before: Optional[Mapping[str, dict[str, int]]] = None) -> None:
     """Add the ``added`` chunks (``{id: {"content": ...}}``) and take out the ``removed`` ones;
