@@ -18,7 +18,7 @@ import itertools
 import threading
 import weakref
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterable, AsyncIterator, Callable, Coroutine, Generic, Iterator, Optional, TypeVar
+from typing import Any, AsyncIterable, AsyncIterator, Callable, Coroutine, Generic, Iterator, Optional, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -108,13 +108,19 @@ class _InlineExecutor(concurrent.futures.ThreadPoolExecutor):
         return future
 
 
+class _Closes(Protocol):
+    """What a sync call's object ends with (``_release``): ``GraphRAG``, ``KnowledgeGraph``."""
+
+    async def aclose(self) -> None: ...
+
+
 def run_at_exit(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """``run_sync`` for an ``atexit`` handler: work the loop hands to threads runs inline."""
     thread_loop().set_default_executor(_InlineExecutor(max_workers=1))
     return run_sync(work())
 
 
-def _release(owner: Any) -> Callable[[], Coroutine[Any, Any, None]]:
+def _release(owner: _Closes) -> Callable[[], Coroutine[Any, Any, None]]:
     """What a sync call ends with: ``arelease()`` where the object has one (its ``aclose()``
     also does what only an explicit close should), else ``aclose()``."""
     return getattr(owner, "arelease", owner.aclose)

@@ -15,7 +15,8 @@ import os
 import sys
 import time
 import traceback
-from typing import Any, NoReturn, Optional, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, NoReturn, Optional, Sequence
 
 from graphrag.errors import (
     ConfigurationError,
@@ -40,6 +41,12 @@ from graphrag.cli_common import (
     open_rag,
 )
 from graphrag.operators.modes import describe_modes, mode_names
+
+if TYPE_CHECKING:
+    from graphrag.config import GraphRAGConfig
+    from graphrag.file_insert import FilesReport
+    from graphrag.inspection import Inspection
+    from graphrag.server.workspaces import Workspaces
 
 # The engine's errors a user can act on, with their exit codes: each is one line on stderr.
 # The most specific class of an error decides; anything not here is a bug and keeps its traceback
@@ -115,7 +122,7 @@ def _setup_logging(verbose: int) -> None:
             logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def _inspect(working_dir: str) -> Any:
+def _inspect(working_dir: str) -> Inspection:
     from graphrag.graphrag import GraphRAG
 
     return GraphRAG.inspect(working_dir)
@@ -214,7 +221,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     return _print_index_report(report, rag.inspection, time.perf_counter() - started, args.json)
 
 
-def _print_index_report(report: Any, index: Any, seconds: float, as_json: bool) -> int:
+def _print_index_report(report: FilesReport, index: Inspection, seconds: float, as_json: bool) -> int:
     """The summary: one line on stdout (or JSON with ``--json``), a line per skipped file on
     stderr; exit 1 when no file could be read at all."""
     stats = report.stats
@@ -423,7 +430,7 @@ def _apply_storage_flags(args: argparse.Namespace) -> None:
 # --------------------------------------------------------------------------- serve / mcp
 
 
-def _serving(args: argparse.Namespace) -> tuple[Any, Optional[str]]:
+def _serving(args: argparse.Namespace) -> tuple[Workspaces, Optional[str]]:
     """The service over ``--working-dir`` (created if missing) with its workspaces, and the API
     key if one is set."""
     from graphrag.server.security import API_KEY_ENV, check_binding
@@ -446,7 +453,7 @@ def _serving(args: argparse.Namespace) -> tuple[Any, Optional[str]]:
     return Workspaces(service, max_open=args.max_open_workspaces), api_key
 
 
-def _serving_config(args: argparse.Namespace) -> Any:
+def _serving_config(args: argparse.Namespace) -> GraphRAGConfig:
     """The served working dir's config from the flags. Inserts are LLM-free with --offline, or
     when the index was built so."""
     from graphrag.config import GraphRAGConfig
@@ -722,7 +729,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _fail(_error_line(exc), code)
 
 
-def _masked_excepthook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+def _masked_excepthook(kind: type[BaseException], value: BaseException, tb: Optional[TracebackType]) -> None:
     """Python's report of an uncaught exception, with secrets masked (a model server's error
     may quote the key it was sent)."""
     from graphrag.redaction import redact

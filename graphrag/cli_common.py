@@ -3,9 +3,13 @@ the user-facing error, and opening the engine on a working dir."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from graphrag.errors import GraphRAGError
+
+if TYPE_CHECKING:
+    from graphrag.embedding_func import EmbeddingFunc
+    from graphrag.graphrag import GraphRAG
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # nothing to index, unknown document id, unusable working dir files
@@ -24,7 +28,7 @@ class CLIError(GraphRAGError):
         self.code = code
 
 
-def cli_embedding_func() -> Any:
+def cli_embedding_func() -> Optional[EmbeddingFunc]:
     choice = os.environ.get(EMBEDDING_ENV, "local").strip().lower() or "local"
     from graphrag.embedding import hash_embedding
 
@@ -42,7 +46,7 @@ def existing_working_dir(path: str) -> str:
     return path
 
 
-def open_rag(working_dir: str, offline: bool, create: bool = False, **config: Any) -> Any:
+def open_rag(working_dir: str, offline: bool, create: bool = False, **config: Any) -> GraphRAG:
     from graphrag.graphrag import GraphRAG
 
     return GraphRAG(working_dir=working_dir, always_create_working_dir=create,

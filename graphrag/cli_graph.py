@@ -6,22 +6,26 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable, Union
 
 from graphrag.cli_common import EXIT_OK, EXIT_USAGE, CLIError, existing_working_dir, open_rag
 from graphrag.operators.modes import describe_modes, mode_names
-from graphrag.records import Entity, Path, Relation, Subgraph
+from graphrag.records import Chunk, CommunityReport, Entity, Path, Relation, Subgraph
+
+if TYPE_CHECKING:
+    from graphrag.graphrag import GraphRAG
+    from graphrag.schema import JSONValue
 
 
-def _rag(args: argparse.Namespace) -> Any:
+def _rag(args: argparse.Namespace) -> GraphRAG:
     return open_rag(existing_working_dir(args.working_dir), offline=True)
 
 
-def _print_json(value: Any) -> None:
+def _print_json(value: JSONValue) -> None:
     print(json.dumps(value, ensure_ascii=False, indent=2))
 
 
-def _sources(record: Any) -> str:
+def _sources(record: Union[Chunk, Entity, Relation, CommunityReport]) -> str:
     return ", ".join(d.source or d.id for d in record.documents) or "-"
 
 

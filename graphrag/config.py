@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Optional
 
 from graphrag.errors import ConfigurationError
 
@@ -37,7 +37,7 @@ NANO_GRAPHRAG_ONLY_OPTIONS: dict[str, str] = {
 }
 
 
-def check_no_nano_graphrag_only_options(options: Any) -> None:
+def check_no_nano_graphrag_only_options(options: Iterable[str]) -> None:
     """Raise TypeError, with advice, for options only nano-graphrag has."""
     found = [name for name in options if name in NANO_GRAPHRAG_ONLY_OPTIONS]
     if found:

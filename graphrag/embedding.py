@@ -5,17 +5,23 @@ import asyncio
 import logging
 import threading
 from dataclasses import replace
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import numpy as np
 
 from graphrag.embedding_func import EmbeddingFunc
 from graphrag.errors import ConfigurationError, EmbeddingFuncError
 
+if TYPE_CHECKING:
+    from graphrag.config import GraphRAGConfig
+    from sentence_transformers import SentenceTransformer
+
+    from graphrag.embedding_onnx import OnnxEncoder
+
 logger = logging.getLogger(__name__)
 
 
-def limited(func: Any, max_async: int) -> EmbeddingFunc:
+def limited(func: Any, max_async: int) -> EmbeddingFunc:  # Any: what a user passed, checked here
     """``func`` with at most ``max_async`` calls in flight (the config's
     ``embedding_func_max_async``), unless it carries its own limit.
 
@@ -68,12 +74,12 @@ class _LocalSentenceTransformer:
     def __init__(self, long_texts: str = DEFAULT_LONG_TEXTS, backend: Optional[str] = None) -> None:
         self.long_texts = long_texts
         self.backend = backend
-        self._model: Any = None  # the torch model, when it embeds
-        self._onnx: Any = None  # or the ONNX encoder
+        self._model: Optional[SentenceTransformer] = None  # the torch model, when it embeds
+        self._onnx: Optional[OnnxEncoder] = None  # or the ONNX encoder
         self._lock = threading.Lock()
         self._warned_long = False
 
-    def _load(self) -> Any:
+    def _load(self) -> Union[OnnxEncoder, SentenceTransformer]:
         with self._lock:
             if self._model is None and self._onnx is None:
                 import os
@@ -95,7 +101,7 @@ class _LocalSentenceTransformer:
                 logger.info("Loaded local embedding model all-MiniLM-L6-v2 (%s)", self.backend)
             return self._onnx if self._onnx is not None else self._model
 
-    def _torch_model(self, model_dir: str) -> Any:
+    def _torch_model(self, model_dir: str) -> SentenceTransformer:
         if self._model is None:
             import transformers
             from sentence_transformers import SentenceTransformer
@@ -164,7 +170,7 @@ class _LocalSentenceTransformer:
         mean = (vectors * weights[:, None]).sum(axis=0)
         return mean / (np.linalg.norm(mean) or 1.0)
 
-    def _pooled(self, model: Any, ids: list[int]) -> np.ndarray:
+    def _pooled(self, model: SentenceTransformer, ids: list[int]) -> np.ndarray:
         """The token-weighted mean of the window vectors of one long text, normalised (torch)."""
         import torch
 
@@ -214,9 +220,9 @@ def sentence_transformer_embedding(model: str, embedding_dim: Optional[int] = No
     if key in _local:
         return _local[key]
     lock = threading.Lock()
-    loaded: list[Any] = []
+    loaded: list[SentenceTransformer] = []
 
-    def load() -> Any:
+    def load() -> SentenceTransformer:
         with lock:
             if not loaded:
                 from sentence_transformers import SentenceTransformer
@@ -250,7 +256,7 @@ EMBEDDING_ENV_VARS = {"embedding_base_url": "GRAPHRAG_EMBEDDING_BASE_URL",
                       "embedding_api_key": "GRAPHRAG_EMBEDDING_API_KEY"}
 
 
-def embedding_from_config(config: Any) -> EmbeddingFunc:
+def embedding_from_config(config: GraphRAGConfig) -> EmbeddingFunc:
     """The embedding function a config asks for: its ``embedding_func``; else a server
     (``embedding_base_url`` + ``embedding_model`` + ``embedding_dim``, each falling back to
     its ``GRAPHRAG_EMBEDDING_*`` variable); else a sentence-transformers model

@@ -14,9 +14,12 @@ import hashlib
 import logging
 import os
 import tempfile
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +101,7 @@ class OnnxEncoder:
         return out
 
 
-def load(model_dir: str, torch_model: Callable[[], Any]) -> Optional[OnnxEncoder]:
+def load(model_dir: str, torch_model: Callable[[], SentenceTransformer]) -> Optional[OnnxEncoder]:
     """The ONNX encoder of the bundled weights, exported first if not cached; None when it
     cannot be had (no ``onnx`` to export with, an unwritable cache, vectors unlike torch's).
     ``torch_model()`` loads the torch model, needed only to export."""
@@ -113,7 +116,7 @@ def load(model_dir: str, torch_model: Callable[[], Any]) -> Optional[OnnxEncoder
         return None
 
 
-def _export(model: Any, model_dir: str, path: str) -> None:
+def _export(model: SentenceTransformer, model_dir: str, path: str) -> None:
     """Export the transformer of the sentence-transformers ``model`` to ``path``, atomically,
     after checking its vectors against torch's."""
     import warnings
@@ -121,11 +124,12 @@ def _export(model: Any, model_dir: str, path: str) -> None:
     import torch
 
     class LastHidden(torch.nn.Module):
-        def __init__(self, bert: Any) -> None:
+        def __init__(self, bert: torch.nn.Module) -> None:
             super().__init__()
             self.bert = bert
 
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+                    ) -> torch.Tensor:
             return self.bert(input_ids=input_ids, attention_mask=attention_mask,
                              token_type_ids=token_type_ids).last_hidden_state
 

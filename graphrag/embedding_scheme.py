@@ -4,9 +4,12 @@ question are not comparable."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from graphrag.errors import EmbeddingSchemeError
+
+if TYPE_CHECKING:
+    from graphrag.storage.base import BaseKVStorage
 
 logger = logging.getLogger(__name__)
 
@@ -16,7 +19,7 @@ RECORD = "embedding"
 BUNDLED = "the bundled all-MiniLM-L6-v2"
 
 
-async def recorded_scheme(meta: Any, has_documents: bool) -> Optional[str]:
+async def recorded_scheme(meta: Optional[BaseKVStorage], has_documents: bool) -> Optional[str]:
     """The scheme the index was built with; "truncated" for an index written before the
     record existed; None for an empty index (any scheme will do)."""
     record = await meta.get_by_id(RECORD) if meta is not None else None
@@ -40,7 +43,7 @@ def check_scheme(recorded: Optional[str], chosen: Optional[str], follows_index: 
         "local_embedding()), or rebuild the index in a new working dir")
 
 
-async def recorded_embedder(meta: Any) -> Optional[str]:
+async def recorded_embedder(meta: Optional[BaseKVStorage]) -> Optional[str]:
     """The model that made the index's vectors, when recorded: a named one, or the bundled
     model (whose record holds only its long-text scheme); None for a user's function or an
     empty index."""
@@ -64,7 +67,7 @@ def check_embedder(recorded: Optional[str], chosen: Optional[str]) -> None:
             "embedding_dim) or build the index again in a new working dir")
 
 
-async def record_scheme(meta: Any, scheme: Optional[str], name: Optional[str] = None) -> None:
+async def record_scheme(meta: Optional[BaseKVStorage], scheme: Optional[str], name: Optional[str] = None) -> None:
     if meta is None or (scheme is None and name is None):
         return
     wanted = {k: v for k, v in (("long_texts", scheme), ("embedder", name)) if v is not None}

@@ -13,10 +13,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from graphrag.errors import LabelledQuestionsError
 from graphrag.records import Chunk
+
+if TYPE_CHECKING:
+    from graphrag.graphrag import GraphRAG
 
 DEFAULT_KS = (2, 5)
 
@@ -100,7 +103,7 @@ def passage_modes() -> list[str]:
     return [m for m in mode_names() if get_mode(m).cites == "chunks"]
 
 
-async def evaluate_retrieval(rag: Any, questions: Sequence[LabelledQuestion], modes: Sequence[str],
+async def evaluate_retrieval(rag: GraphRAG, questions: Sequence[LabelledQuestion], modes: Sequence[str],
                              ks: Sequence[int] = DEFAULT_KS, top_k: Optional[int] = None) -> dict[str, dict[str, float]]:
     """Per mode: Recall@k and recall in context over ``questions`` (``rag.aretrieve``)."""
     from graphrag.query_param import QueryParam

@@ -13,10 +13,13 @@ import html
 import json
 import re
 from dataclasses import asdict
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from xml.sax.saxutils import escape, quoteattr
 
 from graphrag.records import Subgraph
+
+if TYPE_CHECKING:
+    from graphrag.schema import JSONValue
 
 # Colour-blind-safe palette (Okabe-Ito), then a few more; communities cycle through it.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999",
@@ -99,7 +102,7 @@ def to_html(sub: Subgraph, title: str = "Knowledge graph") -> str:
     """One self-contained page drawing ``sub``; the script writes ``data-drawn`` on the
     ``<svg>`` with the number of nodes it drew."""
     positions, colours = layout(sub), community_colours(sub)
-    data = {
+    data: JSONValue = {
         "nodes": [{"name": e.name, "type": e.type, "description": e.description, "x": round(positions[e.name][0], 1),
                    "y": round(positions[e.name][1], 1), "colour": colours[e.name],
                    "community": e.communities[0] if e.communities else "",
@@ -113,7 +116,7 @@ def to_html(sub: Subgraph, title: str = "Knowledge graph") -> str:
 _SCRIPT_ESCAPES = {ord(c): f"\\u{ord(c):04x}" for c in "<>&"}
 
 
-def script_json(value: Any) -> str:
+def script_json(value: JSONValue) -> str:
     """``value`` as JSON safe inside a ``<script type="application/json">`` block: ``<``, ``>``
     and ``&`` written as ``\\u003c``-style escapes, so no text in it (``</script>``, ``<!--``)
     can end the block or change how the HTML parser reads it; ``JSON.parse`` gives the same value."""

@@ -11,11 +11,14 @@ never reads it.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
 from graphrag.operators.extraction import EMPTY, EXTRACTED, FAILED
 from graphrag.operators.format_failures import FormatFailures, short_sample
 from graphrag.schema import ChunkExtraction
+
+if TYPE_CHECKING:
+    from graphrag.storage.base import BaseKVStorage
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +32,7 @@ FALLBACK_ADVICE = ("The LLM-free extractor stood in for them (extraction_fallbac
                    "the model again, so a stronger model can replace those records.")
 
 
-async def read_failed_chunks(meta: Any) -> dict[str, dict[str, Any]]:
+async def read_failed_chunks(meta: Optional[BaseKVStorage]) -> dict[str, dict[str, Any]]:
     """The recorded failed chunks; {} for a dir with none (or written before the record)."""
     record = await meta.get_by_id(FAILED_CHUNKS) if meta is not None else None
     if not isinstance(record, dict):
@@ -49,7 +52,8 @@ def failed_after(before: Mapping[str, dict[str, Any]], extractions: Mapping[str,
     return dict(sorted(after.items()))
 
 
-async def write_failed_chunks(meta: Any, failed: dict[str, dict[str, Any]], before: Mapping[str, Any]) -> None:
+async def write_failed_chunks(meta: Optional[BaseKVStorage], failed: dict[str, dict[str, Any]], before: Mapping[str, Any]
+                              ) -> None:
     if failed:
         await meta.upsert({FAILED_CHUNKS: failed})
     elif before:

@@ -31,6 +31,7 @@ from graphrag.schema import edge_key
 if TYPE_CHECKING:
     from graphrag.operators.retrieval import DocumentLookup
     from graphrag.stores import Stores
+    from graphrag.storage.base import BaseGraphStorage
 
 MAX_DEPTH = 4  # neighbours, traversals and subgraphs
 MAX_PATH_DEPTH = 6
@@ -80,7 +81,7 @@ class KnowledgeGraph:
     def __init__(self, stores: Callable[[], "Stores"], version: Callable[[], int]) -> None:
         self._stores = stores
         self._version = version
-        self._cache_key: Any = None
+        self._cache_key: Optional[tuple[int, int]] = None
         self._names: Optional[NameIndex] = None
         self._labels: Optional[list[tuple[Label, str, tuple[str, ...]]]] = None
         self._documents: Optional["DocumentLookup"] = None
@@ -106,7 +107,7 @@ class KnowledgeGraph:
             self._documents = DocumentLookup(self._stores())
 
     @property
-    def _graph(self) -> Any:
+    def _graph(self) -> BaseGraphStorage:
         return self._stores().graph
 
     async def _name_index(self) -> NameIndex:
@@ -481,7 +482,7 @@ def _weight_of(relation: Optional[Relation]) -> float:
     return relation.weight if relation is not None else 0.0
 
 
-def _same_name(extracted: Any, node: str) -> bool:
+def _same_name(extracted: object, node: str) -> bool:
     return isinstance(extracted, str) and name_key(extracted) == name_key(node)
 
 

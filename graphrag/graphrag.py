@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from graphrag.querying.streaming import AnswerStream
     from graphrag.readers import ReadDocument, ReadOptions
     from graphrag.records import Answer, Retrieval
+    from graphrag.llm.client import LLMClient
+    from graphrag.operators.rerank import Reranker
+    from graphrag.operators.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -61,12 +64,12 @@ class GraphRAG:
                                                      self.config.embedding_func_max_async)
         self.stores: Stores = open_stores(self.config, self.embedding_func)
         recover_if_possible(self.config, self.stores)
-        self._tokenizer: Any = None
-        self._llms: Any = None
+        self._tokenizer: Optional[Tokenizer] = None
+        self._llms: Optional[tuple[LLMClient, LLMClient]] = None
         from graphrag.llm import UsageCounter
 
         self.usage = UsageCounter()
-        self._built_reranker: Any = None
+        self._built_reranker: Optional[Reranker] = None
         self.last_insert_stats: Optional[dict[str, Any]] = None
         self._index_version = 0
         self._wrote = False  # committed since the last close: journals to fold
@@ -75,7 +78,7 @@ class GraphRAG:
     # ------------------------------------------------------------------ clients
 
     @property
-    def tokenizer(self) -> Any:
+    def tokenizer(self) -> Tokenizer:
         if self._tokenizer is None:
             from graphrag.operators.tokenizer import get_tokenizer
 
@@ -87,7 +90,7 @@ class GraphRAG:
         return ModelWindows(self.config, self.tokenizer)
 
     @property
-    def llms(self) -> Any:
+    def llms(self) -> tuple[LLMClient, LLMClient]:
         """(best, cheap) LLM clients, built on first use so offline work never imports openai."""
         if self._llms is None:
             from graphrag.llm import build_llm_clients
@@ -131,13 +134,13 @@ class GraphRAG:
     def __enter__(self) -> "GraphRAG":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     async def __aenter__(self) -> "GraphRAG":
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     # ------------------------------------------------------------------ the write scope
@@ -387,7 +390,7 @@ class GraphRAG:
                            graph=self.knowledge_graph, has_documents=self._has_documents,
                            best_llm=(lambda: self.llms[0]) if llm_configured(self.config) else None)
 
-    def _reranker(self) -> Any:
+    def _reranker(self) -> Optional[Reranker]:
         """The configured rerank stage (``GraphRAGConfig.rerank``), built once; None when off."""
         if self._built_reranker is None and self.config.rerank:
             from graphrag.rerank import build_reranker

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from graphrag.aio import blocking
 from graphrag.failed_chunks import read_failed_chunks
 from graphrag.records import split_field
 from graphrag.stores import Stores
+
+if TYPE_CHECKING:
+    from graphrag.storage.base import BaseGraphStorage, BaseKVStorage
 
 
 class Inspection:
@@ -68,7 +71,7 @@ class Inspection:
     merged_entities = blocking(amerged_entities)
 
 
-async def _records(store: Any) -> dict[str, Any]:
+async def _records(store: Optional[BaseKVStorage]) -> dict[str, Any]:
     if store is None:
         return {}
     keys = await store.all_keys()
@@ -81,7 +84,7 @@ async def _built_offline(stores: Stores) -> bool:
     return bool(sources) and sources <= {"extractive"}
 
 
-async def _graph_counts(graph: Any) -> tuple[int, int, dict[int, int]]:
+async def _graph_counts(graph: BaseGraphStorage) -> tuple[int, int, dict[int, int]]:
     levels: dict[int, set] = {}
     for _, data in await graph.get_all_nodes():
         raw = data.get("clusters")

@@ -5,7 +5,10 @@ import logging
 import sys
 import time
 from contextvars import ContextVar
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
+
+if TYPE_CHECKING:
+    from tqdm import tqdm as ProgressBar
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +26,7 @@ class Progress:
         if self._listener is not None:
             self._listener(desc, 0, total)
         use_bar = sys.stderr.isatty() if enabled is None else enabled
-        self._bar: Any = None
+        self._bar: Optional[ProgressBar] = None
         if use_bar and total:
             from tqdm import tqdm
 

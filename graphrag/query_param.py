@@ -101,7 +101,7 @@ def check_unicode(text: str, name: str) -> None:
         raise InvalidInputError(f"{name} is not valid Unicode (a lone surrogate at character {exc.start})") from None
 
 
-def _checked_history(history: Any) -> list[dict[str, str]]:
+def _checked_history(history: object) -> list[dict[str, str]]:
     """The turns with their role and content only: other keys a client sends (names, tool
     calls) are not forwarded to the model."""
     if not isinstance(history, list):

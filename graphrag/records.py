@@ -16,30 +16,31 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from graphrag.operators.modes import get_mode
-from graphrag.schema import GRAPH_FIELD_SEP
+from graphrag.schema import GRAPH_FIELD_SEP, JSONValue
 
 
-def split_field(value: Any) -> tuple[str, ...]:
+def split_field(value: JSONValue) -> tuple[str, ...]:
     """A ``<SEP>``-joined graph attribute as its parts (empty parts dropped)."""
     if not value:
         return ()
     return tuple(part for part in str(value).split(GRAPH_FIELD_SEP) if part)
 
 
-def community_ids(clusters: Any) -> tuple[str, ...]:
+def community_ids(clusters: JSONValue) -> tuple[str, ...]:
     """Community ids of a node's stored ``clusters`` attribute (JSON ``[{"level", "cluster"}]``),
     coarsest level first; unreadable memberships are skipped."""
     if not clusters:
         return ()
     try:
-        memberships = json.loads(clusters) if isinstance(clusters, str) else clusters
+        # Of any shape: a wrong one is caught below.
+        memberships: Any = json.loads(clusters) if isinstance(clusters, str) else clusters
         pairs = sorted((int(m["level"]), str(m["cluster"])) for m in memberships)
     except (ValueError, TypeError, KeyError):
         return ()
     return tuple(dict.fromkeys(cluster for _, cluster in pairs))
 
 
-def _readable(description: Any) -> str:
+def _readable(description: JSONValue) -> str:
     """A description merged from several chunks, one per line (not ``<SEP>``-joined)."""
     return "\n".join(split_field(description))
 

@@ -17,7 +17,10 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
+
+if TYPE_CHECKING:
+    from graphrag.config import GraphRAGConfig
 
 MASK = "***"
 
@@ -44,7 +47,7 @@ def register_secret(value: Optional[str]) -> None:
         _secrets.add(value)
 
 
-def register_config_secrets(config: Any) -> None:
+def register_config_secrets(config: GraphRAGConfig) -> None:
     """The secrets a ``GraphRAGConfig`` holds: its LLM and embedding keys and its storage
     connection settings."""
     for option in ("llm_api_key", "embedding_api_key"):

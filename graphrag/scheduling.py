@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from types import TracebackType
 from typing import Any, Coroutine, Iterator, Optional, TypeVar, Union
 
 T = TypeVar("T")
@@ -74,7 +75,8 @@ class BackgroundWork:
         if pending:
             await asyncio.wait(pending)  # unlike gather, being cancelled does not cancel them
 
-    async def __aexit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> bool:
+    async def __aexit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException],
+                        tb: Optional[TracebackType]) -> bool:
         self._closing = True
         if exc is not None:
             self._cancel_all()

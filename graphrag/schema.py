@@ -7,11 +7,17 @@ them without costing a conversion at every boundary.
 from __future__ import annotations
 
 import re
-from typing import TypedDict
+from typing import Mapping, Sequence, TypedDict, Union
 
 # Joins several values (source chunk ids, descriptions) inside one GraphML attribute,
 # the same separator nano-graphrag uses so its working dirs stay readable.
 GRAPH_FIELD_SEP = "<SEP>"
+
+
+# A value as JSON (or a GraphML attribute read back) holds it: stored records' fields, parsed
+# model answers, request bodies. Code reading one checks its shape where it uses it. The
+# containers are the read-only kinds, so a ``dict[str, str]`` or a tuple is one too.
+JSONValue = Union[None, bool, int, float, str, Sequence["JSONValue"], Mapping[str, "JSONValue"]]
 
 
 def edge_key(a: str, b: str) -> tuple[str, str]:

@@ -5,7 +5,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from typing import Any, AsyncIterator, Callable, Generic, Optional, TypeVar
+from typing import TYPE_CHECKING, AsyncIterator, Callable, Generic, Optional, TypeVar
 
 from graphrag.backends import storage_class
 from graphrag.config import GraphRAGConfig
@@ -17,6 +17,9 @@ from graphrag.storage import (
     StorageNameSpace,
 )
 from graphrag.storage import files
+
+if TYPE_CHECKING:
+    from graphrag.operators.rerank import Reranker
 
 logger = logging.getLogger(__name__)
 
@@ -30,10 +33,10 @@ class _OpenedOnFirstUse(Generic[S]):
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
-    def __get__(self, stores: Any, owner: Optional[type] = None) -> S:
+    def __get__(self, stores: Optional[Stores], owner: Optional[type] = None) -> S:
         if stores is None:  # looked up on the class (help(), introspection)
             return self  # type: ignore[return-value]
-        return stores.open(self.name)
+        return stores.open(self.name)  # type: ignore[return-value]  # the store the attribute's type names
 
 
 class Stores:
@@ -70,9 +73,9 @@ class Stores:
         # again): caches built from an index version (the hybrid ranking graph) key on it.
         self.version = 0
         # The rerank stage the passage modes apply (operators/rerank.py), set by GraphRAG; None: off.
-        self.reranker: Any = None
+        self.reranker: Optional[Reranker] = None
 
-    def open(self, name: str) -> Any:
+    def open(self, name: str) -> Optional[StorageNameSpace]:
         if name not in self._opened:
             if self._working_dir is not None:
                 files.wait_for_commit(self._working_dir)

@@ -7,11 +7,14 @@ before anything is paid for, with the numbers and the option to change.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from graphrag.config import GraphRAGConfig
 from graphrag.errors import ContextWindowError
 from graphrag.query_param import QueryParam
+
+if TYPE_CHECKING:
+    from graphrag.operators.tokenizer import Tokenizer
 
 # Of the best model's window, the tokens kept free for the answer to a community report or
 # query prompt (a JSON report runs ~500-1500); and the least room a prompt must leave for its
@@ -25,7 +28,7 @@ TURN_OVERHEAD_TOKENS = 4
 
 
 class ModelWindows:
-    def __init__(self, config: GraphRAGConfig, tokenizer: Any) -> None:
+    def __init__(self, config: GraphRAGConfig, tokenizer: Tokenizer) -> None:
         self.config = config
         self.tokenizer = tokenizer
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from graphrag.schema import EntityRecord, RelationRecord
 
@@ -151,7 +151,8 @@ def is_only_completion(text: str, completion_delimiter: str, record_delimiter: s
     return not rest.strip()
 
 
-def as_records(entities: list[dict], relations: list[dict], *, entity: Any, relation: Any
+def as_records(entities: list[dict], relations: list[dict], *, entity: Callable[[list[str]], Optional[EntityRecord]],
+               relation: Callable[[list[str]], Optional[RelationRecord]]
                ) -> tuple[list[EntityRecord], list[RelationRecord], int]:
     """Raw records through the tuple parser's own field readers (``entity``/``relation``
     take the field list of one record), so every format names and cleans alike."""

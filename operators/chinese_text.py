@@ -18,10 +18,14 @@ import tempfile
 import threading
 from array import array
 from collections import Counter
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from .names import fold_width
 from .tokenizer import replace_file
+
+if TYPE_CHECKING:
+    import jieba
+    import jieba.posseg
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +126,7 @@ def _read_dictionary_cache(path: str) -> Optional[tuple[dict[str, int], int]]:
         return None
 
 
-def _load_default_dictionary(tokenizer: Any) -> None:
+def _load_default_dictionary(tokenizer: jieba.Tokenizer) -> None:
     """Loads jieba's bundled dictionary into ``tokenizer`` from a compact cache after the first
     load. jieba's own cache is a marshal dump that takes most of a second to read, in every
     process that meets a Chinese text; the counts and words read back whole are the same prefix
@@ -168,7 +172,7 @@ def _word_tokenizer(user_dictionary: Optional[str]) -> tuple[Any, frozenset[str]
         return _tokenizers[user_dictionary]
 
 
-def _tagger(user_dictionary: Optional[str]) -> Any:
+def _tagger(user_dictionary: Optional[str]) -> jieba.posseg.POSTokenizer:
     """A part-of-speech segmenter over :func:`_word_tokenizer`'s segmenter of the dictionary."""
     tokenizer, _ = _word_tokenizer(user_dictionary)
     with _lock:

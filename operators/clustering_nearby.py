@@ -16,7 +16,7 @@ import json
 import logging
 import re
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from .leiden_paths import CommunityIds, edge_weight, leiden_partitions, membership_path, place_incrementally
 
@@ -44,7 +44,7 @@ class _Neighbourhood:
         self.paths: dict[str, list[int]] = {}  # readable memberships only, as the whole-graph read
         self.found: set[str] = set()  # nodes that exist
 
-    async def expand(self, nodes: Any) -> None:
+    async def expand(self, nodes: Iterable[str]) -> None:
         """Read every edge of ``nodes`` and the memberships of their neighbours."""
         todo = sorted(n for n in set(nodes) if n not in self.adjacency)
         if not todo:
@@ -58,7 +58,7 @@ class _Neighbourhood:
                 self.adjacency[b][a] = data
         await self.read({n for node in todo for n in self.adjacency[node]} | set(todo))
 
-    async def read(self, nodes: Any) -> None:
+    async def read(self, nodes: Iterable[str]) -> None:
         todo = sorted(n for n in set(nodes) if n not in self.raw)
         for node in todo:
             self.raw[node] = ""

@@ -12,10 +12,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Collection, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Collection, Mapping, Optional
 
 from graphrag.errors import StoreUnavailableError
 from graphrag.schema import CommunitySchema
+
+if TYPE_CHECKING:
+    from graphrag.storage.base import BaseGraphStorage, BaseKVStorage
 
 RECORD = "communities"  # index_meta key: {"sizes": {community id: chunks}, "not_from_llm": [community id]}
 
@@ -30,7 +33,7 @@ class CommunityIndex:
                 "not_from_llm": sorted(self.not_from_llm, key=lambda c: (len(c), c))}
 
 
-async def read_index(meta: Any) -> Optional[CommunityIndex]:
+async def read_index(meta: Optional[BaseKVStorage]) -> Optional[CommunityIndex]:
     """The recorded index (None: not recorded, as in a working dir written before it was)."""
     record = await meta.get_by_id(RECORD) if meta is not None else None
     if not isinstance(record, dict):
@@ -66,7 +69,7 @@ def index_after(index: Optional[CommunityIndex], sizes: dict[str, int], records:
     return CommunityIndex(sizes, not_from_llm)
 
 
-async def largest_community(meta: Any) -> Optional[int]:
+async def largest_community(meta: Optional[BaseKVStorage]) -> Optional[int]:
     """The largest community's number of source chunks (None if not known: not recorded, or a
     store that cannot be reached, which a query can answer without)."""
     try:
@@ -76,7 +79,7 @@ async def largest_community(meta: Any) -> Optional[int]:
     return (max(index.sizes.values(), default=0) or None) if index is not None else None
 
 
-async def communities_to_report(graph: Any, reports: Any, schema: Optional[dict[str, Any]],
+async def communities_to_report(graph: BaseGraphStorage, reports: BaseKVStorage, schema: Optional[dict[str, Any]],
                                 only: Optional[set[str]], keys: set[str], index: Optional[CommunityIndex],
                                 extractive: bool) -> tuple[dict[str, Any], Optional[set[str]]]:
     """The schema to report and the communities it is limited to (None: every community): a
@@ -93,7 +96,8 @@ async def communities_to_report(graph: Any, reports: Any, schema: Optional[dict[
     return schema, only
 
 
-async def _reports_current(graph: Any, reports: Any, untouched: set[str], sizes: dict[str, int]) -> bool:
+async def _reports_current(graph: BaseGraphStorage, reports: BaseKVStorage, untouched: set[str],
+                           sizes: dict[str, int]) -> bool:
     """Whether the reports a write leaves unread are of this version's making, judged on the
     smallest (after a version bump, every report must be redone)."""
     from graphrag.operators.community_reports import reports_of_this_version

@@ -18,7 +18,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, Awaitable, Callable, Collection, Iterable, Optional, Protocol, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Collection, Iterable, Optional, Protocol, Union
 
 import xxhash
 
@@ -30,6 +30,10 @@ from .extractive_report import build_extractive_report, community_pairs, edge_da
 from .format_failures import FormatFailures
 from .report_parsing import parse_report_json
 from .tokenizer import Tokenizer, fits
+
+if TYPE_CHECKING:
+    from graphrag.schema import JSONValue
+    from graphrag.storage.base import BaseGraphStorage
 
 logger = logging.getLogger(__name__)
 
@@ -47,20 +51,20 @@ SOURCE_FALLBACK = "fallback"
 # --------------------------------------------------------------------------- helpers
 
 
-def _float(value: Any, default: float = 0.0) -> float:
+def _float(value: JSONValue, default: float = 0.0) -> float:
     try:
         return float(value)
     except (TypeError, ValueError):
         return default
 
 
-def _text(value: Any) -> str:
+def _text(value: JSONValue) -> str:
     """A description for the prompt: GRAPH_FIELD_SEP-joined parts become one text."""
     parts = [p.strip() for p in str(value or "").split(GRAPH_FIELD_SEP)]
     return " ".join(p for p in parts if p)
 
 
-def _entity_type(value: Any) -> str:
+def _entity_type(value: JSONValue) -> str:
     return str(value or "").strip().strip('"').strip()
 
 
@@ -421,7 +425,7 @@ class _GraphData:
     """Node and edge data for fingerprints and contexts, read from the graph as communities
     need it: the first reports go out while later communities' data is still unread."""
 
-    def __init__(self, graph: Any) -> None:
+    def __init__(self, graph: BaseGraphStorage) -> None:
         self.graph = graph
         self.nodes: dict[str, dict] = {}
         self.edges: dict[tuple[str, str], dict] = {}
@@ -452,7 +456,7 @@ async def _of_this_version(community: CommunitySchema, record: dict, graph_data:
     return community_fingerprint(community, graph_data.nodes, graph_data.edges) == record.get("fingerprint")
 
 
-async def reports_of_this_version(graph: Any, community: CommunitySchema, record: dict) -> bool:
+async def reports_of_this_version(graph: BaseGraphStorage, community: CommunitySchema, record: dict) -> bool:
     """Whether ``record``, the report of the unchanged ``community``, carries the fingerprint
     this version gives it: after a version bump none does, and every report is redone."""
     return await _of_this_version(community, record, _GraphData(graph))
@@ -461,7 +465,7 @@ async def reports_of_this_version(graph: Any, community: CommunitySchema, record
 async def generate_community_reports(
     communities: dict[str, CommunitySchema],
     *,
-    graph: Any,
+    graph: BaseGraphStorage,
     llm: Callable[..., Awaitable[str]],
     tokenizer: Tokenizer,
     max_tokens: int,

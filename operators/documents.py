@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Union
 
 from graphrag.errors import InvalidInputError
 from graphrag.schema import ChunkRecord, strip_control_chars
 
 from .chunking import doc_id_for
+
+if TYPE_CHECKING:
+    from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +88,7 @@ ChunkFunc = Callable[..., dict[str, ChunkRecord]]
 
 
 def chunk_documents(docs: Mapping[str, str], chunk_func: ChunkFunc, *, size: int, overlap: int,
-                    tokenizer: Any) -> tuple[dict[str, ChunkRecord], dict[str, list[str]]]:
+                    tokenizer: Tokenizer) -> tuple[dict[str, ChunkRecord], dict[str, list[str]]]:
     """All chunks, and each document's own chunk ids (documents can share a chunk, e.g. a
     common header, and each must keep it until the last of them is deleted)."""
     chunks: dict[str, ChunkRecord] = {}

@@ -14,9 +14,12 @@ from __future__ import annotations
 import logging
 import math
 import re
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from graphrag.schema import GRAPH_FIELD_SEP, Finding, ReportJSON, edge_key
+
+if TYPE_CHECKING:
+    from graphrag.schema import JSONValue
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +33,7 @@ _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 _WS = re.compile(r"\s+")
 
 
-def _parts(description: Any) -> list[str]:
+def _parts(description: JSONValue) -> list[str]:
     """Distinct non-empty pieces of a GRAPH_FIELD_SEP-joined description."""
     seen: dict[str, None] = {}
     for part in str(description or "").split(GRAPH_FIELD_SEP):

@@ -9,14 +9,18 @@ on both its ends, in proportion to its similarity, and scaled by each end's spec
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Optional
 
 from .walk_graph import GraphIndex
+
+if TYPE_CHECKING:
+    from graphrag.storage.base import BaseVectorStorage
 
 logger = logging.getLogger(__name__)
 
 
-async def fact_seed(question: str, relations_vdb: Any, index: GraphIndex, top_k: int) -> dict[int, float]:
+async def fact_seed(question: str, relations_vdb: Optional[BaseVectorStorage], index: GraphIndex, top_k: int
+                    ) -> dict[int, float]:
     """Entity positions in ``index`` with their seed weight from the ``top_k`` facts nearest
     ``question``; empty without relation vectors (an index built before they were kept)."""
     if relations_vdb is None or top_k <= 0:

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Coroutine, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Optional
 
 from graphrag.operators.clustering import community_ids
 from graphrag.operators.chunking import compute_id
@@ -27,6 +27,10 @@ from graphrag.operators.merge import (
 )
 from graphrag.operators.tokenizer import Tokenizer
 from graphrag.schema import GRAPH_FIELD_SEP, ChunkExtraction
+
+if TYPE_CHECKING:
+    from graphrag.schema import JSONValue
+    from graphrag.storage.base import BaseGraphStorage, BaseVectorStorage
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +78,8 @@ class GraphChanges:
             await self.summaries
 
 
-async def store_entity_vectors(entities_vdb: Any, changes: GraphChanges, relations_vdb: Any = None,
+async def store_entity_vectors(entities_vdb: Optional[BaseVectorStorage], changes: GraphChanges,
+                               relations_vdb: Optional[BaseVectorStorage] = None,
                                backfill: Optional[Callable[[], Awaitable[dict[str, dict[str, Any]]]]] = None) -> None:
     """Write the entity vectors (and, given ``relations_vdb``, the relation vectors) an update
     changed, once its summaries are in; ``backfill`` gives relation records the store lacks
@@ -110,7 +115,8 @@ def relation_vector_record(key: tuple[str, str], edge: dict[str, Any], tokenizer
             "src_id": key[0], "tgt_id": key[1]}
 
 
-async def relation_vectors_to_backfill(graph: Any, relations_vdb: Any, tokenizer: Tokenizer,
+async def relation_vectors_to_backfill(graph: BaseGraphStorage, relations_vdb: Optional[BaseVectorStorage],
+                                       tokenizer: Tokenizer,
                                        vector_tokens: int) -> dict[str, dict[str, Any]]:
     """Every relation's vector record when the store holds none yet but the graph has
     relations: an index built before relation vectors were kept gets them on its next write,
@@ -148,7 +154,7 @@ def entity_vector_text(name: str, node: dict[str, Any]) -> str:
     return f"{label} {node.get('description')}"
 
 
-def _split_ids(value: Any) -> list[str]:
+def _split_ids(value: JSONValue) -> list[str]:
     return [v for v in str(value or "").split(GRAPH_FIELD_SEP) if v]
 
 
@@ -198,7 +204,7 @@ async def rebuild_graph(
     changed_extractions: dict[str, ChunkExtraction],
     removed_chunks: set[str],
     *,
-    graph: Any,
+    graph: BaseGraphStorage,
     read_extractions: ExtractionReader,
     tokenizer: Tokenizer,
     summary_max_tokens: int,
@@ -335,7 +341,7 @@ async def rebuild_graph(
 def finish_graph_update(
     rebuilt: GraphRebuild,
     *,
-    graph: Any,
+    graph: BaseGraphStorage,
     summarizer: Optional[LLMCall],
     tokenizer: Tokenizer,
     summary_max_tokens: int,

@@ -23,12 +23,16 @@ import logging
 import math
 import os
 from collections import Counter
-from typing import Any, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
 from xxhash import xxh64_intdigest
 
 from .chinese_text import mostly_latin, search_tokens
 from .nlp_extraction import STOPWORDS
+
+if TYPE_CHECKING:
+    from graphrag.stores import Stores
+    from graphrag.storage.base import BaseKVStorage
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +56,8 @@ def count_terms(chunks: Mapping[str, Mapping[str, Any]], user_dictionary: Option
     return {c: term_frequencies(str(r.get("content", "")), user_dictionary) for c, r in chunks.items()}
 
 
-async def update_lexical_index(index: Any, text_chunks: Any, added: dict[str, dict[str, Any]], removed: list[str],
+async def update_lexical_index(index: BaseKVStorage, text_chunks: BaseKVStorage, added: dict[str, dict[str, Any]],
+                               removed: list[str],
                                user_dictionary: Optional[str] = None,
                                counted_before: Optional[Mapping[str, dict[str, int]]] = None) -> None:
     """Add the ``added`` chunks (``{id: {"content": ...}}``) and take out the ``removed`` ones;
@@ -121,7 +126,7 @@ def bm25_scores(query_terms: list[str], postings: dict[str, dict[str, list[int]]
     return scores
 
 
-async def lexical_ranking(question: str, stores: Any, top_k: int) -> list[str]:
+async def lexical_ranking(question: str, stores: Stores, top_k: int) -> list[str]:
     """The ``top_k`` chunks BM25 ranks best for the question (ties by id) from
     ``stores.lexical_index``; empty without the index (the channel switched off, or nothing
     indexed yet) and for a question mostly in Latin script, whose query then never opens the

@@ -13,7 +13,7 @@ import re
 import string
 import sys
 from dataclasses import replace
-from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Iterator, Optional, Sequence, TypeVar
 
 from graphrag.prompts import load as load_prompt
 from graphrag.prompts import render as render_prompt
@@ -21,6 +21,12 @@ from graphrag.prompts import render as render_prompt
 from .modes import get_mode
 from .text_cache import TextCache
 from .tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from graphrag.query_param import QueryParam
+    from graphrag.schema import JSONValue
+
+    from .extraction import LLMCall
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +37,7 @@ R = TypeVar("R")
 EMPTY_PROMPT_DATA: dict[str, str] = {"content_data": "", "context_data": "", "report_data": ""}
 
 
-def fit_to_room(param: Any, room: int) -> Any:
+def fit_to_room(param: QueryParam, room: int) -> QueryParam:
     """``param`` with its mode's context budgets (``QueryMode.budgets``) cut so the data of
     each answer prompt is at most ``room`` tokens; a context of several sections shares
     ``room`` among them in their set proportions (less 8 tokens for the blank lines between)."""
@@ -50,7 +56,7 @@ def fail_response() -> str:
     return load_prompt("fail_response").strip()
 
 
-async def answer_from_context(query: str, context: Optional[str], param: Any, llm: Any, template: str,
+async def answer_from_context(query: str, context: Optional[str], param: QueryParam, llm: LLMCall, template: str,
                               context_field: str) -> str:
     """The last step every mode shares: no context -> the fail text; context only -> it;
     otherwise one answer call with the context in the system prompt (and a chat's earlier turns,
@@ -69,7 +75,7 @@ async def answer_from_context(query: str, context: Optional[str], param: Any, ll
     return await answer(query, stage="query", system_prompt=system_prompt, **history)
 
 
-def _cell(value: Any) -> str:
+def _cell(value: JSONValue) -> str:
     if value is None:
         return ""
     if isinstance(value, float) and value.is_integer():

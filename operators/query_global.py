@@ -15,7 +15,7 @@ import functools
 import json
 import logging
 import re
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from graphrag.prompts import render as render_prompt
 from graphrag.query_param import QueryParam
@@ -28,6 +28,12 @@ from .report_parsing import stored_rating
 from .query_context import answer_from_context, csv_section, fail_response, pack_csv_section, pack_texts
 from .tokenizer import Tokenizer
 
+if TYPE_CHECKING:
+    from graphrag.schema import JSONValue
+    from graphrag.stores import Stores
+
+    from .extraction import LLMCall
+
 logger = logging.getLogger(__name__)
 
 REPORT_HEADER = ["id", "content", "rating", "importance"]
@@ -35,7 +41,7 @@ _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.S)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
-def _as_float(value: Any, default: float = 0.0) -> float:
+def _as_float(value: JSONValue, default: float = 0.0) -> float:
     if isinstance(value, bool):
         return default
     if isinstance(value, (int, float)):
@@ -47,7 +53,7 @@ def _as_float(value: Any, default: float = 0.0) -> float:
     return default
 
 
-async def _ranked_reports(stores: Any, param: QueryParam) -> list[tuple[str, dict]]:
+async def _ranked_reports(stores: Stores, param: QueryParam) -> list[tuple[str, dict]]:
     keys = await stores.community_reports.all_keys()
     if not keys:
         return []
@@ -100,7 +106,7 @@ def _group_reports(reports: tuple[tuple[str, float, float], ...], max_tokens: in
     return groups
 
 
-async def _report_tables(stores: Any, param: QueryParam, tokenizer: Tokenizer, first_id: int
+async def _report_tables(stores: Stores, param: QueryParam, tokenizer: Tokenizer, first_id: int
                          ) -> tuple[list[tuple[str, dict]], list[tuple[str, tuple[int, ...]]]]:
     """The ranked reports and the tables they are packed into (see ``_group_reports``)."""
     ranked = await _ranked_reports(stores, param)
@@ -110,7 +116,7 @@ async def _report_tables(stores: Any, param: QueryParam, tokenizer: Tokenizer, f
     return ranked, _group_reports(rows, param.global_max_token_for_community_report, tokenizer, first_id)
 
 
-async def retrieve_global(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer,
+async def retrieve_global(query: str, stores: Stores, param: QueryParam, tokenizer: Tokenizer,
                           cited: bool = False) -> Optional[Retrieval]:
     """The community reports a global answer maps over, in rank order, and their tables (one
     per map call); None when no report qualifies. ``cited``: rows numbered from 1, the
@@ -124,7 +130,8 @@ async def retrieve_global(query: str, stores: Any, param: QueryParam, tokenizer:
                      context_groups=tables)
 
 
-async def build_global_context(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[list[str]]:
+async def build_global_context(query: str, stores: Stores, param: QueryParam, tokenizer: Tokenizer
+                               ) -> Optional[list[str]]:
     """The report tables, one per map call; None when no community report qualifies. (The
     tables alone: a plain query does not pay for a record per report.)"""
     _, groups = await _report_tables(stores, param, tokenizer, 0)
@@ -162,7 +169,7 @@ def parse_points(text: str) -> list[dict[str, Any]]:
     score counts as 1 (the model found it relevant but forgot to say how much).
     """
     for value in _json_candidates(strip_reasoning(text or "")):
-        items: Any = None
+        items: JSONValue = None
         if isinstance(value, list):
             items = value
         elif isinstance(value, dict):
@@ -192,7 +199,7 @@ def _score_text(score: float) -> str:
     return str(int(score)) if float(score).is_integer() else f"{score:g}"
 
 
-async def global_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Tokenizer) -> str:
+async def global_query(query: str, stores: Stores, param: QueryParam, *, llm: LLMCall, tokenizer: Tokenizer) -> str:
     """Answer ``query`` by map-reduce over community reports."""
     groups = await build_global_context(query, stores, param, tokenizer)
     if not groups:
@@ -202,7 +209,7 @@ async def global_query(query: str, stores: Any, param: QueryParam, *, llm: Any, 
     return await map_reduce(query, groups, param, llm, tokenizer)
 
 
-async def map_reduce(query: str, groups: Sequence[str], param: QueryParam, llm: Any, tokenizer: Tokenizer,
+async def map_reduce(query: str, groups: Sequence[str], param: QueryParam, llm: LLMCall, tokenizer: Tokenizer,
                      map_template: str = "global_map_rag_points",
                      reduce_template: str = "global_reduce_rag_response") -> str:
     """One map call per report table, then one reduce call over the points scored above 0."""

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from graphrag.query_param import QueryParam
 from graphrag.records import Chunk, Retrieval
@@ -15,13 +15,18 @@ from .query_context import answer_from_context, pack_texts
 from .rerank import rerank_chunks
 from .tokenizer import Tokenizer
 
+if TYPE_CHECKING:
+    from graphrag.stores import Stores
+
+    from .extraction import LLMCall
+
 logger = logging.getLogger(__name__)
 
 CHUNK_SEPARATOR = "\n--New Chunk--\n"
 NAIVE_NEEDS_CHUNKS = "Naive queries need the chunk vector store: build the index with enable_naive_rag=True."
 
 
-async def retrieve_naive(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer,
+async def retrieve_naive(query: str, stores: Stores, param: QueryParam, tokenizer: Tokenizer,
                          cited: bool = False) -> Optional[Retrieval]:
     """The best-matching chunks, most similar first, within ``naive_max_token_for_text_unit``.
 
@@ -59,13 +64,13 @@ async def retrieve_naive(query: str, stores: Any, param: QueryParam, tokenizer: 
     return Retrieval(question=query, mode="naive", chunks=tuple(found[:kept]), context=context)
 
 
-async def build_naive_context(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[str]:
+async def build_naive_context(query: str, stores: Stores, param: QueryParam, tokenizer: Tokenizer) -> Optional[str]:
     """The naive context string (see :func:`retrieve_naive`)."""
     retrieval = await retrieve_naive(query, stores, param, tokenizer)
     return retrieval.context if retrieval is not None else None
 
 
-async def naive_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Tokenizer) -> str:
+async def naive_query(query: str, stores: Stores, param: QueryParam, *, llm: LLMCall, tokenizer: Tokenizer) -> str:
     """Answer ``query`` from the most similar chunks (or return them when ``only_need_context``)."""
     if stores.chunks_vdb is None:
         return NAIVE_NEEDS_CHUNKS

@@ -9,11 +9,14 @@ from __future__ import annotations
 import ast
 import json
 import re
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from graphrag.schema import Finding, ReportJSON
 
 from .answer_formats import strip_reasoning
+
+if TYPE_CHECKING:
+    from graphrag.schema import JSONValue
 
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?")
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
@@ -47,7 +50,7 @@ def _outermost_object(text: str, start: int) -> str:
     return text[start:end + 1] if end > start else text[start:] + "}"
 
 
-def _loads(candidate: str) -> Any:
+def _loads(candidate: str) -> object:
     for attempt in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
         try:
             return json.loads(attempt, strict=False)
@@ -81,7 +84,7 @@ def _find_object(text: str) -> Optional[dict]:
     return first
 
 
-def parse_rating(value: Any) -> float:
+def parse_rating(value: JSONValue) -> float:
     """A report's rating as a number from 0 to 10, whether the model wrote ``7.5``, ``"7,5"``
     or ``"8/10"``; 0 when none can be read."""
     if isinstance(value, bool):
@@ -123,7 +126,7 @@ def _first(d: dict, keys: tuple[str, ...]) -> str:
     return ""
 
 
-def _coerce_findings(value: Any) -> list[Finding]:
+def _coerce_findings(value: JSONValue) -> list[Finding]:
     if value is None:
         return []
     if isinstance(value, (str, dict)):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 from graphrag.query_param import QueryParam
 from graphrag.records import Answer, Chunk, CommunityReport, Document, Reference, Retrieval
@@ -21,6 +21,11 @@ from .modes import get_mode
 from .query_context import answer_from_context, fail_response
 from .query_global import map_reduce
 from .tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from graphrag.stores import Stores
+
+    from .extraction import LLMCall
 
 _CONTEXT_FIELD = {"local_rag_response_cited": "context_data", "naive_rag_response_cited": "content_data"}
 EXCERPT_CHARS = 160
@@ -32,7 +37,7 @@ _CITATION = re.compile(r"([ \t]*)\[(\d+(?:\s*,\s*\d+)*)\]")
 _OPEN_CITATION = re.compile(r"[ \t]*(?:\[[\d\s,]*)?\Z")
 
 
-async def retrieve(question: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[Retrieval]:
+async def retrieve(question: str, stores: Stores, param: QueryParam, tokenizer: Tokenizer) -> Optional[Retrieval]:
     """``param.mode``'s retrieval; numbered for citations when ``param.with_references``. It
     carries the mode asked for, whichever mode's retriever that one shares."""
     found = await get_mode(param.mode).retrieve()(question, stores, param, tokenizer, cited=param.with_references)
@@ -43,7 +48,7 @@ class DocumentLookup:
     """Which document (id, ``source``, size, chunks) each chunk came from, remembered once read: graph
     calls ask about the same chunks again and again. Build a new one when the index changes."""
 
-    def __init__(self, stores: Any) -> None:
+    def __init__(self, stores: Stores) -> None:
         self._stores = stores
         self._of_chunk: dict[str, Optional[Document]] = {}
 
@@ -81,7 +86,7 @@ class DocumentLookup:
         )
 
 
-async def answer_with_references(retrieval: Optional[Retrieval], param: QueryParam, llm: Any,
+async def answer_with_references(retrieval: Optional[Retrieval], param: QueryParam, llm: LLMCall,
                                  tokenizer: Tokenizer) -> Answer:
     """Ask the model for an answer citing ``retrieval``'s numbered sources (documents already
     attached); keep the citations that name a source sent."""
@@ -153,7 +158,7 @@ def _excerpt(text: str) -> str:
     return flat if len(flat) <= EXCERPT_CHARS else flat[:EXCERPT_CHARS].rsplit(" ", 1)[0] + "..."
 
 
-def _reference(number: int, source: Any) -> Reference:
+def _reference(number: int, source: Union[Chunk, CommunityReport]) -> Reference:
     if isinstance(source, Chunk):
         return Reference(number=number, documents=source.documents, excerpt=_excerpt(source.content),
                          chunk_id=source.id)

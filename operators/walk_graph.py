@@ -23,6 +23,8 @@ from .names import loose_key
 
 if TYPE_CHECKING:
     from scipy.sparse import csr_matrix
+    from graphrag.schema import JSONValue
+    from graphrag.stores import Stores
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +39,7 @@ loose_name = loose_key
 WALKS_KEPT = 32
 
 
-def _split(value: Any) -> list[str]:
+def _split(value: JSONValue) -> list[str]:
     return [p for p in str(value or "").split(GRAPH_FIELD_SEP) if p]
 
 
@@ -185,7 +187,7 @@ def build_graph_index(nodes: list[tuple[str, str]], edges: list[tuple[str, str]]
 _indexes: "weakref.WeakKeyDictionary[Any, tuple[Any, GraphIndex]]" = weakref.WeakKeyDictionary()
 
 
-async def graph_index(stores: Any) -> GraphIndex:
+async def graph_index(stores: Stores) -> GraphIndex:
     """The walk's matrices for the stores' current index version, built on first use (from
     what the graph store keeps for it, so a query process need not parse the whole graph)."""
     version = (stores.version, await stores.graph.change_token(), SYNONYM_MIN_COSINE)

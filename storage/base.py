@@ -41,12 +41,15 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Collection, Generic, Mapping, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Collection, Generic, Mapping, Optional, TypeVar, Union
 
 from graphrag.config import GraphRAGConfig
 from graphrag.schema import CommunitySchema
 
 from .capabilities import ClusterMemberships, GraphAttributes, KeepsWalkLinks, WalkLinks
+
+if TYPE_CHECKING:
+    from graphrag.embedding_func import EmbeddingFunc
 
 T = TypeVar("T")
 
@@ -177,7 +180,7 @@ class BaseKVStorage(StorageNameSpace, Generic[T]):
 
 @dataclass
 class BaseVectorStorage(StorageNameSpace):
-    embedding_func: Any = None
+    embedding_func: Optional[EmbeddingFunc] = None
     meta_fields: set[str] = field(default_factory=set)
 
     @abstractmethod
@@ -374,7 +377,7 @@ CAPABILITIES: dict[str, type] = {
 }
 
 
-def capabilities(store: Any) -> frozenset[str]:
+def capabilities(store: object) -> frozenset[str]:
     """The names (keys of :data:`CAPABILITIES`) of the capabilities ``store`` declares."""
     return frozenset(name for name, capability in CAPABILITIES.items() if isinstance(store, capability))
 

@@ -30,6 +30,7 @@ class ClusterMemberships(GraphAttributes):
     touched. Every method has a default on the core contract; a database answers each from an
     index. Needs graph attributes."""
 
+    # ``self: Any``: a BaseGraphStorage, whose module (storage/base.py) imports this one.
     async def get_nodes_attributes_of(self: Any, node_ids: list[str], names: tuple[str, ...]
                                       ) -> list[tuple[str, dict]]:
         """``get_nodes_attributes`` for these nodes only (unknown ones are left out)."""

@@ -44,7 +44,7 @@ def workspace_of(config: GraphRAGConfig) -> str:
 
 
 K = TypeVar("K")
-_MISSING: Any = object()
+_MISSING: Any = object()  # Any: the default of parameters of every type
 
 
 class PendingRecords(Generic[K]):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import mmap
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, BinaryIO, Optional
+from typing import TYPE_CHECKING, Any, BinaryIO, Optional, TypeVar
 
 import numpy as np
 
@@ -181,7 +181,10 @@ class GraphLookup:
         return _kept(self._edges, (a, b), 1 << 14, self._read_edge(a, b))
 
 
-def _kept(cache: dict[Any, Any], key: Any, limit: int, value: Any) -> Any:
+K = TypeVar("K")
+V = TypeVar("V")
+
+def _kept(cache: dict[K, V], key: K, limit: int, value: V) -> V:
     """``value``, kept in ``cache`` under ``key``; a full cache starts over (the answers a
     query repeats come back within a few calls)."""
     if len(cache) >= limit:

@@ -27,7 +27,7 @@ import re
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, TypeVar, Union, cast
 
 from graphrag.config import GraphRAGConfig
 from graphrag.errors import StorageError, StoreUnavailableError
@@ -35,7 +35,12 @@ from graphrag.errors import StorageError, StoreUnavailableError
 from .base import CHANGE_ATTRIBUTE, BaseGraphStorage, ClusterMemberships, PreparedWrite
 from .db_common import PendingRecords, require_extra, validated_name, workspace_of
 
+if TYPE_CHECKING:
+    from graphrag.schema import JSONValue
+
 logger = logging.getLogger(__name__)
+
+J = TypeVar("J", bound="JSONValue")
 
 URI_ENV, USER_ENV, PASSWORD_ENV, DATABASE_ENV = (
     "GRAPHRAG_NEO4J_URI", "GRAPHRAG_NEO4J_USER", "GRAPHRAG_NEO4J_PASSWORD", "GRAPHRAG_NEO4J_DATABASE")
@@ -52,7 +57,7 @@ def _ends(a: str, b: str) -> Pair:
     return (a, b) if a <= b else (b, a)
 
 
-def _size(value: Any) -> int:
+def _size(value: JSONValue) -> int:
     return len(json.dumps(value))  # as ASCII escapes: the larger of the two forms sent
 
 
@@ -71,7 +76,7 @@ def _batches(rows: list) -> Iterable[list]:
         yield batch
 
 
-def _mapped(value: Any, strings: Any) -> Any:
+def _mapped(value: JSONValue, strings: Callable[[str], str]) -> JSONValue:
     if isinstance(value, str):
         return strings(value)
     if isinstance(value, dict):
@@ -81,16 +86,16 @@ def _mapped(value: Any, strings: Any) -> Any:
     return value
 
 
-def _escaped(value: Any) -> Any:
+def _escaped(value: J) -> J:
     """Strings as FalkorDB's Bolt listener needs them (see ``_escapes_strings``): stored as ASCII
     (``\\u`` escapes, per character, so pieces of a string concatenate to the whole), then
     escaped for the quoted literal the listener splices them into."""
-    return _mapped(value, lambda s: json.dumps(s)[1:-1].replace("\\", "\\\\").replace("'", "\\'"))
+    return cast(J, _mapped(value, lambda s: json.dumps(s)[1:-1].replace("\\", "\\\\").replace("'", "\\'")))
 
 
-def _unescaped(value: Any) -> Any:
+def _unescaped(value: J) -> J:
     # Stored strings are JSON string bodies: one without a backslash is its own value (most are).
-    return _mapped(value, lambda s: json.loads(f'"{s}"') if "\\" in s else s)
+    return cast(J, _mapped(value, lambda s: json.loads(f'"{s}"') if "\\" in s else s))  # same shape
 
 
 def _split_long_strings(data: dict) -> tuple[dict, list[tuple[str, str]]]:

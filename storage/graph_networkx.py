@@ -325,7 +325,7 @@ class NetworkXStorage(ParsedOnDemand, JournaledFile, BaseGraphStorage, ClusterMe
                     edges.append((*pair, {k: data[k] for k in names if k in data} if names else {}))
         return edges
 
-    def _note_members(self, node: str, raw: Any) -> None:
+    def _note_members(self, node: str, raw: Optional[str]) -> None:
         if self._members is None or not raw:
             return
         try:

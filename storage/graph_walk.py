@@ -9,7 +9,7 @@ one that does not match is ignored (the graph is then read whole, as before).
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
@@ -17,10 +17,13 @@ from .base import WalkLinks
 from .graphml import GraphMLLayout
 from .lookup_index import pack, unpack
 
+if TYPE_CHECKING:
+    import networkx as nx
+
 _MAGIC = b"graphrag-graph-walk 1\n"
 
 
-def build_walk_file(graph: Any, layout: GraphMLLayout) -> bytes:
+def build_walk_file(graph: nx.Graph, layout: GraphMLLayout) -> bytes:
     """The walk's links of ``graph`` (a networkx graph) as :func:`write_graphml` just wrote it."""
     nodes = graph.nodes
     sources = [str(nodes[name].get("source_id") or "") for name in layout.node_names]

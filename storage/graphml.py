@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, BinaryIO, Optional, Union
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Optional, Union
 from xml.etree.ElementTree import ParseError
 from xml.parsers import expat
 from xml.sax.saxutils import escape, quoteattr
 
 if TYPE_CHECKING:
     import networkx as nx
+    from xml.parsers.expat import XMLParserType
 
 from .lookup_index import HashingWriter
 
@@ -40,7 +41,7 @@ def scalar_attrs(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if type(v) in _GRAPHML_TYPES}
 
 
-def _attribute_types(items: Any) -> dict[str, type]:
+def _attribute_types(items: Iterable[dict[str, Any]]) -> dict[str, type]:
     types: dict[str, type] = {}
     for data in items:
         for name, value in scalar_attrs(data).items():
@@ -224,7 +225,7 @@ class _GraphMLHandlers:
             self._text.append(data)
 
 
-def _parser(handlers: _GraphMLHandlers) -> Any:
+def _parser(handlers: _GraphMLHandlers) -> XMLParserType:
     parser = expat.ParserCreate()  # GraphML's default namespace: tags arrive bare
     parser.buffer_text = True
     parser.StartElementHandler = handlers.start

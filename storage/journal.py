@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .files import SingleFileStore, after_commit, atomic_append, file_signature
+
+if TYPE_CHECKING:
+    from graphrag.schema import JSONValue
 
 # A commit appends its changes to the journal instead of rewriting the file once the file is
 # this large (below it, rewriting costs little and keeps the file complete)...
@@ -25,7 +28,7 @@ FOLD_AT_SHARE = 1 / 8
 REMOVED = object()  # in a set of changes or an overlay of journal entries: the key was deleted
 
 
-def journal_line(entry: Any) -> bytes:
+def journal_line(entry: JSONValue) -> bytes:
     """One journal line: ``{key: value, ...}`` upserts, or ``[key, ...]`` deletions."""
     return (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
 

@@ -19,13 +19,19 @@ import json
 import os
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, AsyncIterator, ClassVar, Optional, Union
 
 from graphrag.config import GraphRAGConfig
 from graphrag.errors import StoreUnavailableError, WorkingDirLockedError
 
 from .base import BaseKVStorage, PreparedWrite
 from .db_common import require_extra, validated_name, workspace_of
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection, sql
+    from psycopg_pool import AsyncConnectionPool
+
+    from graphrag.schema import JSONValue
 
 DSN_ENV = "GRAPHRAG_POSTGRES_DSN"
 
@@ -49,7 +55,7 @@ class PostgresDatabase:
             weakref.WeakKeyDictionary())
         self._turns: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = (
             weakref.WeakKeyDictionary())
-        self._write: Any = None
+        self._write: Optional[AsyncConnection] = None
         self._write_turn = asyncio.Lock()  # replaced on the loop of each write
         self._stamped: tuple[Any, str] = (None, "")  # (write connection, commit id) last stamped
         self._write_started: Optional[asyncio.Future] = None
@@ -62,12 +68,12 @@ class PostgresDatabase:
     def table(self, namespace: str, kind: str) -> str:
         return f"graphrag_{self.workspace}_{validated_name('namespace', namespace)}_{kind}"
 
-    def identifier(self, name: str) -> Any:
+    def identifier(self, name: str) -> sql.Identifier:
         from psycopg import sql
 
         return sql.Identifier(name)
 
-    async def _pool(self) -> Any:
+    async def _pool(self) -> AsyncConnectionPool:
         loop = asyncio.get_running_loop()
         opening = self._pools.get(loop)
         if opening is None:
@@ -79,7 +85,7 @@ class PostgresDatabase:
                 self._pools.pop(loop, None)  # a failed open is not kept
             raise
 
-    async def _open_pool(self) -> Any:
+    async def _open_pool(self) -> AsyncConnectionPool:
         from psycopg import AsyncConnection
         from psycopg_pool import AsyncConnectionPool
 
@@ -128,7 +134,7 @@ class PostgresDatabase:
         parked, self._parked[:] = list(self._parked), []
         return parked
 
-    def _adopt(self) -> Any:
+    def _adopt(self) -> Optional[AsyncConnection]:
         """A parked connection that is idle and whose server has not gone (its socket has nothing
         to read: a server that closed it would have sent EOF), ready for the running loop."""
         import select
@@ -272,7 +278,8 @@ class PostgresDatabase:
         return bool(self.sync_query(sql.SQL("SELECT 1 FROM {} WHERE id = %s").format(self.identifier(name)),
                                     (commit_id,), store="kv"))
 
-    def sync_query(self, query: Any, params: tuple = (), store: str = "vector") -> list[tuple]:
+    def sync_query(self, query: Union[str, sql.SQL, sql.Composed], params: tuple = (), store: str = "vector"
+                   ) -> list[tuple]:
         """One statement on a short-lived synchronous connection (checks made before a loop runs,
         and recovery); a server out of reach is :class:`StoreUnavailableError` naming ``store``."""
         import psycopg
@@ -410,7 +417,7 @@ class PostgresStore:
         await self.db.close()
 
 
-def dumps(value: Any) -> str:
+def dumps(value: JSONValue) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 

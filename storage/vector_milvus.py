@@ -28,7 +28,7 @@ import os
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
@@ -38,6 +38,9 @@ from graphrag.errors import StoreUnavailableError
 from .base import BaseVectorStorage, PreparedWrite
 from .db_common import PendingRecords, require_extra, validated_name, workspace_of
 from .vector_nano import EmbeddingDimensionError
+
+if TYPE_CHECKING:
+    from pymilvus import MilvusClient
 
 URI_ENV, TOKEN_ENV = "GRAPHRAG_MILVUS_URI", "GRAPHRAG_MILVUS_TOKEN"
 BATCH = 1000  # rows per insert, delete or iterator page
@@ -67,7 +70,7 @@ def is_lite(config: GraphRAGConfig) -> bool:
     return "://" not in _uri(config)
 
 
-def client_for(config: GraphRAGConfig) -> Any:
+def client_for(config: GraphRAGConfig) -> MilvusClient:
     """The Milvus client of this config, opened once, closed when the config goes away (a sync
     client belongs to no event loop, so queries do not pay for reopening Milvus Lite)."""
     key = id(config)
@@ -75,7 +78,7 @@ def client_for(config: GraphRAGConfig) -> Any:
         return _clients.get(key) or _open_client(config, key)
 
 
-def _open_client(config: GraphRAGConfig, key: int) -> Any:
+def _open_client(config: GraphRAGConfig, key: int) -> MilvusClient:
     require_extra("milvus", "pymilvus")
     from pymilvus import MilvusClient
     from pymilvus.exceptions import MilvusException
@@ -159,7 +162,7 @@ def collection_name(config: GraphRAGConfig, namespace: str) -> str:
     return f"graphrag_{workspace_of(config)}_{validated_name('namespace', namespace)}"
 
 
-def _stored_dimension(client: Any, name: str) -> Optional[int]:
+def _stored_dimension(client: MilvusClient, name: str) -> Optional[int]:
     if not client.has_collection(name):
         return None
     fields = client.describe_collection(name)["fields"]

@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import numpy as np
 
@@ -21,12 +21,16 @@ from .base import BaseVectorStorage
 from .files import StorageFileError, atomic_write_via, file_signature, parse_json_file
 from .journal import REMOVED, JournaledFile, change_lines, journal_for, net_changes, read_journal
 
+if TYPE_CHECKING:
+    from nano_vectordb import NanoVectorDB
+    from threadpoolctl import ThreadpoolController
+
 logger = logging.getLogger(__name__)
 
-_NanoVectorDB: Any = None
+_NanoVectorDB: Optional[type[NanoVectorDB]] = None
 
 
-def _nano_vectordb_class() -> Any:
+def _nano_vectordb_class() -> type[NanoVectorDB]:
     """Import nano-vectordb without its import-time ``logging.basicConfig`` reaching the root logger."""
     global _NanoVectorDB
     if _NanoVectorDB is None:
@@ -42,7 +46,7 @@ def _nano_vectordb_class() -> Any:
 
 
 _blas_lock = threading.Lock()
-_blas_controller: Any = None
+_blas_controller: Optional[ThreadpoolController] = None
 
 
 @contextlib.contextmanager
@@ -101,7 +105,7 @@ class NanoVectorDBStorage(JournaledFile, BaseVectorStorage):
     folds by the rules of :class:`storage.journal.JournaledFile`."""
 
     cosine_better_than_threshold: Optional[float] = None
-    _client: Any = field(default=None, init=False, repr=False)
+    _client: Optional[NanoVectorDB] = field(default=None, init=False, repr=False)
     _dirty: bool = field(default=False, init=False, repr=False)
     _loaded_signature: Optional[tuple[Any, ...]] = field(default=None, init=False, repr=False)
     # What changed since the last commit ((fields, vector), or REMOVED), for the journal's next line.

@@ -7,7 +7,7 @@ import json
 import logging
 import time
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optional
 
 import xxhash
 
@@ -17,6 +17,10 @@ from graphrag.llm.model_func import ENGINE_KWARGS, ModelFunc
 from graphrag.llm.openai_transport import chat_pools, openai_clients, openai_model_func
 from graphrag.llm.retry import EMPTY_ANSWER_RETRIES, backoff_seconds, final_error, is_retryable
 from graphrag.llm.usage import UsageCounter
+
+if TYPE_CHECKING:
+    from graphrag.config import GraphRAGConfig
+    from graphrag.storage.base import BaseKVStorage
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +40,7 @@ class LLMClient:
         model_id: str,
         max_async: int,
         usage: UsageCounter,
-        cache: Any = None,
+        cache: Optional[BaseKVStorage] = None,
         count_tokens: Callable[[str], int] = _default_count_tokens,
         max_retries: int = 6,
         backoff_base: float = 1.0,
@@ -274,9 +278,9 @@ def in_language(llm: Callable[..., Awaitable[str]], language: Optional[str]) -> 
 
 
 def build_llm_clients(
-    config: Any,
+    config: GraphRAGConfig,
     usage: UsageCounter,
-    cache: Any = None,
+    cache: Optional[BaseKVStorage] = None,
     count_tokens: Callable[[str], int] = _default_count_tokens,
 ) -> tuple[LLMClient, LLMClient]:
     """(best, cheap) clients from a ``GraphRAGConfig``; user model funcs win over the OpenAI client."""

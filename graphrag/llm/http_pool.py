@@ -25,7 +25,13 @@ import time
 import urllib.parse
 import urllib.request
 import zlib
-from typing import Any, Awaitable, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, TypeVar, Union
+
+if TYPE_CHECKING:
+    import ssl
+    from types import ModuleType
+
+    from graphrag.schema import JSONValue
 
 T = TypeVar("T")
 
@@ -95,7 +101,7 @@ class JSONPool:
     ``headers``: sent with every request (the key's ``Authorization`` among them)."""
 
     def __init__(self, base_url: str, headers: dict[str, str], timeout: Optional[float],
-                 tls: Optional[Callable[[], Awaitable[Any]]] = None) -> None:
+                 tls: Optional[Callable[[], Awaitable[Union[ssl.SSLContext, bool]]]] = None) -> None:
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
@@ -119,7 +125,7 @@ class JSONPool:
     # ------------------------------------------------------------------ connections
 
     async def _connect(self, timeout: Optional[float]) -> _Connection:
-        ssl_context: Any = None
+        ssl_context: Union[ssl.SSLContext, bool, None] = None
         if self._https:  # the caller's context, else Python's default one
             ssl_context = await self._tls() if self._tls is not None else True
         reader, writer = await _within(timeout, asyncio.open_connection(
@@ -169,7 +175,7 @@ class JSONPool:
     # ------------------------------------------------------------------ requests
 
     async def post(self, path: str, body: dict[str, Any], *, timeout: Optional[float] = None,
-                   headers: Optional[dict[str, str]] = None) -> Any:
+                   headers: Optional[dict[str, str]] = None) -> JSONValue:
         """``body`` POSTed to ``path`` (under the base URL); the answer's JSON (its text when
         the server says it is not JSON). A status of
         400 and up raises the matching ``openai.APIStatusError`` subclass, a timeout
@@ -273,7 +279,7 @@ _STATUS_ERRORS = {400: "BadRequestError", 401: "AuthenticationError", 403: "Perm
                   429: "RateLimitError"}
 
 
-def http_library() -> Any:
+def http_library() -> ModuleType:
     """httpx (openai 1.x, 2.x) or httpx2 (3.x): the library openai's exceptions carry requests
     and responses of."""
     import openai
@@ -295,7 +301,7 @@ def _openai_error(url: str, answer: Optional[_Answer], cause: Optional[BaseExcep
         return openai.APIConnectionError(message=f"Connection error: {cause!r}", request=request)
     response = http.Response(answer.status, headers=answer.headers, content=answer.body, request=request)
     text = answer.body.decode("utf-8", "replace").strip()
-    body: Any = text
+    body: JSONValue = text
     try:
         body = json.loads(text)
         message = f"Error code: {answer.status} - {body}"

@@ -14,12 +14,19 @@ import logging
 import os
 import threading
 import urllib.parse
-from typing import Any, AsyncIterator, Optional, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Optional, Union
 
 from graphrag.aio import PerLoop, PerLoopBuiltInThread
 from graphrag.errors import NoLLMConfiguredError
 from graphrag.llm.http_pool import JSONPool, default_headers, http_library, proxy_for
 from graphrag.llm.model_func import ENGINE_KWARGS, Completion, ModelFunc
+
+if TYPE_CHECKING:
+    import ssl
+
+    import openai
+
+    from graphrag.embedding_func import EmbeddingFunc
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +83,7 @@ def _build_tls_context(future: "concurrent.futures.Future") -> None:
         future.set_exception(exc)
 
 
-def _http_client(tls: "concurrent.futures.Future") -> Any:
+def _http_client(tls: "concurrent.futures.Future") -> Optional[openai.DefaultAsyncHttpxClient]:
     """openai's default async HTTP client on the shared TLS context; None (openai builds its
     own) if that context could not be made."""
     import openai
@@ -97,7 +104,7 @@ def openai_clients(base_url: Optional[str] = None, api_key: Optional[str] = None
     usage counts live in one place.
     """
 
-    def _make_client() -> Any:
+    def _make_client() -> openai.AsyncOpenAI:
         import platform
 
         tls = shared_tls_context()
@@ -136,7 +143,7 @@ def chat_pools(base_url: Optional[str] = None, api_key: Optional[str] = None,
         if proxy_for(url) is not None or urllib.parse.urlsplit(url).scheme not in ("http", "https"):
             return _VIA_SDK
 
-        async def tls() -> Any:
+        async def tls() -> Union[ssl.SSLContext, bool]:
             try:
                 return await asyncio.wrap_future(shared_tls_context())
             except Exception as exc:
@@ -270,7 +277,7 @@ def openai_embedding_func(
     max_retries: int = 4,
     timeout: float = 600.0,
     max_async: Optional[int] = None,
-) -> Any:
+) -> EmbeddingFunc:
     """An ``EmbeddingFunc`` over an OpenAI-compatible ``/embeddings`` endpoint (OpenAI, Ollama,
     vLLM, TEI, llama.cpp ``--embedding``...): at most ``batch_size`` texts a request, at most
     ``max_async`` requests in flight (the engine's ``embedding_func_max_async`` when None).

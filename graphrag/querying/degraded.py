@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Union
 
 from graphrag.errors import StoreUnavailableError
 from graphrag.operators.modes import get_mode
@@ -20,6 +20,7 @@ from graphrag.query_param import QueryParam
 
 if TYPE_CHECKING:
     from graphrag.graph_api import KnowledgeGraph
+    from graphrag.stores import Stores
 
 logger = logging.getLogger(__name__)
 
@@ -43,14 +44,15 @@ class EntitiesByName:
 class _WithReplaced:
     """The stores, with some replaced (attribute access only, as the query operators use them)."""
 
-    def __init__(self, stores: Any, **replaced: Any) -> None:
+    def __init__(self, stores: Stores, **replaced: object) -> None:
         self._stores, self._replaced = stores, replaced
 
     def __getattr__(self, name: str) -> Any:
         return self._replaced[name] if name in self._replaced else getattr(self._stores, name)
 
 
-def _fallback(mode: str, down: str, stores: Any, graph: "KnowledgeGraph") -> Optional[tuple[str, Any, str]]:
+def _fallback(mode: str, down: str, stores: Stores, graph: KnowledgeGraph
+              ) -> Optional[tuple[str, Union[Stores, _WithReplaced], str]]:
     """(mode, stores, how) to answer with while the ``down`` store is unreachable, as ``mode``
     declares (``QueryMode.degraded``); None if it declares nothing or its stand-in cannot run."""
     other = get_mode(mode).degraded.get(down)
@@ -65,7 +67,7 @@ def _fallback(mode: str, down: str, stores: Any, graph: "KnowledgeGraph") -> Opt
         "from the graph, through the entity names in the question")
 
 
-async def answer(query: str, stores: Any, graph: "KnowledgeGraph", param: QueryParam, **kwargs: Any) -> str:
+async def answer(query: str, stores: Stores, graph: KnowledgeGraph, param: QueryParam, **kwargs: Any) -> str:
     """``param.mode``'s answer; if a store it needs is down, the answer of the mode it names
     for that case, after a one-line note (see the module docstring). ``graph``: the graph API
     over ``stores``, which finds entities by name."""

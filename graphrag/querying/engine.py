@@ -133,7 +133,7 @@ class QueryEngine:
             yield tail
 
 
-def _check_question(query: Any) -> None:
+def _check_question(query: object) -> None:
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("query must be a non-empty string")
     check_unicode(query, "query")

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, AsyncGenerator, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Any, AsyncGenerator, Awaitable, Callable, Optional
 
 from graphrag.operators.retrieval import CitationStream
 from graphrag.records import Answer, Retrieval
+
+if TYPE_CHECKING:
+    from graphrag.llm.client import LLMClient
 
 _DONE = object()
 
@@ -25,7 +28,7 @@ WrapLLM = Callable[[Any, Optional[Retrieval]], Any]
 class _StreamedAnswer:
     """The best model's client for one query: every call as usual, the final answer streamed."""
 
-    def __init__(self, llm: Any, pieces: "asyncio.Queue[Any]", citations: Optional[CitationStream]) -> None:
+    def __init__(self, llm: LLMClient, pieces: "asyncio.Queue[Any]", citations: Optional[CitationStream]) -> None:
         self._llm = llm
         self._pieces = pieces
         self._citations = citations
@@ -78,7 +81,7 @@ class AnswerStream:
     async def _stream(self) -> AsyncGenerator[str, None]:
         pieces: asyncio.Queue[Any] = asyncio.Queue()
 
-        def wrap(llm: Any, retrieval: Optional[Retrieval]) -> _StreamedAnswer:
+        def wrap(llm: LLMClient, retrieval: Optional[Retrieval]) -> _StreamedAnswer:
             return _StreamedAnswer(llm, pieces, CitationStream(retrieval) if retrieval is not None else None)
 
         task = asyncio.ensure_future(self._run_query(wrap))

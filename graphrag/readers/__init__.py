@@ -12,12 +12,15 @@ import importlib
 import os
 import pkgutil
 from functools import lru_cache
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from graphrag.errors import UnreadableFileError
 
 from .base import Mark, ReadDocument, ReadLimits, ReadOptions, require
 from .worker import WORKER
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 __all__ = ["Mark", "ReadDocument", "ReadOptions", "read_data", "read_file", "reader_for", "known_suffixes"]
 
@@ -25,8 +28,8 @@ PLAIN_TEXT = "text"
 
 
 @lru_cache(maxsize=None)
-def _registry() -> dict[str, Any]:
-    readers: dict[str, Any] = {}
+def _registry() -> dict[str, ModuleType]:
+    readers: dict[str, ModuleType] = {}
     for info in pkgutil.iter_modules(__path__):
         if info.name in ("base", "worker"):
             continue
@@ -40,7 +43,7 @@ def known_suffixes() -> list[str]:
     return sorted(_registry())
 
 
-def reader_for(path: str) -> Optional[Any]:
+def reader_for(path: str) -> Optional[ModuleType]:
     """The reader module for ``path``'s suffix (case-insensitive), or None."""
     return _registry().get(os.path.splitext(path)[1].lower())
 
@@ -64,7 +67,7 @@ def read_data(name: str, data: bytes, options: ReadOptions = ReadOptions()) -> l
     return _documents(reader, name, data, options)
 
 
-def _reader(name: str, as_text: bool) -> Any:
+def _reader(name: str, as_text: bool) -> ModuleType:
     reader = reader_for(name) or (_registry()[".txt"] if as_text else None)
     if reader is None:
         raise UnreadableFileError(f"no reader for {os.path.splitext(name)[1] or 'files without a suffix'} "
@@ -80,7 +83,7 @@ def _check_size(size: int, options: ReadOptions) -> None:
                                   "size limit")
 
 
-def _documents(reader: Any, name: str, data: bytes, options: ReadOptions) -> list[ReadDocument]:
+def _documents(reader: ModuleType, name: str, data: bytes, options: ReadOptions) -> list[ReadDocument]:
     """The reader's documents, read in the worker process (``worker.py``) under the limits."""
     if getattr(reader, "PACKAGE", None):  # a missing package is said here, before any process starts
         require(reader.PACKAGE, reader.SUFFIXES[0])

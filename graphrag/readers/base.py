@@ -6,10 +6,13 @@ import importlib
 import io
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from graphrag.errors import MissingExtraError, UnreadableFileError
 from graphrag.schema import strip_control_chars
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 # Blocks (paragraphs, pages, records) are joined by a blank line, which the chunker's
 # separators also treat as the strongest boundary.
@@ -134,7 +137,7 @@ def check_package(data: bytes, options: ReadOptions) -> None:
                                       f"times its packed size (over {MAX_INFLATE_RATIO}): a decompression bomb")
 
 
-def require(module: str, suffix: str) -> Any:
+def require(module: str, suffix: str) -> ModuleType:
     """Import an optional dependency, or say which extra installs it."""
     try:
         return importlib.import_module(module)

@@ -3,18 +3,21 @@ the heading trail above it; the title is the document's own, or its first Title 
 from __future__ import annotations
 
 import io
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from graphrag.errors import UnreadableFileError
 
 from .base import ReadDocument, ReadOptions, TextBuilder, check_package, require
 from .text import title_from_path
 
+if TYPE_CHECKING:
+    from docx.text.paragraph import Paragraph
+
 SUFFIXES = (".docx",)
 PACKAGE = "docx"
 
 
-def _heading_level(paragraph: Any) -> Optional[int]:
+def _heading_level(paragraph: Paragraph) -> Optional[int]:
     """1-9 for "Heading N" styles, 0 for "Title", None for body text."""
     name = (paragraph.style.name if paragraph.style is not None else "") or ""
     if name == "Title":

@@ -18,11 +18,14 @@ import select
 import subprocess
 import sys
 import threading
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from graphrag.errors import UnreadableFileError
 
 from .base import ReadDocument, ReadOptions
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +77,7 @@ class ReadingWorker:
         self._process: Optional[subprocess.Popen] = None
         self._lock = threading.Lock()
 
-    def read(self, reader: Any, name: str, data: bytes, options: ReadOptions) -> list[ReadDocument]:
+    def read(self, reader: ModuleType, name: str, data: bytes, options: ReadOptions) -> list[ReadDocument]:
         """``reader.read(name, data, options)`` in the worker; ``UnreadableFileError`` past the
         time or memory limit."""
         with self._lock:

@@ -13,7 +13,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import MISSING, fields
 from importlib import resources
-from typing import Any, AsyncIterator, Awaitable, Literal, Optional, Sequence, get_type_hints
+from typing import Any, AsyncIterator, Awaitable, Literal, Optional, Sequence, Union, get_type_hints
 
 from fastapi import FastAPI, File, Query, Request, Response, UploadFile
 from fastapi.exceptions import RequestValidationError
@@ -31,8 +31,8 @@ from graphrag.server.chat_api import chat_router
 from graphrag.server.doc_status import DEFAULT_LIMIT, MAX_LIMIT, STATUSES, select
 from graphrag.server.errors import capped, error_body, http_status, validation_message
 from graphrag.server.graph_upkeep import upkeep_router
-from graphrag.server.security import (DEFAULT_POLICY, ASGIApp, check_binding, check_key, host_names, secured,
-                                      uvicorn_config)
+from graphrag.server.security import (DEFAULT_POLICY, ASGIApp, Message, Receive, Send, check_binding, check_key,
+                                      host_names, secured, uvicorn_config)
 from graphrag.server.service import GraphService, as_json, query_param
 from graphrag.server.workspaces import Workspaces, selecting_workspace
 
@@ -142,7 +142,7 @@ def create_app(service: "GraphService | Workspaces") -> FastAPI:
 
     @app.get("/health", summary="What the server holds; 503 naming the store that did not answer within 1 s",
              response_model=None)
-    async def health() -> Any:
+    async def health() -> Union[dict[str, Any], JSONResponse]:
         jobs = service.jobs.all()
         body: dict[str, Any] = {
             "status": "ok", "read_only": service.read_only, "documents": None,
@@ -242,7 +242,7 @@ def create_app(service: "GraphService | Workspaces") -> FastAPI:
     @app.post("/query", summary="Answer a question (mode and every QueryParam field; stream=true for SSE: text "
                                 "pieces, then a `references` event when with_references, then `done`)",
               response_model=None)
-    async def query(body: QueryRequest) -> Any:  # type: ignore[valid-type]
+    async def query(body: QueryRequest) -> Response:  # type: ignore[valid-type]
         if not body.stream:
             return await _read_reply(service, "/query", body)
         param = query_param(body.model_dump(exclude={"question", "stream"}))
@@ -357,7 +357,7 @@ class LeanReads:
         self.app = app
         self.service = service
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
         if (scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in READ_PATHS
                 or _content_type(scope) != b"application/json"):
             await self.app(scope, receive, send)
@@ -389,14 +389,14 @@ def _content_type(scope: dict) -> Optional[bytes]:
     return next((value for name, value in scope["headers"] if name == b"content-type"), None)
 
 
-def _replaying(chunks: list[bytes], receive: Any, last: Optional[dict] = None) -> Any:
+def _replaying(chunks: list[bytes], receive: Receive, last: Optional[Message] = None) -> Receive:
     """``receive`` giving the body already read (then ``last``, the message that ended it)
     before what the client sends next."""
-    pending = [{"type": "http.request", "body": b"".join(chunks), "more_body": last is not None}]
+    pending: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": last is not None}]
     if last is not None:
         pending.append(last)
 
-    async def replay() -> dict:
+    async def replay() -> Message:
         return pending.pop(0) if pending else await receive()
 
     return replay

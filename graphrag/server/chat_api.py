@@ -19,7 +19,7 @@ import logging
 import time
 import uuid
 from datetime import datetime, timezone
-from typing import Any, AsyncIterator, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Optional, Union
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
@@ -32,6 +32,9 @@ from graphrag.operators.modes import MODES, mode_names
 from graphrag.query_param import HISTORY_ROLES, QueryParam
 from graphrag.server.errors import error_body
 from graphrag.server.service import GraphService
+
+if TYPE_CHECKING:
+    from graphrag.schema import JSONValue
 
 logger = logging.getLogger(__name__)
 
@@ -107,11 +110,11 @@ def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def _sse(data: Any) -> str:
+def _sse(data: JSONValue) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def _ndjson(data: Any) -> str:
+def _ndjson(data: JSONValue) -> str:
     return json.dumps(data, ensure_ascii=False) + "\n"
 
 
@@ -133,7 +136,7 @@ def chat_router(service: GraphService) -> APIRouter:
 
     @router.post("/v1/chat/completions", tags=["chat"], response_model=None,
                  summary="OpenAI: answer the last user message, cited, in the model's mode (stream=true for SSE)")
-    async def openai_chat(body: ChatRequest) -> Any:
+    async def openai_chat(body: ChatRequest) -> Union[dict[str, Any], StreamingResponse]:
         question, history = conversation_of(body.messages)
         param = cited_param(body.model, history)
         completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
@@ -181,7 +184,7 @@ def chat_router(service: GraphService) -> APIRouter:
 
     @router.post("/api/chat", tags=["chat"], response_model=None,
                  summary="Ollama: answer the last user message, cited (streamed as NDJSON unless stream=false)")
-    async def ollama_chat(body: ChatRequest) -> Any:
+    async def ollama_chat(body: ChatRequest) -> Union[dict[str, Any], StreamingResponse]:
         question, history = conversation_of(body.messages)
         return await _ollama_answer(service, body.model, question, cited_param(body.model, history),
                                     body.stream is not False,
@@ -189,7 +192,7 @@ def chat_router(service: GraphService) -> APIRouter:
 
     @router.post("/api/generate", tags=["chat"], response_model=None,
                  summary="Ollama: answer the prompt, cited (streamed as NDJSON unless stream=false)")
-    async def ollama_generate(body: GenerateRequest) -> Any:
+    async def ollama_generate(body: GenerateRequest) -> Union[dict[str, Any], StreamingResponse]:
         param = cited_param(body.model)
         if not body.prompt.strip():  # how Ollama clients load a model before use: nothing to answer
             return {"model": body.model, "created_at": _now_iso(), "response": "", "done": True,
@@ -201,7 +204,7 @@ def chat_router(service: GraphService) -> APIRouter:
 
 
 async def _ollama_answer(service: GraphService, model: str, question: str, param: QueryParam, stream: bool,
-                         shape: Callable[[str], dict[str, Any]]) -> Any:
+                         shape: Callable[[str], dict[str, Any]]) -> Union[dict[str, Any], StreamingResponse]:
     """An Ollama reply: one object, or NDJSON lines of pieces then a ``done`` line."""
     started = time.monotonic_ns()
 

@@ -24,9 +24,14 @@ import os
 import threading
 import time
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, TypeVar
+
+if TYPE_CHECKING:
+    from graphrag.schema import JSONValue
 
 logger = logging.getLogger(__name__)
+
+J = TypeVar("J", bound="JSONValue")
 
 STATUS_DIR = "document_status"
 STATUS_FILE = "status.json"
@@ -42,7 +47,7 @@ def iso(seconds: Optional[float]) -> Optional[str]:
     return None if seconds is None else datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")
 
 
-def write_json(path: str, value: Any) -> None:
+def write_json(path: str, value: JSONValue) -> None:
     """Replace ``path`` whole (a crash leaves the old file or the new one, never half)."""
     temporary = f"{path}.tmp"
     with open(temporary, "w", encoding="utf-8") as f:
@@ -50,8 +55,8 @@ def write_json(path: str, value: Any) -> None:
     os.replace(temporary, path)
 
 
-def read_json(path: str, default: Any) -> Any:
-    """A JSON file written by ``write_json``; ``default`` when there is none."""
+def read_json(path: str, default: J) -> J:
+    """A JSON file written by ``write_json`` (of ``default``'s shape); ``default`` when there is none."""
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)

@@ -26,6 +26,7 @@ from graphrag.server.doc_status import STATUS_DIR, read_json, write_json
 
 if TYPE_CHECKING:
     from graphrag.graphrag import GraphRAG
+    from graphrag.schema import JSONValue
 
 SCANNED_FILE = "scanned.json"
 OUTSIDE = "outside the input folder (a symlink out of it?): not read"
@@ -98,7 +99,7 @@ async def scan_parts(input_dir: str, working_dir: str) -> list[dict[str, Any]]:
     from graphrag.readers import reader_for
 
     files = await asyncio.to_thread(walk, [input_dir])
-    scanned = read_json(_scanned_path(working_dir), {})
+    scanned: dict[str, JSONValue] = read_json(_scanned_path(working_dir), {})
     # As in `graphrag index DIR`, a folder's file no reader knows is left alone.
     parts = []
     for path, _ in files:

@@ -26,12 +26,15 @@ import time
 import uuid
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from graphrag.progress import progress_listener
 from graphrag.query_param import check_unicode
 from graphrag.server.doc_status import write_json
 from graphrag.server.errors import capped, error_body
+
+if TYPE_CHECKING:
+    from graphrag.schema import JSONValue
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +67,7 @@ class Job:
         return asdict(self)
 
 
-def _check_text(*values: Any) -> None:
+def _check_text(*values: JSONValue) -> None:
     """Refuse a request holding text that is not Unicode: it could be neither kept, nor
     indexed, nor shown."""
     check_unicode(json.dumps(values, ensure_ascii=False), "the request's JSON")

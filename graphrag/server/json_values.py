@@ -3,12 +3,13 @@ processes."""
 from __future__ import annotations
 
 from dataclasses import fields, is_dataclass
-from typing import Any
+from typing import cast
 
 from graphrag.records import Path
+from graphrag.schema import JSONValue
 
 
-def as_json(value: Any) -> Any:
+def as_json(value: object) -> JSONValue:
     """The engine's records (``graphrag/records.py``) as plain JSON values; a path also lists
     the entities it goes through."""
     if isinstance(value, Path):
@@ -19,4 +20,4 @@ def as_json(value: Any) -> Any:
         return [as_json(v) for v in value]
     if isinstance(value, dict):
         return {k: as_json(v) for k, v in value.items()}
-    return value
+    return cast(JSONValue, value)  # a scalar, as JSON writes it

@@ -95,8 +95,8 @@ def create_mcp_server(service: "GraphService | Workspaces") -> MCPServer:
     # set on each tool taking a mode before the SDK reads its signature).
     mode_type = Literal[mode_names()]  # type: ignore[valid-type]
 
-    def tool(description: str, annotations: ToolAnnotations = READ) -> Callable[[Callable[..., Awaitable[Any]]], Any]:
-        def add(fn: Callable[..., Awaitable[Any]]) -> Any:
+    def tool(description: str, annotations: ToolAnnotations = READ) -> Callable[[Callable[..., Awaitable[Any]]], None]:
+        def add(fn: Callable[..., Awaitable[Any]]) -> None:
             if "mode" in fn.__annotations__:
                 fn.__annotations__["mode"] = mode_type
             return server.add_tool(_as_tool(fn), description=description, annotations=annotations)

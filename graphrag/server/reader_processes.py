@@ -31,7 +31,7 @@ import pickle
 import socket
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional
 
 import orjson
 
@@ -39,6 +39,12 @@ from graphrag.config import GraphRAGConfig
 from graphrag.errors import GraphRAGError
 from graphrag.query_param import QueryParam
 from graphrag.server.json_values import as_json
+
+if TYPE_CHECKING:
+    from multiprocessing.process import BaseProcess
+
+    from graphrag.graphrag import GraphRAG
+    from graphrag.schema import JSONValue
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +71,7 @@ class ReaderProcessError(GraphRAGError, RuntimeError):
 def _portable(exc: Exception) -> tuple[str, str, tuple, dict[str, Any]]:
     """An error as its class's name, its arguments and its attributes, each that pickles (the
     rest as text): the engine's errors take keyword arguments that pickling would not replay."""
-    def plain(value: Any) -> Any:
+    def plain(value: object) -> object:
         try:  # unpickled too: an error whose class needs keyword arguments pickles but will not load
             pickle.loads(pickle.dumps(value))
             return value
@@ -89,7 +95,7 @@ def _rebuilt(portable: tuple[str, str, tuple, dict[str, Any]]) -> Exception:
         return ReaderProcessError(f"a reader process failed ({name})")
 
 
-async def read(rag: Any, operation: str, question: str, param: QueryParam) -> Any:
+async def read(rag: GraphRAG, operation: str, question: str, param: QueryParam) -> JSONValue:
     """One of ``OPERATIONS`` on ``rag``, as JSON values: a query's text, an answer with its
     references, or what a mode retrieves."""
     if operation == "query":
@@ -100,7 +106,7 @@ async def read(rag: Any, operation: str, question: str, param: QueryParam) -> An
     return as_json(await rag.aretrieve(question, param))
 
 
-def open_reader(config: GraphRAGConfig, opened: list[str]) -> Any:
+def open_reader(config: GraphRAGConfig, opened: list[str]) -> GraphRAG:
     """A ``GraphRAG`` over the last commit with the stores ``opened`` already read, so the first
     reads after it is swapped in find them loaded (blocking: run it off the loop)."""
     from graphrag.graphrag import GraphRAG
@@ -115,7 +121,7 @@ class Reader:
     """A ``GraphRAG`` over one commit (the server's ``generation`` of it) and the reads running
     on it: its connections close after the last read, once a newer reader replaced it."""
 
-    def __init__(self, rag: Any, generation: int = 0) -> None:
+    def __init__(self, rag: GraphRAG, generation: int = 0) -> None:
         self.rag, self.generation = rag, generation
         self.running = 0
         self.retired = False
@@ -125,7 +131,7 @@ class Reader:
             await self.rag.aclose()
 
 
-def json_bytes(value: Any) -> bytes:
+def json_bytes(value: JSONValue) -> bytes:
     """``value`` as the JSON text an HTTP response carries (as Starlette's ``JSONResponse``
     writes it), so a reply encoded in a worker passes through the server untouched.
 
@@ -144,7 +150,7 @@ def json_bytes(value: Any) -> bytes:
 _LENGTH = struct.Struct("!Q")
 
 
-def _frame(message: Any) -> bytes:
+def _frame(message: object) -> bytes:
     payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     return _LENGTH.pack(len(payload)) + payload
 
@@ -223,7 +229,7 @@ def _worker_main(make_config: ConfigFactory, sock: socket.socket) -> None:
         pass
 
 
-def _run(main: Any) -> None:
+def _run(main: Coroutine[Any, Any, None]) -> None:
     """``main`` on uvloop where it is installed (as the server's own loop runs under uvicorn):
     the loop's work on each message is then in C; else on asyncio's own loop."""
     try:
@@ -250,7 +256,7 @@ def _cpu_ticks(pid: Optional[int]) -> Optional[int]:
 
 @dataclass
 class _Worker:
-    process: Any
+    process: BaseProcess
     index: int
     started: asyncio.Future  # done once the worker has opened the index
     outgoing: Optional[asyncio.StreamWriter] = None  # set once the connection is open, before ``started``

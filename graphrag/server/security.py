@@ -28,10 +28,13 @@ import logging
 import re
 import time
 from collections import defaultdict, deque
-from typing import Any, Awaitable, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, MutableMapping, Optional
 from urllib.parse import urlsplit
 
 from graphrag.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    import uvicorn
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +46,10 @@ MAX_FAILURES = 10
 FAILURE_WINDOW_SECONDS = 60.0
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
-ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
+Message = MutableMapping[str, Any]  # an ASGI event, as Starlette types it
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[dict, Receive, Send], Awaitable[None]]
 
 
 def is_loopback(host: str) -> bool:
@@ -136,7 +142,7 @@ class CheckOrigin:
         self.app = app
         self.hosts = hosts
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
@@ -177,7 +183,7 @@ class RequireAPIKey:
         self._public = public
         self._failures: defaultdict[str, deque[float]] = defaultdict(deque)
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self._public(scope.get("path", "")):
             await self.app(scope, receive, send)
             return
@@ -220,7 +226,7 @@ class LimitBodySize:
         self.app = app
         self.max_bytes = max_bytes
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -232,7 +238,7 @@ class LimitBodySize:
         received = 0
         started = refused = False
 
-        async def counting_receive() -> dict:
+        async def counting_receive() -> Message:
             nonlocal received, refused
             message = await receive()
             if message["type"] == "http.request":
@@ -244,7 +250,7 @@ class LimitBodySize:
                     return {"type": "http.disconnect"}
             return message
 
-        async def guarded_send(message: dict) -> None:
+        async def guarded_send(message: Message) -> None:
             nonlocal started
             if refused:  # the 413 went out; what the app answers to the "disconnect" does not
                 return
@@ -254,7 +260,7 @@ class LimitBodySize:
         await self.app(scope, counting_receive, guarded_send)
 
     @staticmethod
-    async def _refuse(send: Any, limit: int) -> None:
+    async def _refuse(send: Send, limit: int) -> None:
         await _send_json(send, 413, {"error": "RequestTooLarge",
                                      "message": f"the request body is over the limit of {limit} bytes"})
 
@@ -277,12 +283,12 @@ class AddHeaders:
         self.headers = headers
         self._names = {name for name, _ in headers}
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
 
-        async def send_with_headers(message: dict) -> None:
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in self._names]
                 message = {**message, "headers": kept + self.headers}
@@ -299,7 +305,7 @@ DEFAULT_POLICY = ("default-src 'self'; img-src 'self' data:; object-src 'none'; 
 FORWARDED_ENV = "FORWARDED_ALLOW_IPS"
 
 
-def uvicorn_config(app: ASGIApp, host: str, port: int) -> Any:
+def uvicorn_config(app: ASGIApp, host: str, port: int) -> uvicorn.Config:
     """uvicorn's settings for ``app``. The client's address (which the key check counts
     failures by, and logs) is the connection's own: ``X-Forwarded-For`` is believed only from
     the proxies named in ``FORWARDED_ALLOW_IPS``, since by default uvicorn believes any local

@@ -38,6 +38,7 @@ from graphrag.server.writer_thread import WriterThread
 
 if TYPE_CHECKING:
     from graphrag.querying.streaming import AnswerStream
+    from graphrag.storage.base import StorageNameSpace
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +213,7 @@ class GraphService:
             stores = {kind: rag.stores.open(name) for name, kind in kinds.items()
                       if not getattr(storage_class(rag.config, kind).reachable, "checks_nothing", False)}
 
-        async def ask(store: Any) -> Optional[str]:
+        async def ask(store: StorageNameSpace) -> Optional[str]:
             try:
                 await asyncio.wait_for(store.reachable(), seconds)
             except StoreUnavailableError as exc:

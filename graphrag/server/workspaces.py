@@ -32,13 +32,16 @@ import logging
 import os
 import re
 from collections import OrderedDict
-from typing import Any, AsyncIterator, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Any, AsyncIterator, Optional
 
 from graphrag.errors import InvalidInputError, WorkspaceNotFound
 from graphrag.server import DEFAULT_MAX_OPEN_WORKSPACES
 from graphrag.server.jobs import JOBS_FILE
-from graphrag.server.security import ASGIApp
+from graphrag.server.security import ASGIApp, Receive, Send
 from graphrag.server.service import JOBS_DIR, GraphService
+
+if TYPE_CHECKING:
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 logger = logging.getLogger(__name__)
 
@@ -210,7 +213,7 @@ def selecting_workspace(app: ASGIApp, workspaces: Workspaces) -> ASGIApp:
     """``app`` with each HTTP request's ``X-Workspace`` header as the requested workspace (of ``workspaces``)."""
     header = WORKSPACE_HEADER.lower().encode("latin-1")
 
-    async def with_workspace(scope: dict, receive: Any, send: Any) -> None:
+    async def with_workspace(scope: dict, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
@@ -228,7 +231,7 @@ class WorkspaceMiddleware:
     def __init__(self, workspaces: Workspaces) -> None:
         self.workspaces = workspaces
 
-    async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         headers = getattr(getattr(ctx, "request", None), "headers", None)
         async with self.workspaces.using(headers.get(WORKSPACE_HEADER) if headers is not None else None):
             return await call_next(ctx)
