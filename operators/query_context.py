@@ -406,23 +406,24 @@ def pack_texts(texts: Sequence[str], separator: str, max_tokens: int, tokenizer:
 
 
 async def pack_while_reading(title: str, header: list[str], batches: Iterable[list[T]],
-                             read: Callable[[list[T]], Awaitable[list[tuple[R, str]]]], budget: int,
-                             tokenizer: Tokenizer, first_id: int = 0) -> tuple[str, list[R]]:
-    """A section of ``[i, text]`` rows (``i`` from ``first_id``), reading the batches in rank
-    order only until it is full; returns the section and the items its rows came from.
+                             read: Callable[[list[T]], Awaitable[list[tuple[R, list[Any]]]]], budget: int,
+                             tokenizer: Tokenizer, first_id: int = 0, cut_column: int = 1) -> tuple[str, list[R]]:
+    """A section of ``[i, *cells]`` rows (``i`` from ``first_id``; ``read`` gives each item's
+    cells), reading the batches in rank order only until it is full; returns the section and
+    the items its rows came from. ``cut_column``: as :func:`pack_csv_section`'s.
 
     Packing keeps the longest prefix of rows that fits, so once it keeps fewer rows than
-    were read, what comes after cannot change it: a hub entity's hundreds of chunks and
-    communities are not all read for the few that fit.
+    were read, what comes after cannot change it: a hub entity's hundreds of chunks,
+    communities and relations are not all read for the few that fit.
     """
-    items: list[tuple[R, str]] = []
+    items: list[tuple[R, list[Any]]] = []
     rows: list[list[Any]] = []
     costs: list[int] = []
     fixed = tokenizer.count(csv_section(title, header, []))
     text, kept, packed = "", 0, True
     for batch in batches:
         items += await read(batch)
-        rows += [[first_id + i, t] for i, (_, t) in enumerate(items[len(rows):], start=len(rows))]
+        rows += [[first_id + i, *cells] for i, (_, cells) in enumerate(items[len(rows):], start=len(rows))]
         # While the rows' own counts add up to less than the budget, every row read so far
         # would be kept, so the section is packed (counted whole) only once they do not, or
         # when the batches run out. Packing a longer list when the sum misjudged by a token
@@ -433,11 +434,13 @@ async def pack_while_reading(title: str, header: list[str], batches: Iterable[li
             total += costs[-1]
         packed = total > budget
         if packed:
-            text, kept, _ = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=1, row_tokens=costs)
+            text, kept, _ = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=cut_column,
+                                             row_tokens=costs)
             if kept < len(items):
                 break
     if not packed:
-        text, kept, _ = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=1, row_tokens=costs)
+        text, kept, _ = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=cut_column,
+                                         row_tokens=costs)
     return text, [item for item, _ in items[:kept]]
 
 

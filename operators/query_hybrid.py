@@ -311,8 +311,8 @@ async def retrieve_hybrid(question: str, stores: Any, param: QueryParam, tokeniz
     relations_text, n_relations, _ = pack_csv_section("Relationships", RELATION_HEADER, relation_rows, relation_budget,
                                                    tokenizer, cut_column=3)
 
-    async def read_chunks(ids: list[str]) -> list[tuple[Chunk, str]]:
-        return [(Chunk.from_stored(i, r), cited_content(r)) for i, r in zip(ids, await stores.text_chunks.get_by_ids(ids))
+    async def read_chunks(ids: list[str]) -> list[tuple[Chunk, list[str]]]:
+        return [(Chunk.from_stored(i, r), [cited_content(r)]) for i, r in zip(ids, await stores.text_chunks.get_by_ids(ids))
                 if r is not None and r.get("content")]
 
     chunk_ids = await rerank_chunks(question, ranking.chunk_ids, stores)
