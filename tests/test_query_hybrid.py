@@ -193,6 +193,35 @@ def test_question_names_link_exactly_loosely_and_fuzzily() -> None:
     assert linked["RIVER"] == 1.0
 
 
+def test_fuzzy_names_are_difflibs_three_checks() -> None:
+    """The length bound taken before a matcher call keeps exactly the names difflib's
+    ``real_quick_ratio``, ``quick_ratio`` and ``ratio`` checks keep, near the cutoff too."""
+    import difflib
+    import random
+
+    rnd = random.Random(4)
+    stems = ["marrow", "quarvale", "tessaly", "elspeth", "harbour"]
+
+    def name() -> str:
+        word = rnd.choice(stems)
+        for _ in range(rnd.randint(0, 3)):  # misspell: drop, double or change a letter
+            at = rnd.randrange(len(word))
+            word = rnd.choice([word[:at] + word[at + 1:], word[:at] + word[at] + word[at:],
+                               word[:at] + rnd.choice("aeiouy") + word[at + 1:]])
+        return " ".join([word] + rnd.sample(stems, rnd.randint(0, 2)))
+
+    index = _index(*{name().upper() for _ in range(400)})
+    for _ in range(60):
+        key = query_hybrid.loose_name(name())
+        candidates = sorted({i for w in key.split() for i in index.by_word.get(w, ())[:200]})
+        expected = {}
+        for i in candidates:
+            m = difflib.SequenceMatcher(a=index.loose_names[i], b=key, autojunk=False)
+            if min(m.real_quick_ratio(), m.quick_ratio(), m.ratio()) >= query_hybrid.FUZZY_CUTOFF:
+                expected[i] = m.ratio()
+        assert query_hybrid._fuzzy(key, index) == expected
+
+
 def test_a_longer_name_wins_over_the_names_inside_it() -> None:
     index = _index("QUARVALE", "QUARVALE HARBOUR")
     linked = link_entities("Who runs Quarvale Harbour?", index)
