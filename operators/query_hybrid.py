@@ -157,16 +157,19 @@ def personalized_pagerank(transition_t: "csr_matrix", restart: np.ndarray) -> np
     linked = transition_t.shape[0]  # nodes past it (unlinked chunks) have no links
     jump = (1.0 - DAMPING) * restart
     scores, updated, change = restart.copy(), np.empty_like(restart), np.empty_like(restart)
-    # Each step writes into kept arrays (the same operations in the same order, so the same
-    # bits as allocating new ones): a walk is a dozen steps over ~9,000 nodes.
+    # A step is ``jump + DAMPING * followed``, plus ``restart`` times the mass that went
+    # nowhere. ``restart`` is zero but at the few seeds, and adding zero changes no bits, so
+    # both terms are added at the seeds only: every score is what adding the whole arrays
+    # gives, in the same order of operations, at a few passes over the ~9,000 nodes fewer.
+    # Each step writes into kept arrays rather than allocating new ones.
+    seeds = np.flatnonzero(restart)
+    linked_seeds = seeds[seeds < linked]
     for _ in range(ITERATIONS):
-        np.copyto(updated, jump)
-        followed = transition_t @ scores[:linked]
-        followed *= DAMPING
-        updated[:linked] += followed
+        np.multiply(transition_t @ scores[:linked], DAMPING, out=updated[:linked])
+        updated[linked:] = jump[linked:]
+        updated[linked_seeds] = jump[linked_seeds] + updated[linked_seeds]
         # Mass at a node without links (a chunk no entity mentions) goes back to the seeds.
-        np.multiply(restart, 1.0 - updated.sum(), out=change)
-        updated += change
+        updated[seeds] += restart[seeds] * (1.0 - updated.sum())
         np.subtract(updated, scores, out=change)
         np.abs(change, out=change)
         if change.sum() < TOLERANCE:

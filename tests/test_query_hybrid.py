@@ -245,6 +245,39 @@ def test_personalized_pagerank_is_a_distribution_that_favours_the_seeds() -> Non
     assert scores[c1] > scores[c3]  # one hop from the seed beats two
 
 
+def test_personalized_pagerank_adds_the_restart_at_the_seeds_with_the_same_bits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adding the restart's terms at its seeds only gives every score the bits that adding the
+    whole arrays gives (the power iteration written out in full here), seeds past the linked
+    nodes (unlinked chunks) and a walk stopped by the step limit included."""
+    rnd = np.random.default_rng(5)
+    for trial in range(40):
+        names = [f"E{i}" for i in range(rnd.integers(5, 60))]
+        nodes = [(n, "<SEP>".join(f"c{j}" for j in rnd.choice(40, rnd.integers(1, 4), replace=False)))
+                 for n in names]
+        edges = [(names[a], names[b]) for a, b in rnd.integers(0, len(names), (len(names), 2)) if a != b]
+        index = build_graph_index(nodes, edges)
+        restart = np.zeros(len(index.entities) + len(index.chunks) + trial % 3)  # unlinked chunks
+        seeds = rnd.choice(len(restart), int(rnd.integers(1, 6)), replace=False)
+        restart[seeds] = rnd.random(len(seeds))
+        restart[-1] += trial % 3  # a seed among the unlinked chunks where there are some
+        restart /= restart.sum()
+        t, d = index.transition_t, query_hybrid.DAMPING
+        scores = restart.copy()
+        for _ in range(query_hybrid.ITERATIONS if trial % 2 else 3):
+            updated = (1.0 - d) * restart
+            updated[:t.shape[0]] += d * (t @ scores[:t.shape[0]])
+            updated += restart * (1.0 - updated.sum())
+            done = np.abs(updated - scores).sum() < query_hybrid.TOLERANCE
+            scores = updated
+            if done:
+                break
+        with monkeypatch.context() as patch:
+            if trial % 2 == 0:  # three steps only: the walk's own limit, lowered
+                patch.setattr(query_hybrid, "ITERATIONS", 3)
+            assert personalized_pagerank(t, restart).tobytes() == scores.tobytes()
+
+
 def test_fusion_ranks_what_both_orders_rank_well_first() -> None:
     walk = ["bridge", "seed", "hub"]
     dense = ["seed", "look-alike", "bridge"]
