@@ -657,6 +657,34 @@ def test_sections_read_in_rank_order_only_until_full(budget: int) -> None:
         assert len(read) < len(ids)  # stopped early
 
 
+def test_packing_splits_each_row_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row's number and rest are split once for its cost, the section's count and the text,
+    in a section packed whole and in one read batch by batch; the sections are unchanged."""
+    from graphrag.operators import query_context
+
+    rnd = random.Random(3)
+    rows = [[i, " ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(5, 60)))] for i in range(60)]
+    expected = pack_csv_section("Sources", SOURCE_HEADER, rows, 900, TOKENIZER, cut_column=1)
+    split: list[str] = []
+    numbered = query_context._numbered
+
+    def counted(row: Any) -> Any:
+        split.append(row[1])
+        return numbered(row)
+
+    monkeypatch.setattr(query_context, "_numbered", counted)
+    assert pack_csv_section("Sources", SOURCE_HEADER, rows, 900, TOKENIZER, cut_column=1) == expected
+    assert split and len(split) == len(set(split))
+
+    async def fetch(batch: list[list[Any]]) -> list[tuple[int, list[str]]]:
+        return [(row[0], row[1:]) for row in batch]
+
+    split.clear()
+    got = asyncio.run(pack_while_reading("Sources", SOURCE_HEADER, doubling_slices(rows), fetch, 900, TOKENIZER))
+    assert got[0] == expected[0] and len(got[1]) == expected[1]
+    assert split and len(split) == len(set(split))
+
+
 @pytest.mark.parametrize("single", [False, True])
 def test_local_reports_ranked_by_shared_entities_then_rating(big: Stores, single: bool) -> None:
     """Reports read group by group give the section of all reports sorted by how many
