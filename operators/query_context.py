@@ -132,20 +132,50 @@ def _numbered(row: Sequence[Any]) -> Optional[tuple[str, str]]:
     return str(row[0]), _RESTS.get(cells, lambda: _render_line(("0", *cells))[1:])
 
 
-def _row_line(row: Sequence[Any]) -> str:
-    parts = _numbered(row)
-    return _render_line(row) if parts is None else parts[0] + parts[1]
+class _Lines:
+    """The rows of a table, each split into its number and rest (:func:`_numbered`) once, when
+    first asked: packing reads a row's parts for its own cost, for the section's count and for
+    the section's text. ``rows`` may grow (a section read batch by batch); rows are not changed."""
+
+    def __init__(self, rows: Sequence[Sequence[Any]]) -> None:
+        self.rows = rows
+        self._parts: list[Optional[tuple[str, str]]] = []
+
+    def parts(self, i: int) -> Optional[tuple[str, str]]:
+        parts = self._parts
+        while len(parts) <= i:
+            parts.append(_numbered(self.rows[len(parts)]))
+        return parts[i]
+
+    def line(self, i: int) -> str:
+        parts = self.parts(i)
+        return _render_line(self.rows[i]) if parts is None else parts[0] + parts[1]
+
+    def table(self, header: Sequence[str], n: int) -> str:
+        """:func:`rows_to_csv_table` of the first ``n`` rows."""
+        # As one writer writes it: the lines one after another, trailing newlines dropped.
+        return (_render_line(header) + "".join(["\n" + self.line(i) for i in range(n)])).rstrip("\n")
+
+    def section(self, title: str, header: Sequence[str], n: int) -> str:
+        """:func:`csv_section` of the first ``n`` rows."""
+        return f"-----{title}-----\n```csv\n{self.table(header, n)}\n```"
+
+    def cost(self, i: int, tokenizer: Tokenizer) -> int:
+        """:func:`row_cost` of row ``i``."""
+        parts = self.parts(i) if getattr(tokenizer, "counts_add_by_line", False) else None
+        if parts is None:
+            return tokenizer.count(rows_to_csv_table([], [self.rows[i]]))
+        return tokenizer.count("\n") + tokenizer.count(parts[0]) + _count_rest(parts[1], tokenizer, newline=False)
 
 
 def rows_to_csv_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A CSV table (header first) with standard quoting for commas, quotes and newlines."""
-    # As one writer writes it: the lines one after another, trailing newlines dropped.
-    return (_render_line(header) + "".join(["\n" + _row_line(row) for row in rows])).rstrip("\n")
+    return _Lines(rows).table(header, len(rows))
 
 
 def csv_section(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """``-----Title-----`` followed by a fenced CSV table: the shape the answer prompts expect."""
-    return f"-----{title}-----\n```csv\n{rows_to_csv_table(header, rows)}\n```"
+    return _Lines(rows).section(title, header, len(rows))
 
 
 def largest_fitting_prefix(
@@ -229,6 +259,11 @@ def _count_rest(rest: str, tokenizer: Tokenizer, newline: bool) -> int:
 
 def section_counter(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]],
                     tokenizer: Tokenizer) -> Callable[[int], int]:
+    """:func:`_section_counter` of ``rows``."""
+    return _section_counter(title, header, _Lines(rows), tokenizer)
+
+
+def _section_counter(title: str, header: Sequence[str], lines: _Lines, tokenizer: Tokenizer) -> Callable[[int], int]:
     """``k -> tokens of csv_section(title, header, rows[:k])`` for ``k >= 1``, from counts of
     its lines, each line counted once as the section grows: the section is its head (title,
     fence, header line), each row's line with its newline, and the closing fence. For a
@@ -242,10 +277,9 @@ def section_counter(title: str, header: Sequence[str], rows: Sequence[Sequence[A
 
     def count(k: int) -> int:
         while len(sums) <= k:
-            row = rows[len(sums) - 1]
-            parts = _numbered(row)
+            parts = lines.parts(len(sums) - 1)
             if parts is None:
-                line = tokenizer.count(_render_line(row) + "\n")
+                line = tokenizer.count(_render_line(lines.rows[len(sums) - 1]) + "\n")
             else:
                 number, rest = parts
                 # Nor a newline with an ASCII letter or digit before it (a row ending in its rank).
@@ -260,10 +294,7 @@ def section_counter(title: str, header: Sequence[str], rows: Sequence[Sequence[A
 
 def row_cost(row: Sequence[Any], tokenizer: Tokenizer) -> int:
     """A row's own tokens, as a table of it alone counts them: what packing estimates from."""
-    parts = _numbered(row) if getattr(tokenizer, "counts_add_by_line", False) else None
-    if parts is None:
-        return tokenizer.count(rows_to_csv_table([], [row]))
-    return tokenizer.count("\n") + tokenizer.count(parts[0]) + _count_rest(parts[1], tokenizer, newline=False)
+    return _Lines([row]).cost(0, tokenizer)
 
 
 def _estimate(n_items: int, fixed: int, costs: Iterable[int], max_tokens: int) -> int:
@@ -298,13 +329,20 @@ def pack_csv_section(
     a caller budgeting the next section need not count it). ``row_tokens``:
     :func:`row_cost` of the leading rows, when the caller counted them already.
     """
+    return _pack(title, _Lines(rows), header, max_tokens, tokenizer, cut_column, row_tokens)
+
+
+def _pack(title: str, lines: _Lines, header: Sequence[str], max_tokens: int, tokenizer: Tokenizer,
+          cut_column: Optional[int], row_tokens: Sequence[int]) -> tuple[str, int, int]:
+    """:func:`pack_csv_section` of ``lines.rows``."""
     if max_tokens <= 0:
         return "", 0, 0
-    costs = itertools.chain(row_tokens, (row_cost(row, tokenizer) for row in rows[len(row_tokens):]))
+    rows = lines.rows
+    costs = itertools.chain(row_tokens, (lines.cost(i, tokenizer) for i in range(len(row_tokens), len(rows))))
     estimate = _estimate(len(rows), tokenizer.count(csv_section(title, header, [])), costs, max_tokens)
-    count = section_counter(title, header, rows, tokenizer) if getattr(tokenizer, "counts_add_by_line", False) else None
+    count = _section_counter(title, header, lines, tokenizer) if getattr(tokenizer, "counts_add_by_line", False) else None
     k, text = largest_fitting_prefix(
-        len(rows), lambda n: csv_section(title, header, rows[:n]), max_tokens, tokenizer, estimate, count
+        len(rows), lambda n: lines.section(title, header, n), max_tokens, tokenizer, estimate, count
     )
     if k < 0:
         return "", 0, 0
@@ -412,38 +450,40 @@ def pack_texts(texts: Sequence[str], separator: str, max_tokens: int, tokenizer:
 
 
 async def pack_while_reading(title: str, header: list[str], batches: Iterable[list[T]],
-                             read: Callable[[list[T]], Awaitable[list[tuple[R, str]]]], budget: int,
-                             tokenizer: Tokenizer, first_id: int = 0) -> tuple[str, list[R]]:
-    """A section of ``[i, text]`` rows (``i`` from ``first_id``), reading the batches in rank
-    order only until it is full; returns the section and the items its rows came from.
+                             read: Callable[[list[T]], Awaitable[list[tuple[R, list[Any]]]]], budget: int,
+                             tokenizer: Tokenizer, first_id: int = 0, cut_column: int = 1) -> tuple[str, list[R]]:
+    """A section of ``[i, *cells]`` rows (``i`` from ``first_id``; ``read`` gives each item's
+    cells), reading the batches in rank order only until it is full; returns the section and
+    the items its rows came from. ``cut_column``: as :func:`pack_csv_section`'s.
 
     Packing keeps the longest prefix of rows that fits, so once it keeps fewer rows than
-    were read, what comes after cannot change it: a hub entity's hundreds of chunks and
-    communities are not all read for the few that fit.
+    were read, what comes after cannot change it: a hub entity's hundreds of chunks,
+    communities and relations are not all read for the few that fit.
     """
-    items: list[tuple[R, str]] = []
+    items: list[tuple[R, list[Any]]] = []
     rows: list[list[Any]] = []
+    lines = _Lines(rows)  # grows with ``rows``
     costs: list[int] = []
     fixed = tokenizer.count(csv_section(title, header, []))
     text, kept, packed = "", 0, True
     for batch in batches:
         items += await read(batch)
-        rows += [[first_id + i, t] for i, (_, t) in enumerate(items[len(rows):], start=len(rows))]
+        rows += [[first_id + i, *cells] for i, (_, cells) in enumerate(items[len(rows):], start=len(rows))]
         # While the rows' own counts add up to less than the budget, every row read so far
         # would be kept, so the section is packed (counted whole) only once they do not, or
         # when the batches run out. Packing a longer list when the sum misjudged by a token
         # keeps the same prefix: the rows after it do not change which prefix fits.
         total = fixed + sum(costs)
         while len(costs) < len(rows) and total <= budget:
-            costs.append(row_cost(rows[len(costs)], tokenizer))
+            costs.append(lines.cost(len(costs), tokenizer))
             total += costs[-1]
         packed = total > budget
         if packed:
-            text, kept, _ = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=1, row_tokens=costs)
+            text, kept, _ = _pack(title, lines, header, budget, tokenizer, cut_column, costs)
             if kept < len(items):
                 break
     if not packed:
-        text, kept, _ = pack_csv_section(title, header, rows, budget, tokenizer, cut_column=1, row_tokens=costs)
+        text, kept, _ = _pack(title, lines, header, budget, tokenizer, cut_column, costs)
     return text, [item for item, _ in items[:kept]]
 
 

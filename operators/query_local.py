@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import replace
-from typing import Any, Optional
+from typing import Any, Iterator, Optional, TypeVar
 
 from graphrag.query_param import QueryParam
 from graphrag.records import Chunk, CommunityReport, Entity, Relation, Retrieval
@@ -32,6 +32,8 @@ from .rerank import rerank_chunks
 from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 ENTITY_HEADER = ["id", "entity", "type", "description", "rank"]
 RELATION_HEADER = ["id", "source", "target", "description", "weight", "rank"]
@@ -130,48 +132,74 @@ async def _entity_edges(entities: list[dict], stores: Any) -> list[list[tuple[st
     return await stores.graph.get_nodes_edges_batch([e["entity_name"] for e in entities])
 
 
-async def _related_relations(
-    entities: list[dict], node_edges: list[list[tuple[str, str]]], stores: Any
-) -> list[dict]:
+async def _relation_groups(node_edges: list[list[tuple[str, str]]], stores: Any) -> list[list[tuple[tuple[str, str], int]]]:
+    """The entities' relations as ``(key, rank)``, in groups of equal rank, highest first (each
+    group in order of first appearance). A rank (the ends' degrees added) is read from the
+    graph's degrees, without a relation's data: only the groups packing reaches are read."""
     pairs: dict[tuple[str, str], None] = {}
     for edges in node_edges:
         for a, b in edges:
             pairs.setdefault(edge_key(a, b), None)
     keys = list(pairs)
-    if not keys:
-        return []
-    datas = await stores.graph.get_edges_batch(keys)
-    degrees = await stores.graph.edge_degrees_batch(keys)
-    out = [
-        {"src_tgt": k, "data": d, "rank": deg}
-        for k, d, deg in zip(keys, datas, degrees)
-        if d is not None
-    ]
-    out.sort(key=lambda r: (-r["rank"], -_weight(r["data"])))
-    return out
+    groups: dict[int, list[tuple[tuple[str, str], int]]] = {}
+    for key, rank in zip(keys, await stores.graph.edge_degrees_batch(keys) if keys else []):
+        groups.setdefault(rank, []).append((key, rank))
+    return [groups[rank] for rank in sorted(groups, reverse=True)]
+
+
+def _whole_groups(groups: list[list[T]], first: int = 16) -> Iterator[list[T]]:
+    """Batches of whole groups, each at least double the last in items (from ``first``): a batch
+    ends where a group does, so sorting within a batch sorts within groups."""
+    batch: list[T] = []
+    size = first
+    for group in groups:
+        batch += group
+        if len(batch) >= size:
+            yield batch
+            batch, size = [], size * 2
+    if batch or not groups:  # no relations at all: one empty batch packs the empty table
+        yield batch
+
+
+async def _pack_relations(groups: list[list[tuple[tuple[str, str], int]]], stores: Any, budget: int,
+                          tokenizer: Tokenizer) -> tuple[str, list[tuple[tuple[str, str], dict, int]]]:
+    """The Relationships section: relations by rank, then weight (ties in order of first
+    appearance), as far as ``budget`` holds; a relation's data is read only for the rank
+    groups the packing reaches (a hub's hundreds of relations are not read for the few dozen
+    that fit). Returns the section and its relations as ``(key, data, rank)``."""
+
+    async def read_relations(batch: list[tuple[tuple[str, str], int]]) -> list[tuple[Any, list[Any]]]:
+        datas = await stores.graph.get_edges_batch([key for key, _ in batch])
+        found = [(key, d, rank) for (key, rank), d in zip(batch, datas) if d is not None]
+        found.sort(key=lambda r: (-r[2], -_weight(r[1])))
+        return [(r, [r[0][0], r[0][1], r[1].get("description", "UNKNOWN"), _weight(r[1]), r[2]]) for r in found]
+
+    return await pack_while_reading("Relationships", RELATION_HEADER, _whole_groups(groups), read_relations, budget,
+                                    tokenizer, cut_column=3)
+
+
+def _inner_pairs(entities: list[dict], node_edges: list[list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    """The relations between two retrieved entities, in order of first appearance."""
+    retrieved = {e["entity_name"] for e in entities}
+    inner: dict[tuple[str, str], None] = {}
+    for e, edges in zip(entities, node_edges):
+        for a, b in edges:
+            if (b if a == e["entity_name"] else a) in retrieved:
+                inner.setdefault(edge_key(a, b), None)
+    return list(inner)
 
 
 def _related_chunks(
-    entities: list[dict], node_edges: list[list[tuple[str, str]]], edge_data: dict[tuple[str, str], dict]
+    entities: list[dict], node_edges: list[list[tuple[str, str]]], inner_data: dict[tuple[str, str], Optional[dict]]
 ) -> list[tuple[str, int]]:
     """``(chunk id, links)`` of the entities' source chunks, most linked first.
 
     A chunk's links are the distinct relations between two retrieved entities whose source
     ids include it, where one endpoint lists the chunk; ties go to the chunk of the
-    better-ranked entity. ``edge_data``: the relations' stored data by key, as
-    :func:`_related_relations` read them (every edge of the entities that exists).
+    better-ranked entity. ``inner_data``: the stored data of the relations between two
+    retrieved entities (:func:`_inner_pairs`) by key, None where missing.
     """
-    retrieved = {e["entity_name"] for e in entities}
-    inner_pairs: list[tuple[str, str]] = []
-    seen: set[tuple[str, str]] = set()
-    for e, edges in zip(entities, node_edges):
-        for a, b in edges:
-            other = b if a == e["entity_name"] else a
-            key = edge_key(a, b)
-            if other in retrieved and key not in seen:
-                seen.add(key)
-                inner_pairs.append(key)
-    edge_chunks = {k: set(_split(edge_data[k].get("source_id"))) for k in inner_pairs if edge_data.get(k)}
+    edge_chunks = {k: set(_split(d.get("source_id"))) for k, d in inner_data.items() if d}
 
     order: dict[str, int] = {}
     linked: dict[str, set[tuple[str, str]]] = {}
@@ -225,9 +253,10 @@ async def _retrieve(query: str, stores: Any, param: QueryParam, tokenizer: Token
         return None
     node_edges = await _entity_edges(entities, stores)
     report_groups = _report_groups(entities, param)
-    relations = await _related_relations(entities, node_edges, stores)
-    edge_data = {r["src_tgt"]: r["data"] for r in relations}
-    chunk_ids = _sources_by_walk(ranking, _related_chunks(entities, node_edges, edge_data))
+    relation_groups = await _relation_groups(node_edges, stores)
+    inner = _inner_pairs(entities, node_edges)
+    inner_data = dict(zip(inner, await stores.graph.get_edges_batch(inner)))
+    chunk_ids = _sources_by_walk(ranking, _related_chunks(entities, node_edges, inner_data))
     chunk_ids = await rerank_chunks(query, chunk_ids, stores, chunk_id=lambda ranked: ranked[0])
 
     entity_rows = [
@@ -238,14 +267,8 @@ async def _retrieve(query: str, stores: Any, param: QueryParam, tokenizer: Token
     entities_text, n_entities, entities_tokens = pack_csv_section(
         "Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer, cut_column=3)
 
-    relation_budget = param.local_max_token_for_local_context - entities_tokens
-    relation_rows = [
-        [i, r["src_tgt"][0], r["src_tgt"][1], r["data"].get("description", "UNKNOWN"), _weight(r["data"]), r["rank"]]
-        for i, r in enumerate(relations)
-    ]
-    relations_text, n_relations, _ = pack_csv_section(
-        "Relationships", RELATION_HEADER, relation_rows, relation_budget, tokenizer, cut_column=3
-    )
+    relations_text, relations = await _pack_relations(
+        relation_groups, stores, param.local_max_token_for_local_context - entities_tokens, tokenizer)
 
     single = param.local_community_single_one
     if single:
@@ -255,18 +278,18 @@ async def _retrieve(query: str, stores: Any, param: QueryParam, tokenizer: Token
     # context alone needs a report's text and rating only, not its member lists.
     report_fields = None if records else REPORT_CONTEXT_FIELDS
 
-    async def read_reports(ids: list[str]) -> list[tuple[tuple[str, dict], str]]:
+    async def read_reports(ids: list[str]) -> list[tuple[tuple[str, dict], list[str]]]:
         found = [(i, r) for i, r in zip(ids, await stores.community_reports.get_by_ids(ids, fields=report_fields))
                  if r is not None]
         found.sort(key=lambda item: -stored_rating(item[1]))  # within a group of equal counts, best rated first
-        return [(item, item[1].get("report_string", "")) for item in found[:1 if single else None]]
+        return [(item, [item[1].get("report_string", "")]) for item in found[:1 if single else None]]
 
     reports_text, kept_reports = await pack_while_reading(
         "Reports", REPORT_HEADER, report_groups, read_reports, param.local_max_token_for_community_report, tokenizer)
 
-    async def read_chunks(ranked: list[tuple[str, int]]) -> list[tuple[tuple[str, int, dict], str]]:
+    async def read_chunks(ranked: list[tuple[str, int]]) -> list[tuple[tuple[str, int, dict], list[str]]]:
         records = await stores.text_chunks.get_by_ids([i for i, _ in ranked])
-        return [((i, links, r), cited_content(r)) for (i, links), r in zip(ranked, records)
+        return [((i, links, r), [cited_content(r)]) for (i, links), r in zip(ranked, records)
                 if r is not None and r.get("content")]
 
     sources_text, kept_chunks = await pack_while_reading(
@@ -274,7 +297,7 @@ async def _retrieve(query: str, stores: Any, param: QueryParam, tokenizer: Token
         tokenizer, first_id=1 if cited else 0)
     logger.info(
         "Local context: %d/%d entities, %d/%d relations, %d/%d communities, %d/%d chunks",
-        n_entities, len(entity_rows), n_relations, len(relation_rows), len(kept_reports),
+        n_entities, len(entity_rows), len(relations), sum(map(len, relation_groups)), len(kept_reports),
         sum(len(g) for g in report_groups), len(kept_chunks), len(chunk_ids),
     )
     context = "\n\n".join(s for s in (reports_text, entities_text, relations_text, sources_text) if s)
@@ -287,7 +310,7 @@ async def _retrieve(query: str, stores: Any, param: QueryParam, tokenizer: Token
         question=query, mode="local", chunks=tuple(chunks), reports=tuple(reports), context=context,
         entities=tuple(replace(Entity.from_stored(e["entity_name"], e["data"]), degree=e["rank"], score=e["score"])
                        for e in entities[:n_entities]),
-        relations=tuple(Relation.from_stored(*r["src_tgt"], r["data"]) for r in relations[:n_relations]),
+        relations=tuple(Relation.from_stored(*key, data) for key, data, _ in relations),
     )
 
 

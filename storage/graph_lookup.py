@@ -158,7 +158,7 @@ class GraphLookup:
         if slot is None:
             return None
         start, end = self._neighbour_start[slot], self._neighbour_start[slot + 1]
-        return tuple(self._nodes.key(other) for other in self._neighbours[start:end].tolist())
+        return tuple(self._nodes.keys_of(self._neighbours[start:end].tolist()))
 
     def node_edges(self, name: str) -> Optional[list[tuple[str, str]]]:
         """``graph.edges(name)`` of the fully parsed graph, in the same order."""

@@ -184,6 +184,19 @@ class KeyTable:
         raw, start = self._bytes.tobytes(), self._start.tolist()
         return [raw[start[i]:start[i + 1]].decode("utf-8") for i in slots.tolist()]
 
+    def keys_of(self, slots: list[int]) -> list[str]:
+        """The keys of ``slots``, each remembered as found there: the names of a neighbour list
+        are looked up next (their degrees, their edges), and a key is at one slot only."""
+        found = self._found
+        if len(found) + len(slots) > 1 << 16:
+            found.clear()
+        keys = []
+        for slot in slots:
+            key = self.key(slot)
+            found[key] = slot
+            keys.append(key)
+        return keys
+
     def find(self, key: str) -> Optional[int]:
         if key in self._found:
             return self._found[key]

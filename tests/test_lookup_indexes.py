@@ -95,6 +95,26 @@ def test_lookup_tells_hash_collisions_apart(tmp_path: Any, monkeypatch: pytest.M
     assert_answers_as_parsed(open_lookup(path, index), read_graphml(path))
 
 
+@pytest.mark.parametrize("colliding", [False, True])
+def test_neighbours_read_first_are_then_answered_as_parsed(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                           colliding: bool) -> None:
+    """A neighbour list's names are remembered at their slots as they are read: the degrees and
+    edges asked of them next (before any lookup of their own) are the parsed graph's, also when
+    every name's hash collides."""
+    if colliding:
+        monkeypatch.setattr(lookup_index, "key_hash", lambda text: len(text) % 3)
+    g = tricky_graph(seed=11)
+    path, index = write_with_index(g, tmp_path)
+    parsed = read_graphml(path)
+    for node in parsed:
+        lookup = open_lookup(path, index)  # nothing looked up yet
+        assert lookup.node_edges(node) == list(parsed.edges(node))
+        for _, other in parsed.edges(node):
+            assert lookup.degree(other) == parsed.degree(other)
+            assert lookup.edge(other, node) == parsed.edges[node, other]
+            assert lookup.node_edges(other) == list(parsed.edges(other))
+
+
 def test_lookup_of_empty_and_edgeless_graphs(tmp_path: Any) -> None:
     for g in (nx.Graph(), nx.Graph([("A", "A")]), nx.empty_graph(["X", "Y"])):
         path, index = write_with_index(g, tmp_path)

@@ -30,6 +30,7 @@ from graphrag.operators.query_context import (
 )
 from graphrag.operators.query_global import build_global_context, global_query, parse_points
 from graphrag.operators.query_local import (
+    RELATION_HEADER,
     SOURCE_HEADER,
     _clusters,
     _find_entities,
@@ -641,9 +642,9 @@ def test_sections_read_in_rank_order_only_until_full(budget: int) -> None:
     ids = [str(i) for i in range(len(texts))]
     read: list[str] = []
 
-    async def fetch(batch: list[str]) -> list[tuple[str, str]]:
+    async def fetch(batch: list[str]) -> list[tuple[str, list[str]]]:
         read.extend(batch)
-        return [(i, texts[int(i)]) for i in batch if int(i) % 7]  # some records are missing
+        return [(i, [texts[int(i)]]) for i in batch if int(i) % 7]  # some records are missing
 
     got = asyncio.run(pack_while_reading("Sources", SOURCE_HEADER, doubling_slices(ids), fetch, budget,
                                           TOKENIZER))
@@ -654,6 +655,34 @@ def test_sections_read_in_rank_order_only_until_full(budget: int) -> None:
     assert read == ids[:len(read)]  # in rank order, never skipping one
     if expected[1] < 20:
         assert len(read) < len(ids)  # stopped early
+
+
+def test_packing_splits_each_row_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row's number and rest are split once for its cost, the section's count and the text,
+    in a section packed whole and in one read batch by batch; the sections are unchanged."""
+    from graphrag.operators import query_context
+
+    rnd = random.Random(3)
+    rows = [[i, " ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(5, 60)))] for i in range(60)]
+    expected = pack_csv_section("Sources", SOURCE_HEADER, rows, 900, TOKENIZER, cut_column=1)
+    split: list[str] = []
+    numbered = query_context._numbered
+
+    def counted(row: Any) -> Any:
+        split.append(row[1])
+        return numbered(row)
+
+    monkeypatch.setattr(query_context, "_numbered", counted)
+    assert pack_csv_section("Sources", SOURCE_HEADER, rows, 900, TOKENIZER, cut_column=1) == expected
+    assert split and len(split) == len(set(split))
+
+    async def fetch(batch: list[list[Any]]) -> list[tuple[int, list[str]]]:
+        return [(row[0], row[1:]) for row in batch]
+
+    split.clear()
+    got = asyncio.run(pack_while_reading("Sources", SOURCE_HEADER, doubling_slices(rows), fetch, 900, TOKENIZER))
+    assert got[0] == expected[0] and len(got[1]) == expected[1]
+    assert split and len(split) == len(set(split))
 
 
 @pytest.mark.parametrize("single", [False, True])
@@ -676,6 +705,45 @@ def test_local_reports_ranked_by_shared_entities_then_rating(big: Stores, single
     expected, kept, _ = pack_csv_section("Reports", ["id", "content"], rows, 10**6, TOKENIZER, cut_column=1)
     assert sections(ctx)["Reports"] == expected
     assert kept == len(rows)  # the whole order is compared (where reading stops is tested above)
+
+
+@pytest.mark.parametrize("budget", [300, 1500, 10**6])
+def test_local_relations_read_by_rank_only_until_full(big: Stores, budget: int, monkeypatch: Any) -> None:
+    """The Relationships section is the packing of every relation of the entities sorted by
+    rank, then weight (ties in order of first appearance), whatever the budget; a relation's
+    data is read only for the rank groups packing reaches (the data of relations between two
+    retrieved entities, which ranks the Sources, aside)."""
+    param = QueryParam(mode="local", top_k=40, local_max_token_for_local_context=budget)
+    q = "node 050 cobalt delta ember"
+    read: list[tuple[str, str]] = []
+    get_edges = big.graph.get_edges_batch
+
+    async def counted(pairs: list[tuple[str, str]]) -> list[Any]:
+        read.extend(pairs)
+        return await get_edges(pairs)
+
+    monkeypatch.setattr(big.graph, "get_edges_batch", counted)
+    ctx = sections(asyncio.run(build_local_context(q, big, param, TOKENIZER)))
+    monkeypatch.undo()
+    entities = asyncio.run(_find_entities(q, big, param))
+    names = [e["entity_name"] for e in entities]
+    keys = list(dict.fromkeys(tuple(sorted(e)) for edges in asyncio.run(big.graph.get_nodes_edges_batch(names))
+                              for e in edges))
+    ranks = asyncio.run(big.graph.edge_degrees_batch(keys))
+    datas = asyncio.run(big.graph.get_edges_batch(keys))
+    relations = sorted(((k, d, r) for k, d, r in zip(keys, datas, ranks) if d is not None),
+                       key=lambda x: (-x[2], -float(x[1]["weight"])))
+    assert len(set(ranks)) > 1 and any(  # both orders matter here: ranks, and weights within one
+        a[2] == b[2] and a[1]["weight"] != b[1]["weight"] for a, b in zip(relations, relations[1:]))
+    rows = [[i, a, b, d["description"], float(d["weight"]), r] for i, ((a, b), d, r) in enumerate(relations)]
+    expected, kept, _ = pack_csv_section("Relationships", RELATION_HEADER, rows, budget - TOKENIZER.count(
+        ctx["Entities"]), TOKENIZER, cut_column=3)
+    assert ctx["Relationships"] == expected
+    inner = {k for k in keys if k[0] in names and k[1] in names}
+    by_rank = {k for k in read if k not in inner}
+    if kept < len(rows) // 2:
+        assert len(by_rank) < len(keys) - len(inner)  # stopped early
+    assert {k for k, _, _ in relations[:kept]} <= set(read)
 
 
 def test_local_single_community_and_level(tmp_path: Any) -> None:

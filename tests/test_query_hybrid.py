@@ -193,6 +193,35 @@ def test_question_names_link_exactly_loosely_and_fuzzily() -> None:
     assert linked["RIVER"] == 1.0
 
 
+def test_fuzzy_names_are_difflibs_three_checks() -> None:
+    """The length bound taken before a matcher call keeps exactly the names difflib's
+    ``real_quick_ratio``, ``quick_ratio`` and ``ratio`` checks keep, near the cutoff too."""
+    import difflib
+    import random
+
+    rnd = random.Random(4)
+    stems = ["marrow", "quarvale", "tessaly", "elspeth", "harbour"]
+
+    def name() -> str:
+        word = rnd.choice(stems)
+        for _ in range(rnd.randint(0, 3)):  # misspell: drop, double or change a letter
+            at = rnd.randrange(len(word))
+            word = rnd.choice([word[:at] + word[at + 1:], word[:at] + word[at] + word[at:],
+                               word[:at] + rnd.choice("aeiouy") + word[at + 1:]])
+        return " ".join([word] + rnd.sample(stems, rnd.randint(0, 2)))
+
+    index = _index(*{name().upper() for _ in range(400)})
+    for _ in range(60):
+        key = query_hybrid.loose_name(name())
+        candidates = sorted({i for w in key.split() for i in index.by_word.get(w, ())[:200]})
+        expected = {}
+        for i in candidates:
+            m = difflib.SequenceMatcher(a=index.loose_names[i], b=key, autojunk=False)
+            if min(m.real_quick_ratio(), m.quick_ratio(), m.ratio()) >= query_hybrid.FUZZY_CUTOFF:
+                expected[i] = m.ratio()
+        assert query_hybrid._fuzzy(key, index) == expected
+
+
 def test_a_longer_name_wins_over_the_names_inside_it() -> None:
     index = _index("QUARVALE", "QUARVALE HARBOUR")
     linked = link_entities("Who runs Quarvale Harbour?", index)
@@ -214,6 +243,39 @@ def test_personalized_pagerank_is_a_distribution_that_favours_the_seeds() -> Non
     assert scores[0] == scores.max() and scores[-1] == 0.0
     c1, c3 = (index.chunk_offset + index.chunk_position(c) for c in ("c1", "c3"))
     assert scores[c1] > scores[c3]  # one hop from the seed beats two
+
+
+def test_personalized_pagerank_adds_the_restart_at_the_seeds_with_the_same_bits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adding the restart's terms at its seeds only gives every score the bits that adding the
+    whole arrays gives (the power iteration written out in full here), seeds past the linked
+    nodes (unlinked chunks) and a walk stopped by the step limit included."""
+    rnd = np.random.default_rng(5)
+    for trial in range(40):
+        names = [f"E{i}" for i in range(rnd.integers(5, 60))]
+        nodes = [(n, "<SEP>".join(f"c{j}" for j in rnd.choice(40, rnd.integers(1, 4), replace=False)))
+                 for n in names]
+        edges = [(names[a], names[b]) for a, b in rnd.integers(0, len(names), (len(names), 2)) if a != b]
+        index = build_graph_index(nodes, edges)
+        restart = np.zeros(len(index.entities) + len(index.chunks) + trial % 3)  # unlinked chunks
+        seeds = rnd.choice(len(restart), int(rnd.integers(1, 6)), replace=False)
+        restart[seeds] = rnd.random(len(seeds))
+        restart[-1] += trial % 3  # a seed among the unlinked chunks where there are some
+        restart /= restart.sum()
+        t, d = index.transition_t, query_hybrid.DAMPING
+        scores = restart.copy()
+        for _ in range(query_hybrid.ITERATIONS if trial % 2 else 3):
+            updated = (1.0 - d) * restart
+            updated[:t.shape[0]] += d * (t @ scores[:t.shape[0]])
+            updated += restart * (1.0 - updated.sum())
+            done = np.abs(updated - scores).sum() < query_hybrid.TOLERANCE
+            scores = updated
+            if done:
+                break
+        with monkeypatch.context() as patch:
+            if trial % 2 == 0:  # three steps only: the walk's own limit, lowered
+                patch.setattr(query_hybrid, "ITERATIONS", 3)
+            assert personalized_pagerank(t, restart).tobytes() == scores.tobytes()
 
 
 def test_fusion_ranks_what_both_orders_rank_well_first() -> None:
