@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import replace
-from typing import Any, Iterator, Optional, TypeVar
+from typing import TYPE_CHECKING, Iterator, Optional, TypeVar
 
 from graphrag.query_param import QueryParam
 from graphrag.records import Chunk, CommunityReport, Entity, Relation, Retrieval
@@ -30,6 +30,12 @@ from .report_parsing import stored_rating
 from .query_context import answer_from_context, doubling_slices, pack_csv_section, pack_while_reading
 from .rerank import rerank_chunks
 from .tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from graphrag.stores import Stores
+
+    from .extraction import LLMCall
+    from .query_hybrid import Ranking
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +52,7 @@ REPORT_CONTEXT_FIELDS = {"report_string", "report_json"}
 LOCAL_NEEDS_ENTITIES = "Local queries need the entity vector store: build the index with enable_local=True."
 
 
-def _split(value: Any) -> list[str]:
+def _split(value: object) -> list[str]:
     return [p for p in str(value or "").split(GRAPH_FIELD_SEP) if p]
 
 
@@ -75,7 +81,7 @@ def _weight(edge: dict) -> float:
         return 0.0
 
 
-async def _named_entities(query: str, stores: Any) -> list[str]:
+async def _named_entities(query: str, stores: Stores) -> list[str]:
     """The entities the question names, found by name as hybrid mode finds them (exact,
     normalised or fuzzy; a Chinese question segmented into words), strongest match first."""
     from .query_hybrid import link_entities, named_in_order
@@ -85,7 +91,7 @@ async def _named_entities(query: str, stores: Any) -> list[str]:
     return named_in_order(link_entities(query, index), index)
 
 
-async def _find_entities(query: str, stores: Any, param: QueryParam, ranking: Any = None) -> list[dict]:
+async def _find_entities(query: str, stores: Stores, param: QueryParam, ranking: Optional[Ranking] = None) -> list[dict]:
     """Retrieved entities: those the question names, then the most similar to it, then, while
     fewer than ``top_k``, those hybrid's walk (``ranking``) reaches best:
     ``{entity_name, data, rank, score}`` (score: the vector similarity, None for an entity the
@@ -128,11 +134,11 @@ def _report_groups(entities: list[dict], param: QueryParam) -> list[list[str]]:
     return [groups[count] for count in sorted(groups, reverse=True)]
 
 
-async def _entity_edges(entities: list[dict], stores: Any) -> list[list[tuple[str, str]]]:
+async def _entity_edges(entities: list[dict], stores: Stores) -> list[list[tuple[str, str]]]:
     return await stores.graph.get_nodes_edges_batch([e["entity_name"] for e in entities])
 
 
-async def _relation_groups(node_edges: list[list[tuple[str, str]]], stores: Any) -> list[list[tuple[tuple[str, str], int]]]:
+async def _relation_groups(node_edges: list[list[tuple[str, str]]], stores: Stores) -> list[list[tuple[tuple[str, str], int]]]:
     """The entities' relations as ``(key, rank)``, in groups of equal rank, highest first (each
     group in order of first appearance). A rank (the ends' degrees added) is read from the
     graph's degrees, without a relation's data: only the groups packing reaches are read."""
@@ -161,14 +167,14 @@ def _whole_groups(groups: list[list[T]], first: int = 16) -> Iterator[list[T]]:
         yield batch
 
 
-async def _pack_relations(groups: list[list[tuple[tuple[str, str], int]]], stores: Any, budget: int,
+async def _pack_relations(groups: list[list[tuple[tuple[str, str], int]]], stores: Stores, budget: int,
                           tokenizer: Tokenizer) -> tuple[str, list[tuple[tuple[str, str], dict, int]]]:
     """The Relationships section: relations by rank, then weight (ties in order of first
     appearance), as far as ``budget`` holds; a relation's data is read only for the rank
     groups the packing reaches (a hub's hundreds of relations are not read for the few dozen
     that fit). Returns the section and its relations as ``(key, data, rank)``."""
 
-    async def read_relations(batch: list[tuple[tuple[str, str], int]]) -> list[tuple[Any, list[Any]]]:
+    async def read_relations(batch: list[tuple[tuple[str, str], int]]) -> list[tuple[tuple[tuple[str, str], dict, int], list[object]]]:
         datas = await stores.graph.get_edges_batch([key for key, _ in batch])
         found = [(key, d, rank) for (key, rank), d in zip(batch, datas) if d is not None]
         found.sort(key=lambda r: (-r[2], -_weight(r[1])))
@@ -213,7 +219,7 @@ def _related_chunks(
     return [(chunk_id, len(linked[chunk_id])) for chunk_id in ranked]
 
 
-async def _walk_ranking(query: str, stores: Any, param: QueryParam) -> Any:
+async def _walk_ranking(query: str, stores: Stores, param: QueryParam) -> Optional[Ranking]:
     """Hybrid mode's ranking for the question (None without chunk vectors or a seed)."""
     if stores.chunks_vdb is None:
         return None
@@ -222,7 +228,7 @@ async def _walk_ranking(query: str, stores: Any, param: QueryParam) -> Any:
     return await rank(query, stores, param)
 
 
-def _sources_by_walk(ranking: Any, ranked: list[tuple[str, int]]) -> list[tuple[str, int]]:
+def _sources_by_walk(ranking: Optional[Ranking], ranked: list[tuple[str, int]]) -> list[tuple[str, int]]:
     """The entities' ``(chunk id, links)`` in the hybrid mode's order for the question (chunks
     it does not rank keep their order, last). Seeding the walk with the retrieved entities too
     was measured worse: they are found by vector similarity and pull it off the question."""
@@ -234,7 +240,7 @@ def _sources_by_walk(ranking: Any, ranked: list[tuple[str, int]]) -> list[tuple[
     return [(c, links[c]) for c in walked] + [(c, n) for c, n in ranked if c not in reached]
 
 
-async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer,
+async def retrieve_local(query: str, stores: Stores, param: QueryParam, tokenizer: Tokenizer,
                          cited: bool = False) -> Optional[Retrieval]:
     """The entities nearest the question and what surrounds them, as packed into the local
     context; None when no entity matches. ``cited``: the Sources rows are numbered from 1,
@@ -242,7 +248,7 @@ async def retrieve_local(query: str, stores: Any, param: QueryParam, tokenizer: 
     return await _retrieve(query, stores, param, tokenizer, cited, records=True)
 
 
-async def _retrieve(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer, cited: bool,
+async def _retrieve(query: str, stores: Stores, param: QueryParam, tokenizer: Tokenizer, cited: bool,
                     records: bool) -> Optional[Retrieval]:
     """:func:`retrieve_local`; without ``records``, the context alone (an answer needs no records)."""
     if stores.entities_vdb is None:
@@ -314,13 +320,13 @@ async def _retrieve(query: str, stores: Any, param: QueryParam, tokenizer: Token
     )
 
 
-async def build_local_context(query: str, stores: Any, param: QueryParam, tokenizer: Tokenizer) -> Optional[str]:
+async def build_local_context(query: str, stores: Stores, param: QueryParam, tokenizer: Tokenizer) -> Optional[str]:
     """The data tables a local answer is grounded in, or None when no entity matches."""
     retrieval = await _retrieve(query, stores, param, tokenizer, cited=False, records=False)
     return retrieval.context if retrieval is not None else None
 
 
-async def local_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Tokenizer) -> str:
+async def local_query(query: str, stores: Stores, param: QueryParam, *, llm: LLMCall, tokenizer: Tokenizer) -> str:
     """Answer ``query`` from the local context (or return that context when ``only_need_context``)."""
     if stores.entities_vdb is None:
         return LOCAL_NEEDS_ENTITIES
