@@ -1408,44 +1408,33 @@ def test_a_write_stopped_while_its_names_are_looked_up_ends_the_lookup_process(m
 
 
 # Run by an interpreter that has no graphrag installed: it finds the package (``argv[1]``) and
-# the installed libraries (``argv[2:-1]``) only through sys.path entries it inserts itself,
-# then writes enough chunks to start the lookup process, in a working directory (``argv[-1]``).
+# the installed libraries (``argv[2:]``) only through sys.path entries it inserts itself, then
+# starts the lookup process as a write does and has it look two names up.
 _INSERTING_SCRIPT = """
-import json, logging, sys
-sys.path[0:0] = sys.argv[1:-1]
+import asyncio, json, sys
+sys.path[0:0] = sys.argv[1:]
 import graphrag
-from graphrag import GraphRAG, hash_embedding
-from graphrag.operators.resolution import lookup_worker, store
+from graphrag.operators.resolution import lookup_worker
 from graphrag.operators.resolution.lookup_worker import LookupProcess
 
-started = []
-real_start = LookupProcess.start.__func__
-
-async def start(cls, names, loose):
-    started.append(await real_start(cls, names, loose))
-    return started[-1]
-
-warnings = []
-
-class Warnings(logging.Handler):
-    def emit(self, record):
-        warnings.append(record.getMessage())
-
-logging.getLogger("graphrag").addHandler(Warnings(logging.WARNING))
-LookupProcess.start = classmethod(start)
-store.LOOKUP_PROCESS_CHUNKS = 1
 lookup_worker.NICENESS = 0
-rag = GraphRAG(working_dir=sys.argv[-1], extraction="nlp", embedding_func=hash_embedding(64), show_progress=False)
-rag.insert(["J. Doe wrote the letter in Dorset Lane.", "John T. Doe kept the ledger in Dorset Lane."])
-print(json.dumps({"package": graphrag.__file__, "returncodes": [w.returncode for w in started],
-                  "warnings": warnings}))
+
+async def looked_up():
+    worker = await LookupProcess.start(["J. DOE"], False)
+    try:
+        return await worker.look_up(["JOHN T. DOE"]), worker
+    finally:
+        await worker.aclose()
+
+found, worker = asyncio.run(looked_up())
+print(json.dumps({"package": graphrag.__file__, "found": found, "returncode": worker.returncode}))
 """
 
 
 def test_the_lookup_process_imports_what_a_caller_found_through_its_own_sys_path(tmp_path: Any) -> None:
     """A script that finds the package only because it inserted its location into sys.path
     (an interpreter without it installed, started isolated from the environment) starts a
-    lookup process that imports it too and answers: no fallback, no warning. The same run from
+    lookup process that imports it too and answers as blocking in-process does. The same run from
     the directory holding the package's sources (an editable install's checkout, whose
     ``graphrag`` lacks the subpackages): they do not shadow the package."""
     import subprocess
@@ -1469,13 +1458,14 @@ def test_the_lookup_process_imports_what_a_caller_found_through_its_own_sys_path
     # In a virtualenv, the interpreter it was made from: graphrag is installed in the virtualenv only.
     python = os.path.realpath(sys.executable)
     for run, cwd in enumerate([tmp_path, os.path.dirname(os.path.dirname(graphrag.__file__))]):
-        argv = [str(tmp_path / "checkout"), *libraries, str(tmp_path / f"wd{run}")]
+        argv = [str(tmp_path / "checkout"), *libraries]
         done = subprocess.run([python, "-I", "-c", _INSERTING_SCRIPT, *argv], capture_output=True, text=True,
                               cwd=cwd, timeout=120, env={"PATH": os.environ.get("PATH", "")})
         assert done.returncode == 0, done.stderr
         outcome = json.loads(done.stdout.splitlines()[-1])
         assert outcome["package"].startswith(str(tmp_path / "checkout"))
-        assert outcome == {"package": outcome["package"], "returncodes": [0], "warnings": []}, done.stderr
+        assert outcome == {"package": outcome["package"], "found": {"JOHN T. DOE": {"J. DOE": "middle_name"}},
+                           "returncode": 0}, done.stderr
 
 
 def test_strict_blocking_finds_every_settled_pair_of_one_word_and_a_fuller_name() -> None:
@@ -1595,6 +1585,11 @@ def test_a_large_write_looks_its_names_up_in_a_second_process(tmp_path: Any, mon
     assert "the lookup process failed (EOFError)" in caplog.text
     assert len(started) == 4 and started[3].returncode is not None and not passes[-1][1]
     assert state_of(rag) == expected
+
+    # Offline extraction hands its names over only when it ends: a large offline write starts none.
+    offline = make(tmp_path, "offline")
+    offline.insert(["J. Doe wrote the letter in Dorset Lane.", "John T. Doe kept the ledger in Dorset Lane."])
+    assert len(started) == 4 and passes[-1][1] == set() and len(passes[-1][0]) >= 2
 
 
 def _in(p: NameProfile, *chunks: str) -> NameProfile:
