@@ -1341,8 +1341,9 @@ def test_blocking_ahead_finds_the_pairs_of_lookups_in_the_final_index() -> None:
 
 
 def test_the_lookup_process_answers_as_lookups_in_this_process() -> None:
-    """The second process, started over the same names and given the same batches, answers
-    each name's candidates as this process finds them; closed, it exits."""
+    """The second process, started over the same names (or over a copy of this process's
+    index of them, which this process then changes) and given the same batches, answers each
+    name's candidates as this process finds them; closed, it exits."""
     import asyncio
 
     from graphrag.operators.resolution import NameIndex
@@ -1354,9 +1355,9 @@ def test_the_lookup_process_answers_as_lookups_in_this_process() -> None:
     before, arriving = pool[:100], pool[80:]
     batches = [arriving[i:i + 17] for i in range(0, len(arriving), 17)]
 
-    async def both() -> tuple[dict[str, Any], dict[str, Any], Any]:
+    async def both(from_index: bool) -> tuple[dict[str, Any], dict[str, Any], Any]:
         here = LookupsAhead(NameIndex(before, loose=True))
-        worker = await LookupProcess.start(before, True)
+        worker = await LookupProcess.start(here.index if from_index else before, True)
         there: dict[str, Any] = {}
         try:
             for batch in batches:
@@ -1366,9 +1367,10 @@ def test_the_lookup_process_answers_as_lookups_in_this_process() -> None:
             await worker.aclose()
         return here.found, there, worker.returncode
 
-    here, there, returncode = asyncio.run(both())
-    assert there == here and sum(map(len, there.values())) > len(there) // 2
-    assert returncode == 0
+    for from_index in (False, True):
+        here, there, returncode = asyncio.run(both(from_index))
+        assert there == here and sum(map(len, there.values())) > len(there) // 2, from_index
+        assert returncode == 0
 
 
 def test_a_write_stopped_while_its_names_are_looked_up_ends_the_lookup_process(monkeypatch: Any) -> None:
@@ -1392,6 +1394,9 @@ def test_a_write_stopped_while_its_names_are_looked_up_ends_the_lookup_process(m
 
         async def blocking_base(self) -> set[str]:
             return set()
+
+        def kept_index(self, names: set[str]) -> None:
+            return None
 
     async def stopped() -> dict[str, Any]:
         blocking = BlockingAhead(Resolution())  # type: ignore[arg-type]
@@ -1518,17 +1523,19 @@ def test_a_large_write_looks_its_names_up_in_a_second_process(tmp_path: Any, mon
     import time
 
     from graphrag.operators.graph_update import MergeAhead
-    from graphrag.operators.resolution import lookup_worker, store
+    from graphrag.operators.resolution import NameIndex, lookup_worker, store
     from graphrag.operators.resolution.lookup_worker import LookupProcess
 
     started: list[LookupProcess] = []
+    given: list[Any] = []
     done: list[str] = []
     merges: list[MergeAhead] = []
     passes: list[tuple[set[str], set[str]]] = []
     real_start, real_look_up = LookupProcess.start.__func__, LookupProcess.look_up  # type: ignore[attr-defined]
     real_pairs, real_finish = store._candidate_pairs, MergeAhead.finish
 
-    async def start(cls: Any, names: list[str], loose: bool) -> LookupProcess:
+    async def start(cls: Any, names: Any, loose: bool) -> LookupProcess:
+        given.append(names)
         started.append(await real_start(cls, names, loose))
         return started[-1]
 
@@ -1577,6 +1584,8 @@ def test_a_large_write_looks_its_names_up_in_a_second_process(tmp_path: Any, mon
     assert rag.canonical_entity("J. Doe") == rag.canonical_entity("John T. Doe")
     assert state_of(build("process_one_by_one", True)) == expected_one_by_one
     assert len(started) == 3 and [w.returncode for w in started] == [0, 0, 0]
+    # A first write's process indexes no names; the next write's starts from this process's index.
+    assert given[:2] == [[], []] and isinstance(given[2], NameIndex) and "J. DOE" in given[2].names
     assert len(passes) == 3 and all(found and found <= present for present, found in passes)
 
     monkeypatch.setattr(LookupProcess, "look_up", dying)

@@ -312,6 +312,12 @@ class EntityResolution:
         state = ResolutionState.from_stored(recorded)
         return state.names if state is not None and recorded.get("rules") == RULES else set()
 
+    def kept_index(self, names: set[str]) -> Optional[NameIndex]:
+        """The blocking index this process kept from its last pass, if it is over exactly
+        ``names`` and as loose as this pass's: a lookup process starts from a copy of it."""
+        kept = self._kept.index
+        return kept if kept is not None and kept.loose == self.loose and kept.names == names else None
+
     def blocking_ahead(self, chunks: int) -> Optional["BlockingAhead"]:
         """Blocking for the names of a write of ``chunks`` chunks as its extractions arrive
         (hand its result to :meth:`resolve`); None for a write too small to gain by it."""
@@ -581,7 +587,8 @@ class BlockingAhead:
         worker: Optional[LookupProcess] = None
         sent: set[str] = set()
         try:
-            worker = await LookupProcess.start(sorted(looked_up.before), looked_up.loose)
+            worker = await LookupProcess.start(self._resolution.kept_index(looked_up.before) or sorted(looked_up.before),
+                                               looked_up.loose)
             while not self._closed.is_set():
                 await self._wake.wait()
                 self._wake.clear()
