@@ -1412,6 +1412,57 @@ def test_a_write_stopped_while_its_names_are_looked_up_ends_the_lookup_process(m
     assert asyncio.run(stopped())["returncode"] is not None
 
 
+def test_a_write_sends_its_names_to_the_lookup_process_in_bounded_requests(monkeypatch: Any) -> None:
+    """Names that pile up while the process starts go in requests of at most ``LOOKUP_BATCH``
+    names (the pass takes whole answers only: a request still out when it starts is lost), and
+    the answers give the pairs lookups in the final index give."""
+    import asyncio
+    import time
+
+    from graphrag.operators.resolution import NameIndex, store
+    from graphrag.operators.resolution.lookup_worker import LookupProcess
+    from graphrag.operators.resolution.store import BlockingAhead, _candidate_pairs
+
+    sizes: list[int] = []
+    answered: list[int] = []
+    real_look_up = LookupProcess.look_up
+
+    async def look_up(self: LookupProcess, names: list[str]) -> Any:
+        sizes.append(len(names))
+        found = await real_look_up(self, names)
+        answered.append(len(names))
+        return found
+
+    monkeypatch.setattr(LookupProcess, "look_up", look_up)
+    monkeypatch.setattr(store, "LOOKUP_BATCH", 2)
+    before, arriving = ["J. DOE", "DOE COMPANY"], ["JOHN T. DOE", "JANE DOE", "DOE", "SMITH", "J. SMITH"]
+
+    class Resolution:
+        loose = True
+
+        async def blocking_base(self) -> set[str]:
+            return set(before)
+
+        def kept_index(self, names: set[str]) -> None:
+            return None
+
+    async def looked_up() -> Any:
+        blocking = BlockingAhead(Resolution())  # type: ignore[arg-type]
+        task = asyncio.create_task(blocking.run())
+        blocking.on_extracted("c1", {"entities": [{"name": n} for n in arriving], "relations": []})
+        deadline = time.monotonic() + 60
+        while sum(answered) < len(arriving) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        blocking.close()
+        return await task
+
+    ahead = asyncio.run(looked_up())
+    assert sizes == [2, 2, 1] and set(ahead.found) == set(arriving)
+    index = NameIndex([*before, *arriving], loose=True)
+    expected = _candidate_pairs(set(arriving), set(), index)
+    assert len(expected) >= 4 and _candidate_pairs(set(arriving), set(), index, ahead) == expected
+
+
 # Run by an interpreter that has no graphrag installed: it finds the package (``argv[1]``) and
 # the installed libraries (``argv[2:]``) only through sys.path entries it inserts itself, then
 # starts the lookup process as a write does and has it look two names up.

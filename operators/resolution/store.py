@@ -43,6 +43,10 @@ MANUAL_RECORD = "entity_resolution_manual"
 # A write extracting at least this many chunks looks its names up ahead, in a second process
 # (``lookup_worker``); below it, starting one costs more than the lookups.
 LOOKUP_PROCESS_CHUNKS = 200
+# Names sent to the lookup process in one request, at most: the pass takes only whole answers,
+# so a request still out when it starts is work lost (names pile up while the process starts:
+# unbounded, the last request could hold most of a write's names).
+LOOKUP_BATCH = 100
 
 ExtractionReader = Callable[[list[str]], Awaitable[list[Optional[ChunkExtraction]]]]
 
@@ -590,10 +594,11 @@ class BlockingAhead:
             worker = await LookupProcess.start(self._resolution.kept_index(looked_up.before) or sorted(looked_up.before),
                                                looked_up.loose)
             while not self._closed.is_set():
-                await self._wake.wait()
-                self._wake.clear()
+                if not self._waiting:
+                    await self._wake.wait()
+                    self._wake.clear()
                 new = [n for n in dict.fromkeys(self._waiting) if n not in sent]
-                self._waiting = []
+                new, self._waiting = new[:LOOKUP_BATCH], new[LOOKUP_BATCH:]
                 if not new or self._closed.is_set():
                     continue
                 sent.update(new)
