@@ -1309,6 +1309,29 @@ def test_blocking_finds_a_pair_from_either_name() -> None:
                     assert found[other].get(name) == relation, (seed, loose, name, other, relation)
 
 
+def test_loose_blocking_keeps_names_met_only_at_an_lsh_bucket_only_where_spelt_alike() -> None:
+    """LSH buckets are there for similar spellings: two names sharing nothing but an initial
+    (no other block meets them: their initials' shapes differ) are a candidate pair only from
+    ``fuzzy``'s 3-gram similarity on, however their MinHash bands fall; alike ones still are."""
+    from graphrag.operators.resolution import NameIndex
+    from graphrag.operators.resolution.keys import FUZZY_SIMILARITY, gram_similarity, name_key
+
+    rng = random.Random(3)
+    syllables = ["AR", "VEN", "TO", "MIR", "BREN", "DO", "KAS", "PER", "OL", "WEN", "SEL", "VAN", "DOR", "IS", "MAY", "EL"]
+    names = sorted({"".join(rng.choice(syllables) for _ in range(rng.randint(2, 3))) + " L" for _ in range(60)})
+    index = NameIndex(names, loose=True)
+    found = {n: index.candidates(n) for n in names}
+
+    def shape(name: str) -> tuple[str, ...]:
+        return tuple(t[0] for t in name_key(name))
+
+    pairs = list(itertools.combinations(names, 2))
+    unlike = [(a, b) for a, b in pairs if gram_similarity(a, b) < FUZZY_SIMILARITY and shape(a) != shape(b)]
+    assert len(unlike) > 1000 and not [(a, b) for a, b in unlike if b in found[a] or a in found[b]]
+    alike = [(a, b) for a, b in pairs if gram_similarity(a, b) >= FUZZY_SIMILARITY]
+    assert sum(b in found[a] for a, b in alike) >= len(alike) - 1 >= 4
+
+
 def test_blocking_ahead_finds_the_pairs_of_lookups_in_the_final_index() -> None:
     """Names indexed and looked up batch by batch as a write's extractions arrive (over the
     names of an earlier write, some of which leave, with names that arrive for nothing and
