@@ -3,9 +3,9 @@ core while the event loop sends and reads the model calls.
 
 The process (``serve`` in a new interpreter, given the caller's import path: it never runs
 the caller's main module, as multiprocessing's spawn would) holds a :class:`LookupsAhead`: it
-is started with the names the pass starts from, then given the write's names batch by batch,
-and answers each new name's candidates. It runs the engine's blocking only (names in, pairs
-out): nothing of the user's is sent to it. It ends when its stdin closes; the caller kills it
+is started with the names the pass starts from (or the caller's blocking index of them), then
+given the write's names batch by batch, and answers each new name's candidates. It runs the
+engine's blocking only (names in, pairs out): nothing of the user's is sent to it. It ends when its stdin closes; the caller kills it
 if it does not.
 """
 from __future__ import annotations
