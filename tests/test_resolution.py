@@ -1316,6 +1316,29 @@ def test_blocking_finds_a_pair_from_either_name() -> None:
                     assert found[other].get(name) == relation, (seed, loose, name, other, relation)
 
 
+def test_loose_blocking_keeps_names_met_only_at_an_lsh_bucket_only_where_spelt_alike() -> None:
+    """LSH buckets are there for similar spellings: two names sharing nothing but an initial
+    (no other block meets them: their initials' shapes differ) are a candidate pair only from
+    ``fuzzy``'s 3-gram similarity on, however their MinHash bands fall; alike ones still are."""
+    from graphrag.operators.resolution import NameIndex
+    from graphrag.operators.resolution.keys import FUZZY_SIMILARITY, gram_similarity, name_key
+
+    rng = random.Random(3)
+    syllables = ["AR", "VEN", "TO", "MIR", "BREN", "DO", "KAS", "PER", "OL", "WEN", "SEL", "VAN", "DOR", "IS", "MAY", "EL"]
+    names = sorted({"".join(rng.choice(syllables) for _ in range(rng.randint(2, 3))) + " L" for _ in range(60)})
+    index = NameIndex(names, loose=True)
+    found = {n: index.candidates(n) for n in names}
+
+    def shape(name: str) -> tuple[str, ...]:
+        return tuple(t[0] for t in name_key(name))
+
+    pairs = list(itertools.combinations(names, 2))
+    unlike = [(a, b) for a, b in pairs if gram_similarity(a, b) < FUZZY_SIMILARITY and shape(a) != shape(b)]
+    assert len(unlike) > 1000 and not [(a, b) for a, b in unlike if b in found[a] or a in found[b]]
+    alike = [(a, b) for a, b in pairs if gram_similarity(a, b) >= FUZZY_SIMILARITY]
+    assert sum(b in found[a] for a, b in alike) >= len(alike) - 1 >= 4
+
+
 def test_blocking_ahead_finds_the_pairs_of_lookups_in_the_final_index() -> None:
     """Names indexed and looked up batch by batch as a write's extractions arrive (over the
     names of an earlier write, some of which leave, with names that arrive for nothing and
@@ -1388,8 +1411,9 @@ def test_an_index_brought_up_batch_by_batch_finds_what_one_built_at_once_finds()
 
 
 def test_the_lookup_process_answers_as_lookups_in_this_process() -> None:
-    """The second process, started over the same names and given the same batches, answers
-    each name's candidates as this process finds them; closed, it exits."""
+    """The second process, started over the same names (or over a copy of this process's
+    index of them, which this process then changes) and given the same batches, answers each
+    name's candidates as this process finds them; closed, it exits."""
     import asyncio
 
     from graphrag.operators.resolution import NameIndex
@@ -1401,9 +1425,9 @@ def test_the_lookup_process_answers_as_lookups_in_this_process() -> None:
     before, arriving = pool[:100], pool[80:]
     batches = [arriving[i:i + 17] for i in range(0, len(arriving), 17)]
 
-    async def both() -> tuple[dict[str, Any], dict[str, Any], Any]:
+    async def both(from_index: bool) -> tuple[dict[str, Any], dict[str, Any], Any]:
         here = LookupsAhead(NameIndex(before, loose=True))
-        worker = await LookupProcess.start(before, True)
+        worker = await LookupProcess.start(here.index if from_index else before, True)
         there: dict[str, Any] = {}
         try:
             for batch in batches:
@@ -1413,9 +1437,10 @@ def test_the_lookup_process_answers_as_lookups_in_this_process() -> None:
             await worker.aclose()
         return here.found, there, worker.returncode
 
-    here, there, returncode = asyncio.run(both())
-    assert there == here and sum(map(len, there.values())) > len(there) // 2
-    assert returncode == 0
+    for from_index in (False, True):
+        here, there, returncode = asyncio.run(both(from_index))
+        assert there == here and sum(map(len, there.values())) > len(there) // 2, from_index
+        assert returncode == 0
 
 
 def test_a_write_stopped_while_its_names_are_looked_up_ends_the_lookup_process(monkeypatch: Any) -> None:
@@ -1440,6 +1465,9 @@ def test_a_write_stopped_while_its_names_are_looked_up_ends_the_lookup_process(m
         async def blocking_base(self) -> set[str]:
             return set()
 
+        def kept_index(self, names: set[str]) -> None:
+            return None
+
     async def stopped() -> dict[str, Any]:
         blocking = BlockingAhead(Resolution())  # type: ignore[arg-type]
         task = asyncio.create_task(blocking.run())
@@ -1454,45 +1482,85 @@ def test_a_write_stopped_while_its_names_are_looked_up_ends_the_lookup_process(m
     assert asyncio.run(stopped())["returncode"] is not None
 
 
+def test_a_write_sends_its_names_to_the_lookup_process_in_bounded_requests(monkeypatch: Any) -> None:
+    """Names that pile up while the process starts go in requests of at most ``LOOKUP_BATCH``
+    names (the pass takes whole answers only: a request still out when it starts is lost), and
+    the answers give the pairs lookups in the final index give."""
+    import asyncio
+    import time
+
+    from graphrag.operators.resolution import NameIndex, store
+    from graphrag.operators.resolution.lookup_worker import LookupProcess
+    from graphrag.operators.resolution.store import BlockingAhead, _candidate_pairs
+
+    sizes: list[int] = []
+    answered: list[int] = []
+    real_look_up = LookupProcess.look_up
+
+    async def look_up(self: LookupProcess, names: list[str]) -> Any:
+        sizes.append(len(names))
+        found = await real_look_up(self, names)
+        answered.append(len(names))
+        return found
+
+    monkeypatch.setattr(LookupProcess, "look_up", look_up)
+    monkeypatch.setattr(store, "LOOKUP_BATCH", 2)
+    before, arriving = ["J. DOE", "DOE COMPANY"], ["JOHN T. DOE", "JANE DOE", "DOE", "SMITH", "J. SMITH"]
+
+    class Resolution:
+        loose = True
+
+        async def blocking_base(self) -> set[str]:
+            return set(before)
+
+        def kept_index(self, names: set[str]) -> None:
+            return None
+
+    async def looked_up() -> Any:
+        blocking = BlockingAhead(Resolution())  # type: ignore[arg-type]
+        task = asyncio.create_task(blocking.run())
+        blocking.on_extracted("c1", {"entities": [{"name": n} for n in arriving], "relations": []})
+        deadline = time.monotonic() + 60
+        while sum(answered) < len(arriving) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        blocking.close()
+        return await task
+
+    ahead = asyncio.run(looked_up())
+    assert sizes == [2, 2, 1] and set(ahead.found) == set(arriving)
+    index = NameIndex([*before, *arriving], loose=True)
+    expected = _candidate_pairs(set(arriving), set(), index)
+    assert len(expected) >= 4 and _candidate_pairs(set(arriving), set(), index, ahead) == expected
+
+
 # Run by an interpreter that has no graphrag installed: it finds the package (``argv[1]``) and
-# the installed libraries (``argv[2:-1]``) only through sys.path entries it inserts itself,
-# then writes enough chunks to start the lookup process, in a working directory (``argv[-1]``).
+# the installed libraries (``argv[2:]``) only through sys.path entries it inserts itself, then
+# starts the lookup process as a write does and has it look two names up.
 _INSERTING_SCRIPT = """
-import json, logging, sys
-sys.path[0:0] = sys.argv[1:-1]
+import asyncio, json, sys
+sys.path[0:0] = sys.argv[1:]
 import graphrag
-from graphrag import GraphRAG, hash_embedding
-from graphrag.operators.resolution import lookup_worker, store
+from graphrag.operators.resolution import lookup_worker
 from graphrag.operators.resolution.lookup_worker import LookupProcess
 
-started = []
-real_start = LookupProcess.start.__func__
-
-async def start(cls, names, loose):
-    started.append(await real_start(cls, names, loose))
-    return started[-1]
-
-warnings = []
-
-class Warnings(logging.Handler):
-    def emit(self, record):
-        warnings.append(record.getMessage())
-
-logging.getLogger("graphrag").addHandler(Warnings(logging.WARNING))
-LookupProcess.start = classmethod(start)
-store.LOOKUP_PROCESS_CHUNKS = 1
 lookup_worker.NICENESS = 0
-rag = GraphRAG(working_dir=sys.argv[-1], extraction="nlp", embedding_func=hash_embedding(64), show_progress=False)
-rag.insert(["J. Doe wrote the letter in Dorset Lane.", "John T. Doe kept the ledger in Dorset Lane."])
-print(json.dumps({"package": graphrag.__file__, "returncodes": [w.returncode for w in started],
-                  "warnings": warnings}))
+
+async def looked_up():
+    worker = await LookupProcess.start(["J. DOE"], False)
+    try:
+        return await worker.look_up(["JOHN T. DOE"]), worker
+    finally:
+        await worker.aclose()
+
+found, worker = asyncio.run(looked_up())
+print(json.dumps({"package": graphrag.__file__, "found": found, "returncode": worker.returncode}))
 """
 
 
 def test_the_lookup_process_imports_what_a_caller_found_through_its_own_sys_path(tmp_path: Any) -> None:
     """A script that finds the package only because it inserted its location into sys.path
     (an interpreter without it installed, started isolated from the environment) starts a
-    lookup process that imports it too and answers: no fallback, no warning. The same run from
+    lookup process that imports it too and answers as blocking in-process does. The same run from
     the directory holding the package's sources (an editable install's checkout, whose
     ``graphrag`` lacks the subpackages): they do not shadow the package."""
     import subprocess
@@ -1516,13 +1584,14 @@ def test_the_lookup_process_imports_what_a_caller_found_through_its_own_sys_path
     # In a virtualenv, the interpreter it was made from: graphrag is installed in the virtualenv only.
     python = os.path.realpath(sys.executable)
     for run, cwd in enumerate([tmp_path, os.path.dirname(os.path.dirname(graphrag.__file__))]):
-        argv = [str(tmp_path / "checkout"), *libraries, str(tmp_path / f"wd{run}")]
+        argv = [str(tmp_path / "checkout"), *libraries]
         done = subprocess.run([python, "-I", "-c", _INSERTING_SCRIPT, *argv], capture_output=True, text=True,
                               cwd=cwd, timeout=120, env={"PATH": os.environ.get("PATH", "")})
         assert done.returncode == 0, done.stderr
         outcome = json.loads(done.stdout.splitlines()[-1])
         assert outcome["package"].startswith(str(tmp_path / "checkout"))
-        assert outcome == {"package": outcome["package"], "returncodes": [0], "warnings": []}, done.stderr
+        assert outcome == {"package": outcome["package"], "found": {"JOHN T. DOE": {"J. DOE": "middle_name"}},
+                           "returncode": 0}, done.stderr
 
 
 def test_strict_blocking_finds_every_settled_pair_of_one_word_and_a_fuller_name() -> None:
@@ -1575,10 +1644,11 @@ def test_a_large_write_looks_its_names_up_in_a_second_process(tmp_path: Any, mon
     import time
 
     from graphrag.operators.graph_update import MergeAhead
-    from graphrag.operators.resolution import lookup_worker, store
+    from graphrag.operators.resolution import NameIndex, lookup_worker, store
     from graphrag.operators.resolution.lookup_worker import LookupProcess
 
     started: list[LookupProcess] = []
+    given: list[Any] = []
     done: list[str] = []
     merges: list[MergeAhead] = []
     passes: list[tuple[set[str], set[str]]] = []
@@ -1599,7 +1669,8 @@ def test_a_large_write_looks_its_names_up_in_a_second_process(tmp_path: Any, mon
         batches.append(len(extractions))
         real_add(self, extractions)
 
-    async def start(cls: Any, names: list[str], loose: bool) -> LookupProcess:
+    async def start(cls: Any, names: Any, loose: bool) -> LookupProcess:
+        given.append(names)
         started.append(await real_start(cls, names, loose))
         return started[-1]
 
@@ -1650,6 +1721,8 @@ def test_a_large_write_looks_its_names_up_in_a_second_process(tmp_path: Any, mon
     assert rag.canonical_entity("J. Doe") == rag.canonical_entity("John T. Doe")
     assert state_of(build("process_one_by_one", True)) == expected_one_by_one
     assert len(started) == 3 and [w.returncode for w in started] == [0, 0, 0]
+    # A first write's process indexes no names; the next write's starts from this process's index.
+    assert given[:2] == [[], []] and isinstance(given[2], NameIndex) and "J. DOE" in given[2].names
     assert len(passes) == 3 and all(found and found <= present for present, found in passes)
     assert indexed_ahead == [True, True, True] and sum(batches) == len(DOE_DOCS) + 2  # all at once, then one by one
 
@@ -1659,6 +1732,11 @@ def test_a_large_write_looks_its_names_up_in_a_second_process(tmp_path: Any, mon
     assert "the lookup process failed (EOFError)" in caplog.text
     assert len(started) == 4 and started[3].returncode is not None and not passes[-1][1]
     assert state_of(rag) == expected
+
+    # Offline extraction hands its names over only when it ends: a large offline write starts none.
+    offline = make(tmp_path, "offline")
+    offline.insert(["J. Doe wrote the letter in Dorset Lane.", "John T. Doe kept the ledger in Dorset Lane."])
+    assert len(started) == 4 and passes[-1][1] == set() and len(passes[-1][0]) >= 2
 
 
 def _in(p: NameProfile, *chunks: str) -> NameProfile:

@@ -184,7 +184,10 @@ class Pipeline:
                 merge = self.merge_ahead(work, aliases, background)
                 listeners = [merge.on_extracted]
                 # Resolution's name lookups, as the names arrive, in a second process (a large write).
-                blocking = resolution.blocking_ahead(len(work.to_extract)) if resolution is not None else None
+                # Offline extraction hands its names over all at once when it ends (``extract_chunks``
+                # calls no listener), so such a process would only index and be closed: none is started.
+                blocking = (resolution.blocking_ahead(len(work.to_extract))
+                            if resolution is not None and self.config.extraction != "nlp" else None)
                 looked_up = indexed = None
                 if blocking is not None:
                     looked_up = background.start(blocking.run(), stage="resolve_ahead")

@@ -8,7 +8,8 @@ from itertools import combinations
 from typing import Any, Iterable, Mapping, Union
 
 
-from .keys import (SPELLING_EDITS, UNSETTLED_RELATIONS, abbreviated, acronym_of, acronyms_of, designation, name_grams,
+from .keys import (FUZZY_SIMILARITY, SPELLING_EDITS, UNSETTLED_RELATIONS, abbreviated, acronym_of, acronyms_of,
+                   designation, gram_similarity, name_grams,
                    name_key, name_relation, name_words, owned, spelling_variant, spelt)
 from .words import NICKNAME_WORDS
 
@@ -174,9 +175,9 @@ class NameIndex:
     mirror): looking up only the names a write touched finds every pair of theirs a full
     build finds, so candidate pairs do not depend on the order documents came in.
 
-    ``loose``: also every name sharing a word or an LSH bucket (spelling variants, shared
-    words), and the pairs whose names only share words or spelling (``UNSETTLED_RELATIONS``): pairs
-    only a model or a person can settle, so only looked up for them.
+    ``loose``: also every name sharing a word, or an LSH bucket and a similar spelling (``fuzzy``'s
+    3-gram similarity), and the pairs whose names only share words or spelling
+    (``UNSETTLED_RELATIONS``): pairs only a model or a person can settle, so only looked up for them.
     """
 
     def __init__(self, names: Iterable[str] = (), loose: bool = False) -> None:
@@ -284,8 +285,8 @@ class NameIndex:
         self._gather(seen, _looked_up_blocks(name))
         key = name_key(name)
         tokens = _tokens(key)
-        if self.loose:  # every name sharing a word or a spelling bucket (the fuller names among them)
-            self._gather(seen, [*(("token", t) for t in tokens), *self._lsh_of(name)])
+        if self.loose:  # every name sharing a word (the fuller names among them); LSH buckets below
+            self._gather(seen, [("token", t) for t in tokens])
             if len(parts := _subset_words(name)) > 1:  # the names of one of its words or initials
                 self._gather(seen, [("words", (w,)) for w in parts])
         elif len(tokens) > 1:
@@ -304,6 +305,15 @@ class NameIndex:
             relation = name_relation(name, other)
             if relation is not None and (self.loose or relation not in UNSETTLED_RELATIONS):
                 found[other] = relation
+        # Names met only at an LSH bucket (there to find similar spellings) count only where the
+        # spellings are that similar (``fuzzy``'s test first: it is cheap, and most names met there
+        # share nothing else); a pair of theirs only a model settles otherwise is not looked for.
+        if self.loose:
+            alike: set[str] = set()
+            self._gather(alike, self._lsh_of(name))
+            for other in alike - seen - {name}:
+                if gram_similarity(name, other) >= FUZZY_SIMILARITY and (relation := name_relation(name, other)):
+                    found[other] = relation
         # Names met only at a spelling block count only as spelling variants (the spelling test
         # first: it is cheap, and most names there are not).
         variants: set[str] = set()

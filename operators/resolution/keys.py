@@ -164,7 +164,12 @@ def name_grams(name: str) -> tuple[str, ...]:
     return tuple(sorted({text[i:i + 3] for i in range(max(1, len(text) - 2))}))
 
 
-def _gram_similarity(a: str, b: str) -> float:
+# Names sharing no word are ``fuzzy`` (a similar spelling) from this Jaccard similarity of their
+# 3-grams on.
+FUZZY_SIMILARITY = 0.5
+
+
+def gram_similarity(a: str, b: str) -> float:
     """Jaccard similarity of the two names' 3-grams."""
     ga, gb = name_grams(a), name_grams(b)
     shared = len(set(ga).intersection(gb))
@@ -467,7 +472,7 @@ def _name_relation(a: str, b: str) -> Optional[str]:
         return "overlap"
     if set(short) & set(long):
         return "overlap"
-    return "fuzzy" if _gram_similarity(a, b) >= 0.5 else None
+    return "fuzzy" if gram_similarity(a, b) >= FUZZY_SIMILARITY else None
 
 
 # Relations only a model or a person can settle: a shared word, a similar spelling, or

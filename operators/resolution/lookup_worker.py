@@ -3,9 +3,9 @@ core while the event loop sends and reads the model calls.
 
 The process (``serve`` in a new interpreter, given the caller's import path: it never runs
 the caller's main module, as multiprocessing's spawn would) holds a :class:`LookupsAhead`: it
-is started with the names the pass starts from, then given the write's names batch by batch,
-and answers each new name's candidates. It runs the engine's blocking only (names in, pairs
-out): nothing of the user's is sent to it. It ends when its stdin closes; the caller kills it
+is started with the names the pass starts from (or the caller's blocking index of them), then
+given the write's names batch by batch, and answers each new name's candidates. It runs the
+engine's blocking only (names in, pairs out): nothing of the user's is sent to it. It ends when its stdin closes; the caller kills it
 if it does not.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 import pickle
 import struct
 import sys
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from .candidates import LookupsAhead, NameIndex
 
@@ -42,8 +42,8 @@ def _frame(value: Any) -> bytes:
 
 
 def serve() -> None:
-    """The worker's loop: ``("start", names, loose, niceness)`` or ``("look_up", names)`` in, the
-    looked-up names' candidates out, until its stdin closes."""
+    """The worker's loop: ``("start", names or their index, loose, niceness)`` or ``("look_up",
+    names)`` in, the looked-up names' candidates out, until its stdin closes."""
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print must not corrupt the answers
     lookups: Optional[LookupsAhead] = None
@@ -55,7 +55,8 @@ def serve() -> None:
         if request[0] == "start":
             if request[3] and hasattr(os, "nice"):
                 os.nice(request[3])
-            lookups = LookupsAhead(NameIndex(request[1], loose=request[2]))
+            given = request[1]
+            lookups = LookupsAhead(given if isinstance(given, NameIndex) else NameIndex(given, loose=request[2]))
             answer: Any = None
         else:
             assert lookups is not None, "look_up before start"
@@ -68,30 +69,35 @@ def serve() -> None:
 
 class LookupProcess:
     """The caller's side: ``await LookupProcess.start(names, loose)``, then ``look_up`` batch
-    by batch (one at a time), then ``aclose``."""
+    by batch (one at a time), then ``aclose``. ``names`` may be the caller's blocking index over
+    them: the process starts from a copy of it instead of indexing every name again."""
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self._process = process
         self._asking = False  # a request is out (its answer may fill the pipe unread)
 
     @classmethod
-    async def start(cls, names: list[str], loose: bool) -> "LookupProcess":
+    async def start(cls, names: Union[list[str], NameIndex], loose: bool) -> "LookupProcess":
+        request = _frame(("start", names, loose, NICENESS))  # a copy of the index as it is now
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-c", _SERVE, *(path for path in sys.path if isinstance(path, str)),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         worker = cls(process)
         try:
-            await worker._ask(("start", names, loose, NICENESS))
+            await worker._exchange(request)
         except BaseException:
             await worker.aclose()
             raise
         return worker
 
     async def _ask(self, request: tuple[Any, ...]) -> Any:
+        return await self._exchange(_frame(request))
+
+    async def _exchange(self, request: bytes) -> Any:
         stdin, stdout = self._process.stdin, self._process.stdout
         assert stdin is not None and stdout is not None
         self._asking = True
-        stdin.write(_frame(request))
+        stdin.write(request)
         await stdin.drain()
         head = await stdout.readexactly(_LENGTH.size)
         answer = pickle.loads(await stdout.readexactly(_LENGTH.unpack(head)[0]))

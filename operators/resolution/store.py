@@ -43,6 +43,10 @@ MANUAL_RECORD = "entity_resolution_manual"
 # A write extracting at least this many chunks looks its names up ahead, in a second process
 # (``lookup_worker``); below it, starting one costs more than the lookups.
 LOOKUP_PROCESS_CHUNKS = 200
+# Names sent to the lookup process in one request, at most: the pass takes only whole answers,
+# so a request still out when it starts is work lost (names pile up while the process starts:
+# unbounded, the last request could hold most of a write's names).
+LOOKUP_BATCH = 100
 
 ExtractionReader = Callable[[list[str]], Awaitable[list[Optional[ChunkExtraction]]]]
 
@@ -311,7 +315,8 @@ class EntityResolution:
 
     def kept_index(self, before: set[str]) -> Optional[NameIndex]:
         """The blocking index this process kept from the last write to these stores, if it
-        holds ``before`` (and blocks as this pass does)."""
+        holds ``before`` (and blocks as this pass does): a pass brings it up to date, and a
+        lookup process starts from a copy of it."""
         kept = self._kept.index
         return kept if kept is not None and kept.loose == self.loose and kept.names == before else None
 
@@ -613,6 +618,10 @@ class BlockingAhead:
         self._to_index: list[tuple[str, ChunkExtraction]] = []
         self._index_wake = asyncio.Event()
         self._all_in = False
+        # The lookup process starts from a copy of the kept index that ``index`` then brings up
+        # in place in a thread: ``index`` adds nothing until ``run`` has taken that copy.
+        self._running = False
+        self._copied = asyncio.Event()
 
     def on_extracted(self, chunk_id: str, extraction: ChunkExtraction) -> None:
         self._waiting.extend(raw_names(extraction))
@@ -634,6 +643,8 @@ class BlockingAhead:
     async def index(self) -> IndexedAhead:
         """The pass's index and claims over the extractions that came until :meth:`all_in`."""
         before = await self._before()
+        if self._running:
+            await self._copied.wait()
         kept = self._resolution.kept_index(before)
         ahead = IndexedAhead(before, kept if kept is not None else
                              await asyncio.to_thread(NameIndex, before, self._resolution.loose))
@@ -652,16 +663,22 @@ class BlockingAhead:
         self._wake.set()
 
     async def run(self) -> Optional[NamesLookedUp]:
-        looked_up = NamesLookedUp(await self._before(), self._resolution.loose)
+        self._running = True
         worker: Optional[LookupProcess] = None
         sent: set[str] = set()
         try:
-            worker = await LookupProcess.start(sorted(looked_up.before), looked_up.loose)
+            looked_up = NamesLookedUp(await self._before(), self._resolution.loose)
+            try:
+                worker = await LookupProcess.start(
+                    self._resolution.kept_index(looked_up.before) or sorted(looked_up.before), looked_up.loose)
+            finally:
+                self._copied.set()
             while not self._closed.is_set():
-                await self._wake.wait()
-                self._wake.clear()
+                if not self._waiting:
+                    await self._wake.wait()
+                    self._wake.clear()
                 new = [n for n in dict.fromkeys(self._waiting) if n not in sent]
-                self._waiting = []
+                new, self._waiting = new[:LOOKUP_BATCH], new[LOOKUP_BATCH:]
                 if not new or self._closed.is_set():
                     continue
                 sent.update(new)
@@ -681,6 +698,7 @@ class BlockingAhead:
                            type(exc).__name__)
             return None
         finally:
+            self._copied.set()  # also when cancelled or failed before the process started
             if worker is not None:
                 await worker.aclose()
 
