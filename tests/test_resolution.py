@@ -1878,6 +1878,34 @@ def test_state_records_rebuilt_from_the_changed_shards_are_the_whole_ones() -> N
         assert json.dumps(rebuilt) == json.dumps(whole)
 
 
+def test_untyped_a_name_with_middle_names_added_merges_as_two_writers_name_for_one_person() -> None:
+    def singer(name: str, chunk: str, neighbours: tuple[str, ...] = ("LANTERN VALLEY",),
+               words: str = "singer songwriter lantern valley band founded") -> NameProfile:
+        return _in(profile(name, neighbours=neighbours, words=words,
+                           description=f"{name.title()} is the singer of Lantern Valley."), chunk)
+
+    # No types (an extraction asked for none), no pronoun: two passages name one singer, one
+    # with his middle name, around the band they both name, in words alike.
+    short = singer("TOMAS WELLNER", "c1")
+    assert decided(short, singer("TOMAS EDVIN WELLNER", "c2")).verdict == "merge"
+    # Look-alikes that stay apart. One text naming both: two people (a father and his son).
+    assert decided(short, singer("TOMAS EDVIN WELLNER", "c1")).verdict != "merge"
+    # An extraction relating the two (JOHN HALE, father of JOHN PAUL HALE).
+    son = singer("TOMAS EDVIN WELLNER", "c2", neighbours=("LANTERN VALLEY", "TOMAS WELLNER"))
+    assert decided(short, son).verdict != "merge"
+    # Nothing in common but the names; or a neighbour and unlike descriptions (another generation).
+    assert decided(short, singer("TOMAS EDVIN WELLNER", "c2", neighbours=("HARBOUR CHOIR",))).verdict != "merge"
+    assert decided(short, singer("TOMAS EDVIN WELLNER", "c2", words="shipyard owner harbour founded")
+                   ).verdict != "merge"
+    # Two people sharing a first and last name with different middle names are no pair at all.
+    assert name_relation("TOMAS EDVIN WELLNER", "TOMAS KARL WELLNER") not in ("extended_name", "middle_name")
+    assert decided(singer("TOMAS EDVIN WELLNER", "c1"), singer("TOMAS KARL WELLNER", "c2")).verdict != "merge"
+    # Types that say no person (words of a title) keep the rule out.
+    assert decided(_in(profile("NORTH PRIZE", "EVENT", ("LANTERN VALLEY",), "prize award lantern valley"), "c1"),
+                   _in(profile("NORTH RIVER PRIZE", "EVENT", ("LANTERN VALLEY",), "prize award lantern valley"), "c2")
+                   ).verdict != "merge"
+
+
 # --------------------------------------------------------------------------- spelling variants
 
 

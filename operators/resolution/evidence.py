@@ -259,7 +259,8 @@ COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym", "abbreviation"
 # A part of a name its fuller name's writer uses for it (:func:`_named_by_its_part`) counts as
 # much as a text in common.
 _NAMED_BY_ITS_PART = 0.1
-# Descriptions of two spellings of a name alike at least this much (word cosine) count for it.
+# Descriptions of two writers' forms of a name (a spelling, middle names added) alike at least
+# this much (word cosine) count for it.
 _SPELLING_ALIKE = 0.3
 # A short form kept from a name's own letters: one of two names it could stand for stays alone.
 _SHORT_FORMS = frozenset({"acronym", "abbreviation"})
@@ -562,6 +563,13 @@ def _qualified(a: str, b: str) -> bool:
     return set(key_of(a, False)) - _NUMBER_WORDS != set(key_of(b, False)) - _NUMBER_WORDS
 
 
+def _two_writers(pa: NameProfile, pb: NameProfile, shared: list[str], description: float) -> bool:
+    """Whether two forms of one name read as two writers' names of one thing: a neighbour in
+    common, descriptions alike, and no text writing both (one text writing two forms names two
+    things, unless it states one is the other: the ``stated`` relation)."""
+    return bool(shared) and description >= _SPELLING_ALIKE and not pa.chunks & pb.chunks
+
+
 def _evidence(pa: NameProfile, pb: NameProfile, relation: str, shared: list[str], description: float,
               same_chunk: bool) -> dict[str, Any]:
     """What a pair's decision read, for a person to review (in the pair's name order)."""
@@ -645,8 +653,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # other's (``stated``). So: no text in common, a neighbour in common, descriptions
         # alike and types that agree where both are given; the names alone never decide
         # (JOHANN MÜLLER / JOHANN MILLER).
-        corroborated = bool(shared) and description >= _SPELLING_ALIKE and not pa.chunks & pb.chunks \
-            and not (typed and ta != tb)
+        corroborated = _two_writers(pa, pb, shared, description) and not (typed and ta != tb)
     genders = {gender(pa.name) or pa.pronoun_gender, gender(pb.name) or pb.pronoun_gender} - {None}
     surface = relation == "same_key" and surface_variants(a, b)
     score = (_SURFACE if surface else _BASE[relation]) + 0.1 * min(len(shared), 3) + 0.5 * description \
@@ -740,7 +747,12 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # Characters kept from a name (北大) name it where a text uses both, or a neighbour is shared.
         corroborated = bool(shared) or same_chunk
     if relation == "extended_name" and not person:
-        corroborated = False  # "VIETNAMESE PRODIGY" is no part of "VIETNAMESE FINE ARTS PRODIGY"
+        # "VIETNAMESE PRODIGY" is no part of "VIETNAMESE FINE ARTS PRODIGY". With no types and
+        # nothing saying either is a person, the fuller name is the shorter one with its middle
+        # names only as two writers give one name (:func:`_two_writers`), and where no extraction
+        # relates them (JOHN HALE and his son JOHN PAUL HALE are related, or named in one text).
+        corroborated = ta == tb == "UNKNOWN" and _two_writers(pa, pb, shared, description) \
+            and not _related(pa, pb)
     if relation == "category" and not (typed and ta == tb):
         # A film "X" and its studio "X PICTURES" are typed apart. Untyped, the bare name must be
         # said to be that kind of thing (:func:`_its_own_kind`).
