@@ -1640,6 +1640,40 @@ def test_an_untyped_surname_used_only_in_the_texts_of_the_full_name_refers_back_
     assert decided(initials, other).verdict == "distinct"
 
 
+def test_an_untyped_first_name_refers_back_to_a_person_its_relations_pronouns_tell() -> None:
+    def person(name: str, *texts: str, targets: tuple[str, ...] = ("HARBOUR WORKS",)) -> NameProfile:
+        # A name whose only person evidence is the pronoun opening its relations' texts, as a
+        # model writes a relation about its source ("She runs the yard").
+        p = _in(profile(name, neighbours=targets, description=f"{name.title()} runs the yard at Kelby."), "c1")
+        p.relation_texts.extend(texts)
+        p.source_texts.extend(texts)
+        return p
+
+    ilse = person("ILSE MARTEN", "She runs the yard.", "She hired the crew.")
+    assert ilse.pronoun_gender == "F"
+    first = _in(profile("ILSE", description="Ilse previously worked at a shipyard."), "c1")
+    assert decided(ilse, first).verdict == "merge"
+    # Nothing says it is a person: a first name alone stays unsettled, as before.
+    plain = _in(profile("ILSE MARTEN", description="Ilse Marten runs the yard at Kelby."), "c1")
+    assert plain.pronoun_gender is None and decided(plain, first).verdict != "merge"
+    # One pronoun is too few; a pronoun inside a text (about anyone it names) is not read; nor
+    # are the texts of relations whose target it is.
+    assert person("ILSE MARTEN", "She runs the yard.").pronoun_gender is None
+    assert person("ILSE MARTEN", "The yard hired her.", "The crew met her.").pronoun_gender is None
+    target = _in(profile("ILSE MARTEN", description="Ilse Marten runs the yard at Kelby."), "c1")
+    target.relation_texts.extend(["She hired Ilse Marten.", "She praised Ilse Marten."])
+    assert target.pronoun_gender is None
+    # Look-alikes that stay apart: the first name used in a text without the full name (anyone's
+    # there), its text writing another surname after it (ILSE HOLM), and a place that opens the
+    # person's name, which the extraction relates to the person (JORDAN / JORDAN HALE).
+    assert decided(ilse, _in(profile("ILSE", description="Ilse previously worked at a shipyard."), "c1", "c9")
+                   ).verdict != "merge"
+    assert decided(ilse, _in(profile("ILSE", description="Ilse Holm previously worked there."), "c1")).verdict != "merge"
+    hale = person("JORDAN HALE", "He flew to Amman.", "He met the king.", targets=("JORDAN", "AMMAN"))
+    country = _in(profile("JORDAN", neighbours=("JORDAN HALE",), description="Jordan is a country."), "c1")
+    assert decided(hale, country).verdict == "distinct"
+
+
 def test_an_untyped_surname_in_a_list_of_surnames_opening_a_sentence_refers_back_to_it() -> None:
     # A sentence opening with a list of surnames ("Holm, Marten and Vik left") has each of them
     # as its subject, the first as much as the others; in any language with a lower-case

@@ -14,7 +14,8 @@ from graphrag.schema import ChunkExtraction
 
 from .chinese import stated_names
 from .english import (STOPWORDS, claim_cues, cued_claims, description_claims, description_pronouns, description_roles,
-                      gender_from_pronouns, is_english, plural_name, said_to_be, written_in_lower_case)
+                      gender_from_pronouns, is_english, opening_pronouns, plural_name, said_to_be,
+                      written_in_lower_case)
 from .keys import (NEVER_ALIKE, TOKEN, UNSETTLED_RELATIONS, accented_key, designation, gender, key_of, look_alike,
                    name_key, normal_name, owned, relational, surface_variants)
 from .words import ARTICLES, CORPORATE, HONORIFICS
@@ -43,6 +44,9 @@ class NameProfile:
     # The descriptions of the relations the name is an end of: a name a model writes only in
     # relations ("Marten sold the works" as the text of MARTEN -> THE WORKS) is described there.
     relation_texts: list[str] = field(default_factory=list)
+    # Those of the relations it is the source of: a model writes a relation's text with its
+    # source as the subject ("She leads the storage team there" for PRIYA RAMAN -> NORTHWIND LABS).
+    source_texts: list[str] = field(default_factory=list)
 
     @property
     def sample(self) -> str:
@@ -112,9 +116,13 @@ class NameProfile:
         one that writes the name only in a bracketed aside (:func:`_only_in_an_aside`) is
         about someone else, whose pronouns they are, and is not read."""
         word = name_key(self.name)[-1:]
-        return gender_from_pronouns(description_pronouns([
+        said = gender_from_pronouns(description_pronouns([
             text for text in self.english
             if not (word and _only_in_an_aside(word[0], text) and any(r in text for r in self.relation_texts))]))
+        # Else the pronouns opening its own relations' texts, as a model writes them (a text a
+        # description holds is a source sentence, about no one name: not read).
+        return said or gender_from_pronouns(opening_pronouns([
+            t for t in self.source_texts if not any(t in d for d in self.descriptions.values())]))
 
 
 # Kept per description text: a write that touches a name reads its profile again, old
@@ -231,6 +239,8 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
                     p.chunks.add(chunk_id)
                     if rel.get("description"):
                         p.relation_texts.append(str(rel["description"]))
+                        if end == src:
+                            p.source_texts.append(str(rel["description"]))
     for p in profiles.values():
         for own in p.name.lower().split():
             p.words.pop(own, None)  # a description naming its entity says nothing about a match
@@ -699,7 +709,11 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # name written with initials (K. L. MARTEN ... MARTEN) as well as one with a first name:
         # the surname's text names no other bearer (``_another_bearer``: other initials or
         # another first name before it), the two are not related, and a surname two full
-        # names of the graph carry stays alone (``part``), as after a first name.
+        # names of the graph carry stays alone (``part``), as after a first name. A first name
+        # refers back so only to a person (the pronouns of its own texts or the fuller name's:
+        # "Priya Raman ... Priya previously worked", with "She leads the team" as her relation's
+        # text), never a place or a thing that opens a name (JORDAN / JORDAN HALE), and where its
+        # text writes no other surname after it.
         untyped = ta == tb == "UNKNOWN"
         if untyped and (_related(pa, pb) or relation == "surname" and _another_bearer(pa, pb)):
             # An extraction relating the two names holds them two things: a relative named
@@ -713,7 +727,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
                                          and description >= 0.3 and not _only_an_object(pa, pb)
                                          and not _in_an_aside(pa, pb)) or people and full and bool(pa.chunks & pb.chunks) \
-            or untyped and not person and relation == "surname" and _refers_back(pa, pb)
+            or untyped and _refers_back(pa, pb) and (relation == "surname" or person and not _another_bearer(pa, pb, first=True))
         # The fuller name's own relations written with the part alone as their subject ("Marten
         # sold the works" as a text of ILSE MARTEN): the writer calls that one by the part, so
         # the part, used only in the fuller name's texts, is it. A first name as a surname; not
