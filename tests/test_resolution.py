@@ -1674,6 +1674,35 @@ def test_an_untyped_first_name_refers_back_to_a_person_its_relations_pronouns_te
     assert decided(hale, country).verdict == "distinct"
 
 
+def test_an_untyped_surname_in_another_text_is_the_full_name_described_alike() -> None:
+    # No types, no pronouns, no text or neighbour in common: a surname written in another
+    # passage is the full name where the two are described alike.
+    full = _in(profile("OLAF STRAND", neighbours=("KESTREL 11",), words="pilot commanded kestrel mission",
+                       description="Olaf Strand commanded the Kestrel 11 mission."), "c1")
+    alone = _in(profile("STRAND", neighbours=("KESTREL 8",), words="pilot backup commanded kestrel mission",
+                        description="Strand was backup pilot of the Kestrel 8 mission."), "c2")
+    decision = decided(full, alone)
+    assert decision.verdict == "merge" and decision.part
+    # Look-alikes that stay apart: described apart (another bearer of the surname: a composer),
+    # or related by the extraction (a relative named after him), or only an object (a place).
+    composer = _in(profile("STRAND", neighbours=("NORTH SUITE",), words="composer wrote suite orchestra",
+                           description="Strand wrote the North Suite for orchestra."), "c2")
+    assert decided(full, composer).verdict != "merge"
+    son = _in(profile("STRAND", neighbours=("KESTREL 8", "OLAF STRAND"), words="pilot backup commanded kestrel mission",
+                      description="Strand was backup pilot of the Kestrel 8 mission."), "c2")
+    assert decided(full, son).verdict == "distinct"
+    place = _in(profile("STRAND", neighbours=("KESTREL 8",), words="pilot backup commanded kestrel mission",
+                        description="Strand is where the Kestrel 8 pilot trained."), "c2")
+    place.relation_texts.append("The Kestrel 8 mission pilot trained in Strand.")
+    assert decided(full, place).verdict != "merge"
+    # A surname two full names of the graph carry stays alone (``part``): grouping's rule.
+    anna = _in(profile("ANNA STRAND", neighbours=("KESTREL 9",), words="pilot commanded kestrel mission",
+                       description="Anna Strand commanded the Kestrel 9 mission."), "c3")
+    assert decided(anna, alone).part and decided(full, alone).part
+    assert group_names({"OLAF STRAND", "ANNA STRAND", "STRAND"}, {("OLAF STRAND", "STRAND"), ("ANNA STRAND", "STRAND")},
+                       ManualDecisions(), parts={("OLAF STRAND", "STRAND"), ("ANNA STRAND", "STRAND")}) == {}
+
+
 def test_an_untyped_surname_in_a_list_of_surnames_opening_a_sentence_refers_back_to_it() -> None:
     # A sentence opening with a list of surnames ("Holm, Marten and Vik left") has each of them
     # as its subject, the first as much as the others; in any language with a lower-case

@@ -272,6 +272,11 @@ _NAMED_BY_ITS_PART = 0.1
 # Descriptions of two writers' forms of a name (a spelling, middle names added) alike at least
 # this much (word cosine) count for it.
 _SPELLING_ALIKE = 0.3
+# An untyped surname written in other texts than its full name is that person where the two
+# are described this alike (word cosine; "Armstrong was backup commander for Apollo 8" /
+# "Neil Armstrong commanded Apollo 11"); a surname two full names of the graph carry stays
+# alone (``part``), so this reads only a surname with one plausible bearer.
+_SURNAME_ALIKE = 0.5
 # A short form kept from a name's own letters: one of two names it could stand for stays alone.
 _SHORT_FORMS = frozenset({"acronym", "abbreviation"})
 _PERSON_PARTS = frozenset({"surname", "first_name"})
@@ -726,7 +731,10 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
                                 part=True)
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
                                          and description >= 0.3 and not _only_an_object(pa, pb)
-                                         and not _in_an_aside(pa, pb)) or people and full and bool(pa.chunks & pb.chunks) \
+                                         and not _in_an_aside(pa, pb)
+                                         or untyped and relation == "surname" and not pa.chunks & pb.chunks
+                                         and description >= _SURNAME_ALIKE and not _only_an_object(pa, pb)) \
+            or people and full and bool(pa.chunks & pb.chunks) \
             or untyped and _refers_back(pa, pb) and (relation == "surname" or person and not _another_bearer(pa, pb, first=True))
         # The fuller name's own relations written with the part alone as their subject ("Marten
         # sold the works" as a text of ILSE MARTEN): the writer calls that one by the part, so
