@@ -1775,6 +1775,69 @@ def test_an_untyped_surname_used_only_in_the_texts_of_the_full_name_refers_back_
     assert decided(initials, other).verdict == "distinct"
 
 
+def test_an_untyped_first_name_refers_back_to_a_person_its_relations_pronouns_tell() -> None:
+    def person(name: str, *texts: str, targets: tuple[str, ...] = ("HARBOUR WORKS",)) -> NameProfile:
+        # A name whose only person evidence is the pronoun opening its relations' texts, as a
+        # model writes a relation about its source ("She runs the yard").
+        p = _in(profile(name, neighbours=targets, description=f"{name.title()} runs the yard at Kelby."), "c1")
+        p.relation_texts.extend(texts)
+        p.source_texts.extend(texts)
+        return p
+
+    ilse = person("ILSE MARTEN", "She runs the yard.", "She hired the crew.")
+    assert ilse.pronoun_gender == "F"
+    first = _in(profile("ILSE", description="Ilse previously worked at a shipyard."), "c1")
+    assert decided(ilse, first).verdict == "merge"
+    # Nothing says it is a person: a first name alone stays unsettled, as before.
+    plain = _in(profile("ILSE MARTEN", description="Ilse Marten runs the yard at Kelby."), "c1")
+    assert plain.pronoun_gender is None and decided(plain, first).verdict != "merge"
+    # One pronoun is too few; a pronoun inside a text (about anyone it names) is not read; nor
+    # are the texts of relations whose target it is.
+    assert person("ILSE MARTEN", "She runs the yard.").pronoun_gender is None
+    assert person("ILSE MARTEN", "The yard hired her.", "The crew met her.").pronoun_gender is None
+    target = _in(profile("ILSE MARTEN", description="Ilse Marten runs the yard at Kelby."), "c1")
+    target.relation_texts.extend(["She hired Ilse Marten.", "She praised Ilse Marten."])
+    assert target.pronoun_gender is None
+    # Look-alikes that stay apart: the first name used in a text without the full name (anyone's
+    # there), its text writing another surname after it (ILSE HOLM), and a place that opens the
+    # person's name, which the extraction relates to the person (JORDAN / JORDAN HALE).
+    assert decided(ilse, _in(profile("ILSE", description="Ilse previously worked at a shipyard."), "c1", "c9")
+                   ).verdict != "merge"
+    assert decided(ilse, _in(profile("ILSE", description="Ilse Holm previously worked there."), "c1")).verdict != "merge"
+    hale = person("JORDAN HALE", "He flew to Amman.", "He met the king.", targets=("JORDAN", "AMMAN"))
+    country = _in(profile("JORDAN", neighbours=("JORDAN HALE",), description="Jordan is a country."), "c1")
+    assert decided(hale, country).verdict == "distinct"
+
+
+def test_an_untyped_surname_in_another_text_is_the_full_name_described_alike() -> None:
+    # No types, no pronouns, no text or neighbour in common: a surname written in another
+    # passage is the full name where the two are described alike.
+    full = _in(profile("OLAF STRAND", neighbours=("KESTREL 11",), words="pilot commanded kestrel mission",
+                       description="Olaf Strand commanded the Kestrel 11 mission."), "c1")
+    alone = _in(profile("STRAND", neighbours=("KESTREL 8",), words="pilot backup commanded kestrel mission",
+                        description="Strand was backup pilot of the Kestrel 8 mission."), "c2")
+    decision = decided(full, alone)
+    assert decision.verdict == "merge" and decision.part
+    # Look-alikes that stay apart: described apart (another bearer of the surname: a composer),
+    # or related by the extraction (a relative named after him), or only an object (a place).
+    composer = _in(profile("STRAND", neighbours=("NORTH SUITE",), words="composer wrote suite orchestra",
+                           description="Strand wrote the North Suite for orchestra."), "c2")
+    assert decided(full, composer).verdict != "merge"
+    son = _in(profile("STRAND", neighbours=("KESTREL 8", "OLAF STRAND"), words="pilot backup commanded kestrel mission",
+                      description="Strand was backup pilot of the Kestrel 8 mission."), "c2")
+    assert decided(full, son).verdict == "distinct"
+    place = _in(profile("STRAND", neighbours=("KESTREL 8",), words="pilot backup commanded kestrel mission",
+                        description="Strand is where the Kestrel 8 pilot trained."), "c2")
+    place.relation_texts.append("The Kestrel 8 mission pilot trained in Strand.")
+    assert decided(full, place).verdict != "merge"
+    # A surname two full names of the graph carry stays alone (``part``): grouping's rule.
+    anna = _in(profile("ANNA STRAND", neighbours=("KESTREL 9",), words="pilot commanded kestrel mission",
+                       description="Anna Strand commanded the Kestrel 9 mission."), "c3")
+    assert decided(anna, alone).part and decided(full, alone).part
+    assert group_names({"OLAF STRAND", "ANNA STRAND", "STRAND"}, {("OLAF STRAND", "STRAND"), ("ANNA STRAND", "STRAND")},
+                       ManualDecisions(), parts={("OLAF STRAND", "STRAND"), ("ANNA STRAND", "STRAND")}) == {}
+
+
 def test_an_untyped_surname_in_a_list_of_surnames_opening_a_sentence_refers_back_to_it() -> None:
     # A sentence opening with a list of surnames ("Holm, Marten and Vik left") has each of them
     # as its subject, the first as much as the others; in any language with a lower-case
@@ -2011,6 +2074,34 @@ def test_state_records_rebuilt_from_the_changed_shards_are_the_whole_ones() -> N
         rebuilt = state_records(after, before, base)
         assert rebuilt == whole
         assert json.dumps(rebuilt) == json.dumps(whole)
+
+
+def test_untyped_a_name_with_middle_names_added_merges_as_two_writers_name_for_one_person() -> None:
+    def singer(name: str, chunk: str, neighbours: tuple[str, ...] = ("LANTERN VALLEY",),
+               words: str = "singer songwriter lantern valley band founded") -> NameProfile:
+        return _in(profile(name, neighbours=neighbours, words=words,
+                           description=f"{name.title()} is the singer of Lantern Valley."), chunk)
+
+    # No types (an extraction asked for none), no pronoun: two passages name one singer, one
+    # with his middle name, around the band they both name, in words alike.
+    short = singer("TOMAS WELLNER", "c1")
+    assert decided(short, singer("TOMAS EDVIN WELLNER", "c2")).verdict == "merge"
+    # Look-alikes that stay apart. One text naming both: two people (a father and his son).
+    assert decided(short, singer("TOMAS EDVIN WELLNER", "c1")).verdict != "merge"
+    # An extraction relating the two (JOHN HALE, father of JOHN PAUL HALE).
+    son = singer("TOMAS EDVIN WELLNER", "c2", neighbours=("LANTERN VALLEY", "TOMAS WELLNER"))
+    assert decided(short, son).verdict != "merge"
+    # Nothing in common but the names; or a neighbour and unlike descriptions (another generation).
+    assert decided(short, singer("TOMAS EDVIN WELLNER", "c2", neighbours=("HARBOUR CHOIR",))).verdict != "merge"
+    assert decided(short, singer("TOMAS EDVIN WELLNER", "c2", words="shipyard owner harbour founded")
+                   ).verdict != "merge"
+    # Two people sharing a first and last name with different middle names are no pair at all.
+    assert name_relation("TOMAS EDVIN WELLNER", "TOMAS KARL WELLNER") not in ("extended_name", "middle_name")
+    assert decided(singer("TOMAS EDVIN WELLNER", "c1"), singer("TOMAS KARL WELLNER", "c2")).verdict != "merge"
+    # Types that say no person (words of a title) keep the rule out.
+    assert decided(_in(profile("NORTH PRIZE", "EVENT", ("LANTERN VALLEY",), "prize award lantern valley"), "c1"),
+                   _in(profile("NORTH RIVER PRIZE", "EVENT", ("LANTERN VALLEY",), "prize award lantern valley"), "c2")
+                   ).verdict != "merge"
 
 
 # --------------------------------------------------------------------------- spelling variants

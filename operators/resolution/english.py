@@ -373,6 +373,18 @@ def plural_name(name: str, texts: list[str]) -> bool:
                for text in texts for word in _BEFORE_PLURAL_VERB.findall(text.lower()))
 
 
+def opening_pronouns(texts: list[str]) -> Counter:
+    """The pronouns that open the English ``texts``, by gender: a relation's text written about
+    its source opens with its subject, so "She leads the storage team" says the source is a
+    woman, where the text names no one ("he" inside a text may be anyone it mentions)."""
+    pronouns: Counter = Counter()
+    for text in texts:
+        opening = _PRONOUN.match(text.lstrip())
+        if opening and is_english(text):
+            pronouns[_PRONOUN_FORMS[opening.group(0)]] += 1
+    return pronouns
+
+
 def gender_from_pronouns(pronouns: Counter) -> Optional[str]:
     """"M" or "F" when pronoun counts clearly say so ("... with his wife")."""
     male, female = pronouns["M"], pronouns["F"]

@@ -14,7 +14,8 @@ from graphrag.schema import ChunkExtraction
 
 from .chinese import stated_names
 from .english import (STOPWORDS, claim_cues, cued_claims, description_claims, description_pronouns, description_roles,
-                      gender_from_pronouns, is_english, plural_name, said_to_be, written_in_lower_case)
+                      gender_from_pronouns, is_english, opening_pronouns, plural_name, said_to_be,
+                      written_in_lower_case)
 from .keys import (NEVER_ALIKE, TOKEN, UNSETTLED_RELATIONS, accented_key, designation, gender, key_of, look_alike,
                    name_key, normal_name, owned, relational, surface_variants)
 from .words import ARTICLES, CORPORATE, HONORIFICS
@@ -43,6 +44,9 @@ class NameProfile:
     # The descriptions of the relations the name is an end of: a name a model writes only in
     # relations ("Marten sold the works" as the text of MARTEN -> THE WORKS) is described there.
     relation_texts: list[str] = field(default_factory=list)
+    # Those of the relations it is the source of: a model writes a relation's text with its
+    # source as the subject ("She leads the storage team there" for PRIYA RAMAN -> NORTHWIND LABS).
+    source_texts: list[str] = field(default_factory=list)
 
     @property
     def sample(self) -> str:
@@ -112,9 +116,13 @@ class NameProfile:
         one that writes the name only in a bracketed aside (:func:`_only_in_an_aside`) is
         about someone else, whose pronouns they are, and is not read."""
         word = name_key(self.name)[-1:]
-        return gender_from_pronouns(description_pronouns([
+        said = gender_from_pronouns(description_pronouns([
             text for text in self.english
             if not (word and _only_in_an_aside(word[0], text) and any(r in text for r in self.relation_texts))]))
+        # Else the pronouns opening its own relations' texts, as a model writes them (a text a
+        # description holds is a source sentence, about no one name: not read).
+        return said or gender_from_pronouns(opening_pronouns([
+            t for t in self.source_texts if not any(t in d for d in self.descriptions.values())]))
 
 
 # Kept per description text: a write that touches a name reads its profile again, old
@@ -231,6 +239,8 @@ def name_profiles(extractions: Mapping[str, ChunkExtraction], names: set[str]) -
                     p.chunks.add(chunk_id)
                     if rel.get("description"):
                         p.relation_texts.append(str(rel["description"]))
+                        if end == src:
+                            p.source_texts.append(str(rel["description"]))
     for p in profiles.values():
         for own in p.name.lower().split():
             p.words.pop(own, None)  # a description naming its entity says nothing about a match
@@ -259,8 +269,14 @@ COMPATIBLE = frozenset(_BASE) - UNSETTLED_RELATIONS - {"acronym", "abbreviation"
 # A part of a name its fuller name's writer uses for it (:func:`_named_by_its_part`) counts as
 # much as a text in common.
 _NAMED_BY_ITS_PART = 0.1
-# Descriptions of two spellings of a name alike at least this much (word cosine) count for it.
+# Descriptions of two writers' forms of a name (a spelling, middle names added) alike at least
+# this much (word cosine) count for it.
 _SPELLING_ALIKE = 0.3
+# An untyped surname written in other texts than its full name is that person where the two
+# are described this alike (word cosine; "Armstrong was backup commander for Apollo 8" /
+# "Neil Armstrong commanded Apollo 11"); a surname two full names of the graph carry stays
+# alone (``part``), so this reads only a surname with one plausible bearer.
+_SURNAME_ALIKE = 0.5
 # A short form kept from a name's own letters: one of two names it could stand for stays alone.
 _SHORT_FORMS = frozenset({"acronym", "abbreviation"})
 _PERSON_PARTS = frozenset({"surname", "first_name"})
@@ -562,6 +578,13 @@ def _qualified(a: str, b: str) -> bool:
     return set(key_of(a, False)) - _NUMBER_WORDS != set(key_of(b, False)) - _NUMBER_WORDS
 
 
+def _two_writers(pa: NameProfile, pb: NameProfile, shared: list[str], description: float) -> bool:
+    """Whether two forms of one name read as two writers' names of one thing: a neighbour in
+    common, descriptions alike, and no text writing both (one text writing two forms names two
+    things, unless it states one is the other: the ``stated`` relation)."""
+    return bool(shared) and description >= _SPELLING_ALIKE and not pa.chunks & pb.chunks
+
+
 def _evidence(pa: NameProfile, pb: NameProfile, relation: str, shared: list[str], description: float,
               same_chunk: bool) -> dict[str, Any]:
     """What a pair's decision read, for a person to review (in the pair's name order)."""
@@ -645,8 +668,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # other's (``stated``). So: no text in common, a neighbour in common, descriptions
         # alike and types that agree where both are given; the names alone never decide
         # (JOHANN MÜLLER / JOHANN MILLER).
-        corroborated = bool(shared) and description >= _SPELLING_ALIKE and not pa.chunks & pb.chunks \
-            and not (typed and ta != tb)
+        corroborated = _two_writers(pa, pb, shared, description) and not (typed and ta != tb)
     genders = {gender(pa.name) or pa.pronoun_gender, gender(pb.name) or pb.pronoun_gender} - {None}
     surface = relation == "same_key" and surface_variants(a, b)
     score = (_SURFACE if surface else _BASE[relation]) + 0.1 * min(len(shared), 3) + 0.5 * description \
@@ -692,7 +714,11 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # name written with initials (K. L. MARTEN ... MARTEN) as well as one with a first name:
         # the surname's text names no other bearer (``_another_bearer``: other initials or
         # another first name before it), the two are not related, and a surname two full
-        # names of the graph carry stays alone (``part``), as after a first name.
+        # names of the graph carry stays alone (``part``), as after a first name. A first name
+        # refers back so only to a person (the pronouns of its own texts or the fuller name's:
+        # "Priya Raman ... Priya previously worked", with "She leads the team" as her relation's
+        # text), never a place or a thing that opens a name (JORDAN / JORDAN HALE), and where its
+        # text writes no other surname after it.
         untyped = ta == tb == "UNKNOWN"
         if untyped and (_related(pa, pb) or relation == "surname" and _another_bearer(pa, pb)):
             # An extraction relating the two names holds them two things: a relative named
@@ -705,8 +731,11 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
                                 part=True)
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
                                          and description >= 0.3 and not _only_an_object(pa, pb)
-                                         and not _in_an_aside(pa, pb)) or people and full and bool(pa.chunks & pb.chunks) \
-            or untyped and not person and relation == "surname" and _refers_back(pa, pb)
+                                         and not _in_an_aside(pa, pb)
+                                         or untyped and relation == "surname" and not pa.chunks & pb.chunks
+                                         and description >= _SURNAME_ALIKE and not _only_an_object(pa, pb)) \
+            or people and full and bool(pa.chunks & pb.chunks) \
+            or untyped and _refers_back(pa, pb) and (relation == "surname" or person and not _another_bearer(pa, pb, first=True))
         # The fuller name's own relations written with the part alone as their subject ("Marten
         # sold the works" as a text of ILSE MARTEN): the writer calls that one by the part, so
         # the part, used only in the fuller name's texts, is it. A first name as a surname; not
@@ -740,7 +769,12 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # Characters kept from a name (北大) name it where a text uses both, or a neighbour is shared.
         corroborated = bool(shared) or same_chunk
     if relation == "extended_name" and not person:
-        corroborated = False  # "VIETNAMESE PRODIGY" is no part of "VIETNAMESE FINE ARTS PRODIGY"
+        # "VIETNAMESE PRODIGY" is no part of "VIETNAMESE FINE ARTS PRODIGY". With no types and
+        # nothing saying either is a person, the fuller name is the shorter one with its middle
+        # names only as two writers give one name (:func:`_two_writers`), and where no extraction
+        # relates them (JOHN HALE and his son JOHN PAUL HALE are related, or named in one text).
+        corroborated = ta == tb == "UNKNOWN" and _two_writers(pa, pb, shared, description) \
+            and not _related(pa, pb)
     if relation == "category" and not (typed and ta == tb):
         # A film "X" and its studio "X PICTURES" are typed apart. Untyped, the bare name must be
         # said to be that kind of thing (:func:`_its_own_kind`).
