@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import sys
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Sequence
 
 from graphrag.operators.rerank import RERANK_STAGE, Reranker, Scorer
@@ -96,6 +97,8 @@ MAX_HEADING_WORDS = 12
 # The weight of the best-sentence order beside the mode's own order (which weighs 1) in the
 # embedding scorer's fusion; chosen on the dev halves, benchmarks/README.md "Round 6 (issue 35)".
 SENTENCE_ORDER_WEIGHT = 0.25
+# Bytes of passages' sentence vectors the embedding scorer keeps between queries.
+SENTENCE_VECTOR_BYTES = 1 << 24
 _WORDS = re.compile(r"\w+")
 _TRAILING_PARENTHESIS = re.compile(r"\s*\(([^()]*)\)\s*$")
 
@@ -132,27 +135,34 @@ def embedding_scorer(embed: Callable[[list[str]], Awaitable["np.ndarray"]], k: i
     stand as high as the passage that answers; its heading and best sentence tell them apart.
     The scores keep the mode's order as a prior, so a passage no signal favours stays where
     the mode put it."""
+    import numpy as np
+
     from graphrag.operators.nlp_extraction import split_sentences
+    from graphrag.operators.text_cache import TextCache
+
+    # A passage's sentence vectors do not depend on the question: kept between queries, so a
+    # passage met again costs no model pass.
+    kept: TextCache[str, np.ndarray] = TextCache(SENTENCE_VECTOR_BYTES,
+                                                 lambda passage, rows: sys.getsizeof(passage) + rows.nbytes)
+
+    def sentences(passage: str, heading: Optional[str]) -> list[str]:
+        body = passage.strip().partition("\n")[2] if heading else passage
+        return [f"{heading}: {s}" if heading else s for s in split_sentences(body) or [passage]]
 
     async def score(question: str, passages: list[str]) -> list[float]:
         headings = [passage_heading(p) for p in passages]
         named = [i for i, h in enumerate(headings) if h and heading_named(h, question)]
         tiered = named + [i for i in range(len(passages)) if i not in set(named)]
-        texts: list[str] = [question]
-        owners: list[int] = []
-        for i, (passage, heading) in enumerate(zip(passages, headings)):
-            body = passage.strip().partition("\n")[2] if heading else passage
-            for sentence in split_sentences(body) or [passage]:
-                texts.append(f"{heading}: {sentence}" if heading else sentence)
-                owners.append(i)
-        import numpy as np
-
+        rows_of = {p: rows for p in dict.fromkeys(passages) if (rows := kept.peek(p)) is not None}
+        missing = {p: sentences(p, h) for p, h in zip(passages, headings) if p not in rows_of}
+        texts = [question, *(s for found in missing.values() for s in found)]
         vectors = np.asarray(await embed(texts), dtype=np.float32)
         vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        similarity = vectors[1:] @ vectors[0]
-        best = [float("-inf")] * len(passages)
-        for owner, value in zip(owners, similarity):
-            best[owner] = max(best[owner], float(value))
+        first = 1
+        for passage, found in missing.items():
+            rows_of[passage] = kept.get(passage, lambda rows=vectors[first:first + len(found)].copy(): rows)
+            first += len(found)
+        best = [float((rows_of[p] @ vectors[0]).max()) for p in passages]
         by_sentence = sorted(range(len(passages)), key=lambda i: (-best[i], i))
         scores = [0.0] * len(passages)
         for order, weight in ((tiered, 1.0), (by_sentence, SENTENCE_ORDER_WEIGHT)):

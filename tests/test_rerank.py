@@ -4,7 +4,7 @@ and of retrieve, cached and counted like model calls."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -136,11 +136,14 @@ def test_a_heading_is_named_only_with_the_disambiguation_it_carries() -> None:
     assert not heading_named("Wight Lantern", question)  # the words, not together in that order
 
 
-def _keyword_embedding(keyword: str) -> Any:
-    """Vectors that tell only whether a text holds ``keyword`` (and how often)."""
+def _keyword_embedding(keyword: str, embedded: Optional[list[str]] = None) -> Any:
+    """Vectors that tell only whether a text holds ``keyword`` (and how often); the texts
+    embedded are added to ``embedded``."""
     import numpy as np
 
     async def embed(texts: list[str]) -> Any:
+        if embedded is not None:
+            embedded.extend(texts)
         return np.array([[t.lower().count(keyword), 1.0] for t in texts], dtype=np.float32)
 
     return embed
@@ -155,14 +158,18 @@ def test_the_embedding_scorer_lifts_a_best_sentence_and_keeps_the_order_otherwis
 
     from graphrag.rerank import embedding_scorer
 
-    score = embedding_scorer(_keyword_embedding("granite"))
+    embedded: list[str] = []
+    score = embedding_scorer(_keyword_embedding("granite", embedded))
     plain = [f"Note {n}\nThe harbour froze in winter. Boats stayed in." for n in range(9)]
     # Nothing tells the passages apart: the mode's order stands.
     assert _reordered(asyncio.run(score("What is the tower built of?", plain))) == list(range(9))
+    assert "Note 0: The harbour froze in winter." in embedded and len(embedded) == 1 + 2 * 9
     # One sentence of the last passage answers: it rises, the others keep their order.
     passages = [*plain, "Note 9\nBoats stayed in. Gulls nested. The tower is granite. The harbour froze."]
     order = _reordered(asyncio.run(score("Is the tower granite?", passages)))
     assert order.index(9) < 9 and [i for i in order if i != 9] == list(range(9))
+    # The sentences met before were kept: only the question and the new passage's were embedded.
+    assert len(embedded) == 1 + 2 * 9 + 1 + 4
 
 
 def test_the_embedding_scorer_puts_a_passage_whose_heading_the_question_names_first() -> None:
