@@ -134,9 +134,11 @@ def embedding_scorer(embed: Callable[[list[str]], Awaitable["np.ndarray"]], k: i
     question. A passage's mean vector lets a look-alike that shares the question's names
     stand as high as the passage that answers; its heading and best sentence tell them apart.
     The scores keep the mode's order as a prior, so a passage no signal favours stays where
-    the mode put it."""
+    the mode put it. For a question in a script the embedder cannot read, only the headings
+    count."""
     import numpy as np
 
+    from graphrag.operators.lexical import embedder_reads
     from graphrag.operators.nlp_extraction import split_sentences
     from graphrag.operators.text_cache import TextCache
 
@@ -153,6 +155,8 @@ def embedding_scorer(embed: Callable[[list[str]], Awaitable["np.ndarray"]], k: i
         headings = [passage_heading(p) for p in passages]
         named = [i for i, h in enumerate(headings) if h and heading_named(h, question)]
         tiered = named + [i for i in range(len(passages)) if i not in set(named)]
+        if not embedder_reads(embed, question):  # its similarities would be noise
+            return [1.0 / (k + tiered.index(i)) for i in range(len(passages))]
         rows_of = {p: rows for p in dict.fromkeys(passages) if (rows := kept.peek(p)) is not None}
         missing = {p: sentences(p, h) for p, h in zip(passages, headings) if p not in rows_of}
         texts = [question, *(s for found in missing.values() for s in found)]

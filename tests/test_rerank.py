@@ -212,3 +212,20 @@ def test_embedding_rerank_in_every_passage_mode_and_retrieve_counted_and_cached(
     again = _rag(tmp_path, rerank="embedding")
     assert first(again, "naive").startswith("Quarvale Lighthouse\n")
     assert again.usage.snapshot()["rerank"] == {**again.usage.snapshot()["rerank"], "calls": 0, "cached": 1}
+
+
+def test_the_embedding_scorer_skips_sentences_in_a_script_its_embedder_cannot_read() -> None:
+    import asyncio
+
+    from graphrag.embedding_func import EmbeddingFunc
+    from graphrag.rerank import embedding_scorer
+
+    embedded: list[str] = []
+    latin_only = EmbeddingFunc(embedding_dim=2, max_token_size=64, func=_keyword_embedding("港", embedded),
+                               latin_only=True)
+    passages = ["码头\n船停在港外。", "灯塔\n灯塔在港口北边。", "Harbour\nThe 港 harbour."]
+    # Nothing embedded, the mode's order kept.
+    assert _reordered(asyncio.run(embedding_scorer(latin_only)("灯塔在哪个港口？", passages))) == [0, 1, 2]
+    assert embedded == []
+    asyncio.run(embedding_scorer(latin_only)("Which harbour is the 港?", passages))
+    assert embedded
