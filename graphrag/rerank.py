@@ -15,7 +15,7 @@ import asyncio
 import logging
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from graphrag.operators.rerank import RERANK_STAGE, Reranker, Scorer
 
