@@ -632,7 +632,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", default="2,5", metavar="K,K", help="the cut-offs of Recall@k (default 2,5)")
     p.add_argument("--top-k", type=int, metavar="K", help="QueryParam.top_k for every mode")
     p.add_argument("--rerank", metavar="SPEC", help="with the rerank stage: cross-encoder:NAME_OR_PATH, a rerank "
-                   "endpoint's URL (its key in GRAPHRAG_RERANK_API_KEY), or llm (listwise by the cheap model); "
+                   "endpoint's URL (its key in GRAPHRAG_RERANK_API_KEY), llm (listwise by the cheap model) or "
+                   "embedding (the index's embedding model: headings the question names, best sentences); "
                    "compare with a run without")
     p.add_argument("--rerank-model", metavar="NAME", help="the model name a Cohere / Jina endpoint is asked for")
     p.add_argument("--json", action="store_true", help="machine-readable output")

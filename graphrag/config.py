@@ -134,7 +134,8 @@ class GraphRAGConfig:
 
     # Rerank stage of the passage modes (naive, local's Sources, hybrid; off by default):
     # "cross-encoder:NAME_OR_PATH" (sentence-transformers, local files only), a rerank
-    # endpoint's URL (TEI / Cohere / Jina shape), or "llm" (listwise by the cheap model).
+    # endpoint's URL (TEI / Cohere / Jina shape), "llm" (listwise by the cheap model) or
+    # "embedding" (the index's embedding model: headings the question names, best sentences).
     # The first rerank_candidates passages are reordered.
     rerank: Optional[str] = None
     rerank_candidates: int = 20

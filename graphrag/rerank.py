@@ -5,16 +5,22 @@
   files only (nothing is downloaded at query time);
 * ``"http://..."`` / ``"https://..."``: a rerank endpoint in the shape TEI, Cohere and Jina
   share (the query and the passages in, an index and a score per passage out);
-* ``"llm"``: listwise, the cheap model lists the passages' numbers best first.
+* ``"llm"``: listwise, the cheap model lists the passages' numbers best first;
+* ``"embedding"``: no other model, the index's own embedding model read closer (a passage's
+  heading named in the question, its best sentence): :func:`embedding_scorer`.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import re
-from typing import Any, Callable, Optional
+import sys
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from graphrag.operators.rerank import RERANK_STAGE, Reranker, Scorer
+
+if TYPE_CHECKING:
+    import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +91,96 @@ def listwise_scorer(llm: Any, tokenizer: Any, passage_tokens: int = 200) -> Scor
     return score
 
 
+# A passage's first line is its heading when more text follows and it is at most this many
+# words without a sentence's end (a title, not a wrapped line of prose).
+MAX_HEADING_WORDS = 12
+# The weight of the best-sentence order beside the mode's own order (which weighs 1) in the
+# embedding scorer's fusion; chosen on the dev halves, benchmarks/README.md "Round 6 (issue 35)".
+SENTENCE_ORDER_WEIGHT = 0.25
+# Bytes of passages' sentence vectors the embedding scorer keeps between queries.
+SENTENCE_VECTOR_BYTES = 1 << 24
+_WORDS = re.compile(r"\w+")
+_TRAILING_PARENTHESIS = re.compile(r"\s*\(([^()]*)\)\s*$")
+
+
+def passage_heading(passage: str) -> Optional[str]:
+    """The passage's first line when it reads as a heading: more text follows, it is short and
+    does not end a sentence. None otherwise."""
+    first, newline, rest = passage.strip().partition("\n")
+    first = first.strip().lstrip("#").strip()
+    if not newline or not rest.strip() or not first or first[-1] in ".!?;:,":
+        return None
+    return first if len(_WORDS.findall(first)) <= MAX_HEADING_WORDS else None
+
+
+def heading_named(heading: str, question: str) -> bool:
+    """Whether the question names what the heading does: the heading's words, a trailing
+    parenthesis apart, appear together in the question, and the parenthesis's words (a
+    disambiguation, "(band)") somewhere in it. Two passages whose headings share a name then
+    differ by whether the question says which one it means."""
+    question_words = _WORDS.findall(question.lower())
+    qualifier = _TRAILING_PARENTHESIS.search(heading)
+    name = _WORDS.findall((heading[:qualifier.start()] if qualifier else heading).lower())
+    if not name or (qualifier and not set(_WORDS.findall(qualifier.group(1).lower())) <= set(question_words)):
+        return False
+    return f" {' '.join(name)} " in f" {' '.join(question_words)} "
+
+
+def embedding_scorer(embed: Callable[[list[str]], Awaitable["np.ndarray"]], k: int = 60) -> Scorer:
+    """Rescores the head of a mode's order with the embedding model the index already has (no
+    reranker weights): the passages whose heading the question names (:func:`heading_named`)
+    go first, in their order, then that order is fused (reciprocal ranks at ``k``) with the
+    order of each passage's best sentence, its heading written before it, by similarity to the
+    question. A passage's mean vector lets a look-alike that shares the question's names
+    stand as high as the passage that answers; its heading and best sentence tell them apart.
+    The scores keep the mode's order as a prior, so a passage no signal favours stays where
+    the mode put it. For a question in a script the embedder cannot read, only the headings
+    count."""
+    import numpy as np
+
+    from graphrag.operators.lexical import embedder_reads
+    from graphrag.operators.nlp_extraction import split_sentences
+    from graphrag.operators.text_cache import TextCache
+
+    # A passage's sentence vectors do not depend on the question: kept between queries, so a
+    # passage met again costs no model pass.
+    kept: TextCache[str, np.ndarray] = TextCache(SENTENCE_VECTOR_BYTES,
+                                                 lambda passage, rows: sys.getsizeof(passage) + rows.nbytes)
+
+    def sentences(passage: str, heading: Optional[str]) -> list[str]:
+        body = passage.strip().partition("\n")[2] if heading else passage
+        return [f"{heading}: {s}" if heading else s for s in split_sentences(body) or [passage]]
+
+    async def score(question: str, passages: list[str]) -> list[float]:
+        headings = [passage_heading(p) for p in passages]
+        named = [i for i, h in enumerate(headings) if h and heading_named(h, question)]
+        tiered = named + [i for i in range(len(passages)) if i not in set(named)]
+        if not embedder_reads(embed, question):  # its similarities would be noise
+            return [1.0 / (k + tiered.index(i)) for i in range(len(passages))]
+        rows_of = {p: rows for p in dict.fromkeys(passages) if (rows := kept.peek(p)) is not None}
+        missing = {p: sentences(p, h) for p, h in zip(passages, headings) if p not in rows_of}
+        texts = [question, *(s for found in missing.values() for s in found)]
+        vectors = np.asarray(await embed(texts), dtype=np.float32)
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        first = 1
+        for passage, found in missing.items():
+            rows_of[passage] = kept.get(passage, lambda rows=vectors[first:first + len(found)].copy(): rows)
+            first += len(found)
+        best = [float((rows_of[p] @ vectors[0]).max()) for p in passages]
+        by_sentence = sorted(range(len(passages)), key=lambda i: (-best[i], i))
+        scores = [0.0] * len(passages)
+        for order, weight in ((tiered, 1.0), (by_sentence, SENTENCE_ORDER_WEIGHT)):
+            for rank, i in enumerate(order):
+                scores[i] += weight / (k + rank)
+        return scores
+
+    return score
+
+
 def build_reranker(spec: Optional[str], candidates: int, *, usage: Any = None, cache: Any = None,
                    cheap_llm: Optional[Callable[[], Any]] = None, tokenizer: Any = None,
-                   model: Optional[str] = None, api_key: Optional[str] = None) -> Optional[Reranker]:
+                   model: Optional[str] = None, api_key: Optional[str] = None,
+                   embedding_func: Any = None) -> Optional[Reranker]:
     """The reranker ``spec`` names (see the module docstring); None for None or ``""``."""
     if not spec:
         return None
@@ -102,4 +195,11 @@ def build_reranker(spec: Optional[str], candidates: int, *, usage: Any = None, c
         llm = cheap_llm()
         # The model client caches and counts its own calls.
         return Reranker(listwise_scorer(llm, tokenizer), f"llm:{getattr(llm, 'model_id', 'cheap')}", candidates)
-    raise ValueError(f"rerank must be 'cross-encoder:NAME_OR_PATH', an http(s) URL or 'llm', not {spec!r}")
+    if spec == "embedding":
+        if embedding_func is None:
+            raise ValueError("rerank='embedding' needs an embedding function")
+        from graphrag.operators.query_hybrid import RRF_K
+
+        name = getattr(embedding_func, "name", None) or getattr(embedding_func, "long_texts", None) or "default"
+        return Reranker(embedding_scorer(embedding_func, RRF_K), f"embedding:{name}", candidates, usage, cache)
+    raise ValueError(f"rerank must be 'cross-encoder:NAME_OR_PATH', an http(s) URL, 'llm' or 'embedding', not {spec!r}")

@@ -160,9 +160,14 @@ def dense_for_fusion(question: str, dense: list[str], lexical: list[str], vector
     when the embedder reads Latin script only (``EmbeddingFunc.latin_only``) and the lexical
     channel ranked chunks for it (``vectors``: the chunk vector store, whose ``embedding_func``
     says). Fused beside BM25 such a ranking only displaced BM25's best chunks (benchmarks/README.md, "The vector ranking of an embedder that cannot read the question")."""
-    embedder = getattr(vectors, "embedding_func", None)
-    # A question without letters (a year, a code) is in no script: the vectors keep their say.
-    if (lexical and getattr(embedder, "latin_only", False) and not mostly_latin(question)
-            and any(ch.isalpha() for ch in question)):
+    if lexical and not embedder_reads(getattr(vectors, "embedding_func", None), question):
         return []
     return dense
+
+
+def embedder_reads(embedder: Any, question: str) -> bool:
+    """False when the embedder reads Latin script only (``EmbeddingFunc.latin_only``) and the
+    question is mostly in another script. A question without letters (a year, a code) is in no
+    script: the vectors keep their say."""
+    return (not getattr(embedder, "latin_only", False) or mostly_latin(question)
+            or not any(ch.isalpha() for ch in question))

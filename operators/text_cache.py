@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Callable, Generic, Hashable, TypeVar
+from typing import Callable, Generic, Hashable, Optional, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -50,6 +50,18 @@ class TextCache(Generic[K, V]):
                     _, (_, dropped) = self._items.popitem(last=False)
                     self._bytes -= dropped
         return value
+
+    def peek(self, key: K) -> Optional[V]:
+        """The kept value, or None (nothing computed): for callers that compute many values at
+        once and ``get`` each after."""
+        found = self._items.get(key)
+        if found is None:
+            return None
+        try:
+            self._items.move_to_end(key)
+        except KeyError:
+            pass
+        return found[0]
 
     @property
     def bytes(self) -> int:

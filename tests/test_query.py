@@ -631,6 +631,10 @@ def test_text_cache_keeps_the_recently_used_within_its_size() -> None:
     assert len(cache) == 3 and cache.bytes <= 10
     cache.get("x" * 11, value("x" * 11))
     assert computed.count("x" * 11) == 2
+    # peek: the kept value without computing one, and it counts as a use.
+    assert cache.peek("zz") is None and cache.peek("ccc") is None and cache.peek("aaa") == "AAA"
+    cache.get("ee", value("ee"))  # the least recently used goes: "dddd", not the peeked "aaa"
+    assert cache.peek("aaa") == "AAA" and cache.peek("dddd") is None and "zz" not in computed
 
 
 @pytest.mark.parametrize("budget", [0, 30, 200, 900, 5000])

@@ -4,7 +4,7 @@ and of retrieve, cached and counted like model calls."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -110,3 +110,122 @@ def test_a_local_cross_encoder_orders_by_its_scores(indexed: Path, tmp_path: Pat
 def test_an_unknown_rerank_choice_is_refused(indexed: Path) -> None:
     with pytest.raises(ValueError, match="rerank must be"):
         _rag(indexed, rerank="bm25").retrieve(QUESTION, QueryParam(mode="naive"))
+
+
+# --------------------------------------------------------------------------- rerank="embedding"
+
+
+def test_a_heading_is_the_first_line_when_it_reads_as_one() -> None:
+    from graphrag.rerank import passage_heading
+
+    assert passage_heading("Quarvale Lighthouse\nThe tower stands on the cliff.") == "Quarvale Lighthouse"
+    assert passage_heading("# Harbour ice\n\nThe harbour froze.") == "Harbour ice"
+    assert passage_heading("The tower stands on the cliff.\nIt was built of granite.") is None  # a sentence
+    assert passage_heading("Quarvale Lighthouse") is None  # nothing follows it
+    assert passage_heading(" ".join(["word"] * 20) + "\nmore") is None  # wrapped prose, not a title
+
+
+def test_a_heading_is_named_only_with_the_disambiguation_it_carries() -> None:
+    from graphrag.rerank import heading_named
+
+    question = "In Quarvale mythology, what kind of spirit is the Lantern Wight?"
+    assert heading_named("Lantern Wight", question)
+    assert heading_named("Lantern Wight (mythology)", question)
+    assert not heading_named("Lantern Wight (ship)", question)  # another thing of that name
+    assert not heading_named("Lantern Wight discography", question)  # more than the question names
+    assert not heading_named("Wight Lantern", question)  # the words, not together in that order
+
+
+def _keyword_embedding(keyword: str, embedded: Optional[list[str]] = None) -> Any:
+    """Vectors that tell only whether a text holds ``keyword`` (and how often); the texts
+    embedded are added to ``embedded``."""
+    import numpy as np
+
+    async def embed(texts: list[str]) -> Any:
+        if embedded is not None:
+            embedded.extend(texts)
+        return np.array([[t.lower().count(keyword), 1.0] for t in texts], dtype=np.float32)
+
+    return embed
+
+
+def _reordered(scores: list[float]) -> list[int]:
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+
+
+def test_the_embedding_scorer_lifts_a_best_sentence_and_keeps_the_order_otherwise() -> None:
+    import asyncio
+
+    from graphrag.rerank import embedding_scorer
+
+    embedded: list[str] = []
+    score = embedding_scorer(_keyword_embedding("granite", embedded))
+    plain = [f"Note {n}\nThe harbour froze in winter. Boats stayed in." for n in range(9)]
+    # Nothing tells the passages apart: the mode's order stands.
+    assert _reordered(asyncio.run(score("What is the tower built of?", plain))) == list(range(9))
+    assert "Note 0: The harbour froze in winter." in embedded and len(embedded) == 1 + 2 * 9
+    # One sentence of the last passage answers: it rises, the others keep their order.
+    passages = [*plain, "Note 9\nBoats stayed in. Gulls nested. The tower is granite. The harbour froze."]
+    order = _reordered(asyncio.run(score("Is the tower granite?", passages)))
+    assert order.index(9) < 9 and [i for i in order if i != 9] == list(range(9))
+    # The sentences met before were kept: only the question and the new passage's were embedded.
+    assert len(embedded) == 1 + 2 * 9 + 1 + 4
+
+
+def test_the_embedding_scorer_puts_a_passage_whose_heading_the_question_names_first() -> None:
+    import asyncio
+
+    from graphrag.rerank import embedding_scorer
+
+    passages = ["Lantern Wight (ship)\nThe granite ship sailed from Quarvale.",
+                "Quarvale harbour\nThe granite tower of the Lantern Wight legend stands above it.",
+                "Lantern Wight (mythology)\nA spirit of the winter coast."]
+    question = "In Quarvale mythology, is the Lantern Wight a spirit of granite?"
+    order = _reordered(asyncio.run(embedding_scorer(_keyword_embedding("granite"))(question, passages)))
+    assert order[0] == 2
+
+
+HEADED_DOCS = [
+    "Harbour of Quarvale\nWhen was the keeper of the Quarvale lighthouse raised? The one whose keeper lit the lamp "
+    "was raised in Quarvale, and the Quarvale lighthouse keeper lit the lamp; visitors come to the lighthouse.",
+    "Quarvale Lighthouse\nThe tower was raised in 1841 on the northern cliff.",
+    "Dunmere fair\nThe winter fair of Dunmere sells lamps, ropes and nets.",
+]
+HEADED_QUESTION = "When was the Quarvale Lighthouse raised, the one whose keeper lit the lamp?"
+
+
+def test_embedding_rerank_in_every_passage_mode_and_retrieve_counted_and_cached(tmp_path: Path) -> None:
+    _rag(tmp_path).insert(HEADED_DOCS)
+    rag = _rag(tmp_path, rerank="embedding")
+
+    def first(r: GraphRAG, mode: str) -> str:
+        return r.retrieve(HEADED_QUESTION, QueryParam(mode=mode)).chunks[0].content
+
+    for mode in PASSAGE_MODES:
+        # Without it, the look-alike that repeats the question's words comes first.
+        assert first(_rag(tmp_path), mode).startswith("Harbour of Quarvale\n"), mode
+        assert first(rag, mode).startswith("Quarvale Lighthouse\n"), mode
+        sources = rag.query(HEADED_QUESTION, QueryParam(mode=mode, only_need_context=True)).split("-----Sources-----")[-1]
+        assert sources.index("raised in 1841") < sources.index("visitors come"), mode
+    usage = rag.usage.snapshot()["rerank"]
+    assert usage["calls"] >= 1 and usage["calls"] + usage["cached"] == 2 * len(PASSAGE_MODES)
+    again = _rag(tmp_path, rerank="embedding")
+    assert first(again, "naive").startswith("Quarvale Lighthouse\n")
+    assert again.usage.snapshot()["rerank"] == {**again.usage.snapshot()["rerank"], "calls": 0, "cached": 1}
+
+
+def test_the_embedding_scorer_skips_sentences_in_a_script_its_embedder_cannot_read() -> None:
+    import asyncio
+
+    from graphrag.embedding_func import EmbeddingFunc
+    from graphrag.rerank import embedding_scorer
+
+    embedded: list[str] = []
+    latin_only = EmbeddingFunc(embedding_dim=2, max_token_size=64, func=_keyword_embedding("港", embedded),
+                               latin_only=True)
+    passages = ["码头\n船停在港外。", "灯塔\n灯塔在港口北边。", "Harbour\nThe 港 harbour."]
+    # Nothing embedded, the mode's order kept.
+    assert _reordered(asyncio.run(embedding_scorer(latin_only)("灯塔在哪个港口？", passages))) == [0, 1, 2]
+    assert embedded == []
+    asyncio.run(embedding_scorer(latin_only)("Which harbour is the 港?", passages))
+    assert embedded
