@@ -32,7 +32,7 @@ import logging
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
@@ -52,6 +52,10 @@ from .walk_graph import GraphIndex, graph_index, loose_name
 
 if TYPE_CHECKING:
     from scipy.sparse import csr_matrix
+
+    from graphrag.stores import Stores
+
+    from .extraction import LLMCall
 
 logger = logging.getLogger(__name__)
 
@@ -229,7 +233,7 @@ def fuse(rankings: list[list[str]], k: int = RRF_K, absent_at_end: bool = False)
     return sorted(scores, key=scores.__getitem__, reverse=True)
 
 
-async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Ranking]:
+async def rank(question: str, stores: Stores, param: QueryParam) -> Optional[Ranking]:
     """Chunks by the fusion of the ``top_k`` chunks most similar to the question, the lexical
     channel's ``top_k`` and the personalized PageRank from the entities the question names
     and the best chunk of each of those two; entities by the walk. None when nothing seeds
@@ -289,7 +293,7 @@ def named_in_order(linked: dict[int, float], index: GraphIndex) -> list[str]:
 # --------------------------------------------------------------------------- the context
 
 
-async def retrieve_hybrid(question: str, stores: Any, param: QueryParam, tokenizer: Tokenizer,
+async def retrieve_hybrid(question: str, stores: Stores, param: QueryParam, tokenizer: Tokenizer,
                           cited: bool = False) -> Optional[Retrieval]:
     """Entities (the best-visited, at most ``top_k``), the relations among them, then the
     passages the walk and the vector search reached, in their fused order, as far as the
@@ -333,7 +337,7 @@ async def retrieve_hybrid(question: str, stores: Any, param: QueryParam, tokeniz
         relations=tuple(Relation.from_stored(a, b, d) for (a, b), d in edges[:n_relations]))
 
 
-async def hybrid_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Tokenizer) -> str:
+async def hybrid_query(query: str, stores: Stores, param: QueryParam, *, llm: LLMCall, tokenizer: Tokenizer) -> str:
     """Answer ``query`` from the hybrid context (or return that context when ``only_need_context``)."""
     if stores.chunks_vdb is None:
         return HYBRID_NEEDS_VECTORS
