@@ -38,6 +38,7 @@ import numpy as np
 
 from graphrag.query_param import QueryParam
 from graphrag.records import Chunk, Entity, Relation, Retrieval
+from graphrag.schema import edge_key
 
 from .chinese_text import join_words, split_words
 from .extraction import normalize_entity_name
@@ -313,7 +314,7 @@ async def retrieve_hybrid(question: str, stores: Stores, param: QueryParam, toke
     entities_text, n_entities, entities_tokens = pack_csv_section(
         "Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer, cut_column=3)
     chosen = set(names)
-    pairs = sorted({tuple(sorted(e)) for edges in await stores.graph.get_nodes_edges_batch(names)
+    pairs = sorted({edge_key(*e) for edges in await stores.graph.get_nodes_edges_batch(names)
                     for e in edges if e[0] in chosen and e[1] in chosen})
     edges = [(pair, d or {}) for pair, d in zip(pairs, await stores.graph.get_edges_batch(pairs))]
     relation_rows = [[i, a, b, d.get("description", "UNKNOWN"), d.get("weight", 1.0)]
