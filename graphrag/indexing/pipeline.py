@@ -542,7 +542,9 @@ class Pipeline:
         check = (self.config.entity_resolution_llm_check and self.config.extraction == "llm"
                  and llm_configured(self.config))
         similar = self.config.entity_resolution_embedding_threshold
-        return EntityResolution(graph=self.stores.graph, meta=self.stores.index_meta, read_extractions=read,
+        meta = self.stores.index_meta
+        assert meta is not None  # every working dir's stores open one; resolution keeps its records there
+        return EntityResolution(graph=self.stores.graph, meta=meta, read_extractions=read,
                                 all_chunk_ids=all_chunk_ids, llm=self._clients.llms[1] if check else None,
                                 embed=self.embedding_func if similar is not None else None,
                                 settings=ResolutionSettings(threshold=self.config.entity_resolution_threshold,
