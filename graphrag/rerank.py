@@ -21,6 +21,7 @@ from graphrag.operators.rerank import RERANK_STAGE, Reranker, Scorer
 
 if TYPE_CHECKING:
     import numpy as np
+    from sentence_transformers import CrossEncoder
 
     from graphrag.embedding_func import EmbeddingFunc
     from graphrag.llm.client import LLMClient
@@ -34,7 +35,7 @@ logger = logging.getLogger(__name__)
 def cross_encoder_scorer(model: str) -> Scorer:
     """A sentence-transformers cross-encoder by name (from the local cache) or path, loaded
     on first use."""
-    loaded: list[Any] = []
+    loaded: list[CrossEncoder] = []
 
     def predict(question: str, passages: list[str]) -> list[float]:
         if not loaded:
