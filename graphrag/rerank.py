@@ -21,13 +21,21 @@ from graphrag.operators.rerank import RERANK_STAGE, Reranker, Scorer
 
 if TYPE_CHECKING:
     import numpy as np
+    from sentence_transformers import CrossEncoder
+
+    from graphrag.embedding_func import EmbeddingFunc
+    from graphrag.llm.client import LLMClient
+    from graphrag.llm.usage import UsageCounter
+    from graphrag.operators.extraction import LLMCall
+    from graphrag.operators.tokenizer import Tokenizer
+    from graphrag.storage.base import BaseKVStorage
 
 logger = logging.getLogger(__name__)
 
 def cross_encoder_scorer(model: str) -> Scorer:
     """A sentence-transformers cross-encoder by name (from the local cache) or path, loaded
     on first use."""
-    loaded: list[Any] = []
+    loaded: list[CrossEncoder] = []
 
     def predict(question: str, passages: list[str]) -> list[float]:
         if not loaded:
@@ -73,7 +81,7 @@ def http_scorer(url: str, model: Optional[str] = None, api_key: Optional[str] = 
 _NUMBER = re.compile(r"\[(\d+)\]")
 
 
-def listwise_scorer(llm: Any, tokenizer: Any, passage_tokens: int = 200) -> Scorer:
+def listwise_scorer(llm: LLMCall, tokenizer: Tokenizer, passage_tokens: int = 200) -> Scorer:
     """The cheap model lists the passages' numbers, most useful first (RankGPT's listwise
     prompt); a passage it leaves out ranks after those it lists, in its earlier order."""
     from graphrag.prompts import render
@@ -177,10 +185,10 @@ def embedding_scorer(embed: Callable[[list[str]], Awaitable["np.ndarray"]], k: i
     return score
 
 
-def build_reranker(spec: Optional[str], candidates: int, *, usage: Any = None, cache: Any = None,
-                   cheap_llm: Optional[Callable[[], Any]] = None, tokenizer: Any = None,
-                   model: Optional[str] = None, api_key: Optional[str] = None,
-                   embedding_func: Any = None) -> Optional[Reranker]:
+def build_reranker(spec: Optional[str], candidates: int, *, usage: Optional[UsageCounter] = None,
+                   cache: Optional[BaseKVStorage] = None, cheap_llm: Optional[Callable[[], LLMClient]] = None,
+                   tokenizer: Optional[Tokenizer] = None, model: Optional[str] = None, api_key: Optional[str] = None,
+                   embedding_func: Optional[EmbeddingFunc] = None) -> Optional[Reranker]:
     """The reranker ``spec`` names (see the module docstring); None for None or ``""``."""
     if not spec:
         return None
@@ -190,8 +198,8 @@ def build_reranker(spec: Optional[str], candidates: int, *, usage: Any = None, c
     if spec.startswith(("http://", "https://")):
         return Reranker(http_scorer(spec, model, api_key), f"{spec}#{model or ''}", candidates, usage, cache)
     if spec == "llm":
-        if cheap_llm is None:
-            raise ValueError("rerank='llm' needs an LLM")
+        if cheap_llm is None or tokenizer is None:
+            raise ValueError("rerank='llm' needs an LLM and a tokenizer")
         llm = cheap_llm()
         # The model client caches and counts its own calls.
         return Reranker(listwise_scorer(llm, tokenizer), f"llm:{getattr(llm, 'model_id', 'cheap')}", candidates)

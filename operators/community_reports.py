@@ -412,7 +412,8 @@ class SummariesInFlight(Protocol):
     """Descriptions still being summarised: ``summarising`` holds node names and sorted edge
     pairs; :meth:`settled` returns once their summaries are in the graph."""
 
-    summarising: Collection[Union[str, tuple[str, str]]]
+    @property
+    def summarising(self) -> Collection[Union[str, tuple[str, str]]]: ...
 
     async def settled(self) -> None: ...
 
@@ -466,7 +467,7 @@ async def generate_community_reports(
     communities: dict[str, CommunitySchema],
     *,
     graph: BaseGraphStorage,
-    llm: Callable[..., Awaitable[str]],
+    llm: Optional[Callable[..., Awaitable[str]]],
     tokenizer: Tokenizer,
     max_tokens: int,
     existing: dict[str, dict],
@@ -526,6 +527,7 @@ async def generate_community_reports(
         return _record(community, build_extractive_report(community, nodes, edges), fp, source)
 
     async def one(cid: str, fp: str, tables: CommunityTables) -> None:
+        assert llm is not None  # only the LLM path writes a report here (``extractive`` takes llm None)
         community = communities[cid]
         sub_reports = {}
         for sid in community.get("sub_communities") or []:

@@ -32,12 +32,13 @@ import logging
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
 from graphrag.query_param import QueryParam
 from graphrag.records import Chunk, Entity, Relation, Retrieval
+from graphrag.schema import edge_key
 
 from .chinese_text import join_words, split_words
 from .extraction import normalize_entity_name
@@ -52,6 +53,10 @@ from .walk_graph import GraphIndex, graph_index, loose_name
 
 if TYPE_CHECKING:
     from scipy.sparse import csr_matrix
+
+    from graphrag.stores import Stores
+
+    from .extraction import LLMCall
 
 logger = logging.getLogger(__name__)
 
@@ -229,7 +234,7 @@ def fuse(rankings: list[list[str]], k: int = RRF_K, absent_at_end: bool = False)
     return sorted(scores, key=scores.__getitem__, reverse=True)
 
 
-async def rank(question: str, stores: Any, param: QueryParam) -> Optional[Ranking]:
+async def rank(question: str, stores: Stores, param: QueryParam) -> Optional[Ranking]:
     """Chunks by the fusion of the ``top_k`` chunks most similar to the question, the lexical
     channel's ``top_k`` and the personalized PageRank from the entities the question names
     and the best chunk of each of those two; entities by the walk. None when nothing seeds
@@ -289,7 +294,7 @@ def named_in_order(linked: dict[int, float], index: GraphIndex) -> list[str]:
 # --------------------------------------------------------------------------- the context
 
 
-async def retrieve_hybrid(question: str, stores: Any, param: QueryParam, tokenizer: Tokenizer,
+async def retrieve_hybrid(question: str, stores: Stores, param: QueryParam, tokenizer: Tokenizer,
                           cited: bool = False) -> Optional[Retrieval]:
     """Entities (the best-visited, at most ``top_k``), the relations among them, then the
     passages the walk and the vector search reached, in their fused order, as far as the
@@ -309,7 +314,7 @@ async def retrieve_hybrid(question: str, stores: Any, param: QueryParam, tokeniz
     entities_text, n_entities, entities_tokens = pack_csv_section(
         "Entities", ENTITY_HEADER, entity_rows, entity_budget, tokenizer, cut_column=3)
     chosen = set(names)
-    pairs = sorted({tuple(sorted(e)) for edges in await stores.graph.get_nodes_edges_batch(names)
+    pairs = sorted({edge_key(*e) for edges in await stores.graph.get_nodes_edges_batch(names)
                     for e in edges if e[0] in chosen and e[1] in chosen})
     edges = [(pair, d or {}) for pair, d in zip(pairs, await stores.graph.get_edges_batch(pairs))]
     relation_rows = [[i, a, b, d.get("description", "UNKNOWN"), d.get("weight", 1.0)]
@@ -333,7 +338,7 @@ async def retrieve_hybrid(question: str, stores: Any, param: QueryParam, tokeniz
         relations=tuple(Relation.from_stored(a, b, d) for (a, b), d in edges[:n_relations]))
 
 
-async def hybrid_query(query: str, stores: Any, param: QueryParam, *, llm: Any, tokenizer: Tokenizer) -> str:
+async def hybrid_query(query: str, stores: Stores, param: QueryParam, *, llm: LLMCall, tokenizer: Tokenizer) -> str:
     """Answer ``query`` from the hybrid context (or return that context when ``only_need_context``)."""
     if stores.chunks_vdb is None:
         return HYBRID_NEEDS_VECTORS

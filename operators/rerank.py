@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Awaitable, Callable, Optional, Protocol, Sequence, TypeVar
 
 from .chunking import compute_id
+
+if TYPE_CHECKING:
+    from graphrag.llm.usage import UsageCounter
+    from graphrag.storage.base import BaseKVStorage
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +32,8 @@ class Reranker:
     """Orders passages for a question with ``scorer``; each (model, question, passages)
     scored once, then read from ``cache`` (a KV store, or None)."""
 
-    def __init__(self, scorer: Scorer, model_id: str, candidates: int, usage: Any = None, cache: Any = None) -> None:
+    def __init__(self, scorer: Scorer, model_id: str, candidates: int, usage: Optional[UsageCounter] = None,
+                 cache: Optional[BaseKVStorage] = None) -> None:
         self.scorer = scorer
         self.model_id = model_id
         self.candidates = candidates
@@ -65,7 +70,18 @@ class Reranker:
         return [head[i] for i in order] + tail
 
 
-async def rerank_chunks(question: str, items: Sequence[T], stores: Any, chunk_id: Callable[[T], str] = str
+class RerankedStores(Protocol):
+    """What :func:`rerank_chunks` reads of ``graphrag.stores.Stores``, named here because that
+    module names :class:`Reranker` (importing it back would be a cycle)."""
+
+    @property
+    def reranker(self) -> Optional[Reranker]: ...
+
+    @property
+    def text_chunks(self) -> BaseKVStorage: ...
+
+
+async def rerank_chunks(question: str, items: Sequence[T], stores: RerankedStores, chunk_id: Callable[[T], str] = str
                         ) -> list[T]:
     """``items`` (chunk ids, or records ``chunk_id`` reads one from) reordered by the stores'
     reranker; unchanged when none is configured."""

@@ -100,7 +100,7 @@ class RecordLookup:
     def __len__(self) -> int:
         return len(self._keys)
 
-    def get(self, key: str) -> Optional[Any]:
+    def get(self, key: str) -> Optional[dict]:
         slot = self._keys.find(key)
         return None if slot is None else self._value(slot)
 
@@ -122,8 +122,8 @@ class RecordLookup:
         offset = int(self._offset[slot])
         return self.mapped[offset:offset + int(self._length[slot])]
 
-    def _decode(self, slot: int) -> Any:
-        return json.loads(self._raw(slot))
+    def _decode(self, slot: int) -> dict:
+        return json.loads(self._raw(slot))  # a value of the file: a record (BaseKVStorage[dict])
 
     def _decode_fields(self, slot: int, fields: frozenset[str]) -> Optional[dict]:
         """A record's ``fields``, decoding only the record's text from the first of them on
@@ -291,7 +291,7 @@ class JsonKVStorage(ParsedOnDemand, JournaledFile, BaseKVStorage[dict]):
         in_file = [k for k in lookup.keys_in_file_order() if overlay.get(k) is not REMOVED]
         return in_file + [k for k, v in overlay.items() if v is not REMOVED and not lookup.has(k)]
 
-    def _point(self, lookup: RecordLookup, key: str, fields: Optional[frozenset[str]] = None) -> Optional[Any]:
+    def _point(self, lookup: RecordLookup, key: str, fields: Optional[frozenset[str]] = None) -> Optional[dict]:
         """``key``'s record (cut to ``fields``): a write's change held apart, else the file's."""
         value = self._overlay.get(key, lookup)
         if value is lookup:

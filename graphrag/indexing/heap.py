@@ -9,7 +9,7 @@ write and unfrozen once at its end.
 from __future__ import annotations
 
 import gc
-from typing import Any, Optional
+from typing import Optional
 
 # How much rarer full collections are during a write (see ``FrozenHeap``).
 FULL_COLLECTIONS_RARER = 10
@@ -58,7 +58,7 @@ class FrozenHeap:
         if self._owned or (self._joined is not None and self._joined._owned):
             gc.freeze()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._joined = None
         if self._owned:
             gc.unfreeze()

@@ -36,11 +36,15 @@ from graphrag.stores import Stores
 from graphrag.windows import ANSWER_TOKENS, ModelWindows
 
 if TYPE_CHECKING:
+    from graphrag.llm.client import LLMClient
+    from graphrag.operators.community_reports import SummariesInFlight
     from graphrag.operators.documents import ChunkPlan
+    from graphrag.operators.extraction import LLMCall
     from graphrag.operators.format_failures import FormatFailures
     from graphrag.operators.graph_update import GraphChanges, GraphRebuild, MergeAhead
     from graphrag.operators.resolution import EntityResolution
     from graphrag.operators.resolution.store import IndexedAhead, NamesLookedUp
+    from graphrag.operators.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -60,13 +64,13 @@ class Clients(Protocol):
     embedding_func: EmbeddingFunc
 
     @property
-    def tokenizer(self) -> Any: ...
+    def tokenizer(self) -> Tokenizer: ...
 
     @property
     def windows(self) -> ModelWindows: ...
 
     @property
-    def llms(self) -> Any: ...
+    def llms(self) -> tuple[LLMClient, LLMClient]: ...
 
 
 def without_marks(record: dict[str, Any]) -> dict[str, Any]:
@@ -119,14 +123,14 @@ class Pipeline:
         self._clients = clients  # the tokenizer and LLM clients, loaded on first use
 
     @property
-    def tokenizer(self) -> Any:
+    def tokenizer(self) -> Tokenizer:
         return self._clients.tokenizer
 
     @property
     def windows(self) -> ModelWindows:
         return self._clients.windows
 
-    def summarizer(self) -> Any:
+    def summarizer(self) -> Optional[LLMCall]:
         """The model that summarises descriptions (None: extractive, no LLM)."""
         if self.config.extraction != "llm":
             return None
@@ -470,7 +474,7 @@ class Pipeline:
         return await cluster_after_write(self.stores.graph, rebuilt.touched, rebuilt.were_in,
                                          self.config.graph_cluster_algorithm)
 
-    async def report(self, schema: Optional[dict[str, Any]] = None, in_flight: Optional[Any] = None,
+    async def report(self, schema: Optional[dict[str, Any]] = None, in_flight: Optional[SummariesInFlight] = None,
                      touched: Optional[set[str]] = None, only: Optional[set[str]] = None
                      ) -> tuple[int, int, FormatFailures]:
         """See ``indexing.reports.report_communities``."""
@@ -497,7 +501,7 @@ class Pipeline:
 
     def rebuild_pass(self, this_write: dict[str, ChunkExtraction],
                      replaced: Optional[dict[str, ChunkExtraction]] = None,
-                     aliases: Optional[dict[str, str]] = None) -> Callable[..., Any]:
+                     aliases: Optional[dict[str, str]] = None) -> Callable[..., Awaitable[GraphRebuild]]:
         """One merge pass: rebuild, in the graph, what the changed extractions touch, reading
         ``this_write``'s extractions before they are recorded (``replaced``: the earlier
         records of chunks extracted again; names grouped through ``aliases`` with entity
@@ -511,7 +515,8 @@ class Pipeline:
             return [found.get(i) for i in ids]
 
         async def rebuild(changed: dict[str, ChunkExtraction], removed_chunks: set[str],
-                          previous_aliases: Optional[dict[str, str]] = None, moved: Optional[set[str]] = None) -> Any:
+                          previous_aliases: Optional[dict[str, str]] = None, moved: Optional[set[str]] = None
+                          ) -> GraphRebuild:
             return await rebuild_graph(changed, removed_chunks, graph=self.stores.graph, read_extractions=read_list,
                                        tokenizer=self.tokenizer,
                                        summary_max_tokens=self.config.entity_summary_to_max_tokens,
@@ -537,7 +542,9 @@ class Pipeline:
         check = (self.config.entity_resolution_llm_check and self.config.extraction == "llm"
                  and llm_configured(self.config))
         similar = self.config.entity_resolution_embedding_threshold
-        return EntityResolution(graph=self.stores.graph, meta=self.stores.index_meta, read_extractions=read,
+        meta = self.stores.index_meta
+        assert meta is not None  # every working dir's stores open one; resolution keeps its records there
+        return EntityResolution(graph=self.stores.graph, meta=meta, read_extractions=read,
                                 all_chunk_ids=all_chunk_ids, llm=self._clients.llms[1] if check else None,
                                 embed=self.embedding_func if similar is not None else None,
                                 settings=ResolutionSettings(threshold=self.config.entity_resolution_threshold,

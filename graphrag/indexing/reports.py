@@ -2,19 +2,25 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from graphrag.config import GraphRAGConfig
 from graphrag.progress import Progress
 from graphrag.stores import Stores
 
+if TYPE_CHECKING:
+    from graphrag.operators.community_reports import SummariesInFlight
+    from graphrag.operators.extraction import LLMCall
+    from graphrag.operators.format_failures import FormatFailures
+    from graphrag.operators.tokenizer import Tokenizer
+
 logger = logging.getLogger(__name__)
 
 
-async def report_communities(stores: Stores, config: GraphRAGConfig, tokenizer: Any, llm: Any, max_tokens: int,
-                             schema: Optional[dict[str, Any]] = None, in_flight: Optional[Any] = None,
-                             touched: Optional[set[str]] = None, only: Optional[set[str]] = None
-                             ) -> tuple[int, int, Any]:
+async def report_communities(stores: Stores, config: GraphRAGConfig, tokenizer: Tokenizer, llm: Optional[LLMCall],
+                             max_tokens: int, schema: Optional[dict[str, Any]] = None,
+                             in_flight: Optional[SummariesInFlight] = None, touched: Optional[set[str]] = None,
+                             only: Optional[set[str]] = None) -> tuple[int, int, FormatFailures]:
     """One report per community; unchanged communities keep theirs without an LLM call.
     Returns the number of communities, of reports generated, and the tally
     (``FormatFailures``) of answers that held no readable report. ``llm`` None: extractive

@@ -5,13 +5,21 @@ from __future__ import annotations
 import zlib
 from functools import lru_cache
 from itertools import combinations
-from typing import Any, Iterable, Mapping, Union
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Union
 
 
 from .keys import (FUZZY_SIMILARITY, SPELLING_EDITS, UNSETTLED_RELATIONS, abbreviated, acronym_of, acronyms_of,
                    designation, gram_similarity, name_grams,
                    name_key, name_relation, name_words, owned, spelling_variant, spelt)
 from .words import NICKNAME_WORDS
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# A blocking key: its kind, then that kind's own values (a key's words, a word, a band of a
+# MinHash signature, letters and a length). Any: the values differ by kind; the key is only
+# hashed, and the few readers of a kind's fields know its shape.
+Block = tuple[Any, ...]
 
 
 # MinHash over character 3-grams: BANDS x ROWS signature, bucketed per band. Two names
@@ -44,7 +52,7 @@ _PERMUTATIONS = [((i * 2654435761 + 97) % _PRIME or 1, (i * 40503 + 13) % _PRIME
 
 
 @lru_cache(maxsize=1)
-def _coefficients() -> tuple[Any, Any]:
+def _coefficients() -> tuple[np.ndarray, np.ndarray]:
     """The permutations' multipliers and offsets as numpy columns (numpy imported lazily)."""
     import numpy as np
 
@@ -72,13 +80,13 @@ def _signatures(names: list[str]) -> list[list[int]]:
 
 
 @lru_cache(maxsize=1 << 17)
-def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
+def _indexed_blocks(name: str) -> tuple[Block, ...]:
     """The blocking keys ``name`` is indexed under: its key, its set of words, its acronym,
     each word and initial, its one word or all its words (initials aside), the shape of its
     initials."""
     key = name_key(name)
     tokens = _tokens(key)
-    blocks: list[tuple[Any, ...]] = [("key", key), ("words", tuple(sorted(set(key)))),
+    blocks: list[Block] = [("key", key), ("words", tuple(sorted(set(key)))),
                                      *(("token", t) for t in tokens),
                                      *(("initial", t) for t in sorted(set(key)) if len(t) == 1)]
     if len(tokens) == 1:  # settled only as the first or last word of a name (see _MEETS)
@@ -109,7 +117,7 @@ def _indexed_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
     return tuple(blocks)
 
 
-def _spelling_blocks(key: tuple[str, ...]) -> list[tuple[Any, ...]]:
+def _spelling_blocks(key: tuple[str, ...]) -> list[Block]:
     """Where a name that may have spelling variants (:func:`.keys.name_relation`'s ``spelling``)
     is indexed: its first and its last letters, run together, with its length."""
     letters = spelt(key)
@@ -126,7 +134,7 @@ def _tokens(key: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=1 << 16)
-def _first_two_blocks(tokens: tuple[str, ...]) -> tuple[tuple[Any, ...], ...]:
+def _first_two_blocks(tokens: tuple[str, ...]) -> tuple[Block, ...]:
     """Where the names of two words or more whose words are all among ``tokens`` are indexed
     (under their first two): every pair of ``tokens``."""
     return tuple(("first-two", c) for c in combinations(tokens, 2))
@@ -140,7 +148,7 @@ def _subset_words(name: str) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=1 << 16)
-def _looked_up_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
+def _looked_up_blocks(name: str) -> tuple[Block, ...]:
     """The blocking keys looked up for ``name``: the blocks its own blocks meet (``_MEETS``),
     and every part of two words or more of its set of words (the shorter names inside it). The
     fuller names that hold all its words are found from its words' postings (see
@@ -155,14 +163,14 @@ def _looked_up_blocks(name: str) -> tuple[tuple[Any, ...], ...]:
 
 
 @lru_cache(maxsize=1 << 16)
-def _spelling_lookups(name: str) -> tuple[tuple[Any, ...], ...]:
+def _spelling_lookups(name: str) -> tuple[Block, ...]:
     """The blocks where ``name``'s spelling variants are indexed: its ends, at lengths within
     the edits allowed."""
     return tuple((*b[:3], b[3] + d) for b in _spelling_blocks(name_key(name))
                  for d in range(-SPELLING_EDITS, SPELLING_EDITS + 1))
 
 
-def _bands(names: list[str]) -> list[tuple[tuple[Any, ...], ...]]:
+def _bands(names: list[str]) -> list[tuple[Block, ...]]:
     """Each name's LSH blocks: its signature cut into bands."""
     return [tuple(("lsh", i, *signature[i * _ROWS:(i + 1) * _ROWS]) for i in range(_BANDS))
             for signature in _signatures(names)]
@@ -186,9 +194,9 @@ class NameIndex:
         # Most blocks hold one name: kept as the bare string, a few as a tuple, a set only
         # past _SMALL_BUCKET (a set per small block would stay tracked by the garbage
         # collector and weigh on every full collection; a tuple of strings is not tracked).
-        self._buckets: dict[tuple[Any, ...], Union[str, tuple[str, ...], set[str]]] = {}
+        self._buckets: dict[Block, Union[str, tuple[str, ...], set[str]]] = {}
         # With ``loose``: the LSH blocks of each indexed name (computed a batch at a time).
-        self._lsh: dict[str, tuple[tuple[Any, ...], ...]] = {}
+        self._lsh: dict[str, tuple[Block, ...]] = {}
         self.update(names, ())
 
     def update(self, added: Iterable[str], removed: Iterable[str]) -> None:
@@ -226,13 +234,13 @@ class NameIndex:
             if name not in self.names:
                 self._lsh.pop(name, None)
 
-    def _bucket(self, block: tuple[Any, ...]) -> set[str]:
+    def _bucket(self, block: Block) -> set[str]:
         found = self._buckets.get(block)
         if isinstance(found, str):
             return {found}
         return set(found) if isinstance(found, tuple) else found or set()
 
-    def _gather(self, seen: set[str], blocks: Iterable[tuple[Any, ...]]) -> None:
+    def _gather(self, seen: set[str], blocks: Iterable[Block]) -> None:
         """Add the names of ``blocks`` to ``seen`` (no set made per block: most hold one name)."""
         buckets = self._buckets
         for block in blocks:
@@ -242,10 +250,10 @@ class NameIndex:
             elif found:
                 seen.update(found)
 
-    def _blocks_of(self, name: str) -> tuple[tuple[Any, ...], ...]:
+    def _blocks_of(self, name: str) -> tuple[Block, ...]:
         return _indexed_blocks(name) + (self._lsh_of(name) if self.loose else ())
 
-    def _lsh_of(self, name: str) -> tuple[tuple[Any, ...], ...]:
+    def _lsh_of(self, name: str) -> tuple[Block, ...]:
         found = self._lsh.get(name)
         return found if found is not None else _bands([name])[0]
 
@@ -263,7 +271,7 @@ class NameIndex:
         return {n for n in self._in_every([("token" if len(w) > 1 else "initial", w) for w in words])
                 if len(parts := _subset_words(n)) > len(words) and words.issubset(parts)}
 
-    def _in_every(self, blocks: list[tuple[Any, ...]]) -> Iterable[str]:
+    def _in_every(self, blocks: list[Block]) -> Iterable[str]:
         """The names of every one of ``blocks``: the smallest bucket's, kept where each other
         bucket holds them (no bucket copied: a word's may hold thousands of names)."""
         buckets = [self._buckets.get(b) for b in blocks]
@@ -324,7 +332,7 @@ class NameIndex:
         return found
 
 
-def similar_pairs(vectors: Mapping[str, Any], names: Iterable[str], threshold: float) -> set[tuple[str, str]]:
+def similar_pairs(vectors: Mapping[str, np.ndarray], names: Iterable[str], threshold: float) -> set[tuple[str, str]]:
     """Pairs of one of ``names`` and any name of ``vectors`` (unit vectors of name plus
     description) whose cosine reaches ``threshold``: a predicate on the pair's own vectors,
     so the pairs found do not depend on what else is indexed."""

@@ -4,12 +4,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from graphrag.operators.extraction import LLMCall
 from graphrag.prompts import render
 
 from .evidence import NameProfile
+
+if TYPE_CHECKING:
+    from graphrag.storage.base import BaseKVStorage
 
 
 def parse_verdicts(answer: str, count: int) -> dict[int, bool]:
@@ -43,7 +46,7 @@ class Judge:
     (or :meth:`GraphRAG.resolve_pending`), so which pairs are asked never depends on how the
     documents were batched, only when."""
 
-    def __init__(self, llm: LLMCall, meta: Any, batch_size: int) -> None:
+    def __init__(self, llm: LLMCall, meta: BaseKVStorage, batch_size: int) -> None:
         self.llm, self.meta, self.batch_size = llm, meta, batch_size
 
     async def settle(self, pairs: list[tuple[str, str]], profiles: dict[str, NameProfile],

@@ -36,7 +36,7 @@ NICENESS = 5
 _SERVE = f"import sys; sys.path[:] = sys.argv[1:]; from {__name__} import serve; serve()"
 
 
-def _frame(value: Any) -> bytes:
+def _frame(value: object) -> bytes:
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     return _LENGTH.pack(len(data)) + data
 
@@ -57,7 +57,7 @@ def serve() -> None:
                 os.nice(request[3])
             given = request[1]
             lookups = LookupsAhead(given if isinstance(given, NameIndex) else NameIndex(given, loose=request[2]))
-            answer: Any = None
+            answer: Optional[dict[str, dict[str, str]]] = None
         else:
             assert lookups is not None, "look_up before start"
             new = lookups.add(request[1])
@@ -90,7 +90,8 @@ class LookupProcess:
             raise
         return worker
 
-    async def _ask(self, request: tuple[Any, ...]) -> Any:
+    # Any: an answer unpickled from the worker, whose shape is the request's (see ``serve``).
+    async def _ask(self, request: tuple[object, ...]) -> Any:
         return await self._exchange(_frame(request))
 
     async def _exchange(self, request: bytes) -> Any:

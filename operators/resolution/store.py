@@ -16,7 +16,7 @@ import pickle
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping, Optional
 
 from graphrag.kept import PerOwner
 from graphrag.operators.extraction import LLMCall
@@ -28,6 +28,11 @@ from .evidence import NameProfile, PairDecision, cannot_be_asked, chunk_claims, 
 from .judge import Judge
 from .lookup_worker import LookupProcess
 from .keys import UNSETTLED_RELATIONS, name_relation
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from graphrag.storage.base import BaseGraphStorage, BaseKVStorage
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +72,7 @@ class _Kept:
 
     index: Optional[NameIndex] = None
     profiles: dict[str, tuple[str, str, NameProfile]] = field(default_factory=dict)
-    vectors: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    vectors: dict[str, tuple[str, np.ndarray]] = field(default_factory=dict)
     records: Optional[dict[str, Any]] = None
 
 
@@ -77,7 +82,7 @@ class _Kept:
 _KEPT: PerOwner[_Kept] = PerOwner(_Kept)
 
 
-EmbedFunc = Callable[[list[str]], Awaitable[Any]]
+EmbedFunc = Callable[[list[str]], Awaitable["np.ndarray"]]
 
 
 @dataclass(frozen=True)
@@ -105,7 +110,7 @@ class Resolution:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def _split_ids(value: Any) -> list[str]:
+def _split_ids(value: object) -> list[str]:
     return [v for v in str(value or "").split(GRAPH_FIELD_SEP) if v]
 
 
@@ -249,7 +254,7 @@ def state_records(state: ResolutionState, previous: Optional[ResolutionState] = 
     return {HEAD_RECORD: head, **{k: r for k, r in zip(_shard_keys(SHARDS), records) if r}}
 
 
-async def _read_records(meta: Any) -> dict[str, Any]:
+async def _read_records(meta: BaseKVStorage) -> dict[str, Any]:
     """Every record holding the derived state, by key (absent ones left out)."""
     keys = [STATE_RECORD, HEAD_RECORD, *_shard_keys(SHARDS)]
     found = dict(zip(keys, await meta.get_by_ids(keys)))
@@ -260,7 +265,7 @@ async def _read_records(meta: Any) -> dict[str, Any]:
     return {k: r for k, r in found.items() if r is not None}
 
 
-async def forget_derived_state(meta: Any) -> None:
+async def forget_derived_state(meta: BaseKVStorage) -> None:
     """A write without resolution leaves the derived state stale: drop it, so that turning
     resolution on again resolves the whole working dir afresh (manual decisions stay)."""
     records = await _read_records(meta)
@@ -273,7 +278,7 @@ class EntityResolution:
     ``meta`` (the records above) and ``read_extractions`` (recorded extractions,
     this write's included)."""
 
-    def __init__(self, *, graph: Any, meta: Any, read_extractions: ExtractionReader,
+    def __init__(self, *, graph: BaseGraphStorage, meta: BaseKVStorage, read_extractions: ExtractionReader,
                  all_chunk_ids: Callable[[], Awaitable[list[str]]], settings: ResolutionSettings,
                  llm: Optional[LLMCall] = None,
                  embed: Optional[EmbedFunc] = None) -> None:
