@@ -301,6 +301,10 @@ class PairDecision:
     part: bool = False
     # Not merged on its own, but merged if either name's group holds a titled name.
     if_person: bool = False
+    # Of a part: a text of the shorter name names the fuller one too (``shares``), or every
+    # one does (``covers``): grouping reads which fuller names its texts could mean.
+    shares: bool = False
+    covers: bool = False
 
 
 def _tells_of(p: NameProfile, owner: str) -> bool:
@@ -818,5 +822,8 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     # a head that could be two designations' ("THE STEWARD": HALE'S, FENWICK'S).
     part = (relation in _PARTS or relation in _SHORT_FORMS or relation == "stated" and bool(designation(a) or designation(b))) \
         and len(genders) < 2
+    short, long = (pa, pb) if len(name_key(pa.name)) < len(name_key(pb.name)) else (pb, pa)
+    shares = part and bool(short.chunks & long.chunks)
     return PairDecision(a, b, relation, score, verdict, evidence, part=part,
-                        if_person=if_person and verdict != "merge")
+                        if_person=if_person and verdict != "merge", shares=shares,
+                        covers=shares and short.chunks <= long.chunks)
