@@ -2109,6 +2109,19 @@ def test_a_surname_whose_every_text_names_one_full_name_is_that_one_though_the_g
     # Two full names that are one family's in the surname's own text: as before, alone.
     sons = [_in(profile(n, description=f"{n.title()} ran the yard."), "c1", "c2") for n in ("ERIK VOLLAN", "PER VOLLAN")]
     assert grouped(*(decided(p, surname) for p in sons)) == {}
+    # A text of the surname names a relative the extraction relates to it: kept apart, and it
+    # still counts among the fuller names the surname could be.
+    son = _in(profile("PER VOLLAN", description="Per Vollan, his son, ran the yard later."), "c1")
+    son.neighbours.add("VOLLAN")
+    related = decided(son, surname)
+    assert related.verdict == "distinct" and related.part and related.shares
+    assert grouped(with_erik, with_inga, related) == {}
+    # Covered by one full name in its own texts, the surname joins no other bearer an accepted
+    # pair names elsewhere (ANNA VOLLAN, merged by the names alone, sorts first).
+    names = {"VOLLAN", "ERIK VOLLAN", "ANNA VOLLAN"}
+    accepted = {("ANNA VOLLAN", "VOLLAN"), ("ERIK VOLLAN", "VOLLAN")}
+    assert group_names(names, accepted, ManualDecisions(), parts=accepted, sharing={("ERIK VOLLAN", "VOLLAN")},
+                       covering={("ERIK VOLLAN", "VOLLAN")}) == {"VOLLAN": "ERIK VOLLAN"}
 
 
 def test_untyped_a_name_with_middle_names_added_merges_as_two_writers_name_for_one_person() -> None:

@@ -161,6 +161,7 @@ class _Links:
                 self.partners.setdefault(a, set()).add(b)
                 self.partners.setdefault(b, set()).add(a)
         self._unsure: dict[str, bool] = {}
+        self._covered: dict[str, bool] = {}
 
     def compatible(self, x: str, y: str) -> bool:
         pair = (min(x, y), max(x, y))
@@ -191,10 +192,22 @@ class _Links:
                 # texts of SATYAJIT RAY): there it is that one, and another fuller name counts only
                 # where one of its texts names it too (SANDIP RAY, named elsewhere, does not).
                 if any(_pair(name, p) in self.covering and _pair(name, p) in self.pairs for p in fuller):
+                    self._covered[name] = True
                     fuller = [p for p in fuller if _pair(name, p) in self.sharing]
             found = self._unsure[name] = any(not self.compatible(p, q) for i, p in enumerate(fuller)
                                              for q in fuller[i + 1:])
         return found
+
+    def elsewhere(self, x: str, y: str) -> bool:
+        """Whether an accepted pair joins a part that is, in its own texts, one fuller name
+        (see :meth:`unsure`) to a fuller name none of those texts names: that one is another
+        bearer (AUDREY, in texts naming AUDREY WILLIAMS, is no AUDREY DAVIES named elsewhere)."""
+        for part, other in ((x, y), (y, x)):
+            self.unsure(part)
+            if self._covered.get(part) and _pair(x, y) not in self.sharing \
+                    and _at_least_as_full(name_key(other), name_key(part)):
+                return True
+        return False
 
 
 def _pair(x: str, y: str) -> tuple[str, str]:
@@ -260,10 +273,10 @@ def _grouped(names: set[str], links: _Links, manual: ManualDecisions, pairs: Ite
             union(into, name, forced=True)
             targets.add(into)
     for a, b in sorted(edges):
-        if not any(links.unsure(n) for n in _judged(a, b)):
+        if not any(links.unsure(n) for n in _judged(a, b)) and not links.elsewhere(a, b):
             union(a, b, forced=False)
     waiting = sorted(p for p in person_pairs if p[0] in names and p[1] in names and p not in never
-                     and not links.unsure(p[0]) and not links.unsure(p[1]))
+                     and not links.unsure(p[0]) and not links.unsure(p[1]) and not links.elsewhere(*p))
     while waiting:  # until no group becomes a person
         left = [(a, b) for a, b in waiting
                 if not any(_titled(n) for r in {find(a), find(b)} for n in members.get(r, [r]))]
