@@ -2122,6 +2122,12 @@ def test_a_surname_whose_every_text_names_one_full_name_is_that_one_though_the_g
     accepted = {("ANNA VOLLAN", "VOLLAN"), ("ERIK VOLLAN", "VOLLAN")}
     assert group_names(names, accepted, ManualDecisions(), parts=accepted, sharing={("ERIK VOLLAN", "VOLLAN")},
                        covering={("ERIK VOLLAN", "VOLLAN")}) == {"VOLLAN": "ERIK VOLLAN"}
+    # A fuller name named elsewhere that can be the one (the title and the surname) still joins.
+    titled = {("DR. VOLLAN", "VOLLAN"), ("ERIK VOLLAN", "VOLLAN")}
+    grouping = group_names({"VOLLAN", "ERIK VOLLAN", "DR. VOLLAN"}, titled, ManualDecisions(),
+                           parts={("ERIK VOLLAN", "VOLLAN")}, sharing={("ERIK VOLLAN", "VOLLAN")},
+                           covering={("ERIK VOLLAN", "VOLLAN")})
+    assert grouping == {"VOLLAN": "ERIK VOLLAN", "DR. VOLLAN": "ERIK VOLLAN"}
 
 
 def test_untyped_a_name_with_middle_names_added_merges_as_two_writers_name_for_one_person() -> None:

@@ -161,7 +161,7 @@ class _Links:
                 self.partners.setdefault(a, set()).add(b)
                 self.partners.setdefault(b, set()).add(a)
         self._unsure: dict[str, bool] = {}
-        self._covered: dict[str, bool] = {}
+        self._covered: dict[str, list[str]] = {}
 
     def compatible(self, x: str, y: str) -> bool:
         pair = (min(x, y), max(x, y))
@@ -191,8 +191,9 @@ class _Links:
                 # Every text of the part names one fuller name it is accepted with (RAY, in the
                 # texts of SATYAJIT RAY): there it is that one, and another fuller name counts only
                 # where one of its texts names it too (SANDIP RAY, named elsewhere, does not).
-                if any(_pair(name, p) in self.covering and _pair(name, p) in self.pairs for p in fuller):
-                    self._covered[name] = True
+                covering = [p for p in fuller if _pair(name, p) in self.covering and _pair(name, p) in self.pairs]
+                if covering:
+                    self._covered[name] = covering
                     fuller = [p for p in fuller if _pair(name, p) in self.sharing]
             found = self._unsure[name] = any(not self.compatible(p, q) for i, p in enumerate(fuller)
                                              for q in fuller[i + 1:])
@@ -200,12 +201,14 @@ class _Links:
 
     def elsewhere(self, x: str, y: str) -> bool:
         """Whether an accepted pair joins a part that is, in its own texts, one fuller name
-        (see :meth:`unsure`) to a fuller name none of those texts names: that one is another
-        bearer (AUDREY, in texts naming AUDREY WILLIAMS, is no AUDREY DAVIES named elsewhere)."""
+        (see :meth:`unsure`) to a fuller name none of those texts names and that cannot be
+        that one: another bearer (AUDREY, in texts naming AUDREY WILLIAMS, is no AUDREY DAVIES
+        named elsewhere; DR. VOSS may still be ELENA VOSS)."""
         for part, other in ((x, y), (y, x)):
             self.unsure(part)
-            if self._covered.get(part) and _pair(x, y) not in self.sharing \
-                    and _at_least_as_full(name_key(other), name_key(part)):
+            covering = self._covered.get(part, ())
+            if covering and _pair(x, y) not in self.sharing and _at_least_as_full(name_key(other), name_key(part)) \
+                    and not all(self.compatible(other, p) for p in covering if p != other):
                 return True
         return False
 
