@@ -515,6 +515,9 @@ def test_regrouping_what_a_write_changed_gives_the_full_grouping() -> None:
         names = set(rng.sample(VOCABULARY, rng.randint(10, len(VOCABULARY))))
         before = {"pairs": random_pairs(rng, rng.randint(0, 25)), "parts": random_pairs(rng, rng.randint(0, 8)),
                   "person_pairs": random_pairs(rng, rng.randint(0, 6))}
+        # Which parts' texts name the fuller name: some (``sharing``), all (``covering``, of those).
+        before["sharing"] = {p for p in before["parts"] if rng.random() < 0.6}
+        before["covering"] = {p for p in before["sharing"] if rng.random() < 0.6}
         previous = group_names(names, manual=manual, **before)
         # A write: names come and go, and pairs of each kind.
         after_names = (names - set(rng.sample(sorted(names), rng.randint(0, 3)))) | set(rng.sample(VOCABULARY, 2))
@@ -883,7 +886,8 @@ def test_manual_decisions_survive_inserts_and_deletes(tmp_path: Any) -> None:
     meta = read_meta(rag)
     state = ResolutionState.from_stored(joined_state(meta))
     manual = ManualDecisions.from_stored(meta["entity_resolution_manual"])
-    assert state is not None and state.aliases == group_names(state.names, state.pairs, manual, state.parts, state.person_pairs)
+    assert state is not None and state.aliases == group_names(state.names, state.pairs, manual, state.parts, state.person_pairs,
+                                                              state.sharing, state.covering)
     with pytest.raises(EntityNotFound) as info:
         rag.merge_entities(["NOBODY AT ALL"], into="MARLEY")
     assert info.value.missing == ["NOBODY AT ALL"]
@@ -2054,7 +2058,8 @@ def test_state_records_rebuilt_from_the_changed_shards_are_the_whole_ones() -> N
         return ResolutionState(
             names=names, pairs=pairs,  # type: ignore[arg-type]
             aliases={a: rng.choice(listed) for a in rng.sample(listed, 60)},
-            parts=set(list(pairs)[:20]), person_pairs=set(list(pairs)[20:30]), manual="m",
+            parts=set(list(pairs)[:20]), person_pairs=set(list(pairs)[20:30]), sharing=set(list(pairs)[:12]),
+            covering=set(list(pairs)[:6]), manual="m",
             claims={(n, f"claim {rng.randrange(9)}", f"chunk-{rng.randrange(50)}") for n in rng.sample(listed, 80)},
             pending=set(list(pairs)[30:40]))
 
@@ -2074,6 +2079,55 @@ def test_state_records_rebuilt_from_the_changed_shards_are_the_whole_ones() -> N
         rebuilt = state_records(after, before, base)
         assert rebuilt == whole
         assert json.dumps(rebuilt) == json.dumps(whole)
+
+
+def test_a_surname_whose_every_text_names_one_full_name_is_that_one_though_the_graph_has_others() -> None:
+    # VOLLAN is written only in the texts of ERIK VOLLAN (c1, c2); INGA VOLLAN, another bearer,
+    # is named in other texts (c7). The pair decisions say which texts name which.
+    surname = _in(profile("VOLLAN", description="Vollan sold the yard."), "c1", "c2")
+    erik = _in(profile("ERIK VOLLAN", description="Erik Vollan founded the yard."), "c1", "c2", "c3")
+    inga = _in(profile("INGA VOLLAN", description="Inga Vollan wrote the novel."), "c7")
+    with_erik, with_inga = decided(erik, surname), decided(inga, surname)
+    assert with_erik.verdict == "merge" and with_erik.covers and with_erik.shares
+    assert with_inga.part and not with_inga.shares and not with_inga.covers
+
+    def grouped(*decisions: Any) -> dict[str, str]:
+        names = {n for d in decisions for n in (d.a, d.b)}
+        return group_names(names, {(d.a, d.b) for d in decisions if d.verdict == "merge"}, ManualDecisions(),
+                           parts={(d.a, d.b) for d in decisions if d.part},
+                           sharing={(d.a, d.b) for d in decisions if d.shares},
+                           covering={(d.a, d.b) for d in decisions if d.covers})
+
+    assert grouped(with_erik, with_inga) == {"VOLLAN": "ERIK VOLLAN"}
+    # Look-alikes that stay alone: a text of the surname names the other bearer too ...
+    both = _in(profile("INGA VOLLAN", description="Inga Vollan wrote the novel."), "c2", "c7")
+    assert grouped(with_erik, decided(both, surname)) == {}
+    # ... or the surname is written in a text naming no full name (c9: anyone's there).
+    loose = _in(profile("VOLLAN", description="Vollan sold the yard."), "c1", "c9")
+    assert not decided(erik, loose).covers
+    assert grouped(decided(erik, loose), decided(inga, loose)) == {}
+    # Two full names that are one family's in the surname's own text: as before, alone.
+    sons = [_in(profile(n, description=f"{n.title()} ran the yard."), "c1", "c2") for n in ("ERIK VOLLAN", "PER VOLLAN")]
+    assert grouped(*(decided(p, surname) for p in sons)) == {}
+    # A text of the surname names a relative the extraction relates to it: kept apart, and it
+    # still counts among the fuller names the surname could be.
+    son = _in(profile("PER VOLLAN", description="Per Vollan, his son, ran the yard later."), "c1")
+    son.neighbours.add("VOLLAN")
+    related = decided(son, surname)
+    assert related.verdict == "distinct" and related.part and related.shares
+    assert grouped(with_erik, with_inga, related) == {}
+    # Covered by one full name in its own texts, the surname joins no other bearer an accepted
+    # pair names elsewhere (ANNA VOLLAN, merged by the names alone, sorts first).
+    names = {"VOLLAN", "ERIK VOLLAN", "ANNA VOLLAN"}
+    accepted = {("ANNA VOLLAN", "VOLLAN"), ("ERIK VOLLAN", "VOLLAN")}
+    assert group_names(names, accepted, ManualDecisions(), parts=accepted, sharing={("ERIK VOLLAN", "VOLLAN")},
+                       covering={("ERIK VOLLAN", "VOLLAN")}) == {"VOLLAN": "ERIK VOLLAN"}
+    # A fuller name named elsewhere that can be the one (the title and the surname) still joins.
+    titled = {("DR. VOLLAN", "VOLLAN"), ("ERIK VOLLAN", "VOLLAN")}
+    grouping = group_names({"VOLLAN", "ERIK VOLLAN", "DR. VOLLAN"}, titled, ManualDecisions(),
+                           parts={("ERIK VOLLAN", "VOLLAN")}, sharing={("ERIK VOLLAN", "VOLLAN")},
+                           covering={("ERIK VOLLAN", "VOLLAN")})
+    assert grouping == {"VOLLAN": "ERIK VOLLAN", "DR. VOLLAN": "ERIK VOLLAN"}
 
 
 def test_untyped_a_name_with_middle_names_added_merges_as_two_writers_name_for_one_person() -> None:
@@ -2345,6 +2399,33 @@ def test_a_part_named_by_the_fuller_names_writer_merges_exactly_in_any_order_and
     both, alone = _exact_in_any_order_and_under_delete(tmp_path, records_responder(PRINTERS), PRINTER_DOCS, PRINTER_DOCS[:1])
     assert alone["resolution"]["aliases"] == {"ASKELAND": "TOVE ASKELAND"}
     # The bindery's passage uses the surname alone elsewhere: the merge goes.
+    assert both["resolution"]["aliases"] == {}
+
+
+# A surname used alone in the texts of one full name, another bearer of it named in full in
+# another text; and, as a third text, the surname used alone for that other bearer.
+SHIPYARD = {
+    "Erik Vollan founded": ['("entity"<|>"ERIK VOLLAN"<|>"PERSON"<|>"Erik Vollan founded a shipyard in Tarnby.")',
+                            '("entity"<|>"VOLLAN"<|>"PERSON"<|>"Vollan sold the shipyard in 1950.")',
+                            '("entity"<|>"TARNBY"<|>"GEO"<|>"Tarnby is a harbour town.")',
+                            '("relationship"<|>"ERIK VOLLAN"<|>"TARNBY"<|>"Erik Vollan built ships in Tarnby."<|>5)'],
+    "Inga Vollan wrote": ['("entity"<|>"INGA VOLLAN"<|>"PERSON"<|>"Inga Vollan wrote a novel about Bergen.")',
+                          '("entity"<|>"BERGEN"<|>"GEO"<|>"Bergen is a port city.")',
+                          '("relationship"<|>"INGA VOLLAN"<|>"BERGEN"<|>"Inga Vollan lived in Bergen."<|>5)'],
+    "Inga Vollan won": ['("entity"<|>"INGA VOLLAN"<|>"PERSON"<|>"Inga Vollan won the Bergen prize.")',
+                        '("entity"<|>"VOLLAN"<|>"PERSON"<|>"Vollan gave the prize money to a library.")'],
+}
+SHIPYARD_DOCS = ["Erik Vollan founded a shipyard in Tarnby. Vollan sold it in 1950.",
+                 "Inga Vollan wrote a novel about Bergen.",
+                 "Inga Vollan won the Bergen prize. Vollan gave the money to a library."]
+
+
+def test_a_surname_used_for_two_people_in_two_texts_stays_apart_exactly(tmp_path: Any) -> None:
+    both, alone = _exact_in_any_order_and_under_delete(tmp_path, records_responder(SHIPYARD), SHIPYARD_DOCS,
+                                                       SHIPYARD_DOCS[:2])
+    # Every text using VOLLAN alone names Erik Vollan: it is he, though Inga Vollan is in the graph.
+    assert alone["resolution"]["aliases"] == {"VOLLAN": "ERIK VOLLAN"}
+    # A third text uses it alone for Inga Vollan: one string for two people, merged with neither.
     assert both["resolution"]["aliases"] == {}
 
 

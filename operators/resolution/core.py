@@ -69,7 +69,7 @@ class ManualDecisions:
 
 # The version of the rules the derived record was decided by: a record of other rules is
 # decided again in full by the next write (its decisions would not be a fresh index's).
-RULES = 17
+RULES = 18
 
 
 @dataclass
@@ -85,6 +85,10 @@ class ResolutionState:
     parts: set[tuple[str, str]] = field(default_factory=set)
     # Pairs accepted if their group is a person (``PairDecision.if_person``).
     person_pairs: set[tuple[str, str]] = field(default_factory=set)
+    # Parts and the fuller names one of the part's texts names (``PairDecision.shares``), and
+    # those every one of its texts names (``PairDecision.covers``).
+    sharing: set[tuple[str, str]] = field(default_factory=set)
+    covering: set[tuple[str, str]] = field(default_factory=set)
     # The fingerprint of the manual decisions ``aliases`` was grouped with (None: unknown).
     manual: Optional[str] = None
     # What descriptions state names are: (name, claim key, chunk id), so a name another
@@ -103,7 +107,8 @@ class ResolutionState:
             return {tuple(p) for p in record.get(key) or []}  # type: ignore[misc]
 
         return cls(names=set(record.get("names") or []), pairs=pairs("pairs"), aliases=dict(record.get("aliases") or {}),
-                   parts=pairs("parts"), person_pairs=pairs("person_pairs"), manual=record.get("manual"),
+                   parts=pairs("parts"), person_pairs=pairs("person_pairs"), sharing=pairs("sharing"),
+                   covering=pairs("covering"), manual=record.get("manual"),
                    claims={tuple(c) for c in record.get("claims") or []},  # type: ignore[misc]
                    pending=pairs("pending"))
 
@@ -123,17 +128,21 @@ def _titled(name: str) -> bool:
 
 
 def group_names(names: set[str], pairs: set[tuple[str, str]], manual: ManualDecisions,
-                parts: Iterable[tuple[str, str]] = (), person_pairs: Iterable[tuple[str, str]] = ()) -> AliasMap:
+                parts: Iterable[tuple[str, str]] = (), person_pairs: Iterable[tuple[str, str]] = (),
+                sharing: Collection[tuple[str, str]] = (), covering: Collection[tuple[str, str]] = ()) -> AliasMap:
     """The alias map (alias -> canonical, canonical names left out) that accepted ``pairs``
     and ``manual`` decisions give over ``names``.
 
     A name whose accepted partners, or the fuller names it is part of (``parts``, accepted
-    or not), cannot all be one thing is ambiguous and stays alone;
+    or not), cannot all be one thing is ambiguous and stays alone; where every text of a
+    part names one fuller name it is accepted with (``covering``), only the fuller names one
+    of its texts names (``sharing``) count;
     groups never join names of conflicting gender or a never-merge pair. Manual merges go
     first and name their group; the rest follow in sorted order, so the result does not
     depend on the order the pairs were found in.
     """
-    return _grouped(names, _Links(names, pairs, manual.never, parts), manual, pairs, person_pairs)
+    return _grouped(names, _Links(names, pairs, manual.never, parts, sharing=sharing, covering=covering), manual, pairs,
+                    person_pairs)
 
 
 class _Links:
@@ -142,14 +151,17 @@ class _Links:
     names whose ambiguity will be asked, when a regrouping asks about few."""
 
     def __init__(self, names: set[str], pairs: set[tuple[str, str]], never: set[tuple[str, str]],
-                 parts: Iterable[tuple[str, str]], of: Optional[set[str]] = None) -> None:
+                 parts: Iterable[tuple[str, str]], of: Optional[set[str]] = None,
+                 sharing: Collection[tuple[str, str]] = (), covering: Collection[tuple[str, str]] = ()) -> None:
         self.names, self.pairs, self.never = names, pairs, never
+        self.sharing, self.covering = sharing, covering
         self.partners: dict[str, set[str]] = {}
         for a, b in chain((p for p in pairs if p not in never), parts):
             if a in names and b in names and (of is None or a in of or b in of):
                 self.partners.setdefault(a, set()).add(b)
                 self.partners.setdefault(b, set()).add(a)
         self._unsure: dict[str, bool] = {}
+        self._covered: dict[str, list[str]] = {}
 
     def compatible(self, x: str, y: str) -> bool:
         pair = (min(x, y), max(x, y))
@@ -176,9 +188,33 @@ class _Links:
             else:  # a designation's ambiguity is its own, unless this is its head
                 fuller = sorted(p for p in partners if _at_least_as_full(name_key(p), key)
                                 and (not designation(p) or designation(p)[1] == key))  # type: ignore[index]
+                # Every text of the part names one fuller name it is accepted with (RAY, in the
+                # texts of SATYAJIT RAY): there it is that one, and another fuller name counts only
+                # where one of its texts names it too (SANDIP RAY, named elsewhere, does not).
+                covering = [p for p in fuller if _pair(name, p) in self.covering and _pair(name, p) in self.pairs]
+                if covering:
+                    self._covered[name] = covering
+                    fuller = [p for p in fuller if _pair(name, p) in self.sharing]
             found = self._unsure[name] = any(not self.compatible(p, q) for i, p in enumerate(fuller)
                                              for q in fuller[i + 1:])
         return found
+
+    def elsewhere(self, x: str, y: str) -> bool:
+        """Whether an accepted pair joins a part that is, in its own texts, one fuller name
+        (see :meth:`unsure`) to a fuller name none of those texts names and that cannot be
+        that one: another bearer (AUDREY, in texts naming AUDREY WILLIAMS, is no AUDREY DAVIES
+        named elsewhere; DR. VOSS may still be ELENA VOSS)."""
+        for part, other in ((x, y), (y, x)):
+            self.unsure(part)
+            covering = self._covered.get(part, ())
+            if covering and _pair(x, y) not in self.sharing and _at_least_as_full(name_key(other), name_key(part)) \
+                    and not all(self.compatible(other, p) for p in covering if p != other):
+                return True
+        return False
+
+
+def _pair(x: str, y: str) -> tuple[str, str]:
+    return (x, y) if x <= y else (y, x)
 
 
 def _at_least_as_full(other: tuple[str, ...], key: tuple[str, ...]) -> bool:
@@ -240,10 +276,10 @@ def _grouped(names: set[str], links: _Links, manual: ManualDecisions, pairs: Ite
             union(into, name, forced=True)
             targets.add(into)
     for a, b in sorted(edges):
-        if not any(links.unsure(n) for n in _judged(a, b)):
+        if not any(links.unsure(n) for n in _judged(a, b)) and not links.elsewhere(a, b):
             union(a, b, forced=False)
     waiting = sorted(p for p in person_pairs if p[0] in names and p[1] in names and p not in never
-                     and not links.unsure(p[0]) and not links.unsure(p[1]))
+                     and not links.unsure(p[0]) and not links.unsure(p[1]) and not links.elsewhere(*p))
     while waiting:  # until no group becomes a person
         left = [(a, b) for a, b in waiting
                 if not any(_titled(n) for r in {find(a), find(b)} for n in members.get(r, [r]))]
@@ -262,11 +298,13 @@ def _grouped(names: set[str], links: _Links, manual: ManualDecisions, pairs: Ite
 
 
 def regroup(names: set[str], pairs: set[tuple[str, str]], manual: ManualDecisions, parts: set[tuple[str, str]],
-            person_pairs: set[tuple[str, str]], *, previous: AliasMap, changed: set[str]) -> AliasMap:
+            person_pairs: set[tuple[str, str]], *, previous: AliasMap, changed: set[str],
+            sharing: Collection[tuple[str, str]] = (), covering: Collection[tuple[str, str]] = ()) -> AliasMap:
     """What :func:`group_names` gives over these inputs, grouping again only the names a
     write could have moved. ``previous`` must be ``group_names`` of the inputs before the
     write, with the same ``manual`` decisions; ``changed`` every name that joined or left
-    ``names`` or gained or lost a pair, a part or a person pair.
+    ``names`` or gained or lost a pair, a part, a person pair or a part's text facts
+    (``sharing``, ``covering``).
 
     Groups only join names linked by pairs, person pairs and merges, so each connected
     component of those is grouped on its own, given which names are ambiguous. A name's
@@ -297,6 +335,6 @@ def regroup(names: set[str], pairs: set[tuple[str, str]], manual: ManualDecision
         return {p for p in found if p[0] in reached}  # one end reached: both, in one component
 
     aliases = {n: c for n, c in previous.items() if n not in reached}
-    links = _Links(names, pairs, manual.never, parts, of=reached)
+    links = _Links(names, pairs, manual.never, parts, of=reached, sharing=sharing, covering=covering)
     aliases.update(_grouped(names & reached, links, manual, within(pairs), within(person_pairs)))
     return aliases

@@ -301,6 +301,10 @@ class PairDecision:
     part: bool = False
     # Not merged on its own, but merged if either name's group holds a titled name.
     if_person: bool = False
+    # Of a part: a text of the shorter name names the fuller one too (``shares``), or every
+    # one does (``covers``): grouping reads which fuller names its texts could mean.
+    shares: bool = False
+    covers: bool = False
 
 
 def _tells_of(p: NameProfile, owner: str) -> bool:
@@ -728,7 +732,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
             # initials (K. L. VOLLAN, where the fuller name is ERIK VOLLAN).
             return PairDecision(a, b, relation, round(score, 4), "distinct",
                                 {**_evidence(pa, pb, relation, shared, description, same_chunk), "related": True},
-                                part=True)
+                                part=True, **_texts_of_a_part(pa, pb, relation))
         corroborated = corroborated and (person or relation == "surname" and bool(pa.chunks & pb.chunks)
                                          and description >= 0.3 and not _only_an_object(pa, pb)
                                          and not _in_an_aside(pa, pb)
@@ -819,4 +823,22 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     part = (relation in _PARTS or relation in _SHORT_FORMS or relation == "stated" and bool(designation(a) or designation(b))) \
         and len(genders) < 2
     return PairDecision(a, b, relation, score, verdict, evidence, part=part,
-                        if_person=if_person and verdict != "merge")
+                        if_person=if_person and verdict != "merge",
+                        **(_texts_of_a_part(pa, pb, relation) if part else {}))
+
+
+# Parts whose texts all naming one fuller name make them that one (``PairDecision.covers``):
+# the end of a name (a surname, a name before middle names are added) and a form spelled from
+# its letters. A name's first word alone is not among them: it opens too many other names
+# ("ACTING" in a text naming "ACTING CREDITS", a first name written with another bearer's initials).
+_COVERED_BY_ITS_TEXTS = _SHORT_FORMS | {"surname", "extended_name"}
+
+
+def _texts_of_a_part(pa: NameProfile, pb: NameProfile, relation: str) -> dict[str, bool]:
+    """``PairDecision.shares`` and ``covers`` of a part: facts of the texts, whatever the
+    verdict, so a fuller name a text of the part names counts toward its ambiguity even where
+    the two were kept apart (an extraction relating them)."""
+    short, long = (pa, pb) if len(name_key(pa.name)) < len(name_key(pb.name)) else (pb, pa)
+    shares = bool(short.chunks & long.chunks)
+    return {"shares": shares,
+            "covers": shares and short.chunks <= long.chunks and relation in _COVERED_BY_ITS_TEXTS}

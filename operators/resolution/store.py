@@ -174,6 +174,9 @@ def _shard(name: str, count: int) -> int:
     return zlib.crc32(name.encode("utf-8")) % count
 
 
+_ROW_FIELDS = ("pairs", "parts", "person_pairs", "sharing", "covering", "claims", "pending")
+
+
 def joined_state(records: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     """The derived state as one record (``ResolutionState.from_stored`` reads it) from the
     records holding it: an earlier version's single record if there is one (a write by this
@@ -185,12 +188,9 @@ def joined_state(records: Mapping[str, Any]) -> Optional[dict[str, Any]]:
         return None
     shards = [records.get(k) or {} for k in _shard_keys(head["shards"])]
     joined: dict[str, Any] = {f: [x for s in shards for x in s.get(f, ())]
-                              for f in ("names", "pairs", "parts", "person_pairs", "claims", "pending")}
+                              for f in ("names", *_ROW_FIELDS)}
     joined["aliases"] = {a: c for s in shards for a, c in s.get("aliases", {}).items()}
     return {**joined, **{k: v for k, v in head.items() if k != "shards"}}
-
-
-_ROW_FIELDS = ("pairs", "parts", "person_pairs", "claims", "pending")
 
 
 def _shard_record(names: Iterable[str], aliases: Mapping[str, str], rows: Mapping[str, Iterable[tuple]]
@@ -477,13 +477,17 @@ class EntityResolution:
         pairs = _redecided(state.pairs, accepted, touched, changed)
         parts = _redecided(state.parts, {(d.a, d.b) for d in decisions if d.part}, touched, changed)
         person_pairs = _redecided(state.person_pairs, {(d.a, d.b) for d in decisions if d.if_person}, touched, changed)
+        sharing = _redecided(state.sharing, {(d.a, d.b) for d in decisions if d.shares}, touched, changed)
+        covering = _redecided(state.covering, {(d.a, d.b) for d in decisions if d.covers}, touched, changed)
         fingerprint = manual.fingerprint()
         if state.manual != fingerprint:  # a first pass, or a map grouped with other decisions
-            aliases = group_names(names, pairs, manual, parts, person_pairs)
+            aliases = group_names(names, pairs, manual, parts, person_pairs, sharing, covering)
         else:
-            aliases = regroup(names, pairs, manual, parts, person_pairs, previous=previous, changed=changed)
+            aliases = regroup(names, pairs, manual, parts, person_pairs, previous=previous, changed=changed,
+                              sharing=sharing, covering=covering)
         new_state = ResolutionState(names=names, pairs=pairs, aliases=aliases, parts=parts, person_pairs=person_pairs,
-                                    manual=fingerprint, claims=claims, pending=pending)
+                                    sharing=sharing, covering=covering, manual=fingerprint, claims=claims,
+                                    pending=pending)
         moved = {n for n in set(previous) | set(aliases) if previous.get(n, n) != aliases.get(n, n)}
         written = state_records(new_state, written_from, records if written_from is not None else None)
         changed_records = {k: r for k, r in written.items() if records.get(k) != r}
