@@ -261,7 +261,7 @@ def _kept_sentence_vectors(rag: GraphRAG) -> dict[str, str]:
         ids = await rag.stores.sentence_vectors.all_keys()
         return {i: (r or {}).get("content", "") for i, r in zip(ids, await rag.stores.text_chunks.get_by_ids(ids))}
 
-    return run_sync(read())
+    return run_sync(read(), rag.arelease)
 
 
 def test_sentence_vectors_kept_with_the_index_are_read_by_another_process_and_go_with_their_document(
