@@ -204,6 +204,18 @@ class SentenceVectors:
         _, rows = await embed_sentences(embed, list(chunks.values()))
         await store.upsert({chunk_id: self.record(r) for chunk_id, r in zip(chunks, rows)})
 
+    async def to_backfill(self, text_chunks: Any, skip: set[str]) -> dict[str, str]:
+        """Every chunk's text (chunk id -> text; those in ``skip`` apart) when the store holds
+        none yet: an index written before the stage was on gets them on its next write, as the
+        relation vectors do; until then its passages are embedded at query time."""
+        store = self.store()
+        if store is None or await store.count():
+            return {}
+        ids = sorted(set(await text_chunks.all_keys()) - skip)
+        if ids:
+            logger.info("Embedding the sentences of %d chunks of an index written without them", len(ids))
+        return {i: r["content"] for i, r in zip(ids, await text_chunks.get_by_ids(ids)) if r}
+
     async def delete(self, chunk_ids: list[str]) -> None:
         store = self.store()
         if store is not None and chunk_ids:

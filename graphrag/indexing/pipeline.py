@@ -182,7 +182,7 @@ class Pipeline:
                 # Chinese script, jieba's dictionary, loaded meanwhile).
                 terms = background.start(self.count_terms(plan.new_chunks), after=(first_answer,))
                 # So do the sentence vectors the embedding rerank stage reads (after the chunk vectors).
-                background.start(self.embed_sentences(plan.new_chunks), after=(chunk_vectors,), stage="embed")
+                background.start(self.embed_sentences(plan), after=(chunk_vectors,), stage="embed")
                 # Merge ahead: what is extracted so far is merged while the last calls are in flight.
                 merge = self.merge_ahead(work, aliases, background)
                 listeners = [merge.on_extracted]
@@ -464,9 +464,12 @@ class Pipeline:
 
         return SentenceVectors(lambda: self.stores.sentence_vectors, embedding_model_name(self.embedding_func))
 
-    async def embed_sentences(self, new_chunks: dict[str, ChunkRecord]) -> None:
-        """The new chunks' sentence vectors, kept for the embedding rerank stage (when configured)."""
-        await self.sentence_vectors().write(self.embedding_func, {k: v["content"] for k, v in new_chunks.items()})
+    async def embed_sentences(self, plan: ChunkPlan) -> None:
+        """The new chunks' sentence vectors (and an older index's, the first time), kept for the
+        embedding rerank stage when it is configured."""
+        kept = self.sentence_vectors()
+        old = await kept.to_backfill(self.stores.text_chunks, skip=set(plan.new_chunks) | plan.removed_chunks)
+        await kept.write(self.embedding_func, {**old, **{k: v["content"] for k, v in plan.new_chunks.items()}})
 
     async def count_terms(self, new_chunks: dict[str, ChunkRecord]) -> Optional[dict[str, dict[str, int]]]:
         """The new chunks' lexical counts (None: the lexical channel is off)."""
