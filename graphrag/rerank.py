@@ -15,12 +15,14 @@ import asyncio
 import logging
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Union
 
 from graphrag.operators.rerank import RERANK_STAGE, Reranker, Scorer
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from graphrag.storage.base import BaseKVStorage
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +157,7 @@ async def embed_sentences(embed: Callable[[list[str]], Awaitable["np.ndarray"]],
     return (vectors[0] if question is not None else None), rows
 
 
-def embedding_model_name(embedding_func: Any) -> str:
+def embedding_model_name(embedding_func: object) -> str:
     """What names the embedding model in the rerank cache's keys and the kept sentence vectors."""
     return str(getattr(embedding_func, "name", None) or getattr(embedding_func, "long_texts", None) or "default")
 
@@ -167,17 +169,17 @@ class SentenceVectors:
     (``chunking.chunk_id_for``), so a passage's record is found from its text. A record made
     by another embedding model is not read."""
 
-    def __init__(self, store: Callable[[], Any], model: str) -> None:
+    def __init__(self, store: Callable[[], Optional[BaseKVStorage]], model: str) -> None:
         self.store = store  # the stores' current KV store, or None (the stage off, or no index)
         self.model = model
 
-    def record(self, rows: "np.ndarray") -> dict[str, Any]:
+    def record(self, rows: "np.ndarray") -> dict[str, Union[str, int]]:
         import base64
 
         return {"model": self.model, "dim": int(rows.shape[1]),
                 "vectors": base64.b64encode(rows.astype("<f4").tobytes()).decode("ascii")}
 
-    def rows(self, record: Any) -> Optional["np.ndarray"]:
+    def rows(self, record: Optional[dict[str, Any]]) -> Optional["np.ndarray"]:
         import base64
 
         import numpy as np
@@ -204,7 +206,7 @@ class SentenceVectors:
         _, rows = await embed_sentences(embed, list(chunks.values()))
         await store.upsert({chunk_id: self.record(r) for chunk_id, r in zip(chunks, rows)})
 
-    async def to_backfill(self, text_chunks: Any, skip: set[str]) -> dict[str, str]:
+    async def to_backfill(self, text_chunks: BaseKVStorage, skip: set[str]) -> dict[str, str]:
         """Every chunk's text (chunk id -> text; those in ``skip`` apart) when the store holds
         none yet: an index written before the stage was on gets them on its next write, as the
         relation vectors do; until then its passages are embedded at query time."""
@@ -272,7 +274,8 @@ def embedding_scorer(embed: Callable[[list[str]], Awaitable["np.ndarray"]], k: i
 def build_reranker(spec: Optional[str], candidates: int, *, usage: Any = None, cache: Any = None,
                    cheap_llm: Optional[Callable[[], Any]] = None, tokenizer: Any = None,
                    model: Optional[str] = None, api_key: Optional[str] = None,
-                   embedding_func: Any = None, sentence_store: Optional[Callable[[], Any]] = None
+                   embedding_func: Any = None,
+                   sentence_store: Optional[Callable[[], Optional[BaseKVStorage]]] = None
                    ) -> Optional[Reranker]:
     """The reranker ``spec`` names (see the module docstring); None for None or ``""``.
     ``sentence_store``: the stores' ``sentence_vectors`` as they are now (``"embedding"``)."""
