@@ -296,3 +296,28 @@ def test_an_index_without_sentence_vectors_embeds_them_at_query_time_then_gets_t
     # Its next write with the stage on keeps every chunk's vectors, the older ones' too.
     rag.insert(HEADED_DOCS[2])
     assert sorted(_kept_sentence_vectors(rag).values()) == sorted(HEADED_DOCS)
+
+
+def test_sentence_vectors_of_another_embedding_model_are_not_read(tmp_path: Path) -> None:
+    import asyncio
+
+    import numpy as np
+
+    from graphrag.backends import storage_class
+    from graphrag.config import GraphRAGConfig
+    from graphrag.operators.chunking import chunk_id_for
+    from graphrag.rerank import SentenceVectors, embed_sentences
+
+    config = GraphRAGConfig(working_dir=str(tmp_path))
+    store = storage_class(config, "kv")(namespace="sentence_vectors", global_config=config)
+    embed = hash_embedding(256)
+    passage = HEADED_DOCS[1]
+
+    async def run() -> None:
+        await SentenceVectors(lambda: store, "model-a").write(embed, {chunk_id_for(passage): passage})
+        read = await SentenceVectors(lambda: store, "model-a").read([passage])
+        _, [expected] = await embed_sentences(embed, [passage])
+        assert np.array_equal(read[passage], expected)
+        assert await SentenceVectors(lambda: store, "model-b").read([passage]) == {}
+
+    asyncio.run(run())
