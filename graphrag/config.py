@@ -136,7 +136,8 @@ class GraphRAGConfig:
     # "cross-encoder:NAME_OR_PATH" (sentence-transformers, local files only), a rerank
     # endpoint's URL (TEI / Cohere / Jina shape), "llm" (listwise by the cheap model) or
     # "embedding" (the index's embedding model: headings the question names, best sentences).
-    # The first rerank_candidates passages are reordered.
+    # The first rerank_candidates passages are reordered. With "embedding", inserts keep each
+    # chunk's sentence vectors (the KV namespace "sentence_vectors", keeps_sentence_vectors).
     rerank: Optional[str] = None
     rerank_candidates: int = 20
     rerank_model: Optional[str] = None  # the model name an endpoint is asked for (Cohere, Jina)
@@ -250,3 +251,9 @@ def llm_configured(config: GraphRAGConfig) -> bool:
     """Whether a model can be called: a function passed, or an OpenAI-compatible endpoint set."""
     return bool(config.best_model_func or config.llm_api_key or config.llm_base_url
                 or os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
+
+
+def keeps_sentence_vectors(config: GraphRAGConfig) -> bool:
+    """Whether the index keeps its passages' sentence vectors (``graphrag/rerank.py:
+    SentenceVectors``): what the embedding rerank stage reads, embedded at insert."""
+    return config.rerank == "embedding"

@@ -399,7 +399,7 @@ class GraphRAG:
                 self.config.rerank, self.config.rerank_candidates, usage=self.usage,
                 cache=self.stores.llm_response_cache, cheap_llm=lambda: self.llms[1], tokenizer=self.tokenizer,
                 model=self.config.rerank_model, api_key=self.config.rerank_api_key,
-                embedding_func=self.embedding_func)
+                embedding_func=self.embedding_func, sentence_store=lambda: self.stores.sentence_vectors)
         return self._built_reranker
 
     async def aretrieve(self, query: str, param: QueryParam = QueryParam()) -> Retrieval:

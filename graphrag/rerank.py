@@ -15,7 +15,7 @@ import asyncio
 import logging
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Union
 
 from graphrag.operators.rerank import RERANK_STAGE, Reranker, Scorer
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from graphrag.storage.base import BaseKVStorage
 
 logger = logging.getLogger(__name__)
+
 
 def cross_encoder_scorer(model: str) -> Scorer:
     """A sentence-transformers cross-encoder by name (from the local cache) or path, loaded
@@ -134,7 +135,104 @@ def heading_named(heading: str, question: str) -> bool:
     return f" {' '.join(name)} " in f" {' '.join(question_words)} "
 
 
-def embedding_scorer(embed: Callable[[list[str]], Awaitable["np.ndarray"]], k: int = 60) -> Scorer:
+def passage_sentences(passage: str, heading: Optional[str] = None) -> list[str]:
+    """What the embedding scorer embeds of a passage: its sentences, each written after its
+    heading ("Heading: sentence") when it has one (``heading``: :func:`passage_heading`'s)."""
+    from graphrag.operators.nlp_extraction import split_sentences
+
+    body = passage.strip().partition("\n")[2] if heading else passage
+    return [f"{heading}: {s}" if heading else s for s in split_sentences(body) or [passage]]
+
+
+async def embed_sentences(embed: Callable[[list[str]], Awaitable["np.ndarray"]], passages: list[str],
+                          question: Optional[str] = None) -> tuple[Optional["np.ndarray"], list["np.ndarray"]]:
+    """Each passage's sentence vectors, unit length, in one model pass (with ``question``'s
+    vector, returned first, when one is given)."""
+    import numpy as np
+
+    found = [passage_sentences(p, passage_heading(p)) for p in passages]
+    texts = [*([question] if question is not None else []), *(s for sentences in found for s in sentences)]
+    if not texts:
+        return None, []
+    vectors = np.asarray(await embed(texts), dtype=np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    first = 1 if question is not None else 0
+    rows = []
+    for sentences in found:
+        rows.append(vectors[first:first + len(sentences)].copy())
+        first += len(sentences)
+    return (vectors[0] if question is not None else None), rows
+
+
+def embedding_model_name(embedding_func: object) -> str:
+    """What names the embedding model in the rerank cache's keys and the kept sentence vectors."""
+    return str(getattr(embedding_func, "name", None) or getattr(embedding_func, "long_texts", None) or "default")
+
+
+class SentenceVectors:
+    """The passages' sentence vectors kept with the index (a KV namespace, one record per chunk
+    id, written at insert and dropped with the chunk), so a question meeting a passage for the
+    first time costs no model pass over its sentences. Chunk ids are content-addressed
+    (``chunking.chunk_id_for``), so a passage's record is found from its text. A record made
+    by another embedding model is not read."""
+
+    def __init__(self, store: Callable[[], Optional[BaseKVStorage]], model: str) -> None:
+        self.store = store  # the stores' current KV store, or None (the stage off, or no index)
+        self.model = model
+
+    def record(self, rows: "np.ndarray") -> dict[str, Union[str, int]]:
+        import base64
+
+        return {"model": self.model, "dim": int(rows.shape[1]),
+                "vectors": base64.b64encode(rows.astype("<f4").tobytes()).decode("ascii")}
+
+    def rows(self, record: Optional[dict[str, Any]]) -> Optional["np.ndarray"]:
+        import base64
+
+        import numpy as np
+
+        if not isinstance(record, dict) or record.get("model") != self.model:
+            return None
+        return np.frombuffer(base64.b64decode(record["vectors"]), dtype="<f4").reshape(-1, int(record["dim"]))
+
+    async def read(self, passages: list[str]) -> dict[str, "np.ndarray"]:
+        """The kept rows of those of ``passages`` that have them, by passage."""
+        from graphrag.operators.chunking import chunk_id_for
+
+        store = self.store()
+        if store is None or not passages:
+            return {}
+        records = await store.get_by_ids([chunk_id_for(p) for p in passages])
+        return {p: rows for p, r in zip(passages, records) if (rows := self.rows(r)) is not None}
+
+    async def write(self, embed: Callable[[list[str]], Awaitable["np.ndarray"]], chunks: dict[str, str]) -> None:
+        """Embed and keep the sentences of ``chunks`` (chunk id -> text)."""
+        store = self.store()
+        if store is None or not chunks:
+            return
+        _, rows = await embed_sentences(embed, list(chunks.values()))
+        await store.upsert({chunk_id: self.record(r) for chunk_id, r in zip(chunks, rows)})
+
+    async def to_backfill(self, text_chunks: BaseKVStorage, skip: set[str]) -> dict[str, str]:
+        """Every chunk's text (chunk id -> text; those in ``skip`` apart) when the store holds
+        none yet: an index written before the stage was on gets them on its next write, as the
+        relation vectors do; until then its passages are embedded at query time."""
+        store = self.store()
+        if store is None or await store.count():
+            return {}
+        ids = sorted(set(await text_chunks.all_keys()) - skip)
+        if ids:
+            logger.info("Embedding the sentences of %d chunks of an index written without them", len(ids))
+        return {i: r["content"] for i, r in zip(ids, await text_chunks.get_by_ids(ids)) if r}
+
+    async def delete(self, chunk_ids: list[str]) -> None:
+        store = self.store()
+        if store is not None and chunk_ids:
+            await store.delete(chunk_ids)
+
+
+def embedding_scorer(embed: Callable[[list[str]], Awaitable["np.ndarray"]], k: int = 60,
+                     kept_with_index: Optional[SentenceVectors] = None) -> Scorer:
     """Rescores the head of a mode's order with the embedding model the index already has (no
     reranker weights): the passages whose heading the question names (:func:`heading_named`)
     go first, in their order, then that order is fused (reciprocal ranks at ``k``) with the
@@ -143,21 +241,17 @@ def embedding_scorer(embed: Callable[[list[str]], Awaitable["np.ndarray"]], k: i
     stand as high as the passage that answers; its heading and best sentence tell them apart.
     The scores keep the mode's order as a prior, so a passage no signal favours stays where
     the mode put it. For a question in a script the embedder cannot read, only the headings
-    count."""
+    count. Sentence vectors come from ``kept_with_index`` when the insert stored them, else
+    are embedded here."""
     import numpy as np
 
     from graphrag.operators.lexical import embedder_reads
-    from graphrag.operators.nlp_extraction import split_sentences
     from graphrag.operators.text_cache import TextCache
 
     # A passage's sentence vectors do not depend on the question: kept between queries, so a
-    # passage met again costs no model pass.
+    # passage met again costs no model pass (nor a read of the index's copy).
     kept: TextCache[str, np.ndarray] = TextCache(SENTENCE_VECTOR_BYTES,
                                                  lambda passage, rows: sys.getsizeof(passage) + rows.nbytes)
-
-    def sentences(passage: str, heading: Optional[str]) -> list[str]:
-        body = passage.strip().partition("\n")[2] if heading else passage
-        return [f"{heading}: {s}" if heading else s for s in split_sentences(body) or [passage]]
 
     async def score(question: str, passages: list[str]) -> list[float]:
         headings = [passage_heading(p) for p in passages]
@@ -166,15 +260,14 @@ def embedding_scorer(embed: Callable[[list[str]], Awaitable["np.ndarray"]], k: i
         if not embedder_reads(embed, question):  # its similarities would be noise
             return [1.0 / (k + tiered.index(i)) for i in range(len(passages))]
         rows_of = {p: rows for p in dict.fromkeys(passages) if (rows := kept.peek(p)) is not None}
-        missing = {p: sentences(p, h) for p, h in zip(passages, headings) if p not in rows_of}
-        texts = [question, *(s for found in missing.values() for s in found)]
-        vectors = np.asarray(await embed(texts), dtype=np.float32)
-        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        first = 1
-        for passage, found in missing.items():
-            rows_of[passage] = kept.get(passage, lambda rows=vectors[first:first + len(found)].copy(): rows)
-            first += len(found)
-        best = [float((rows_of[p] @ vectors[0]).max()) for p in passages]
+        if kept_with_index is not None:
+            rows_of.update(await kept_with_index.read([p for p in dict.fromkeys(passages) if p not in rows_of]))
+        missing = [p for p in dict.fromkeys(passages) if p not in rows_of]
+        question_vector, found = await embed_sentences(embed, missing, question)
+        rows_of.update(zip(missing, found))
+        for passage, rows in rows_of.items():
+            kept.get(passage, lambda rows=rows: rows)
+        best = [float((rows_of[p] @ question_vector).max()) for p in passages]
         by_sentence = sorted(range(len(passages)), key=lambda i: (-best[i], i))
         scores = [0.0] * len(passages)
         for order, weight in ((tiered, 1.0), (by_sentence, SENTENCE_ORDER_WEIGHT)):
@@ -188,8 +281,10 @@ def embedding_scorer(embed: Callable[[list[str]], Awaitable["np.ndarray"]], k: i
 def build_reranker(spec: Optional[str], candidates: int, *, usage: Optional[UsageCounter] = None,
                    cache: Optional[BaseKVStorage] = None, cheap_llm: Optional[Callable[[], LLMClient]] = None,
                    tokenizer: Optional[Tokenizer] = None, model: Optional[str] = None, api_key: Optional[str] = None,
-                   embedding_func: Optional[EmbeddingFunc] = None) -> Optional[Reranker]:
-    """The reranker ``spec`` names (see the module docstring); None for None or ``""``."""
+                   embedding_func: Optional[EmbeddingFunc] = None,
+                   sentence_store: Optional[Callable[[], Optional[BaseKVStorage]]] = None) -> Optional[Reranker]:
+    """The reranker ``spec`` names (see the module docstring); None for None or ``""``.
+    ``sentence_store``: the stores' ``sentence_vectors`` as they are now (``"embedding"``)."""
     if not spec:
         return None
     if spec.startswith("cross-encoder:"):
@@ -208,6 +303,7 @@ def build_reranker(spec: Optional[str], candidates: int, *, usage: Optional[Usag
             raise ValueError("rerank='embedding' needs an embedding function")
         from graphrag.operators.query_hybrid import RRF_K
 
-        name = getattr(embedding_func, "name", None) or getattr(embedding_func, "long_texts", None) or "default"
-        return Reranker(embedding_scorer(embedding_func, RRF_K), f"embedding:{name}", candidates, usage, cache)
+        name = embedding_model_name(embedding_func)
+        kept = SentenceVectors(sentence_store, name) if sentence_store is not None else None
+        return Reranker(embedding_scorer(embedding_func, RRF_K, kept), f"embedding:{name}", candidates, usage, cache)
     raise ValueError(f"rerank must be 'cross-encoder:NAME_OR_PATH', an http(s) URL, 'llm' or 'embedding', not {spec!r}")

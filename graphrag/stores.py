@@ -8,7 +8,7 @@ import uuid
 from typing import TYPE_CHECKING, AsyncIterator, Callable, Generic, Optional, TypeVar
 
 from graphrag.backends import storage_class
-from graphrag.config import GraphRAGConfig
+from graphrag.config import GraphRAGConfig, keeps_sentence_vectors
 from graphrag.embedding import EmbeddingFunc
 from graphrag.storage import (
     BaseGraphStorage,
@@ -62,6 +62,8 @@ class Stores:
     llm_response_cache = _OpenedOnFirstUse[Optional[BaseKVStorage]]()
     # The lexical channel's BM25 index over chunks (operators/lexical.py); None when off.
     lexical_index = _OpenedOnFirstUse[Optional[BaseKVStorage]]()
+    # Each chunk's sentence vectors, for rerank="embedding" (graphrag/rerank.py); None when off.
+    sentence_vectors = _OpenedOnFirstUse[Optional[BaseKVStorage]]()
 
     def __init__(self, openers: dict[str, StoreOpener], working_dir: Optional[str] = None,
                  describe_vectors: Optional[Callable[[str], Optional[dict[str, int]]]] = None) -> None:
@@ -264,4 +266,6 @@ def open_stores(config: GraphRAGConfig, embedding_func: Optional[EmbeddingFunc])
         "chunk_extractions": kv("chunk_extractions"),
         "llm_response_cache": llm_cache,
         "lexical_index": kv("lexical_index", read_by_record=True) if config.lexical_retrieval else lambda: None,
+        "sentence_vectors": (kv("sentence_vectors", read_by_record=True)
+                             if keeps_sentence_vectors(config) and embedding_func is not None else lambda: None),
     }, working_dir=config.working_dir, describe_vectors=lambda name: vector_cls.describe_stored(config, name))

@@ -393,3 +393,21 @@ def test_more_statements_at_once_than_connections_wait_their_turn_not_a_timeout(
             await db.close()
 
     run(main())
+
+
+def test_the_embedding_rerank_keeps_sentence_vectors_in_postgres(make_rag):
+    """rerank="embedding" keeps each chunk's sentence vectors in a KV namespace: in the
+    database, read by another instance (only the question embedded), gone with the document."""
+    from graphrag.operators.chunking import doc_id_for
+    from test_rerank import HEADED_DOCS, HEADED_QUESTION, _counting_embedding, _kept_sentence_vectors
+
+    rag = make_rag(extraction="nlp", rerank="embedding", embedding_func=hash_embedding(256))
+    rag.insert(HEADED_DOCS)
+    assert sorted(_kept_sentence_vectors(rag).values()) == sorted(HEADED_DOCS)
+    embedded: list[str] = []
+    reader = make_rag("reader", extraction="nlp", rerank="embedding", enable_llm_cache=False,
+                      embedding_func=_counting_embedding(embedded))
+    chunks = reader.retrieve(HEADED_QUESTION, QueryParam(mode="naive")).chunks
+    assert chunks[0].content.startswith("Quarvale Lighthouse\n") and embedded == [HEADED_QUESTION]
+    rag.delete_documents(doc_id_for(HEADED_DOCS[2]))
+    assert sorted(_kept_sentence_vectors(rag).values()) == sorted(HEADED_DOCS[:2])

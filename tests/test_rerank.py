@@ -229,3 +229,95 @@ def test_the_embedding_scorer_skips_sentences_in_a_script_its_embedder_cannot_re
     assert embedded == []
     asyncio.run(embedding_scorer(latin_only)("Which harbour is the 港?", passages))
     assert embedded
+
+
+def _counting_embedding(embedded: list[str]) -> Any:
+    """hash_embedding(256), with every text it embeds added to ``embedded``."""
+    from graphrag.embedding_func import EmbeddingFunc
+
+    inner = hash_embedding(256)
+
+    async def embed(texts: list[str]) -> Any:
+        embedded.extend(texts)
+        return await inner(texts)
+
+    return EmbeddingFunc(embedding_dim=256, max_token_size=8192, func=embed)
+
+
+def _counted(path: Path, embedded: list[str]) -> GraphRAG:
+    return GraphRAG(working_dir=str(path), embedding_func=_counting_embedding(embedded), extraction="nlp",
+                    show_progress=False, rerank="embedding", enable_llm_cache=False)
+
+
+def _hybrid_order(rag: GraphRAG) -> list[str]:
+    return [c.content for c in rag.retrieve(HEADED_QUESTION, QueryParam(mode="hybrid")).chunks]
+
+
+def _kept_sentence_vectors(rag: GraphRAG) -> dict[str, str]:
+    """The chunks whose sentence vectors the index keeps: chunk id -> chunk text."""
+    from graphrag.aio import run_sync
+
+    async def read() -> dict[str, str]:
+        ids = await rag.stores.sentence_vectors.all_keys()
+        return {i: (r or {}).get("content", "") for i, r in zip(ids, await rag.stores.text_chunks.get_by_ids(ids))}
+
+    return run_sync(read(), rag.arelease)
+
+
+def test_sentence_vectors_kept_with_the_index_are_read_by_another_process_and_go_with_their_document(
+        tmp_path: Path) -> None:
+    from graphrag.operators.chunking import doc_id_for
+    from graphrag.rerank import passage_heading, passage_sentences
+
+    writer = _rag(tmp_path, rerank="embedding")
+    writer.insert(HEADED_DOCS)
+    assert sorted(_kept_sentence_vectors(writer).values()) == sorted(HEADED_DOCS)
+    # Another process: the question alone is embedded, every passage's sentences are read.
+    embedded: list[str] = []
+    order = _hybrid_order(_counted(tmp_path, embedded))
+    assert order[0].startswith("Quarvale Lighthouse\n")
+    assert embedded == [HEADED_QUESTION]
+    # The same order as from sentences embedded at query time (an index without them).
+    plain, embedded_then = tmp_path / "plain", []
+    _rag(plain).insert(HEADED_DOCS)
+    assert _hybrid_order(_counted(plain, embedded_then)) == order
+    assert set(passage_sentences(HEADED_DOCS[1], passage_heading(HEADED_DOCS[1]))) <= set(embedded_then)
+    # A deleted document takes its chunk's sentence vectors with it; the others stay.
+    writer.delete_documents(doc_id_for(HEADED_DOCS[2]))
+    assert sorted(_kept_sentence_vectors(writer).values()) == sorted(HEADED_DOCS[:2])
+
+
+def test_an_index_without_sentence_vectors_embeds_them_at_query_time_then_gets_them_at_its_next_write(tmp_path: Path) -> None:
+    _rag(tmp_path).insert(HEADED_DOCS[:2])  # an index written without the stage
+    embedded: list[str] = []
+    rag = _counted(tmp_path, embedded)
+    assert _hybrid_order(rag)[0].startswith("Quarvale Lighthouse\n")
+    assert "Quarvale Lighthouse: The tower was raised in 1841 on the northern cliff." in embedded
+    # Its next write with the stage on keeps every chunk's vectors, the older ones' too.
+    rag.insert(HEADED_DOCS[2])
+    assert sorted(_kept_sentence_vectors(rag).values()) == sorted(HEADED_DOCS)
+
+
+def test_sentence_vectors_of_another_embedding_model_are_not_read(tmp_path: Path) -> None:
+    import asyncio
+
+    import numpy as np
+
+    from graphrag.backends import storage_class
+    from graphrag.config import GraphRAGConfig
+    from graphrag.operators.chunking import chunk_id_for
+    from graphrag.rerank import SentenceVectors, embed_sentences
+
+    config = GraphRAGConfig(working_dir=str(tmp_path))
+    store = storage_class(config, "kv")(namespace="sentence_vectors", global_config=config)
+    embed = hash_embedding(256)
+    passage = HEADED_DOCS[1]
+
+    async def run() -> None:
+        await SentenceVectors(lambda: store, "model-a").write(embed, {chunk_id_for(passage): passage})
+        read = await SentenceVectors(lambda: store, "model-a").read([passage])
+        _, [expected] = await embed_sentences(embed, [passage])
+        assert np.array_equal(read[passage], expected)
+        assert await SentenceVectors(lambda: store, "model-b").read([passage]) == {}
+
+    asyncio.run(run())

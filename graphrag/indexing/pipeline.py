@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from graphrag.operators.resolution import EntityResolution
     from graphrag.operators.resolution.store import IndexedAhead, NamesLookedUp
     from graphrag.operators.tokenizer import Tokenizer
+    from graphrag.rerank import SentenceVectors
 
 logger = logging.getLogger(__name__)
 
@@ -184,6 +185,8 @@ class Pipeline:
                 # The lexical index's counts need only the chunk text too (and, for a text in
                 # Chinese script, jieba's dictionary, loaded meanwhile).
                 terms = background.start(self.count_terms(plan.new_chunks), after=(first_answer,))
+                # So do the sentence vectors the embedding rerank stage reads (after the chunk vectors).
+                background.start(self.embed_sentences(plan), after=(chunk_vectors,), stage="embed")
                 # Merge ahead: what is extracted so far is merged while the last calls are in flight.
                 merge = self.merge_ahead(work, aliases, background)
                 listeners = [merge.on_extracted]
@@ -436,6 +439,7 @@ class Pipeline:
             await stores.chunk_extractions.delete(removed)
             if stores.chunks_vdb is not None:
                 await stores.chunks_vdb.delete(removed)
+            await self.sentence_vectors().delete(removed)
         if removed_doc_ids:
             await stores.full_docs.delete(removed_doc_ids)
         await stores.chunk_extractions.upsert({k: {"entities": v["entities"], "relations": v["relations"]}
@@ -458,6 +462,18 @@ class Pipeline:
         if self.stores.chunks_vdb is not None and new_chunks:
             warn_if_not_english([v["content"] for v in new_chunks.values()], self.embedding_func)
             await self.stores.chunks_vdb.upsert({k: {"content": v["content"]} for k, v in new_chunks.items()})
+
+    def sentence_vectors(self) -> SentenceVectors:
+        from graphrag.rerank import SentenceVectors, embedding_model_name
+
+        return SentenceVectors(lambda: self.stores.sentence_vectors, embedding_model_name(self.embedding_func))
+
+    async def embed_sentences(self, plan: ChunkPlan) -> None:
+        """The new chunks' sentence vectors (and an older index's, the first time), kept for the
+        embedding rerank stage when it is configured."""
+        kept = self.sentence_vectors()
+        old = await kept.to_backfill(self.stores.text_chunks, skip=set(plan.new_chunks) | plan.removed_chunks)
+        await kept.write(self.embedding_func, {**old, **{k: v["content"] for k, v in plan.new_chunks.items()}})
 
     async def count_terms(self, new_chunks: dict[str, ChunkRecord]) -> Optional[dict[str, dict[str, int]]]:
         """The new chunks' lexical counts (None: the lexical channel is off)."""
