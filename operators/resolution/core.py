@@ -188,9 +188,9 @@ class _Links:
             else:  # a designation's ambiguity is its own, unless this is its head
                 fuller = sorted(p for p in partners if _at_least_as_full(name_key(p), key)
                                 and (not designation(p) or designation(p)[1] == key))  # type: ignore[index]
-                # Every text of the part names one fuller name it is accepted with (RAY, in the
-                # texts of SATYAJIT RAY): there it is that one, and another fuller name counts only
-                # where one of its texts names it too (SANDIP RAY, named elsewhere, does not).
+                # Every text of the part names one fuller name it is accepted with (MORVEN, in the
+                # texts of ILSA MORVEN): there it is that one, and another fuller name counts only
+                # where one of its texts names it too (TOMAS MORVEN, named elsewhere, does not).
                 covering = [p for p in fuller if _pair(name, p) in self.covering and _pair(name, p) in self.pairs]
                 if covering:
                     self._covered[name] = covering
@@ -202,8 +202,8 @@ class _Links:
     def elsewhere(self, x: str, y: str) -> bool:
         """Whether an accepted pair joins a part that is, in its own texts, one fuller name
         (see :meth:`unsure`) to a fuller name none of those texts names and that cannot be
-        that one: another bearer (AUDREY, in texts naming AUDREY WILLIAMS, is no AUDREY DAVIES
-        named elsewhere; DR. VOSS may still be ELENA VOSS)."""
+        that one: another bearer (NELL, in texts naming NELL ASHCROFT, is no NELL PARGETER
+        named elsewhere; DR. ASHCROFT may still be NELL ASHCROFT)."""
         for part, other in ((x, y), (y, x)):
             self.unsure(part)
             covering = self._covered.get(part, ())

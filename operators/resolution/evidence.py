@@ -45,7 +45,7 @@ class NameProfile:
     # relations ("Marten sold the works" as the text of MARTEN -> THE WORKS) is described there.
     relation_texts: list[str] = field(default_factory=list)
     # Those of the relations it is the source of: a model writes a relation's text with its
-    # source as the subject ("She leads the storage team there" for PRIYA RAMAN -> NORTHWIND LABS).
+    # source as the subject ("She leads the storage team there" for an engineer -> her employer).
     source_texts: list[str] = field(default_factory=list)
 
     @property
@@ -273,8 +273,8 @@ _NAMED_BY_ITS_PART = 0.1
 # this much (word cosine) count for it.
 _SPELLING_ALIKE = 0.3
 # An untyped surname written in other texts than its full name is that person where the two
-# are described this alike (word cosine; "Armstrong was backup commander for Apollo 8" /
-# "Neil Armstrong commanded Apollo 11"); a surname two full names of the graph carry stays
+# are described this alike (word cosine; "Tolvar was backup pilot for the second flight" /
+# "Brenna Tolvar flew the third flight"); a surname two full names of the graph carry stays
 # alone (``part``), so this reads only a surname with one plausible bearer.
 _SURNAME_ALIKE = 0.5
 # A short form kept from a name's own letters: one of two names it could stand for stays alone.
@@ -773,7 +773,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # Characters kept from a name (北大) name it where a text uses both, or a neighbour is shared.
         corroborated = bool(shared) or same_chunk
     if relation == "extended_name" and not person:
-        # "VIETNAMESE PRODIGY" is no part of "VIETNAMESE FINE ARTS PRODIGY". With no types and
+        # "NORDIC PRIZE" is no part of "NORDIC SHORT FILM PRIZE". With no types and
         # nothing saying either is a person, the fuller name is the shorter one with its middle
         # names only as two writers give one name (:func:`_two_writers`), and where no extraction
         # relates them (JOHN HALE and his son JOHN PAUL HALE are related, or named in one text).
@@ -830,7 +830,8 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
 # Parts whose texts all naming one fuller name make them that one (``PairDecision.covers``):
 # the end of a name (a surname, a name before middle names are added) and a form spelled from
 # its letters. A name's first word alone is not among them: it opens too many other names
-# ("ACTING" in a text naming "ACTING CREDITS", a first name written with another bearer's initials).
+# (a common word opening a name, as "OPEN" in a text naming "OPEN ARCHIVES", or a first name
+# written with another bearer's initials).
 _COVERED_BY_ITS_TEXTS = _SHORT_FORMS | {"surname", "extended_name"}
 
 
