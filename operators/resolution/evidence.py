@@ -316,9 +316,12 @@ class PairDecision:
 
 
 # A life span in brackets, the years in four digits: "(1893-1943)", "（1912–2011）", "(1928-)"
-# for one living. Its first year is the birth; a single bracketed year ("Harbour Lights
+# for one living, or with the days ("(November 6, 1893 – May 26, 1943)", "(6. November 1893 -
+# ...)"): a day's number beside a month's word, never a word alone ("(reigned 1916-1918)" is
+# an office's term). Its first year is the birth; a single bracketed year ("Harbour Lights
 # (1969)", a work's) or a year in the prose ("president from 1919") is no life span.
-_LIFE_SPAN = re.compile(r"[(（]\s*(\d{4})\s*[-‐‑–—]\s*(?:\d{4}\s*)?[)）]")
+_DAY = r"(?:\d{1,2}\.?\s+[^\W\d_]+\.?\s+|[^\W\d_]+\.?\s+\d{1,2},?\s+)?"
+_LIFE_SPAN = re.compile(rf"[(（]\s*{_DAY}(\d{{4}})\s*[-‐‑–—]\s*(?:{_DAY}\d{{4}}\s*)?[)）]")
 # Words of a name's own that may stand between its words before the bracket: a middle name
 # ("Ada Maria Holm (1901-1980)" for ADA HOLM).
 _MIDDLE_WORDS = 2
