@@ -322,7 +322,7 @@ class PairDecision:
 # (1969)", a work's) or a year in the prose ("president from 1919") is no life span.
 _DAY = r"(?:\d{1,2}\.?\s+[^\W\d_]+\.?\s+|[^\W\d_]+\.?\s+\d{1,2},?\s+)?"
 _LIFE_SPAN = re.compile(rf"[(（]\s*{_DAY}(\d{{4}})\s*[-‐‑–—]\s*(?:{_DAY}\d{{4}}\s*)?[)）]")
-# Words of a name's own that may stand between its words before the bracket: a middle name
+# Other words that may stand among the name's words before the bracket: a middle name
 # ("Ada Maria Holm (1901-1980)" for ADA HOLM).
 _MIDDLE_WORDS = 2
 
