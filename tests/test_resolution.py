@@ -2600,3 +2600,68 @@ def test_untyped_a_bare_name_said_to_be_its_category_words_kind_is_that_name() -
     # Typed, the types decide as before.
     assert decided(profile("KELM SPRINGS", "EVENT", description="Kelm Springs is the resort near Harbury."),
                    profile("KELM SPRINGS RESORT", "GEO")).verdict != "merge"
+
+
+# --------------------------------------------------------------------------- birth years
+
+
+def test_two_people_of_one_name_with_different_life_spans_stay_apart() -> None:
+    def pair(da: str, db: str) -> Any:
+        pa = profile("ADA HOLM", "PERSON", ("BERGEN", "ART SCHOOL"), "painter bergen", da)
+        pb = profile("ADA MARIA HOLM", "PERSON", ("BERGEN", "ART SCHOOL"), "painter bergen", db)
+        return decide_pair(pa, pb, name_relation(pa.name, pb.name), threshold=0.7, ask_threshold=0.4)
+
+    # One person written with and without a life span (and with a year of an event) is one.
+    assert pair("Ada Holm was a painter in Bergen from 1920 to 1950.",
+                "Ada Maria Holm (1901-1980) was a painter in Bergen.").verdict == "merge"
+    # Two life spans, in any of the forms a text writes them: two people.
+    for da, db in [("Ada Holm (1901-1980) was a painter.", "Ada Maria Holm (1935-2010) was a painter."),
+                   ("Ada Holm (March 3, 1901 – May 1, 1980) was a painter.", "Ada Maria Holm（1935–）is a painter."),
+                   ("Ada Holm (born 12 May 1935 in Oslo) is a painter.", "Ada Maria Holm (6. Mai 1901 - 1980) war Malerin.")]:
+        decision = pair(da, db)
+        assert decision.verdict == "distinct" and decision.evidence["births"] == ["1901", "1935"], (da, db)
+    # The same birth year twice is one person.
+    assert pair("Ada Holm (1901-1980) was a painter.", "Ada Maria Holm (1901–1980) was a painter.").verdict == "merge"
+
+
+def test_only_a_life_span_of_the_name_itself_counts() -> None:
+    def births(name: str, text: str) -> frozenset[str]:
+        return profile(name, description=text).births
+
+    assert births("ADA HOLM", "Ada Maria Holm (1901-1980) was a painter.") == {"1901"}
+    assert births("OTTO VON LIND", "Otto von Lind (1912-2011) was a count.") == {"1912"}
+    # Another person's dates, a work's year, an office's term, events: none is the name's birth.
+    assert births("ADA HOLM", "Ada Holm was the daughter of Per Holm (1870-1940).") == frozenset()
+    assert births("ADA HOLM", "Ada Holm's teacher Per Holm (1870-1940) taught her.") == frozenset()
+    assert births("HARBOUR LIGHTS", "Harbour Lights (1969) is a film.") == frozenset()
+    assert births("ADA HOLM", "Ada Holm (reigned 1916-1918) was a queen.") == frozenset()
+    assert births("ADA HOLM", "Ada Holm led the school from 1919 to 1943 and was born in 1901.") == frozenset()
+    # "born" is read in English only; the bracketed span in any language.
+    assert births("ADA HOLM", "Ada Holm (born 1929, née Lind) is a painter.") == {"1929"}
+    assert births("ADA HOLM", "Ada Holm (born 1929) ist eine Malerin aus Bergen.") == frozenset()
+
+
+# One name given two life spans by two texts, and a fuller name written without one.
+LIFESPANS = {
+    "Ada Maria Holm painted": ['("entity"<|>"ADA MARIA HOLM"<|>"PERSON"<|>"Ada Maria Holm was a painter in Bergen.")',
+                               '("entity"<|>"BERGEN"<|>"GEO"<|>"Bergen is a port city.")',
+                               '("relationship"<|>"ADA MARIA HOLM"<|>"BERGEN"<|>"Ada Maria Holm painted in Bergen."<|>5)'],
+    "Ada Holm exhibited": ['("entity"<|>"ADA HOLM"<|>"PERSON"<|>'
+                           '"Ada Holm (1901-1980) was a painter in Bergen, where she exhibited in 1935.")',
+                           '("entity"<|>"BERGEN"<|>"GEO"<|>"Bergen is a port city.")',
+                           '("relationship"<|>"ADA HOLM"<|>"BERGEN"<|>"Ada Holm exhibited in Bergen."<|>5)'],
+    "Ada Holm studied": ['("entity"<|>"ADA HOLM"<|>"PERSON"<|>"Ada Holm (1962-2019) was a chemist in Bergen.")',
+                         '("entity"<|>"BERGEN"<|>"GEO"<|>"Bergen is a port city.")',
+                         '("relationship"<|>"ADA HOLM"<|>"BERGEN"<|>"Ada Holm studied in Bergen."<|>5)'],
+}
+LIFESPAN_DOCS = ["Ada Maria Holm painted the harbour of Bergen.", "Ada Holm exhibited in Bergen in 1935.",
+                 "Ada Holm studied chemistry in Bergen."]
+
+
+def test_a_name_its_texts_give_two_life_spans_merges_with_nothing_exactly(tmp_path: Any) -> None:
+    both, alone = _exact_in_any_order_and_under_delete(tmp_path, records_responder(LIFESPANS), LIFESPAN_DOCS,
+                                                       LIFESPAN_DOCS[:2])
+    # Written with a life span in one text and without in another: one person.
+    assert alone["resolution"]["aliases"] == {"ADA HOLM": "ADA MARIA HOLM"}
+    # A third text gives the name another life span: two people bear it, so it joins neither.
+    assert both["resolution"]["aliases"] == {}

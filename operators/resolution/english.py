@@ -393,3 +393,15 @@ def gender_from_pronouns(pronouns: Counter) -> Optional[str]:
     if female >= 2 and female >= 3 * male:
         return "F"
     return None
+
+
+# A birth stated in a bracketed aside: "(born 1929, ...)", "(b. 12 May 1953 in ...)", "(born
+# on March 3, 1950)": only a day and a month may stand between the word and the year, so a
+# later year of the aside ("born in Leeds, moved in 1960") is never read as the birth.
+_BORN_ASIDE = re.compile(r"\(\s*(?:born|b\.)\s+(?:on\s+)?(?:\d{1,2}\s+)?(?:[A-Z][a-z]+\.?\s+)?(?:\d{1,2},?\s+)?"
+                         r"(\d{4})(?!\d)")
+
+
+def born_asides(text: str) -> list[tuple[int, str]]:
+    """Where ``text`` opens a bracketed aside stating a birth year, and the year (four digits)."""
+    return [(m.start(), m.group(1)) for m in _BORN_ASIDE.finditer(text)] if "b" in text else []

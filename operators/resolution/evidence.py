@@ -13,8 +13,8 @@ from graphrag.operators.names import fold_name
 from graphrag.schema import ChunkExtraction
 
 from .chinese import stated_names
-from .english import (STOPWORDS, claim_cues, cued_claims, description_claims, description_pronouns, description_roles,
-                      gender_from_pronouns, is_english, opening_pronouns, plural_name, said_to_be,
+from .english import (STOPWORDS, born_asides, claim_cues, cued_claims, description_claims, description_pronouns,
+                      description_roles, gender_from_pronouns, is_english, opening_pronouns, plural_name, said_to_be,
                       written_in_lower_case)
 from .keys import (NEVER_ALIKE, TOKEN, UNSETTLED_RELATIONS, accented_key, designation, gender, key_of, look_alike,
                    name_key, normal_name, owned, relational, surface_variants)
@@ -107,6 +107,14 @@ class NameProfile:
             return False
         written = accented_key(self.name, key[0])
         return any(_stands_alone(written, text) for text in self.descriptions.values())
+
+    @cached_property
+    def births(self) -> frozenset[str]:
+        """The birth years the descriptions give the name itself (:func:`_own_births`). Two of
+        them say the one string names two people, described in different texts."""
+        english = set(self.english)
+        return frozenset(year for text in self.descriptions.values()
+                         for year in _own_births(self.name, text, text in english))
 
     @cached_property
     def pronoun_gender(self) -> Optional[str]:
@@ -305,6 +313,44 @@ class PairDecision:
     # one does (``covers``): grouping reads which fuller names its texts could mean.
     shares: bool = False
     covers: bool = False
+
+
+# A life span in brackets, the years in four digits: "(1893-1943)", "（1912–2011）", "(1928-)"
+# for one living, or with the days ("(November 6, 1893 – May 26, 1943)", "(6. November 1893 -
+# ...)"): a day's number beside a month's word, never a word alone ("(reigned 1916-1918)" is
+# an office's term). Its first year is the birth; a single bracketed year ("Harbour Lights
+# (1969)", a work's) or a year in the prose ("president from 1919") is no life span.
+_DAY = r"(?:\d{1,2}\.?\s+[^\W\d_]+\.?\s+|[^\W\d_]+\.?\s+\d{1,2},?\s+)?"
+_LIFE_SPAN = re.compile(rf"[(（]\s*{_DAY}(\d{{4}})\s*[-‐‑–—]\s*(?:{_DAY}\d{{4}}\s*)?[)）]")
+# Other words that may stand among the name's words before the bracket: a middle name
+# ("Ada Maria Holm (1901-1980)" for ADA HOLM).
+_MIDDLE_WORDS = 2
+
+
+@lru_cache(maxsize=_TEXTS_KEPT)
+def _own_births(name: str, text: str, english: bool) -> tuple[str, ...]:
+    """The birth years ``text`` gives ``name`` itself: a life span in brackets (and in English
+    "(born 1929, ...)", :func:`.english.born_asides`) right after the name as written, its
+    last word just before the bracket, every word of it among the few words before, and no
+    lower-case word longer than a particle ("von", "de") among them. So another person's dates
+    in the description ("son of Henry Hale (1863-1947)") are not read as the name's."""
+    if not any(c.isdigit() for c in text):
+        return ()
+    key = name_key(name)
+    if not key:
+        return ()
+    found = [(m.start(), m.group(1)) for m in _LIFE_SPAN.finditer(text)] + (born_asides(text) if english else [])
+    years = []
+    for at, year in found:
+        words = text[:at].split()[-(len(key) + _MIDDLE_WORDS):]
+        keys = [name_key(w)[-1:] for w in words]
+        if not keys or keys[-1] != key[-1:] or not set(key) <= {k[0] for k in keys if k}:
+            continue
+        first = keys.index(key[:1])
+        if any(w[:1].islower() and len(w) > 3 for w in words[first:]):
+            continue
+        years.append(year)
+    return tuple(years)
 
 
 def _tells_of(p: NameProfile, owner: str) -> bool:
@@ -642,6 +688,12 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     told = look_alike(a, b)
     if told in NEVER_ALIKE:  # whatever else the pair shares, the names say two things (ORION 4 / 6)
         return PairDecision(a, b, relation, 0.0, "distinct", {"relation": relation, "look_alike": told})
+    births = pa.births | pb.births
+    if len(births) > 1:
+        # Two birth years: the names' descriptions give two people, or one name's own texts do
+        # (a string two people bear, which then merges with nothing: whichever of them the
+        # other name is, a merge would join it to both).
+        return PairDecision(a, b, relation, 0.0, "distinct", {"relation": relation, "births": sorted(births)})
     # A description stating the other name ("Frank is Hale's nephew") is the relation itself.
     if relation == "stated" and not _states(pa, pb):
         return PairDecision(a, b, relation, 0.0, "distinct", {"relation": relation, "stated": False})
