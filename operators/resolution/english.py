@@ -375,7 +375,7 @@ def plural_name(name: str, texts: list[str]) -> bool:
 
 def opening_pronouns(texts: list[str]) -> Counter:
     """The pronouns that open the English ``texts``, by gender: a relation's text written about
-    its source opens with its subject, so "She leads the storage team" says the source is a
+    its source opens with its subject, so "She runs the workshop" says the source is a
     woman, where the text names no one ("he" inside a text may be anyone it mentions)."""
     pronouns: Counter = Counter()
     for text in texts:

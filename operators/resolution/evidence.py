@@ -45,7 +45,7 @@ class NameProfile:
     # relations ("Marten sold the works" as the text of MARTEN -> THE WORKS) is described there.
     relation_texts: list[str] = field(default_factory=list)
     # Those of the relations it is the source of: a model writes a relation's text with its
-    # source as the subject ("She leads the storage team there" for an engineer -> her employer).
+    # source as the subject ("She runs the workshop there" for a potter -> her studio).
     source_texts: list[str] = field(default_factory=list)
 
     @property
