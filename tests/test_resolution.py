@@ -1537,6 +1537,49 @@ def test_a_write_sends_its_names_to_the_lookup_process_in_bounded_requests(monke
     assert len(expected) >= 4 and _candidate_pairs(set(arriving), set(), index, ahead) == expected
 
 
+def test_a_stopped_write_leaves_no_kept_index_for_the_next_one_while_a_thread_still_indexes(monkeypatch: Any) -> None:
+    """The index made ahead is the kept one, brought up in place in a thread, which cancelling
+    the write does not stop: the next write must not start from it (nor bring it up at once)."""
+    import asyncio
+    import contextlib
+    import threading
+
+    from graphrag.operators.resolution import store
+
+    class Meta:  # no record: a first pass, whose names start from none
+        async def get_by_ids(self, keys: list[str]) -> list[None]:
+            return [None] * len(keys)
+
+    resolution = store.EntityResolution(graph=None, meta=Meta(), read_extractions=None,  # type: ignore[arg-type]
+                                        all_chunk_ids=None, settings=store.ResolutionSettings())  # type: ignore[arg-type]
+    kept = resolution._index(set(), set())  # what a finished pass keeps: the index over its names
+    assert resolution.kept_index(set()) is kept
+    entered, release = threading.Event(), threading.Event()
+    real_add = store.IndexedAhead.add
+
+    def add(self: Any, extractions: Any) -> None:
+        entered.set()
+        release.wait(30)
+        real_add(self, extractions)
+
+    monkeypatch.setattr(store.IndexedAhead, "add", add)
+
+    async def stopped() -> Any:
+        blocking = store.BlockingAhead(resolution)
+        task = asyncio.create_task(blocking.index())
+        blocking.on_extracted("c1", {"entities": [{"name": "ODA FENWRIGHT"}], "relations": []})
+        assert await asyncio.to_thread(entered.wait, 30)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        found = resolution.kept_index(set())  # the next write's look, its thread still running
+        release.set()
+        return found
+
+    assert asyncio.run(stopped()) is None
+    assert kept.names == {"ODA FENWRIGHT"}  # the thread did go on
+
+
 # Run by an interpreter that has no graphrag installed: it finds the package (``argv[1]``) and
 # the installed libraries (``argv[2:]``) only through sys.path entries it inserts itself, then
 # starts the lookup process as a write does and has it look two names up.

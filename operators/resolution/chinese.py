@@ -6,10 +6,10 @@ still say plainly is another name of the thing, in the language's own grammar of
 
 - a copula sentence opening with the described name: "X是Y的名称" (X is Y's name), with a
   modifier of the name noun from a closed class ("最初名称", its first name; "旧称", a former
-  one) and an optional time or place phrase after Y ("X是Y在1928年至1949年间的名称");
+  one) and an optional time or place phrase after Y ("X是Y在1801年至1820年间的名称");
 - a naming word right after the subject or at the start of a clause about it: "X，字Y" (courtesy
   name), "号Y" (art name), "又名Y", "又称Y", "简称Y", "原名Y", "改名Y" (renamed Y), a year before
-  it allowed ("1928年改名Y").
+  it allowed ("1801年改名Y").
 
 The named span runs to the next punctuation (or "的"), and must be that whole span: a span
 with more after the name ("Y称帝后", "Y的产品名称") states nothing, so an owner of the named
@@ -35,7 +35,7 @@ _NAME_NOUNS = r"(?:名称|名字|称号|简称|别称|别名|旧称|原名|全�
 # common, English, Chinese): a closed class. Another noun before it (产品名称, a product's name)
 # names something of Y's, not Y.
 _NAME_MODIFIERS = r"(?:最初|原来|原先|正式|官方|曾用|旧|新|另一个|另一|通用|常用|英文|中文|外文)?"
-# A time or place phrase after the named span: "在1928年至1949年间", "于明代".
+# A time or place phrase after the named span: "在1801年至1820年间", "于明代".
 _WHEN = rf"(?:(?:在|于|从)[^{_END}]*)?"
 _IS_NAME_OF = re.compile(rf"^是([^{_END}]+?){_WHEN}的{_NAME_MODIFIERS}{_NAME_NOUNS}(?:[{_END}]|$)")
 # Naming words at the start of a clause about the subject: courtesy name, art name, also named,

@@ -243,7 +243,7 @@ def _without_dates(before: str) -> str:
     """``before`` without the bracketed asides holding a number that end it: an encyclopedia
     writes a life's or a work's dates there ("Ada Holm (1901 – 1980), known as ..."), and the
     name before them is the one the naming word speaks of. An aside without a number may be
-    another name ("Anne Hale (Selina Kyle), known as ...": which name is which is unclear)."""
+    another name ("Ada Holm (Tove Lind), known as ...": which name is which is unclear)."""
     while True:
         trimmed = before.rstrip(" ,")
         if not trimmed.endswith(")"):
@@ -256,8 +256,8 @@ def _without_dates(before: str) -> str:
 
 def _bracket_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
     """"The Northland Rowing Federation (NRF)": the name's acronym in brackets right after it
-    (other names in brackets are too often a place, a year or a role: "Alexandria
-    International Airport (Louisiana)", "Anne Hathaway (Selina Kyle)")."""
+    (other names in brackets are too often a place, a year or a role: "Kelmport
+    Harbour (Tasmania)", "Ada Holm (Tove Lind)")."""
     acronym = acronym_of(own)
     claims: set[str] = set()
     for match in _BRACKETED.finditer(sentence) if acronym else ():
@@ -375,7 +375,7 @@ def plural_name(name: str, texts: list[str]) -> bool:
 
 def opening_pronouns(texts: list[str]) -> Counter:
     """The pronouns that open the English ``texts``, by gender: a relation's text written about
-    its source opens with its subject, so "She leads the storage team" says the source is a
+    its source opens with its subject, so "She runs the workshop" says the source is a
     woman, where the text names no one ("he" inside a text may be anyone it mentions)."""
     pronouns: Counter = Counter()
     for text in texts:

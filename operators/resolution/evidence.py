@@ -45,7 +45,7 @@ class NameProfile:
     # relations ("Marten sold the works" as the text of MARTEN -> THE WORKS) is described there.
     relation_texts: list[str] = field(default_factory=list)
     # Those of the relations it is the source of: a model writes a relation's text with its
-    # source as the subject ("She leads the storage team there" for an engineer -> her employer).
+    # source as the subject ("She runs the workshop there" for a potter -> her studio).
     source_texts: list[str] = field(default_factory=list)
 
     @property
@@ -772,7 +772,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # another first name before it), the two are not related, and a surname two full
         # names of the graph carry stays alone (``part``), as after a first name. A first name
         # refers back so only to a person (the pronouns of its own texts or the fuller name's:
-        # "Priya Raman ... Priya previously worked", with "She leads the team" as her relation's
+        # "Mira Castell ... Mira once taught", with "She runs the workshop" as her relation's
         # text), never a place or a thing that opens a name (JORDAN / JORDAN HALE), and where its
         # text writes no other surname after it.
         untyped = ta == tb == "UNKNOWN"

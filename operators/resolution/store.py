@@ -325,6 +325,15 @@ class EntityResolution:
         kept = self._kept.index
         return kept if kept is not None and kept.loose == self.loose and kept.names == before else None
 
+    def take_kept_index(self, before: set[str]) -> Optional[NameIndex]:
+        """:meth:`kept_index`, no longer kept: it is brought up in place in a thread, which a
+        stopped write does not stop, so no later write may start from it until the pass that
+        uses it keeps it again (:meth:`_index`)."""
+        kept = self.kept_index(before)
+        if kept is not None:
+            self._kept.index = None
+        return kept
+
     async def blocking_base(self) -> set[str]:
         """The names a pass starts its blocking index from: the recorded ones (none on a
         first pass or over a record of other rules, as :meth:`resolve` reads them)."""
@@ -654,7 +663,7 @@ class BlockingAhead:
         before = await self._before()
         if self._running:
             await self._copied.wait()
-        kept = self._resolution.kept_index(before)
+        kept = self._resolution.take_kept_index(before)
         ahead = IndexedAhead(before, kept if kept is not None else
                              await asyncio.to_thread(NameIndex, before, self._resolution.loose))
         while True:
