@@ -213,16 +213,23 @@ class SentenceVectors:
         _, rows = await embed_sentences(embed, list(chunks.values()))
         await store.upsert({chunk_id: self.record(r) for chunk_id, r in zip(chunks, rows)})
 
-    async def to_backfill(self, text_chunks: BaseKVStorage, skip: set[str]) -> dict[str, str]:
-        """Every chunk's text (chunk id -> text; those in ``skip`` apart) when the store holds
-        none yet: an index written before the stage was on gets them on its next write, as the
-        relation vectors do; until then its passages are embedded at query time."""
+    async def catch_up(self, text_chunks: BaseKVStorage, skip: set[str]) -> dict[str, str]:
+        """Make the store's keys those of ``text_chunks`` again (those in ``skip`` apart: this
+        write's new and removed chunks): records of chunks deleted while the stage was off are
+        dropped, and the text of every chunk without vectors (an index written before the stage
+        was on, or chunks written while it was off) is returned (chunk id -> text) to embed.
+        Compares key lists only, so a write whose store is current reads no record."""
         store = self.store()
-        if store is None or await store.count():
+        if store is None:
             return {}
-        ids = sorted(set(await text_chunks.all_keys()) - skip)
+        kept, chunks = set(await store.all_keys()), set(await text_chunks.all_keys())
+        stale = sorted(kept - chunks - skip)
+        if stale:
+            logger.info("Dropping the sentence vectors of %d chunks deleted while they were not kept", len(stale))
+            await store.delete(stale)
+        ids = sorted(chunks - kept - skip)
         if ids:
-            logger.info("Embedding the sentences of %d chunks of an index written without them", len(ids))
+            logger.info("Embedding the sentences of %d chunks written while they were not kept", len(ids))
         return {i: r["content"] for i, r in zip(ids, await text_chunks.get_by_ids(ids)) if r}
 
     async def delete(self, chunk_ids: list[str]) -> None:

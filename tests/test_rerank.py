@@ -298,6 +298,26 @@ def test_an_index_without_sentence_vectors_embeds_them_at_query_time_then_gets_t
     assert sorted(_kept_sentence_vectors(rag).values()) == sorted(HEADED_DOCS)
 
 
+def test_sentence_vectors_catch_up_with_the_chunks_written_and_deleted_while_the_stage_was_off(
+        tmp_path: Path) -> None:
+    from graphrag.operators.chunking import doc_id_for
+
+    _rag(tmp_path, rerank="embedding").insert(HEADED_DOCS[0])
+    off = _rag(tmp_path)
+    off.insert(HEADED_DOCS[1])
+    off.delete_documents(doc_id_for(HEADED_DOCS[0]))
+    embedded: list[str] = []
+    rag = _counted(tmp_path, embedded)
+    rag.insert(HEADED_DOCS[2])
+    # Exactly the current chunks' vectors: the deleted one's record gone, the one written
+    # meanwhile embedded with the new one.
+    assert sorted(_kept_sentence_vectors(rag).values()) == sorted(HEADED_DOCS[1:])
+    # A query reads every passage's sentences: only the question is embedded.
+    embedded.clear()
+    assert _hybrid_order(rag)[0].startswith("Quarvale Lighthouse\n")
+    assert embedded == [HEADED_QUESTION]
+
+
 def test_sentence_vectors_of_another_embedding_model_are_not_read(tmp_path: Path) -> None:
     import asyncio
 

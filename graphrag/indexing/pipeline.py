@@ -469,10 +469,10 @@ class Pipeline:
         return SentenceVectors(lambda: self.stores.sentence_vectors, embedding_model_name(self.embedding_func))
 
     async def embed_sentences(self, plan: ChunkPlan) -> None:
-        """The new chunks' sentence vectors (and an older index's, the first time), kept for the
-        embedding rerank stage when it is configured."""
+        """The new chunks' sentence vectors, kept for the embedding rerank stage when it is
+        configured, and the store caught up with the chunks written or deleted while it was not."""
         kept = self.sentence_vectors()
-        old = await kept.to_backfill(self.stores.text_chunks, skip=set(plan.new_chunks) | plan.removed_chunks)
+        old = await kept.catch_up(self.stores.text_chunks, skip=set(plan.new_chunks) | plan.removed_chunks)
         await kept.write(self.embedding_func, {**old, **{k: v["content"] for k, v in plan.new_chunks.items()}})
 
     async def count_terms(self, new_chunks: dict[str, ChunkRecord]) -> Optional[dict[str, dict[str, int]]]:
