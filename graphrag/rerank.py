@@ -219,17 +219,13 @@ class SentenceVectors:
         dropped, and the text of every chunk without vectors (an index written before the stage
         was on, or chunks written while it was off) is returned (chunk id -> text) to embed.
         Compares key lists only, so a write whose store is current reads no record."""
+        from graphrag.storage.base import catch_up_keys  # the storage package imports networkx
+
         store = self.store()
         if store is None:
             return {}
-        kept, chunks = set(await store.all_keys()), set(await text_chunks.all_keys())
-        stale = sorted(kept - chunks - skip)
-        if stale:
-            logger.info("Dropping the sentence vectors of %d chunks deleted while they were not kept", len(stale))
-            await store.delete(stale)
-        ids = sorted(chunks - kept - skip)
-        if ids:
-            logger.info("Embedding the sentences of %d chunks written while they were not kept", len(ids))
+        ids = await catch_up_keys(set(await store.all_keys()), set(await text_chunks.all_keys()), skip,
+                                  store.delete, "sentence vectors")
         return {i: r["content"] for i, r in zip(ids, await text_chunks.get_by_ids(ids)) if r}
 
     async def delete(self, chunk_ids: list[str]) -> None:

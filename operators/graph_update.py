@@ -80,16 +80,19 @@ class GraphChanges:
 
 async def store_entity_vectors(entities_vdb: Optional[BaseVectorStorage], changes: GraphChanges,
                                relations_vdb: Optional[BaseVectorStorage] = None,
-                               backfill: Optional[Callable[[], Awaitable[dict[str, dict[str, Any]]]]] = None) -> None:
+                               catch_up: Optional[Callable[[set[str]], Awaitable[dict[str, dict[str, Any]]]]] = None
+                               ) -> None:
     """Write the entity vectors (and, given ``relations_vdb``, the relation vectors) an update
-    changed, once its summaries are in; ``backfill`` gives relation records the store lacks
-    (:func:`relation_vectors_to_backfill`)."""
+    changed, once its summaries are in; ``catch_up`` (given this update's own relation vector
+    ids) brings the rest of the store back to the graph's relations
+    (:func:`relation_vectors_to_catch_up`)."""
     await changes.settled()
     if entities_vdb is not None:
         await entities_vdb.delete(changes.vectors_to_delete)
         await entities_vdb.upsert(changes.vectors_to_upsert)
     if relations_vdb is not None:
-        earlier = await backfill() if backfill is not None else {}
+        own = set(changes.relation_vectors_to_upsert) | set(changes.relation_vectors_to_delete)
+        earlier = await catch_up(own) if catch_up is not None else {}
         await relations_vdb.delete(changes.relation_vectors_to_delete)
         await relations_vdb.upsert({**earlier, **changes.relation_vectors_to_upsert})
 
@@ -115,21 +118,23 @@ def relation_vector_record(key: tuple[str, str], edge: dict[str, Any], tokenizer
             "src_id": key[0], "tgt_id": key[1]}
 
 
-async def relation_vectors_to_backfill(graph: BaseGraphStorage, relations_vdb: Optional[BaseVectorStorage],
-                                       tokenizer: Tokenizer,
-                                       vector_tokens: int) -> dict[str, dict[str, Any]]:
-    """Every relation's vector record when the store holds none yet but the graph has
-    relations: an index built before relation vectors were kept gets them on its next write,
-    so the store then matches the graph as it does for any index built since."""
-    if relations_vdb is None or await relations_vdb.count():
+async def relation_vectors_to_catch_up(graph: BaseGraphStorage, relations_vdb: Optional[BaseVectorStorage],
+                                       tokenizer: Tokenizer, vector_tokens: int,
+                                       skip: set[str]) -> dict[str, dict[str, Any]]:
+    """Make the store's ids those of the graph's relations again (those in ``skip`` apart: the
+    ids this write upserts or deletes itself): vectors of relations gone while relation vectors
+    were off are deleted, and the record of every relation without one (an index built before
+    they were kept, or relations written while they were off) is returned to embed. Compares
+    id lists only, so a write whose store is current reads no edge's attributes."""
+    if relations_vdb is None:
         return {}
-    from graphrag.storage.base import walk_links  # the storage package imports networkx
+    from graphrag.storage.base import catch_up_keys, walk_links  # the storage package imports networkx
 
     _, pairs = await walk_links(graph)
-    keys = sorted({tuple(sorted(p)) for p in pairs if p[0] != p[1]})
-    if not keys:
-        return {}
-    logger.info("Embedding the %d relations of an index built without relation vectors", len(keys))
+    by_id = {relation_vector_id(k): k for k in {tuple(sorted(p)) for p in pairs if p[0] != p[1]}}
+    ids = await catch_up_keys(await relations_vdb.get_ids(), set(by_id), skip, relations_vdb.delete,
+                              "relation vectors")
+    keys = [by_id[i] for i in ids]
     return {relation_vector_id(k): relation_vector_record(k, e, tokenizer, vector_tokens)
             for k, e in zip(keys, await graph.get_edges_batch(keys)) if e is not None}
 

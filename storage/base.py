@@ -38,10 +38,11 @@ what a query cached (the LLM response cache), never anything of an index.
 """
 from __future__ import annotations
 
+import logging
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Collection, Generic, Mapping, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Collection, Generic, Mapping, Optional, TypeVar, Union
 
 from graphrag.config import GraphRAGConfig
 from graphrag.schema import CommunitySchema
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from graphrag.embedding_func import EmbeddingFunc
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -215,6 +217,23 @@ class BaseVectorStorage(StorageNameSpace):
         function or loading the vectors (``graphrag stats``); None if nothing was ever stored
         or the class cannot tell."""
         return None
+
+
+async def catch_up_keys(kept: set[str], current: set[str], skip: set[str],
+                        delete: Callable[[list[str]], Awaitable[None]], what: str) -> list[str]:
+    """Bring a derived store kept only while an option is on (``kept``: its keys) back to the
+    keys of what it derives from (``current``), those in ``skip`` apart (this write's own
+    changes, which the write applies itself): ``delete`` the records whose source went while
+    the option was off, and return, sorted, the keys written meanwhile, to derive again.
+    Compares key lists only, so a store already current costs no record read."""
+    stale = sorted(kept - current - skip)
+    if stale:
+        logger.info("Dropping the %s of %d records deleted while they were not kept", what, len(stale))
+        await delete(stale)
+    missing = sorted(current - kept - skip)
+    if missing:
+        logger.info("Embedding the %s of %d records written while they were not kept", what, len(missing))
+    return missing
 
 
 # Graph attribute a database graph store sets to a fresh value in every write that changed it

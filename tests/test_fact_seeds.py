@@ -66,6 +66,25 @@ def test_relation_vectors_are_off_by_default_and_filled_in_when_turned_on(tmp_pa
     assert asyncio.run(_relation_ids(turned_on)) == {relation_vector_id(e) for e in asyncio.run(_edges(turned_on))}
 
 
+def test_relation_vectors_catch_up_with_what_was_written_and_deleted_while_off(tmp_path: Path) -> None:
+    on = _rag(tmp_path)
+    on.insert([FIRST])
+    first = asyncio.run(_relation_ids(on))
+    assert first, "the extractor found no relation to test with"
+    off = GraphRAG(working_dir=str(tmp_path), embedding_func=hash_embedding(256), extraction="nlp",
+                   show_progress=False)
+    off.insert([THIRD])
+    off.delete_documents(doc_id_for(FIRST))
+    while_off = {relation_vector_id(e) for e in asyncio.run(_edges(off))}
+    assert while_off and not while_off & first  # relations written, and every one of FIRST's gone
+    again = _rag(tmp_path)
+    again.insert([SECOND])  # a write that adds no relation of its own still catches the store up
+    now = {relation_vector_id(e) for e in asyncio.run(_edges(again))}
+    assert now == while_off
+    assert asyncio.run(_relation_ids(again)) == now
+    assert asyncio.run(_relation_ids(_rag(tmp_path))) == now
+
+
 def test_the_nearest_facts_seed_both_their_ends(tmp_path: Path) -> None:
     rag = _rag(tmp_path)
     rag.insert([FIRST, SECOND, THIRD])

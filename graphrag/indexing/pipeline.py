@@ -161,7 +161,7 @@ class Pipeline:
         caller's write; with ``retry_failed``, extract the chunks that failed before again;
         with ``judge_pending``, the resolution judge asks every pair left pending.
         What runs beside what is declared here and only here, beside each stage."""
-        from graphrag.operators.graph_update import relation_vectors_to_backfill, store_entity_vectors
+        from graphrag.operators.graph_update import relation_vectors_to_catch_up, store_entity_vectors
 
         timer = StageTimer()
         with timer.stage("chunk"):
@@ -235,13 +235,13 @@ class Pipeline:
                 await self.record(docs_to_store, removed_doc_ids, plan, extracted.changed,
                                   (work.failed_before, extracted.failed), await terms)
                 # Entity vectors wait for the summaries; nothing below needs them, so they are
-                # embedded beside clustering and reports. Relation vectors go with them; an index
-                # written before they were on gets the missing ones here.
+                # embedded beside clustering and reports. Relation vectors go with them, the store
+                # caught up here with relations written or deleted while they were off.
                 stores = self.stores
                 entity_vectors = background.start(store_entity_vectors(
                     stores.entities_vdb, changes, stores.relations_vdb,
-                    backfill=lambda: relation_vectors_to_backfill(stores.graph, stores.relations_vdb, self.tokenizer,
-                                                                  self.vector_tokens)),
+                    catch_up=lambda skip: relation_vectors_to_catch_up(stores.graph, stores.relations_vdb,
+                                                                       self.tokenizer, self.vector_tokens, skip)),
                     after=(chunk_vectors,), stage="embed")
                 communities = len(await self.stores.community_reports.all_keys())
                 reports_generated, report_failures = 0, None
