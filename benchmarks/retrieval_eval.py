@@ -3,6 +3,7 @@
     python benchmarks/retrieval_eval.py --corpus CORPUS --questions QUESTIONS
         [--extraction nlp,llm] [--modes naive,local,hybrid] [--working-dir DIR] [--limit N]
         [--reuse-index] [--split dev|test|all] [--lexical on|off|both] [--ablation]
+        [--param FIELD=JSON ...]
 
 Indexes the corpus (once per extraction; ``llm`` goes through the mock LLM server of
 ``tests/``), asks every question in every mode with ``only_need_context=True``, reads the
@@ -17,6 +18,8 @@ community reports, not passages, so it is not measured here.
 reports ``hybrid[plain]`` and ``hybrid[facts]``. (Set from here, so the library keeps no study hook.)
 A flag takes 0 or 1: ``"old:ABSENT_AT_END=0"`` is the plain fusion hybrid shipped before issue 35's round 5.
 ``--ablation`` adds the variants of :data:`PIECES`: none of them, each alone, all together.
+
+``--param named_headings_first=false`` sets a ``QueryParam`` field for every question.
 
 ``--reuse-index`` asks the questions of an index a previous run kept in ``--working-dir``
 (no indexing). ``--split`` scores the even-numbered questions (``dev``, the ones to tune
