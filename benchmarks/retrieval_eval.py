@@ -3,6 +3,7 @@
     python benchmarks/retrieval_eval.py --corpus CORPUS --questions QUESTIONS
         [--extraction nlp,llm] [--modes naive,local,hybrid] [--working-dir DIR] [--limit N]
         [--reuse-index] [--split dev|test|all] [--lexical on|off|both] [--ablation]
+        [--param FIELD=JSON ...]
 
 Indexes the corpus (once per extraction; ``llm`` goes through the mock LLM server of
 ``tests/``), asks every question in every mode with ``only_need_context=True``, reads the
@@ -17,6 +18,8 @@ community reports, not passages, so it is not measured here.
 reports ``hybrid[plain]`` and ``hybrid[facts]``. (Set from here, so the library keeps no study hook.)
 A flag takes 0 or 1: ``"old:ABSENT_AT_END=0"`` is the plain fusion hybrid shipped before issue 35's round 5.
 ``--ablation`` adds the variants of :data:`PIECES`: none of them, each alone, all together.
+
+``--param named_headings_first=false`` sets a ``QueryParam`` field for every question.
 
 ``--reuse-index`` asks the questions of an index a previous run kept in ``--working-dir``
 (no indexing). ``--split`` scores the even-numbered questions (``dev``, the ones to tune
@@ -217,9 +220,10 @@ def mode_runs(modes: Sequence[str], variants: dict[str, dict[str, float]]) -> li
 
 async def ask_all(rag: Any, questions: list[Question], modes: Sequence[str], matcher: PassageMatcher,
                   splits: Sequence[str] = ("all",),
-                  variants: Optional[dict[str, dict[str, float]]] = None) -> dict[str, dict[str, Any]]:
+                  variants: Optional[dict[str, dict[str, float]]] = None,
+                  query_options: Optional[dict[str, Any]] = None) -> dict[str, dict[str, Any]]:
     """Per mode (and hybrid variant): the scores of each split (``{split: {"recall@2": ...}}``)
-    and the p50 times."""
+    and the p50 times; ``query_options``: further ``QueryParam`` fields for every question."""
     from graphrag.operators import query_hybrid, walk_graph
 
     results: dict[str, dict[str, Any]] = {}
@@ -229,7 +233,7 @@ async def ask_all(rag: Any, questions: list[Question], modes: Sequence[str], mat
         for name, value in constants.items():
             setattr(owners[name], name, value if value is None or saved[name] is None else type(saved[name])(value))
         try:
-            results[label] = await _ask_mode(rag, questions, mode, matcher, splits)
+            results[label] = await _ask_mode(rag, questions, mode, matcher, splits, query_options or {})
         finally:
             for name, value in saved.items():
                 setattr(owners[name], name, value)
@@ -237,14 +241,14 @@ async def ask_all(rag: Any, questions: list[Question], modes: Sequence[str], mat
 
 
 async def _ask_mode(rag: Any, questions: list[Question], mode: str, matcher: PassageMatcher,
-                    splits: Sequence[str]) -> dict[str, Any]:
+                    splits: Sequence[str], query_options: dict[str, Any]) -> dict[str, Any]:
     from graphrag import QueryParam
 
     per_question: list[tuple[list[str], set[str]]] = []
     seconds, cpu_seconds = [], []
     for q in questions:
         started, cpu = time.perf_counter(), time.process_time()
-        context = await rag.aquery(q.text, QueryParam(mode=mode, only_need_context=True))
+        context = await rag.aquery(q.text, QueryParam(mode=mode, only_need_context=True, **query_options))
         seconds.append(time.perf_counter() - started)
         cpu_seconds.append(time.process_time() - cpu)
         per_question.append((ranked_titles(context_passages(mode, context), matcher), q.gold))
@@ -258,11 +262,12 @@ async def _ask_mode(rag: Any, questions: list[Question], mode: str, matcher: Pas
 def evaluate(passages: dict[str, str], questions: list[Question], extraction: str, modes: Sequence[str],
              working_dir: str, base_url: Optional[str] = None, embedding_func: Any = None,
              reuse_index: bool = False, splits: Sequence[str] = ("all",), lexical: bool = True,
-             variants: Optional[dict[str, dict[str, float]]] = None, **config: Any) -> dict[str, Any]:
+             variants: Optional[dict[str, dict[str, float]]] = None,
+             query_options: Optional[dict[str, Any]] = None, **config: Any) -> dict[str, Any]:
     """Index ``passages`` into ``working_dir`` (the bundled model embeds unless
     ``embedding_func`` is given; ``reuse_index``: the index already there) and score every
     mode's contexts on each of ``splits``; ``lexical``: the lexical channel on or off;
-    ``config``: further ``GraphRAG`` options."""
+    ``query_options``: further ``QueryParam`` fields; ``config``: further ``GraphRAG`` options."""
     from graphrag import GraphRAG
     from graphrag.embedding import local_embedding
 
@@ -273,7 +278,8 @@ def evaluate(passages: dict[str, str], questions: list[Question], extraction: st
         built = build_index(working_dir, documents, extraction, base_url, embedding_func, lexical, **config)
     rag = GraphRAG(working_dir=working_dir, embedding_func=embedding_func, extraction=extraction,
                    show_progress=False, lexical_retrieval=lexical, **config)
-    modes_results = asyncio.run(ask_all(rag, questions, modes, PassageMatcher(passages), splits, variants))
+    modes_results = asyncio.run(ask_all(rag, questions, modes, PassageMatcher(passages), splits, variants,
+                                       query_options))
     names = [entity.name for entity in rag.knowledge_graph.whole().entities]
     return {"extraction": extraction, "lexical": lexical, "passages": len(passages), "questions": len(questions), **built,
             "entities": len(names), "entities_in_han_script": sum(bool(_HAN.search(n)) for n in names),
@@ -323,10 +329,13 @@ def main() -> None:
     parser.add_argument("--relation-vectors", action="store_true",
                         help="enable_relation_vectors=True: keep relation vectors, seed the walk from facts")
     parser.add_argument("--rerank", help="GraphRAGConfig.rerank for every query")
+    parser.add_argument("--param", action="append", default=[], metavar="FIELD=JSON",
+                        help="a QueryParam field for every question, e.g. named_headings_first=false (repeatable)")
     args = parser.parse_args()
     if args.reuse_index and not args.working_dir:
         parser.error("--reuse-index needs --working-dir")
 
+    query_options = {name: json.loads(value) for name, _, value in (p.partition("=") for p in args.param)}
     passages, questions = load_qa(args.corpus, args.questions)
     questions = questions[:args.limit] if args.limit else questions
     modes = [m for m in args.modes.split(",") if m]
@@ -351,7 +360,7 @@ def main() -> None:
                 records.append(evaluate(passages, questions, extraction, modes, working_dir, base_url, embedding,
                                         args.reuse_index or n > 0, splits, lexical,
                                         {**(ablation_variants() if args.ablation else {}), **parse_variants(args.variants)},
-                                        **config))
+                                        query_options, **config))
                 print(json.dumps(records[-1]), flush=True)
         finally:
             if server is not None:

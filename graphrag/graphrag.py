@@ -384,8 +384,9 @@ class GraphRAG:
         """What a query reads, handed to the answer policy (``graphrag/querying/``)."""
         from graphrag.querying import QueryEngine
 
-        # The passage modes read the reranker from the stores (operators/rerank.py).
+        # The passage modes read the reranker and the head they reorder from the stores (operators/rerank.py).
         self.stores.reranker = self._reranker()
+        self.stores.head_candidates = self.config.rerank_candidates
         return QueryEngine(config=self.config, stores=self.stores, tokenizer=self.tokenizer, windows=self.windows,
                            graph=self.knowledge_graph, has_documents=self._has_documents,
                            best_llm=(lambda: self.llms[0]) if llm_configured(self.config) else None)

@@ -59,6 +59,11 @@ class QueryParam:
         default_factory=lambda: {"response_format": {"type": "json_object"}}
     )
 
+    # Hybrid's passages and local's Sources: among the first ``rerank_candidates`` (config), a
+    # passage whose heading (a document's short first line) the question names goes first, in
+    # the mode's order (operators/rerank.py: named_headings_first). Not in nano-graphrag.
+    named_headings_first: bool = True
+
     # Answers with citations: the answer cites its sources as [n] and ``query()`` appends the
     # reference list (``aquery_result`` returns them as records). Not in nano-graphrag.
     with_references: bool = False
@@ -76,6 +81,8 @@ class QueryParam:
                 raise InvalidInputError(f"{name} must be an integer, got {value!r}")
             if value < 0:
                 raise InvalidInputError(f"{name} must be >= 0, got {value!r}")
+        if not isinstance(self.named_headings_first, bool):
+            raise InvalidInputError(f"named_headings_first must be true or false, got {self.named_headings_first!r}")
         rating = self.global_min_community_rating
         if isinstance(rating, bool) or not isinstance(rating, (int, float)):
             raise InvalidInputError(f"global_min_community_rating must be a number, got {rating!r}")

@@ -6,8 +6,9 @@
 * ``"http://..."`` / ``"https://..."``: a rerank endpoint in the shape TEI, Cohere and Jina
   share (the query and the passages in, an index and a score per passage out);
 * ``"llm"``: listwise, the cheap model lists the passages' numbers best first;
-* ``"embedding"``: no other model, the index's own embedding model read closer (a passage's
-  heading named in the question, its best sentence): :func:`embedding_scorer`.
+* ``"embedding"``: no other model, the index's own embedding model read closer (the passages
+  whose heading the question names first, ``operators/rerank.py``, then each passage's best
+  sentence): :func:`embedding_scorer`.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Union
 
-from graphrag.operators.rerank import RERANK_STAGE, Reranker, Scorer
+from graphrag.operators.rerank import RERANK_STAGE, Reranker, Scorer, passage_heading
 
 if TYPE_CHECKING:
     import numpy as np
@@ -100,39 +101,11 @@ def listwise_scorer(llm: LLMCall, tokenizer: Tokenizer, passage_tokens: int = 20
     return score
 
 
-# A passage's first line is its heading when more text follows and it is at most this many
-# words without a sentence's end (a title, not a wrapped line of prose).
-MAX_HEADING_WORDS = 12
 # The weight of the best-sentence order beside the mode's own order (which weighs 1) in the
 # embedding scorer's fusion; chosen on the dev halves, benchmarks/README.md "Round 6 (issue 35)".
 SENTENCE_ORDER_WEIGHT = 0.25
 # Bytes of passages' sentence vectors the embedding scorer keeps between queries.
 SENTENCE_VECTOR_BYTES = 1 << 24
-_WORDS = re.compile(r"\w+")
-_TRAILING_PARENTHESIS = re.compile(r"\s*\(([^()]*)\)\s*$")
-
-
-def passage_heading(passage: str) -> Optional[str]:
-    """The passage's first line when it reads as a heading: more text follows, it is short and
-    does not end a sentence. None otherwise."""
-    first, newline, rest = passage.strip().partition("\n")
-    first = first.strip().lstrip("#").strip()
-    if not newline or not rest.strip() or not first or first[-1] in ".!?;:,":
-        return None
-    return first if len(_WORDS.findall(first)) <= MAX_HEADING_WORDS else None
-
-
-def heading_named(heading: str, question: str) -> bool:
-    """Whether the question names what the heading does: the heading's words, a trailing
-    parenthesis apart, appear together in the question, and the parenthesis's words (a
-    disambiguation, "(band)") somewhere in it. Two passages whose headings share a name then
-    differ by whether the question says which one it means."""
-    question_words = _WORDS.findall(question.lower())
-    qualifier = _TRAILING_PARENTHESIS.search(heading)
-    name = _WORDS.findall((heading[:qualifier.start()] if qualifier else heading).lower())
-    if not name or (qualifier and not set(_WORDS.findall(qualifier.group(1).lower())) <= set(question_words)):
-        return False
-    return f" {' '.join(name)} " in f" {' '.join(question_words)} "
 
 
 def passage_sentences(passage: str, heading: Optional[str] = None) -> list[str]:
@@ -237,14 +210,14 @@ class SentenceVectors:
 def embedding_scorer(embed: Callable[[list[str]], Awaitable["np.ndarray"]], k: int = 60,
                      kept_with_index: Optional[SentenceVectors] = None) -> Scorer:
     """Rescores the head of a mode's order with the embedding model the index already has (no
-    reranker weights): the passages whose heading the question names (:func:`heading_named`)
-    go first, in their order, then that order is fused (reciprocal ranks at ``k``) with the
-    order of each passage's best sentence, its heading written before it, by similarity to the
-    question. A passage's mean vector lets a look-alike that shares the question's names
-    stand as high as the passage that answers; its heading and best sentence tell them apart.
-    The scores keep the mode's order as a prior, so a passage no signal favours stays where
-    the mode put it. For a question in a script the embedder cannot read, only the headings
-    count. Sentence vectors come from ``kept_with_index`` when the insert stored them, else
+    reranker weights): the order it is given (the stage puts the passages whose heading the
+    question names first, ``operators/rerank.py: named_headings_first``) is fused (reciprocal
+    ranks at ``k``) with the order of each passage's best sentence, its heading written before
+    it, by similarity to the question. A passage's mean vector lets a look-alike that shares
+    the question's names stand as high as the passage that answers; its best sentence tells
+    them apart. The scores keep the given order as a prior, so a passage no signal favours
+    stays where it was. For a question in a script the embedder cannot read, the given order
+    stands. Sentence vectors come from ``kept_with_index`` when the insert stored them, else
     are embedded here."""
     import numpy as np
 
@@ -257,11 +230,8 @@ def embedding_scorer(embed: Callable[[list[str]], Awaitable["np.ndarray"]], k: i
                                                  lambda passage, rows: sys.getsizeof(passage) + rows.nbytes)
 
     async def score(question: str, passages: list[str]) -> list[float]:
-        headings = [passage_heading(p) for p in passages]
-        named = [i for i, h in enumerate(headings) if h and heading_named(h, question)]
-        tiered = named + [i for i in range(len(passages)) if i not in set(named)]
         if not embedder_reads(embed, question):  # its similarities would be noise
-            return [1.0 / (k + tiered.index(i)) for i in range(len(passages))]
+            return [1.0 / (k + i) for i in range(len(passages))]
         rows_of = {p: rows for p in dict.fromkeys(passages) if (rows := kept.peek(p)) is not None}
         if kept_with_index is not None:
             rows_of.update(await kept_with_index.read([p for p in dict.fromkeys(passages) if p not in rows_of]))
@@ -273,7 +243,7 @@ def embedding_scorer(embed: Callable[[list[str]], Awaitable["np.ndarray"]], k: i
         best = [float((rows_of[p] @ question_vector).max()) for p in passages]
         by_sentence = sorted(range(len(passages)), key=lambda i: (-best[i], i))
         scores = [0.0] * len(passages)
-        for order, weight in ((tiered, 1.0), (by_sentence, SENTENCE_ORDER_WEIGHT)):
+        for order, weight in ((range(len(passages)), 1.0), (by_sentence, SENTENCE_ORDER_WEIGHT)):
             for rank, i in enumerate(order):
                 scores[i] += weight / (k + rank)
         return scores
@@ -308,5 +278,8 @@ def build_reranker(spec: Optional[str], candidates: int, *, usage: Optional[Usag
 
         name = embedding_model_name(embedding_func)
         kept = SentenceVectors(sentence_store, name) if sentence_store is not None else None
-        return Reranker(embedding_scorer(embedding_func, RRF_K, kept), f"embedding:{name}", candidates, usage, cache)
+        # "v2": the headings are put first before scoring, no longer inside the scores, so
+        # scores cached by the earlier scorer are not read as this one's.
+        return Reranker(embedding_scorer(embedding_func, RRF_K, kept), f"embedding-v2:{name}", candidates, usage,
+                        cache, headings_first=True)
     raise ValueError(f"rerank must be 'cross-encoder:NAME_OR_PATH', an http(s) URL, 'llm' or 'embedding', not {spec!r}")

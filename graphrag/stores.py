@@ -76,6 +76,9 @@ class Stores:
         self.version = 0
         # The rerank stage the passage modes apply (operators/rerank.py), set by GraphRAG; None: off.
         self.reranker: Optional[Reranker] = None
+        # How many of a passage mode's first passages the heading rule and the rerank stage
+        # reorder (config.rerank_candidates), set by GraphRAG; 0: none.
+        self.head_candidates = 0
 
     def open(self, name: str) -> Optional[StorageNameSpace]:
         if name not in self._opened:

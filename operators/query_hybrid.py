@@ -327,7 +327,7 @@ async def retrieve_hybrid(question: str, stores: Stores, param: QueryParam, toke
         return [(Chunk.from_stored(i, r), [cited_content(r)]) for i, r in zip(ids, await stores.text_chunks.get_by_ids(ids))
                 if r is not None and r.get("content")]
 
-    chunk_ids = await rerank_chunks(question, ranking.chunk_ids, stores)
+    chunk_ids = await rerank_chunks(question, ranking.chunk_ids, stores, headings_first=param.named_headings_first)
     sources_text, chunks = await pack_while_reading(
         "Sources", SOURCE_HEADER, doubling_slices(chunk_ids), read_chunks, param.local_max_token_for_text_unit,
         tokenizer, first_id=1 if cited else 0)

@@ -263,7 +263,8 @@ async def _retrieve(query: str, stores: Stores, param: QueryParam, tokenizer: To
     inner = _inner_pairs(entities, node_edges)
     inner_data = dict(zip(inner, await stores.graph.get_edges_batch(inner)))
     chunk_ids = _sources_by_walk(ranking, _related_chunks(entities, node_edges, inner_data))
-    chunk_ids = await rerank_chunks(query, chunk_ids, stores, chunk_id=lambda ranked: ranked[0])
+    chunk_ids = await rerank_chunks(query, chunk_ids, stores, chunk_id=lambda ranked: ranked[0],
+                                    headings_first=param.named_headings_first)
 
     entity_rows = [
         [i, e["entity_name"], e["data"].get("entity_type", "UNKNOWN"), e["data"].get("description", "UNKNOWN"), e["rank"]]

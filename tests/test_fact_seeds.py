@@ -85,6 +85,43 @@ def test_relation_vectors_catch_up_with_what_was_written_and_deleted_while_off(t
     assert asyncio.run(_relation_ids(_rag(tmp_path))) == now
 
 
+def test_the_catch_up_runs_only_after_a_write_without_relation_vectors(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphrag.operators import graph_update
+
+    checks: list[int] = []
+    check = graph_update.relation_vectors_to_catch_up
+
+    async def counted(*args: Any) -> Any:
+        checks.append(1)
+        return await check(*args)
+
+    monkeypatch.setattr(graph_update, "relation_vectors_to_catch_up", counted)
+
+    def exact(rag: GraphRAG) -> bool:
+        return asyncio.run(_relation_ids(rag)) == {relation_vector_id(e) for e in asyncio.run(_edges(rag))}
+
+    def off() -> GraphRAG:
+        return GraphRAG(working_dir=str(tmp_path), embedding_func=hash_embedding(256), extraction="nlp",
+                        show_progress=False)
+
+    off().insert([FIRST])  # written without them
+    on = _rag(tmp_path)
+    on.insert([SECOND])  # the first write with them compares the id lists (and fills the store)
+    assert len(checks) == 1 and exact(on)
+    on.insert([THIRD])
+    on.delete_documents(doc_id_for(SECOND))
+    _rag(tmp_path).insert([SECOND])  # another process: the record is in the index
+    assert len(checks) == 1 and exact(_rag(tmp_path))  # kept current by each write, never compared again
+    writer = off()
+    writer.delete_documents(doc_id_for(FIRST))  # the graph changes without them
+    again = _rag(tmp_path)
+    again.insert([FIRST])
+    assert len(checks) == 2 and exact(again)  # compared once more, and current again
+    again.delete_documents(doc_id_for(THIRD))
+    assert len(checks) == 2 and exact(again)
+
+
 def test_the_nearest_facts_seed_both_their_ends(tmp_path: Path) -> None:
     rag = _rag(tmp_path)
     rag.insert([FIRST, SECOND, THIRD])

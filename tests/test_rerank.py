@@ -10,6 +10,7 @@ import pytest
 
 from graphrag import GraphRAG, QueryParam
 from graphrag.embedding import hash_embedding
+from graphrag.errors import InvalidInputError
 from mock_llm_server import MockLLMServer, overlap_score
 
 DOCS = [
@@ -116,7 +117,7 @@ def test_an_unknown_rerank_choice_is_refused(indexed: Path) -> None:
 
 
 def test_a_heading_is_the_first_line_when_it_reads_as_one() -> None:
-    from graphrag.rerank import passage_heading
+    from graphrag.operators.rerank import passage_heading
 
     assert passage_heading("Quarvale Lighthouse\nThe tower stands on the cliff.") == "Quarvale Lighthouse"
     assert passage_heading("# Harbour ice\n\nThe harbour froze.") == "Harbour ice"
@@ -126,7 +127,7 @@ def test_a_heading_is_the_first_line_when_it_reads_as_one() -> None:
 
 
 def test_a_heading_is_named_only_with_the_disambiguation_it_carries() -> None:
-    from graphrag.rerank import heading_named
+    from graphrag.operators.rerank import heading_named
 
     question = "In Quarvale mythology, what kind of spirit is the Lantern Wight?"
     assert heading_named("Lantern Wight", question)
@@ -172,17 +173,34 @@ def test_the_embedding_scorer_lifts_a_best_sentence_and_keeps_the_order_otherwis
     assert len(embedded) == 1 + 2 * 9 + 1 + 4
 
 
-def test_the_embedding_scorer_puts_a_passage_whose_heading_the_question_names_first() -> None:
-    import asyncio
+def _chunk(content: str, order_index: int = 0) -> dict[str, Any]:
+    return {"content": content, "chunk_order_index": order_index}
 
-    from graphrag.rerank import embedding_scorer
 
-    passages = ["Lantern Wight (ship)\nThe granite ship sailed from Quarvale.",
-                "Quarvale harbour\nThe granite tower of the Lantern Wight legend stands above it.",
-                "Lantern Wight (mythology)\nA spirit of the winter coast."]
+def test_passages_whose_heading_the_question_names_go_first_in_their_order() -> None:
+    from graphrag.operators.rerank import named_headings_first
+
     question = "In Quarvale mythology, is the Lantern Wight a spirit of granite?"
-    order = _reordered(asyncio.run(embedding_scorer(_keyword_embedding("granite"))(question, passages)))
-    assert order[0] == 2
+    chunks = [_chunk("Lantern Wight (ship)\nThe granite ship sailed from Quarvale."),  # another Lantern Wight
+              _chunk("Quarvale harbour\nThe granite tower of the Lantern Wight legend stands above it."),
+              _chunk("The Lantern Wight is a spirit. Quarvale tells of it."),  # no heading
+              _chunk("Lantern Wight (mythology)\nA spirit of the winter coast."),
+              None,  # a chunk missing from the store
+              _chunk("Quarvale\nA harbour town on the northern coast.")]
+    assert named_headings_first(question, chunks) == [3, 5, 0, 1, 2, 4]
+    # A later chunk's first line is where the chunker cut the text, not a heading.
+    assert named_headings_first(question, [_chunk("x\nmore"), _chunk("Quarvale\nA harbour town.", 3)]) == [0, 1]
+    assert named_headings_first("Nothing named here?", chunks) == list(range(len(chunks)))
+
+
+def test_a_question_in_unspaced_script_names_no_heading_by_a_part_of_it() -> None:
+    from graphrag.operators.rerank import named_headings_first
+
+    # Without spaces a whole clause is one word: a heading is named only when the question
+    # holds it as a whole word, so a heading inside the clause does not jump ahead.
+    chunks = [_chunk("码头\n船停在港外。"), _chunk("灯塔\n灯塔在港口北边。"), _chunk("港口\n港口很大。")]
+    assert named_headings_first("灯塔在哪个港口？", chunks) == [0, 1, 2]
+    assert named_headings_first("灯塔 在哪个港口？", chunks) == [1, 0, 2]  # a spaced word names it
 
 
 HEADED_DOCS = [
@@ -194,21 +212,65 @@ HEADED_DOCS = [
 HEADED_QUESTION = "When was the Quarvale Lighthouse raised, the one whose keeper lit the lamp?"
 
 
+def test_hybrid_and_local_put_a_named_heading_first_by_default_and_not_when_asked_not_to(tmp_path: Path) -> None:
+    _rag(tmp_path).insert(HEADED_DOCS)
+    rag = _rag(tmp_path)
+
+    def order(mode: str, **options: Any) -> list[str]:
+        return [c.content for c in rag.retrieve(HEADED_QUESTION, QueryParam(mode=mode, **options)).chunks]
+
+    named = HEADED_DOCS[1]
+    for mode in ("local", "hybrid"):
+        before = order(mode, named_headings_first=False)
+        assert before[0] == HEADED_DOCS[0], mode  # the look-alike repeating the question's words
+        # The named passage moves to the front; every other keeps its place among the rest.
+        assert order(mode) == [named, *(p for p in before if p != named)], mode
+        sources = rag.query(HEADED_QUESTION, QueryParam(mode=mode, only_need_context=True)).split("-----Sources-----")[-1]
+        assert sources.index("raised in 1841") < sources.index("visitors come"), mode
+    # Naive stays plain vector search: the baseline the graph modes are measured against.
+    assert order("naive")[0] == HEADED_DOCS[0]
+    assert order("naive") == order("naive", named_headings_first=False)
+    with pytest.raises(InvalidInputError, match="named_headings_first"):
+        QueryParam(mode="hybrid", named_headings_first="no")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("headings", [True, False])
+def test_the_embedding_stage_puts_named_headings_first_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           headings: bool) -> None:
+    from graphrag.operators import rerank
+
+    _rag(tmp_path).insert(HEADED_DOCS)
+    calls: list[str] = []
+    counted = rerank.named_headings_first
+
+    def spy(question: str, chunks: Any) -> list[int]:
+        calls.append(question)
+        return counted(question, chunks)
+
+    monkeypatch.setattr(rerank, "named_headings_first", spy)
+    rag = _rag(tmp_path, rerank="embedding", enable_llm_cache=False)
+    retrieved = rag.retrieve(HEADED_QUESTION, QueryParam(mode="hybrid", named_headings_first=headings)).chunks
+    assert retrieved[0].content == HEADED_DOCS[1]
+    assert calls == [HEADED_QUESTION]
+
+
 def test_embedding_rerank_in_every_passage_mode_and_retrieve_counted_and_cached(tmp_path: Path) -> None:
     _rag(tmp_path).insert(HEADED_DOCS)
     rag = _rag(tmp_path, rerank="embedding")
 
-    def first(r: GraphRAG, mode: str) -> str:
-        return r.retrieve(HEADED_QUESTION, QueryParam(mode=mode)).chunks[0].content
+    def first(r: GraphRAG, mode: str, headings: bool = True) -> str:
+        return r.retrieve(HEADED_QUESTION, QueryParam(mode=mode, named_headings_first=headings)).chunks[0].content
 
     for mode in PASSAGE_MODES:
-        # Without it, the look-alike that repeats the question's words comes first.
-        assert first(_rag(tmp_path), mode).startswith("Harbour of Quarvale\n"), mode
+        # Without it (and without the heading rule), the look-alike that repeats the question's words comes first.
+        assert first(_rag(tmp_path), mode, headings=False).startswith("Harbour of Quarvale\n"), mode
+        # The stage puts the named heading first even when the query turns the rule off.
+        assert first(rag, mode, headings=False).startswith("Quarvale Lighthouse\n"), mode
         assert first(rag, mode).startswith("Quarvale Lighthouse\n"), mode
         sources = rag.query(HEADED_QUESTION, QueryParam(mode=mode, only_need_context=True)).split("-----Sources-----")[-1]
         assert sources.index("raised in 1841") < sources.index("visitors come"), mode
     usage = rag.usage.snapshot()["rerank"]
-    assert usage["calls"] >= 1 and usage["calls"] + usage["cached"] == 2 * len(PASSAGE_MODES)
+    assert usage["calls"] >= 1 and usage["calls"] + usage["cached"] == 3 * len(PASSAGE_MODES)
     again = _rag(tmp_path, rerank="embedding")
     assert first(again, "naive").startswith("Quarvale Lighthouse\n")
     assert again.usage.snapshot()["rerank"] == {**again.usage.snapshot()["rerank"], "calls": 0, "cached": 1}
@@ -267,7 +329,8 @@ def _kept_sentence_vectors(rag: GraphRAG) -> dict[str, str]:
 def test_sentence_vectors_kept_with_the_index_are_read_by_another_process_and_go_with_their_document(
         tmp_path: Path) -> None:
     from graphrag.operators.chunking import doc_id_for
-    from graphrag.rerank import passage_heading, passage_sentences
+    from graphrag.operators.rerank import passage_heading
+    from graphrag.rerank import passage_sentences
 
     writer = _rag(tmp_path, rerank="embedding")
     writer.insert(HEADED_DOCS)

@@ -1,5 +1,6 @@
 """What ``index_meta`` keeps beside the stores: the document and community counts a query
-checks without reading the documents, and the cumulative LLM usage."""
+checks without reading the documents, the cumulative LLM usage, and whether the last write
+kept the relation vectors."""
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -34,6 +35,29 @@ async def update_index_meta(stores: Stores, usage: dict[str, dict[str, Any]], lo
         await meta.upsert({"llm_usage": totals, "counts": counts})
     if counts["documents"]:
         await record_scheme(meta, long_texts, embedder)
+
+
+# Set by a write that keeps the relation vectors (``enable_relation_vectors``), removed by a
+# write that changes the graph without them: while it is set, the ``relations`` store holds
+# exactly the graph's relations, so the next write with them on skips comparing the two id
+# lists (``operators/graph_update.relation_vectors_to_catch_up``).
+RELATION_VECTORS_KEPT = "relation_vectors_kept"
+
+
+async def note_relation_vectors(stores: Stores) -> bool:
+    """Record whether this write keeps the relation vectors, and return whether the write
+    before it did (then their store needs no catch-up). False for a dir written before the
+    record, so its first write with them on compares the id lists once."""
+    meta = stores.index_meta
+    if meta is None:
+        return False
+    kept_before = bool((await meta.get_by_id(RELATION_VECTORS_KEPT) or {}).get("kept"))
+    kept_now = stores.relations_vdb is not None
+    if kept_now and not kept_before:
+        await meta.upsert({RELATION_VECTORS_KEPT: {"kept": True}})
+    elif kept_before and not kept_now:
+        await meta.delete([RELATION_VECTORS_KEPT])
+    return kept_before
 
 
 async def recorded_count(stores: Stores, what: str) -> Optional[int]:

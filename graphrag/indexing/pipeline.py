@@ -28,6 +28,7 @@ from graphrag.config import GraphRAGConfig, llm_configured
 from graphrag.embedding import EmbeddingFunc, warn_if_not_english
 from graphrag.failed_chunks import extraction_counts, failed_after, read_failed_chunks, write_failed_chunks
 from graphrag.indexing.heap import FrozenHeap
+from graphrag.indexing.index_meta import note_relation_vectors
 from graphrag.indexing.reports import report_communities
 from graphrag.progress import Progress
 from graphrag.scheduling import BackgroundWork, StageTimer
@@ -164,6 +165,7 @@ class Pipeline:
         from graphrag.operators.graph_update import relation_vectors_to_catch_up, store_entity_vectors
 
         timer = StageTimer()
+        relation_vectors_current = await note_relation_vectors(self.stores)
         with timer.stage("chunk"):
             docs_to_store, plan = await self.chunk(new_docs, removed_doc_ids)
         work = await self.extraction_work(plan, retry_failed)
@@ -236,12 +238,14 @@ class Pipeline:
                                   (work.failed_before, extracted.failed), await terms)
                 # Entity vectors wait for the summaries; nothing below needs them, so they are
                 # embedded beside clustering and reports. Relation vectors go with them, the store
-                # caught up here with relations written or deleted while they were off.
+                # caught up here with relations written or deleted while they were off (unless the
+                # last write kept them too).
                 stores = self.stores
                 entity_vectors = background.start(store_entity_vectors(
                     stores.entities_vdb, changes, stores.relations_vdb,
-                    catch_up=lambda skip: relation_vectors_to_catch_up(stores.graph, stores.relations_vdb,
-                                                                       self.tokenizer, self.vector_tokens, skip)),
+                    catch_up=None if relation_vectors_current else
+                    lambda skip: relation_vectors_to_catch_up(stores.graph, stores.relations_vdb, self.tokenizer,
+                                                              self.vector_tokens, skip)),
                     after=(chunk_vectors,), stage="embed")
                 communities = len(await self.stores.community_reports.all_keys())
                 reports_generated, report_failures = 0, None
