@@ -2668,8 +2668,10 @@ def test_two_people_of_one_name_with_different_life_spans_stay_apart() -> None:
 
 
 def test_only_a_life_span_of_the_name_itself_counts() -> None:
+    from graphrag.operators.resolution.evidence import birth_years
+
     def births(name: str, text: str) -> frozenset[str]:
-        return profile(name, description=text).births
+        return birth_years(profile(name, description=text).spans)
 
     assert births("ADA HOLM", "Ada Maria Holm (1901-1980) was a painter.") == {"1901"}
     assert births("OTTO VON LIND", "Otto von Lind (1912-2011) was a count.") == {"1912"}
@@ -2682,6 +2684,30 @@ def test_only_a_life_span_of_the_name_itself_counts() -> None:
     # "born" is read in English only; the bracketed span in any language.
     assert births("ADA HOLM", "Ada Holm (born 1929, née Lind) is a painter.") == {"1929"}
     assert births("ADA HOLM", "Ada Holm (born 1929) ist eine Malerin aus Bergen.") == frozenset()
+
+
+def test_a_term_ending_with_the_life_is_no_second_birth() -> None:
+    # A ruler's reign written in a life span's shape beside the life it ended with: one person.
+    def pair(da: str, db: str) -> Any:
+        pa = profile("TEMUR III", "", ("KARSA", "VELD DYNASTY"), "", da)
+        pb = profile("KING TEMUR III", "", ("KARSA", "VELD DYNASTY"), "", db)
+        return decide_pair(pa, pb, name_relation(pa.name, pb.name), threshold=0.7, ask_threshold=0.4)
+
+    ruled = "King Temur III (1481–1512) ruled Karsa of the Veld dynasty."
+    assert pair("Temur III (1447-1512) was king of Karsa of the Veld dynasty.", ruled).verdict == "merge"
+    assert pair("Temur III (3 May 1447 – 26 June 1512) was king of Karsa.", ruled).verdict == "merge"
+    # Look-alikes kept apart: a later span ending in another year (a namesake dying later, or a
+    # term that ended before the life: the spans cannot tell), a life contained in another (a
+    # son of the same name who died first), an earlier span ending in the same year as a third.
+    for da, db in [("Temur III (1447-1512) was king of Karsa.", "King Temur III (1481–1530) ruled Karsa."),
+                   ("Temur III (1447-1512) was king of Karsa.", "King Temur III (1470–1500) ruled Karsa."),
+                   ("Temur III (1447-1512) was king of Karsa, his son Temur III (1430-1481) ruled before.",
+                    "King Temur III (1481–1512) ruled Karsa.")]:
+        decision = pair(da, db)
+        assert decision.verdict == "distinct" and len(decision.evidence["births"]) == 2, (da, db)
+    # A birth stated as such ("born 1481") is never a term.
+    decision = pair("Temur III (1447-1512) was king of Karsa.", "King Temur III (born 1481) was the king of Karsa.")
+    assert decision.verdict == "distinct" and decision.evidence["births"] == ["1447", "1481"]
 
 
 # One name given two life spans by two texts, and a fuller name written without one.
