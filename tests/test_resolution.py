@@ -2248,7 +2248,11 @@ def test_a_spelling_variant_merges_from_two_texts_around_a_neighbour_described_a
     bare = [_in(profile(n, description=f"{n.title()} was mentioned."), c)
             for n, c in (("KALO PAHARER DESH", "c1"), ("KAALO PAHARER DESH", "c2"))]
     assert decided(*bare).verdict != "merge"
-    assert decided(kalo, film("KAALO PAHARER DESH", "c2", neighbours=("TALLINN",))).verdict != "merge"
+    # (The director, the name in common, neither a neighbour of both nor named in a description
+    # of one and related to the other: see the next test.)
+    elsewhere = _in(profile("KAALO PAHARER DESH", "UNKNOWN", ("TALLINN",), "film directed miren ostravi mountains",
+                            "Kaalo Paharer Desh is a film shown at Tallinn."), "c2")
+    assert decided(kalo, elsewhere).verdict != "merge"
     assert decided(kalo, film("KAALO PAHARER DESH", "c2", words="harbour crane cargo")).verdict != "merge"
     # Types that disagree: a film and a company spelt alike are two things.
     assert decided(film("KALO PAHARER DESH", "c1", "FILM"),
@@ -2256,6 +2260,54 @@ def test_a_spelling_variant_merges_from_two_texts_around_a_neighbour_described_a
     # A given name's other sex is no spelling, whatever the two share.
     henrik, henrike = (film(n, c, "PERSON") for n, c in (("HENRIK VALLANDER", "c1"), ("HENRIKE VALLANDER", "c2")))
     assert decided(henrik, henrike).verdict != "merge"
+
+
+def test_a_spelling_variant_merges_around_a_name_one_describes_and_the_other_is_related_to() -> None:
+    def described(name: str, neighbours: tuple[str, ...], text: str, chunk: str) -> NameProfile:
+        words = " ".join(w for w in text.lower().replace("'s", "").split() if len(w) > 3)
+        return _in(profile(name, "UNKNOWN", neighbours, words, text), chunk)
+
+    # A model's description states a relation it did not write as a record: the name in common
+    # stands in one description, and as a neighbour of the other name (a biography, untyped) ...
+    upen = described("IMRAN KISHORE ROYBARMAN", ("TAREK ROYBARMAN", "GOPAL"),
+                     "Imran Kishore Roybarman was Tarek Roybarman's grandfather and wrote stories.", "c1")
+    joined = described("IMRANKISHORE ROY BARMAN", ("THE LOST HILLS",),
+                       "Imrankishore Roy Barman was Tarek Roybarman's grandfather and wrote the stories.", "c2")
+    assert decided(upen, joined).verdict == "merge"
+    # ... and a German technical text (a company's name joined into one word).
+    ship = described("NORDWIND SEEFAHRT", ("HAFENAMT KIEL",),
+                     "Nordwind Seefahrt ist eine Reederei, zugelassen vom Hafenamt Kiel.", "d1")
+    ship2 = described("NORDWINDSEEFAHRT", ("ELBE",), "Nordwindseefahrt ist eine Reederei, zugelassen vom Hafenamt Kiel.",
+                      "d2")
+    assert decided(ship, ship2).verdict == "merge"
+    # Kept apart: the described name is one word (a first name, a country: too common a link);
+    # the name in common is in both descriptions only, a neighbour of neither; one text writes
+    # both spellings; the descriptions unalike (another person of a name spelt alike).
+    assert decided(upen, described("IMRANKISHORE ROY BARMAN", ("THE LOST HILLS",),
+                                   "Imrankishore Roy Barman was Gopal's grandfather and wrote the stories.", "c2")
+                   ).verdict != "merge"
+    no_record = described("IMRAN KISHORE ROYBARMAN", ("GOPAL",),
+                          "Imran Kishore Roybarman was Tarek Roybarman's grandfather and wrote stories.", "c1")
+    assert decided(no_record, joined).verdict != "merge"
+    assert decided(upen, described("IMRANKISHORE ROY BARMAN", ("THE LOST HILLS",),
+                                   "Imrankishore Roy Barman was Tarek Roybarman's grandfather and wrote the stories.",
+                                   "c1")).verdict != "merge"
+    assert decided(upen, described("IMRANKISHORE ROY BARMAN", ("THE LOST HILLS",),
+                                   "Imrankishore Roy Barman, a cricketer, played against Tarek Roybarman.", "c2")
+                   ).verdict != "merge"
+
+
+def test_a_name_spelt_two_ways_and_stated_under_another_title_keeps_the_spellings_together() -> None:
+    # A transliterated title spelt two ways, one of them given an English title: the spelling
+    # partner is no second name the title could stand for, so the two spellings group; the
+    # English title, which names neither spelling, stays out of the group (grouping joins only
+    # names that fit each other).
+    pairs = {("KAALO PAHARER DESH", "KALO PAHARER DESH"), ("KALO PAHARER DESH", "LAND OF BLACK HILLS")}
+    names = {n for p in pairs for n in p}
+    assert group_names(names, pairs, ManualDecisions()) == {"KAALO PAHARER DESH": "KALO PAHARER DESH"}
+    # Two different fuller names a part is accepted with still leave it alone.
+    parts = {("BRANT", "TOM BRANT"), ("ANNA BRANT", "BRANT")}
+    assert group_names({"BRANT", "TOM BRANT", "ANNA BRANT"}, parts, ManualDecisions()) == {}
 
 
 SPELLINGS = ["Kalo Paharer Desh is a film directed by Miren Ostravi. Kalo Paharer Desh tells of a kingdom in the mountains.",

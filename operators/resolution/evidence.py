@@ -643,11 +643,30 @@ def _qualified(a: str, b: str) -> bool:
     return set(key_of(a, False)) - _NUMBER_WORDS != set(key_of(b, False)) - _NUMBER_WORDS
 
 
-def _two_writers(pa: NameProfile, pb: NameProfile, shared: list[str], description: float) -> bool:
-    """Whether two forms of one name read as two writers' names of one thing: a neighbour in
-    common, descriptions alike, and no text writing both (one text writing two forms names two
-    things, unless it states one is the other: the ``stated`` relation)."""
-    return bool(shared) and description >= _SPELLING_ALIKE and not pa.chunks & pb.chunks
+def _two_writers(pa: NameProfile, pb: NameProfile, shared: list[str], description: float,
+                 spelt: bool = False) -> bool:
+    """Whether two forms of one name read as two writers' names of one thing: a name in common
+    (a neighbour; of one name spelt two ways, ``spelt``, also :func:`_neighbour_described`),
+    descriptions alike, and no text writing both (one text writing two forms names two things,
+    unless it states one is the other: the ``stated`` relation). Middle names added are a
+    weaker likeness of names than a spelling, so there a neighbour in common is asked for."""
+    return description >= _SPELLING_ALIKE and not pa.chunks & pb.chunks \
+        and (bool(shared) or spelt and _neighbour_described(pa, pb))
+
+
+def _neighbour_described(pa: NameProfile, pb: NameProfile) -> bool:
+    """Whether a neighbour of one name is named in the other's descriptions: a model's
+    description states relations it did not also write as records ("X was Nils Vang's
+    grandfather", with no relation to NILS VANG), so a name in common may stand in a
+    description only. A name of two words or more only: one word (a country, a first name) is
+    too common a link between two things."""
+    for p, q in ((pa, pb), (pb, pa)):
+        texts = [text.upper() for text in q.descriptions.values()]
+        for neighbour in p.neighbours - {pa.name, pb.name}:
+            if len(name_key(neighbour)) > 1 and any(neighbour in text for text in texts) \
+                    and any(re.search(rf"(?<![\w-]){re.escape(neighbour)}(?![\w-])", text) for text in texts):
+                return True
+    return False
 
 
 def _evidence(pa: NameProfile, pb: NameProfile, relation: str, shared: list[str], description: float,
@@ -739,7 +758,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         # other's (``stated``). So: no text in common, a neighbour in common, descriptions
         # alike and types that agree where both are given; the names alone never decide
         # (JOHANN MÜLLER / JOHANN MILLER).
-        corroborated = _two_writers(pa, pb, shared, description) and not (typed and ta != tb)
+        corroborated = _two_writers(pa, pb, shared, description, spelt=True) and not (typed and ta != tb)
     genders = {gender(pa.name) or pa.pronoun_gender, gender(pb.name) or pb.pronoun_gender} - {None}
     surface = relation == "same_key" and surface_variants(a, b)
     score = (_SURFACE if surface else _BASE[relation]) + 0.1 * min(len(shared), 3) + 0.5 * description \
