@@ -2370,6 +2370,36 @@ def test_a_description_stating_a_full_name_nickname_or_a_works_other_title_is_a_
     assert decide_pair(salt, namak, "stated", threshold=0.7, ask_threshold=0.4).verdict == "merge"
 
 
+def test_a_birth_name_in_an_aside_after_the_name_is_a_statement_of_the_name() -> None:
+    from graphrag.operators.resolution import description_claims
+
+    def named(name: str, text: str) -> set[str]:
+        return {c for c in description_claims(name, text) if c.startswith("K ")}
+
+    # A stage name's bearer (a film biography), a married name's (a noble family), a pen name's
+    # (a chemist's memoir), in the shapes an encyclopedia writes them.
+    assert named("TESSA VANE", "Tessa Vane (born Margit Ilona Sarkozy; 4 May 1931 – 2 June 2001) was an actress.") \
+        == {"K MARGIT ILONA SARKOZY"}
+    assert named("TESSA VANE", "Tessa Vane (1931-2001), born Margit Sarkozy, was a Hungarian actress.") \
+        == {"K MARGIT SARKOZY"}
+    assert named("ILSE VON KELM", "Ilse von Kelm (née Ilse Maria Brant) is the wife of Anton von Kelm.") \
+        == {"K ILSE MARIA BRANT"}
+    assert named("O. K. LINDQVIST", "O. K. Lindqvist, born Olof Karl Berg in 1902, wrote on the chemistry of salts.") \
+        == {"K OLOF KARL BERG"}
+    # Not a birth name: a date, a place, a surname alone (a family's), an aside of another name.
+    assert named("TESSA VANE", "Tessa Vane (born March 4, 1931 in Szeged) was an actress.") == set()
+    assert named("TESSA VANE", "Tessa Vane (born in Szeged) was an actress.") == set()
+    assert named("TESSA VANE", "Tessa Vane (née Sarkozy, born 1931) was an actress.") == set()
+    assert named("TESSA VANE", "Tessa Vane played beside Ada Holm (born Ada Lind) in the film.") == set()
+    assert named("ADA LIND", "Tessa Vane played beside Ada Holm (born Ada Lind) in the film.") == set()
+    # The pair a birth name finds merges; the bearer's namesake with other words does not.
+    vane = profile("TESSA VANE", description="Tessa Vane (1931-2001), born Margit Sarkozy, was a Hungarian actress.")
+    margit = profile("MARGIT SARKOZY", description="Margit Sarkozy grew up in Szeged.")
+    assert decide_pair(vane, margit, "stated", threshold=0.7, ask_threshold=0.4).verdict == "merge"
+    other = profile("MARGIT SARKOZY RADA", description="Margit Sarkozy Rada is a chemist.")
+    assert decide_pair(vane, other, "stated", threshold=0.7, ask_threshold=0.4).verdict != "merge"
+
+
 def test_a_title_of_rank_before_a_full_name_is_dropped_like_any_title() -> None:
     # Titles of nobility and rule are titles like KING or DUKE: dropped from the key, saying a sex.
     assert name_key("Archduke Anton von Kelm") == name_key("Anton von Kelm") == ("ANTON", "VON", "KELM")

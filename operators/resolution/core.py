@@ -69,7 +69,7 @@ class ManualDecisions:
 
 # The version of the rules the derived record was decided by: a record of other rules is
 # decided again in full by the next write (its decisions would not be a fresh index's).
-RULES = 21
+RULES = 22
 
 
 @dataclass

@@ -70,7 +70,7 @@ _OF_OWNER = re.compile(_COPULA + _OF_START + r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][
 _DESIGNATED = re.compile(_COPULA + f"(?:{_POSSESSIVE_START}|{_OF_START}[A-Z])")
 _NAMING_WORDS = ("known as", "called", "named", "dubbed", "aka", "a.k.a", "pen name", "stage name", "birth name",
                  "abbreviation", "acronym", "short form", "short for", "stands for", "name of", "name for",
-                 "title of", "title for")
+                 "title of", "title for", "born ", "née ")
 # Words between a name and a statement about it ("X is the abbreviation of", "X wrote under
 # the pen name").
 _STATEMENT_LINKS = frozenset("is was the a an also often commonly wrote writes under as its his her their "
@@ -88,6 +88,13 @@ _NAMED_AS = re.compile(r"\b(?:(renamed(?:\s+as|\s+to)?|changed\s+its\s+name\s+to
                        r"|(?:abbreviation|acronym|short\s+form|" + _OTHER_NAME + r")\s+(?:of|for)"
                        r"|(?:pen|stage)\s+name|short\s+for|stands\s+for)|known\s+as|called|named|nicknamed"
                        r"|dubbed|a\.k\.a\.?|aka)\s+(?:the\s+)?[\"'“‘]?([A-Z][\w.'’-]*(?:\s+[A-Z][\w.'’-]*){0,4})")
+# A birth name in an aside after the name it was changed to: "Ada Lind (born Ada Maria Holm; ...)",
+# "Ada Lind (1901-1980), born Ada Holm, was ...", "Ada Lind (née Ada Holm)". Two capitalised
+# words or more (a particle between them), ending the aside's phrase: a date ("born May 3"), a
+# place ("born in Leeds") or a surname alone ("née Holm", a family's name) names no person.
+_BIRTH_NAME = re.compile(r"(?:\(\s*|[,;]\s*)(?:born|née|nee)\s+"
+                         r"([A-Z][\w.'’-]*(?:\s+(?:(?:von|van|de|der|du|da|del|di|le|la)\s+)?[A-Z][\w.'’-]*)+)"
+                         r"(?=\s*(?:[),;(]|$)|\s+(?:on|in|at|to)\s)")
 # Lower-case particles inside a person's name, then the rest of it ("Anna von Ebner", "Luis de
 # Torres"): the name goes on past them.
 _PARTICLE_NAME = re.compile(r"(?:\s+(?:von|van|de|der|den|du|da|del|della|di|le|la|bin|ibn|al)"
@@ -160,7 +167,7 @@ def cued_claims(name: str, text: str, cues: tuple[bool, bool, bool]) -> set[str]
         if designated:
             claims |= _designation_claims(sentence, own)
         if naming:
-            claims |= _naming_claims(sentence, own)
+            claims |= _naming_claims(sentence, own) | _birth_name_claims(sentence, own)
         if bracketed:
             claims |= _bracket_claims(sentence, own)
     return claims
@@ -236,6 +243,20 @@ def _naming_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
             before_key = name_key(" ".join(words[start:])) if start < len(words) else ()
             if before_key and before_key != own and not _inside_a_name(words, start):
                 claims.add("K " + " ".join(before_key))
+    return claims
+
+
+def _birth_name_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
+    """"Ada Lind (1901-1980), born Ada Maria Holm": the name's birth name, in an aside right
+    after it (its dated asides between them), an encyclopedia's way of giving a stage, pen or
+    married name's bearer the name she was born with."""
+    claims: set[str] = set()
+    for match in _BIRTH_NAME.finditer(sentence):
+        words = [w.strip(",(") for w in _without_dates(sentence[:match.start()]).split()[-10:]]
+        said_of = _name_at_end(words, own)
+        other = name_key(match.group(1))
+        if said_of is not None and not _inside_a_name(words, said_of) and other and other != own:
+            claims.add("K " + " ".join(other))
     return claims
 
 
