@@ -2386,6 +2386,12 @@ def test_a_birth_name_in_an_aside_after_the_name_is_a_statement_of_the_name() ->
         == {"K ILSE MARIA BRANT"}
     assert named("O. K. LINDQVIST", "O. K. Lindqvist, born Olof Karl Berg in 1902, wrote on the chemistry of salts.") \
         == {"K OLOF KARL BERG"}
+    # The full name a shorter one stands for, before the birth in its aside (a royal house).
+    assert named("ANTON VON KELM", "Anton von Kelm (Anton Maria Osric Kelm; born 3 May 1961) is the head of the house.") \
+        == {"K ANTON MARIA OSRIC KELM"}
+    # Not there: another first name (a role or a place is as likely), no more words than the name.
+    assert named("ANTON VON KELM", "Anton von Kelm (Osric Maria Kelm; born 1961) is the head of the house.") == set()
+    assert named("ANTON KELM", "Anton Kelm (Anton Lind; born 1961) is the head of the house.") == set()
     # Not a birth name: a date, a place, a surname alone (a family's), an aside of another name.
     assert named("TESSA VANE", "Tessa Vane (born March 4, 1931 in Szeged) was an actress.") == set()
     assert named("TESSA VANE", "Tessa Vane (born in Szeged) was an actress.") == set()
