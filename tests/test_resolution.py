@@ -2406,6 +2406,27 @@ def test_a_birth_name_in_an_aside_after_the_name_is_a_statement_of_the_name() ->
     assert decide_pair(vane, other, "stated", threshold=0.7, ask_threshold=0.4).verdict != "merge"
 
 
+# A stage name's bearer with her birth name in an aside, and the birth name in another text.
+BIRTH_NAMES = {
+    "Tessa Vane starred": ['("entity"<|>"TESSA VANE"<|>""<|>'
+                           '"Tessa Vane (1931-2001), born Margit Sarkozy, was a Hungarian actress.")',
+                           '("entity"<|>"SZEGED"<|>""<|>"Szeged is a city.")',
+                           '("relationship"<|>"TESSA VANE"<|>"SZEGED"<|>"Tessa Vane starred in Szeged."<|>5)'],
+    "Margit Sarkozy grew": ['("entity"<|>"MARGIT SARKOZY"<|>""<|>"Margit Sarkozy grew up by the river.")',
+                            '("entity"<|>"TISZA"<|>""<|>"The Tisza is a river.")',
+                            '("relationship"<|>"MARGIT SARKOZY"<|>"TISZA"<|>"Margit Sarkozy grew up by the Tisza."<|>5)'],
+}
+BIRTH_NAME_DOCS = ["Tessa Vane starred in Szeged.", "Margit Sarkozy grew up by the Tisza."]
+
+
+def test_a_birth_name_merges_exactly_in_any_order_and_under_delete(tmp_path: Any) -> None:
+    both, alone = _exact_in_any_order_and_under_delete(tmp_path, records_responder(BIRTH_NAMES), BIRTH_NAME_DOCS,
+                                                       BIRTH_NAME_DOCS[:1])
+    assert alone["resolution"]["aliases"] == {}
+    assert set(both["resolution"]["aliases"].items()) & {("MARGIT SARKOZY", "TESSA VANE"),
+                                                          ("TESSA VANE", "MARGIT SARKOZY")}
+
+
 def test_a_title_of_rank_before_a_full_name_is_dropped_like_any_title() -> None:
     # Titles of nobility and rule are titles like KING or DUKE: dropped from the key, saying a sex.
     assert name_key("Archduke Anton von Kelm") == name_key("Anton von Kelm") == ("ANTON", "VON", "KELM")

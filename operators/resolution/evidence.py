@@ -755,8 +755,9 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     if relation == "spelling":
         # One name spelt two ways (a transliteration, a word split or joined) comes from two
         # writers: one text writing both spellings names two things, or states one is the
-        # other's (``stated``). So: no text in common, a neighbour in common, descriptions
-        # alike and types that agree where both are given; the names alone never decide
+        # other's (``stated``). So: no text in common, a name in common (a neighbour, or one
+        # name's neighbour in the other's descriptions), descriptions alike and types that agree
+        # where both are given; the names alone never decide
         # (JOHANN MÜLLER / JOHANN MILLER).
         corroborated = _two_writers(pa, pb, shared, description, spelt=True) and not (typed and ta != tb)
     genders = {gender(pa.name) or pa.pronoun_gender, gender(pb.name) or pb.pronoun_gender} - {None}
