@@ -69,7 +69,7 @@ class ManualDecisions:
 
 # The version of the rules the derived record was decided by: a record of other rules is
 # decided again in full by the next write (its decisions would not be a fresh index's).
-RULES = 19
+RULES = 22
 
 
 @dataclass
@@ -186,8 +186,13 @@ class _Links:
                 said = [p for p in partners if name_key(p) != found[1]]
                 fuller = sorted(p for p in said if not any(set(name_key(p)) < set(name_key(q)) for q in said))
             else:  # a designation's ambiguity is its own, unless this is its head
+                # The name spelt another way (a transliteration: HIRAK / HEERAK) is no other
+                # name it could stand for: beside a second name it is accepted with (a title in
+                # another language), it makes the name no less sure. Grouping still joins only
+                # names that fit each other.
                 fuller = sorted(p for p in partners if _at_least_as_full(name_key(p), key)
-                                and (not designation(p) or designation(p)[1] == key))  # type: ignore[index]
+                                and (not designation(p) or designation(p)[1] == key)  # type: ignore[index]
+                                and name_relation(name, p) != "spelling")
                 # Every text of the part names one fuller name it is accepted with (MORVEN, in the
                 # texts of ILSA MORVEN): there it is that one, and another fuller name counts only
                 # where one of its texts names it too (TOMAS MORVEN, named elsewhere, does not).

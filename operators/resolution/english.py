@@ -70,7 +70,7 @@ _OF_OWNER = re.compile(_COPULA + _OF_START + r"(?:[A-Z][\w.'-]*\s+){0,3}?([A-Z][
 _DESIGNATED = re.compile(_COPULA + f"(?:{_POSSESSIVE_START}|{_OF_START}[A-Z])")
 _NAMING_WORDS = ("known as", "called", "named", "dubbed", "aka", "a.k.a", "pen name", "stage name", "birth name",
                  "abbreviation", "acronym", "short form", "short for", "stands for", "name of", "name for",
-                 "title of", "title for")
+                 "title of", "title for", "born ", "née ")
 # Words between a name and a statement about it ("X is the abbreviation of", "X wrote under
 # the pen name").
 _STATEMENT_LINKS = frozenset("is was the a an also often commonly wrote writes under as its his her their "
@@ -88,6 +88,14 @@ _NAMED_AS = re.compile(r"\b(?:(renamed(?:\s+as|\s+to)?|changed\s+its\s+name\s+to
                        r"|(?:abbreviation|acronym|short\s+form|" + _OTHER_NAME + r")\s+(?:of|for)"
                        r"|(?:pen|stage)\s+name|short\s+for|stands\s+for)|known\s+as|called|named|nicknamed"
                        r"|dubbed|a\.k\.a\.?|aka)\s+(?:the\s+)?[\"'“‘]?([A-Z][\w.'’-]*(?:\s+[A-Z][\w.'’-]*){0,4})")
+# A birth name in an aside after the name it was changed to: "Ada Lind (born Ada Maria Holm; ...)",
+# "Ada Lind (1901-1980), born Ada Holm, was ...", "Ada Lind (née Ada Holm)"; or the full name
+# before the birth in the aside: "Ada Holm (Ada Maria Vigdis Holm; born 1901)". Two capitalised
+# words or more (a particle between them), ending the aside's phrase: a date ("born May 3"), a
+# place ("born in Leeds") or a surname alone ("née Holm", a family's name) names no person.
+_PERSON_NAME = r"([A-Z][\w.'’-]*(?:\s+(?:(?:von|van|de|der|du|da|del|di|le|la)\s+)?[A-Z][\w.'’-]*)+)"
+_BIRTH_NAME = re.compile(r"(?:\(\s*|[,;]\s*)(?:born|née|nee)\s+" + _PERSON_NAME
+                         + r"(?=\s*(?:[),;(]|$)|\s+(?:on|in|at|to)\s)|\(\s*" + _PERSON_NAME + r"\s*;\s*born\b")
 # Lower-case particles inside a person's name, then the rest of it ("Anna von Ebner", "Luis de
 # Torres"): the name goes on past them.
 _PARTICLE_NAME = re.compile(r"(?:\s+(?:von|van|de|der|den|du|da|del|della|di|le|la|bin|ibn|al)"
@@ -163,6 +171,8 @@ def cued_claims(name: str, text: str, cues: tuple[bool, bool, bool]) -> set[str]
             claims |= _naming_claims(sentence, own)
         if bracketed:
             claims |= _bracket_claims(sentence, own)
+    if naming:  # an aside runs over the semicolons a sentence is split at
+        claims |= _birth_name_claims(text, own)
     return claims
 
 
@@ -236,6 +246,24 @@ def _naming_claims(sentence: str, own: tuple[str, ...]) -> set[str]:
             before_key = name_key(" ".join(words[start:])) if start < len(words) else ()
             if before_key and before_key != own and not _inside_a_name(words, start):
                 claims.add("K " + " ".join(before_key))
+    return claims
+
+
+def _birth_name_claims(text: str, own: tuple[str, ...]) -> set[str]:
+    """"Ada Lind (1901-1980), born Ada Maria Holm": the name's birth name, in an aside right
+    after it (its dated asides between them), an encyclopedia's way of giving a stage, pen or
+    married name's bearer the name she was born with; and "Ada Holm (Ada Maria Vigdis Holm;
+    born 1901)", the full name it shortens."""
+    claims: set[str] = set()
+    for match in _BIRTH_NAME.finditer(text):
+        words = [w.strip(",(") for w in _without_dates(text[:match.start()]).split()[-10:]]
+        said_of = _name_at_end(words, own)
+        other = name_key(match.group(1) or match.group(2))
+        # The full name before the birth is the name with more words, its first one kept
+        # (another name there is which, unclear: a role, a place).
+        full = match.group(1) is not None or other[:1] == own[:1] and len(other) > len(own)
+        if said_of is not None and not _inside_a_name(words, said_of) and other and other != own and full:
+            claims.add("K " + " ".join(other))
     return claims
 
 

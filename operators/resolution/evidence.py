@@ -109,12 +109,13 @@ class NameProfile:
         return any(_stands_alone(written, text) for text in self.descriptions.values())
 
     @cached_property
-    def births(self) -> frozenset[str]:
-        """The birth years the descriptions give the name itself (:func:`_own_births`). Two of
-        them say the one string names two people, described in different texts."""
+    def spans(self) -> frozenset[tuple[str, str]]:
+        """The life spans the descriptions give the name itself (:func:`_own_spans`), as (birth
+        year, end year or ""). Two births among them (:func:`birth_years`) say the one string
+        names two people, described in different texts."""
         english = set(self.english)
-        return frozenset(year for text in self.descriptions.values()
-                         for year in _own_births(self.name, text, text in english))
+        return frozenset(span for text in self.descriptions.values()
+                         for span in _own_spans(self.name, text, text in english))
 
     @cached_property
     def pronoun_gender(self) -> Optional[str]:
@@ -321,16 +322,16 @@ class PairDecision:
 # an office's term). Its first year is the birth; a single bracketed year ("Harbour Lights
 # (1969)", a work's) or a year in the prose ("president from 1919") is no life span.
 _DAY = r"(?:\d{1,2}\.?\s+[^\W\d_]+\.?\s+|[^\W\d_]+\.?\s+\d{1,2},?\s+)?"
-_LIFE_SPAN = re.compile(rf"[(（]\s*{_DAY}(\d{{4}})\s*[-‐‑–—]\s*(?:{_DAY}\d{{4}}\s*)?[)）]")
+_LIFE_SPAN = re.compile(rf"[(（]\s*{_DAY}(\d{{4}})\s*[-‐‑–—]\s*(?:{_DAY}(\d{{4}})\s*)?[)）]")
 # Other words that may stand among the name's words before the bracket: a middle name
 # ("Ada Maria Holm (1901-1980)" for ADA HOLM).
 _MIDDLE_WORDS = 2
 
 
 @lru_cache(maxsize=_TEXTS_KEPT)
-def _own_births(name: str, text: str, english: bool) -> tuple[str, ...]:
-    """The birth years ``text`` gives ``name`` itself: a life span in brackets (and in English
-    "(born 1929, ...)", :func:`.english.born_asides`) right after the name as written, its
+def _own_spans(name: str, text: str, english: bool) -> tuple[tuple[str, str], ...]:
+    """The life spans ``text`` gives ``name`` itself, (birth, end or ""): a span in brackets (and
+    in English "(born 1929, ...)", :func:`.english.born_asides`) right after the name as written, its
     last word just before the bracket, every word of it among the few words before, and no
     lower-case word longer than a particle ("von", "de") among them. So another person's dates
     in the description ("son of Henry Hale (1863-1947)") are not read as the name's."""
@@ -339,9 +340,10 @@ def _own_births(name: str, text: str, english: bool) -> tuple[str, ...]:
     key = name_key(name)
     if not key:
         return ()
-    found = [(m.start(), m.group(1)) for m in _LIFE_SPAN.finditer(text)] + (born_asides(text) if english else [])
-    years = []
-    for at, year in found:
+    found = [(m.start(), (m.group(1), m.group(2) or "")) for m in _LIFE_SPAN.finditer(text)]
+    found += [(at, (year, "")) for at, year in born_asides(text)] if english else []
+    spans = []
+    for at, span in found:
         words = text[:at].split()[-(len(key) + _MIDDLE_WORDS):]
         keys = [name_key(w)[-1:] for w in words]
         if not keys or keys[-1] != key[-1:] or not set(key) <= {k[0] for k in keys if k}:
@@ -349,8 +351,21 @@ def _own_births(name: str, text: str, english: bool) -> tuple[str, ...]:
         first = keys.index(key[:1])
         if any(w[:1].islower() and len(w) > 3 for w in words[first:]):
             continue
-        years.append(year)
-    return tuple(years)
+        spans.append(span)
+    return tuple(spans)
+
+
+def birth_years(spans: frozenset[tuple[str, str]]) -> frozenset[str]:
+    """The births among ``spans`` (:attr:`NameProfile.spans`). A span ending in the year another
+    one that starts earlier ends is not read as a birth: encyclopedia text writes a ruler's or
+    an office holder's term in a life span's shape ("Sultan X (1481–1512)", beside "X
+    (1447–1512)"), and a reign or a term held until death ends with the life. Two people of one
+    name dying in one year is the rarer case, and only lets other evidence decide."""
+    ends: dict[str, str] = {}
+    for start, end in spans:
+        if end and start < ends.get(end, "9999"):
+            ends[end] = start
+    return frozenset(start for start, end in spans if not end or ends[end] == start)
 
 
 def _tells_of(p: NameProfile, owner: str) -> bool:
@@ -628,11 +643,30 @@ def _qualified(a: str, b: str) -> bool:
     return set(key_of(a, False)) - _NUMBER_WORDS != set(key_of(b, False)) - _NUMBER_WORDS
 
 
-def _two_writers(pa: NameProfile, pb: NameProfile, shared: list[str], description: float) -> bool:
-    """Whether two forms of one name read as two writers' names of one thing: a neighbour in
-    common, descriptions alike, and no text writing both (one text writing two forms names two
-    things, unless it states one is the other: the ``stated`` relation)."""
-    return bool(shared) and description >= _SPELLING_ALIKE and not pa.chunks & pb.chunks
+def _two_writers(pa: NameProfile, pb: NameProfile, shared: list[str], description: float,
+                 spelt: bool = False) -> bool:
+    """Whether two forms of one name read as two writers' names of one thing: a name in common
+    (a neighbour; of one name spelt two ways, ``spelt``, also :func:`_neighbour_described`),
+    descriptions alike, and no text writing both (one text writing two forms names two things,
+    unless it states one is the other: the ``stated`` relation). Middle names added are a
+    weaker likeness of names than a spelling, so there a neighbour in common is asked for."""
+    return description >= _SPELLING_ALIKE and not pa.chunks & pb.chunks \
+        and (bool(shared) or spelt and _neighbour_described(pa, pb))
+
+
+def _neighbour_described(pa: NameProfile, pb: NameProfile) -> bool:
+    """Whether a neighbour of one name is named in the other's descriptions: a model's
+    description states relations it did not also write as records ("X was Nils Vang's
+    grandfather", with no relation to NILS VANG), so a name in common may stand in a
+    description only. A name of two words or more only: one word (a country, a first name) is
+    too common a link between two things."""
+    for p, q in ((pa, pb), (pb, pa)):
+        texts = [text.upper() for text in q.descriptions.values()]
+        for neighbour in p.neighbours - {pa.name, pb.name}:
+            if len(name_key(neighbour)) > 1 and any(neighbour in text for text in texts) \
+                    and any(re.search(rf"(?<![\w-]){re.escape(neighbour)}(?![\w-])", text) for text in texts):
+                return True
+    return False
 
 
 def _evidence(pa: NameProfile, pb: NameProfile, relation: str, shared: list[str], description: float,
@@ -688,7 +722,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     told = look_alike(a, b)
     if told in NEVER_ALIKE:  # whatever else the pair shares, the names say two things (ORION 4 / 6)
         return PairDecision(a, b, relation, 0.0, "distinct", {"relation": relation, "look_alike": told})
-    births = pa.births | pb.births
+    births = birth_years(pa.spans | pb.spans)
     if len(births) > 1:
         # Two birth years: the names' descriptions give two people, or one name's own texts do
         # (a string two people bear, which then merges with nothing: whichever of them the
@@ -721,10 +755,11 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     if relation == "spelling":
         # One name spelt two ways (a transliteration, a word split or joined) comes from two
         # writers: one text writing both spellings names two things, or states one is the
-        # other's (``stated``). So: no text in common, a neighbour in common, descriptions
-        # alike and types that agree where both are given; the names alone never decide
+        # other's (``stated``). So: no text in common, a name in common (a neighbour, or one
+        # name's neighbour in the other's descriptions), descriptions alike and types that agree
+        # where both are given; the names alone never decide
         # (JOHANN MÜLLER / JOHANN MILLER).
-        corroborated = _two_writers(pa, pb, shared, description) and not (typed and ta != tb)
+        corroborated = _two_writers(pa, pb, shared, description, spelt=True) and not (typed and ta != tb)
     genders = {gender(pa.name) or pa.pronoun_gender, gender(pb.name) or pb.pronoun_gender} - {None}
     surface = relation == "same_key" and surface_variants(a, b)
     score = (_SURFACE if surface else _BASE[relation]) + 0.1 * min(len(shared), 3) + 0.5 * description \
