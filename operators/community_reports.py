@@ -42,9 +42,10 @@ DEFAULT_REPORT_LLM_KWARGS: dict[str, Any] = {"response_format": {"type": "json_o
 # Bumped when the fingerprinted content or the report format changes, so old reports are redone.
 _FINGERPRINT_VERSION = 2
 
-# Where a stored report came from. LLM runs redo "extractive" and "fallback" reports, and a
-# "small_component" one whose community is no longer small; LLM-free runs reuse anything with a
-# matching fingerprint.
+# Where a stored report came from. LLM runs redo "extractive" and "fallback" reports, and keep
+# a "small_component" report exactly while its community is one (and a model's only while it is
+# not): which report a community has depends on the graph alone, not on the writes that made
+# it. LLM-free runs reuse anything with a matching fingerprint.
 SOURCE_LLM = "llm"
 SOURCE_EXTRACTIVE = "extractive"
 SOURCE_FALLBACK = "fallback"
@@ -420,14 +421,13 @@ def small_component(community: CommunitySchema, nodes: dict[str, dict], pairs: l
 
 def _reusable(record: Optional[dict], fingerprint: str, extractive: bool, small: bool = False) -> bool:
     """Whether ``record`` can stand as the report of a community with ``fingerprint``: in an
-    LLM run, one a model wrote, or one the small-component rule made if ``small`` (the
-    community still qualifies)."""
+    LLM run, one the small-component rule made if ``small`` (the community qualifies), else
+    one a model wrote."""
     if not isinstance(record, dict) or record.get("fingerprint") != fingerprint:
         return False
     if not isinstance(record.get("report_json"), dict):
         return False
-    source = record.get("report_source", SOURCE_LLM)
-    return extractive or source == SOURCE_LLM or (small and source == SOURCE_SMALL)
+    return extractive or record.get("report_source", SOURCE_LLM) == (SOURCE_SMALL if small else SOURCE_LLM)
 
 
 class SummariesInFlight(Protocol):
@@ -608,8 +608,10 @@ async def generate_community_reports(
     def unchanged(cid: str, touched: set[str]) -> bool:
         """Whether ``cid``'s fingerprint is still its record's (see ``touched``)."""
         old, community = existing.get(cid), communities[cid]
-        # Untouched, a whole component is one still: of the small-component rule, only the
-        # limit may have changed.
+        # Untouched, a community is a whole component exactly when it was one: a small
+        # component's record stands while within the limit (which may have changed). A model's
+        # record of a community within the limit may be of a whole component (reported under a
+        # lower limit): such a record is not taken unread, and the rule is checked on the graph.
         small = len(community.get("nodes") or []) <= small_component_max_entities
         return (isinstance(old, dict) and bool(old.get("fingerprint"))
                 and _reusable(old, old["fingerprint"], extractive, small)
@@ -630,8 +632,8 @@ async def generate_community_reports(
         nonlocal reused
         community = communities[cid]
         old = existing.get(cid)
-        if cid in known:  # ``unchanged`` found its record reusable, by the rule's limit too
-            fp, small = old["fingerprint"], True
+        if cid in known:  # ``unchanged`` found its record reusable
+            fp, small = old["fingerprint"], old.get("report_source") == SOURCE_SMALL
         else:
             fp = community_fingerprint(community, nodes, edges, digests, pairs(cid), kept)
             small = (not extractive and small_component_max_entities > 0

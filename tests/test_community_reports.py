@@ -700,6 +700,18 @@ def test_a_small_component_joined_to_a_larger_one_goes_to_the_model(tmp_path):
     assert after[pair]["nodes"] == ["PA", "PB"] and "SA" not in after[pair]["nodes"]
     assert [_community_of(p, after) for p, _ in llm.calls] == [pair]
     assert second[pair]["report_source"] == "llm"
+    # Apart again, it has the report a write of the pair alone gives: its first, with no call.
+    async def part():
+        await graph.delete_edge("PA", "SA")
+        await graph.clustering("leiden")
+        return await graph.community_schema()
+
+    apart = asyncio.run(part())
+    llm = FakeLLM()
+    third, _ = _run(apart, graph, llm, existing=second, small_component_max_entities=4, touched={"PA", "SA"})
+    assert llm.calls == []
+    assert third[_component_community(apart, "PA")]["report_json"] == records[_component_community(communities, "PA")]["report_json"]
+    assert third[_component_community(apart, "PA")]["report_source"] == "small_component"
     # The other small components keep their reports, unread.
     for name in ("TA", "RA"):
         cid = _component_community(after, name)

@@ -131,7 +131,8 @@ def snapshot(rag: GraphRAG) -> dict[str, Any]:
         "nodes": nodes,
         "edges": edges,
         "membership": membership(graph),
-        "report_fingerprints": Counter(r["fingerprint"] for r in reports.values()),
+        # Which report each community has (a model's, or one from its records) is the graph's too.
+        "report_fingerprints": Counter((r["fingerprint"], r["report_source"]) for r in reports.values()),
     }
 
 
