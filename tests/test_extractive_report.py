@@ -102,6 +102,8 @@ def test_names_mentioned_counts_what_a_regex_of_the_names_finds():
         names = list(dict.fromkeys("".join(rng.choices(alphabet[:4] + ["É", "中", "_"], k=rng.randint(1, 4))).strip()
                                    for _ in range(rng.randint(1, 5))))
         names = [n for n in names if n] or ["A"]
+        if rng.random() < 0.05:
+            names.append("")  # an empty name, which a regex matches between any two non-word characters
         text = "".join(rng.choices(alphabet, k=rng.randint(0, 30)))
         ordered = sorted(names, key=len, reverse=True)
         pattern = re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, ordered)) + r")(?!\w)")
