@@ -413,10 +413,13 @@ def small_component(community: CommunitySchema, nodes: dict[str, dict], pairs: l
     members = community.get("nodes") or []
     if not 0 < len(members) <= max_entities or community.get("sub_communities"):
         return False
-    degrees = [(nodes.get(str(n)) or {}).get("degree") for n in members]
-    if any(not isinstance(d, int) for d in degrees):
-        return False  # not known: the model reports it
-    return sum(degrees) == 2 * len(pairs)  # each internal relation counts at both its ends
+    total = 0
+    for n in members:
+        degree = (nodes.get(str(n)) or {}).get("degree")
+        if not isinstance(degree, int):
+            return False  # not known: the model reports it
+        total += degree
+    return total == 2 * len(pairs)  # each internal relation counts at both its ends
 
 
 def _reusable(record: Optional[dict], fingerprint: str, extractive: bool, small: bool = False) -> bool:
@@ -633,6 +636,7 @@ async def generate_community_reports(
         community = communities[cid]
         old = existing.get(cid)
         if cid in known:  # ``unchanged`` found its record reusable
+            assert old is not None
             fp, small = old["fingerprint"], old.get("report_source") == SOURCE_SMALL
         else:
             fp = community_fingerprint(community, nodes, edges, digests, pairs(cid), kept)
