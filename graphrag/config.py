@@ -96,6 +96,13 @@ class GraphRAGConfig:
     special_community_report_llm_kwargs: dict[str, Any] = field(
         default_factory=lambda: {"response_format": {"type": "json_object"}}
     )
+    # A community that is a whole connected component of the graph (no relation leaves it) of
+    # at most this many entities is reported from its own records, with no model call
+    # (`extractive_report.py`): there is nothing for a model to summarise that the report does
+    # not state. At 4 entities or fewer a component has at most 6 relations, so the report lists
+    # every relation as a finding whatever the component's shape. 0: every community goes to
+    # the model.
+    small_component_max_entities: int = 4
 
     # Embeddings. None means the bundled local all-MiniLM-L6-v2 model, unless the fields
     # below name another (each falls back to its GRAPHRAG_EMBEDDING_* variable): a server
@@ -212,6 +219,8 @@ class GraphRAGConfig:
             self.nlp_user_dictionary = os.fspath(self.nlp_user_dictionary)
             if not os.path.isfile(self.nlp_user_dictionary):
                 raise ConfigurationError(f"nlp_user_dictionary: no such file {self.nlp_user_dictionary!r}")
+        if self.small_component_max_entities < 0:
+            raise ConfigurationError("small_component_max_entities must be >= 0")
         if self.entity_extract_max_gleaning < 0:
             raise ConfigurationError("entity_extract_max_gleaning must be >= 0")
         if self.extraction_fallback not in (None, "nlp"):

@@ -7,7 +7,8 @@
   occurrence stored in a report is as of that report's write).
 - **Reports no LLM wrote** (extractive ones, and fallbacks after unreadable answers): an LLM
   run tries each of them again, changed or not, so it must find them without reading every
-  report.
+  report. A small component's report (``SOURCE_SMALL``) is not among them: an LLM run made it
+  so by rule, and makes it again only when its community changes.
 """
 from __future__ import annotations
 
@@ -61,9 +62,9 @@ def index_after(index: Optional[CommunityIndex], sizes: dict[str, int], records:
                 only: Optional[Collection[str]]) -> CommunityIndex:
     """The index after a write that reported ``records``: every community's, or (``only``) those
     of the communities it changed."""
-    from graphrag.operators.community_reports import SOURCE_LLM
+    from graphrag.operators.community_reports import SOURCE_LLM, SOURCE_SMALL
 
-    not_from_llm = {k for k, r in records.items() if r.get("report_source", SOURCE_LLM) != SOURCE_LLM}
+    not_from_llm = {k for k, r in records.items() if r.get("report_source", SOURCE_LLM) not in (SOURCE_LLM, SOURCE_SMALL)}
     if only is not None and index is not None:
         not_from_llm |= index.not_from_llm - set(only)
     return CommunityIndex(sizes, not_from_llm)

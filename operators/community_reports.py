@@ -42,11 +42,15 @@ DEFAULT_REPORT_LLM_KWARGS: dict[str, Any] = {"response_format": {"type": "json_o
 # Bumped when the fingerprinted content or the report format changes, so old reports are redone.
 _FINGERPRINT_VERSION = 2
 
-# Where a stored report came from. LLM runs redo "extractive" and "fallback" reports; LLM-free
-# runs reuse anything with a matching fingerprint.
+# Where a stored report came from. LLM runs redo "extractive" and "fallback" reports, and keep
+# a "small_component" report exactly while its community is one (and a model's only while it is
+# not): which report a community has depends on the graph alone, not on the writes that made
+# it. LLM-free runs reuse anything with a matching fingerprint.
 SOURCE_LLM = "llm"
 SOURCE_EXTRACTIVE = "extractive"
 SOURCE_FALLBACK = "fallback"
+# Built from its records in an LLM run, by the rule of :func:`small_component`.
+SOURCE_SMALL = "small_component"
 
 # --------------------------------------------------------------------------- helpers
 
@@ -399,13 +403,34 @@ def _record(community: CommunitySchema, report: dict, fingerprint: str, source: 
     }
 
 
-def _reusable(record: Optional[dict], fingerprint: str, extractive: bool) -> bool:
+def small_component(community: CommunitySchema, nodes: dict[str, dict], pairs: list[tuple[str, str]],
+                    max_entities: int) -> bool:
+    """Whether ``community`` is a whole connected component of at most ``max_entities`` members:
+    no relation leaves it (each member's degree in the graph, ``nodes[n]["degree"]``, is all
+    inside it), so its records are all there is to say of its entities, and a report built from
+    them (every relation a finding) leaves nothing for a model to summarise. ``pairs``: its
+    :func:`community_pairs`."""
+    members = community.get("nodes") or []
+    if not 0 < len(members) <= max_entities or community.get("sub_communities"):
+        return False
+    total = 0
+    for n in members:
+        degree = (nodes.get(str(n)) or {}).get("degree")
+        if not isinstance(degree, int):
+            return False  # not known: the model reports it
+        total += degree
+    return total == 2 * len(pairs)  # each internal relation counts at both its ends
+
+
+def _reusable(record: Optional[dict], fingerprint: str, extractive: bool, small: bool = False) -> bool:
+    """Whether ``record`` can stand as the report of a community with ``fingerprint``: in an
+    LLM run, one the small-component rule made if ``small`` (the community qualifies), else
+    one a model wrote."""
     if not isinstance(record, dict) or record.get("fingerprint") != fingerprint:
         return False
     if not isinstance(record.get("report_json"), dict):
         return False
-    source = record.get("report_source", SOURCE_LLM)
-    return extractive or source == SOURCE_LLM
+    return extractive or record.get("report_source", SOURCE_LLM) == (SOURCE_SMALL if small else SOURCE_LLM)
 
 
 class SummariesInFlight(Protocol):
@@ -477,6 +502,7 @@ async def generate_community_reports(
     in_flight: Optional[SummariesInFlight] = None,
     failures: Optional[FormatFailures] = None,
     touched: Optional[Collection[str]] = None,
+    small_component_max_entities: int = 0,
 ) -> tuple[dict[str, dict], int]:
     """Report every community; returns ({id: record}, number of reports made fresh).
 
@@ -493,6 +519,10 @@ async def generate_community_reports(
     ``touched``: the nodes whose data or edges changed since ``existing`` was reported (None:
     unknown). A community with none of them, the same members, internal relations and level
     as its record, has that record's fingerprint still: it is not read or fingerprinted again.
+
+    ``small_component_max_entities``: in an LLM run, a community that is a whole connected
+    component of at most this many entities (:func:`small_component`) gets an extractive report
+    (source ``SOURCE_SMALL``) and no model call; 0: none does.
     """
     existing = existing or {}
     kwargs = dict(DEFAULT_REPORT_LLM_KWARGS if llm_kwargs is None else llm_kwargs)
@@ -581,8 +611,13 @@ async def generate_community_reports(
     def unchanged(cid: str, touched: set[str]) -> bool:
         """Whether ``cid``'s fingerprint is still its record's (see ``touched``)."""
         old, community = existing.get(cid), communities[cid]
+        # Untouched, a community is a whole component exactly when it was one: a small
+        # component's record stands while within the limit (which may have changed). A model's
+        # record of a community within the limit may be of a whole component (reported under a
+        # lower limit): such a record is not taken unread, and the rule is checked on the graph.
+        small = len(community.get("nodes") or []) <= small_component_max_entities
         return (isinstance(old, dict) and bool(old.get("fingerprint"))
-                and _reusable(old, old["fingerprint"], extractive)
+                and _reusable(old, old["fingerprint"], extractive, small)
                 and all(old.get(k) == community.get(k) for k in ("level", "nodes", "edges"))
                 and touched.isdisjoint(map(str, community.get("nodes") or [])))
 
@@ -600,18 +635,28 @@ async def generate_community_reports(
         nonlocal reused
         community = communities[cid]
         old = existing.get(cid)
-        fp = old["fingerprint"] if cid in known else community_fingerprint(community, nodes, edges, digests, pairs(cid), kept)
-        if not _reusable(old, fp, extractive):
+        if cid in known:  # ``unchanged`` found its record reusable
+            assert old is not None
+            fp, small = old["fingerprint"], old.get("report_source") == SOURCE_SMALL
+        else:
+            fp = community_fingerprint(community, nodes, edges, digests, pairs(cid), kept)
+            small = (not extractive and small_component_max_entities > 0
+                     and small_component(community, nodes, pairs(cid), small_component_max_entities))
+        if not _reusable(old, fp, extractive, small):
             old = by_fingerprint.get(fp)
-        if _reusable(old, fp, extractive) or extractive:
+        reusable = _reusable(old, fp, extractive, small)
+        if reusable or extractive or small:
             pairs_of.pop(cid, None)  # kept only for the tables of a report made afresh
-        if _reusable(old, fp, extractive):
+        if reusable:
             assert old is not None
             results[cid] = _record(community, old["report_json"], fp,
                                    old.get("report_source", SOURCE_LLM), old.get("report_string"))
             reused += 1
         elif extractive:
             todo.append((cid, fp))
+        elif small:
+            made_small.append(cid)
+            finished(cid, extractive_record(community, fp, SOURCE_SMALL))
         else:
             pending[cid] = asyncio.ensure_future(when_ready(cid, fp))
             if len(pending) % 8 == 0:
@@ -631,6 +676,7 @@ async def generate_community_reports(
     # start while the rest is still being fingerprinted: the set-up overlaps the first calls.
     ordered = sorted(communities, key=lambda c: -int(communities[c].get("level", 0) or 0))
     todo: list[tuple[str, str]] = []
+    made_small: list[str] = []
     reused = 0
     digests: dict[Union[str, tuple[str, str]], str] = {}
     kept = _KEPT_DIGESTS.get(graph)
@@ -657,7 +703,8 @@ async def generate_community_reports(
             await start_all([c for c in ordered if c in deferred])
         if reused and on_progress:
             on_progress(reused)
-        logger.info("Community reports: %d reused, %d to generate", reused, len(todo) + len(pending))
+        logger.info("Community reports: %d reused, %d to generate, %d of small components built from their records",
+                    reused, len(todo) + len(pending), len(made_small))
         for cid, fp in todo:  # extractive: deepest first, like the LLM path
             finished(cid, extractive_record(communities[cid], fp, SOURCE_EXTRACTIVE))
         await asyncio.gather(*pending.values())
@@ -666,4 +713,4 @@ async def generate_community_reports(
             task.cancel()
         await asyncio.gather(*pending.values(), return_exceptions=True)
         raise
-    return {cid: results[cid] for cid in communities}, len(todo) + len(pending)
+    return {cid: results[cid] for cid in communities}, len(todo) + len(pending) + len(made_small)

@@ -78,12 +78,43 @@ def community_rating(n_nodes: int, n_edges: int) -> float:
     return round(10 * (0.6 * size_term + 0.4 * density), 1)
 
 
+def _is_word(text: str, at: int) -> bool:
+    """Whether ``text[at]`` is a character a regex's ``\\w`` matches (a letter, digit or number of
+    any script, or the underscore)."""
+    return 0 <= at < len(text) and (text[at].isalnum() or text[at] == "_")
+
+
+def names_mentioned(text: str, names: list[str]) -> int:
+    """How many distinct ``names`` stand in ``text`` as whole words, read left to right, a
+    longer name first where two start at one place, and the text a name covers not read again.
+
+    This is what a regex of the names (longest first) between ``(?<!\\w)`` and ``(?!\\w)``
+    finds, without compiling one: a pattern made for each community cost more than its search.
+    """
+    ordered = sorted(names, key=len, reverse=True)
+    if any(not n for n in ordered):  # an empty alternative matches everywhere
+        pattern = re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, ordered)) + r")(?!\w)")
+        return len(set(pattern.findall(text)))
+    starts: dict[int, int] = {}  # where a name matches -> the first such name in ``ordered``
+    for rank, name in enumerate(ordered):
+        at = text.find(name)
+        while at >= 0:
+            end = at + len(name)
+            if rank < starts.get(at, len(ordered)) and not _is_word(text, at - 1) and not _is_word(text, end):
+                starts[at] = rank
+            at = text.find(name, at + 1)
+    found: set[str] = set()
+    free = 0  # the first position not inside a name already read
+    for at in sorted(starts):
+        if at >= free:
+            name = ordered[starts[at]]
+            found.add(name)
+            free = at + len(name)
+    return len(found)
+
+
 def _summary(candidates: Iterable[str], names: list[str]) -> str:
     """Sentences mentioning the most distinct members first, up to SUMMARY_MAX_WORDS."""
-    pattern = (
-        re.compile(r"(?<!\w)(?:" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + r")(?!\w)")
-        if names else None
-    )
     scored: list[tuple[int, int, str]] = []
     seen: set[str] = set()
     for order, sentence in enumerate(candidates):
@@ -92,7 +123,7 @@ def _summary(candidates: Iterable[str], names: list[str]) -> str:
         if sentence in seen:
             continue
         seen.add(sentence)
-        hits = len(set(pattern.findall(sentence.upper()))) if pattern else 0
+        hits = names_mentioned(sentence.upper(), names) if names else 0
         scored.append((-hits, order, sentence))
     scored.sort()
     chosen: list[str] = []

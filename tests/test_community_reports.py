@@ -596,3 +596,132 @@ def test_work_kept_between_writes_lives_and_dies_with_its_owner() -> None:
     unreferenceable = 7
     kept.get(unreferenceable)["B"] = 2
     assert kept.get(unreferenceable) == {} and len(kept) == 1
+
+
+# --------------------------------------------------------------------------- small components
+
+
+# Components besides the karate club: a pair, a triangle, a star of four, a path of four
+# (which Leiden cuts in two: neither half is its whole component) and a star of five.
+_SMALL_COMPONENTS = {
+    "pair": [("PA", "PB")],
+    "triangle": [("TA", "TB"), ("TB", "TC"), ("TA", "TC")],
+    "star4": [("RA", "RB"), ("RA", "RC"), ("RA", "RD")],
+    "path": [("QA", "QB"), ("QB", "QC"), ("QC", "QD")],
+    "star5": [("SA", "SB"), ("SA", "SC"), ("SA", "SD"), ("SA", "SE")],
+}
+
+
+def _graph_with_small_components(tmp_path):
+    """The karate club (one large component) beside the small components above; each entity
+    and relation has a description of its own, to find in its report."""
+    graph, _ = _make_graph(tmp_path)
+
+    async def build():
+        for edges in _SMALL_COMPONENTS.values():
+            for name in dict.fromkeys(n for e in edges for n in e):
+                await graph.upsert_node(name, {"entity_type": '"PLACE"', "description": f"{name} is a harbour town.",
+                                               "source_id": "chunk-9"})
+            for a, b in edges:
+                await graph.upsert_edge(a, b, {"weight": 1.0, "description": f"A ferry runs from {a} to {b}.",
+                                               "source_id": "chunk-9"})
+        await graph.clustering("leiden")
+        return await graph.community_schema()
+
+    return graph, asyncio.run(build())
+
+
+def _component_community(communities, name: str) -> str:
+    (cid,) = [cid for cid, c in communities.items() if name in c["nodes"]]
+    return cid
+
+
+def test_whole_small_components_are_reported_from_their_records_without_a_model(tmp_path):
+    graph, communities = _graph_with_small_components(tmp_path)
+    small = {_component_community(communities, edges[0][0]): kind
+             for kind, edges in _SMALL_COMPONENTS.items() if kind in ("pair", "triangle", "star4")}
+    star = _component_community(communities, "SA")
+    # As small, but relations leave them: the path's halves, some communities in the karate club.
+    halves = {_component_community(communities, n) for n in ("QA", "QD")}
+    assert len(halves) == 2 and all(len(communities[c]["nodes"]) < 4 for c in halves)
+    assert any(len(c["nodes"]) <= 4 and "N0" in c["nodes"] for c in communities.values())
+
+    llm = FakeLLM()
+    records, fresh = _run(communities, graph, llm, small_component_max_entities=4)
+    called = {_community_of(p, communities) for p, _ in llm.calls}
+    assert called == set(communities) - set(small) and len(llm.calls) == len(called)
+    assert fresh == len(communities)
+    for cid, kind in small.items():
+        rec = records[cid]
+        assert rec["report_source"] == "small_component"
+        members, edges = communities[cid]["nodes"], _SMALL_COMPONENTS[kind]
+        # Every relation is a finding, its description whole; the members' own text is in the summary.
+        findings = {f["summary"]: f["explanation"] for f in rec["report_json"]["findings"]}
+        assert len(findings) == len(edges)
+        assert {f"A ferry runs from {a} to {b}." for a, b in edges} == set(findings.values())
+        assert all(f"{n} is a harbour town." in rec["report_json"]["summary"] for n in members)
+        assert rec["report_string"].startswith(f"# {rec['title']}")
+    assert records[star]["report_source"] == "llm"
+
+    # Reused as they are while unchanged: no call, the same records.
+    llm = FakeLLM()
+    again, fresh = _run(communities, graph, llm, existing=copy.deepcopy(records), small_component_max_entities=4)
+    assert llm.calls == [] and fresh == 0 and again == records
+
+    # A lower limit sends the components now over it to the model; the pair keeps its report.
+    llm = FakeLLM()
+    lower, fresh = _run(communities, graph, llm, existing=copy.deepcopy(records), small_component_max_entities=2)
+    pair = _component_community(communities, "PA")
+    assert {_community_of(p, communities) for p, _ in llm.calls} == set(small) - {pair} == {
+        cid for cid, r in lower.items() if r != records[cid]}
+    assert lower[pair] == records[pair]
+    # 0: every community goes to the model, the LLM-free path reports as before.
+    llm = FakeLLM()
+    _run(communities, graph, llm, small_component_max_entities=0)
+    assert len(llm.calls) == len(communities)
+    offline, _ = _run(communities, graph, None, extractive=True, small_component_max_entities=4)
+    assert {r["report_source"] for r in offline.values()} == {"extractive"}
+
+
+def test_a_small_component_joined_to_a_larger_one_goes_to_the_model(tmp_path):
+    graph, communities = _graph_with_small_components(tmp_path)
+    records, _ = _run(communities, graph, FakeLLM(), small_component_max_entities=4)
+
+    async def join():  # the pair's first entity now relates to the star's centre
+        await graph.upsert_edge("PA", "SA", {"weight": 1.0, "description": "PA trades with SA.", "source_id": "c"})
+        await graph.clustering("leiden")
+        return await graph.community_schema()
+
+    after = asyncio.run(join())
+    llm = FakeLLM()
+    second, _ = _run(after, graph, llm, existing=records, small_component_max_entities=4, touched={"PA", "SA"})
+    pair = _component_community(after, "PA")
+    # Its members and relation are as they were, but a relation now leaves it: the model reports it.
+    assert after[pair]["nodes"] == ["PA", "PB"] and "SA" not in after[pair]["nodes"]
+    assert [_community_of(p, after) for p, _ in llm.calls] == [pair]
+    assert second[pair]["report_source"] == "llm"
+    # Apart again, it has the report a write of the pair alone gives: its first, with no call.
+    async def part():
+        await graph.delete_edge("PA", "SA")
+        await graph.clustering("leiden")
+        return await graph.community_schema()
+
+    apart = asyncio.run(part())
+    llm = FakeLLM()
+    third, _ = _run(apart, graph, llm, existing=second, small_component_max_entities=4, touched={"PA", "SA"})
+    assert llm.calls == []
+    assert third[_component_community(apart, "PA")]["report_json"] == records[_component_community(communities, "PA")]["report_json"]
+    assert third[_component_community(apart, "PA")]["report_source"] == "small_component"
+    # The other small components keep their reports, unread.
+    for name in ("TA", "RA"):
+        cid = _component_community(after, name)
+        assert second[cid]["report_source"] == "small_component" and second[cid]["report_json"] == (
+            records[_component_community(communities, name)]["report_json"])
+
+
+def test_small_component_reports_are_not_tried_again_by_a_model():
+    from graphrag.operators.community_index import index_after
+
+    records = {"1": {"report_source": "small_component"}, "2": {"report_source": "extractive"},
+               "3": {"report_source": "fallback"}, "4": {"report_source": "llm"}}
+    assert index_after(None, {}, records, None).not_from_llm == {"2", "3"}

@@ -85,3 +85,28 @@ def test_render_markdown():
 def test_render_markdown_tolerates_llm_shapes():
     assert render_report_markdown({"title": "T", "findings": ["plain", {"summary": "S"}]}) == "# T\n\n## plain\n\n## S"
     assert render_report_markdown({}).startswith("# ")
+
+
+def test_names_mentioned_counts_what_a_regex_of_the_names_finds():
+    """The summary's count of distinct names in a sentence, against the regex it stands for
+    (names longest first between word boundaries), on random texts over a small alphabet
+    where names overlap, nest, repeat and touch word characters of several scripts."""
+    import random
+    import re
+
+    from graphrag.operators.extractive_report import names_mentioned
+
+    rng = random.Random(7)
+    alphabet = ["A", "B", "AB", " ", " ", "_", "1", "É", "中", "-", ".", "²"]
+    for _ in range(3000):
+        names = list(dict.fromkeys("".join(rng.choices(alphabet[:4] + ["É", "中", "_"], k=rng.randint(1, 4))).strip()
+                                   for _ in range(rng.randint(1, 5))))
+        names = [n for n in names if n] or ["A"]
+        if rng.random() < 0.05:
+            names.append("")  # an empty name, which a regex matches between any two non-word characters
+        text = "".join(rng.choices(alphabet, k=rng.randint(0, 30)))
+        ordered = sorted(names, key=len, reverse=True)
+        pattern = re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, ordered)) + r")(?!\w)")
+        assert names_mentioned(text, names) == len(set(pattern.findall(text))), (text, names)
+    assert names_mentioned("NEW YORK CITY AND NEW YORK", ["NEW YORK", "NEW YORK CITY", "YORK"]) == 2
+    assert names_mentioned("MAYORK", ["YORK"]) == 0

@@ -131,7 +131,8 @@ def snapshot(rag: GraphRAG) -> dict[str, Any]:
         "nodes": nodes,
         "edges": edges,
         "membership": membership(graph),
-        "report_fingerprints": Counter(r["fingerprint"] for r in reports.values()),
+        # Which report each community has (a model's, or one from its records) is the graph's too.
+        "report_fingerprints": Counter((r["fingerprint"], r["report_source"]) for r in reports.values()),
     }
 
 
@@ -256,7 +257,21 @@ def test_unrelated_document_keeps_existing_community_ids_and_reports(make_rag, s
     e_nodes = {"FARROW MINING", "GREYSTONE RIDGE"}
     for cid in added:
         assert set(after[cid]["nodes"]) & e_nodes
-    assert server.calls_by_kind["report"] == len(added)
+    # A community that is its whole component, of at most small_component_max_entities
+    # entities, is reported from its records; the others by the model.
+    graph = load_graph(rag)
+    small = {cid for cid in added
+             if len(after[cid]["nodes"]) <= rag.config.small_component_max_entities
+             and nx.node_connected_component(graph, after[cid]["nodes"][0]) == set(after[cid]["nodes"])}
+    assert small and {cid for cid in added if after[cid]["report_source"] == "small_component"} == small
+    assert server.calls_by_kind["report"] == len(added) - len(small)
+
+    # With the rule off, every new community goes to the model.
+    server.reset()
+    off = make_rag("off", "llm", small_component_max_entities=0)
+    off.insert([*CORPUS, DOC_E])
+    assert {r["report_source"] for r in load_kv(off, "community_reports").values()} == {"llm"}
+    assert server.calls_by_kind["report"] == len(after)
 
 
 @pytest.mark.parametrize("mode", MODES)

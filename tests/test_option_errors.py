@@ -20,6 +20,7 @@ from graphrag.query_param import QueryParam
     ({"llm_max_async_total": 0}, "llm_max_async_total"),
     ({"chunk_token_size": 100, "chunk_overlap_token_size": 100}, "chunk_overlap_token_size"),
     ({"entity_extract_max_gleaning": -1}, "entity_extract_max_gleaning"),
+    ({"small_component_max_entities": -1}, "small_component_max_entities"),
 ])
 def test_config_errors_are_configuration_errors_and_still_value_errors(options: dict[str, Any], named: str) -> None:
     with pytest.raises(ConfigurationError, match=named) as info:

@@ -48,6 +48,7 @@ async def report_communities(stores: Stores, config: GraphRAGConfig, tokenizer: 
             schema, graph=stores.graph, llm=llm, tokenizer=tokenizer, max_tokens=max_tokens, existing=existing,
             llm_kwargs=config.special_community_report_llm_kwargs, extractive=extractive,
             on_progress=progress.update, in_flight=in_flight, failures=failures, touched=touched,
+            small_component_max_entities=config.small_component_max_entities,
         )
     finally:
         progress.close()
