@@ -91,8 +91,15 @@ async def cluster_graph(graph: ClusterMemberships, algorithm: str = "leiden", fu
         {str(k): v for k, v in sorted(split_parents.items()) if k in present}))
     if not same_settings:
         await graph.set_graph_attribute(SETTINGS_ATTRIBUTE, settings)
-    clusters = {node: json.dumps([{"level": level, "cluster": cluster} for level, cluster in enumerate(path)])
-                for node, path in paths.items()}
+    # The members of a community share its path: each distinct path is written out once.
+    texts: dict[tuple[int, ...], str] = {}
+    clusters = {}
+    for node, path in paths.items():
+        key = tuple(path)
+        text = texts.get(key)
+        if text is None:
+            text = texts[key] = json.dumps([{"level": level, "cluster": cluster} for level, cluster in enumerate(path)])
+        clusters[node] = text
     # Most memberships come out as they were: a database rewrites only the others.
     changes = {node: clusters.get(node, "") for node, data in stored
                if (data.get("clusters") or "") != clusters.get(node, "")}
