@@ -138,16 +138,15 @@ def insert(args: argparse.Namespace) -> dict[str, Any]:
         backend = json.load(fh)["backend"]
     server, pg = MockLLMServer().start(), None
     walls, cpus, server_cpus, stages, full_collections = [], [], [], [], []
-    scratch = f"{args.dir}/run"
+    # Named per process, so two measurements of one built index never share a copy.
+    scratch, run_database = f"{args.dir}/run-{os.getpid()}", f"run_{os.getpid()}"
     try:
-        shutil.rmtree(scratch, ignore_errors=True)
         shutil.copytree(f"{args.dir}/wd", scratch)
         dsn = None
         if backend == "postgres":
             pg = Postgres(f"{args.dir}/pg")
-            pg.admin("DROP DATABASE IF EXISTS run")
-            pg.admin(f"CREATE DATABASE run TEMPLATE {BUILT_DATABASE}")
-            dsn = pg.database_uri("run")
+            pg.admin(f"CREATE DATABASE {run_database} TEMPLATE {BUILT_DATABASE}")
+            dsn = pg.database_uri(run_database)
         rag = GraphRAG(**settings(backend, scratch, server.base_url, dsn))
         rag.query(QUESTIONS[0], QueryParam(mode="local"))  # opened and warm, as a serving process is
         for i in range(args.runs):
@@ -166,7 +165,7 @@ def insert(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         server.stop()
         if pg is not None:
-            pg.admin("DROP DATABASE IF EXISTS run")
+            pg.admin(f"DROP DATABASE IF EXISTS {run_database}")
             pg.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     result = {"backend": backend, "dir": args.dir, "one_document_s": round(statistics.median(walls), 3),
