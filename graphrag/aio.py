@@ -167,9 +167,13 @@ def blocking_stream(method: Callable[..., AsyncIterable[T]]) -> Callable[..., It
                 return False, None
 
         async def close() -> None:
-            if hasattr(pieces, "aclose"):
-                await pieces.aclose()
+            try:
+                if hasattr(pieces, "aclose"):
+                    await pieces.aclose()
+            finally:
+                await _release(self)()
 
+        loop = thread_loop()
         try:
             while True:
                 more, piece = run_sync(step())
@@ -177,9 +181,26 @@ def blocking_stream(method: Callable[..., AsyncIterable[T]]) -> Callable[..., It
                     return
                 yield piece
         finally:
-            run_sync(close(), _release(self))
+            _finish_on(loop, close())
 
     return _sync_twin(run, method, "as a blocking generator")
+
+
+def _finish_on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, None]) -> None:
+    """Run ``coro`` (a sync stream's end) on ``loop``, the one the stream's query runs on: at
+    once where this thread can run it; else (the stream dropped inside a running loop, or
+    collected on another thread) as a task at that loop's next turn. A closed loop (its
+    thread ended) took the query with it: nothing is left to end."""
+    if loop.is_closed():
+        coro.close()
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        if getattr(_this_thread, "owner", None) is not None and loop is _this_thread.owner.loop:
+            run_sync(coro)
+            return
+    loop.call_soon_threadsafe(loop.create_task, coro)
 
 
 class PerLoop(Generic[T]):
