@@ -26,17 +26,24 @@ SYNC_IN_RUNNING_LOOP = ("called a sync GraphRAG method inside a running event lo
                         "version instead (ainsert, aquery, adelete_documents)")
 
 
-class _ThreadLoop(threading.local):
-    """The calling thread's loop for sync calls; made on the thread's first sync call."""
+class _ThreadLoop:
+    """A thread's loop for sync calls, made on the thread's first sync call and held by the
+    thread's ``threading.local`` value alone, which Python drops as the thread ends: the loop
+    is closed then, not left unclosed for the collector (with its selector and socket pair).
+    Closed only, not run to an end as ``_shut_down`` does: the thread's state is being torn
+    down, and a loop run there is left referenced by it (its async generator hooks)."""
 
-    loop: Optional[asyncio.AbstractEventLoop] = None
+    __slots__ = ("loop",)
 
-    def __del__(self) -> None:  # the thread ended
-        if self.loop is not None and not self.loop.is_running():
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+
+    def __del__(self) -> None:
+        if not self.loop.is_running():
             self.loop.close()
 
 
-_thread_loop = _ThreadLoop()
+_this_thread = threading.local()
 _every_loop: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
 
 
@@ -62,11 +69,11 @@ def _shut_down_every_loop() -> None:
 def thread_loop() -> asyncio.AbstractEventLoop:
     """The event loop sync calls on this thread run on, the same for every call and every
     ``GraphRAG``: a client bound to it by one call is still usable by the next."""
-    loop = _thread_loop.loop
-    if loop is None or loop.is_closed():
-        loop = _thread_loop.loop = asyncio.new_event_loop()
-        _every_loop.add(loop)
-    return loop
+    owner: Optional[_ThreadLoop] = getattr(_this_thread, "owner", None)
+    if owner is None or owner.loop.is_closed():
+        owner = _this_thread.owner = _ThreadLoop()
+        _every_loop.add(owner.loop)
+    return owner.loop
 
 
 def run_sync(coro: Coroutine[Any, Any, T], cleanup: Optional[Callable[[], Coroutine[Any, Any, None]]] = None) -> T:
@@ -160,9 +167,13 @@ def blocking_stream(method: Callable[..., AsyncIterable[T]]) -> Callable[..., It
                 return False, None
 
         async def close() -> None:
-            if hasattr(pieces, "aclose"):
-                await pieces.aclose()
+            try:
+                if hasattr(pieces, "aclose"):
+                    await pieces.aclose()
+            finally:
+                await _release(self)()
 
+        loop = thread_loop()
         try:
             while True:
                 more, piece = run_sync(step())
@@ -170,9 +181,26 @@ def blocking_stream(method: Callable[..., AsyncIterable[T]]) -> Callable[..., It
                     return
                 yield piece
         finally:
-            run_sync(close(), _release(self))
+            _finish_on(loop, close())
 
     return _sync_twin(run, method, "as a blocking generator")
+
+
+def _finish_on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, None]) -> None:
+    """Run ``coro`` (a sync stream's end) on ``loop``, the one the stream's query runs on: at
+    once where this thread can run it; else (the stream dropped inside a running loop, or
+    collected on another thread) as a task at that loop's next turn. A closed loop (its
+    thread ended) took the query with it: nothing is left to end."""
+    if loop.is_closed():
+        coro.close()
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        if getattr(_this_thread, "owner", None) is not None and loop is _this_thread.owner.loop:
+            run_sync(coro)
+            return
+    loop.call_soon_threadsafe(loop.create_task, coro)
 
 
 class PerLoop(Generic[T]):

@@ -116,3 +116,33 @@ def test_with_closes_once_and_sync_calls_go_on(tmp_path: Path, openai_env: MockL
     rag.close()
     rag.close()
     assert rag.list_documents()[0]["chunks"] >= 1  # a closed GraphRAG opens what it needs again
+
+
+def test_a_thread_s_loop_is_closed_when_the_thread_ends(tmp_path: Path, openai_env: MockLLMServer) -> None:
+    """Sync calls on a thread of the user's run on that thread's loop; the thread's end closes
+    it and lets its executor's threads go, rather than leaving an unclosed loop (its selector
+    and socket pair) for the collector, which warns whichever test or call it runs during."""
+    import gc
+    import threading
+    import warnings
+
+    from graphrag.aio import thread_loop
+
+    before = set(threading.enumerate())
+    used: list[asyncio.AbstractEventLoop] = []
+
+    def work() -> None:
+        with _indexed(tmp_path / "wd") as rag:
+            assert rag.query("Who runs the Lantern Works?").strip()
+            used.append(thread_loop())
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    assert len(used) == 1 and used[0] is not thread_loop() and used[0].is_closed()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        used.clear()
+        gc.collect()
+    assert not [w for w in caught if "unclosed event loop" in str(w.message)]
+    assert _wait_for(lambda: set(threading.enumerate()) <= before)

@@ -387,12 +387,17 @@ def test_a_commit_by_another_process_is_seen(tmp_path: Path) -> None:
         assert len(client.get("/documents").json()) == 3
         from graphrag import GraphRAG
 
-        threading.Thread(target=lambda: GraphRAG(index_config(wd)).insert("Ilse Varga founded Quillmoor Press.")
-                         ).start()
+        def insert_elsewhere() -> None:
+            with GraphRAG(index_config(wd)) as other:
+                other.insert("Ilse Varga founded Quillmoor Press.")
+
+        writer = threading.Thread(target=insert_elsewhere)
+        writer.start()
         deadline = time.monotonic() + 30
         while len(client.get("/documents").json()) != 4:
             assert time.monotonic() < deadline
             time.sleep(0.2)
+        writer.join()  # its close (journals folded) ends within the test
 
 
 KEY = "s3cret-key-\u00e9t\u00e9-0123456789"  # any UTF-8, at least MIN_KEY_CHARS

@@ -132,3 +132,29 @@ def test_the_write_runs_at_a_lower_cpu_priority_than_the_server_and_so_do_its_th
         assert writer == its_thread == min(server + WRITER_NICE, 19) and nice() == server
     else:
         assert writer >= server
+
+
+def test_a_writer_stopped_midway_or_dropped_leaves_no_thread_or_loop() -> None:
+    """The writer's thread closes its loop once stopped: a ``stop()`` cancelled while it waited
+    for the thread, or a writer dropped without one, leaves neither running nor open."""
+    async def where() -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
+        return asyncio.get_running_loop(), threading.current_thread()
+
+    async def main() -> list[tuple[asyncio.AbstractEventLoop, threading.Thread]]:
+        cancelled = WriterThread()
+        ran = [await cancelled.run(where())]
+        stopping = asyncio.create_task(cancelled.stop())
+        await asyncio.sleep(0)  # the stop now waits for the thread
+        stopping.cancel()
+        try:
+            await stopping
+        except asyncio.CancelledError:
+            pass
+        dropped = WriterThread()
+        ran.append(await dropped.run(where()))
+        del dropped
+        return ran
+
+    for loop, thread in asyncio.run(main()):
+        thread.join(10)
+        assert not thread.is_alive() and loop.is_closed()

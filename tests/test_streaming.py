@@ -137,3 +137,59 @@ def test_a_sync_stream_stopped_early_stops_its_query(streaming: Any, caplog: pyt
     assert rag.query(QUESTION, QueryParam(mode="naive", only_need_context=True))
     gc.collect()  # a query left running would end in an error once its connection closed
     assert not [r for r in caplog.records if r.name == "asyncio"]
+
+
+def _unfinished(loop: asyncio.AbstractEventLoop) -> list[asyncio.Task]:
+    return [t for t in asyncio.all_tasks(loop) if not t.done()]
+
+
+def test_a_sync_stream_dropped_inside_a_running_loop_stops_its_query_at_the_next_sync_call(
+        streaming: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its end cannot run on the thread's loop while another loop runs: it is left to that loop's
+    next turn, rather than raised into the collector with the query left paused for good."""
+    import sys
+
+    from graphrag.aio import thread_loop
+
+    rag, _ = streaming
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    streams = [rag.query_stream(QUESTION, QueryParam(mode="naive", response_type="sync, dropped in a loop"))]
+    assert next(streams[0]) and _unfinished(thread_loop())
+
+    async def drop() -> None:
+        streams.clear()
+
+    asyncio.run(drop())
+    assert not unraisable
+    assert rag.query(QUESTION, QueryParam(mode="naive", only_need_context=True))
+    assert not _unfinished(thread_loop())
+
+
+def test_a_sync_stream_outliving_its_thread_ends_quietly(streaming: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thread's end closed the loop its query ran on (and the query with it); dropping the
+    stream later, on another thread, has nothing left to end and runs nothing on this thread's loop."""
+    import sys
+    import threading
+
+    from graphrag.aio import thread_loop
+
+    rag, _ = streaming
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    kept: list[Any] = []
+
+    def start() -> None:
+        stream = rag.query_stream(QUESTION, QueryParam(mode="naive", response_type="sync, on a thread"))
+        assert next(stream)
+        kept.extend([stream, thread_loop()])
+
+    worker = threading.Thread(target=start)
+    worker.start()
+    worker.join()
+    stream, loop = kept
+    assert loop.is_closed()
+    kept.clear()
+    del stream
+    gc.collect()
+    assert not unraisable and not _unfinished(thread_loop())

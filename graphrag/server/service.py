@@ -106,17 +106,20 @@ class GraphService:
         self.jobs.start()
 
     async def stop(self) -> None:
-        await self.jobs.stop()
-        if self._processes is not None:
-            await self._processes.stop()
-        if self._refreshing is not None:
-            self._refreshing.cancel()
-        with contextlib.suppress(Exception):
-            await self._reader.rag.aclose()
-        if self._writer is not None:
-            with contextlib.suppress(Exception):  # on the loop it was used on
-                await (self._writing.run(self._writer.aclose()) if self._writing.started else self._writer.aclose())
-        await self._writing.stop()
+        try:
+            await self.jobs.stop()
+            if self._processes is not None:
+                await self._processes.stop()
+            if self._refreshing is not None:
+                self._refreshing.cancel()
+            with contextlib.suppress(Exception):
+                await self._reader.rag.aclose()
+            if self._writer is not None:
+                with contextlib.suppress(Exception):  # on the loop it was used on
+                    await (self._writing.run(self._writer.aclose()) if self._writing.started
+                           else self._writer.aclose())
+        finally:  # the writer's thread and loop end even if the rest failed or was cancelled
+            await self._writing.stop()
 
     # ------------------------------------------------------------------ reading
 

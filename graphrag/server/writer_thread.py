@@ -21,6 +21,7 @@ import asyncio
 import contextvars
 import os
 import threading
+import weakref
 from typing import Any, Coroutine, Optional, TypeVar
 
 from graphrag.progress import progress_listener
@@ -38,6 +39,7 @@ class WriterThread:
         self._name = name
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[threading.Thread] = None
+        self._dropped: Optional[weakref.finalize] = None
 
     @property
     def started(self) -> bool:
@@ -49,7 +51,14 @@ class WriterThread:
             self._thread = threading.Thread(target=self._run_forever, args=(self._loop,), name=self._name,
                                             daemon=True)
             self._thread.start()
+            # Dropped without ``stop()``, the writer still ends its thread (and so its loop).
+            self._dropped = weakref.finalize(self, self._stop_soon, self._loop)
         return self._loop
+
+    @staticmethod
+    def _stop_soon(loop: asyncio.AbstractEventLoop) -> None:
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(loop.stop)
 
     @staticmethod
     def _run_forever(loop: asyncio.AbstractEventLoop) -> None:
@@ -58,7 +67,12 @@ class WriterThread:
                            os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) + WRITER_NICE)
         except (AttributeError, OSError):
             pass
-        loop.run_forever()
+        try:
+            loop.run_forever()
+        finally:
+            # Closed by the thread that ran it, once stopped: a ``stop()`` cancelled while it
+            # waited for the thread, or a writer dropped unstopped, leaves no loop open.
+            loop.close()
 
     async def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """``coro``'s outcome, run on the writer's loop with the caller's context; the progress
@@ -107,8 +121,9 @@ class WriterThread:
         """End the thread, once nothing runs on it (a coroutine still running there is dropped)."""
         if self._loop is None or self._thread is None:
             return
-        loop, thread = self._loop, self._thread
-        loop.call_soon_threadsafe(loop.stop)
+        loop, thread, dropped = self._loop, self._thread, self._dropped
+        self._loop = self._thread = self._dropped = None
+        if dropped is not None:
+            dropped.detach()
+        self._stop_soon(loop)
         await asyncio.to_thread(thread.join)
-        loop.close()
-        self._loop = self._thread = None
