@@ -16,8 +16,8 @@ from .chinese import has_han, stated_names
 from .english import (STOPWORDS, born_asides, claim_cues, cued_claims, description_claims, description_pronouns,
                       description_roles, gender_from_pronouns, is_english, opening_pronouns, plural_name, said_to_be,
                       written_in_lower_case)
-from .keys import (NEVER_ALIKE, TOKEN, UNSETTLED_RELATIONS, accented_key, designation, gender, key_of, look_alike,
-                   name_key, normal_name, owned, relational, surface_variants)
+from .keys import (NEVER_ALIKE, TOKEN, UNSETTLED_RELATIONS, UNWORKED, accented_key, designation, gender, key_of,
+                   look_alike, name_key, normal_name, owned, relational, surface_variants)
 from .words import ARTICLES, CORPORATE, HONORIFICS
 
 
@@ -660,16 +660,23 @@ def _type_weight(pa: NameProfile, pb: NameProfile) -> float:
 def _reach(relation: str, shared: int, description: float, type_weight: float) -> float:
     """The highest score a pair of a relation only a model settles (``UNSETTLED_RELATIONS``)
     can have: nothing else :func:`decide_pair` reads adds to it (``type_weight``: the pair's
-    :func:`_type_weight`)."""
-    return round(_BASE[relation] + 0.1 * min(shared, 3) + 0.5 * description + type_weight, 4)
+    :func:`_type_weight`). For an ``UNWORKED`` pair, the highest of those relations' scores."""
+    base = _UNWORKED_BASE if relation == UNWORKED else _BASE[relation]
+    return round(base + 0.1 * min(shared, 3) + 0.5 * description + type_weight, 4)
+
+
+# An ``UNWORKED`` pair's relation is one of the unsettled ones (or none): it starts no higher than this.
+_UNWORKED_BASE = max(_BASE[r] for r in UNSETTLED_RELATIONS)
 
 
 def cannot_be_asked(pa: NameProfile, pb: NameProfile, relation: str, ask_threshold: float) -> bool:
     """Whether :func:`decide_pair` stops the pair at its first check: a relation only a model
     settles, whose score cannot reach ``ask_threshold``. Such a decision is ``distinct``, no
     ``part`` and no person's pair, so a pass keeping only the decisions it uses need not
-    build it (most pairs of loose blocking). Reads only the neighbours, types and words."""
-    if relation not in UNSETTLED_RELATIONS:
+    build it (most pairs of loose blocking). Reads only the neighbours, types and words.
+    True of an ``UNWORKED`` pair where none of the unsettled relations could be asked: then
+    its relation need not be worked out."""
+    if relation not in UNSETTLED_RELATIONS and relation != UNWORKED:
         return False
     common = pa.neighbours & pb.neighbours
     shared = len(common) - (pa.name in common) - (pb.name in common)
