@@ -186,6 +186,8 @@ class NameIndex:
     ``loose``: also every name sharing a word, or an LSH bucket and a similar spelling (``fuzzy``'s
     3-gram similarity), and the pairs whose names only share words or spelling
     (``UNSETTLED_RELATIONS``): pairs only a model or a person can settle, so only looked up for them.
+    A pair met only there by a shared word or initial comes as ``UNWORKED``: its relation is
+    worked out by the pass, and only where the two profiles could make it worth asking.
     """
 
     def __init__(self, names: Iterable[str] = (), loose: bool = False) -> None:
