@@ -470,9 +470,10 @@ class EntityResolution:
             if cannot_be_asked(pa, pb, relation, ask_threshold):
                 continue
             if relation == UNWORKED:  # worth asking if its names relate at all: do they?
-                relation = name_relation(a, b)
-                if relation is None or cannot_be_asked(pa, pb, relation, ask_threshold):
+                worked = name_relation(a, b)
+                if worked is None or cannot_be_asked(pa, pb, worked, ask_threshold):
                     continue
+                relation = worked
             decision = decide_pair(pa, pb, relation, threshold=threshold, ask_threshold=ask_threshold)
             if decision.verdict != "distinct" or decision.part or decision.if_person:
                 decisions.append(decision)
