@@ -1320,6 +1320,49 @@ def test_blocking_finds_a_pair_from_either_name() -> None:
                     assert found[other].get(name) == relation, (seed, loose, name, other, relation)
 
 
+def test_loose_blocking_leaves_to_work_out_only_pairs_strict_blocking_does_not_meet() -> None:
+    """Strict blocking meets every pair whose names may settle it; loose blocking gives the
+    pairs it meets besides as ``UNWORKED``, and their relations are unsettled or none. So a
+    pass working out an ``UNWORKED`` pair's relation only where it could be asked decides as
+    one working out every pair's."""
+    from graphrag.operators.resolution import UNSETTLED_RELATIONS, NameIndex, name_relation
+    from graphrag.operators.resolution.keys import UNWORKED
+
+    worked = 0
+    for seed in range(3):
+        rng = random.Random(seed)
+        names = sorted({random_name(rng) for _ in range(300)} | {"JOHN T. DOE", "J. DOE", "DOE", "NORTH BANK",
+                                                                  "NORTH CITY BANK", "THE NORTH", "NORTH"})
+        loose, strict = NameIndex(names, loose=True), NameIndex(names, loose=False)
+        for name in names:
+            found, settled = loose.candidates(name), strict.candidates(name)
+            assert {o: r for o, r in found.items() if r != UNWORKED and r not in UNSETTLED_RELATIONS} == settled
+            for other in (o for o, r in found.items() if r == UNWORKED):
+                assert name_relation(name, other) in (None, *UNSETTLED_RELATIONS), (name, other)
+                worked += 1
+    assert worked > 1000  # the loose blocks do meet many pairs
+
+
+def test_an_unworked_pair_is_stopped_where_no_unsettled_relation_could_be_asked() -> None:
+    """``cannot_be_asked`` of an ``UNWORKED`` pair: true exactly where it is true of every
+    relation the pair could turn out to have."""
+    from graphrag.operators.resolution import UNSETTLED_RELATIONS
+    from graphrag.operators.resolution.evidence import cannot_be_asked
+    from graphrag.operators.resolution.keys import UNWORKED
+
+    rng = random.Random(5)
+    words, types = "harbour ship sailor town river mill".split(), ["UNKNOWN", "PERSON", "PLACE"]
+    outcomes = set()
+    for i in range(400):
+        pa, pb = (profile(f"N{i} {side}", rng.choice(types), tuple(rng.sample("ABCD", rng.randint(0, 3))),
+                          " ".join(rng.choices(words, k=rng.randint(0, 5)))) for side in "XY")
+        for ask in (0.3, 0.4, 0.5):
+            stopped = cannot_be_asked(pa, pb, UNWORKED, ask)
+            assert stopped == all(cannot_be_asked(pa, pb, r, ask) for r in UNSETTLED_RELATIONS)
+            outcomes.add(stopped)
+    assert outcomes == {True, False}
+
+
 def test_loose_blocking_keeps_names_met_only_at_an_lsh_bucket_only_where_spelt_alike() -> None:
     """LSH buckets are there for similar spellings: two names sharing nothing but an initial
     (no other block meets them: their initials' shapes differ) are a candidate pair only from
@@ -2064,6 +2107,29 @@ def test_pronouns_and_lower_case_words_match_a_reading_of_every_word() -> None:
         assert description_pronouns([text]) - Counter() == expected, text
         for word in set(pieces) | {w.lower() for w in pieces}:
             assert written_in_lower_case(word, [text]) == (word in words and not word[0].isupper()), (word, text)
+
+
+def test_texts_read_once_give_what_reading_them_per_name_gives() -> None:
+    """What is now read once per text, or skipped by a test of the text alone, gives what the
+    per-name reading gave: pronouns of several texts are the sum of each one's; a text without
+    a Han character states no Chinese name; a year written in any digits is still read, and a
+    text without a decimal digit gives no birth (a superscript ² is no year)."""
+    from collections import Counter
+
+    from graphrag.operators.resolution.chinese import has_han, stated_names
+    from graphrag.operators.resolution.english import description_pronouns
+    from graphrag.operators.resolution.evidence import _own_births, chunk_claims
+
+    texts = ["He met his wife.", "She is a queen; her son left.", "Tom was the king.", "They left."]
+    assert description_pronouns(texts) == sum((description_pronouns([t]) for t in texts), Counter())
+    assert description_pronouns(texts) == Counter({"M": 3, "F": 3})  # "king", "queen" count
+    assert not has_han("Tern is the original name of Larkspur.") and has_han("青川学堂是临江大学的最初名称。")
+    extraction = {"entities": [{"name": "青川学堂", "type": "ORG", "description": "青川学堂是临江大学的最初名称。"},
+                               {"name": "TERN", "type": "ORG", "description": "Tern was renamed Larkspur in 1901."}]}
+    assert chunk_claims(extraction) == {("青川学堂", "K 临江大学"), ("TERN", "K LARKSPUR")}
+    assert stated_names("TERN", "Tern was renamed Larkspur in 1901.") == frozenset()
+    assert _own_births("ADA HOLM", "Ada Holm (１９０１–１９８０) was a painter.", True) == ("１９０１",)
+    assert _own_births("ADA HOLM", "Ada Holm (b²) was a painter.", True) == ()
 
 
 def test_description_words_of_ascii_text_are_the_unicode_patterns() -> None:

@@ -10,7 +10,9 @@ function of the recorded extractions plus the user's manual decisions:
   suffixes), key tokens shared or contained, a designation's forms and head
   (:func:`owned`), character 3-gram MinHash/LSH buckets, what a description states a name
   is (:func:`description_claims`, kept per chunk so either name finds the other), and
-  optionally the cosine of name-plus-description vectors (:func:`similar_pairs`);
+  optionally the cosine of name-plus-description vectors (:func:`similar_pairs`); with a
+  model, loose blocking also meets names sharing any word, whose relation (unsettled or
+  none) is worked out only where their profiles could make the pair worth asking;
 - **a pair's decision** is a function of the two names' profiles only (types, neighbours,
   description words, all read from the extractions), plus an optional cached model verdict
   for ambiguous pairs; so after a change only pairs touching a changed name are decided

@@ -8,8 +8,8 @@ from itertools import combinations
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Union
 
 
-from .keys import (FUZZY_SIMILARITY, SPELLING_EDITS, UNSETTLED_RELATIONS, abbreviated, acronym_of, acronyms_of,
-                   designation, gram_similarity, name_grams,
+from .keys import (FUZZY_SIMILARITY, SPELLING_EDITS, UNSETTLED_RELATIONS, UNWORKED, abbreviated, acronym_of,
+                   acronyms_of, designation, gram_similarity, name_grams,
                    name_key, name_relation, name_words, owned, spelling_variant, spelt)
 from .words import NICKNAME_WORDS
 
@@ -186,6 +186,8 @@ class NameIndex:
     ``loose``: also every name sharing a word, or an LSH bucket and a similar spelling (``fuzzy``'s
     3-gram similarity), and the pairs whose names only share words or spelling
     (``UNSETTLED_RELATIONS``): pairs only a model or a person can settle, so only looked up for them.
+    A pair met only there by a shared word or initial comes as ``UNWORKED``: its relation is
+    worked out by the pass, and only where the two profiles could make it worth asking.
     """
 
     def __init__(self, names: Iterable[str] = (), loose: bool = False) -> None:
@@ -288,46 +290,61 @@ class NameIndex:
 
     def candidates(self, name: str) -> dict[str, str]:
         """Indexed names that could denote the same thing as ``name``, each with its
-        :func:`name_relation`."""
+        :func:`name_relation`; with ``loose``, the names only loose blocking meets with
+        ``UNWORKED`` (their relation is unsettled or none, worked out where it matters)."""
         seen: set[str] = set()
+        found = self._settled(name, seen)
+        if not self.loose:
+            return found
+        # Besides, every name sharing a word (the fuller names among them), or one of its words
+        # or initials alone, and the names that look this one up as such.
+        self._gather(seen, [("token", t) for t in _tokens(name_key(name))])
+        if len(parts := _subset_words(name)) > 1:
+            self._gather(seen, [("words", (w,)) for w in parts])
+        if not _tokens(name_key(name)):
+            seen |= self._fuller(name_key(name))
+        seen.discard(name)
+        for other in seen - found.keys():
+            found[other] = UNWORKED
+        # Names met only at an LSH bucket (there to find similar spellings) count only where the
+        # spellings are that similar (``fuzzy``'s test first: it is cheap, and most names met there
+        # share nothing else); a pair of theirs only a model settles otherwise is not looked for.
+        alike: set[str] = set()
+        self._gather(alike, self._lsh_of(name))
+        for other in alike - seen - found.keys() - {name}:
+            if gram_similarity(name, other) >= FUZZY_SIMILARITY and (relation := name_relation(name, other)):
+                found[other] = relation
+        return found
+
+    def _settled(self, name: str, seen: set[str]) -> dict[str, str]:
+        """The names strict blocking meets ``name`` with, each with its relation, one that the
+        names alone may settle (none of ``UNSETTLED_RELATIONS``). ``seen`` gets every name
+        met at its name blocks (the spelling blocks aside)."""
         self._gather(seen, _looked_up_blocks(name))
         key = name_key(name)
         tokens = _tokens(key)
-        if self.loose:  # every name sharing a word (the fuller names among them); LSH buckets below
-            self._gather(seen, [("token", t) for t in tokens])
-            if len(parts := _subset_words(name)) > 1:  # the names of one of its words or initials
-                self._gather(seen, [("words", (w,)) for w in parts])
-        elif len(tokens) > 1:
+        if len(tokens) > 1:
             # The fuller names holding every word of this one, and the other way round, the
             # names of two words or more, every one of them in this one.
             seen.update(self._in_every([("token", t) for t in tokens]))
             seen |= self._within(tokens)
         # The other way round from the shorter names looked up by their words: the names that
-        # look this one up (found above where a name shares all its words with this one); in
-        # strict blocking only for two words or more, as the lookups of one word are loose only.
-        if not tokens if self.loose else len(tokens) <= 1 and len(set(key)) > 1:
+        # look this one up (found above where a name shares all its words with this one): only
+        # for two words or more, as the lookups of one word are loose only.
+        elif len(set(key)) > 1:
             seen |= self._fuller(key)
         seen.discard(name)
         found = {}
         for other in seen:
             relation = name_relation(name, other)
-            if relation is not None and (self.loose or relation not in UNSETTLED_RELATIONS):
+            if relation is not None and relation not in UNSETTLED_RELATIONS:
                 found[other] = relation
-        # Names met only at an LSH bucket (there to find similar spellings) count only where the
-        # spellings are that similar (``fuzzy``'s test first: it is cheap, and most names met there
-        # share nothing else); a pair of theirs only a model settles otherwise is not looked for.
-        if self.loose:
-            alike: set[str] = set()
-            self._gather(alike, self._lsh_of(name))
-            for other in alike - seen - {name}:
-                if gram_similarity(name, other) >= FUZZY_SIMILARITY and (relation := name_relation(name, other)):
-                    found[other] = relation
         # Names met only at a spelling block count only as spelling variants (the spelling test
         # first: it is cheap, and most names there are not).
         variants: set[str] = set()
         self._gather(variants, _spelling_lookups(name))
         for other in variants - seen - {name}:
-            if spelling_variant(name_key(name), name_key(other)) and name_relation(name, other) == "spelling":
+            if spelling_variant(key, name_key(other)) and name_relation(name, other) == "spelling":
                 found[other] = "spelling"
         return found
 

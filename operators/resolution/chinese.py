@@ -44,6 +44,12 @@ _NAMING = re.compile(rf"(?:^|[，,（(])\s*(?:\d+年)?(?:字|号|又名|又称|�
                      rf"{_SPAN}(?=[{_END}]|$)")
 
 
+def has_han(text: str) -> bool:
+    """Whether ``text`` writes a Han character: a text without one states no name here
+    (:func:`is_chinese` needs one), so a reader can skip it before asking per name."""
+    return _HAN.search(text) is not None
+
+
 def is_chinese(text: str) -> bool:
     """Whether ``text`` is mostly Han characters (of its letters): read by the text alone."""
     han = len(_HAN.findall(text))

@@ -324,13 +324,25 @@ def description_pronouns(texts: list[str]) -> Counter:
     "is a" that have one."""
     pronouns: Counter = Counter()
     for text in texts:
-        for form in _PRONOUN.findall(text):
-            pronouns[_PRONOUN_FORMS[form]] += 1
-        said = _PREDICATE.search(text.lower())
-        gendered = next((g for w in said.group(1).split() if (g := _GENDERED_NOUNS.get(w))), None) if said else None
-        if gendered:
-            pronouns[gendered] += 1
+        male, female = _text_pronouns(text)
+        if male:
+            pronouns["M"] += male
+        if female:
+            pronouns["F"] += female
     return pronouns
+
+
+@lru_cache(maxsize=1 << 15)  # one sentence describes each name in it (the offline extractor)
+def _text_pronouns(text: str) -> tuple[int, int]:
+    """:func:`description_pronouns` of one text, as (male, female) counts."""
+    counts = {"M": 0, "F": 0}
+    for form in _PRONOUN.findall(text):
+        counts[_PRONOUN_FORMS[form]] += 1
+    said = _PREDICATE.search(text.lower())
+    gendered = next((g for w in said.group(1).split() if (g := _GENDERED_NOUNS.get(w))), None) if said else None
+    if gendered:
+        counts[gendered] += 1
+    return counts["M"], counts["F"]
 
 
 def written_in_lower_case(word: str, texts: list[str]) -> bool:

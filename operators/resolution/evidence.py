@@ -12,12 +12,12 @@ from typing import Any, Iterator, Mapping, Optional
 from graphrag.operators.names import fold_name
 from graphrag.schema import ChunkExtraction
 
-from .chinese import stated_names
+from .chinese import has_han, stated_names
 from .english import (STOPWORDS, born_asides, claim_cues, cued_claims, description_claims, description_pronouns,
                       description_roles, gender_from_pronouns, is_english, opening_pronouns, plural_name, said_to_be,
                       written_in_lower_case)
-from .keys import (NEVER_ALIKE, TOKEN, UNSETTLED_RELATIONS, accented_key, designation, gender, key_of, look_alike,
-                   name_key, normal_name, owned, relational, surface_variants)
+from .keys import (NEVER_ALIKE, TOKEN, UNSETTLED_RELATIONS, UNWORKED, accented_key, designation, gender, key_of,
+                   look_alike, name_key, normal_name, owned, relational, surface_variants)
 from .words import ARTICLES, CORPORATE, HONORIFICS
 
 
@@ -192,18 +192,21 @@ def chunk_claims(extraction: ChunkExtraction) -> set[tuple[str, str]]:
     description of a name in the chunk, as its profile keeps it)."""
     seen: set[str] = set()
     claims: set[tuple[str, str]] = set()
-    cues: dict[str, Optional[tuple[bool, bool, bool]]] = {}  # by text: a sentence names several
+    # By text (a sentence names several): its English cues, or whether it may state a name in
+    # Chinese (only a text with a Han character can: most texts are read no further).
+    cues: dict[str, tuple[Optional[tuple[bool, bool, bool]], bool]] = {}
     for ent in extraction.get("entities", []):
         name = normal_name(ent["name"])
         if name and ent.get("description") and name not in seen:
             seen.add(name)
             text = str(ent["description"])
             if text not in cues:
-                cues[text] = claim_cues(text)
-            found = cues[text]
+                english = claim_cues(text)
+                cues[text] = english, english is None and has_han(text)
+            found, han = cues[text]
             if found is not None:
                 claims.update((name, claim) for claim in cued_claims(name, text, found))
-            else:
+            elif han:
                 claims.update((name, claim) for claim in stated_names(name, text))
     return claims
 
@@ -326,6 +329,8 @@ _LIFE_SPAN = re.compile(rf"[(（]\s*{_DAY}(\d{{4}})\s*[-‐‑–—]\s*(?:{_DAY
 # Other words that may stand among the name's words before the bracket: a middle name
 # ("Ada Maria Holm (1901-1980)" for ADA HOLM).
 _MIDDLE_WORDS = 2
+# Any decimal digit: a text without one states no year (searched in C, not letter by letter).
+_DIGIT = re.compile(r"\d")
 
 
 @lru_cache(maxsize=_TEXTS_KEPT)
@@ -335,7 +340,7 @@ def _own_spans(name: str, text: str, english: bool) -> tuple[tuple[str, str], ..
     last word just before the bracket, every word of it among the few words before, and no
     lower-case word longer than a particle ("von", "de") among them. So another person's dates
     in the description ("son of Henry Hale (1863-1947)") are not read as the name's."""
-    if not any(c.isdigit() for c in text):
+    if _DIGIT.search(text) is None:  # a life span and a birth aside both write a year in digits
         return ()
     key = name_key(name)
     if not key:
@@ -686,24 +691,33 @@ def _type_weight(pa: NameProfile, pb: NameProfile) -> float:
     return 0.05 if pa.type == pb.type else -0.5
 
 
-def _reach(pa: NameProfile, pb: NameProfile, relation: str, shared: int, description: float) -> float:
+def _reach(relation: str, shared: int, description: float, type_weight: float) -> float:
     """The highest score a pair of a relation only a model settles (``UNSETTLED_RELATIONS``)
-    can have: nothing else :func:`decide_pair` reads adds to it."""
-    return round(_BASE[relation] + 0.1 * min(shared, 3) + 0.5 * description + _type_weight(pa, pb), 4)
+    can have: nothing else :func:`decide_pair` reads adds to it (``type_weight``: the pair's
+    :func:`_type_weight`). For an ``UNWORKED`` pair, the highest of those relations' scores."""
+    base = _UNWORKED_BASE if relation == UNWORKED else _BASE[relation]
+    return round(base + 0.1 * min(shared, 3) + 0.5 * description + type_weight, 4)
+
+
+# An ``UNWORKED`` pair's relation is one of the unsettled ones (or none): it starts no higher than this.
+_UNWORKED_BASE = max(_BASE[r] for r in UNSETTLED_RELATIONS)
 
 
 def cannot_be_asked(pa: NameProfile, pb: NameProfile, relation: str, ask_threshold: float) -> bool:
     """Whether :func:`decide_pair` stops the pair at its first check: a relation only a model
     settles, whose score cannot reach ``ask_threshold``. Such a decision is ``distinct``, no
     ``part`` and no person's pair, so a pass keeping only the decisions it uses need not
-    build it (most pairs of loose blocking). Reads only the neighbours, types and words."""
-    if relation not in UNSETTLED_RELATIONS:
+    build it (most pairs of loose blocking). Reads only the neighbours, types and words.
+    True of an ``UNWORKED`` pair where none of the unsettled relations could be asked: then
+    its relation need not be worked out."""
+    if relation not in UNSETTLED_RELATIONS and relation != UNWORKED:
         return False
     common = pa.neighbours & pb.neighbours
     shared = len(common) - (pa.name in common) - (pb.name in common)
-    if _reach(pa, pb, relation, shared, 1.0) < ask_threshold:  # not even with alike descriptions
+    weight = _type_weight(pa, pb)
+    if _reach(relation, shared, 1.0, weight) < ask_threshold:  # not even with alike descriptions
         return True
-    return _reach(pa, pb, relation, shared, _cosine(pa, pb)) < ask_threshold
+    return _reach(relation, shared, _cosine(pa, pb), weight) < ask_threshold
 
 
 def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: float,
@@ -740,7 +754,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
     if relation in UNSETTLED_RELATIONS:
         # Only a model merges these, and only from ``ask_threshold`` on: a score that cannot
         # reach it is settled here, before the costlier signals (pronouns, plurals) are read.
-        reach = _reach(pa, pb, relation, len(shared), description)
+        reach = _reach(relation, len(shared), description, _type_weight(pa, pb))
         if reach < ask_threshold:
             return PairDecision(a, b, relation, reach, "distinct", _evidence(pa, pb, relation, shared,
                                                                             description, same_chunk))

@@ -478,6 +478,11 @@ def _name_relation(a: str, b: str) -> Optional[str]:
 # Relations only a model or a person can settle: a shared word, a similar spelling, or
 # (``similar``, from embedding blocking) nothing in the names but what they describe.
 UNSETTLED_RELATIONS = frozenset({"overlap", "fuzzy", "similar"})
+# What loose blocking gives a pair it meets where strict blocking does not (a shared word, an
+# initial): its relation, unsettled or none, since strict blocking meets every pair of another
+# relation. It is worked out (:func:`name_relation`) only for a pair whose profiles could make
+# it worth asking (``evidence.cannot_be_asked``): most pairs met there cannot.
+UNWORKED = "unworked"
 
 
 @lru_cache(maxsize=1 << 17)

@@ -27,7 +27,7 @@ from .core import RULES, AliasMap, ManualDecisions, ResolutionState, group_names
 from .evidence import NameProfile, PairDecision, cannot_be_asked, chunk_claims, decide_pair, name_profiles, name_targets, raw_names
 from .judge import Judge
 from .lookup_worker import LookupProcess
-from .keys import UNSETTLED_RELATIONS, name_relation
+from .keys import UNSETTLED_RELATIONS, UNWORKED, name_relation
 
 if TYPE_CHECKING:
     import numpy as np
@@ -145,7 +145,7 @@ def _candidate_pairs(present: set[str], claims: set[tuple[str, str, str]], index
         for other, relation in index.candidates(name).items():
             candidates[(min(name, other), max(name, other))] = relation
     for pair in _stated_pairs(present, claims, index):
-        if candidates.get(pair) in (None, *UNSETTLED_RELATIONS):
+        if candidates.get(pair) in (None, UNWORKED, *UNSETTLED_RELATIONS):
             candidates[pair] = "stated"
     return candidates
 
@@ -445,7 +445,8 @@ class EntityResolution:
         candidates = _candidate_pairs(present, claims, index, looked_up)
         if self.embed is not None:
             similar = await self._similar(present, names, profiles, previous)
-            for pair in sorted(similar - set(candidates)):
+            # Pairs not met by blocking, or met only loosely with no relation of their names.
+            for pair in sorted(p for p in similar if candidates.get(p, UNWORKED) == UNWORKED):
                 relation = name_relation(*pair) or "similar"
                 if self.llm is not None or relation not in UNSETTLED_RELATIONS:
                     candidates[pair] = relation
@@ -468,6 +469,11 @@ class EntityResolution:
             checked += 1
             if cannot_be_asked(pa, pb, relation, ask_threshold):
                 continue
+            if relation == UNWORKED:  # worth asking if its names relate at all: do they?
+                worked = name_relation(a, b)
+                if worked is None or cannot_be_asked(pa, pb, worked, ask_threshold):
+                    continue
+                relation = worked
             decision = decide_pair(pa, pb, relation, threshold=threshold, ask_threshold=ask_threshold)
             if decision.verdict != "distinct" or decision.part or decision.if_person:
                 decisions.append(decision)
@@ -734,7 +740,11 @@ async def duplicate_groups(extractions: dict[str, ChunkExtraction], state: Optio
         aliases = state.aliases if state else {}
         accepted = state.pairs if state else set()
         claims = {(n, c, chunk_id) for chunk_id, extraction in extractions.items() for n, c in chunk_claims(extraction)}
-        candidates = _candidate_pairs(set(profiles), claims, index)
+        candidates: dict[tuple[str, str], str] = {}
+        for pair, relation in _candidate_pairs(set(profiles), claims, index).items():  # every pair is shown
+            worked = name_relation(*pair) if relation == UNWORKED else relation
+            if worked is not None:
+                candidates[pair] = worked
         _recorded_claims(profiles, claims)
         decisions = {pair: decide_pair(profiles[pair[0]], profiles[pair[1]], relation, threshold=settings.threshold,
                                        ask_threshold=settings.ask_threshold)
