@@ -2118,7 +2118,7 @@ def test_texts_read_once_give_what_reading_them_per_name_gives() -> None:
 
     from graphrag.operators.resolution.chinese import has_han, stated_names
     from graphrag.operators.resolution.english import description_pronouns
-    from graphrag.operators.resolution.evidence import _own_births, chunk_claims
+    from graphrag.operators.resolution.evidence import _own_spans, birth_years, chunk_claims
 
     texts = ["He met his wife.", "She is a queen; her son left.", "Tom was the king.", "They left."]
     assert description_pronouns(texts) == sum((description_pronouns([t]) for t in texts), Counter())
@@ -2128,8 +2128,11 @@ def test_texts_read_once_give_what_reading_them_per_name_gives() -> None:
                                {"name": "TERN", "type": "ORG", "description": "Tern was renamed Larkspur in 1901."}]}
     assert chunk_claims(extraction) == {("青川学堂", "K 临江大学"), ("TERN", "K LARKSPUR")}
     assert stated_names("TERN", "Tern was renamed Larkspur in 1901.") == frozenset()
-    assert _own_births("ADA HOLM", "Ada Holm (１９０１–１９８０) was a painter.", True) == ("１９０１",)
-    assert _own_births("ADA HOLM", "Ada Holm (b²) was a painter.", True) == ()
+    # A year in full-width digits is the same year as in ASCII ones, not a second birth.
+    wide = _own_spans("ADA HOLM", "Ada Holm (１９０１–１９８０) was a painter.", True)
+    assert wide == (("1901", "1980"),)
+    assert birth_years(frozenset(wide) | frozenset(_own_spans("ADA HOLM", "Ada Holm (1901–1980).", True))) == {"1901"}
+    assert _own_spans("ADA HOLM", "Ada Holm (b²) was a painter.", True) == ()
 
 
 def test_description_words_of_ascii_text_are_the_unicode_patterns() -> None:

@@ -333,6 +333,12 @@ _MIDDLE_WORDS = 2
 _DIGIT = re.compile(r"\d")
 
 
+def _year(digits: str | None) -> str:
+    """A year of four decimal digits in ASCII ("" for none): a text may write it in any script's
+    digits (full-width ones in CJK text), and spans are compared and ordered as strings."""
+    return f"{int(digits):04d}" if digits else ""
+
+
 @lru_cache(maxsize=_TEXTS_KEPT)
 def _own_spans(name: str, text: str, english: bool) -> tuple[tuple[str, str], ...]:
     """The life spans ``text`` gives ``name`` itself, (birth, end or ""): a span in brackets (and
@@ -345,8 +351,8 @@ def _own_spans(name: str, text: str, english: bool) -> tuple[tuple[str, str], ..
     key = name_key(name)
     if not key:
         return ()
-    found = [(m.start(), (m.group(1), m.group(2) or "")) for m in _LIFE_SPAN.finditer(text)]
-    found += [(at, (year, "")) for at, year in born_asides(text)] if english else []
+    found = [(m.start(), (_year(m.group(1)), _year(m.group(2)))) for m in _LIFE_SPAN.finditer(text)]
+    found += [(at, (_year(year), "")) for at, year in born_asides(text)] if english else []
     spans = []
     for at, span in found:
         words = text[:at].split()[-(len(key) + _MIDDLE_WORDS):]
