@@ -34,7 +34,8 @@ NEAR_AT_MOST = 1000
 
 
 async def cluster_graph(graph: ClusterMemberships, algorithm: str = "leiden", full: bool = False,
-                        touched: Optional[Collection[str]] = None) -> Optional[set[str]]:
+                        touched: Optional[Collection[str]] = None,
+                        were_in: Optional[Collection[str]] = None) -> Optional[set[str]]:
     """Assign every node that has an edge to a community at each level. Returns the communities
     a node joined or left after a small write (``touched`` given, at most ``NEAR_AT_MOST``
     nodes, the settings unchanged), else None.
@@ -44,7 +45,9 @@ async def cluster_graph(graph: ClusterMemberships, algorithm: str = "leiden", fu
     over every component from scratch, keeping ids where membership overlaps.
     ``touched``: the nodes a write changed (with the edges at them), when only those did;
     then only the graph around them is read (``operators/clustering_nearby.py``), for the
-    same memberships, where that can be proven (else the whole graph is, as without it).
+    same memberships, where that can be proven (else the whole graph is, as without it);
+    ``were_in``: the communities those nodes were in before the write, which that proof needs
+    when the write deleted nodes while some communities are split.
     """
     if algorithm != "leiden":
         raise ValueError(f"unknown graph clustering algorithm {algorithm!r}; only 'leiden' is available")
@@ -59,10 +62,11 @@ async def cluster_graph(graph: ClusterMemberships, algorithm: str = "leiden", fu
     if small_write:
         splits = dict(split_parents)
         changes = await paths_near(graph, set(touched), splits, max_cluster_size=config.max_graph_cluster_size,
-                                   seed=config.graph_cluster_seed, exact_below=config.exact_clustering_below)
+                                   seed=config.graph_cluster_seed, exact_below=config.exact_clustering_below,
+                                   were_in=were_in)
         if changes is not None:
             # Every community named here still has members: only a deletion could take one
-            # away, and paths_near leaves those with split communities to the whole graph.
+            # away, and paths_near leaves a split one losing that many to the whole graph.
             await graph.set_graph_attribute(SPLIT_ATTRIBUTE, json.dumps(
                 {str(k): v for k, v in sorted(splits.items())}))
             moved = await communities_of(graph, changes)
@@ -134,7 +138,7 @@ async def cluster_after_write(graph: ClusterMemberships, touched: Collection[str
     a part of it proportional to what it changed.
     """
     if _default(graph, "clustering"):
-        moved = await cluster_graph(graph, algorithm, touched=touched)
+        moved = await cluster_graph(graph, algorithm, touched=touched, were_in=were_in)
     else:  # a class with its own clustering: told nothing of what was touched
         await graph.clustering(algorithm)
         moved = None

@@ -7,8 +7,9 @@ in place only the new nodes, their neighbours and the communities they join. Thi
 reads that much through the graph contract (``get_edges_at``, ``get_nodes_attributes_of``,
 ``nodes_in_clusters``, ``node_with_highest_cluster``) and gives the same memberships as the
 whole-graph update, or None where it cannot prove that (the caller then reads everything):
-two large components touched at once, a large component losing nodes while communities
-are split, or a community found to reach beyond what was read.
+two large components touched at once, a split community losing members down to its size
+before the split (or whose lost members are not known), or a community found to reach beyond
+what was read.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import json
 import logging
 import re
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Optional
 
 from .leiden_paths import CommunityIds, edge_weight, leiden_partitions, membership_path, place_incrementally
 
@@ -83,24 +84,33 @@ class _Neighbourhood:
 
 
 async def paths_near(graph: ClusterMemberships, touched: set[str], split_parents: dict[int, int], *,
-                     max_cluster_size: int, seed: int, exact_below: int) -> Optional[dict[str, str]]:
+                     max_cluster_size: int, seed: int, exact_below: int,
+                     were_in: Optional[Collection[str]] = None) -> Optional[dict[str, str]]:
     """The membership changes (node -> clusters text, "" for none) that the whole-graph
     incremental update would make after a write that touched ``touched``; ``split_parents``
-    is updated in place. None when only the whole graph can tell."""
+    is updated in place. ``were_in``: the communities the touched nodes were in before the
+    write (a deleted node's are known only there), needed when the write deleted nodes while
+    some communities are split. None when only the whole graph can tell."""
     try:
-        return await _paths_near(graph, touched, split_parents, max_cluster_size, seed, exact_below)
+        return await _paths_near(graph, touched, split_parents, max_cluster_size, seed, exact_below, were_in)
     except _Unsure as why:
         logger.info("Clustering reads the whole graph: %s", why)
         return None
 
 
 async def _paths_near(graph: ClusterMemberships, touched: set[str], split_parents: dict[int, int],
-                      max_cluster_size: int, seed: int, exact_below: int) -> dict[str, str]:
+                      max_cluster_size: int, seed: int, exact_below: int,
+                      were_in: Optional[Collection[str]]) -> dict[str, str]:
     near = _Neighbourhood(graph)
     await near.expand(touched)
     present = touched & near.found
+    # A split community that lost members may merge back (``place_incrementally``): those a
+    # deleted node was in are among the touched nodes' former communities.
+    shrunk: list[int] = []
     if touched - present and split_parents:
-        raise _Unsure("nodes were deleted while some communities are split")
+        if were_in is None:
+            raise _Unsure("nodes were deleted while some communities are split")
+        shrunk = sorted(c for c in split_parents if str(c) in were_in)
 
     # Regions: from each touched node, breadth first, until its component is read whole or
     # it is known to be large (at least ``exact_below`` nodes, some of them clustered).
@@ -135,6 +145,8 @@ async def _paths_near(graph: ClusterMemberships, touched: set[str], split_parent
             large.append(index)
     if len(large) > 1:
         raise _Unsure("several large components touched")
+    if shrunk:
+        await _check_not_merging_back(near, shrunk, split_parents, regions[large[0]] if large else None)
 
     top = await graph.node_with_highest_cluster()
     if top is None:  # the store cannot tell: every membership, by the ids their text names
@@ -242,6 +254,34 @@ async def _place_in_large(near: _Neighbourhood, region: set[str], ids: Community
                     changed[node] = paths[node]
                 split_parents[prefix[-1]] = max(len(before), max_cluster_size)
     return changed
+
+
+async def _check_not_merging_back(near: _Neighbourhood, shrunk: list[int], split_parents: dict[int, int],
+                                  large: Optional[set[str]]) -> None:
+    """Each split community of ``shrunk`` (which may have lost members to a deletion) must keep
+    more members than its size before the split, all in the large component ``large`` when
+    one was touched: there the whole-graph update sees them together, they only gain new
+    nodes, so it merges none back, and ``_place_in_large`` (which merges nothing back) agrees.
+    A component read whole is updated by ``place_incrementally`` itself, merging back as the
+    whole-graph update does; the count also keeps a community without members from staying
+    listed as split (the whole-graph update drops it)."""
+    found = _holding(await near.graph.nodes_in_clusters(shrunk), shrunk)
+    for node, data in found:
+        if node not in near.raw:
+            near.found.add(node)
+            near.add(node, data)
+    members: dict[int, list[str]] = {c: [] for c in shrunk}
+    for node, _ in found:
+        for c in near.paths.get(node, ()):
+            if c in members:
+                members[c].append(node)
+    for c, nodes in members.items():
+        if len(nodes) <= split_parents[c]:
+            raise _Unsure("a split community lost members down to its size before the split")
+    if large is not None:
+        inside = sorted({n for nodes in members.values() for n in nodes})
+        await near.expand(inside)
+        _check_inside(near, large, inside)
 
 
 def _holding(found: list[tuple[str, dict]], ids: list[int]) -> list[tuple[str, dict]]:
