@@ -298,11 +298,13 @@ class NameIndex:
             return found
         # Besides, every name sharing a word (the fuller names among them), or one of its words
         # or initials alone, and the names that look this one up as such.
-        self._gather(seen, [("token", t) for t in _tokens(name_key(name))])
+        key = name_key(name)
+        tokens = _tokens(key)
+        self._gather(seen, [("token", t) for t in tokens])
         if len(parts := _subset_words(name)) > 1:
             self._gather(seen, [("words", (w,)) for w in parts])
-        if not _tokens(name_key(name)):
-            seen |= self._fuller(name_key(name))
+        if not tokens:
+            seen |= self._fuller(key)
         seen.discard(name)
         for other in seen - found.keys():
             found[other] = UNWORKED

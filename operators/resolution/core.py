@@ -186,7 +186,7 @@ class _Links:
                 said = [p for p in partners if name_key(p) != found[1]]
                 fuller = sorted(p for p in said if not any(set(name_key(p)) < set(name_key(q)) for q in said))
             else:  # a designation's ambiguity is its own, unless this is its head
-                # The name spelt another way (a transliteration: HIRAK / HEERAK) is no other
+                # The name spelt another way (a transliteration: KARIM / KAREEM) is no other
                 # name it could stand for: beside a second name it is accepted with (a title in
                 # another language), it makes the name no less sure. Grouping still joins only
                 # names that fit each other.

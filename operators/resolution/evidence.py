@@ -369,8 +369,8 @@ def _own_spans(name: str, text: str, english: bool) -> tuple[tuple[str, str], ..
 def birth_years(spans: frozenset[tuple[str, str]]) -> frozenset[str]:
     """The births among ``spans`` (:attr:`NameProfile.spans`). A span ending in the year another
     one that starts earlier ends is not read as a birth: encyclopedia text writes a ruler's or
-    an office holder's term in a life span's shape ("Sultan X (1481–1512)", beside "X
-    (1447–1512)"), and a reign or a term held until death ends with the life. Two people of one
+    an office holder's term in a life span's shape ("Sultan X (1620–1655)", beside "X
+    (1598–1655)"), and a reign or a term held until death ends with the life. Two people of one
     name dying in one year is the rarer case, and only lets other evidence decide."""
     ends: dict[str, str] = {}
     for start, end in spans:
