@@ -632,7 +632,7 @@ async def generate_community_reports(
             known = set()
 
     async def start(cid: str) -> None:
-        nonlocal reused
+        nonlocal reused, made_small
         community = communities[cid]
         old = existing.get(cid)
         if cid in known:  # ``unchanged`` found its record reusable
@@ -655,7 +655,7 @@ async def generate_community_reports(
         elif extractive:
             todo.append((cid, fp))
         elif small:
-            made_small.append(cid)
+            made_small += 1
             finished(cid, extractive_record(community, fp, SOURCE_SMALL))
         else:
             pending[cid] = asyncio.ensure_future(when_ready(cid, fp))
@@ -676,7 +676,7 @@ async def generate_community_reports(
     # start while the rest is still being fingerprinted: the set-up overlaps the first calls.
     ordered = sorted(communities, key=lambda c: -int(communities[c].get("level", 0) or 0))
     todo: list[tuple[str, str]] = []
-    made_small: list[str] = []
+    made_small = 0  # reports of small components, built from their records
     reused = 0
     digests: dict[Union[str, tuple[str, str]], str] = {}
     kept = _KEPT_DIGESTS.get(graph)
@@ -704,7 +704,7 @@ async def generate_community_reports(
         if reused and on_progress:
             on_progress(reused)
         logger.info("Community reports: %d reused, %d to generate, %d of small components built from their records",
-                    reused, len(todo) + len(pending), len(made_small))
+                    reused, len(todo) + len(pending), made_small)
         for cid, fp in todo:  # extractive: deepest first, like the LLM path
             finished(cid, extractive_record(communities[cid], fp, SOURCE_EXTRACTIVE))
         await asyncio.gather(*pending.values())
@@ -713,4 +713,4 @@ async def generate_community_reports(
             task.cancel()
         await asyncio.gather(*pending.values(), return_exceptions=True)
         raise
-    return {cid: results[cid] for cid in communities}, len(todo) + len(pending) + len(made_small)
+    return {cid: results[cid] for cid in communities}, len(todo) + len(pending) + made_small

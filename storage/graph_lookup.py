@@ -184,6 +184,7 @@ class GraphLookup:
 K = TypeVar("K")
 V = TypeVar("V")
 
+
 def _kept(cache: dict[K, V], key: K, limit: int, value: V) -> V:
     """``value``, kept in ``cache`` under ``key``; a full cache starts over (the answers a
     query repeats come back within a few calls)."""

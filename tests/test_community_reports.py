@@ -725,3 +725,24 @@ def test_small_component_reports_are_not_tried_again_by_a_model():
     records = {"1": {"report_source": "small_component"}, "2": {"report_source": "extractive"},
                "3": {"report_source": "fallback"}, "4": {"report_source": "llm"}}
     assert index_after(None, {}, records, None).not_from_llm == {"2", "3"}
+
+
+def test_a_raised_limit_reports_untouched_small_components_from_their_records(tmp_path):
+    """A model's report of a whole component now within the limit is not taken unread (even
+    with nothing touched): the rule is checked on the graph, so which report a community has
+    depends on the graph and the limit, not on the writes that made it."""
+    graph, communities = _graph_with_small_components(tmp_path)
+    small = {_component_community(communities, edges[0][0])
+             for kind, edges in _SMALL_COMPONENTS.items() if kind in ("pair", "triangle", "star4")}
+    by_model, _ = _run(communities, graph, FakeLLM(), small_component_max_entities=0)
+    assert {r["report_source"] for r in by_model.values()} == {"llm"}
+
+    llm = FakeLLM()
+    raised, fresh = _run(communities, graph, llm, existing=copy.deepcopy(by_model), small_component_max_entities=4,
+                         touched=set())
+    assert llm.calls == [] and fresh == len(small)
+    assert {cid for cid, r in raised.items() if r["report_source"] == "small_component"} == small
+    assert {cid: r for cid, r in raised.items() if cid not in small} == {
+        cid: r for cid, r in by_model.items() if cid not in small}
+    fresh_small, _ = _run(communities, graph, FakeLLM(), small_component_max_entities=4)
+    assert {cid: raised[cid] for cid in small} == {cid: fresh_small[cid] for cid in small}
