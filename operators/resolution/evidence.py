@@ -71,7 +71,7 @@ class NameProfile:
     def described(self) -> bool:
         """A description, not a name: the English descriptions write each of its words in
         lower case somewhere ("the lonely boy", "her father"), as no text writes a proper
-        name. Two such names sharing words ("THE GIRL", "THE FAIR YOUNG GIRL") need not be
+        name. Two such names sharing words ("THE GIRL", "THE TALL YOUNG GIRL") need not be
         one thing."""
         english = self.english
         return bool(english) and all(written_in_lower_case(t.lower(), english) for t in set(name_key(self.name)))
@@ -100,7 +100,7 @@ class NameProfile:
 
     @cached_property
     def capitals(self) -> bool:
-        """A one-word name its descriptions write in capitals (``ODP``, ``NASA``): an acronym,
+        """A one-word name its descriptions write in capitals (``KVP``, ``NASA``): an acronym,
         not a person's surname or first name (in a script with case)."""
         key = name_key(self.name)
         if len(key) != 1 or len(key[0]) < 2 or not key[0].isupper():
@@ -388,7 +388,7 @@ def _tells_of(p: NameProfile, owner: str) -> bool:
 
 
 def _incorporated(name: str) -> bool:
-    """A company's legal name: a corporate suffix ends it (``THE CARTOON NETWORK, INC.``)."""
+    """A company's legal name: a corporate suffix ends it (``THE HALDEN PICTURE COMPANY, INC.``)."""
     tokens = TOKEN.findall(normal_name(name))
     return len(tokens) > 1 and tokens[-1] in CORPORATE
 
@@ -462,7 +462,7 @@ def _another_bearer(pa: NameProfile, pb: NameProfile, first: bool = False) -> bo
     word, own = name_key(short.name)[-1], set(name_key(long.name))
     # Its relations' texts are read where it has no description (a name written only in
     # relations): the offline extractor's relation texts are whole sentences, whose capitalised
-    # words before a surname are as often another name of the same person (OLD MARLEY).
+    # words before a surname are as often another name of the same person (OLD HALE).
     for text in short.descriptions.values() or short.relation_texts:
         for at in _places(word, text):
             if first:
@@ -797,7 +797,7 @@ def decide_pair(pa: NameProfile, pb: NameProfile, relation: str, *, threshold: f
         relation_ok = True
     person = "PERSON" in (ta, tb) or bool(genders)
     if relation in _PERSON_PARTS and (pa.capitals or pb.capitals):
-        # An acronym is no part of a person's name (ODP / THE ODP is not a surname): nor does
+        # An acronym is no part of a person's name (KVP / THE KVP is not a surname): nor does
         # it count among the fuller names such a part could stand for.
         return PairDecision(a, b, relation, 0.0, "distinct", {"relation": relation, "acronym": True})
     if relation in _PERSON_PARTS:

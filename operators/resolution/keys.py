@@ -130,8 +130,8 @@ def _spells(acronym_name: str, letters: str, long_name: str) -> bool:
     written = accented_key(acronym_name, letters)
     initials = _accented_initials(long_name)
     key = name_key(long_name)
-    # Both ways: an accented letter is another letter (ÖDP is not ODP, whose initials are
-    # OFFENE DEMOKRATISCHE ...), so a plain acronym does not spell accented initials either.
+    # Both ways: an accented letter is another letter (ÖVP is not OVP, whose initials are
+    # OSTMARK VOLKS PARTEI ...), so a plain acronym does not spell accented initials either.
     return written in ("".join(i for i, t in zip(initials, key) if t not in _CONNECTORS), "".join(initials))
 
 
@@ -178,13 +178,13 @@ def gram_similarity(a: str, b: str) -> float:
 
 # A spelling variant is told by the names alone only in names of at least this many letters
 # (short names a letter apart are too often other names: JOHN / JOAN), and within one edit per
-# this many letters, at most two (transliterations: HIRAK / HEERAK, PHIRE / PHIREY).
+# this many letters, at most two (transliterations: KARIM / KAREEM, TOMAS / TOMMAS).
 _SPELLING_LETTERS, _LETTERS_PER_EDIT, SPELLING_EDITS = 12, 7, 2
 
 
 def _letters(key: tuple[str, ...]) -> str:
     """A key's letters run together: spacing and word breaks are spelling too
-    (UPENDRAKISHORE / UPENDRA KISHORE)."""
+    (RAMADEVAN / RAMA DEVAN)."""
     return "".join(c for t in key for c in t if c.isalnum())
 
 
@@ -401,8 +401,8 @@ def name_relation(a: str, b: str) -> Optional[str]:
     - ``acronym``: one is the other's initials (``NRA`` / ``NORTHLAND RAIL AUTHORITY``);
     - ``abbreviation``: one keeps the first character of each two of the other, in a script
       without case or spaces (北大 / 北京大学);
-    - ``spelling``: long names whose letters differ by an edit or two (``HIRAK RAJAR DESHE`` /
-      ``HEERAK RAJAR DESHE``);
+    - ``spelling``: long names whose letters differ by an edit or two (``KARIM AL FARSANI`` /
+      ``KAREEM AL FARSANI``);
     - ``surname``, ``first_name``: a one-word name that ends or starts a person-like name;
     - ``overlap``: other shared words; ``fuzzy``: similar spelling only.
 
