@@ -73,7 +73,8 @@ def named_headings_first(question: str, chunks: Sequence[Optional[dict[str, Any]
     named = [i for i, c in enumerate(chunks)
              if c and c.get("chunk_order_index") == 0 and (h := passage_heading(c.get("content") or ""))
              and heading_named(h, question)]
-    return named + [i for i in range(len(chunks)) if i not in set(named)]
+    first = set(named)
+    return named + [i for i in range(len(chunks)) if i not in first]
 
 
 class Reranker:
