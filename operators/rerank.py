@@ -136,9 +136,9 @@ async def rerank_chunks(question: str, items: Sequence[T], stores: RerankedStore
     ``stores.head_candidates`` reordered: those whose heading the question names first when
     ``headings_first`` or the stores' reranker asks for it (:func:`named_headings_first`),
     then by the stores' reranker when one is configured; the rest after them as they were."""
-    reranker: Optional[Reranker] = getattr(stores, "reranker", None)
+    reranker = stores.reranker
     headings_first = headings_first or (reranker is not None and reranker.headings_first)
-    candidates = reranker.candidates if reranker is not None else getattr(stores, "head_candidates", 0)
+    candidates = reranker.candidates if reranker is not None else stores.head_candidates
     head, tail = list(items[:candidates]), list(items[candidates:])
     if len(head) < 2 or (reranker is None and not headings_first):
         return list(items)
