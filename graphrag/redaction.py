@@ -26,7 +26,7 @@ MASK = "***"
 
 # The environment variables whose values are secrets wherever they appear.
 SECRET_ENV = ("OPENAI_API_KEY", "GRAPHRAG_API_KEY", "GRAPHRAG_EMBEDDING_API_KEY", "GRAPHRAG_POSTGRES_DSN",
-              "GRAPHRAG_NEO4J_PASSWORD", "GRAPHRAG_MILVUS_TOKEN")
+              "GRAPHRAG_NEO4J_PASSWORD", "GRAPHRAG_MILVUS_TOKEN", "GRAPHRAG_RERANK_API_KEY")
 # storage_options keys whose values are secrets; any value that is a URL has its password taken.
 SECRET_OPTION_WORDS = ("password", "token", "dsn", "secret", "key")
 # Registered values shorter than this are not masked: replacing "a" everywhere hides nothing.
@@ -48,10 +48,14 @@ def register_secret(value: Optional[str]) -> None:
 
 
 def register_config_secrets(config: GraphRAGConfig) -> None:
-    """The secrets a ``GraphRAGConfig`` holds: its LLM and embedding keys and its storage
-    connection settings."""
-    for option in ("llm_api_key", "embedding_api_key"):
+    """The secrets a ``GraphRAGConfig`` holds: its LLM, embedding and rerank endpoint keys, a
+    rerank endpoint URL's password and its storage connection settings."""
+    for option in ("llm_api_key", "embedding_api_key", "rerank_api_key"):
         register_secret(getattr(config, option, None))
+    rerank = getattr(config, "rerank", None)
+    if isinstance(rerank, str) and "://" in rerank:
+        for password in _url_passwords(rerank):
+            register_secret(password)
     for name, value in (getattr(config, "storage_options", None) or {}).items():
         if not isinstance(value, str):
             continue

@@ -232,10 +232,11 @@ def embedding_scorer(embed: Callable[[list[str]], Awaitable["np.ndarray"]], k: i
     async def score(question: str, passages: list[str]) -> list[float]:
         if not embedder_reads(embed, question):  # its similarities would be noise
             return [1.0 / (k + i) for i in range(len(passages))]
-        rows_of = {p: rows for p in dict.fromkeys(passages) if (rows := kept.peek(p)) is not None}
+        distinct = list(dict.fromkeys(passages))
+        rows_of = {p: rows for p in distinct if (rows := kept.peek(p)) is not None}
         if kept_with_index is not None:
-            rows_of.update(await kept_with_index.read([p for p in dict.fromkeys(passages) if p not in rows_of]))
-        missing = [p for p in dict.fromkeys(passages) if p not in rows_of]
+            rows_of.update(await kept_with_index.read([p for p in distinct if p not in rows_of]))
+        missing = [p for p in distinct if p not in rows_of]
         question_vector, found = await embed_sentences(embed, missing, question)
         rows_of.update(zip(missing, found))
         for passage, rows in rows_of.items():

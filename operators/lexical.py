@@ -165,7 +165,7 @@ def dense_for_fusion(question: str, dense: list[str], lexical: list[str], vector
     return dense
 
 
-def embedder_reads(embedder: Any, question: str) -> bool:
+def embedder_reads(embedder: object, question: str) -> bool:
     """False when the embedder reads Latin script only (``EmbeddingFunc.latin_only``) and the
     question is mostly in another script. A question without letters (a year, a code) is in no
     script: the vectors keep their say."""

@@ -73,7 +73,8 @@ def named_headings_first(question: str, chunks: Sequence[Optional[dict[str, Any]
     named = [i for i, c in enumerate(chunks)
              if c and c.get("chunk_order_index") == 0 and (h := passage_heading(c.get("content") or ""))
              and heading_named(h, question)]
-    return named + [i for i in range(len(chunks)) if i not in set(named)]
+    first = set(named)
+    return named + [i for i in range(len(chunks)) if i not in first]
 
 
 class Reranker:
@@ -135,9 +136,9 @@ async def rerank_chunks(question: str, items: Sequence[T], stores: RerankedStore
     ``stores.head_candidates`` reordered: those whose heading the question names first when
     ``headings_first`` or the stores' reranker asks for it (:func:`named_headings_first`),
     then by the stores' reranker when one is configured; the rest after them as they were."""
-    reranker: Optional[Reranker] = getattr(stores, "reranker", None)
+    reranker = stores.reranker
     headings_first = headings_first or (reranker is not None and reranker.headings_first)
-    candidates = reranker.candidates if reranker is not None else getattr(stores, "head_candidates", 0)
+    candidates = reranker.candidates if reranker is not None else stores.head_candidates
     head, tail = list(items[:candidates]), list(items[candidates:])
     if len(head) < 2 or (reranker is None and not headings_first):
         return list(items)

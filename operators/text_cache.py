@@ -29,14 +29,8 @@ class TextCache(Generic[K, V]):
         self._lock = threading.Lock()
 
     def get(self, key: K, compute: Callable[[], V]) -> V:
-        # A hit takes no lock: each OrderedDict call is atomic, and an entry another thread
-        # drops between the two is still the right value.
-        found = self._items.get(key)
+        found = self._hit(key)
         if found is not None:
-            try:
-                self._items.move_to_end(key)
-            except KeyError:
-                pass
             return found[0]
         value = compute()
         size = self._size(key, value)
@@ -54,14 +48,20 @@ class TextCache(Generic[K, V]):
     def peek(self, key: K) -> Optional[V]:
         """The kept value, or None (nothing computed): for callers that compute many values at
         once and ``get`` each after."""
+        found = self._hit(key)
+        return None if found is None else found[0]
+
+    def _hit(self, key: K) -> Optional[tuple[V, int]]:
+        """The kept entry, marked as the latest used, or None. A hit takes no lock: each
+        OrderedDict call is atomic, and an entry another thread drops between the two is
+        still the right value."""
         found = self._items.get(key)
-        if found is None:
-            return None
-        try:
-            self._items.move_to_end(key)
-        except KeyError:
-            pass
-        return found[0]
+        if found is not None:
+            try:
+                self._items.move_to_end(key)
+            except KeyError:
+                pass
+        return found
 
     @property
     def bytes(self) -> int:

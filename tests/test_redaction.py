@@ -50,6 +50,15 @@ def test_redact_masks_known_and_shaped_secrets() -> None:
     assert "config-llm-key-xyz" not in repr(config) and "config-emb-key-xyz" not in repr(config)
 
 
+def test_a_rerank_endpoint_key_and_url_password_are_secrets() -> None:
+    config = index_config(Path("/unused"), rerank="https://ranker:rerank-url-pass-77@rerank.example/rerank",
+                          rerank_api_key="rerank-key-plain-3141")
+    register_config_secrets(config)
+    masked = redact("401: rerank-key-plain-3141 rejected; rerank-url-pass-77 too")
+    assert "rerank-key-plain-3141" not in masked and "rerank-url-pass-77" not in masked
+    assert "rerank-key-plain-3141" not in repr(config)
+
+
 def test_the_filter_masks_arguments_and_tracebacks() -> None:
     logger = logging.getLogger("graphrag.test_redaction_probe")
     records: list[str] = []
